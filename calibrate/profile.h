@@ -1,0 +1,60 @@
+// Calibration profile: how fast software runs on a given GPU and interconnect.
+//
+// A profile turns an op (GEMM shape, bytes moved, attention shape) or a collective scope into a
+// duration. Built-in "datasheet" profiles derive from vendor peak numbers, an efficiency model
+// (documented in docs/calibration.md) and published nccl-tests bandwidths; measured profiles
+// (written by `trainsim calibrate`, later) replace the efficiency model with samples.
+//
+// Format: versioned JSON (`format_version`), every number with its unit in the key name. Loading
+// validates every field and reports the file and the field on error.
+#pragma once
+
+#include <string>
+
+namespace trainsim::calib {
+
+inline constexpr int kProfileFormatVersion = 1;
+
+/// α–β parameters of one communication scope (NVLink inside a server, the network across).
+struct ScopeParams {
+  double busbw_Bps = 0;       // bus bandwidth a ring collective achieves at large messages
+  double step_latency_s = 0;  // per ring step (NCCL hwLat for the link type, Simple protocol)
+};
+
+struct Profile {
+  std::string name;        // e.g. "datasheet-h100-sxm"
+  std::string version;     // profile content version
+  std::string gpu;         // GPU preset it was made for
+  std::string provenance;  // where the numbers come from (datasheet, nccl-tests run, command line)
+
+  // GEMM efficiency surface: eff(m,n,k) = gemm_peak_efficiency · Π_d d / (d + gemm_half_dim).
+  double gemm_peak_efficiency = 0.8;
+  double gemm_half_dim = 64;
+  // Fused (FlashAttention-style) attention efficiency relative to dense peak.
+  double attention_fwd_efficiency = 0.6;
+  double attention_bwd_efficiency = 0.5;
+  // Fraction of datasheet HBM bandwidth that memory-bound kernels achieve.
+  double memory_bw_efficiency = 0.8;
+  // Fixed cost per kernel on the GPU timeline (launch + tail), seconds.
+  double kernel_overhead_s = 4e-6;
+
+  ScopeParams nvlink;           // intra-server ring collectives
+  double nvls_busbw_Bps = 0;    // NVLS all-reduce bus bandwidth; 0 = not available
+  double nic_efficiency = 0.95; // achieved / line rate per NIC for large transfers
+  double net_step_latency_s = 14e-6;  // per inter-node ring step (NCCL Ring/Simple NET hwLat)
+  double collective_base_latency_s = 8.4e-6;  // per collective launch (NCCL baseLat Ring/Simple)
+
+  // Host-side cost: per-iteration stall when the data pipeline is synchronous.
+  double data_loading_s = 0.0;
+};
+
+/// Built-in datasheet profile for a GPU preset; throws trainsim::Error if there is none.
+Profile builtin_profile(const std::string& gpu_preset);
+/// Names of all built-in profiles.
+std::string builtin_profile_names();
+/// Loads a profile JSON file; errors name the file and the field.
+Profile load_profile(const std::string& path);
+/// Writes a profile as JSON (round-trips through load_profile).
+std::string profile_to_json(const Profile& p);
+
+}  // namespace trainsim::calib

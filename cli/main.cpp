@@ -1,0 +1,201 @@
+// trainsim: the command-line entry point. Parses arguments, calls the libraries, prints, and maps
+// errors to exit codes (DESIGN.md §3): 0 ok, 2 usage/input, 3 infeasible configuration,
+// 4 runtime/GPU failure. Results go to stdout; messages go to stderr.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "calibrate/profile.h"
+#include "cli/default_scenario.h"
+#include "kernels/device_info.h"
+#include "reports/summary.h"
+#include "reports/validation_report.h"
+#include "scenarios/presets.h"
+#include "scenarios/run_config.h"
+#include "scenarios/scenario.h"
+#include "scenarios/schema.h"
+#include "scenarios/validation_runs.h"
+#include "sim/core/error.h"
+#include "sim/core/version.h"
+#include "sim/exec/analytic.h"
+
+namespace {
+
+using namespace trainsim;
+
+int print_error(const Error& e) {
+  const char* what = e.kind() == ErrorKind::kInfeasible ? "infeasible configuration"
+                     : e.kind() == ErrorKind::kRuntime  ? "runtime error"
+                                                        : "error";
+  std::cerr << "trainsim: " << what << ": " << e.what() << "\n";
+  return e.exit_code();
+}
+
+void write_output(const std::string& text, const std::string& path) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream out(path);
+  if (!out) throw Error(ErrorKind::kRuntime, "cannot write the output file", {path, 0, ""});
+  out << text;
+  if (!out) throw Error(ErrorKind::kRuntime, "write failed", {path, 0, ""});
+}
+
+struct RunArgs {
+  std::string scenario;
+  std::vector<std::string> sets;
+  std::string fidelity;
+  std::string format = "text";
+  std::string output;
+};
+
+int cmd_run(const RunArgs& a) {
+  std::vector<std::string> sets = a.sets;
+  if (!a.fidelity.empty()) sets.push_back("simulation.fidelity=" + a.fidelity);
+  const scen::Scenario s =
+      a.scenario.empty()
+          ? scen::load_scenario_string(cli::kDefaultScenarioYaml, cli::kDefaultScenarioName, sets)
+          : scen::load_scenario_file(a.scenario, sets);
+  const exec::RunConfig cfg = scen::make_run_config(s);
+  const exec::Result r = scen::run_scenario(s, cfg);
+  write_output(a.format == "json" ? reports::result_json_text(r, s, cfg.profile)
+                                  : reports::result_text(r, s, cfg.profile),
+               a.output);
+  return 0;
+}
+
+int cmd_validate(const std::string& csv, const std::string& format, const std::string& output) {
+  const auto rows = scen::validate_runs(csv);
+  const auto summary = scen::summarize(rows);
+  write_output(format == "json" ? reports::validation_json(rows, summary).dump(2) + "\n"
+                                : reports::validation_text(rows, summary),
+               output);
+  return 0;
+}
+
+int cmd_explain(const std::string& key, const std::string& format) {
+  if (format == "json") {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    std::string_view prefix = key;
+    for (const auto& k : scen::schema()) {
+      if (!prefix.empty() && k.path != prefix && k.path.rfind(std::string(prefix) + ".", 0) != 0)
+        continue;
+      arr.push_back({{"key", k.path},
+                     {"type", scen::to_string(k.type)},
+                     {"unit", k.unit},
+                     {"default", k.default_value},
+                     {"choices", k.choices},
+                     {"description", k.description}});
+    }
+    if (arr.empty()) scen::explain(key);  // throws the unknown-key error with its suggestion
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << scen::explain(key);
+  return 0;
+}
+
+int cmd_info(const std::string& format) {
+  const kernels::DeviceReport d = kernels::query_devices();
+  if (format == "json") {
+    nlohmann::ordered_json j;
+    j["trainsim_version"] = kVersion;
+    j["analytic_model_version"] = exec::kAnalyticModelVersion;
+    j["builtin_profiles"] = calib::builtin_profile_names();
+    j["cuda_compiled"] = d.cuda_compiled;
+    j["cuda_version"] = d.cuda_version;
+    j["device_status"] = d.status;
+    nlohmann::ordered_json devs = nlohmann::ordered_json::array();
+    for (const auto& x : d.devices) {
+      devs.push_back({{"index", x.index},
+                      {"name", x.name},
+                      {"sm", fmt::format("{}.{}", x.sm_major, x.sm_minor)},
+                      {"memory_bytes", x.memory_bytes}});
+    }
+    j["devices"] = devs;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("trainsim {}\nanalytic model {}\nbuilt-in profiles: {}\n", kVersion,
+                           exec::kAnalyticModelVersion, calib::builtin_profile_names());
+  std::cout << fmt::format("CUDA: {}\n", d.cuda_compiled ? "compiled with CUDA " + d.cuda_version
+                                                         : std::string("not compiled"));
+  std::cout << fmt::format("devices: {}\n", d.status);
+  for (const auto& x : d.devices) {
+    std::cout << fmt::format("  [{}] {} (sm_{}{}, {:.1f} GiB, {} SMs)\n", x.index, x.name,
+                             x.sm_major, x.sm_minor, x.memory_bytes / (1024.0 * 1024 * 1024),
+                             x.multiprocessors);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"trainsim: simulate LLM training on GPU clusters and estimate MFU"};
+  app.set_version_flag("--version", std::string("trainsim ") + trainsim::kVersion);
+  app.require_subcommand(0, 1);
+  bool list_presets = false;
+  app.add_flag("--list-presets", list_presets, "List the built-in GPU, cluster and model presets");
+
+  const std::vector<std::string> formats = {"text", "json"};
+
+  RunArgs run_args;
+  CLI::App* run = app.add_subcommand("run", "Simulate one training iteration of a scenario");
+  run->add_option("scenario", run_args.scenario,
+                  "Scenario YAML file (default: the built-in MegaScale 175B on 12,288 GPUs)");
+  run->add_option("--set", run_args.sets, "Override a scenario key: key.path=value (repeatable)")
+      ->type_name("KEY=VALUE");
+  run->add_option("--fidelity", run_args.fidelity, "analytic | flow | packet")
+      ->check(CLI::IsMember({"analytic", "flow", "packet"}));
+  run->add_option("--format", run_args.format, "text | json")->check(CLI::IsMember(formats));
+  run->add_option("-o,--output", run_args.output, "Write the result to FILE instead of stdout");
+
+  std::string csv, vformat = "text", voutput;
+  CLI::App* validate =
+      app.add_subcommand("validate", "Compare predictions with published training runs (CSV)");
+  validate->add_option("runs", csv, "CSV in the format of scenarios/validation/published-runs.csv")
+      ->required();
+  validate->add_option("--format", vformat, "text | json")->check(CLI::IsMember(formats));
+  validate->add_option("-o,--output", voutput, "Write the table to FILE instead of stdout");
+
+  std::string key, eformat = "text";
+  CLI::App* explain = app.add_subcommand("explain", "Describe scenario keys (all, a section, a key)");
+  explain->add_option("key", key, "A key (parallel.pp) or a section (parallel)");
+  explain->add_option("--format", eformat, "text | json")->check(CLI::IsMember(formats));
+
+  std::string iformat = "text";
+  CLI::App* info = app.add_subcommand("info", "Version, model version, profiles, CUDA and GPUs");
+  info->add_option("--format", iformat, "text | json")->check(CLI::IsMember(formats));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+
+  try {
+    if (list_presets) {
+      std::cout << trainsim::scen::list_presets();
+      return 0;
+    }
+    if (*run) return cmd_run(run_args);
+    if (*validate) return cmd_validate(csv, vformat, voutput);
+    if (*explain) return cmd_explain(key, eformat);
+    if (*info) return cmd_info(iformat);
+    std::cout << app.help();
+    return 2;
+  } catch (const trainsim::Error& e) {
+    return print_error(e);
+  } catch (const std::exception& e) {
+    std::cerr << "trainsim: internal error: " << e.what() << "\n";
+    return 4;
+  }
+}

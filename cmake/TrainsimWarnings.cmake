@@ -1,0 +1,14 @@
+# Warnings as errors on project code only (DESIGN.md §3).
+function(trainsim_warnings target)
+  target_compile_options(${target} PRIVATE
+    $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Werror -Wno-error=deprecated-declarations>)
+endfunction()
+
+# One library per folder: trainsim_library(NAME SOURCES... DEPS ...)
+function(trainsim_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/generated)
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  trainsim_warnings(${name})
+endfunction()

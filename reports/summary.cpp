@@ -1,0 +1,170 @@
+#include "reports/summary.h"
+
+#include <fmt/format.h>
+
+#include "sim/core/units.h"
+#include "sim/core/version.h"
+
+namespace trainsim::reports {
+
+using nlohmann::ordered_json;
+
+ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
+                         const calib::Profile& profile) {
+  ordered_json j;
+  j["trainsim_version"] = kVersion;
+  j["scenario"] = s.source;
+  j["fidelity"] = r.fidelity;
+  j["model_version"] = r.model_version;
+  j["calibration"] = {{"profile", r.profile_name},
+                      {"version", r.profile_version},
+                      {"gpu", profile.gpu},
+                      {"provenance", profile.provenance}};
+  j["iteration_time_s"] = r.iteration_time_s;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["mfu"] = r.mfu;
+  j["hfu"] = r.hfu;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  j["hw_tflops_per_gpu"] = r.hw_tflops_per_gpu;
+  j["peak_tflops_per_gpu"] = r.peak_flops_per_gpu / kTera;
+  j["model_flops_per_iteration"] = r.model_flops_per_iteration;
+  j["hardware_flops_per_iteration"] = r.hardware_flops_per_iteration;
+  j["parameters"] = r.parameters;
+  j["gpus"] = r.gpus;
+  j["microbatches_per_pipeline"] = r.microbatches;
+  const exec::Breakdown& b = r.breakdown;
+  j["breakdown"] = {{"compute_s", b.compute_s},
+                    {"exposed_comm_s",
+                     {{"tp", b.exposed_tp_s},
+                      {"cp", b.exposed_cp_s},
+                      {"ep", b.exposed_ep_s},
+                      {"pp", b.exposed_pp_s},
+                      {"dp", b.exposed_dp_s}}},
+                    {"pipeline_bubble_s", b.pipeline_bubble_s},
+                    {"optimizer_s", b.optimizer_s},
+                    {"data_loading_s", b.data_loading_s}};
+  const plan::MemoryUsage& m = r.memory;
+  j["memory"] = {{"peak_bytes_per_gpu", m.peak_bytes},
+                 {"capacity_bytes", m.capacity_bytes},
+                 {"fits", m.fits()},
+                 {"weights_bytes", m.weights_bytes},
+                 {"gradients_bytes", m.gradients_bytes},
+                 {"optimizer_bytes", m.optimizer_bytes},
+                 {"activations_bytes", m.activations_bytes},
+                 {"comm_buffers_bytes", m.comm_buffers_bytes},
+                 {"runtime_reserved_bytes", m.runtime_reserved_bytes},
+                 {"in_flight_microbatches", m.in_flight_microbatches},
+                 {"peak_stage", m.stage == 0 ? "first" : "last"}};
+  const exec::NetworkStats& n = r.network;
+  j["network"] = {{"max_link_utilization", n.max_link_utilization},
+                  {"mean_link_utilization", n.mean_link_utilization},
+                  {"nvlink_utilization", n.nvlink_utilization},
+                  {"nic_utilization", n.nic_utilization},
+                  {"nvlink_bytes_per_gpu", n.nvlink_bytes_per_gpu},
+                  {"nic_bytes_per_gpu", n.nic_bytes_per_gpu}};
+  if (n.has_ecmp) {
+    j["network"]["ecmp_imbalance"] = n.ecmp_imbalance;
+  } else {
+    j["network"]["ecmp_imbalance"] = nullptr;
+    j["network"]["ecmp_note"] = "not modelled at analytic fidelity (no routed flows)";
+  }
+  ordered_json cfg = ordered_json::object();
+  for (const auto& [k, v] : s.values) cfg[k] = v;
+  j["config"] = cfg;
+  ordered_json notes = ordered_json::array();
+  for (const auto& note : s.notes) notes.push_back(note);
+  for (const auto& note : r.notes) notes.push_back(note);
+  j["notes"] = notes;
+  return j;
+}
+
+std::string result_json_text(const exec::Result& r, const scen::Scenario& s,
+                             const calib::Profile& profile) {
+  return result_json(r, s, profile).dump(2) + "\n";
+}
+
+namespace {
+
+std::string pct(double x) { return fmt::format("{:5.1f} %", 100.0 * x); }
+
+std::string human_count(double x) {
+  if (x >= 1e12) return fmt::format("{:.2f}T", x / 1e12);
+  if (x >= 1e9) return fmt::format("{:.1f}B", x / 1e9);
+  if (x >= 1e6) return fmt::format("{:.1f}M", x / 1e6);
+  return fmt::format("{:.0f}", x);
+}
+
+}  // namespace
+
+std::string result_text(const exec::Result& r, const scen::Scenario& s,
+                        const calib::Profile& profile) {
+  const auto& md = s.model;
+  const auto& p = s.parallel;
+  const auto& t = s.training;
+  std::string o;
+  o += fmt::format("trainsim {} · {} fidelity, model {} · calibration {} v{}\n", kVersion,
+                   r.fidelity, r.model_version, r.profile_name, r.profile_version);
+  o += fmt::format("scenario  {}\n", s.source);
+  o += fmt::format("profile   {} for {}: {}\n", profile.name, profile.gpu, profile.provenance);
+  o += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads ({} KV), seq {}\n",
+                   md.name, human_count(r.parameters), md.layers, md.hidden, md.heads,
+                   md.kv_heads, md.seq_len);
+  o += fmt::format("cluster   {}: {} × {} in {} servers, {} × {:.0f} Gb/s NICs per server\n",
+                   s.cluster.name, s.cluster.gpus, s.cluster.gpu.name, s.cluster.nodes(),
+                   s.cluster.nics_per_node, s.cluster.nic_Gbps);
+  o += fmt::format("parallel  TP {} · PP {} (vpp {}, {}) · DP {} · CP {} · EP {} · SP {} · ZeRO-{}\n",
+                   p.tp, p.pp, p.vpp, plan::to_string(p.schedule), p.dp, p.cp, p.ep,
+                   p.sp ? "on" : "off", p.zero);
+  o += fmt::format(
+      "training  global batch {} × micro-batch {} → {} micro-batches per pipeline; {}; "
+      "recompute {}; {}; system {}\n",
+      t.global_batch, t.micro_batch, r.microbatches, to_string(t.precision),
+      model::to_string(t.recompute), plan::to_string(t.optimizer), s.system);
+  o += "\n";
+  o += fmt::format("  iteration time   {:10.3f} s\n", r.iteration_time_s);
+  o += fmt::format("  throughput       {:10.0f} tokens/s\n", r.tokens_per_s);
+  o += fmt::format("  MFU              {:>10}   ({:.1f} model TFLOP/s per GPU of {:.0f} peak)\n",
+                   pct(r.mfu), r.tflops_per_gpu, r.peak_flops_per_gpu / kTera);
+  o += fmt::format("  HFU              {:>10}   ({:.1f} TFLOP/s counting recompute)\n", pct(r.hfu),
+                   r.hw_tflops_per_gpu);
+  const plan::MemoryUsage& m = r.memory;
+  o += fmt::format(
+      "  memory per GPU   {:10.1f} GiB of {:.1f} GiB{}: weights {:.1f}, gradients {:.1f}, "
+      "optimizer {:.1f}, activations {:.1f} ({:.2f} micro-batches in flight), buffers {:.1f}, "
+      "reserve {:.1f}\n",
+      m.peak_bytes / kGiB, m.capacity_bytes / kGiB, m.fits() ? "" : " — DOES NOT FIT",
+      m.weights_bytes / kGiB, m.gradients_bytes / kGiB, m.optimizer_bytes / kGiB,
+      m.activations_bytes / kGiB, m.in_flight_microbatches, m.comm_buffers_bytes / kGiB,
+      m.runtime_reserved_bytes / kGiB);
+  o += "\n  where the time goes                 seconds    share\n";
+  const exec::Breakdown& b = r.breakdown;
+  const double total = b.total();
+  auto row = [&](const char* name, double v) {
+    o += fmt::format("    {:<30} {:9.3f}  {:>7}\n", name, v, pct(total > 0 ? v / total : 0));
+  };
+  row("compute", b.compute_s);
+  row("exposed TP communication", b.exposed_tp_s);
+  row("exposed CP communication", b.exposed_cp_s);
+  row("exposed EP communication", b.exposed_ep_s);
+  row("exposed PP communication", b.exposed_pp_s);
+  row("exposed DP communication", b.exposed_dp_s);
+  row("pipeline bubble", b.pipeline_bubble_s);
+  row("optimizer step", b.optimizer_s);
+  row("data loading", b.data_loading_s);
+  row("total", total);
+  const exec::NetworkStats& n = r.network;
+  o += fmt::format(
+      "\n  network          NVLink {:.1f} % busy, NICs {:.1f} % busy ({:.2f} GB per GPU per "
+      "iteration through the NIC); ECMP {}\n",
+      100 * n.nvlink_utilization, 100 * n.nic_utilization, n.nic_bytes_per_gpu / kGB,
+      n.has_ecmp ? fmt::format("imbalance {:.2f}", n.ecmp_imbalance)
+                 : std::string("not modelled at this fidelity"));
+  if (!s.notes.empty() || !r.notes.empty()) {
+    o += "\nnotes\n";
+    for (const auto& note : s.notes) o += "  - " + note + "\n";
+    for (const auto& note : r.notes) o += "  - " + note + "\n";
+  }
+  return o;
+}
+
+}  // namespace trainsim::reports

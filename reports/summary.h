@@ -1,0 +1,27 @@
+// Output formats of a single run: the human summary and the JSON document of DESIGN.md §5.
+//
+// Reports only format; every number comes from `exec::Result` and the scenario it was run on.
+// JSON output is deterministic (ordered keys, fixed number formatting) so that the same inputs
+// give byte-identical documents.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "calibrate/profile.h"
+#include "scenarios/scenario.h"
+#include "sim/exec/result.h"
+
+namespace trainsim::reports {
+
+/// The run's JSON document (keys of DESIGN.md §5 and the scenario it came from).
+nlohmann::ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
+                                   const calib::Profile& profile);
+/// `result_json` serialised with two-space indentation and a trailing newline.
+std::string result_json_text(const exec::Result& r, const scen::Scenario& s,
+                             const calib::Profile& profile);
+/// Human summary: headline numbers, memory, breakdown table, network, notes.
+std::string result_text(const exec::Result& r, const scen::Scenario& s,
+                        const calib::Profile& profile);
+
+}  // namespace trainsim::reports

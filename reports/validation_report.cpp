@@ -1,0 +1,116 @@
+#include "reports/validation_report.h"
+
+#include <fmt/format.h>
+
+#include "sim/core/version.h"
+
+namespace trainsim::reports {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+ordered_json opt(const std::optional<double>& v) {
+  return v ? ordered_json(*v) : ordered_json(nullptr);
+}
+
+ordered_json figures(const scen::RunFigures& f) {
+  return {{"iter_s", opt(f.iter_s)},
+          {"tokens_s", opt(f.tokens_s)},
+          {"mfu", opt(f.mfu)},
+          {"tflops_gpu", opt(f.tflops_gpu)},
+          {"hfu", opt(f.hfu)}};
+}
+
+std::string cell(const std::optional<double>& v, const char* f) {
+  return v ? fmt::format(fmt::runtime(f), *v) : std::string("–");
+}
+
+}  // namespace
+
+ordered_json validation_json(const std::vector<scen::ValidationRow>& rows,
+                             const scen::ValidationSummary& s) {
+  ordered_json j;
+  j["trainsim_version"] = kVersion;
+  ordered_json arr = ordered_json::array();
+  for (const auto& r : rows) {
+    ordered_json row;
+    row["id"] = r.id;
+    row["source"] = r.source;
+    ordered_json assumed = ordered_json::object();
+    for (const auto& [k, v] : r.assumed) assumed[k] = v;
+    row["assumed"] = assumed;
+    if (!r.error_message.empty()) {
+      row["error_message"] = r.error_message;
+      row["published"] = figures(r.published);
+      arr.push_back(row);
+      continue;
+    }
+    row["predicted"] = figures(r.predicted);
+    row["published"] = figures(r.published);
+    ordered_json derived = ordered_json::array();
+    for (const auto& d : r.derived) derived.push_back(d);
+    row["published_derived"] = derived;
+    row["error"] = {{"mfu_pts", opt(r.mfu_err_pts)},
+                    {"iter_pct", opt(r.iter_err_pct)},
+                    {"tflops_pct", opt(r.tflops_err_pct)}};
+    arr.push_back(row);
+  }
+  j["rows"] = arr;
+  j["summary"] = {{"rows", s.rows},
+                  {"simulated", s.simulated},
+                  {"mfu_rows", s.mfu_rows},
+                  {"iter_rows", s.iter_rows},
+                  {"median_abs_mfu_err_pts", s.median_abs_mfu_err_pts},
+                  {"max_abs_mfu_err_pts", s.max_abs_mfu_err_pts},
+                  {"iter_time_mape", s.iter_time_mape}};
+  return j;
+}
+
+std::string validation_text(const std::vector<scen::ValidationRow>& rows,
+                            const scen::ValidationSummary& s) {
+  std::string o;
+  o += fmt::format("{:<16} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7}\n", "id",
+                   "iter pred", "iter pub", "err %", "MFU pr", "MFU pub", "err pt", "TF/s pr",
+                   "TF/s pb", "err %", "recomp");
+  for (const auto& r : rows) {
+    if (!r.error_message.empty()) {
+      o += fmt::format("{:<16} cannot simulate: {}\n", r.id, r.error_message);
+      continue;
+    }
+    std::string rc = "given";
+    if (auto it = r.assumed.find("recompute"); it != r.assumed.end()) {
+      rc = it->second.substr(0, it->second.find(' '));
+    }
+    o += fmt::format("{:<16} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7} {:>8} {:>7} {:>7} {:>7}\n", r.id,
+                     cell(r.predicted.iter_s, "{:.3f}"), cell(r.published.iter_s, "{:.3f}"),
+                     cell(r.iter_err_pct, "{:+.1f}"), cell(r.predicted.mfu, "{:.3f}"),
+                     cell(r.published.mfu, "{:.3f}"), cell(r.mfu_err_pts, "{:+.1f}"),
+                     cell(r.predicted.tflops_gpu, "{:.1f}"), cell(r.published.tflops_gpu, "{:.1f}"),
+                     cell(r.tflops_err_pct, "{:+.1f}"), rc);
+  }
+  o += fmt::format(
+      "\n{} rows, {} simulated. MFU error over {} rows: median |err| {:.1f} points, max {:.1f} "
+      "points. Iteration time over {} rows: MAPE {:.1f} %.\n",
+      s.rows, s.simulated, s.mfu_rows, s.median_abs_mfu_err_pts, s.max_abs_mfu_err_pts,
+      s.iter_rows, s.iter_time_mape);
+  o += "Published values marked as derived (iteration time and MFU from a TFLOP/s figure) use the\n"
+       "model's FLOP accounting; assumptions per row: --format json.\n";
+  bool any_assumed = false;
+  for (const auto& r : rows) any_assumed = any_assumed || !r.assumed.empty();
+  if (any_assumed) {
+    o += "\nassumed for blank cells:\n";
+    for (const auto& r : rows) {
+      if (r.assumed.empty()) continue;
+      std::string line;
+      for (const auto& [k, v] : r.assumed) {
+        if (!line.empty()) line += "; ";
+        line += k + " = " + v;
+      }
+      o += fmt::format("  {:<16} {}\n", r.id, line);
+    }
+  }
+  return o;
+}
+
+}  // namespace trainsim::reports

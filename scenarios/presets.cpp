@@ -1,0 +1,287 @@
+#include "scenarios/presets.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+namespace trainsim::scen {
+namespace {
+
+struct GpuEntry {
+  topo::GpuSpec spec;
+  std::string label;
+  std::string source;
+  std::string default_cluster;
+};
+
+struct ClusterEntry {
+  ClusterPreset preset;
+  std::string description;
+  std::string source;
+};
+
+struct ModelEntry {
+  model::ModelConfig config;
+  std::string label;
+  std::string source;
+};
+
+topo::GpuSpec gpu(std::string name, double tflops16, double tflops8, double hbm_gb, double hbm_tbps,
+                  double nvlink_gbps, bool nvls) {
+  topo::GpuSpec g;
+  g.name = std::move(name);
+  g.peak_dense_16bit_flops = tflops16 * 1e12;
+  g.peak_dense_fp8_flops = tflops8 * 1e12;
+  g.hbm_bytes = hbm_gb * 1e9;
+  g.hbm_Bps = hbm_tbps * 1e12;
+  g.nvlink_Bps = nvlink_gbps * 1e9;
+  g.has_nvls = nvls;
+  return g;
+}
+
+// Dense peaks are the datasheet figures without structured sparsity; NVLink is per GPU per
+// direction (the datasheets quote both directions: 600, 400 and 900 GB/s).
+const std::vector<GpuEntry>& gpus() {
+  static const std::vector<GpuEntry> kGpus = {
+      {gpu("a100-80gb", 312, 0, 80, 2.04, 300, false), "NVIDIA A100 SXM4 80GB",
+       "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB column)", "selene-a100"},
+      // The A800 is the A100 with NVLink cut to 8 links; MegaScale's Ampere cluster (8 x 200 G
+      // RoCE per server) is the closest published fabric for it.
+      {gpu("a800", 312, 0, 80, 2.04, 200, false), "NVIDIA A800 SXM4 80GB",
+       "NVIDIA A800 Tensor Core GPU datasheet (SXM 80GB)", "megascale-ampere"},
+      {gpu("h100-sxm", 989, 1979, 80, 3.35, 450, true), "NVIDIA H100 SXM5 80GB",
+       "NVIDIA H100 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
+      // DGX H200 keeps the DGX H100 network (8 x 400 G NDR, rail-optimized), hence its cluster.
+      {gpu("h200-sxm", 989, 1979, 141, 4.8, 450, true), "NVIDIA H200 SXM 141GB",
+       "NVIDIA H200 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
+  };
+  return kGpus;
+}
+
+ClusterPreset cluster(std::string name, std::string gpu_name, int nics, double nic_gbps, int tiers,
+                      int radix, double port_gbps, int port_split, bool rail_optimized) {
+  ClusterPreset c;
+  c.cluster.name = std::move(name);
+  c.cluster.gpus = 0;
+  c.cluster.gpus_per_node = 8;
+  c.cluster.nics_per_node = nics;
+  c.cluster.nic_Gbps = nic_gbps;
+  c.cluster.fabric.tiers = tiers;
+  c.cluster.fabric.switch_radix = radix;
+  c.cluster.fabric.switch_port_Gbps = port_gbps;
+  c.cluster.fabric.port_split = port_split;
+  c.cluster.fabric.rail_optimized = rail_optimized;
+  c.gpu = std::move(gpu_name);
+  return c;
+}
+
+ClusterPreset meta_h100_roce() {
+  // Minipack2 rack switches are 25.6 Tb/s parts, modelled as 64 x 400 G; pods of 3,072 GPUs are
+  // non-blocking and 8 pods meet at the aggregation layer at 1:7.
+  ClusterPreset c = cluster("meta-h100-roce", "h100-sxm", 8, 400, 3, 64, 400, 1, false);
+  c.cluster.fabric.pod_gpus = 3072;
+  c.cluster.fabric.pods = 8;
+  c.cluster.fabric.above_pod_oversubscription = 7;
+  return c;
+}
+
+const std::vector<ClusterEntry>& clusters() {
+  static const std::vector<ClusterEntry> kClusters = {
+      {cluster("selene-a100", "a100-80gb", 8, 200, 3, 40, 200, 1, true),
+       "DGX A100 nodes, 8 x 200 Gb/s HDR InfiniBand per node (one per GPU, rail-optimized), "
+       "non-blocking 3-tier fat tree of 40-port HDR switches",
+       "Narayanan et al., SC21 (Megatron-LM) §5.1; NVIDIA DGX A100 SuperPOD reference "
+       "architecture (40-port QM8790 HDR switches)"},
+      {cluster("megascale-ampere", "a100-80gb", 8, 200, 3, 64, 400, 2, true),
+       "8 Ampere GPUs + 8 x 200 Gb/s RoCE NICs per server, each NIC to a different ToR; 3 tiers "
+       "of 64 x 400 G Tomahawk 4 at 1:1; ToR downlinks split into 2 x 200 G. The paper says "
+       "only \"Ampere\": modelled as A100 80GB",
+       "Jiang et al., NSDI'24 (MegaScale) §3.5 and §6"},
+      {cluster("dgx-h100-superpod", "h100-sxm", 8, 400, 3, 64, 400, 1, true),
+       "DGX H100 nodes, 8 x 400 Gb/s NDR InfiniBand per node, rail-optimized; 64-port NDR "
+       "switches, 1:1 at every tier (2 tiers up to 2,048 GPUs, a core tier above)",
+       "NVIDIA DGX SuperPOD reference architecture (DGX H100; scalable unit of 32 nodes)"},
+      {meta_h100_roce(),
+       "8 x H100 + 8 x 400 Gb/s RoCE per server, 2 servers per rack switch; pods of 3,072 GPUs "
+       "at full bisection, 8 pods joined at 1:7; not rail-optimized",
+       "Llama 3 Herd of Models (Dubey et al., 2024) §3.3.1; Gangidi et al., SIGCOMM'24"},
+  };
+  return kClusters;
+}
+
+// GPT-2/GPT-3 style: GeLU MLP of 4h, LayerNorm, learned positions, biases, tied embeddings.
+model::ModelConfig gpt(std::string name, int layers, int hidden, int heads, int vocab) {
+  model::ModelConfig m;
+  m.name = std::move(name);
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.ffn_hidden = 4 * hidden;
+  m.vocab = vocab;
+  m.seq_len = 2048;
+  return m;
+}
+
+// Llama 3 (Table 3 of the paper): GQA with 8 KV heads, SwiGLU, RMSNorm, RoPE, no biases,
+// untied output projection, 128K vocabulary, 8K context.
+model::ModelConfig llama3(std::string name, int layers, int hidden, int heads, int ffn) {
+  model::ModelConfig m;
+  m.name = std::move(name);
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = 8;
+  m.ffn_hidden = ffn;
+  m.vocab = 128000;
+  m.seq_len = 8192;
+  m.mlp = model::MlpKind::kSwiglu;
+  m.norm = model::NormKind::kRmsNorm;
+  m.position = model::PositionKind::kRope;
+  m.bias = false;
+  m.tied_embeddings = false;
+  return m;
+}
+
+// Megatron-LM pads GPT-2's 50,257-token BPE vocabulary to 51,200 (a multiple of 1024 for TP);
+// the SC21 and GPT-3 presets use the padded size, as Megatron's FLOP counts do.
+constexpr int kGpt2PaddedVocab = 51200;
+constexpr int kMegaScaleVocab = 64000;
+
+const std::vector<ModelEntry>& models() {
+  static const std::vector<ModelEntry> kModels = [] {
+    const std::string sc21 = "Narayanan et al., SC21 (Megatron-LM) Table 1";
+    const std::string gpt3 = "Brown et al., 2020 (GPT-3) Table 2.1";
+    const std::string megascale = "Jiang et al., NSDI'24 (MegaScale) §6";
+    const std::string llama = "Llama 3 Herd of Models (Dubey et al., 2024) Table 3";
+    return std::vector<ModelEntry>{
+        {gpt("megatron-1.7b", 24, 2304, 24, kGpt2PaddedVocab), "Megatron-LM 1.7B", sc21},
+        {gpt("megatron-3.6b", 30, 3072, 32, kGpt2PaddedVocab), "Megatron-LM 3.6B", sc21},
+        {gpt("megatron-7.5b", 36, 4096, 32, kGpt2PaddedVocab), "Megatron-LM 7.5B", sc21},
+        {gpt("megatron-18.4b", 40, 6144, 48, kGpt2PaddedVocab), "Megatron-LM 18.4B", sc21},
+        {gpt("megatron-39.1b", 48, 8192, 64, kGpt2PaddedVocab), "Megatron-LM 39.1B", sc21},
+        {gpt("megatron-76.1b", 60, 10240, 80, kGpt2PaddedVocab), "Megatron-LM 76.1B", sc21},
+        {gpt("megatron-145.6b", 80, 12288, 96, kGpt2PaddedVocab), "Megatron-LM 145.6B", sc21},
+        {gpt("megatron-310.1b", 96, 16384, 128, kGpt2PaddedVocab), "Megatron-LM 310.1B", sc21},
+        {gpt("megatron-529.6b", 105, 20480, 128, kGpt2PaddedVocab), "Megatron-LM 529.6B", sc21},
+        {gpt("megatron-1008b", 128, 25600, 160, kGpt2PaddedVocab), "Megatron-LM 1T", sc21},
+        // GPT-3 1.3B (2048/24) and 13B (5140/40) are left out: their published head counts do
+        // not divide the hidden size.
+        {gpt("gpt3-125m", 12, 768, 12, kGpt2PaddedVocab), "GPT-3 Small", gpt3},
+        {gpt("gpt3-350m", 24, 1024, 16, kGpt2PaddedVocab), "GPT-3 Medium", gpt3},
+        {gpt("gpt3-760m", 24, 1536, 16, kGpt2PaddedVocab), "GPT-3 Large", gpt3},
+        {gpt("gpt3-2.7b", 32, 2560, 32, kGpt2PaddedVocab), "GPT-3 2.7B", gpt3},
+        {gpt("gpt3-6.7b", 32, 4096, 32, kGpt2PaddedVocab), "GPT-3 6.7B", gpt3},
+        {gpt("gpt3-175b", 96, 12288, 96, kGpt2PaddedVocab), "GPT-3 175B", gpt3},
+        // MegaScale publishes only the shape; the rest follows GPT-3, which the paper compares to.
+        {gpt("megascale-175b", 96, 12288, 128, kMegaScaleVocab), "MegaScale 175B", megascale},
+        {gpt("megascale-530b", 105, 20480, 160, kMegaScaleVocab), "MegaScale 530B", megascale},
+        {llama3("llama3-8b", 32, 4096, 32, 14336), "Llama 3 8B", llama},
+        {llama3("llama3-70b", 80, 8192, 64, 28672), "Llama 3 70B", llama},
+        {llama3("llama3-405b", 126, 16384, 128, 53248), "Llama 3 405B", llama},
+    };
+  }();
+  return kModels;
+}
+
+template <typename Entry, typename NameOf>
+const Entry* find(const std::vector<Entry>& entries, std::string_view name, NameOf name_of) {
+  const auto it = std::find_if(entries.begin(), entries.end(),
+                               [&](const Entry& e) { return name_of(e) == name; });
+  return it == entries.end() ? nullptr : &*it;
+}
+
+std::string describe(const topo::GpuSpec& g) {
+  std::string fp8 = g.peak_dense_fp8_flops > 0
+                        ? fmt::format("{:g} fp8", g.peak_dense_fp8_flops / 1e12)
+                        : std::string("no fp8");
+  return fmt::format("{:g} TFLOP/s bf16, {}, {:g} GB HBM at {:g} TB/s, NVLink {:g} GB/s/dir{}",
+                     g.peak_dense_16bit_flops / 1e12, fp8, g.hbm_bytes / 1e9, g.hbm_Bps / 1e12,
+                     g.nvlink_Bps / 1e9, g.has_nvls ? ", NVLS" : "");
+}
+
+std::string describe(const model::ModelConfig& m) {
+  std::string heads = m.kv_heads == m.heads ? fmt::format("{} heads", m.heads)
+                                            : fmt::format("{} heads ({} KV)", m.heads, m.kv_heads);
+  return fmt::format("{} layers, hidden {}, {}, ffn {}, seq {}, vocab {}, {}/{}", m.layers,
+                     m.hidden, heads, m.ffn_hidden, m.seq_len, m.vocab, model::to_string(m.mlp),
+                     model::to_string(m.norm));
+}
+
+}  // namespace
+
+std::optional<topo::GpuSpec> gpu_preset(std::string_view name) {
+  const auto* e = find(gpus(), name, [](const GpuEntry& g) { return g.spec.name; });
+  if (e == nullptr) return std::nullopt;
+  return e->spec;
+}
+
+std::optional<ClusterPreset> cluster_preset(std::string_view name) {
+  const auto* e =
+      find(clusters(), name, [](const ClusterEntry& c) { return c.preset.cluster.name; });
+  if (e == nullptr) return std::nullopt;
+  return e->preset;
+}
+
+std::optional<model::ModelConfig> model_preset(std::string_view name) {
+  const auto* e = find(models(), name, [](const ModelEntry& m) { return m.config.name; });
+  if (e == nullptr) return std::nullopt;
+  return e->config;
+}
+
+std::string default_cluster_for_gpu(std::string_view name) {
+  const auto* e = find(gpus(), name, [](const GpuEntry& g) { return g.spec.name; });
+  return e == nullptr ? std::string() : e->default_cluster;
+}
+
+std::vector<PresetInfo> preset_info(PresetKind kind) {
+  std::vector<PresetInfo> out;
+  switch (kind) {
+    case PresetKind::kGpu:
+      for (const auto& g : gpus()) {
+        out.push_back({g.spec.name, g.label + ": " + describe(g.spec), g.source});
+      }
+      break;
+    case PresetKind::kCluster:
+      for (const auto& c : clusters()) {
+        const topo::ClusterSpec& spec = c.preset.cluster;
+        out.push_back({spec.name,
+                       fmt::format("{} [{}; fabric holds up to {} GPUs]", c.description,
+                                   c.preset.gpu, spec.max_gpus()),
+                       c.source});
+      }
+      break;
+    case PresetKind::kModel:
+      for (const auto& m : models()) {
+        out.push_back({m.config.name, m.label + ": " + describe(m.config), m.source});
+      }
+      break;
+  }
+  return out;
+}
+
+std::vector<std::string> preset_names(PresetKind kind) {
+  std::vector<std::string> names;
+  for (const auto& info : preset_info(kind)) names.push_back(info.name);
+  return names;
+}
+
+std::string list_presets() {
+  std::string out;
+  const std::pair<PresetKind, const char*> sections[] = {
+      {PresetKind::kGpu, "GPUs (cluster.gpu)"},
+      {PresetKind::kCluster, "Clusters (cluster.preset)"},
+      {PresetKind::kModel, "Models (model.preset)"}};
+  for (const auto& [kind, title] : sections) {
+    if (!out.empty()) out += "\n";
+    out += std::string(title) + "\n";
+    for (const auto& info : preset_info(kind)) {
+      out += fmt::format("  {:<19} {}\n  {:<19} source: {}\n", info.name, info.description, "",
+                         info.source);
+    }
+  }
+  return out;
+}
+
+}  // namespace trainsim::scen

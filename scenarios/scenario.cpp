@@ -1,0 +1,599 @@
+#include "scenarios/scenario.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+#include "scenarios/presets.h"
+#include "scenarios/schema.h"
+#include "sim/core/error.h"
+
+namespace trainsim::scen {
+namespace {
+
+// A value the scenario states itself (YAML, --set or a flattened row), already type-checked.
+struct Given {
+  std::string value;   // canonical text
+  std::string origin;  // "<file>:<line>", "--set" or the row name
+  ErrorContext where;
+};
+using GivenMap = std::map<std::string, Given>;
+
+constexpr const char* kLevers[] = {
+    "optimizations.tp_overlap",          "optimizations.pp_overlap",
+    "optimizations.dp_overlap",          "optimizations.efficient_operators",
+    "optimizations.async_data_pipeline", "optimizations.lamb",
+    "optimizations.sliding_window",      "optimizations.parallel_block"};
+
+// The levers each optimizations.system turns on (validation/README.md, column `system`); the
+// others are off. Megatron-LM of early 2023 overlaps nothing.
+std::vector<std::string> system_levers(std::string_view system) {
+  if (system == "megascale") {
+    return {"optimizations.tp_overlap",          "optimizations.pp_overlap",
+            "optimizations.dp_overlap",          "optimizations.efficient_operators",
+            "optimizations.async_data_pipeline", "optimizations.lamb",
+            "optimizations.parallel_block"};
+  }
+  if (system == "nemo") {
+    return {"optimizations.tp_overlap", "optimizations.pp_overlap", "optimizations.dp_overlap",
+            "optimizations.efficient_operators", "optimizations.async_data_pipeline"};
+  }
+  if (system == "deepspeed") return {"optimizations.dp_overlap"};
+  return {};
+}
+
+std::string text(double v) { return fmt::format("{}", v); }
+std::string text(bool v) { return v ? "true" : "false"; }
+
+std::map<std::string, std::string> model_values(const model::ModelConfig& m) {
+  return {{"model.layers", std::to_string(m.layers)},
+          {"model.hidden", std::to_string(m.hidden)},
+          {"model.heads", std::to_string(m.heads)},
+          {"model.kv_heads", std::to_string(m.kv_heads)},
+          {"model.ffn_hidden", std::to_string(m.ffn_hidden)},
+          {"model.vocab", std::to_string(m.vocab)},
+          {"model.seq_len", std::to_string(m.seq_len)},
+          {"model.mlp", model::to_string(m.mlp)},
+          {"model.norm", model::to_string(m.norm)},
+          {"model.position", model::to_string(m.position)},
+          {"model.bias", text(m.bias)},
+          {"model.tied_embeddings", text(m.tied_embeddings)},
+          {"model.attention_window", std::to_string(m.attention_window)},
+          {"model.experts", std::to_string(m.experts)},
+          {"model.top_k", std::to_string(m.top_k)},
+          {"model.moe_every", std::to_string(m.moe_every)}};
+}
+
+// Presets describe the hardware only; cluster.gpus is the job's and never comes from a preset.
+std::map<std::string, std::string> cluster_values(const ClusterPreset& p) {
+  const topo::ClusterSpec& c = p.cluster;
+  const topo::FabricSpec& f = c.fabric;
+  return {{"cluster.gpu", p.gpu},
+          {"cluster.gpus_per_node", std::to_string(c.gpus_per_node)},
+          {"cluster.nics_per_node", std::to_string(c.nics_per_node)},
+          {"cluster.nic_gbps", text(c.nic_Gbps)},
+          {"cluster.fabric.tiers", std::to_string(f.tiers)},
+          {"cluster.fabric.switch_radix", std::to_string(f.switch_radix)},
+          {"cluster.fabric.switch_port_gbps", text(f.switch_port_Gbps)},
+          {"cluster.fabric.port_split", std::to_string(f.port_split)},
+          {"cluster.fabric.oversubscription",
+           text(f.oversubscription.empty() ? 1.0 : f.oversubscription.front())},
+          {"cluster.fabric.pod_gpus", std::to_string(f.pod_gpus)},
+          {"cluster.fabric.pods", std::to_string(f.pods)},
+          {"cluster.fabric.above_pod_oversubscription", text(f.above_pod_oversubscription)},
+          {"cluster.fabric.rail_optimized", text(f.rail_optimized)}};
+}
+
+std::string describe_fabric(const topo::ClusterSpec& c) {
+  const topo::FabricSpec& f = c.fabric;
+  if (f.pod_gpus > 0 && f.pods > 0) return fmt::format("{} pods of {} GPUs", f.pods, f.pod_gpus);
+  std::string out = fmt::format("{} tiers of radix-{} switches", f.tiers, f.switch_radix);
+  if (f.port_split > 1) out += fmt::format(", ToR ports split {} ways", f.port_split);
+  if (!f.oversubscription.empty()) {
+    out += fmt::format(", {}:1 oversubscribed", f.oversubscription.front());
+  }
+  return out;
+}
+
+class Resolver {
+ public:
+  Resolver(const GivenMap& given, std::string name) : given_(given) {
+    scenario_.source = std::move(name);
+  }
+
+  Scenario run() {
+    for (const KeyDef& k : schema()) set(k.path, k.default_value, "default");
+    apply_model_preset();
+    apply_cluster_preset();
+    apply_system();
+    for (const auto& [key, g] : given_) set(key, g.value, g.origin);
+
+    resolve_optimizer();
+    build_model();
+    resolve_global_batch();
+    build_cluster();
+    build_parallel();
+    build_training();
+    scenario_.system = get("optimizations.system");
+    scenario_.calibration_profile = get("calibration.profile");
+    scenario_.fidelity = get("simulation.fidelity");
+    const std::string& seed = get("simulation.seed");
+    std::from_chars(seed.data(), seed.data() + seed.size(), scenario_.seed);
+    scenario_.values = values_;
+    scenario_.origin = origin_;
+    return std::move(scenario_);
+  }
+
+ private:
+  void set(const std::string& key, std::string value, std::string origin) {
+    values_[key] = std::move(value);
+    origin_[key] = std::move(origin);
+  }
+  void derive(const std::string& key, std::string value, const std::string& note) {
+    set(key, std::move(value), "derived");
+    if (!note.empty()) scenario_.notes.push_back(note);
+  }
+  bool given(const std::string& key) const { return given_.count(key) > 0; }
+  const std::string& get(const std::string& key) const { return values_.at(key); }
+  bool flag(const std::string& key) const { return get(key) == "true"; }
+  double real(const std::string& key) const { return std::stod(get(key)); }
+
+  // Where a key's value came from, for messages: its line when the scenario gave it.
+  ErrorContext where(const std::string& key) const {
+    const auto it = given_.find(key);
+    if (it != given_.end()) return it->second.where;
+    return {scenario_.source, 0, key};
+  }
+
+  std::int64_t int64(const std::string& key) const {
+    std::int64_t v = 0;
+    const std::string& s = get(key);
+    std::from_chars(s.data(), s.data() + s.size(), v);
+    return v;
+  }
+  int integer(const std::string& key) const {
+    const std::int64_t v = int64(key);
+    if (v > std::numeric_limits<int>::max()) {
+      throw_input(fmt::format("{} is too large (at most {})", v, std::numeric_limits<int>::max()),
+                  where(key));
+    }
+    return static_cast<int>(v);
+  }
+
+  void apply_model_preset() {
+    std::string preset = get("model.preset");
+    if (!given("model.preset") &&
+        (given("model.layers") || given("model.hidden") || given("model.heads"))) {
+      preset = "none";
+      derive("model.preset", preset,
+             "model.preset = none (the model's shape is given without a preset)");
+    }
+    if (preset == "none") return;
+    for (const auto& [key, value] : model_values(*model_preset(preset))) {
+      if (!given(key)) set(key, value, "preset " + preset);
+    }
+  }
+
+  void apply_cluster_preset() {
+    std::string preset = get("cluster.preset");
+    if (!given("cluster.preset") && given("cluster.gpu")) {
+      preset = default_cluster_for_gpu(get("cluster.gpu"));
+      derive("cluster.preset", preset,
+             fmt::format("cluster.preset = {} (the usual cluster of cluster.gpu {})", preset,
+                         get("cluster.gpu")));
+    }
+    if (preset == "none") return;
+    for (const auto& [key, value] : cluster_values(*cluster_preset(preset))) {
+      if (!given(key)) set(key, value, "preset " + preset);
+    }
+  }
+
+  void apply_system() {
+    const std::string system = get("optimizations.system");
+    const std::vector<std::string> on = system_levers(system);
+    for (const char* lever : kLevers) {
+      if (given(lever)) continue;
+      const bool enabled = std::find(on.begin(), on.end(), lever) != on.end();
+      set(lever, text(enabled), "system " + system);
+    }
+  }
+
+  // LAMB is both a lever and an optimizer; the two keys must agree, and either decides the other.
+  void resolve_optimizer() {
+    const std::string optimizer = get("training.optimizer");
+    const bool lamb = flag("optimizations.lamb");
+    if (optimizer == "auto") {
+      derive("training.optimizer", lamb ? "lamb" : "adam",
+             lamb ? "training.optimizer = lamb (optimizations.lamb is true)" : "");
+      return;
+    }
+    if ((optimizer == "lamb") == lamb) return;
+    if (given("optimizations.lamb")) {
+      const ErrorContext lever = where("optimizations.lamb");
+      throw_input(fmt::format("`{}` conflicts with optimizations.lamb = {} ({}{})", optimizer,
+                              text(lamb), lever.file,
+                              lever.line > 0 ? ":" + std::to_string(lever.line) : ""),
+                  where("training.optimizer"),
+                  "drop one of the two keys; optimizations.lamb chooses the optimizer");
+    }
+    derive("optimizations.lamb", text(!lamb),
+           fmt::format("optimizations.lamb = {} (training.optimizer is {})", text(!lamb),
+                       optimizer));
+  }
+
+  void build_model() {
+    model::ModelConfig& m = scenario_.model;
+    const std::string preset = get("model.preset");
+    m.name = preset == "none" ? "custom" : preset;
+
+    std::vector<std::string> missing;
+    for (const char* key : {"model.layers", "model.hidden", "model.heads", "model.vocab",
+                            "model.seq_len"}) {
+      if (int64(key) == 0) missing.push_back(key);
+    }
+    if (!missing.empty()) {
+      throw_input(fmt::format("no model: model.preset is `none` and {} {} not set",
+                              fmt::join(missing, ", "), missing.size() == 1 ? "is" : "are"),
+                  where("model.preset"),
+                  "name a model preset (trainsim --list-presets) or give model.layers, "
+                  "model.hidden, model.heads, model.vocab and model.seq_len");
+    }
+    m.layers = integer("model.layers");
+    m.hidden = integer("model.hidden");
+    m.heads = integer("model.heads");
+    m.vocab = integer("model.vocab");
+    m.seq_len = integer("model.seq_len");
+    m.mlp = get("model.mlp") == "swiglu" ? model::MlpKind::kSwiglu : model::MlpKind::kGelu;
+    m.norm = get("model.norm") == "rmsnorm" ? model::NormKind::kRmsNorm
+                                            : model::NormKind::kLayerNorm;
+    m.position = get("model.position") == "rope" ? model::PositionKind::kRope
+                                                 : model::PositionKind::kLearned;
+    m.bias = flag("model.bias");
+    m.tied_embeddings = flag("model.tied_embeddings");
+    m.experts = integer("model.experts");
+    m.top_k = integer("model.top_k");
+    m.moe_every = integer("model.moe_every");
+
+    if (int64("model.kv_heads") == 0) derive("model.kv_heads", get("model.heads"), "");
+    m.kv_heads = integer("model.kv_heads");
+    if (int64("model.ffn_hidden") == 0) {
+      if (m.mlp == model::MlpKind::kSwiglu) {
+        throw_input("a SwiGLU model needs its MLP size", where("model.ffn_hidden"),
+                    "set model.ffn_hidden (4 x model.hidden is GeLU's convention)");
+      }
+      const std::int64_t ffn = 4 * static_cast<std::int64_t>(m.hidden);
+      derive("model.ffn_hidden", std::to_string(ffn),
+             fmt::format("model.ffn_hidden = {} (4 x model.hidden)", ffn));
+    }
+    m.ffn_hidden = integer("model.ffn_hidden");
+
+    if (m.hidden % m.heads != 0) {
+      throw_input(fmt::format("model.hidden {} is not divisible by model.heads {}", m.hidden,
+                              m.heads),
+                  where("model.heads"));
+    }
+    if (m.heads % m.kv_heads != 0) {
+      throw_input(fmt::format("model.heads {} is not divisible by model.kv_heads {}", m.heads,
+                              m.kv_heads),
+                  where("model.kv_heads"));
+    }
+
+    m.parallel_block = flag("optimizations.parallel_block");
+    const int window = integer("model.attention_window");
+    if (flag("optimizations.sliding_window")) {
+      if (window == 0) {
+        throw_input("optimizations.sliding_window is on but model.attention_window is 0",
+                    where("optimizations.sliding_window"),
+                    "set model.attention_window to the window in tokens");
+      }
+      m.attention_window = window;
+    } else {
+      m.attention_window = 0;
+      if (window > 0) {
+        scenario_.notes.push_back(fmt::format(
+            "model.attention_window = {} is unused: optimizations.sliding_window is false",
+            window));
+      }
+    }
+  }
+
+  void resolve_global_batch() {
+    const std::int64_t tokens = int64("training.global_batch_tokens");
+    if (tokens == 0) return;
+    const std::int64_t seq = scenario_.model.seq_len;
+    if (tokens % seq != 0) {
+      throw_input(fmt::format("{} tokens is not a whole number of {}-token sequences",
+                              get("training.global_batch_tokens"), seq),
+                  where("training.global_batch_tokens"));
+    }
+    const std::string batch = std::to_string(tokens / seq);
+    if (given("training.global_batch") && get("training.global_batch") != batch) {
+      throw_input(fmt::format("training.global_batch {} disagrees with "
+                              "training.global_batch_tokens {} = {} sequences of {}",
+                              get("training.global_batch"), get("training.global_batch_tokens"),
+                              batch, seq),
+                  where("training.global_batch"), "give only one of the two");
+    }
+    derive("training.global_batch", batch,
+           fmt::format("training.global_batch = {} ({} tokens / {})", batch,
+                       get("training.global_batch_tokens"), seq));
+  }
+
+  void build_cluster() {
+    topo::ClusterSpec& c = scenario_.cluster;
+    const std::string preset = get("cluster.preset");
+    c.name = preset == "none" ? "custom" : preset;
+    c.gpu = *gpu_preset(get("cluster.gpu"));
+    c.gpus_per_node = integer("cluster.gpus_per_node");
+    c.nics_per_node = integer("cluster.nics_per_node");
+    c.nic_Gbps = real("cluster.nic_gbps");
+    c.fabric.tiers = integer("cluster.fabric.tiers");
+    c.fabric.switch_radix = integer("cluster.fabric.switch_radix");
+    c.fabric.switch_port_Gbps = real("cluster.fabric.switch_port_gbps");
+    c.fabric.port_split = integer("cluster.fabric.port_split");
+    // One ratio for every tier that has uplinks: all but the top one.
+    const double oversubscription = real("cluster.fabric.oversubscription");
+    c.fabric.oversubscription.clear();
+    if (oversubscription != 1.0) {
+      c.fabric.oversubscription.assign(static_cast<std::size_t>(c.fabric.tiers - 1),
+                                       oversubscription);
+    }
+    c.fabric.pod_gpus = integer("cluster.fabric.pod_gpus");
+    c.fabric.pods = integer("cluster.fabric.pods");
+    c.fabric.above_pod_oversubscription = real("cluster.fabric.above_pod_oversubscription");
+    c.fabric.rail_optimized = flag("cluster.fabric.rail_optimized");
+  }
+
+  void build_parallel() {
+    plan::ParallelConfig& p = scenario_.parallel;
+    p.tp = integer("parallel.tp");
+    p.pp = integer("parallel.pp");
+    p.cp = integer("parallel.cp");
+    p.ep = integer("parallel.ep");
+    p.sp = flag("parallel.sp");
+    p.zero = integer("parallel.zero");
+    resolve_gpus();
+    p.dp = integer("parallel.dp");
+    scenario_.cluster.gpus = integer("cluster.gpus");
+
+    const std::int64_t max_gpus = scenario_.cluster.max_gpus();
+    if (scenario_.cluster.gpus > max_gpus) {
+      throw_infeasible(fmt::format("the fabric of cluster `{}` ({}) holds at most {} GPUs, not {}",
+                                   scenario_.cluster.name, describe_fabric(scenario_.cluster),
+                                   max_gpus, scenario_.cluster.gpus),
+                       where("cluster.gpus"),
+                       "add switch tiers, use a larger radix, or run on fewer GPUs");
+    }
+    const topo::GpuSpec& gpu = scenario_.cluster.gpu;
+    if (get("training.precision") == "fp8" && gpu.peak_dense_fp8_flops <= 0) {
+      throw_infeasible(fmt::format("{} has no fp8 tensor cores", gpu.name),
+                       where("training.precision"), "use bf16 or an fp8-capable GPU");
+    }
+    resolve_schedule();
+  }
+
+  // The GPU count and DP degree decide each other: tp·pp·dp·cp = GPUs.
+  void resolve_gpus() {
+    const std::int64_t tp = int64("parallel.tp");
+    const std::int64_t pp = int64("parallel.pp");
+    const std::int64_t cp = int64("parallel.cp");
+    const std::int64_t gpus = int64("cluster.gpus");
+    if (get("parallel.dp") == "auto") {
+      if (gpus == 0) {
+        throw_input("parallel.dp is auto but the GPU count is unknown", where("parallel.dp"),
+                    "set cluster.gpus or parallel.dp");
+      }
+      if (gpus % (tp * pp * cp) != 0) {
+        throw_infeasible(fmt::format("parallel.dp is auto but {} GPUs do not split into "
+                                     "replicas of tp {} · pp {} · cp {} = {} GPUs",
+                                     gpus, tp, pp, cp, tp * pp * cp),
+                         where("parallel.dp"),
+                         fmt::format("use a multiple of {} GPUs or set parallel.dp", tp * pp * cp));
+      }
+      const std::int64_t dp = gpus / (tp * pp * cp);
+      derive("parallel.dp", std::to_string(dp),
+             fmt::format("parallel.dp = {} (auto: {} GPUs / (tp {} · pp {} · cp {}))", dp, gpus,
+                         tp, pp, cp));
+      return;
+    }
+    const std::int64_t dp = int64("parallel.dp");
+    const std::int64_t world = tp * pp * dp * cp;
+    if (!given("cluster.gpus") || gpus == 0) {
+      derive("cluster.gpus", std::to_string(world),
+             fmt::format("cluster.gpus = {} (tp {} · pp {} · dp {} · cp {})", world, tp, pp, dp,
+                         cp));
+      return;
+    }
+    if (gpus != world) {
+      throw_infeasible(fmt::format("{} GPUs is not TP×PP×DP×CP = {}×{}×{}×{} = {}", gpus, tp, pp,
+                                   dp, cp, world),
+                       where("cluster.gpus"),
+                       "set parallel.dp to auto to derive it from the GPU count");
+    }
+  }
+
+  void resolve_schedule() {
+    plan::ParallelConfig& p = scenario_.parallel;
+    std::string schedule = get("parallel.schedule");
+    const bool explicit_flat = schedule == "gpipe" || schedule == "1f1b";
+    if (!given("parallel.vpp") && int64("parallel.vpp") > 1 && (p.pp == 1 || explicit_flat)) {
+      derive("parallel.vpp", "1",
+             p.pp == 1 ? "parallel.vpp = 1 (one pipeline stage has nothing to interleave)"
+                       : "parallel.vpp = 1 (parallel.schedule " + schedule +
+                             " does not interleave)");
+    }
+    p.vpp = integer("parallel.vpp");
+    if (schedule == "auto") {
+      schedule = p.vpp > 1 ? "interleaved" : "1f1b";
+      derive("parallel.schedule", schedule,
+             fmt::format("parallel.schedule = {} (auto: parallel.vpp {})", schedule, p.vpp));
+    }
+    if (schedule == "interleaved" && p.vpp == 1) {
+      throw_input("the interleaved schedule needs parallel.vpp > 1", where("parallel.schedule"),
+                  "set parallel.vpp to the virtual stages per GPU, or use 1f1b");
+    }
+    if (schedule != "interleaved" && p.vpp > 1) {
+      throw_input(fmt::format("parallel.vpp {} needs the interleaved schedule, not {}", p.vpp,
+                              schedule),
+                  where("parallel.vpp"), "set parallel.vpp to 1 or the schedule to interleaved");
+    }
+    p.schedule = schedule == "interleaved" ? plan::Schedule::kInterleaved
+                 : schedule == "gpipe"     ? plan::Schedule::kGpipe
+                                           : plan::Schedule::k1F1B;
+  }
+
+  void build_training() {
+    plan::TrainingConfig& t = scenario_.training;
+    t.global_batch = integer("training.global_batch");
+    t.micro_batch = integer("training.micro_batch");
+    const std::string precision = get("training.precision");
+    t.precision = precision == "fp16" ? Precision::kFp16
+                  : precision == "fp8" ? Precision::kFp8
+                                       : Precision::kBf16;
+    const std::string recompute = get("training.recompute");
+    t.recompute = recompute == "full"        ? model::Recompute::kFull
+                  : recompute == "selective" ? model::Recompute::kSelective
+                                             : model::Recompute::kNone;
+    t.optimizer = get("training.optimizer") == "lamb" ? plan::Optimizer::kLamb
+                                                      : plan::Optimizer::kAdam;
+    t.grad_reduce = get("training.grad_reduce_dtype") == "bf16" ? Precision::kBf16
+                                                                : Precision::kFp32;
+    plan::Optimizations& o = scenario_.opt;
+    o.tp_overlap = flag("optimizations.tp_overlap");
+    o.pp_overlap = flag("optimizations.pp_overlap");
+    o.dp_overlap = flag("optimizations.dp_overlap");
+    o.efficient_operators = flag("optimizations.efficient_operators");
+    o.async_data_pipeline = flag("optimizations.async_data_pipeline");
+    o.lamb = flag("optimizations.lamb");
+    o.sliding_window = flag("optimizations.sliding_window");
+    o.parallel_block = flag("optimizations.parallel_block");
+  }
+
+  const GivenMap& given_;
+  Scenario scenario_;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, std::string> origin_;
+};
+
+std::string line_origin(const std::string& file, int line) {
+  return file + ":" + std::to_string(line);
+}
+
+[[noreturn]] void not_a_key(const std::string& path, const ErrorContext& where) {
+  if (is_section(path)) {
+    throw_input("is a section, not a key", where, "see `trainsim explain " + path + "`");
+  }
+  throw_input("unknown key", where, suggest_key(path));
+}
+
+// Walks the YAML mapping, turning nesting into dotted keys and checking each value on the way,
+// so that every error can point at its line.
+void flatten(const YAML::Node& map, const std::string& prefix, const std::string& file,
+             GivenMap& out) {
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    const YAML::Node& key_node = it->first;
+    const YAML::Node& value = it->second;
+    const int line = key_node.Mark().line + 1;
+    if (!key_node.IsScalar()) {
+      throw_input("a key must be a plain name", {file, line, prefix});
+    }
+    const std::string path =
+        prefix.empty() ? key_node.Scalar() : prefix + "." + key_node.Scalar();
+    const ErrorContext where{file, line, path};
+    if (const KeyDef* key = find_key(path)) {
+      if (value.IsMap() || value.IsSequence()) {
+        throw_input(fmt::format("expected a single {} value, got a {}", to_string(key->type),
+                                value.IsMap() ? "mapping" : "list"),
+                    where);
+      }
+      if (value.IsNull()) throw_input("has no value", where);
+      const auto previous = out.find(path);
+      if (previous != out.end()) {
+        throw_input("given twice", where, "first given at " + previous->second.origin);
+      }
+      out[path] = {normalize_value(*key, value.Scalar(), where), line_origin(file, line), where};
+    } else if (is_section(path)) {
+      if (value.IsNull()) continue;
+      if (!value.IsMap()) {
+        throw_input("is a section: write its keys nested under it", where,
+                    "see `trainsim explain " + path + "`");
+      }
+      flatten(value, path, file, out);
+    } else {
+      not_a_key(path, where);
+    }
+  }
+}
+
+void apply_sets(const std::vector<std::string>& sets, GivenMap& out) {
+  const auto trim = [](std::string_view s) {
+    const std::size_t b = s.find_first_not_of(" \t");
+    const std::size_t e = s.find_last_not_of(" \t");
+    return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+  };
+  for (const std::string& set : sets) {
+    const std::size_t eq = set.find('=');
+    if (eq == std::string::npos) {
+      throw_input("`--set " + set + "` has no `=`", {"--set", 0, trim(set)},
+                  "write --set key.path=value, e.g. --set parallel.pp=8");
+    }
+    const std::string path = trim(std::string_view(set).substr(0, eq));
+    const ErrorContext where{"--set", 0, path};
+    const KeyDef* key = find_key(path);
+    if (key == nullptr) not_a_key(path, where);
+    out[path] = {normalize_value(*key, trim(std::string_view(set).substr(eq + 1)), where),
+                 "--set", where};
+  }
+}
+
+}  // namespace
+
+Scenario load_scenario_string(std::string_view yaml, const std::string& name,
+                              const std::vector<std::string>& sets) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    throw_input("not valid YAML: " + e.msg, {name, e.mark.line + 1, ""});
+  }
+  GivenMap given;
+  if (root.IsMap()) {
+    flatten(root, "", name, given);
+  } else if (!root.IsNull()) {
+    throw_input("a scenario is a mapping of sections (model:, cluster:, parallel:, ...)",
+                {name, root.Mark().line + 1, ""});
+  }
+  apply_sets(sets, given);
+  return Resolver(given, name).run();
+}
+
+Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
+  std::ifstream in(path);
+  if (!in) throw_input("cannot read the scenario file", {path, 0, ""});
+  std::stringstream text;
+  text << in.rdbuf();
+  return load_scenario_string(text.str(), path, sets);
+}
+
+Scenario default_scenario() { return load_scenario_string("", "<default>"); }
+
+Scenario build_scenario(const std::map<std::string, std::string>& flat_values,
+                        const std::string& name) {
+  GivenMap given;
+  for (const auto& [path, value] : flat_values) {
+    if (value.empty()) continue;
+    const ErrorContext where{name, 0, path};
+    const KeyDef* key = find_key(path);
+    if (key == nullptr) not_a_key(path, where);
+    given[path] = {normalize_value(*key, value, where), name, where};
+  }
+  return Resolver(given, name).run();
+}
+
+}  // namespace trainsim::scen

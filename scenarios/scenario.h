@@ -1,0 +1,70 @@
+// Loading a scenario: YAML, `--set` overrides and presets into the plain config structs.
+//
+// A scenario is a set of keys from the schema (schema.h). Each key's value comes from, in rising
+// precedence: the schema default, a preset (`model.preset` fills model.*, `cluster.preset` fills
+// cluster.*), the `optimizations.system` group (fills the levers), the YAML file, `--set`. Then
+// derived settings are resolved (parallel.dp auto, kv_heads and ffn_hidden 0, the schedule, the
+// optimizer) and the whole is checked for what a scenario alone can decide: known keys, types,
+// model sanity, the GPU count against the parallel layout and the fabric. What needs the planner
+// (TP dividing heads, batch divisibility, memory) is left to it.
+//
+// The schema defaults describe the project's default run (MegaScale 175B on 12,288 GPUs), so an
+// empty scenario is that run. A default gives way where it would contradict what a scenario says:
+// model.preset when model.layers, model.hidden or model.heads is given; cluster.preset when
+// cluster.gpu is given (the GPU's usual cluster then); cluster.gpus when parallel.dp is a number
+// (tp·pp·dp·cp then); parallel.vpp when parallel.pp is 1 or the schedule is gpipe or 1f1b (1 then).
+//
+// Every problem throws trainsim::Error: kInput with file, 1-based line, key and a hint for what is
+// malformed, kInfeasible for a well-formed layout that cannot run on the GPUs given.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/model/transformer.h"
+#include "sim/plan/config.h"
+#include "topology/hardware.h"
+
+namespace trainsim::scen {
+
+struct Scenario {
+  std::string source;                 // file path, or the name given to the string loaders
+  model::ModelConfig model;
+  topo::ClusterSpec cluster;          // cluster.gpu filled from the GPU preset; gpus = the job's GPUs
+  plan::ParallelConfig parallel;      // dp resolved (never "auto" here)
+  plan::TrainingConfig training;
+  plan::Optimizations opt;
+  std::string system = "none";        // optimizations.system
+  std::string calibration_profile = "datasheet";
+  std::string fidelity = "analytic";
+  std::uint64_t seed = 1;
+  // Every schema key -> its final value as canonical text (derived values resolved).
+  std::map<std::string, std::string> values;
+  // Key -> "default" | "preset <name>" | "system <name>" | "<file>:<line>" | "--set" | "derived"
+  // (build_scenario: the name it was given).
+  std::map<std::string, std::string> origin;
+  // Derived settings worth telling the user, e.g.
+  // "parallel.dp = 192 (auto: 12288 GPUs / (tp 8 · pp 8 · cp 1))".
+  std::vector<std::string> notes;
+};
+
+/// Loads a YAML scenario file, then applies `sets` ("key.path=value", later ones win).
+Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets = {});
+
+/// As load_scenario_file, for YAML text; `name` stands for the file in messages and origins.
+Scenario load_scenario_string(std::string_view yaml, const std::string& name,
+                              const std::vector<std::string>& sets = {});
+
+/// The scenario of an empty YAML: the project's default run. Source "<default>".
+Scenario default_scenario();
+
+/// Builds from values already flattened to dotted keys (e.g. columns of published-runs.csv), with
+/// the same rules and errors as the YAML loaders; `name` stands for the file in messages and is
+/// the origin of every given value. An empty value means "not given" (a blank CSV cell).
+Scenario build_scenario(const std::map<std::string, std::string>& flat_values,
+                        const std::string& name);
+
+}  // namespace trainsim::scen

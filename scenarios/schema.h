@@ -1,0 +1,62 @@
+// The scenario schema: every key a scenario, `--set` or a sweep may name, declared once.
+//
+// Each key has a dotted path (`parallel.pp`), a type, a unit, a default, a description, the values
+// an enum accepts and aliases: the names other tools use for the same setting (Megatron-LM flags,
+// Hugging Face config fields). Aliases are never accepted as keys, because two names for one
+// setting would let a scenario set it twice; they only make "did you mean" point to the right key.
+// The schema is built once on first use and is read-only afterwards (safe to share across threads).
+#pragma once
+
+#include <limits>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/core/error.h"
+
+namespace trainsim::scen {
+
+enum class KeyType { kInt, kFloat, kBool, kString, kEnum, kSize };
+
+struct KeyDef {
+  std::string path{};         // dotted key, e.g. "parallel.pp"
+  KeyType type = KeyType::kString;
+  std::string unit{};         // "" for plain counts and switches
+  std::string default_value{};  // text, as a user would write it
+  std::string description{};
+  // kEnum: the accepted values. kInt: words accepted besides numbers (`auto` for parallel.dp).
+  std::vector<std::string> choices{};
+  std::vector<std::string> aliases{};  // other tools' names, used only for suggestions
+  // Numeric keys: the range a user may give (a default may sit outside it to mean "unset").
+  double min_value = std::numeric_limits<double>::lowest();
+  double max_value = std::numeric_limits<double>::max();
+};
+
+/// All keys, grouped by section in a stable order.
+const std::vector<KeyDef>& schema();
+
+/// The key with this exact path, or nullptr.
+const KeyDef* find_key(std::string_view path);
+
+/// True for a prefix that groups keys ("parallel", "cluster.fabric"), not for a key itself.
+bool is_section(std::string_view prefix);
+
+/// "did you mean `parallel.pp`?" for a misspelt or foreign key name (compared with full paths,
+/// leaf names and aliases), or "" when nothing is close.
+std::string suggest_key(std::string_view wrong);
+
+/// "did you mean `x`?" for the candidate closest to `wrong`, or "" when none is close.
+std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates);
+
+/// Checks `text` against the key's type, choices and range and returns its canonical spelling
+/// (`True` -> "true", `08` -> "8", `64KiB` -> "64K"). Throws Error (kInput) at `where`, naming the
+/// expected type.
+std::string normalize_value(const KeyDef& key, std::string_view text, const ErrorContext& where);
+
+/// A human-readable table of keys: "" lists all keys, a section lists its keys, a key prints its
+/// full entry. Throws Error (kInput) with a suggestion for anything else.
+std::string explain(std::string_view key_or_prefix);
+
+const char* to_string(KeyType type);
+
+}  // namespace trainsim::scen

@@ -1,0 +1,54 @@
+// Published training runs (the CSV format of shared/validation/README.md) and how the model's
+// predictions compare with them: the engine of `trainsim validate`.
+//
+// Blank cells are filled by stated rules (each row records what it assumed), and published figures
+// are compared like with like: a TFLOP/s figure that counts the recompute forward pass (Megatron-LM
+// SC21, Eq. 3) is compared with the predicted hardware TFLOP/s, and the published iteration time and
+// MFU implied by it are derived with the model's own FLOP accounting (and marked as derived).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainsim::scen {
+
+struct RunFigures {
+  std::optional<double> iter_s, tokens_s, mfu, tflops_gpu, hfu;
+};
+
+struct ValidationRow {
+  std::string id;
+  std::string source;
+  int line = 0;                                // line in the CSV file
+  std::map<std::string, std::string> assumed;  // filled-in value -> rule that chose it
+  RunFigures predicted;
+  RunFigures published;                        // as published or derived (see `derived`)
+  std::vector<std::string> derived;            // which published figures were derived, and how
+  bool tflops_counts_recompute = false;
+  // Errors: MFU in points (predicted − published), iteration time and TFLOP/s in percent.
+  std::optional<double> mfu_err_pts, iter_err_pct, tflops_err_pct;
+  std::string error_message;                   // non-empty when the row could not be simulated
+};
+
+struct ValidationSummary {
+  int rows = 0, simulated = 0;
+  int mfu_rows = 0, iter_rows = 0;
+  double median_abs_mfu_err_pts = 0;
+  double max_abs_mfu_err_pts = 0;
+  double iter_time_mape = 0;  // percent
+};
+
+/// Reads the CSV; malformed files (missing columns, bad numbers) throw trainsim::Error naming the
+/// file, line and column. Rows that parse but cannot be simulated carry `error_message`.
+std::vector<ValidationRow> validate_runs(const std::string& csv_path);
+/// Same, from CSV text (`name` is used in messages).
+std::vector<ValidationRow> validate_runs_text(const std::string& csv_text, const std::string& name);
+
+ValidationSummary summarize(const std::vector<ValidationRow>& rows);
+
+/// The CSV columns, in order.
+const std::vector<std::string>& validation_columns();
+
+}  // namespace trainsim::scen

@@ -1,0 +1,388 @@
+#include "sim/exec/analytic.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/collective/analytic.h"
+#include "sim/core/error.h"
+#include "sim/core/units.h"
+#include "sim/model/ops.h"
+#include "sim/plan/layout.h"
+#include "sim/plan/memory.h"
+
+namespace trainsim::exec {
+namespace {
+
+using coll::Kind;
+using model::Op;
+using model::OpKind;
+
+// Prices ops with the calibration profile.
+struct ComputeModel {
+  const calib::Profile& prof;
+  double gemm_peak;  // FLOP/s of the GEMM datatype
+  double peak16;     // FLOP/s of 16-bit tensor cores (attention)
+  double hbm_Bps;
+
+  double gemm_eff(double m, double n, double k) const {
+    const double d0 = prof.gemm_half_dim;
+    return prof.gemm_peak_efficiency * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0));
+  }
+  double gemm_time(double m, double n, double k, double batch, double peak) const {
+    return 2.0 * m * n * k * batch / (peak * gemm_eff(m, n, k));
+  }
+  double forward(const Op& op) const {
+    const double launch = prof.kernel_overhead_s * op.kernels;
+    switch (op.kind) {
+      case OpKind::kGemm: {
+        const bool batched = op.batch > 1;  // attention's batched GEMMs stay 16-bit
+        return launch + gemm_time(op.m, op.n, op.k, op.batch, batched ? peak16 : gemm_peak);
+      }
+      case OpKind::kAttention:
+        return launch + op.flops / (peak16 * prof.attention_fwd_efficiency);
+      case OpKind::kMemory:
+        return launch + op.bytes / (hbm_Bps * prof.memory_bw_efficiency);
+    }
+    return launch;
+  }
+  // Backward: a GEMM becomes the input-gradient GEMM (m, k, n) and the weight-gradient GEMM
+  // (k, n, m); attention runs its backward kernel (2× the forward FLOPs, recomputing scores);
+  // element-wise ops read the saved input and the incoming gradient and write one: 2× the bytes.
+  double backward(const Op& op) const {
+    const double launch = prof.kernel_overhead_s * op.kernels;
+    switch (op.kind) {
+      case OpKind::kGemm: {
+        const double peak = op.batch > 1 ? peak16 : gemm_peak;
+        return 2 * launch + gemm_time(op.m, op.k, op.n, op.batch, peak) +
+               gemm_time(op.k, op.n, op.m, op.batch, peak);
+      }
+      case OpKind::kAttention:
+        return launch + 2.0 * op.flops / (peak16 * prof.attention_bwd_efficiency);
+      case OpKind::kMemory:
+        return launch + 2.0 * op.bytes / (hbm_Bps * prof.memory_bw_efficiency);
+    }
+    return launch;
+  }
+};
+
+// Time and traffic of one micro-batch on one pipeline stage.
+struct Slot {
+  double compute = 0;  // forward + backward + recompute kernels
+  double tp = 0, cp = 0, ep = 0, pp = 0;  // exposed communication
+  double forward = 0, backward = 0;  // compute split, for DP overlap windows
+  double nvlink_bytes = 0, nic_bytes = 0;
+  double total() const { return compute + tp + cp + ep + pp; }
+};
+
+struct Context {
+  const RunConfig& cfg;
+  const plan::Layout& L;
+  ComputeModel cm;
+  coll::LinkModel links;
+  model::Sharding shard;
+};
+
+void add_traffic(Slot& s, const coll::Cost& c, double times = 1.0) {
+  s.nvlink_bytes += c.nvlink_bytes * times;
+  s.nic_bytes += c.nic_bytes * times;
+}
+
+// TP communication next to one op, and how much of it the GEMM beside it hides when TP overlap
+// decomposes the pair into chunks (MegaScale §3.2): the first chunk's communication is always
+// exposed, the rest hides behind the GEMM as far as the GEMM lasts.
+double tp_exposed(const Context& c, double t_comm, double t_gemm) {
+  if (!c.cfg.opt.tp_overlap) return t_comm;
+  const double chunks = std::max(1, c.L.par.tp);
+  return t_comm / chunks + std::max(0.0, t_comm - t_comm / chunks - t_gemm);
+}
+
+// One stage's slot: `layers` layers (starting at global layer index `first_layer`) and optionally
+// the embedding and the loss head.
+Slot stage_slot(const Context& c, int layers, int first_layer, bool embedding, bool head) {
+  const auto& m = c.cfg.model;
+  const auto& par = c.L.par;
+  const model::Recompute rc = c.cfg.training.recompute;
+  Slot s;
+  const double tokens = static_cast<double>(c.shard.micro_batch) * m.seq_len / par.cp;
+  const double act_bytes = tokens * m.hidden * 2.0;  // one [tokens × h] 16-bit tensor (TP group)
+
+  const coll::Cost ag = coll::collective_cost(Kind::kAllGather, act_bytes, c.L.tp, c.links);
+  const coll::Cost rs = coll::collective_cost(Kind::kReduceScatter, act_bytes, c.L.tp, c.links);
+  const coll::Cost ar = coll::collective_cost(Kind::kAllReduce, act_bytes, c.L.tp, c.links);
+
+  auto price_ops = [&](const std::vector<Op>& ops, bool recompute_all, bool recompute_attention) {
+    for (const Op& op : ops) {
+      const double f = c.cm.forward(op);
+      const double b = c.cm.backward(op);
+      const bool attention_core = op.kind == OpKind::kAttention || op.name == "attn_scores" ||
+                                  op.name == "softmax" || op.name == "attn_dropout" ||
+                                  op.name == "attn_context";
+      double r = 0;
+      if (recompute_all || (recompute_attention && attention_core)) r = f;
+      s.forward += f;
+      s.backward += b + r;
+      s.compute += f + b + r;
+      if (par.tp <= 1) continue;
+      // Forward: SP gathers before column-parallel GEMMs and reduce-scatters after row-parallel
+      // ones; without SP only row-parallel outputs are all-reduced. Backward mirrors it.
+      const int passes_fwd = recompute_all ? 2 : 1;
+      if (op.tp_comm_before) {
+        if (par.sp) {
+          s.tp += passes_fwd * tp_exposed(c, ag.time_s, f) + tp_exposed(c, rs.time_s, b / 2);
+          add_traffic(s, ag, passes_fwd);
+          add_traffic(s, rs);
+        } else {
+          s.tp += tp_exposed(c, ar.time_s, b / 2);
+          add_traffic(s, ar);
+        }
+      }
+      if (op.tp_comm_after) {
+        if (par.sp) {
+          s.tp += passes_fwd * tp_exposed(c, rs.time_s, f) + tp_exposed(c, ag.time_s, b / 2);
+          add_traffic(s, rs, passes_fwd);
+          add_traffic(s, ag);
+        } else {
+          s.tp += passes_fwd * tp_exposed(c, ar.time_s, f);
+          add_traffic(s, ar, passes_fwd);
+        }
+      }
+    }
+  };
+
+  const bool full = rc == model::Recompute::kFull;
+  const bool selective = rc == model::Recompute::kSelective;
+  for (int i = 0; i < layers; ++i) {
+    const int li = first_layer + i;
+    const std::vector<Op> ops = model::layer_forward_ops(m, c.shard, li);
+    price_ops(ops, full, selective);
+    double attention_time = 0;
+    for (const Op& op : ops) {
+      if (op.kind == OpKind::kAttention || op.name.rfind("attn_", 0) == 0 || op.name == "softmax")
+        attention_time += c.cm.forward(op);
+    }
+    if (par.cp > 1) {
+      // K and V of the other CP ranks: all-gathered in forward (and again when recomputed),
+      // their gradients reduce-scattered in backward; the ring exchange overlaps attention blocks.
+      const double kv_bytes = 2.0 * tokens * par.cp * m.kv_dim() / par.tp * 2.0;
+      const coll::Cost cag = coll::collective_cost(Kind::kAllGather, kv_bytes, c.L.cp, c.links);
+      const coll::Cost crs = coll::collective_cost(Kind::kReduceScatter, kv_bytes, c.L.cp, c.links);
+      const double fwd_passes = full ? 2 : 1;
+      s.cp += fwd_passes * std::max(0.0, cag.time_s - attention_time) +
+              std::max(0.0, cag.time_s + crs.time_s - 2.0 * attention_time);
+      add_traffic(s, cag, fwd_passes + 1);
+      add_traffic(s, crs);
+    }
+    if (m.is_moe_layer(li) && par.ep > 1) {
+      // Dispatch and combine all-to-alls in forward and backward (and again when recomputed).
+      const double a2a_bytes = tokens * m.top_k * m.hidden * 2.0;
+      const coll::Cost a2a = coll::collective_cost(Kind::kAllToAll, a2a_bytes, c.L.ep, c.links);
+      const double n = full ? 6 : 4;
+      s.ep += n * a2a.time_s;
+      add_traffic(s, a2a, n);
+    }
+  }
+  if (embedding) price_ops(model::embedding_forward_ops(m, c.shard), false, false);
+  if (head) price_ops(model::head_forward_ops(m, c.shard), false, false);
+  return s;
+}
+
+}  // namespace
+
+std::string memory_shortfall_message(const plan::MemoryUsage& u) {
+  return fmt::format(
+      "does not fit in memory: needs {:.1f} GiB of {:.1f} GiB per GPU (weights {:.1f}, gradients "
+      "{:.1f}, optimizer {:.1f}, activations {:.1f} for {:.2f} micro-batches in flight, "
+      "communication buffers {:.1f}, runtime reserve {:.1f} GiB)",
+      u.peak_bytes / kGiB, u.capacity_bytes / kGiB, u.weights_bytes / kGiB,
+      u.gradients_bytes / kGiB, u.optimizer_bytes / kGiB, u.activations_bytes / kGiB,
+      u.in_flight_microbatches, u.comm_buffers_bytes / kGiB, u.runtime_reserved_bytes / kGiB);
+}
+
+Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
+  const auto& m = cfg.model;
+  const auto& gpu = cfg.cluster.gpu;
+  const auto& prof = cfg.profile;
+  if (cfg.training.precision == Precision::kFp8 && gpu.peak_dense_fp8_flops <= 0) {
+    throw_infeasible("GPU `" + gpu.name + "` has no fp8 tensor cores", {"", 0, "training.precision"});
+  }
+  const plan::Layout L = plan::make_layout(m, cfg.cluster, cfg.parallel, cfg.training);
+  const auto& par = L.par;
+
+  Result r;
+  r.fidelity = "analytic";
+  r.model_version = kAnalyticModelVersion;
+  r.profile_name = prof.name;
+  r.profile_version = prof.version;
+  r.gpus = cfg.cluster.gpus;
+  r.microbatches = L.microbatches;
+
+  r.memory = plan::memory_per_gpu(m, L, cfg.training, cfg.opt.efficient_operators, gpu);
+  if (options.enforce_memory && !r.memory.fits()) {
+    throw_infeasible(memory_shortfall_message(r.memory), {"", 0, ""},
+                     "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller "
+                     "micro-batch");
+  }
+
+  const double peak16 = gpu.peak_dense_16bit_flops;
+  const double gemm_peak =
+      cfg.training.precision == Precision::kFp8 ? gpu.peak_dense_fp8_flops : peak16;
+  r.peak_flops_per_gpu = gemm_peak;
+
+  Context c{cfg, L, ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps}, {}, {}};
+  c.links.nvlink_busbw_Bps = prof.nvlink.busbw_Bps;
+  c.links.nvls_busbw_Bps = gpu.has_nvls ? prof.nvls_busbw_Bps : 0.0;
+  c.links.nvlink_step_latency_s = prof.nvlink.step_latency_s;
+  c.links.nic_Bps_per_gpu = cfg.cluster.nic_Bps() * prof.nic_efficiency *
+                            cfg.cluster.nics_per_node / std::max(1, cfg.cluster.gpus_per_node);
+  c.links.net_step_latency_s = prof.net_step_latency_s;
+  c.links.base_latency_s = prof.collective_base_latency_s;
+  c.links.above_pod_oversubscription = cfg.cluster.fabric.above_pod_oversubscription;
+  c.shard.micro_batch = cfg.training.micro_batch;
+  c.shard.tp = par.tp;
+  c.shard.cp = par.cp;
+  c.shard.sp = par.sp && par.tp > 1;
+  c.shard.fused_attention = cfg.opt.efficient_operators;
+  c.shard.fused_elementwise = cfg.opt.efficient_operators;
+
+  // Slowest stage per micro-batch (first: embedding, last: loss head).
+  const bool single = par.pp == 1;
+  Slot first = stage_slot(c, L.layers_first_stage, 0, true, single);
+  Slot last = single ? first
+                     : stage_slot(c, L.layers_last_stage, m.layers - L.layers_last_stage, false,
+                                  true);
+  // Pipeline send/recv of one micro-batch's activations (SP-sharded or scatter-gathered: 1/tp
+  // per rank), forward and backward, per model chunk.
+  double t_p2p = 0;
+  coll::Cost p2p;
+  if (par.pp > 1) {
+    const double bytes = static_cast<double>(cfg.training.micro_batch) * m.seq_len / par.cp *
+                         m.hidden * 2.0 / par.tp;
+    coll::GroupShape peer{2, L.pp.per_node > 1 ? 2 : 1, L.pp.per_node > 1 ? 1 : 2,
+                          std::min(2, L.pp.pods)};
+    p2p = coll::collective_cost(Kind::kSendRecv, bytes, peer, c.links);
+    t_p2p = p2p.time_s;
+    for (Slot* s : {&first, &last}) {
+      if (!cfg.opt.pp_overlap) s->pp += 2.0 * par.vpp * t_p2p;
+      add_traffic(*s, p2p, 2.0 * par.vpp);
+    }
+  }
+  const Slot& slot = first.total() >= last.total() ? first : last;
+  const double mb = L.microbatches;
+  const double bubble_slots = static_cast<double>(par.pp - 1) / par.vpp;
+
+  Breakdown& bd = r.breakdown;
+  bd.compute_s = mb * slot.compute;
+  bd.exposed_tp_s = mb * slot.tp;
+  bd.exposed_cp_s = mb * slot.cp;
+  bd.exposed_ep_s = mb * slot.ep;
+  bd.exposed_pp_s = mb * slot.pp;
+  if (cfg.opt.pp_overlap && par.pp > 1) bd.exposed_pp_s += 2.0 * (par.pp - 1) * t_p2p;
+  bd.pipeline_bubble_s = bubble_slots * slot.total();
+
+  // Data parallelism: gradient reduction and (ZeRO) parameter all-gather of the heaviest stage.
+  double nvlink_bytes = mb * slot.nvlink_bytes;
+  double nic_bytes = mb * slot.nic_bytes;
+  if (par.dp > 1) {
+    const plan::StageParams sp_first =
+        plan::stage_parameters(m, L, true, single, L.layers_first_stage);
+    const plan::StageParams sp_last =
+        plan::stage_parameters(m, L, single, true, L.layers_last_stage);
+    const plan::StageParams sp = sp_first.total() >= sp_last.total() ? sp_first : sp_last;
+    const double gb = bytes_per_element(cfg.training.grad_reduce);
+    // Megatron-core buckets gradients by max(40M, 1M·DP) parameters; the last bucket of the
+    // backward pass (and the first of the forward prefetch) cannot hide behind compute.
+    const double bucket = std::max(40e6, 1e6 * par.dp);
+    const double buckets = std::max(1.0, std::ceil(sp.total() / bucket));
+    auto dp_cost = [&](Kind k, double params, double bytes_per_param, const coll::GroupShape& g) {
+      return coll::collective_cost(k, params * bytes_per_param, g, c.links);
+    };
+    auto both = [&](Kind k, double bytes_per_param) {
+      coll::Cost a = dp_cost(k, sp.dense, bytes_per_param, L.dp);
+      coll::Cost b = dp_cost(k, sp.expert, bytes_per_param, L.expert_dp);
+      return coll::Cost{a.time_s + b.time_s, a.nvlink_bytes + b.nvlink_bytes,
+                        a.nic_bytes + b.nic_bytes};
+    };
+    auto exposed = [&](double t, double window) {
+      if (!cfg.opt.dp_overlap) return t;
+      return t / buckets + std::max(0.0, t - t / buckets - window);
+    };
+    double dp_exposed = 0;
+    if (par.zero == 0) {
+      const coll::Cost ar = both(Kind::kAllReduce, gb);
+      dp_exposed = exposed(ar.time_s, slot.backward);
+      nvlink_bytes += ar.nvlink_bytes;
+      nic_bytes += ar.nic_bytes;
+    } else {
+      const coll::Cost rs = both(Kind::kReduceScatter, gb);
+      const coll::Cost ag = both(Kind::kAllGather, 2.0);
+      // ZeRO-1 reduces once per iteration; ZeRO-2/3 keep only a gradient shard, so every
+      // micro-batch's gradients are reduce-scattered; ZeRO-3 also gathers the weights for every
+      // forward and backward pass.
+      const double rs_times = par.zero >= 2 ? mb : 1.0;
+      const double ag_times = par.zero >= 3 ? 2.0 * mb : 1.0;
+      dp_exposed = rs_times * exposed(rs.time_s, slot.backward) +
+                   (par.zero >= 3 ? mb * (exposed(ag.time_s, slot.forward) +
+                                          exposed(ag.time_s, slot.backward))
+                                  : exposed(ag.time_s, slot.forward));
+      nvlink_bytes += rs_times * rs.nvlink_bytes + ag_times * ag.nvlink_bytes;
+      nic_bytes += rs_times * rs.nic_bytes + ag_times * ag.nic_bytes;
+    }
+    bd.exposed_dp_s = dp_exposed;
+  }
+
+  // Optimizer step, memory-bound over this GPU's parameter shard. Adam reads and writes the fp32
+  // master weights and both moments (24 B), reads the fp32 gradient (4 B), writes the 16-bit
+  // weights (2 B), and gradient clipping reads the gradients once more (4 B); LAMB adds the
+  // per-tensor weight and update norms (another 8 B).
+  {
+    const plan::StageParams sp_first =
+        plan::stage_parameters(m, L, true, single, L.layers_first_stage);
+    const plan::StageParams sp_last =
+        plan::stage_parameters(m, L, single, true, L.layers_last_stage);
+    const double params = std::max(sp_first.total(), sp_last.total()) /
+                          (par.zero >= 1 ? static_cast<double>(par.dp) : 1.0);
+    const double bytes_per_param = cfg.training.optimizer == plan::Optimizer::kLamb ? 42.0 : 34.0;
+    bd.optimizer_s = params * bytes_per_param / (gpu.hbm_Bps * prof.memory_bw_efficiency) +
+                     10 * prof.kernel_overhead_s;
+  }
+  bd.data_loading_s = cfg.opt.async_data_pipeline ? 0.0 : prof.data_loading_s;
+
+  r.iteration_time_s = bd.total();
+  const double tokens = static_cast<double>(cfg.training.global_batch) * m.seq_len;
+  r.parameters = model::count_parameters(m).total;
+  r.model_flops_per_iteration = model::model_flops_per_token(m) * tokens;
+  r.hardware_flops_per_iteration =
+      model::hardware_flops_per_token(m, cfg.training.recompute) * tokens;
+  r.tokens_per_s = tokens / r.iteration_time_s;
+  const double gpu_seconds = r.iteration_time_s * cfg.cluster.gpus;
+  r.tflops_per_gpu = r.model_flops_per_iteration / gpu_seconds / kTera;
+  r.hw_tflops_per_gpu = r.hardware_flops_per_iteration / gpu_seconds / kTera;
+  r.mfu = r.model_flops_per_iteration / (gpu_seconds * gemm_peak);
+  r.hfu = r.hardware_flops_per_iteration / (gpu_seconds * gemm_peak);
+
+  // Link utilisation of the GPU-attached links: NVLink per GPU and the GPU's share of NICs.
+  NetworkStats& ns = r.network;
+  ns.nvlink_bytes_per_gpu = nvlink_bytes;
+  ns.nic_bytes_per_gpu = nic_bytes;
+  ns.nvlink_utilization = gpu.nvlink_Bps > 0 ? nvlink_bytes / (gpu.nvlink_Bps * r.iteration_time_s) : 0;
+  const double nic_share = cfg.cluster.nic_Bps() * cfg.cluster.nics_per_node /
+                           std::max(1, cfg.cluster.gpus_per_node);
+  ns.nic_utilization = nic_share > 0 ? nic_bytes / (nic_share * r.iteration_time_s) : 0;
+  ns.max_link_utilization = std::max(ns.nvlink_utilization, ns.nic_utilization);
+  ns.mean_link_utilization = (ns.nvlink_utilization + ns.nic_utilization) / 2.0;
+  ns.has_ecmp = false;
+
+  if (L.layers_first_stage != L.layers_last_stage) {
+    r.notes.push_back(fmt::format("uneven pipeline: {} layers on the first stage, {} on the last",
+                                  L.layers_first_stage, L.layers_last_stage));
+  }
+  r.notes.push_back(fmt::format(
+      "analytic fidelity: no link contention or ECMP collisions (use flow fidelity for those); "
+      "slowest stage per micro-batch {:.3f} ms",
+      slot.total() * 1e3));
+  return r;
+}
+
+}  // namespace trainsim::exec

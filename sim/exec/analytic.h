@@ -1,0 +1,44 @@
+// Analytic fidelity: one training iteration in closed form, no event queue and no contention.
+//
+// The iteration is built from the same pieces the detailed fidelities use (the op list of
+// sim/model, the layout and memory of sim/plan, the collective costs of sim/collective) composed
+// by the pipeline formula of Narayanan et al. (SC21 §2.2): with m micro-batches, p stages and v
+// virtual chunks the pipeline runs (m + (p−1)/v) slots of the slowest stage. A slot is the forward,
+// backward and recompute compute of one micro-batch plus the communication it could not hide.
+// docs/analytic-model.md derives every term; the model version below changes when they change.
+#pragma once
+
+#include "calibrate/profile.h"
+#include "sim/exec/result.h"
+#include "sim/model/transformer.h"
+#include "sim/plan/config.h"
+#include "topology/hardware.h"
+
+namespace trainsim::exec {
+
+inline constexpr const char* kAnalyticModelVersion = "analytic-1";
+
+/// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
+struct RunConfig {
+  model::ModelConfig model;
+  topo::ClusterSpec cluster;
+  plan::ParallelConfig parallel;
+  plan::TrainingConfig training;
+  plan::Optimizations opt;
+  calib::Profile profile;
+};
+
+struct AnalyticOptions {
+  /// When true, a configuration whose peak memory exceeds the GPU's HBM throws
+  /// trainsim::Error(kInfeasible) "does not fit: needs X GiB of Y GiB"; when false the result is
+  /// returned with `memory.fits() == false` (sweeps keep such points with their reason).
+  bool enforce_memory = true;
+};
+
+/// Evaluates one iteration. Throws trainsim::Error(kInfeasible) for configurations that cannot run.
+Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options = {});
+
+/// "does not fit in memory: needs 93.1 GiB of 80.0 GiB per GPU (weights ..., activations ...)".
+std::string memory_shortfall_message(const plan::MemoryUsage& mem);
+
+}  // namespace trainsim::exec

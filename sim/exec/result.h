@@ -1,0 +1,70 @@
+// The outcome of simulating one training iteration, whatever the fidelity.
+//
+// Every time in `Breakdown` is on the critical path of the iteration and they add up to
+// `iteration_time_s` (checked in tests). Communication that overlaps compute is not in the
+// breakdown; only the part the compute stream waited on ("exposed") is.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/plan/memory.h"
+
+namespace trainsim::exec {
+
+struct Breakdown {
+  double compute_s = 0;          // GPU kernels of forward, backward and recompute, steady state
+  double exposed_tp_s = 0;       // TP/SP collectives the compute stream waited on
+  double exposed_cp_s = 0;       // context-parallel K/V exchange
+  double exposed_ep_s = 0;       // expert-parallel all-to-all
+  double exposed_pp_s = 0;       // pipeline send/recv
+  double exposed_dp_s = 0;       // data-parallel gradient reduction and parameter all-gather
+  double pipeline_bubble_s = 0;  // pipeline fill and drain
+  double optimizer_s = 0;        // optimizer step
+  double data_loading_s = 0;     // host data pipeline stall
+  double total() const {
+    return compute_s + exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_pp_s + exposed_dp_s +
+           pipeline_bubble_s + optimizer_s + data_loading_s;
+  }
+};
+
+/// Link statistics over the iteration.
+struct NetworkStats {
+  double max_link_utilization = 0;   // busiest link class: bytes carried / (capacity · iteration)
+  double mean_link_utilization = 0;  // over all GPU-attached links (NVLink and NIC)
+  double nvlink_utilization = 0;
+  double nic_utilization = 0;
+  // ECMP load imbalance (max/mean load over equal-cost uplinks); 1 means perfectly even.
+  // The analytic fidelity does not route flows, so it reports none (has_ecmp = false).
+  bool has_ecmp = false;
+  double ecmp_imbalance = 0;
+  double nic_bytes_per_gpu = 0;      // per iteration, sent
+  double nvlink_bytes_per_gpu = 0;   // per iteration, sent
+};
+
+struct Result {
+  std::string fidelity;        // "analytic"
+  std::string model_version;   // version of the performance model that computed this
+  std::string profile_name;
+  std::string profile_version;
+
+  double iteration_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;               // model FLOPs / (peak · time · GPUs)
+  double hfu = 0;               // hardware FLOPs (with recompute) / (peak · time · GPUs)
+  double tflops_per_gpu = 0;    // model TFLOP/s per GPU
+  double hw_tflops_per_gpu = 0; // hardware TFLOP/s per GPU (counts recompute)
+  double model_flops_per_iteration = 0;
+  double hardware_flops_per_iteration = 0;
+  double parameters = 0;
+  int gpus = 0;
+  int microbatches = 0;         // per pipeline per iteration
+  double peak_flops_per_gpu = 0;
+
+  Breakdown breakdown;
+  plan::MemoryUsage memory;
+  NetworkStats network;
+  std::vector<std::string> notes;  // assumptions and derived settings worth telling the user
+};
+
+}  // namespace trainsim::exec

@@ -1,0 +1,133 @@
+#include "sim/model/ops.h"
+
+#include <algorithm>
+
+namespace trainsim::model {
+namespace {
+
+constexpr double kAct = 2.0;  // bytes per activation element (bf16/fp16)
+
+Op gemm(std::string name, double m, double n, double k, double batch = 1) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::kGemm;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.batch = batch;
+  op.flops = 2.0 * m * n * k * batch;
+  return op;
+}
+
+Op memory(std::string name, double bytes, int kernels = 1) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = OpKind::kMemory;
+  op.bytes = bytes;
+  op.kernels = kernels;
+  return op;
+}
+
+}  // namespace
+
+std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index) {
+  std::vector<Op> ops;
+  const double b = s.micro_batch;
+  const double t = s.tp;
+  const double tokens = b * static_cast<double>(m.seq_len) / s.cp;  // rows of every GEMM
+  const double h = m.hidden;
+  const double kv = m.kv_dim();
+  const double heads = m.heads / t;
+  const double dh = m.head_dim();
+  // Element-wise work runs on tokens/tp rows under SP, on all rows without it.
+  const double ew_rows = s.sp ? tokens / t : tokens;
+  const double ew = ew_rows * h * kAct;  // bytes of one [rows × h] activation
+
+  // Norm: read x, write y (+ residual add and dropout when fused into it).
+  const int norms = m.parallel_block ? 1 : 2;
+  for (int i = 0; i < norms; ++i) {
+    ops.push_back(memory(i == 0 ? "norm_attn" : "norm_mlp", 2 * ew));
+  }
+
+  Op qkv = gemm("qkv", tokens, (h + 2 * kv) / t, h);
+  qkv.tp_comm_before = true;
+  ops.push_back(qkv);
+
+  const double keys = m.attended_tokens();
+  const double q_rows = static_cast<double>(m.seq_len) / s.cp;
+  if (s.fused_attention) {
+    Op a;
+    a.name = "attention";
+    a.kind = OpKind::kAttention;
+    a.batch = b * heads;
+    a.m = q_rows;
+    a.n = keys;
+    a.k = dh;
+    a.flops = 4.0 * b * heads * q_rows * keys * dh;
+    ops.push_back(a);
+  } else {
+    // Megatron's unfused path: QKᵀ batched GEMM, fused scale-mask-softmax, dropout, ·V.
+    ops.push_back(gemm("attn_scores", q_rows, keys, dh, b * heads));
+    const double scores = b * heads * q_rows * keys;
+    ops.push_back(memory("softmax", scores * 2 * kAct));
+    ops.push_back(memory("attn_dropout", scores * (2 * kAct + 1)));
+    ops.push_back(gemm("attn_context", q_rows, dh, keys, b * heads));
+  }
+  // A parallel block sums the attention and MLP outputs before one reduction and one residual
+  // add, and both branches read the same gathered norm output (one all-gather, one reduce-scatter
+  // per layer and pass instead of two each).
+  Op proj = gemm("attn_proj", tokens, h, h / t);
+  proj.tp_comm_after = !m.parallel_block;
+  ops.push_back(proj);
+  // Bias + dropout + residual add: one fused pass reading two inputs and writing one.
+  if (!s.fused_elementwise && !m.parallel_block) {
+    ops.push_back(memory("attn_bias_dropout_add", 3 * ew + ew / kAct));
+  }
+
+  const bool moe = m.is_moe_layer(layer_index);
+  const double f = m.ffn_hidden;
+  const double up_mult = m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
+  const double expert_rows = moe ? tokens * m.top_k : tokens;
+  if (moe) {
+    Op router = gemm("router", tokens, m.experts, h);
+    ops.push_back(router);
+    ops.push_back(memory("router_topk", tokens * m.experts * 4.0 * 2));
+  }
+  Op up = gemm(moe ? "expert_up" : "mlp_up", expert_rows, up_mult * f / t, h);
+  up.tp_comm_before = !moe && !m.parallel_block;
+  up.moe = moe;
+  ops.push_back(up);
+  if (!s.fused_elementwise) {
+    // Activation (bias-GeLU or SiLU·up) as its own pass over the [rows × f/t] tensor.
+    const double act = expert_rows * (f / t) * kAct;
+    ops.push_back(memory(m.mlp == MlpKind::kSwiglu ? "swiglu" : "bias_gelu", (up_mult + 1) * act));
+  }
+  Op down = gemm(moe ? "expert_down" : "mlp_down", expert_rows, h, f / t);
+  down.tp_comm_after = !moe;
+  down.moe = moe;
+  ops.push_back(down);
+  if (!s.fused_elementwise) ops.push_back(memory("mlp_bias_dropout_add", 3 * ew + ew / kAct));
+  return ops;
+}
+
+std::vector<Op> embedding_forward_ops(const ModelConfig& m, const Sharding& s) {
+  const double tokens = s.micro_batch * static_cast<double>(m.seq_len) / s.cp;
+  // Vocab-parallel lookup writes [tokens × h], then an all-reduce / reduce-scatter over TP.
+  Op lookup = memory("embedding", tokens * m.hidden * kAct * 2);
+  lookup.tp_comm_after = s.tp > 1;
+  return {lookup};
+}
+
+std::vector<Op> head_forward_ops(const ModelConfig& m, const Sharding& s) {
+  const double tokens = s.micro_batch * static_cast<double>(m.seq_len) / s.cp;
+  std::vector<Op> ops;
+  ops.push_back(memory("final_norm", 2 * (s.sp ? tokens / s.tp : tokens) * m.hidden * kAct));
+  Op logits = gemm("logits", tokens, static_cast<double>(m.vocab) / s.tp, m.hidden);
+  logits.tp_comm_before = true;
+  ops.push_back(logits);
+  // Vocab-parallel cross-entropy in fp32: cast, max, exp-sum, loss over [tokens × V/tp].
+  ops.push_back(memory("cross_entropy", tokens * (m.vocab / s.tp) * (kAct + 4.0 * 3), 3));
+  return ops;
+}
+
+}  // namespace trainsim::model

@@ -1,0 +1,49 @@
+// The compute ops of one transformer layer (and of the embedding and loss), with the shapes one
+// GPU sees when the layer is sharded `tp` ways by tensor parallelism and its sequence `cp` ways by
+// context parallelism.
+//
+// The op list is what the compute-time model prices (and, later, what the real executor launches):
+// each op is a GEMM (m, n, k), a fused attention (batch·heads, queries, keys, head dim) or a
+// memory-bound kernel (bytes moved). Backward ops are derived from the forward ones.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sim/model/transformer.h"
+
+namespace trainsim::model {
+
+enum class OpKind { kGemm, kAttention, kMemory };
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::kMemory;
+  double m = 0, n = 0, k = 0;  // GEMM: [m×k]·[k×n]; batched GEMMs use `batch`
+  double batch = 1;           // independent GEMMs / attention heads×sequences
+  double flops = 0;           // forward FLOPs of the op on one GPU
+  double bytes = 0;           // forward HBM traffic of a memory-bound op
+  int kernels = 1;            // kernel launches
+  bool tp_comm_after = false; // followed by a TP reduce-scatter / all-reduce (row-parallel output)
+  bool tp_comm_before = false;// preceded by a TP all-gather (column-parallel input under SP)
+  bool moe = false;           // part of the expert MLP
+};
+
+/// How one GPU's share of a layer is cut.
+struct Sharding {
+  int micro_batch = 1;
+  int tp = 1;
+  int cp = 1;
+  bool sp = false;                 // sequence parallel: norms/dropout on s/tp tokens
+  bool fused_attention = false;    // FlashAttention-style kernel instead of GEMM+softmax+GEMM
+  bool fused_elementwise = false;  // norm fused with residual/dropout, GeLU in the GEMM epilogue
+};
+
+/// Forward ops of layer `layer_index` (0-based; decides MoE vs dense), for one micro-batch.
+std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index);
+/// Forward ops of the input embedding (first pipeline stage).
+std::vector<Op> embedding_forward_ops(const ModelConfig& m, const Sharding& s);
+/// Forward ops of the output projection and cross-entropy loss (last pipeline stage).
+std::vector<Op> head_forward_ops(const ModelConfig& m, const Sharding& s);
+
+}  // namespace trainsim::model

@@ -1,0 +1,82 @@
+#include "sim/model/transformer.h"
+
+namespace trainsim::model {
+
+ParamCount count_parameters(const ModelConfig& m) {
+  ParamCount p;
+  const double h = m.hidden;
+  const double kv = m.kv_dim();
+  const double f = m.ffn_hidden;
+  const double b = m.bias ? 1.0 : 0.0;
+  // QKV: h -> h + 2·kv; output projection: h -> h.
+  p.attention = h * (h + 2 * kv) + b * (h + 2 * kv) + h * h + b * h;
+  // GeLU MLP: h -> f -> h. SwiGLU: gate and up h -> f each, down f -> h.
+  const double up = (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);
+  p.mlp = up * h * f + b * up * f + f * h + b * h;
+  if (m.experts > 0) p.expert_mlp = m.experts * p.mlp + h * m.experts;  // + router h -> E
+  // LayerNorm has a scale and a shift; RMSNorm only a scale. A parallel block has one norm.
+  const double per_norm = (m.norm == NormKind::kLayerNorm ? 2.0 : 1.0) * h;
+  p.norms = (m.parallel_block ? 1.0 : 2.0) * per_norm;
+  p.embedding = static_cast<double>(m.vocab) * h +
+                (m.position == PositionKind::kLearned ? static_cast<double>(m.seq_len) * h : 0.0);
+  p.output = m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * h;
+  p.final_norm = per_norm;
+
+  const int moe = m.moe_layers();
+  const int dense = m.layers - moe;
+  const double body = m.layers * (p.attention + p.norms) + dense * p.mlp + moe * p.expert_mlp;
+  p.total = body + p.embedding + p.output + p.final_norm;
+  const double active_expert = m.experts > 0 ? m.top_k * p.mlp + h * m.experts : 0.0;
+  p.active = m.layers * (p.attention + p.norms) + dense * p.mlp + moe * active_expert +
+             p.embedding + p.output + p.final_norm;
+  return p;
+}
+
+ForwardFlops forward_flops_per_token(const ModelConfig& m) {
+  ForwardFlops f;
+  const double h = m.hidden;
+  const double kv = m.kv_dim();
+  const double ff = m.ffn_hidden;
+  const double up = (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);
+  const double attn_gemm = 2.0 * (h * (h + 2 * kv) + h * h);
+  const double mlp_gemm = 2.0 * (up * h * ff + ff * h);
+  const int moe = m.moe_layers();
+  const int dense = m.layers - moe;
+  const double router = m.experts > 0 ? 2.0 * h * m.experts : 0.0;
+  f.dense_gemm = m.layers * attn_gemm + dense * mlp_gemm + moe * (m.top_k * mlp_gemm + router);
+  // Scores QKᵀ and the weighted sum with V: 2·2·(attended tokens)·h per token per layer.
+  f.attention = m.layers * 4.0 * static_cast<double>(m.attended_tokens()) * h;
+  f.logits = 2.0 * h * m.vocab;
+  return f;
+}
+
+double model_flops_per_token(const ModelConfig& m) { return 3.0 * forward_flops_per_token(m).total(); }
+
+double hardware_flops_per_token(const ModelConfig& m, Recompute r) {
+  const ForwardFlops f = forward_flops_per_token(m);
+  switch (r) {
+    case Recompute::kNone: return 3.0 * f.total();
+    case Recompute::kSelective: return 3.0 * f.total() + f.attention;
+    case Recompute::kFull: return 3.0 * f.total() + f.dense_gemm + f.attention;
+  }
+  return 3.0 * f.total();
+}
+
+double megatron_eq2_parameters(int layers, int hidden, int vocab, int seq_len) {
+  const double l = layers, h = hidden, V = vocab, s = seq_len;
+  return 12.0 * l * h * h * (1.0 + 13.0 / (12.0 * h) + (V + s) / (12.0 * l * h));
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+const char* to_string(MlpKind k) { return k == MlpKind::kGelu ? "gelu" : "swiglu"; }
+const char* to_string(NormKind k) { return k == NormKind::kLayerNorm ? "layernorm" : "rmsnorm"; }
+const char* to_string(PositionKind k) { return k == PositionKind::kLearned ? "learned" : "rope"; }
+
+}  // namespace trainsim::model

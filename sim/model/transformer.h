@@ -1,0 +1,97 @@
+// Transformer description and its FLOP and parameter accounting.
+//
+// `ModelConfig` describes a decoder-only transformer (GPT, Llama with GQA/SwiGLU/RMSNorm/RoPE,
+// MoE, parallel attention+MLP block, sliding-window attention). Everything here is independent of
+// how the model is parallelised: counts are for the whole model and one token or one sequence.
+//
+// FLOP accounting follows Megatron-LM (Narayanan et al., SC21, Eq. 3 and its appendix): every
+// GEMM costs 2·m·n·k, a backward pass costs twice the forward, attention scores count the full
+// s×s matrix (no causal halving, as Megatron, MegaScale and the NeMo recipes count), embeddings
+// lookups and element-wise ops are not counted. For a GPT with ffn = 4h and full attention this
+// reduces exactly to 72·l·h²·(1 + s/6h + V/12lh) FLOPs per token (fwd+bwd).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace trainsim::model {
+
+enum class MlpKind { kGelu, kSwiglu };
+enum class NormKind { kLayerNorm, kRmsNorm };
+enum class PositionKind { kLearned, kRope };
+
+struct ModelConfig {
+  std::string name = "custom";
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;        // = heads for MHA; fewer means GQA/MQA
+  int ffn_hidden = 0;      // MLP inner size (per expert for MoE)
+  int vocab = 0;
+  int seq_len = 0;
+  MlpKind mlp = MlpKind::kGelu;
+  NormKind norm = NormKind::kLayerNorm;
+  PositionKind position = PositionKind::kLearned;
+  bool bias = true;              // linear layers and norms carry biases
+  bool tied_embeddings = true;   // output projection shares the input embedding
+  bool parallel_block = false;   // attention and MLP read the same norm output (GPT-J/PaLM style)
+  int attention_window = 0;      // sliding-window size in tokens; 0 = full attention
+  int experts = 0;               // MoE experts per MoE layer; 0 = dense
+  int top_k = 1;                 // experts each token is routed to
+  int moe_every = 1;             // every n-th layer is MoE (when experts > 0)
+
+  int head_dim() const { return hidden / heads; }
+  int kv_dim() const { return kv_heads * head_dim(); }
+  bool is_moe_layer(int layer_index) const {
+    return experts > 0 && (layer_index % moe_every) == moe_every - 1;
+  }
+  int moe_layers() const { return experts > 0 ? layers / moe_every : 0; }
+  /// Tokens each query attends to (min of window and sequence).
+  int attended_tokens() const {
+    return attention_window > 0 && attention_window < seq_len ? attention_window : seq_len;
+  }
+};
+
+/// Parameter counts, in parameters (not bytes).
+struct ParamCount {
+  double attention = 0;   // per layer: QKV + output projection (+ biases)
+  double mlp = 0;         // per dense layer: MLP weights (+ biases)
+  double expert_mlp = 0;  // per MoE layer: all experts' MLP weights + router
+  double norms = 0;       // per layer: the norm parameters
+  double embedding = 0;   // token embedding (+ learned positions)
+  double output = 0;      // untied output projection (0 when tied)
+  double final_norm = 0;
+  double total = 0;       // everything
+  double active = 0;      // parameters a token touches (MoE: top_k experts only)
+};
+
+ParamCount count_parameters(const ModelConfig& m);
+
+/// Forward FLOPs for one token, split by where they come from.
+struct ForwardFlops {
+  double dense_gemm = 0;   // per-layer GEMMs (QKV, proj, MLP / active experts, router), all layers
+  double attention = 0;    // QKᵀ and attention·V, all layers
+  double logits = 0;       // output projection to the vocabulary
+  double total() const { return dense_gemm + attention + logits; }
+};
+
+ForwardFlops forward_flops_per_token(const ModelConfig& m);
+
+enum class Recompute { kNone, kSelective, kFull };
+
+/// Model FLOPs per token (forward + backward, no recompute): the MFU numerator.
+double model_flops_per_token(const ModelConfig& m);
+/// Hardware FLOPs per token: model FLOPs plus what recompute runs again (the HFU numerator).
+/// Full recompute re-runs the forward of every layer (not the logits, Megatron Eq. 3);
+/// selective recompute re-runs the attention core (QKᵀ, softmax, ·V) (Korthikanti et al. 2022).
+double hardware_flops_per_token(const ModelConfig& m, Recompute r);
+
+/// Megatron-LM SC21 Eq. 2 parameter count for a GPT with ffn = 4h: 12lh²(1 + 13/12h + (V+s)/12lh).
+double megatron_eq2_parameters(int layers, int hidden, int vocab, int seq_len);
+
+const char* to_string(Recompute r);
+const char* to_string(MlpKind k);
+const char* to_string(NormKind k);
+const char* to_string(PositionKind k);
+
+}  // namespace trainsim::model

@@ -1,0 +1,33 @@
+// Where the ranks of each parallel dimension sit, and whether a parallel configuration can run.
+//
+// Ranks are numbered Megatron-style with TP fastest, then CP, then DP (EP is the fastest part of
+// DP), then PP: rank = tp_i + tp·(cp_i + cp·(dp_i + dp·pp_i)). On a cluster of servers with
+// `gpus_per_node` GPUs, that decides which groups stay inside a server (NVLink) and which cross
+// the network, which is all the analytic cost model needs to know about placement.
+#pragma once
+
+#include "sim/collective/analytic.h"
+#include "sim/model/transformer.h"
+#include "sim/plan/config.h"
+#include "topology/hardware.h"
+
+namespace trainsim::plan {
+
+struct Layout {
+  ParallelConfig par;
+  int microbatches = 1;       // micro-batches per pipeline per iteration
+  int layers_first_stage = 0; // layers on pipeline stage 0
+  int layers_last_stage = 0;  // layers on the last stage
+  int layers_max_stage = 0;   // layers on the most loaded stage
+  coll::GroupShape tp, cp, dp, ep, expert_dp, pp;
+};
+
+/// Shape of a group of `n` ranks whose members are `stride` ranks apart.
+coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster);
+
+/// Checks that the configuration can run and places it. Throws trainsim::Error(kInfeasible) naming
+/// the offending key (`parallel.tp`, `training.global_batch`, ...) with the numbers involved.
+Layout make_layout(const model::ModelConfig& model, const topo::ClusterSpec& cluster,
+                   const ParallelConfig& par, const TrainingConfig& train);
+
+}  // namespace trainsim::plan

@@ -1,0 +1,55 @@
+// Memory per GPU of a parallel training configuration.
+//
+// Model states follow mixed-precision training as Megatron-LM does it (ZeRO paper, Rajbhandari et
+// al. 2020, §3): 16-bit weights (2 B/param), gradients accumulated in the reduction datatype
+// (fp32: 4 B, bf16: 2 B), fp32 master weights + Adam/LAMB moments (12 B/param); ZeRO stage 1
+// shards the optimizer state over DP, stage 2 also the gradients, stage 3 also the weights.
+// Activations follow Korthikanti et al. 2022 ("Reducing Activation Recomputation", §4), generalised
+// from 34·s·b·h + 5·a·s²·b to GQA, SwiGLU, MoE and the parallel block, with tensor, sequence and
+// context parallelism, selective and full recompute, and FlashAttention (no s² scores kept).
+// Pipeline schedules keep several micro-batches in flight on the first stage: PP for 1F1B,
+// PP·(1 + (PP−1)/(PP·VPP)) for interleaved 1F1B, all micro-batches for GPipe.
+#pragma once
+
+#include "sim/model/transformer.h"
+#include "sim/plan/config.h"
+#include "sim/plan/layout.h"
+#include "topology/hardware.h"
+
+namespace trainsim::plan {
+
+/// Memory of the most loaded GPU, bytes.
+struct MemoryUsage {
+  double weights_bytes = 0;
+  double gradients_bytes = 0;
+  double optimizer_bytes = 0;
+  double activations_bytes = 0;       // all in-flight micro-batches of the schedule
+  double comm_buffers_bytes = 0;      // NCCL channel buffers of every communicator
+  double runtime_reserved_bytes = 0;  // CUDA context, workspaces, allocator fragmentation
+  double peak_bytes = 0;              // sum of the above
+  double capacity_bytes = 0;          // HBM of the GPU
+  double in_flight_microbatches = 0;  // on the stage with the peak
+  int stage = 0;                      // 0 = first pipeline stage, 1 = last
+  bool fits() const { return peak_bytes <= capacity_bytes; }
+};
+
+/// Activation bytes of one layer for one micro-batch on one GPU.
+double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig& par,
+                              int micro_batch, model::Recompute recompute, bool fused_attention);
+
+/// Parameters held by one GPU of pipeline stage `stage_layers` (before ZeRO sharding), and
+/// which part of them are expert parameters (sharded by EP, reduced over the expert-DP group).
+struct StageParams {
+  double dense = 0;
+  double expert = 0;
+  double total() const { return dense + expert; }
+};
+StageParams stage_parameters(const model::ModelConfig& m, const Layout& L, bool first_stage,
+                             bool last_stage, int stage_layers);
+
+/// Peak memory over the first and the last pipeline stage.
+MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
+                           const TrainingConfig& train, bool fused_attention,
+                           const topo::GpuSpec& gpu);
+
+}  // namespace trainsim::plan

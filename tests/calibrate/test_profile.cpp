@@ -1,0 +1,88 @@
+// calibrate/profile: built-in profiles, JSON round trip, and precise errors on corrupt files.
+#include "calibrate/profile.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "sim/core/error.h"
+
+namespace trainsim::calib {
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Bus bandwidths are the published nccl-tests figures of validation/README.md.
+TEST(Profile, BuiltinsCarryPublishedBandwidths) {
+  EXPECT_DOUBLE_EQ(builtin_profile("a100-80gb").nvlink.busbw_Bps, 230e9);
+  EXPECT_DOUBLE_EQ(builtin_profile("a800").nvlink.busbw_Bps, 160e9);
+  EXPECT_DOUBLE_EQ(builtin_profile("h100-sxm").nvlink.busbw_Bps, 370e9);
+  EXPECT_DOUBLE_EQ(builtin_profile("h100-sxm").nvls_busbw_Bps, 480e9);
+  EXPECT_EQ(builtin_profile("h200-sxm").name, "datasheet-h200-sxm");
+  try {
+    builtin_profile("b200");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInput);
+    EXPECT_EQ(e.where().field, "calibration.profile");
+  }
+}
+
+TEST(Profile, JsonRoundTrip) {
+  Profile p = builtin_profile("h100-sxm");
+  p.name = "my-cluster";
+  p.gemm_peak_efficiency = 0.77;
+  const std::string path = write_temp("roundtrip.json", profile_to_json(p));
+  const Profile q = load_profile(path);
+  EXPECT_EQ(q.name, "my-cluster");
+  EXPECT_EQ(q.gpu, "h100-sxm");
+  EXPECT_DOUBLE_EQ(q.gemm_peak_efficiency, 0.77);
+  EXPECT_DOUBLE_EQ(q.nvlink.busbw_Bps, p.nvlink.busbw_Bps);
+  EXPECT_DOUBLE_EQ(q.data_loading_s, p.data_loading_s);
+  EXPECT_EQ(profile_to_json(q), profile_to_json(p));
+}
+
+void expect_error(const std::string& text, const std::string& field, const std::string& fragment) {
+  const std::string path = write_temp("bad.json", text);
+  try {
+    load_profile(path);
+    FAIL() << "expected an error for " << field;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInput);
+    EXPECT_EQ(e.where().file, path);
+    EXPECT_EQ(e.where().field, field);
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(Profile, CorruptFilesNameFileAndField) {
+  const std::string good = profile_to_json(builtin_profile("a100-80gb"));
+  expect_error("{ not json", "", "not valid JSON");
+  expect_error("[]", "", "a profile is a JSON object");
+  std::string s = good;
+  s.replace(s.find("\"gemm_peak_efficiency\": 0.82"), 28, "\"gemm_peak_efficiency\": \"fast\"");
+  expect_error(s, "compute.gemm_peak_efficiency", "expected a number");
+  s = good;
+  s.replace(s.find("\"gemm_peak_efficiency\": 0.82"), 28, "\"gemm_peak_efficiency\": 1.5");
+  expect_error(s, "compute.gemm_peak_efficiency", "at most 1");
+  s = good;
+  s.replace(s.find("\"format_version\": 1"), 19, "\"format_version\": 9");
+  expect_error(s, "format_version", "unsupported profile format 9");
+  s = good;
+  s.replace(s.find("\"gemm_half_dim\""), 15, "\"gemm_halfdim\"");
+  expect_error(s, "compute.gemm_halfdim", "unknown field");
+  try {
+    load_profile("/nonexistent/profile.json");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().file, "/nonexistent/profile.json");
+  }
+}
+
+}  // namespace
+}  // namespace trainsim::calib

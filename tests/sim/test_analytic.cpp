@@ -1,0 +1,164 @@
+// sim/exec/analytic: invariants of the iteration model and hand-checkable special cases.
+#include "sim/exec/analytic.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "sim/core/error.h"
+#include "sim/model/ops.h"
+
+namespace trainsim::exec {
+namespace {
+
+RunConfig base(int gpus, int tp, int pp, int dp) {
+  RunConfig c;
+  c.model.layers = 16;
+  c.model.hidden = 2048;
+  c.model.heads = 16;
+  c.model.kv_heads = 16;
+  c.model.ffn_hidden = 8192;
+  c.model.vocab = 51200;
+  c.model.seq_len = 2048;
+  c.cluster.gpus = gpus;
+  c.cluster.gpus_per_node = 8;
+  c.cluster.nics_per_node = 8;
+  c.cluster.nic_Gbps = 200;
+  c.cluster.gpu = {"a100-80gb", 312e12, 0, 80e9, 2.04e12, 300e9, false};
+  c.parallel.tp = tp;
+  c.parallel.pp = pp;
+  c.parallel.dp = dp;
+  c.training.global_batch = 64 * dp;
+  c.training.micro_batch = 1;
+  c.profile = calib::builtin_profile("a100-80gb");
+  return c;
+}
+
+void expect_breakdown_adds_up(const Result& r) {
+  EXPECT_NEAR(r.breakdown.total(), r.iteration_time_s, 1e-12 * r.iteration_time_s);
+  EXPECT_GT(r.mfu, 0);
+  EXPECT_LT(r.mfu, 1);
+  EXPECT_LE(r.mfu, r.hfu);
+  EXPECT_NEAR(r.tflops_per_gpu * 1e12, r.mfu * r.peak_flops_per_gpu, 1e-6 * r.tflops_per_gpu * 1e12);
+}
+
+// One GPU: no communication at all; the iteration is compute + optimizer + data loading and
+// MFU = model FLOPs / (time · peak).
+TEST(Analytic, SingleGpuHasOnlyComputeOptimizerAndData) {
+  RunConfig c = base(1, 1, 1, 1);
+  c.training.recompute = model::Recompute::kFull;
+  const Result r = run_analytic(c);
+  expect_breakdown_adds_up(r);
+  const Breakdown& b = r.breakdown;
+  EXPECT_EQ(b.exposed_tp_s + b.exposed_pp_s + b.exposed_dp_s + b.exposed_cp_s + b.exposed_ep_s +
+                b.pipeline_bubble_s, 0.0);
+  EXPECT_DOUBLE_EQ(b.data_loading_s, c.profile.data_loading_s);
+  EXPECT_DOUBLE_EQ(r.network.nic_bytes_per_gpu, 0.0);
+  EXPECT_DOUBLE_EQ(r.mfu, r.model_flops_per_iteration / (r.iteration_time_s * 312e12));
+  // Compute time is never below the roofline of its FLOPs at peak.
+  EXPECT_GT(b.compute_s, r.hardware_flops_per_iteration / 312e12);
+}
+
+// Pipeline formula: the bubble is (p−1)/v slots of the slowest stage, m slots run the work.
+TEST(Analytic, PipelineBubbleFormula) {
+  RunConfig c = base(8, 1, 8, 1);
+  c.training.global_batch = 32;
+  const Result r = run_analytic(c);
+  expect_breakdown_adds_up(r);
+  const Breakdown& b = r.breakdown;
+  const double steady = b.compute_s + b.exposed_tp_s + b.exposed_pp_s;
+  EXPECT_NEAR(b.pipeline_bubble_s / steady, 7.0 / 32, 1e-12);
+  c.parallel.vpp = 2;
+  c.parallel.schedule = plan::Schedule::kInterleaved;
+  const Result ri = run_analytic(c);
+  const Breakdown& bi = ri.breakdown;
+  EXPECT_NEAR(bi.pipeline_bubble_s / (bi.compute_s + bi.exposed_pp_s), 7.0 / 2 / 32, 1e-12);
+  EXPECT_LT(ri.breakdown.pipeline_bubble_s, r.breakdown.pipeline_bubble_s);
+}
+
+// Each overlap lever hides communication it targets and nothing else gets slower.
+TEST(Analytic, OverlapLeversReduceExposedCommunication) {
+  RunConfig c = base(64, 8, 2, 4);
+  c.parallel.sp = true;
+  c.parallel.zero = 1;
+  const Result off = run_analytic(c);
+  expect_breakdown_adds_up(off);
+  EXPECT_GT(off.breakdown.exposed_tp_s, 0);
+  EXPECT_GT(off.breakdown.exposed_dp_s, 0);
+  EXPECT_GT(off.breakdown.exposed_pp_s, 0);
+  RunConfig on = c;
+  on.opt.tp_overlap = true;
+  EXPECT_LT(run_analytic(on).breakdown.exposed_tp_s, off.breakdown.exposed_tp_s);
+  on = c;
+  on.opt.dp_overlap = true;
+  EXPECT_LT(run_analytic(on).breakdown.exposed_dp_s, off.breakdown.exposed_dp_s);
+  on = c;
+  on.opt.pp_overlap = true;
+  EXPECT_LT(run_analytic(on).breakdown.exposed_pp_s, off.breakdown.exposed_pp_s);
+  on = c;
+  on.opt.async_data_pipeline = true;
+  EXPECT_EQ(run_analytic(on).breakdown.data_loading_s, 0.0);
+  on = c;
+  on.opt.efficient_operators = true;
+  EXPECT_LT(run_analytic(on).breakdown.compute_s, off.breakdown.compute_s);
+  on = c;
+  on.model.parallel_block = true;
+  EXPECT_LT(run_analytic(on).breakdown.exposed_tp_s, off.breakdown.exposed_tp_s);
+}
+
+// Same inputs, same numbers, bit for bit.
+TEST(Analytic, Deterministic) {
+  const RunConfig c = base(64, 8, 2, 4);
+  const Result a = run_analytic(c), b = run_analytic(c);
+  EXPECT_EQ(std::memcmp(&a.iteration_time_s, &b.iteration_time_s, sizeof(double)), 0);
+  EXPECT_EQ(a.breakdown.exposed_dp_s, b.breakdown.exposed_dp_s);
+  EXPECT_EQ(a.memory.peak_bytes, b.memory.peak_bytes);
+}
+
+// A configuration that does not fit reports the numbers, or is returned unfit when asked.
+TEST(Analytic, DoesNotFit) {
+  RunConfig c = base(1, 1, 1, 1);
+  c.model.layers = 96;
+  c.model.hidden = 12288;
+  c.model.heads = 96;
+  c.model.kv_heads = 96;
+  c.model.ffn_hidden = 4 * 12288;
+  try {
+    run_analytic(c);
+    FAIL() << "175B on one GPU cannot fit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInfeasible);
+    EXPECT_NE(e.message().find("does not fit in memory: needs"), std::string::npos);
+    EXPECT_NE(e.message().find("GiB of 74.5 GiB"), std::string::npos) << e.message();
+  }
+  AnalyticOptions o;
+  o.enforce_memory = false;
+  const Result r = run_analytic(c, o);
+  EXPECT_FALSE(r.memory.fits());
+}
+
+// fp8 needs a GPU with fp8 tensor cores; with one, GEMMs use the fp8 peak.
+TEST(Analytic, Fp8) {
+  RunConfig c = base(1, 1, 1, 1);
+  c.training.precision = Precision::kFp8;
+  EXPECT_THROW(run_analytic(c), Error);
+  c.cluster.gpu.peak_dense_fp8_flops = 624e12;
+  const Result r = run_analytic(c);
+  EXPECT_DOUBLE_EQ(r.peak_flops_per_gpu, 624e12);
+}
+
+// Recompute costs time: full > selective > none in compute, and HFU counts it.
+TEST(Analytic, RecomputeCostsTime) {
+  RunConfig c = base(8, 8, 1, 1);
+  c.parallel.sp = true;
+  double prev = 0;
+  for (auto rc : {model::Recompute::kNone, model::Recompute::kSelective, model::Recompute::kFull}) {
+    c.training.recompute = rc;
+    const Result r = run_analytic(c);
+    EXPECT_GT(r.breakdown.compute_s, prev);
+    prev = r.breakdown.compute_s;
+  }
+}
+
+}  // namespace
+}  // namespace trainsim::exec

@@ -1,0 +1,103 @@
+// sim/collective/analytic: α–β costs against the closed forms of network-models.md §4.
+#include "sim/collective/analytic.h"
+
+#include <gtest/gtest.h>
+
+namespace trainsim::coll {
+namespace {
+
+LinkModel links() {
+  LinkModel l;
+  l.nvlink_busbw_Bps = 200e9;
+  l.nvlink_step_latency_s = 2e-6;
+  l.nic_Bps_per_gpu = 25e9;
+  l.net_step_latency_s = 10e-6;
+  l.base_latency_s = 5e-6;
+  return l;
+}
+
+TEST(Collective, BusBandwidthFactors) {
+  EXPECT_DOUBLE_EQ(busbw_factor(Kind::kAllReduce, 8), 2.0 * 7 / 8);
+  EXPECT_DOUBLE_EQ(busbw_factor(Kind::kAllGather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(busbw_factor(Kind::kReduceScatter, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(busbw_factor(Kind::kAllToAll, 2), 0.5);
+  EXPECT_DOUBLE_EQ(busbw_factor(Kind::kBroadcast, 16), 1.0);
+  EXPECT_DOUBLE_EQ(busbw_factor(Kind::kAllReduce, 1), 0.0);
+}
+
+// Ring all-reduce on one idle server: T = base + 2(n−1)·α + 2(n−1)/n · S / B.
+TEST(Collective, RingAllReduceInsideServer) {
+  const double S = 1 << 30;
+  const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{8, 8, 1, 1}, links());
+  EXPECT_DOUBLE_EQ(c.time_s, 5e-6 + 14 * 2e-6 + 2.0 * 7 / 8 * S / 200e9);
+  EXPECT_DOUBLE_EQ(c.nvlink_bytes, 2.0 * 7 / 8 * S);
+  EXPECT_DOUBLE_EQ(c.nic_bytes, 0);
+}
+
+// NVLS is used for an all-reduce inside a server when it is faster than the ring.
+TEST(Collective, NvlsAllReduce) {
+  LinkModel l = links();
+  l.nvls_busbw_Bps = 400e9;
+  const double S = 1 << 30;
+  const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{8, 8, 1, 1}, l);
+  EXPECT_DOUBLE_EQ(c.time_s, 5e-6 + 14 * 2e-6 + 2.0 * 7 / 8 * S / 400e9);
+  const Cost ag = collective_cost(Kind::kAllGather, S, GroupShape{8, 8, 1, 1}, l);
+  EXPECT_DOUBLE_EQ(ag.time_s, 5e-6 + 7 * 2e-6 + 7.0 / 8 * S / 200e9);
+}
+
+// One rank per server (a DP ring on rails): every step crosses the network at the NIC rate.
+// All-gather: n−1 steps, nodes−1 of them network steps (all of them here).
+TEST(Collective, RingAcrossServersOnePerNode) {
+  const double S = 64e6;
+  const Cost c = collective_cost(Kind::kAllGather, S, GroupShape{16, 1, 16, 1}, links());
+  EXPECT_DOUBLE_EQ(c.time_s, 5e-6 + 15 * 10e-6 + 15.0 / 16 * S / 25e9);
+  EXPECT_DOUBLE_EQ(c.nic_bytes, 15.0 / 16 * S);
+}
+
+// g ranks per server: busbw = min(g·B_nic, g/(g−1)·B_nvlink); bytes split g−1 : 1.
+TEST(Collective, HierarchicalBandwidth) {
+  const double S = 1e9;
+  const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{32, 4, 8, 1}, links());
+  const double busbw = std::min(4 * 25e9, 4.0 / 3 * 200e9);
+  const int steps = 2 * 31, net = 2 * 8;
+  EXPECT_DOUBLE_EQ(c.time_s, 5e-6 + (steps - net) * 2e-6 + net * 10e-6 + 2.0 * 31 / 32 * S / busbw);
+  // Bytes conserved: what each rank sends is the bus-bandwidth volume, split by link type.
+  EXPECT_DOUBLE_EQ(c.nic_bytes + c.nvlink_bytes, 2.0 * 31 / 32 * S);
+  EXPECT_DOUBLE_EQ(c.nic_bytes, 2.0 * 31 / 32 * S / 4);
+}
+
+// All-to-all: (g−1)/n of the buffer stays on NVLink, (n−g)/n crosses the NIC; the slower decides.
+TEST(Collective, AllToAll) {
+  const double S = 8e8;
+  const Cost c = collective_cost(Kind::kAllToAll, S, GroupShape{16, 8, 2, 1}, links());
+  EXPECT_DOUBLE_EQ(c.nvlink_bytes, S * 7 / 16);
+  EXPECT_DOUBLE_EQ(c.nic_bytes, S * 8 / 16);
+  const double lat = 5e-6 + 7 * 2e-6 + 8 * 10e-6 / 8;
+  EXPECT_DOUBLE_EQ(c.time_s, lat + std::max(S * 7 / 16 / 200e9, S * 8 / 16 / 25e9));
+}
+
+// Crossing a 1:7 oversubscribed tier slows the crossing share of an all-to-all.
+TEST(Collective, AbovePodOversubscription) {
+  LinkModel l = links();
+  l.above_pod_oversubscription = 7;
+  const double S = 8e8;
+  const Cost in_pod = collective_cost(Kind::kAllToAll, S, GroupShape{16, 1, 16, 1}, l);
+  const Cost two_pods = collective_cost(Kind::kAllToAll, S, GroupShape{16, 1, 16, 2}, l);
+  EXPECT_NEAR((two_pods.time_s - in_pod.time_s) / (S * 15 / 16 / 25e9), 3.5 - 1.0, 1e-9);
+}
+
+TEST(Collective, SendRecv) {
+  const Cost inter = collective_cost(Kind::kSendRecv, 1e8, GroupShape{2, 1, 2, 1}, links());
+  EXPECT_DOUBLE_EQ(inter.time_s, 5e-6 + 10e-6 + 1e8 / 25e9);
+  EXPECT_DOUBLE_EQ(inter.nic_bytes, 1e8);
+  const Cost intra = collective_cost(Kind::kSendRecv, 1e8, GroupShape{2, 2, 1, 1}, links());
+  EXPECT_DOUBLE_EQ(intra.time_s, 5e-6 + 2e-6 + 1e8 / 200e9);
+}
+
+TEST(Collective, TrivialGroupsCostNothing) {
+  EXPECT_EQ(collective_cost(Kind::kAllReduce, 1e9, GroupShape{1, 1, 1, 1}, links()).time_s, 0);
+  EXPECT_EQ(collective_cost(Kind::kAllReduce, 0, GroupShape{8, 8, 1, 1}, links()).time_s, 0);
+}
+
+}  // namespace
+}  // namespace trainsim::coll

@@ -1,0 +1,119 @@
+// sim/model/transformer: parameter and FLOP accounting against closed forms derived by hand.
+#include "sim/model/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace trainsim::model {
+namespace {
+
+ModelConfig gpt(int l, int h, int a, int V = 51200, int s = 2048) {
+  ModelConfig m;
+  m.layers = l;
+  m.hidden = h;
+  m.heads = a;
+  m.kv_heads = a;
+  m.ffn_hidden = 4 * h;
+  m.vocab = V;
+  m.seq_len = s;
+  return m;
+}
+
+// Megatron-LM SC21 Table 1 prints these sizes (billions, one decimal). Eq. 2 is
+// 12lh²(1 + 13/12h + (V+s)/12lh); our per-layer count adds only the final LayerNorm (2h).
+TEST(Transformer, MegatronTable1ParameterCounts) {
+  struct Row { int l, h, a; double printed; };
+  const Row rows[] = {{24, 2304, 24, 1.7},     {30, 3072, 32, 3.6},    {36, 4096, 32, 7.5},
+                      {40, 6144, 48, 18.4},    {48, 8192, 64, 39.1},   {60, 10240, 80, 76.1},
+                      {80, 12288, 96, 145.6},  {96, 16384, 128, 310.1}, {105, 20480, 128, 529.6},
+                      {128, 25600, 160, 1008.0}};
+  for (const Row& r : rows) {
+    const ModelConfig m = gpt(r.l, r.h, r.a);
+    const double p = count_parameters(m).total;
+    const double eq2 = megatron_eq2_parameters(r.l, r.h, 51200, 2048);
+    EXPECT_DOUBLE_EQ(p, eq2 + 2.0 * r.h) << r.l;
+    EXPECT_DOUBLE_EQ(std::round(p / 1e8) / 10.0, r.printed) << "l=" << r.l << " h=" << r.h;
+  }
+}
+
+// 175B: 72·l·h²·(1 + s/6h + V/12lh) FLOPs per token (SC21 Eq. 3 without recompute) and
+// 96·l·h²·(1 + s/6h + V/16lh) with full recompute.
+TEST(Transformer, MegatronFlopsPerToken) {
+  const ModelConfig m = gpt(96, 12288, 96);
+  const double l = 96, h = 12288, s = 2048, V = 51200;
+  const double model = 72 * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+  const double full = 96 * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+  EXPECT_NEAR(model_flops_per_token(m) / model, 1.0, 1e-12);
+  EXPECT_NEAR(hardware_flops_per_token(m, Recompute::kFull) / full, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(hardware_flops_per_token(m, Recompute::kNone), model_flops_per_token(m));
+  // The NVIDIA DGX Cloud recipe states 2.20e15 model FLOPs per 2048-token sequence.
+  EXPECT_NEAR(model_flops_per_token(m) * 2048 / 1e15, 2.20, 0.005);
+}
+
+// Selective recompute re-runs only the attention core: 4·s·h per layer and token.
+TEST(Transformer, SelectiveRecomputeAddsAttentionCore) {
+  const ModelConfig m = gpt(2, 256, 4, 1000, 128);
+  EXPECT_DOUBLE_EQ(hardware_flops_per_token(m, Recompute::kSelective) - model_flops_per_token(m),
+                   2 * 4.0 * 128 * 256);
+}
+
+// GQA: QKV maps h -> h + 2·kv with kv = kv_heads·h/heads; SwiGLU has three h×f matrices.
+TEST(Transformer, LlamaStyleCounts) {
+  ModelConfig m = gpt(1, 4096, 32, 128000, 8192);
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.mlp = MlpKind::kSwiglu;
+  m.norm = NormKind::kRmsNorm;
+  m.position = PositionKind::kRope;
+  m.bias = false;
+  m.tied_embeddings = false;
+  const ParamCount p = count_parameters(m);
+  EXPECT_DOUBLE_EQ(p.attention, 4096.0 * (4096 + 2 * 1024) + 4096.0 * 4096);
+  EXPECT_DOUBLE_EQ(p.mlp, 3.0 * 4096 * 14336);
+  EXPECT_DOUBLE_EQ(p.norms, 2.0 * 4096);
+  EXPECT_DOUBLE_EQ(p.embedding, 128000.0 * 4096);
+  EXPECT_DOUBLE_EQ(p.output, 128000.0 * 4096);
+  // Llama 3 8B (32 layers) has 8.03B parameters (Llama 3 paper, Table 3 "8B").
+  m.layers = 32;
+  EXPECT_NEAR(count_parameters(m).total / 1e9, 8.03, 0.005);
+}
+
+// Sliding-window attention: each query attends `window` keys, so the attention FLOPs scale by
+// window/s while the GEMM FLOPs stay.
+TEST(Transformer, SlidingWindowScalesAttention) {
+  ModelConfig full = gpt(4, 1024, 16, 32000, 4096);
+  ModelConfig swa = full;
+  swa.attention_window = 1024;
+  EXPECT_DOUBLE_EQ(forward_flops_per_token(swa).attention * 4,
+                   forward_flops_per_token(full).attention);
+  EXPECT_DOUBLE_EQ(forward_flops_per_token(swa).dense_gemm,
+                   forward_flops_per_token(full).dense_gemm);
+}
+
+// MoE: all experts count as parameters, only top_k as active; FLOPs follow the active ones.
+TEST(Transformer, MoeActiveParameters) {
+  ModelConfig m = gpt(2, 512, 8, 1000, 256);
+  ModelConfig moe = m;
+  moe.experts = 8;
+  moe.top_k = 2;
+  moe.moe_every = 1;
+  const ParamCount d = count_parameters(m), e = count_parameters(moe);
+  EXPECT_DOUBLE_EQ(e.total - d.total, 2 * (7 * d.mlp + 512.0 * 8));
+  EXPECT_DOUBLE_EQ(e.active - d.active, 2 * (1 * d.mlp + 512.0 * 8));
+  const double gemm = 2.0 * (4.0 * 512 * 2048 * 2);  // two layers' worth of one extra expert MLP
+  EXPECT_DOUBLE_EQ(forward_flops_per_token(moe).dense_gemm - forward_flops_per_token(m).dense_gemm,
+                   gemm / 2 + 2 * 2.0 * 512 * 8);
+}
+
+// The parallel block has one norm per layer instead of two; FLOPs are unchanged.
+TEST(Transformer, ParallelBlock) {
+  ModelConfig m = gpt(2, 512, 8, 1000, 256);
+  ModelConfig pb = m;
+  pb.parallel_block = true;
+  EXPECT_DOUBLE_EQ(count_parameters(m).total - count_parameters(pb).total, 2 * 2.0 * 512);
+  EXPECT_DOUBLE_EQ(model_flops_per_token(m), model_flops_per_token(pb));
+}
+
+}  // namespace
+}  // namespace trainsim::model

@@ -1,0 +1,56 @@
+// Hardware description of a cluster: the GPU model and the fabric that joins the GPUs.
+//
+// These are plain value structs filled by `scenarios/` (from presets, YAML and --set) and read by
+// the simulator. They describe what the hardware *is* (datasheet numbers, fabric shape); how fast
+// software actually runs on it is the calibration profile's business (`calibrate/`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace trainsim::topo {
+
+/// One GPU model, from the vendor datasheet.
+struct GpuSpec {
+  std::string name;                 // preset name, e.g. "h100-sxm"
+  double peak_dense_16bit_flops = 0;  // dense bf16/fp16 tensor-core FLOP/s
+  double peak_dense_fp8_flops = 0;    // 0 when the GPU has no fp8 tensor cores
+  double hbm_bytes = 0;               // usable HBM capacity (datasheet GB, decimal)
+  double hbm_Bps = 0;                 // HBM bandwidth, bytes/s
+  double nvlink_Bps = 0;              // NVLink bandwidth per GPU per direction, bytes/s
+  bool has_nvls = false;              // NVSwitch multicast/reduction (NVLink SHARP)
+};
+
+/// Shape of the scale-out fabric, enough to size it and to find where bandwidth narrows.
+struct FabricSpec {
+  int tiers = 3;                     // switch layers (ToR/leaf, spine, core)
+  int switch_radix = 64;             // ports per switch at switch_port_Gbps
+  double switch_port_Gbps = 400;     // native switch port speed
+  int port_split = 1;                // ToR downlink split (2 = a 400G port as 2 x 200G)
+  std::vector<double> oversubscription;  // down:up ratio per tier from the bottom; empty = 1:1
+  int pod_gpus = 0;                  // GPUs behind one full-bisection pod; 0 = whole fabric
+  int pods = 0;                      // pods joined above the pod tier; 0 = as many as radix allows
+  double above_pod_oversubscription = 1.0;  // down:up ratio above the pod tier
+  bool rail_optimized = true;        // NIC i of every server goes to a rail-i switch
+};
+
+/// A cluster: homogeneous servers of `gpus_per_node` GPUs with NICs into a fabric.
+struct ClusterSpec {
+  std::string name;          // preset name or "custom"
+  GpuSpec gpu;
+  int gpus = 0;              // GPUs the job uses
+  int gpus_per_node = 8;
+  int nics_per_node = 8;
+  double nic_Gbps = 200;     // line rate per NIC, Gbit/s
+  double nic_latency_s = 0.5e-6;
+  double switch_latency_s = 0.6e-6;
+  FabricSpec fabric;
+
+  double nic_Bps() const { return nic_Gbps * 1e9 / 8.0; }
+  int nodes() const { return (gpus + gpus_per_node - 1) / gpus_per_node; }
+  /// Largest number of GPUs the fabric described by `fabric` can attach.
+  std::int64_t max_gpus() const;
+};
+
+}  // namespace trainsim::topo
