@@ -91,13 +91,13 @@ const std::vector<ClusterEntry>& clusters() {
       {cluster("selene-a100", "a100-80gb", 8, 200, 3, 40, 200, 1, true),
        "DGX A100 nodes, 8 x 200 Gb/s HDR InfiniBand per node (one per GPU, rail-optimized), "
        "non-blocking 3-tier fat tree of 40-port HDR switches",
-       "Narayanan et al., SC21 (Megatron-LM) §5.1; NVIDIA DGX A100 SuperPOD reference "
+       "Narayanan et al., SC21 (Megatron-LM) §5; NVIDIA DGX A100 SuperPOD reference "
        "architecture (40-port QM8790 HDR switches)"},
       {cluster("megascale-ampere", "a100-80gb", 8, 200, 3, 64, 400, 2, true),
        "8 Ampere GPUs + 8 x 200 Gb/s RoCE NICs per server, each NIC to a different ToR; 3 tiers "
        "of 64 x 400 G Tomahawk 4 at 1:1; ToR downlinks split into 2 x 200 G. The paper says "
        "only \"Ampere\": modelled as A100 80GB",
-       "Jiang et al., NSDI'24 (MegaScale) §3.5 and §6"},
+       "Jiang et al., NSDI'24 (MegaScale) §3.6 (network topology)"},
       {cluster("dgx-h100-superpod", "h100-sxm", 8, 400, 3, 64, 400, 1, true),
        "DGX H100 nodes, 8 x 400 Gb/s NDR InfiniBand per node, rail-optimized; 64-port NDR "
        "switches, 1:1 at every tier (2 tiers up to 2,048 GPUs, a core tier above)",

@@ -12,6 +12,7 @@
 
 #include "scenarios/presets.h"
 #include "scenarios/schema.h"
+#include "scenarios/sizes.h"
 #include "sim/core/error.h"
 
 namespace trainsim::scen {
@@ -108,11 +109,13 @@ class Resolver {
   }
 
   Scenario run() {
+    // Given values go in first so that the presets and the system group they choose can fill
+    // the keys around them; a key the scenario gives is never overwritten.
     for (const KeyDef& k : schema()) set(k.path, k.default_value, "default");
+    for (const auto& [key, g] : given_) set(key, g.value, g.origin);
     apply_model_preset();
     apply_cluster_preset();
     apply_system();
-    for (const auto& [key, g] : given_) set(key, g.value, g.origin);
 
     resolve_optimizer();
     build_model();
@@ -304,7 +307,8 @@ class Resolver {
   }
 
   void resolve_global_batch() {
-    const std::int64_t tokens = int64("training.global_batch_tokens");
+    const std::int64_t tokens =
+        parse_size(get("training.global_batch_tokens"), where("training.global_batch_tokens"));
     if (tokens == 0) return;
     const std::int64_t seq = scenario_.model.seq_len;
     if (tokens % seq != 0) {

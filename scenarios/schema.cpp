@@ -449,9 +449,19 @@ std::string suggest_key(std::string_view wrong) {
   const std::string whole = lower(wrong);
   const std::string leaf(leaf_of(whole));
   const std::string_view section = section_of(whole);
-  const KeyDef* best = nullptr;
+  std::string best;
   std::size_t best_score = kNoMatch;
   bool best_same_section = false;
+  const auto offer = [&](const std::string& path, std::size_t score) {
+    if (score == kNoMatch) return;
+    // On a tie, a key of the section the user was writing in is the likelier one.
+    const bool same_section = !section.empty() && section_of(path) == section;
+    if (score < best_score || (score == best_score && same_section && !best_same_section)) {
+      best = path;
+      best_score = score;
+      best_same_section = same_section;
+    }
+  };
   for (const KeyDef& k : schema()) {
     std::size_t score = closeness(whole, k.path);
     const auto consider = [&](const std::string& target) {
@@ -459,16 +469,14 @@ std::string suggest_key(std::string_view wrong) {
     };
     consider(std::string(leaf_of(k.path)));
     for (const std::string& alias : k.aliases) consider(lower(alias));
-    if (score == kNoMatch) continue;
-    // On a tie, a key of the section the user was writing in is the likelier one.
-    const bool same_section = !section.empty() && section_of(k.path) == section;
-    if (score < best_score || (score == best_score && same_section && !best_same_section)) {
-      best = &k;
-      best_score = score;
-      best_same_section = same_section;
+    offer(k.path, score);
+    // A misspelt section ("paralel") is close to a prefix of the key, not to the key.
+    for (std::size_t dot = k.path.find('.'); dot != std::string::npos;
+         dot = k.path.find('.', dot + 1)) {
+      offer(k.path.substr(0, dot), closeness(whole, k.path.substr(0, dot)));
     }
   }
-  return best == nullptr ? std::string() : "did you mean `" + best->path + "`?";
+  return best.empty() ? std::string() : "did you mean `" + best + "`?";
 }
 
 std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates) {
@@ -547,8 +555,8 @@ std::string explain(std::string_view key_or_prefix) {
     if (key_or_prefix.empty() || k.path.compare(0, prefix.size(), prefix) == 0) keys.push_back(&k);
   }
   if (keys.empty()) {
-    throw_input("unknown scenario key or section `" + std::string(key_or_prefix) + "`",
-                {"", 0, std::string(key_or_prefix)}, suggest_key(key_or_prefix));
+    throw_input("unknown scenario key or section", {"", 0, std::string(key_or_prefix)},
+                suggest_key(key_or_prefix));
   }
   return key_table(keys);
 }

@@ -1,0 +1,240 @@
+// The real `trainsim` executable, started as a process: outputs parsed back, exit codes checked.
+// Exit codes (DESIGN.md §3): 0 ok, 2 input/usage, 3 infeasible configuration, 4 runtime.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + name; }
+
+CliRun trainsim(const std::string& args) {
+  // Unique per process: ctest runs test cases in parallel processes.
+  const std::string tag = std::to_string(::getpid());
+  const std::string out = temp_path("cli_out_" + tag), err = temp_path("cli_err_" + tag);
+  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " > " + out + " 2> " + err;
+  const int status = std::system(cmd.c_str());
+  CliRun r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string write_yaml(const std::string& name, const std::string& text) {
+  const std::string path = temp_path(std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+bool has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+const char* kScenario = "scenarios/megascale-175b-12288.yaml";
+
+// The default scenario as JSON: every key of DESIGN.md §5, MFU strictly inside (0, 1), and a
+// breakdown that adds up to the iteration time.
+TEST(Cli, RunJsonHasTheDesignKeys) {
+  const CliRun r = trainsim(std::string("run ") + kScenario + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"iteration_time_s", "tokens_per_s", "mfu", "hfu", "tflops_per_gpu",
+                        "trainsim_version", "model_version"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_GT(j["mfu"].get<double>(), 0.0);
+  EXPECT_LT(j["mfu"].get<double>(), 1.0);
+  EXPECT_GT(j["memory"]["peak_bytes_per_gpu"].get<double>(), 0.0);
+  EXPECT_EQ(j["calibration"]["profile"], "datasheet-a100-80gb");
+  EXPECT_EQ(j["calibration"]["version"], "1");
+  for (const char* k : {"max_link_utilization", "mean_link_utilization", "ecmp_imbalance"}) {
+    EXPECT_TRUE(j["network"].contains(k)) << k;
+  }
+  const auto& b = j["breakdown"];
+  double sum = b["compute_s"].get<double>() + b["pipeline_bubble_s"].get<double>() +
+               b["optimizer_s"].get<double>() + b["data_loading_s"].get<double>();
+  for (const char* d : {"tp", "cp", "ep", "pp", "dp"}) sum += b["exposed_comm_s"][d].get<double>();
+  EXPECT_NEAR(sum, j["iteration_time_s"].get<double>(), 1e-9);
+  EXPECT_EQ(j["config"]["parallel.dp"], "192");
+  EXPECT_EQ(j["gpus"], 12288);
+}
+
+TEST(Cli, RunTextShowsTheBreakdown) {
+  const CliRun r = trainsim(std::string("run ") + kScenario);
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* s : {"MFU", "where the time goes", "pipeline bubble", "exposed DP communication",
+                        "memory per GPU", "datasheet-a100-80gb"}) {
+    EXPECT_TRUE(has(r.out, s)) << s;
+  }
+}
+
+// The built-in default is the same scenario as the file, and runs are byte-identical.
+TEST(Cli, BuiltinDefaultAndDeterminism) {
+  const CliRun a = trainsim("run --format json");
+  const CliRun b = trainsim(std::string("run ") + kScenario + " --format json");
+  const CliRun c = trainsim(std::string("run ") + kScenario + " --format json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(b.out, c.out);
+}
+
+TEST(Cli, SetOverridesChangeTheResult) {
+  const CliRun a = trainsim(std::string("run ") + kScenario + " --format json");
+  const CliRun b = trainsim(std::string("run ") + kScenario +
+                         " --format json --set optimizations.dp_overlap=false");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_GT(jb["breakdown"]["exposed_comm_s"]["dp"].get<double>(),
+            ja["breakdown"]["exposed_comm_s"]["dp"].get<double>());
+}
+
+TEST(Cli, MisspeltKeyIsAnInputError) {
+  const std::string path = write_yaml("misspelt.yaml",
+                                      "model:\n  preset: megascale-175b\npipline_parallel: 8\n");
+  const CliRun r = trainsim("run " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, path + ":3")) << r.err;
+  EXPECT_TRUE(has(r.err, "pipline_parallel")) << r.err;
+  EXPECT_TRUE(has(r.err, "did you mean `parallel.pp`?")) << r.err;
+}
+
+TEST(Cli, WrongTypeIsAnInputError) {
+  const std::string path = write_yaml(
+      "wrongtype.yaml", "model:\n  preset: megascale-175b\nparallel:\n  tp: eight\n");
+  const CliRun r = trainsim("run " + path);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, path + ":4")) << r.err;
+  EXPECT_TRUE(has(r.err, "parallel.tp")) << r.err;
+}
+
+TEST(Cli, TpNotDividingHeadsIsInfeasible) {
+  const CliRun r = trainsim(std::string("run ") + kScenario + " --set parallel.tp=3");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_TRUE(has(r.err, "parallel.tp")) << r.err;
+  EXPECT_TRUE(has(r.err, "does not divide the 128 attention heads")) << r.err;
+  EXPECT_TRUE(has(r.err, kScenario)) << r.err;
+}
+
+TEST(Cli, GpuCountMismatchIsInfeasible) {
+  const CliRun r = trainsim(std::string("run ") + kScenario + " --set parallel.dp=190");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_TRUE(has(r.err, "12288 GPUs is not TP×PP×DP×CP = 8×8×190×1 = 12160")) << r.err;
+}
+
+TEST(Cli, ConfigThatDoesNotFitIsInfeasible) {
+  const CliRun r = trainsim(std::string("run ") + kScenario +
+                         " --set parallel.pp=1 --set parallel.vpp=1");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_TRUE(has(r.err, "does not fit in memory: needs")) << r.err;
+  EXPECT_TRUE(has(r.err, "GiB of 74.5 GiB per GPU")) << r.err;
+}
+
+TEST(Cli, UsageErrors) {
+  EXPECT_EQ(trainsim("run --no-such-flag").code, 2);
+  EXPECT_EQ(trainsim("frobnicate").code, 2);
+  const CliRun bad_set = trainsim(std::string("run ") + kScenario + " --set parallel.tp");
+  EXPECT_EQ(bad_set.code, 2);
+  EXPECT_TRUE(has(bad_set.err, "--set")) << bad_set.err;
+  const CliRun missing = trainsim("run /nonexistent/scenario.yaml");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_TRUE(has(missing.err, "/nonexistent/scenario.yaml")) << missing.err;
+  const CliRun flow = trainsim(std::string("run ") + kScenario + " --fidelity flow");
+  EXPECT_EQ(flow.code, 2);
+  EXPECT_TRUE(has(flow.err, "simulation.fidelity")) << flow.err;
+}
+
+TEST(Cli, CorruptCalibrationProfileNamesFileAndField) {
+  const std::string profile = write_yaml("corrupt_profile.json", "{\"format_version\": 1, \"name\": 3}");
+  const CliRun r = trainsim(std::string("run ") + kScenario + " --set calibration.profile=" + profile);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, profile)) << r.err;
+  EXPECT_TRUE(has(r.err, "`name`")) << r.err;
+}
+
+// validate on the project's copy of the published runs: the table, the summary, and JSON rows.
+TEST(Cli, ValidatePublishedRuns) {
+  const CliRun t = trainsim("validate scenarios/validation/published-runs.csv");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_TRUE(has(t.out, "median |err|")) << t.out;
+  EXPECT_TRUE(has(t.out, "sc21-1008b")) << t.out;
+  EXPECT_TRUE(has(t.out, "MAPE")) << t.out;
+  const CliRun j = trainsim("validate scenarios/validation/published-runs.csv --format json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["rows"].size(), 21u);
+  for (const auto& row : doc["rows"]) {
+    ASSERT_FALSE(row.contains("error_message")) << row.dump();
+    for (const char* k : {"iter_s", "tokens_s", "mfu", "tflops_gpu", "hfu"}) {
+      EXPECT_TRUE(row["predicted"].contains(k)) << k;
+    }
+    EXPECT_TRUE(row.contains("assumed"));
+    EXPECT_TRUE(row["error"].contains("mfu_pts"));
+  }
+  for (const char* k : {"median_abs_mfu_err_pts", "max_abs_mfu_err_pts", "iter_time_mape"}) {
+    EXPECT_TRUE(doc["summary"].contains(k)) << k;
+  }
+  EXPECT_GE(doc["summary"]["max_abs_mfu_err_pts"].get<double>(),
+            doc["summary"]["median_abs_mfu_err_pts"].get<double>());
+}
+
+TEST(Cli, ValidateRowThatCannotRunAndCorruptCsv) {
+  const std::string header = slurp("scenarios/validation/published-runs.csv").substr(0, 
+      slurp("scenarios/validation/published-runs.csv").find('\n') + 1);
+  const std::string rows =
+      header +
+      "bad-tp,test,a100-80gb,fp16,selene-a100,20,24,2304,24,24,9216,2048,51200,5,1,,,1,1,1,48,0,"
+      "full,megatron,,,,137,\n";
+  const CliRun r = trainsim("validate " + write_yaml("runs.csv", rows) + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(has(doc["rows"][0]["error_message"].get<std::string>(), "does not divide"));
+  const std::string bad = header + "x,test,a100-80gb,fp16,,8,2,256,4,4,1024,128,1000,1,1,8,,1,1,"
+                                   "1,8,0,full,megatron,fast,,,,\n";
+  const std::string bad_path = write_yaml("bad_runs.csv", bad);
+  const CliRun b = trainsim("validate " + bad_path);
+  EXPECT_EQ(b.code, 2);
+  EXPECT_TRUE(has(b.err, bad_path + ":2")) << b.err;
+  EXPECT_TRUE(has(b.err, "iter_s")) << b.err;
+}
+
+TEST(Cli, ExplainPresetsInfo) {
+  const CliRun e = trainsim("explain parallel.pp");
+  ASSERT_EQ(e.code, 0) << e.err;
+  EXPECT_TRUE(has(e.out, "parallel.pp"));
+  const CliRun u = trainsim("explain parallel.ppp");
+  EXPECT_EQ(u.code, 2);
+  EXPECT_TRUE(has(u.err, "parallel.pp")) << u.err;
+  const CliRun ej = trainsim("explain parallel --format json");
+  ASSERT_EQ(ej.code, 0);
+  EXPECT_GE(nlohmann::json::parse(ej.out).size(), 9u);
+  const CliRun p = trainsim("--list-presets");
+  ASSERT_EQ(p.code, 0);
+  for (const char* s : {"megascale-ampere", "selene-a100", "dgx-h100-superpod", "meta-h100-roce",
+                        "h200-sxm", "a800", "llama3-405b", "megatron-1008b", "gpt3-175b"}) {
+    EXPECT_TRUE(has(p.out, s)) << s;
+  }
+  const CliRun i = trainsim("info --format json");
+  ASSERT_EQ(i.code, 0) << i.err;
+  EXPECT_TRUE(nlohmann::json::parse(i.out).contains("cuda_compiled"));
+}
+
+}  // namespace
