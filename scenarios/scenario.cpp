@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
 #include <utility>
@@ -219,15 +220,15 @@ class Resolver {
     if ((optimizer == "lamb") == lamb) return;
     if (given("optimizations.lamb")) {
       const ErrorContext lever = where("optimizations.lamb");
-      throw_input(fmt::format("`{}` conflicts with optimizations.lamb = {} ({}{})", optimizer,
-                              text(lamb), lever.file,
-                              lever.line > 0 ? ":" + std::to_string(lever.line) : ""),
-                  where("training.optimizer"),
-                  "drop one of the two keys; optimizations.lamb chooses the optimizer");
+      throw_input(
+          fmt::format("`{}` conflicts with optimizations.lamb = {} ({}{})", optimizer, text(lamb),
+                      lever.file, lever.line > 0 ? ":" + std::to_string(lever.line) : ""),
+          where("training.optimizer"),
+          "drop one of the two keys; optimizations.lamb chooses the optimizer");
     }
-    derive("optimizations.lamb", text(!lamb),
-           fmt::format("optimizations.lamb = {} (training.optimizer is {})", text(!lamb),
-                       optimizer));
+    derive(
+        "optimizations.lamb", text(!lamb),
+        fmt::format("optimizations.lamb = {} (training.optimizer is {})", text(!lamb), optimizer));
   }
 
   void build_model() {
@@ -236,8 +237,8 @@ class Resolver {
     m.name = preset == "none" ? "custom" : preset;
 
     std::vector<std::string> missing;
-    for (const char* key : {"model.layers", "model.hidden", "model.heads", "model.vocab",
-                            "model.seq_len"}) {
+    for (const char* key :
+         {"model.layers", "model.hidden", "model.heads", "model.vocab", "model.seq_len"}) {
       if (int64(key) == 0) missing.push_back(key);
     }
     if (!missing.empty()) {
@@ -253,8 +254,8 @@ class Resolver {
     m.vocab = integer("model.vocab");
     m.seq_len = integer("model.seq_len");
     m.mlp = get("model.mlp") == "swiglu" ? model::MlpKind::kSwiglu : model::MlpKind::kGelu;
-    m.norm = get("model.norm") == "rmsnorm" ? model::NormKind::kRmsNorm
-                                            : model::NormKind::kLayerNorm;
+    m.norm =
+        get("model.norm") == "rmsnorm" ? model::NormKind::kRmsNorm : model::NormKind::kLayerNorm;
     m.position = get("model.position") == "rope" ? model::PositionKind::kRope
                                                  : model::PositionKind::kLearned;
     m.bias = flag("model.bias");
@@ -277,14 +278,14 @@ class Resolver {
     m.ffn_hidden = integer("model.ffn_hidden");
 
     if (m.hidden % m.heads != 0) {
-      throw_input(fmt::format("model.hidden {} is not divisible by model.heads {}", m.hidden,
-                              m.heads),
-                  where("model.heads"));
+      throw_input(
+          fmt::format("model.hidden {} is not divisible by model.heads {}", m.hidden, m.heads),
+          where("model.heads"));
     }
     if (m.heads % m.kv_heads != 0) {
-      throw_input(fmt::format("model.heads {} is not divisible by model.kv_heads {}", m.heads,
-                              m.kv_heads),
-                  where("model.kv_heads"));
+      throw_input(
+          fmt::format("model.heads {} is not divisible by model.kv_heads {}", m.heads, m.kv_heads),
+          where("model.kv_heads"));
     }
 
     m.parallel_block = flag("optimizations.parallel_block");
@@ -382,43 +383,57 @@ class Resolver {
     resolve_schedule();
   }
 
+  // Multiplies parallel degrees (each at most INT_MAX, so no step overflows int64); a product
+  // beyond INT_MAX GPUs describes no real job.
+  std::int64_t product(std::initializer_list<const char*> keys) const {
+    std::int64_t result = 1;
+    for (const char* key : keys) {
+      result *= integer(key);
+      if (result > std::numeric_limits<int>::max()) {
+        throw_input("the parallel degrees multiply to more GPUs than any cluster has", where(key));
+      }
+    }
+    return result;
+  }
+
   // The GPU count and DP degree decide each other: tp·pp·dp·cp = GPUs.
   void resolve_gpus() {
-    const std::int64_t tp = int64("parallel.tp");
-    const std::int64_t pp = int64("parallel.pp");
-    const std::int64_t cp = int64("parallel.cp");
+    const std::int64_t tp = integer("parallel.tp");
+    const std::int64_t pp = integer("parallel.pp");
+    const std::int64_t cp = integer("parallel.cp");
     const std::int64_t gpus = int64("cluster.gpus");
+    const std::int64_t replica = product({"parallel.tp", "parallel.pp", "parallel.cp"});
     if (get("parallel.dp") == "auto") {
       if (gpus == 0) {
         throw_input("parallel.dp is auto but the GPU count is unknown", where("parallel.dp"),
                     "set cluster.gpus or parallel.dp");
       }
-      if (gpus % (tp * pp * cp) != 0) {
+      if (gpus % replica != 0) {
         throw_infeasible(fmt::format("parallel.dp is auto but {} GPUs do not split into "
                                      "replicas of tp {} · pp {} · cp {} = {} GPUs",
-                                     gpus, tp, pp, cp, tp * pp * cp),
+                                     gpus, tp, pp, cp, replica),
                          where("parallel.dp"),
-                         fmt::format("use a multiple of {} GPUs or set parallel.dp", tp * pp * cp));
+                         fmt::format("use a multiple of {} GPUs or set parallel.dp", replica));
       }
-      const std::int64_t dp = gpus / (tp * pp * cp);
+      const std::int64_t dp = gpus / replica;
       derive("parallel.dp", std::to_string(dp),
-             fmt::format("parallel.dp = {} (auto: {} GPUs / (tp {} · pp {} · cp {}))", dp, gpus,
-                         tp, pp, cp));
+             fmt::format("parallel.dp = {} (auto: {} GPUs / (tp {} · pp {} · cp {}))", dp, gpus, tp,
+                         pp, cp));
       return;
     }
-    const std::int64_t dp = int64("parallel.dp");
-    const std::int64_t world = tp * pp * dp * cp;
+    const std::int64_t dp = integer("parallel.dp");
+    const std::int64_t world =
+        product({"parallel.tp", "parallel.pp", "parallel.dp", "parallel.cp"});
     if (!given("cluster.gpus") || gpus == 0) {
-      derive("cluster.gpus", std::to_string(world),
-             fmt::format("cluster.gpus = {} (tp {} · pp {} · dp {} · cp {})", world, tp, pp, dp,
-                         cp));
+      derive(
+          "cluster.gpus", std::to_string(world),
+          fmt::format("cluster.gpus = {} (tp {} · pp {} · dp {} · cp {})", world, tp, pp, dp, cp));
       return;
     }
     if (gpus != world) {
-      throw_infeasible(fmt::format("{} GPUs is not TP×PP×DP×CP = {}×{}×{}×{} = {}", gpus, tp, pp,
-                                   dp, cp, world),
-                       where("cluster.gpus"),
-                       "set parallel.dp to auto to derive it from the GPU count");
+      throw_infeasible(
+          fmt::format("{} GPUs is not TP×PP×DP×CP = {}×{}×{}×{} = {}", gpus, tp, pp, dp, cp, world),
+          where("cluster.gpus"), "set parallel.dp to auto to derive it from the GPU count");
     }
   }
 
@@ -428,9 +443,9 @@ class Resolver {
     const bool explicit_flat = schedule == "gpipe" || schedule == "1f1b";
     if (!given("parallel.vpp") && int64("parallel.vpp") > 1 && (p.pp == 1 || explicit_flat)) {
       derive("parallel.vpp", "1",
-             p.pp == 1 ? "parallel.vpp = 1 (one pipeline stage has nothing to interleave)"
-                       : "parallel.vpp = 1 (parallel.schedule " + schedule +
-                             " does not interleave)");
+             p.pp == 1
+                 ? "parallel.vpp = 1 (one pipeline stage has nothing to interleave)"
+                 : "parallel.vpp = 1 (parallel.schedule " + schedule + " does not interleave)");
     }
     p.vpp = integer("parallel.vpp");
     if (schedule == "auto") {
@@ -443,9 +458,9 @@ class Resolver {
                   "set parallel.vpp to the virtual stages per GPU, or use 1f1b");
     }
     if (schedule != "interleaved" && p.vpp > 1) {
-      throw_input(fmt::format("parallel.vpp {} needs the interleaved schedule, not {}", p.vpp,
-                              schedule),
-                  where("parallel.vpp"), "set parallel.vpp to 1 or the schedule to interleaved");
+      throw_input(
+          fmt::format("parallel.vpp {} needs the interleaved schedule, not {}", p.vpp, schedule),
+          where("parallel.vpp"), "set parallel.vpp to 1 or the schedule to interleaved");
     }
     p.schedule = schedule == "interleaved" ? plan::Schedule::kInterleaved
                  : schedule == "gpipe"     ? plan::Schedule::kGpipe
@@ -457,17 +472,17 @@ class Resolver {
     t.global_batch = integer("training.global_batch");
     t.micro_batch = integer("training.micro_batch");
     const std::string precision = get("training.precision");
-    t.precision = precision == "fp16" ? Precision::kFp16
+    t.precision = precision == "fp16"  ? Precision::kFp16
                   : precision == "fp8" ? Precision::kFp8
                                        : Precision::kBf16;
     const std::string recompute = get("training.recompute");
     t.recompute = recompute == "full"        ? model::Recompute::kFull
                   : recompute == "selective" ? model::Recompute::kSelective
                                              : model::Recompute::kNone;
-    t.optimizer = get("training.optimizer") == "lamb" ? plan::Optimizer::kLamb
-                                                      : plan::Optimizer::kAdam;
-    t.grad_reduce = get("training.grad_reduce_dtype") == "bf16" ? Precision::kBf16
-                                                                : Precision::kFp32;
+    t.optimizer =
+        get("training.optimizer") == "lamb" ? plan::Optimizer::kLamb : plan::Optimizer::kAdam;
+    t.grad_reduce =
+        get("training.grad_reduce_dtype") == "bf16" ? Precision::kBf16 : Precision::kFp32;
     plan::Optimizations& o = scenario_.opt;
     o.tp_overlap = flag("optimizations.tp_overlap");
     o.pp_overlap = flag("optimizations.pp_overlap");
@@ -500,15 +515,16 @@ std::string line_origin(const std::string& file, int line) {
 // so that every error can point at its line.
 void flatten(const YAML::Node& map, const std::string& prefix, const std::string& file,
              GivenMap& out) {
-  for (auto it = map.begin(); it != map.end(); ++it) {
-    const YAML::Node& key_node = it->first;
-    const YAML::Node& value = it->second;
+  // yaml-cpp's iterators yield pairs by value: the loop variable keeps each pair alive, whereas a
+  // reference to `it->first` would dangle.
+  for (const auto& entry : map) {
+    const YAML::Node& key_node = entry.first;
+    const YAML::Node& value = entry.second;
     const int line = key_node.Mark().line + 1;
     if (!key_node.IsScalar()) {
       throw_input("a key must be a plain name", {file, line, prefix});
     }
-    const std::string path =
-        prefix.empty() ? key_node.Scalar() : prefix + "." + key_node.Scalar();
+    const std::string path = prefix.empty() ? key_node.Scalar() : prefix + "." + key_node.Scalar();
     const ErrorContext where{file, line, path};
     if (const KeyDef* key = find_key(path)) {
       if (value.IsMap() || value.IsSequence()) {
@@ -551,8 +567,8 @@ void apply_sets(const std::vector<std::string>& sets, GivenMap& out) {
     const ErrorContext where{"--set", 0, path};
     const KeyDef* key = find_key(path);
     if (key == nullptr) not_a_key(path, where);
-    out[path] = {normalize_value(*key, trim(std::string_view(set).substr(eq + 1)), where),
-                 "--set", where};
+    out[path] = {normalize_value(*key, trim(std::string_view(set).substr(eq + 1)), where), "--set",
+                 where};
   }
 }
 

@@ -31,13 +31,13 @@
 namespace trainsim::scen {
 
 struct Scenario {
-  std::string source;                 // file path, or the name given to the string loaders
+  std::string source;  // file path, or the name given to the string loaders
   model::ModelConfig model;
-  topo::ClusterSpec cluster;          // cluster.gpu filled from the GPU preset; gpus = the job's GPUs
-  plan::ParallelConfig parallel;      // dp resolved (never "auto" here)
+  topo::ClusterSpec cluster;      // cluster.gpu filled from the GPU preset; gpus = the job's GPUs
+  plan::ParallelConfig parallel;  // dp resolved (never "auto" here)
   plan::TrainingConfig training;
   plan::Optimizations opt;
-  std::string system = "none";        // optimizations.system
+  std::string system = "none";  // optimizations.system
   std::string calibration_profile = "datasheet";
   std::string fidelity = "analytic";
   std::uint64_t seed = 1;

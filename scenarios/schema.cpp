@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <cstdlib>
 
 #include "scenarios/presets.h"
@@ -19,281 +19,414 @@ std::vector<std::string> with_none(std::vector<std::string> names) {
   return names;
 }
 
-// Defaults describe the project's default run, MegaScale 175B on 12,288 GPUs (validation/README.md),
-// so that an empty scenario is that run; scenarios/megascale-175b-12288.yaml spells it out.
+// Defaults describe the project's default run, MegaScale 175B on 12,288 GPUs
+// (validation/README.md), so that an empty scenario is that run;
+// scenarios/megascale-175b-12288.yaml spells it out.
 std::vector<KeyDef> build_schema() {
   using K = KeyType;
   std::vector<KeyDef> keys = {
       // model
-      {.path = "model.preset", .type = K::kEnum, .default_value = "megascale-175b",
+      {.path = "model.preset",
+       .type = K::kEnum,
+       .default_value = "megascale-175b",
        .description = "Model preset that fills every model.* key not given (docs/presets.md). The "
                       "default applies only when none of model.layers, model.hidden, model.heads "
                       "is given; `none` describes the model by its keys alone",
        .choices = with_none(preset_names(PresetKind::kModel)),
        .aliases = {"model_name", "model_preset", "arch", "architecture"}},
-      {.path = "model.layers", .type = K::kInt, .default_value = "0",
+      {.path = "model.layers",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "Transformer layers (0 = from model.preset)",
        .aliases = {"num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth"},
        .min_value = 1},
-      {.path = "model.hidden", .type = K::kInt, .default_value = "0",
+      {.path = "model.hidden",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "Hidden size h (0 = from model.preset)",
        .aliases = {"hidden_size", "d_model", "n_embd", "model_dim", "dim", "embed_dim"},
        .min_value = 1},
-      {.path = "model.heads", .type = K::kInt, .default_value = "0",
+      {.path = "model.heads",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "Attention (query) heads; must divide model.hidden (0 = from model.preset)",
        .aliases = {"num_attention_heads", "n_head", "n_heads", "attention_heads", "num_heads"},
        .min_value = 1},
-      {.path = "model.kv_heads", .type = K::kInt, .default_value = "0",
+      {.path = "model.kv_heads",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "Key/value heads; fewer than model.heads is GQA and must divide it "
                       "(0 = model.heads)",
        .aliases = {"num_query_groups", "num_key_value_heads", "n_kv_heads", "kv_groups",
                    "query_groups", "group_query_attention"},
        .min_value = 0},
-      {.path = "model.ffn_hidden", .type = K::kInt, .default_value = "0",
+      {.path = "model.ffn_hidden",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "MLP inner size, per expert for MoE (0 = 4 x model.hidden; SwiGLU models "
                       "must give it)",
        .aliases = {"ffn_hidden_size", "intermediate_size", "d_ff", "ffn_dim", "ffn", "n_inner"},
        .min_value = 0},
-      {.path = "model.vocab", .type = K::kInt, .default_value = "0",
+      {.path = "model.vocab",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "Vocabulary size as trained, padding included (0 = from model.preset)",
        .aliases = {"vocab_size", "padded_vocab_size", "n_vocab"},
        .min_value = 1},
-      {.path = "model.seq_len", .type = K::kInt, .unit = "tokens", .default_value = "0",
+      {.path = "model.seq_len",
+       .type = K::kInt,
+       .unit = "tokens",
+       .default_value = "0",
        .description = "Sequence length of a training sample (0 = from model.preset)",
        .aliases = {"seq_length", "sequence_length", "max_position_embeddings", "context_length",
                    "seq", "n_ctx", "max_seq_len", "seqlen"},
        .min_value = 1},
-      {.path = "model.mlp", .type = K::kEnum, .default_value = "gelu",
+      {.path = "model.mlp",
+       .type = K::kEnum,
+       .default_value = "gelu",
        .description = "MLP kind: GeLU (2 GEMMs) or SwiGLU (3 GEMMs)",
        .choices = {"gelu", "swiglu"},
        .aliases = {"activation", "hidden_act", "activation_function", "swiglu"}},
-      {.path = "model.norm", .type = K::kEnum, .default_value = "layernorm",
-       .description = "Normalization layer", .choices = {"layernorm", "rmsnorm"},
+      {.path = "model.norm",
+       .type = K::kEnum,
+       .default_value = "layernorm",
+       .description = "Normalization layer",
+       .choices = {"layernorm", "rmsnorm"},
        .aliases = {"normalization", "norm_type"}},
-      {.path = "model.position", .type = K::kEnum, .default_value = "learned",
+      {.path = "model.position",
+       .type = K::kEnum,
+       .default_value = "learned",
        .description = "Position encoding: learned absolute embeddings or rotary",
        .choices = {"learned", "rope"},
        .aliases = {"position_embedding_type", "positional_encoding", "pos_emb"}},
-      {.path = "model.bias", .type = K::kBool, .default_value = "true",
+      {.path = "model.bias",
+       .type = K::kBool,
+       .default_value = "true",
        .description = "Linear layers and norms carry biases",
        .aliases = {"add_bias_linear", "use_bias", "bias_linear"}},
-      {.path = "model.tied_embeddings", .type = K::kBool, .default_value = "true",
+      {.path = "model.tied_embeddings",
+       .type = K::kBool,
+       .default_value = "true",
        .description = "The output projection shares the input embedding matrix",
        .aliases = {"tie_word_embeddings", "share_embeddings", "tie_embeddings",
                    "untie_embeddings_and_output_weights"}},
-      {.path = "model.attention_window", .type = K::kInt, .unit = "tokens", .default_value = "0",
+      {.path = "model.attention_window",
+       .type = K::kInt,
+       .unit = "tokens",
+       .default_value = "0",
        .description = "Sliding-window size; used only when optimizations.sliding_window is true "
                       "(0 = full attention)",
        .aliases = {"sliding_window_size", "window_size", "attention_window_size"},
        .min_value = 0},
-      {.path = "model.experts", .type = K::kInt, .default_value = "0",
+      {.path = "model.experts",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "Experts per MoE layer (0 = dense model)",
        .aliases = {"num_experts", "moe_experts", "n_experts", "num_local_experts"},
        .min_value = 0},
-      {.path = "model.top_k", .type = K::kInt, .default_value = "1",
+      {.path = "model.top_k",
+       .type = K::kInt,
+       .default_value = "1",
        .description = "Experts each token is routed to",
        .aliases = {"moe_router_topk", "topk", "num_experts_per_tok", "router_topk"},
        .min_value = 1},
-      {.path = "model.moe_every", .type = K::kInt, .default_value = "1",
+      {.path = "model.moe_every",
+       .type = K::kInt,
+       .default_value = "1",
        .description = "Every n-th layer is an MoE layer (when model.experts > 0)",
        .aliases = {"moe_layer_freq", "expert_interval", "moe_frequency"},
        .min_value = 1},
 
       // cluster
-      {.path = "cluster.preset", .type = K::kEnum, .default_value = "megascale-ampere",
+      {.path = "cluster.preset",
+       .type = K::kEnum,
+       .default_value = "megascale-ampere",
        .description = "Cluster preset that fills every cluster.* key not given. When cluster.gpu "
                       "is given without a preset, the default is that GPU's usual cluster "
                       "(a100-80gb: selene-a100, a800: megascale-ampere, h100-sxm and h200-sxm: "
                       "dgx-h100-superpod); `none` describes the cluster by its keys alone",
        .choices = with_none(preset_names(PresetKind::kCluster)),
        .aliases = {"cluster_name", "cluster_preset", "fabric_preset"}},
-      {.path = "cluster.gpu", .type = K::kEnum, .default_value = "a100-80gb",
+      {.path = "cluster.gpu",
+       .type = K::kEnum,
+       .default_value = "a100-80gb",
        .description = "GPU preset (datasheet peak FLOP/s, HBM, NVLink)",
        .choices = preset_names(PresetKind::kGpu),
        .aliases = {"gpu_type", "accelerator", "device", "gpu_model"}},
-      {.path = "cluster.gpus", .type = K::kInt, .default_value = "12288",
+      {.path = "cluster.gpus",
+       .type = K::kInt,
+       .default_value = "12288",
        .description = "GPUs the job uses. The default applies only while parallel.dp is auto; "
                       "0 or absent with a numeric parallel.dp means tp x pp x dp x cp",
        .aliases = {"world_size", "num_gpus", "n_gpus", "gpu_count", "total_gpus", "ngpus"},
        .min_value = 0},
-      {.path = "cluster.gpus_per_node", .type = K::kInt, .default_value = "8",
+      {.path = "cluster.gpus_per_node",
+       .type = K::kInt,
+       .default_value = "8",
        .description = "GPUs per server, joined by NVLink",
        .aliases = {"gpus_per_server", "nproc_per_node", "devices_per_node", "gpus_node"},
        .min_value = 1},
-      {.path = "cluster.nics_per_node", .type = K::kInt, .default_value = "8",
+      {.path = "cluster.nics_per_node",
+       .type = K::kInt,
+       .default_value = "8",
        .description = "Scale-out NICs per server (one per rail when rail-optimized)",
        .aliases = {"nics_per_server", "rails", "nics"},
        .min_value = 1},
-      {.path = "cluster.nic_gbps", .type = K::kFloat, .unit = "Gbit/s", .default_value = "200",
+      {.path = "cluster.nic_gbps",
+       .type = K::kFloat,
+       .unit = "Gbit/s",
+       .default_value = "200",
        .description = "Line rate of one NIC",
        .aliases = {"nic_speed", "nic_bandwidth", "link_speed", "nic_rate"},
        .min_value = 1},
-      {.path = "cluster.fabric.tiers", .type = K::kInt, .default_value = "3",
+      {.path = "cluster.fabric.tiers",
+       .type = K::kInt,
+       .default_value = "3",
        .description = "Switch layers of the folded Clos (ToR/leaf, spine, core)",
        .aliases = {"switch_layers", "levels", "switch_tiers"},
-       .min_value = 1},
-      {.path = "cluster.fabric.switch_radix", .type = K::kInt, .unit = "ports",
-       .default_value = "64", .description = "Ports per switch at switch_port_gbps",
+       .min_value = 1,
+       .max_value = 5},
+      {.path = "cluster.fabric.switch_radix",
+       .type = K::kInt,
+       .unit = "ports",
+       .default_value = "64",
+       .description = "Ports per switch at switch_port_gbps",
        .aliases = {"radix", "switch_ports", "ports_per_switch"},
-       .min_value = 2},
-      {.path = "cluster.fabric.switch_port_gbps", .type = K::kFloat, .unit = "Gbit/s",
-       .default_value = "400", .description = "Native switch port speed",
+       .min_value = 2,
+       .max_value = 1024},
+      {.path = "cluster.fabric.switch_port_gbps",
+       .type = K::kFloat,
+       .unit = "Gbit/s",
+       .default_value = "400",
+       .description = "Native switch port speed",
        .aliases = {"port_speed", "port_gbps", "switch_speed"},
        .min_value = 1},
-      {.path = "cluster.fabric.port_split", .type = K::kInt, .default_value = "2",
+      {.path = "cluster.fabric.port_split",
+       .type = K::kInt,
+       .default_value = "2",
        .description = "ToR downlink split (2 = each 400G port serves 2 x 200G NICs)",
        .aliases = {"split", "breakout", "port_breakout"},
-       .min_value = 1},
-      {.path = "cluster.fabric.oversubscription", .type = K::kFloat, .unit = "down:up",
+       .min_value = 1,
+       .max_value = 8},
+      {.path = "cluster.fabric.oversubscription",
+       .type = K::kFloat,
+       .unit = "down:up",
        .default_value = "1",
        .description = "One down:up ratio applied at every tier that has uplinks (1 = "
                       "non-blocking)",
        .aliases = {"oversub", "oversubscription_ratio", "blocking_ratio", "oversubscribe"},
        .min_value = 1},
-      {.path = "cluster.fabric.pod_gpus", .type = K::kInt, .default_value = "0",
+      {.path = "cluster.fabric.pod_gpus",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "GPUs behind one full-bisection pod (0 = the whole fabric is one pod)",
        .aliases = {"pod_size", "gpus_per_pod"},
        .min_value = 0},
-      {.path = "cluster.fabric.pods", .type = K::kInt, .default_value = "0",
+      {.path = "cluster.fabric.pods",
+       .type = K::kInt,
+       .default_value = "0",
        .description = "Pods joined above the pod tier (0 = as many as the radix allows)",
        .aliases = {"num_pods", "n_pods"},
        .min_value = 0},
-      {.path = "cluster.fabric.above_pod_oversubscription", .type = K::kFloat, .unit = "down:up",
-       .default_value = "1", .description = "Down:up ratio of the layer above the pods",
+      {.path = "cluster.fabric.above_pod_oversubscription",
+       .type = K::kFloat,
+       .unit = "down:up",
+       .default_value = "1",
+       .description = "Down:up ratio of the layer above the pods",
        .aliases = {"pod_oversubscription", "aggregation_oversubscription"},
        .min_value = 1},
-      {.path = "cluster.fabric.rail_optimized", .type = K::kBool, .default_value = "true",
+      {.path = "cluster.fabric.rail_optimized",
+       .type = K::kBool,
+       .default_value = "true",
        .description = "NIC i of every server goes to a rail-i switch (multi-rail)",
        .aliases = {"multi_rail", "rail", "rail_optimised"}},
 
       // parallel
-      {.path = "parallel.tp", .type = K::kInt, .default_value = "8",
+      {.path = "parallel.tp",
+       .type = K::kInt,
+       .default_value = "8",
        .description = "Tensor-parallel degree",
        .aliases = {"tensor_parallel", "tensor_model_parallel_size", "tensor_parallel_size",
                    "tp_size", "tensor", "tensor_parallelism"},
        .min_value = 1},
-      {.path = "parallel.pp", .type = K::kInt, .default_value = "8",
+      {.path = "parallel.pp",
+       .type = K::kInt,
+       .default_value = "8",
        .description = "Pipeline stages",
        .aliases = {"pipeline_parallel", "pipeline_model_parallel_size", "pipeline_parallel_size",
                    "pp_size", "pipeline", "pipeline_parallelism", "pipeline_stages"},
        .min_value = 1},
-      {.path = "parallel.dp", .type = K::kInt, .default_value = "auto",
+      {.path = "parallel.dp",
+       .type = K::kInt,
+       .default_value = "auto",
        .description = "Data-parallel replicas; auto = cluster.gpus / (tp x pp x cp)",
        .choices = {"auto"},
        .aliases = {"data_parallel", "data_parallel_size", "dp_size", "data_parallelism"},
        .min_value = 1},
-      {.path = "parallel.vpp", .type = K::kInt, .default_value = "6",
+      {.path = "parallel.vpp",
+       .type = K::kInt,
+       .default_value = "6",
        .description = "Virtual pipeline chunks per stage (> 1 = interleaved 1F1B)",
        .aliases = {"virtual_pipeline", "virtual_pipeline_model_parallel_size",
-                   "virtual_pipeline_parallel", "virtual_stages", "interleave",
-                   "num_model_chunks", "virtual_pipeline_stages"},
+                   "virtual_pipeline_parallel", "virtual_stages", "interleave", "num_model_chunks",
+                   "virtual_pipeline_stages"},
        .min_value = 1},
-      {.path = "parallel.cp", .type = K::kInt, .default_value = "1",
+      {.path = "parallel.cp",
+       .type = K::kInt,
+       .default_value = "1",
        .description = "Context-parallel degree (sequence split across GPUs in attention)",
        .aliases = {"context_parallel", "context_parallel_size", "cp_size"},
        .min_value = 1},
-      {.path = "parallel.ep", .type = K::kInt, .default_value = "1",
+      {.path = "parallel.ep",
+       .type = K::kInt,
+       .default_value = "1",
        .description = "Expert-parallel degree, carved out of parallel.dp",
        .aliases = {"expert_parallel", "expert_model_parallel_size", "expert_parallel_size",
                    "ep_size", "moe_expert_parallel"},
        .min_value = 1},
-      {.path = "parallel.sp", .type = K::kBool, .default_value = "true",
+      {.path = "parallel.sp",
+       .type = K::kBool,
+       .default_value = "true",
        .description = "Sequence parallelism in the TP regions (Korthikanti et al.)",
        .aliases = {"sequence_parallel", "sequence_parallelism"}},
-      {.path = "parallel.zero", .type = K::kInt, .default_value = "1",
+      {.path = "parallel.zero",
+       .type = K::kInt,
+       .default_value = "1",
        .description = "Sharding over DP: 0 none, 1 optimizer state (Megatron distributed "
                       "optimizer), 2 + gradients, 3 + parameters",
-       .aliases = {"zero_stage", "use_distributed_optimizer", "distributed_optimizer",
-                   "sharding", "fsdp", "zero_optimization"},
-       .min_value = 0, .max_value = 3},
-      {.path = "parallel.schedule", .type = K::kEnum, .default_value = "auto",
+       .aliases = {"zero_stage", "use_distributed_optimizer", "distributed_optimizer", "sharding",
+                   "fsdp", "zero_optimization"},
+       .min_value = 0,
+       .max_value = 3},
+      {.path = "parallel.schedule",
+       .type = K::kEnum,
+       .default_value = "auto",
        .description = "Pipeline schedule; auto = interleaved when parallel.vpp > 1, else 1f1b",
        .choices = {"auto", "gpipe", "1f1b", "interleaved"},
        .aliases = {"pipeline_schedule", "pp_schedule", "schedule_type"}},
 
       // training
-      {.path = "training.global_batch", .type = K::kInt, .unit = "sequences",
-       .default_value = "6144", .description = "Sequences per iteration",
+      {.path = "training.global_batch",
+       .type = K::kInt,
+       .unit = "sequences",
+       .default_value = "6144",
+       .description = "Sequences per iteration",
        .aliases = {"global_batch_size", "gbs", "batch_size", "train_batch_size"},
        .min_value = 1},
-      {.path = "training.global_batch_tokens", .type = K::kSize, .unit = "tokens",
+      {.path = "training.global_batch_tokens",
+       .type = K::kSize,
+       .unit = "tokens",
        .default_value = "0",
        .description = "Global batch in tokens (e.g. 16M); when > 0, training.global_batch = this "
                       "/ model.seq_len (0 = use training.global_batch)",
        .aliases = {"tokens_per_batch", "batch_tokens", "global_batch_size_tokens"},
        .min_value = 0},
-      {.path = "training.micro_batch", .type = K::kInt, .unit = "sequences",
-       .default_value = "1", .description = "Sequences per micro-batch",
+      {.path = "training.micro_batch",
+       .type = K::kInt,
+       .unit = "sequences",
+       .default_value = "1",
+       .description = "Sequences per micro-batch",
        .aliases = {"micro_batch_size", "mbs", "train_micro_batch_size_per_gpu", "microbatch"},
        .min_value = 1},
-      {.path = "training.precision", .type = K::kEnum, .default_value = "bf16",
+      {.path = "training.precision",
+       .type = K::kEnum,
+       .default_value = "bf16",
        .description = "Datatype of the GEMMs (fp8 needs a GPU with fp8 tensor cores)",
        .choices = {"fp16", "bf16", "fp8"},
        .aliases = {"dtype", "mixed_precision", "params_dtype", "torch_dtype"}},
-      {.path = "training.recompute", .type = K::kEnum, .default_value = "selective",
+      {.path = "training.recompute",
+       .type = K::kEnum,
+       .default_value = "selective",
        .description = "Activation recompute: none, selective (attention core) or full (every "
                       "layer's forward)",
        .choices = {"none", "selective", "full"},
        .aliases = {"recompute_granularity", "activation_checkpointing", "checkpoint_activations",
                    "recompute_activations", "gradient_checkpointing"}},
-      {.path = "training.optimizer", .type = K::kEnum, .default_value = "auto",
+      {.path = "training.optimizer",
+       .type = K::kEnum,
+       .default_value = "auto",
        .description = "Optimizer; auto = lamb when optimizations.lamb is true, else adam",
        .choices = {"auto", "adam", "lamb"},
        .aliases = {"optim", "optimizer_type"}},
-      {.path = "training.grad_reduce_dtype", .type = K::kEnum, .default_value = "fp32",
+      {.path = "training.grad_reduce_dtype",
+       .type = K::kEnum,
+       .default_value = "fp32",
        .description = "Datatype of the DP gradient reduction",
        .choices = {"fp32", "bf16"},
        .aliases = {"grad_reduce_in_fp32", "grad_dtype", "reduce_dtype",
                    "accumulate_allreduce_grads_in_fp32"}},
 
       // optimizations
-      {.path = "optimizations.system", .type = K::kEnum, .default_value = "megascale",
+      {.path = "optimizations.system",
+       .type = K::kEnum,
+       .default_value = "megascale",
        .description = "Sets the levers below as a group (explicit lever keys win): megatron and "
                       "none = all off; megascale = all on but sliding_window; nemo = tp/pp/dp "
                       "overlap, efficient_operators, async_data_pipeline; deepspeed = dp_overlap",
        .choices = {"none", "megatron", "megascale", "nemo", "deepspeed"},
        .aliases = {"framework", "optimization_preset"}},
-      {.path = "optimizations.tp_overlap", .type = K::kBool, .default_value = "false",
+      {.path = "optimizations.tp_overlap",
+       .type = K::kBool,
+       .default_value = "false",
        .description = "TP/SP all-gather and reduce-scatter overlapped with the GEMMs",
        .aliases = {"tp_comm_overlap", "overlap_tp", "tp_overlap_comm"}},
-      {.path = "optimizations.pp_overlap", .type = K::kBool, .default_value = "false",
+      {.path = "optimizations.pp_overlap",
+       .type = K::kBool,
+       .default_value = "false",
        .description = "Pipeline send/recv taken off the critical path",
        .aliases = {"overlap_p2p_comm", "overlap_pp", "pp_comm_overlap"}},
-      {.path = "optimizations.dp_overlap", .type = K::kBool, .default_value = "false",
+      {.path = "optimizations.dp_overlap",
+       .type = K::kBool,
+       .default_value = "false",
        .description = "DP reduce-scatter during backward and parameter all-gather prefetch",
-       .aliases = {"overlap_grad_reduce", "overlap_param_gather", "overlap_dp",
-                   "dp_comm_overlap"}},
-      {.path = "optimizations.efficient_operators", .type = K::kBool, .default_value = "false",
+       .aliases = {"overlap_grad_reduce", "overlap_param_gather", "overlap_dp", "dp_comm_overlap"}},
+      {.path = "optimizations.efficient_operators",
+       .type = K::kBool,
+       .default_value = "false",
        .description = "FlashAttention, fused LayerNorm/residual and GeLU, faster GEMMs",
        .aliases = {"fused_kernels", "kernel_fusion", "flash_attention", "use_flash_attn",
                    "fused_operators"}},
-      {.path = "optimizations.async_data_pipeline", .type = K::kBool, .default_value = "false",
+      {.path = "optimizations.async_data_pipeline",
+       .type = K::kBool,
+       .default_value = "false",
        .description = "Data loading overlapped with the previous iteration",
        .aliases = {"data_pipeline", "async_data", "dataloader_overlap", "async_dataloader"}},
-      {.path = "optimizations.lamb", .type = K::kBool, .default_value = "false",
+      {.path = "optimizations.lamb",
+       .type = K::kBool,
+       .default_value = "false",
        .description = "LAMB optimizer, which keeps convergence at a larger global batch",
        .aliases = {"use_lamb", "lamb_optimizer"}},
-      {.path = "optimizations.sliding_window", .type = K::kBool, .default_value = "false",
+      {.path = "optimizations.sliding_window",
+       .type = K::kBool,
+       .default_value = "false",
        .description = "Attention limited to model.attention_window tokens",
        .aliases = {"swa", "use_sliding_window", "sliding_window_attention"}},
-      {.path = "optimizations.parallel_block", .type = K::kBool, .default_value = "false",
+      {.path = "optimizations.parallel_block",
+       .type = K::kBool,
+       .default_value = "false",
        .description = "Parallel transformer block: attention and MLP read the same norm output",
        .aliases = {"parallel_attention", "parallel_transformer_block", "use_parallel_residual",
                    "parallel_residual"}},
 
       // simulation
-      {.path = "simulation.fidelity", .type = K::kEnum, .default_value = "analytic",
+      {.path = "simulation.fidelity",
+       .type = K::kEnum,
+       .default_value = "analytic",
        .description = "Network backend: analytic (closed form), flow (max-min fluid with ECMP) "
                       "or packet (queues, ECN, PFC)",
        .choices = {"analytic", "flow", "packet"},
        .aliases = {"backend", "network_model", "network_backend"}},
-      {.path = "simulation.seed", .type = K::kInt, .default_value = "1",
+      {.path = "simulation.seed",
+       .type = K::kInt,
+       .default_value = "1",
        .description = "Seed of the simulation's random number generator",
        .aliases = {"random_seed", "rng_seed"},
        .min_value = 0},
 
       // calibration
-      {.path = "calibration.profile", .type = K::kString, .default_value = "datasheet",
+      {.path = "calibration.profile",
+       .type = K::kString,
+       .default_value = "datasheet",
        .description = "Compute and communication speeds: `datasheet` = the GPU's built-in "
                       "profile, else the path of a profile JSON",
        .aliases = {"calibration_profile", "profile_path"}},
@@ -361,8 +494,8 @@ std::string format_number(double v) { return fmt::format("{}", v); }
 
 std::string type_text(const KeyDef& k) {
   std::string out = to_string(k.type);
-  const bool numeric = k.type == KeyType::kInt || k.type == KeyType::kFloat ||
-                       k.type == KeyType::kSize;
+  const bool numeric =
+      k.type == KeyType::kInt || k.type == KeyType::kFloat || k.type == KeyType::kSize;
   if (numeric) {
     const bool has_min = k.min_value != std::numeric_limits<double>::lowest();
     const bool has_max = k.max_value != std::numeric_limits<double>::max();
@@ -372,7 +505,8 @@ std::string type_text(const KeyDef& k) {
       out += " >=" + format_number(k.min_value);
     }
   }
-  if (k.type == KeyType::kInt && !k.choices.empty()) out += " or " + fmt::format("{}", fmt::join(k.choices, "|"));
+  if (k.type == KeyType::kInt && !k.choices.empty())
+    out += " or " + fmt::format("{}", fmt::join(k.choices, "|"));
   return out;
 }
 
@@ -380,7 +514,8 @@ std::string choices_text(const KeyDef& k, bool brief) {
   if (k.type != KeyType::kEnum) return "";
   std::string all = fmt::format("{}", fmt::join(k.choices, "|"));
   // Preset lists are long; the table points to the full entry instead of wrapping.
-  if (brief && all.size() > 40) return fmt::format("{} names, see `explain {}`", k.choices.size(), k.path);
+  if (brief && all.size() > 40)
+    return fmt::format("{} names, see `explain {}`", k.choices.size(), k.path);
   return all;
 }
 
@@ -533,8 +668,7 @@ std::string normalize_value(const KeyDef& key, std::string_view text, const Erro
       for (const std::string& choice : key.choices) {
         if (word == lower(choice)) return choice;
       }
-      bad_value(text, "one of " + choices_text(key, false), where,
-                did_you_mean(text, key.choices));
+      bad_value(text, "one of " + choices_text(key, false), where, did_you_mean(text, key.choices));
     case KeyType::kSize: {
       const std::int64_t v = parse_size(text, where);
       check_range(static_cast<double>(v), "a size");
@@ -563,12 +697,18 @@ std::string explain(std::string_view key_or_prefix) {
 
 const char* to_string(KeyType type) {
   switch (type) {
-    case KeyType::kInt: return "int";
-    case KeyType::kFloat: return "float";
-    case KeyType::kBool: return "bool";
-    case KeyType::kString: return "string";
-    case KeyType::kEnum: return "enum";
-    case KeyType::kSize: return "size";
+    case KeyType::kInt:
+      return "int";
+    case KeyType::kFloat:
+      return "float";
+    case KeyType::kBool:
+      return "bool";
+    case KeyType::kString:
+      return "string";
+    case KeyType::kEnum:
+      return "enum";
+    case KeyType::kSize:
+      return "size";
   }
   return "?";
 }

@@ -19,9 +19,9 @@ namespace trainsim::scen {
 enum class KeyType { kInt, kFloat, kBool, kString, kEnum, kSize };
 
 struct KeyDef {
-  std::string path{};         // dotted key, e.g. "parallel.pp"
+  std::string path{};  // dotted key, e.g. "parallel.pp"
   KeyType type = KeyType::kString;
-  std::string unit{};         // "" for plain counts and switches
+  std::string unit{};           // "" for plain counts and switches
   std::string default_value{};  // text, as a user would write it
   std::string description{};
   // kEnum: the accepted values. kInt: words accepted besides numbers (`auto` for parallel.dp).

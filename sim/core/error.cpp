@@ -14,12 +14,23 @@ std::string Error::format(const std::string& message, const ErrorContext& where,
   std::string out;
   if (!where.file.empty()) {
     out += where.file;
-    if (where.line > 0) out += ":" + std::to_string(where.line);
+    if (where.line > 0) {
+      out += ':';
+      out += std::to_string(where.line);
+    }
     out += ": ";
   }
-  if (!where.field.empty()) out += "`" + where.field + "`: ";
+  if (!where.field.empty()) {
+    out += '`';
+    out += where.field;
+    out += "`: ";
+  }
   out += message;
-  if (!hint.empty()) out += " (" + hint + ")";
+  if (!hint.empty()) {
+    out += " (";
+    out += hint;
+    out += ')';
+  }
   return out;
 }
 

@@ -1,10 +1,10 @@
 // Tests of the built-in presets (scenarios/presets.h) against their published sources.
-#include "scenarios/presets.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <string>
+
+#include "scenarios/presets.h"
 
 namespace trainsim::scen {
 namespace {
@@ -124,12 +124,12 @@ TEST(ModelPresets, MegatronTable1) {
     int layers, hidden, heads;
     double billions;
   };
-  const Row rows[] = {{"megatron-1.7b", 24, 2304, 24, 1.7},     {"megatron-3.6b", 30, 3072, 32, 3.6},
-                      {"megatron-7.5b", 36, 4096, 32, 7.5},     {"megatron-18.4b", 40, 6144, 48, 18.4},
-                      {"megatron-39.1b", 48, 8192, 64, 39.1},   {"megatron-76.1b", 60, 10240, 80, 76.1},
-                      {"megatron-145.6b", 80, 12288, 96, 145.6}, {"megatron-310.1b", 96, 16384, 128, 310.1},
-                      {"megatron-529.6b", 105, 20480, 128, 529.6},
-                      {"megatron-1008b", 128, 25600, 160, 1008}};
+  const Row rows[] = {
+      {"megatron-1.7b", 24, 2304, 24, 1.7},        {"megatron-3.6b", 30, 3072, 32, 3.6},
+      {"megatron-7.5b", 36, 4096, 32, 7.5},        {"megatron-18.4b", 40, 6144, 48, 18.4},
+      {"megatron-39.1b", 48, 8192, 64, 39.1},      {"megatron-76.1b", 60, 10240, 80, 76.1},
+      {"megatron-145.6b", 80, 12288, 96, 145.6},   {"megatron-310.1b", 96, 16384, 128, 310.1},
+      {"megatron-529.6b", 105, 20480, 128, 529.6}, {"megatron-1008b", 128, 25600, 160, 1008}};
   for (const Row& r : rows) {
     const auto m = model_preset(r.name);
     ASSERT_TRUE(m.has_value()) << r.name;
@@ -155,10 +155,9 @@ TEST(ModelPresets, MegatronTable1) {
 // the padded vocabulary; Llama 3 8B 8.03B), which checks shape, vocabulary and MLP kind together.
 TEST(ModelPresets, ParameterCountsMatchNames) {
   const std::pair<const char*, double> sizes[] = {
-      {"gpt3-125m", 0.125}, {"gpt3-350m", 0.35},       {"gpt3-760m", 0.76},
-      {"gpt3-2.7b", 2.7},   {"gpt3-6.7b", 6.7},        {"gpt3-175b", 175},
-      {"megascale-175b", 175}, {"megascale-530b", 530}, {"llama3-8b", 8},
-      {"llama3-70b", 70},   {"llama3-405b", 405}};
+      {"gpt3-125m", 0.125}, {"gpt3-350m", 0.35}, {"gpt3-760m", 0.76},     {"gpt3-2.7b", 2.7},
+      {"gpt3-6.7b", 6.7},   {"gpt3-175b", 175},  {"megascale-175b", 175}, {"megascale-530b", 530},
+      {"llama3-8b", 8},     {"llama3-70b", 70},  {"llama3-405b", 405}};
   for (const auto& [name, billions] : sizes) {
     const auto m = model_preset(name);
     ASSERT_TRUE(m.has_value()) << name;

@@ -1,7 +1,5 @@
 // Tests of scenario loading (scenarios/scenario.h): defaults, presets, precedence, derived
 // settings and every class of input error with its kind, file, line, field and hint.
-#include "scenarios/scenario.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,6 +7,7 @@
 #include <string>
 
 #include "scenarios/presets.h"
+#include "scenarios/scenario.h"
 #include "sim/core/error.h"
 
 #ifndef TRAINSIM_SOURCE_DIR
@@ -102,7 +101,8 @@ TEST(Scenario, DefaultFileLoads) {
   EXPECT_TRUE(has_note(s, "parallel.dp = 192 (auto: 12288 GPUs / (tp 8 · pp 8 · cp 1))"));
   EXPECT_EQ(s.origin.at("model.heads"), "preset megascale-175b");
   EXPECT_EQ(s.origin.at("optimizations.tp_overlap"), "system megascale");
-  EXPECT_TRUE(contains(s.origin.at("parallel.tp"), kDefaultFile + ":")) << s.origin.at("parallel.tp");
+  EXPECT_TRUE(contains(s.origin.at("parallel.tp"), kDefaultFile + ":"))
+      << s.origin.at("parallel.tp");
 }
 
 // The schema defaults describe the same run, so an empty scenario gives the same values as the
@@ -205,8 +205,8 @@ TEST(Scenario, Precedence) {
   EXPECT_EQ(s.parallel.dp, 96);  // 12288 / (8 · 8 · 2)
 
   // A later --set of the same key wins; keys may also be written dotted at the top level.
-  const Scenario twice = load_scenario_string("parallel.tp: 2\n", "d.yaml",
-                                              {"parallel.tp=4", "parallel.tp=16"});
+  const Scenario twice =
+      load_scenario_string("parallel.tp: 2\n", "d.yaml", {"parallel.tp=4", "parallel.tp=16"});
   EXPECT_EQ(twice.parallel.tp, 16);
 }
 
@@ -230,8 +230,8 @@ TEST(Scenario, SystemGroups) {
   EXPECT_FALSE(ds.opt.tp_overlap || ds.opt.pp_overlap || ds.opt.efficient_operators ||
                ds.opt.lamb || ds.opt.parallel_block);
 
-  const Scenario lever =
-      load_scenario_string("", "t", {"optimizations.system=megatron", "optimizations.dp_overlap=on"});
+  const Scenario lever = load_scenario_string(
+      "", "t", {"optimizations.system=megatron", "optimizations.dp_overlap=on"});
   EXPECT_TRUE(lever.opt.dp_overlap);
   EXPECT_FALSE(lever.opt.tp_overlap);
 }
@@ -244,8 +244,8 @@ TEST(Scenario, OptimizerAndLamb) {
   EXPECT_FALSE(adam.opt.lamb);
   EXPECT_EQ(adam.origin.at("optimizations.lamb"), "derived");
 
-  const Scenario lamb = load_scenario_string("", "t", {"optimizations.system=megatron",
-                                                       "training.optimizer=lamb"});
+  const Scenario lamb =
+      load_scenario_string("", "t", {"optimizations.system=megatron", "training.optimizer=lamb"});
   EXPECT_TRUE(lamb.opt.lamb);
 
   const Error e = load_error(
@@ -277,8 +277,8 @@ TEST(Scenario, SlidingWindowAndParallelBlock) {
   EXPECT_EQ(off.model.attention_window, 0);
   EXPECT_EQ(off.values.at("model.attention_window"), "4096");
 
-  const Scenario block = load_scenario_string("", "t", {"optimizations.system=megatron",
-                                                        "optimizations.parallel_block=true"});
+  const Scenario block = load_scenario_string(
+      "", "t", {"optimizations.system=megatron", "optimizations.parallel_block=true"});
   EXPECT_TRUE(block.model.parallel_block);
 }
 
@@ -487,6 +487,9 @@ TEST(Scenario, GpuCountAndDp) {
   EXPECT_TRUE(contains(split.message(), "1000 GPUs")) << split.what();
   EXPECT_TRUE(contains(split.message(), "= 64")) << split.what();
 
+  const Error huge = load_error("", {"parallel.dp=100000", "parallel.pp=100000"});
+  EXPECT_EQ(huge.kind(), ErrorKind::kInput);
+
   const Error unknown = load_error("cluster:\n  gpus: 0\n");
   EXPECT_EQ(unknown.kind(), ErrorKind::kInput);
   EXPECT_EQ(unknown.where().field, "parallel.dp");
@@ -509,8 +512,8 @@ TEST(Scenario, FabricTooSmall) {
                        "the fabric of cluster `selene-a100` (2 tiers of radix-40 switches) holds "
                        "at most 800 GPUs"))
       << e.what();
-  EXPECT_NO_THROW(load_scenario_string("", "t", {"cluster.preset=selene-a100",
-                                                 "cluster.fabric.tiers=2", "cluster.gpus=768"}));
+  EXPECT_NO_THROW(load_scenario_string(
+      "", "t", {"cluster.preset=selene-a100", "cluster.fabric.tiers=2", "cluster.gpus=768"}));
 }
 
 // Oversubscription is one ratio for every tier with uplinks (2 of 3).
@@ -553,12 +556,14 @@ TEST(Scenario, GlobalBatchTokens) {
   EXPECT_EQ(s.training.global_batch, 2048);
   EXPECT_TRUE(has_note(s, "training.global_batch = 2048 (16M tokens / 8192)"));
 
-  const Error odd = load_error("model:\n  preset: llama3-405b\ntraining:\n  global_batch_tokens: 4K\n");
+  const Error odd =
+      load_error("model:\n  preset: llama3-405b\ntraining:\n  global_batch_tokens: 4K\n");
   EXPECT_EQ(odd.kind(), ErrorKind::kInput);
   EXPECT_EQ(odd.where().field, "training.global_batch_tokens");
   EXPECT_EQ(odd.where().line, 4);
 
-  const Error clash = load_error("", {"training.global_batch_tokens=16M", "training.global_batch=5"});
+  const Error clash =
+      load_error("", {"training.global_batch_tokens=16M", "training.global_batch=5"});
   EXPECT_EQ(clash.kind(), ErrorKind::kInput);
   EXPECT_EQ(clash.where().field, "training.global_batch");
 }
@@ -566,16 +571,24 @@ TEST(Scenario, GlobalBatchTokens) {
 // build_scenario takes flattened values (a published-runs.csv row) with the same rules; blank
 // cells are "not given"; an unknown column is an input error naming the row.
 TEST(Scenario, BuildFromFlatValues) {
-  const std::map<std::string, std::string> row = {
-      {"cluster.gpu", "a100-80gb"},    {"cluster.preset", "selene-a100"},
-      {"cluster.gpus", "32"},          {"model.layers", "24"},
-      {"model.hidden", "2304"},        {"model.heads", "24"},
-      {"model.kv_heads", "24"},        {"model.ffn_hidden", "9216"},
-      {"model.seq_len", "2048"},       {"model.vocab", "51200"},
-      {"parallel.tp", "1"},            {"parallel.pp", "1"},
-      {"parallel.dp", "32"},           {"parallel.vpp", ""},
-      {"training.global_batch", "512"}, {"training.precision", "fp16"},
-      {"training.recompute", "full"},  {"optimizations.system", "megatron"}};
+  const std::map<std::string, std::string> row = {{"cluster.gpu", "a100-80gb"},
+                                                  {"cluster.preset", "selene-a100"},
+                                                  {"cluster.gpus", "32"},
+                                                  {"model.layers", "24"},
+                                                  {"model.hidden", "2304"},
+                                                  {"model.heads", "24"},
+                                                  {"model.kv_heads", "24"},
+                                                  {"model.ffn_hidden", "9216"},
+                                                  {"model.seq_len", "2048"},
+                                                  {"model.vocab", "51200"},
+                                                  {"parallel.tp", "1"},
+                                                  {"parallel.pp", "1"},
+                                                  {"parallel.dp", "32"},
+                                                  {"parallel.vpp", ""},
+                                                  {"training.global_batch", "512"},
+                                                  {"training.precision", "fp16"},
+                                                  {"training.recompute", "full"},
+                                                  {"optimizations.system", "megatron"}};
   const Scenario s = build_scenario(row, "published-runs.csv:2");
   EXPECT_EQ(s.source, "published-runs.csv:2");
   EXPECT_EQ(s.model.name, "custom");
@@ -609,7 +622,8 @@ TEST(Scenario, ShippedFilesLoad) {
   }
   EXPECT_GE(loaded, 2);
 
-  const Scenario llama = load_scenario_file(kSourceDir + "/scenarios/examples/llama3-8b-64xh100.yaml");
+  const Scenario llama =
+      load_scenario_file(kSourceDir + "/scenarios/examples/llama3-8b-64xh100.yaml");
   EXPECT_EQ(llama.parallel.dp, 32);
   EXPECT_EQ(llama.training.global_batch, 512);
 

@@ -1,6 +1,4 @@
 // Tests of the scenario schema (scenarios/schema.h) and of size parsing (scenarios/sizes.h).
-#include "scenarios/schema.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,6 +6,7 @@
 #include <set>
 #include <string>
 
+#include "scenarios/schema.h"
 #include "scenarios/sizes.h"
 #include "sim/core/error.h"
 
@@ -45,8 +44,8 @@ TEST(Sizes, ParsesPowerOfTwoSuffixes) {
 // each as kInput carrying the file, line and field it was given with.
 TEST(Sizes, RejectsMalformedSizes) {
   const ErrorContext where{"f.yaml", 3, "training.global_batch_tokens"};
-  for (const char* bad : {"12Q", "", "K", "-1", "1.5K", "8GG", "64 K", "9999999999999T",
-                          "99999999999999999999"}) {
+  for (const char* bad :
+       {"12Q", "", "K", "-1", "1.5K", "8GG", "64 K", "9999999999999T", "99999999999999999999"}) {
     const Error e = capture([&] { parse_size(bad, where); });
     EXPECT_EQ(e.kind(), ErrorKind::kInput) << bad;
     EXPECT_EQ(e.where().file, "f.yaml") << bad;
@@ -71,18 +70,44 @@ TEST(Sizes, FormatsExactly) {
 // DESIGN.md §6 fixes these names because users script against them; each must be declared.
 // (network.* keys come with the network issue and are not part of this schema yet.)
 TEST(Schema, DeclaresEveryStableKey) {
-  for (const char* key :
-       {"model.preset", "model.layers", "model.hidden", "model.heads", "model.kv_heads",
-        "model.ffn_hidden", "model.vocab", "model.seq_len", "cluster.preset", "cluster.gpu",
-        "cluster.gpus", "cluster.gpus_per_node", "parallel.tp", "parallel.pp", "parallel.dp",
-        "parallel.vpp", "parallel.cp", "parallel.ep", "parallel.sp", "parallel.zero",
-        "parallel.schedule", "training.global_batch", "training.micro_batch",
-        "training.precision", "training.recompute", "training.optimizer",
-        "optimizations.system", "optimizations.tp_overlap", "optimizations.pp_overlap",
-        "optimizations.dp_overlap", "optimizations.efficient_operators",
-        "optimizations.async_data_pipeline", "optimizations.lamb", "optimizations.sliding_window",
-        "optimizations.parallel_block", "simulation.fidelity", "simulation.seed",
-        "calibration.profile"}) {
+  for (const char* key : {"model.preset",
+                          "model.layers",
+                          "model.hidden",
+                          "model.heads",
+                          "model.kv_heads",
+                          "model.ffn_hidden",
+                          "model.vocab",
+                          "model.seq_len",
+                          "cluster.preset",
+                          "cluster.gpu",
+                          "cluster.gpus",
+                          "cluster.gpus_per_node",
+                          "parallel.tp",
+                          "parallel.pp",
+                          "parallel.dp",
+                          "parallel.vpp",
+                          "parallel.cp",
+                          "parallel.ep",
+                          "parallel.sp",
+                          "parallel.zero",
+                          "parallel.schedule",
+                          "training.global_batch",
+                          "training.micro_batch",
+                          "training.precision",
+                          "training.recompute",
+                          "training.optimizer",
+                          "optimizations.system",
+                          "optimizations.tp_overlap",
+                          "optimizations.pp_overlap",
+                          "optimizations.dp_overlap",
+                          "optimizations.efficient_operators",
+                          "optimizations.async_data_pipeline",
+                          "optimizations.lamb",
+                          "optimizations.sliding_window",
+                          "optimizations.parallel_block",
+                          "simulation.fidelity",
+                          "simulation.seed",
+                          "calibration.profile"}) {
     EXPECT_NE(find_key(key), nullptr) << key;
   }
 }
