@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <utility>
 
 namespace trainsim::scen {
@@ -144,7 +143,7 @@ model::ModelConfig llama3(std::string name, int layers, int hidden, int heads, i
   return m;
 }
 
-// Megatron-LM pads GPT-2's 50,257-token BPE vocabulary to 51,200 (a multiple of 1024 for TP);
+// Megatron-LM pads GPT-2's 50,257-token BPE vocabulary to a multiple of 128 x TP (51,200 at TP 8);
 // the SC21 and GPT-3 presets use the padded size, as Megatron's FLOP counts do.
 constexpr int kGpt2PaddedVocab = 51200;
 constexpr int kMegaScaleVocab = 64000;
@@ -185,11 +184,25 @@ const std::vector<ModelEntry>& models() {
   return kModels;
 }
 
-template <typename Entry, typename NameOf>
-const Entry* find(const std::vector<Entry>& entries, std::string_view name, NameOf name_of) {
-  const auto it = std::find_if(entries.begin(), entries.end(),
-                               [&](const Entry& e) { return name_of(e) == name; });
-  return it == entries.end() ? nullptr : &*it;
+const GpuEntry* find_gpu(std::string_view name) {
+  for (const GpuEntry& e : gpus()) {
+    if (e.spec.name == name) return &e;
+  }
+  return nullptr;
+}
+
+const ClusterEntry* find_cluster(std::string_view name) {
+  for (const ClusterEntry& e : clusters()) {
+    if (e.preset.cluster.name == name) return &e;
+  }
+  return nullptr;
+}
+
+const ModelEntry* find_model(std::string_view name) {
+  for (const ModelEntry& e : models()) {
+    if (e.config.name == name) return &e;
+  }
+  return nullptr;
 }
 
 std::string describe(const topo::GpuSpec& g) {
@@ -212,26 +225,25 @@ std::string describe(const model::ModelConfig& m) {
 }  // namespace
 
 std::optional<topo::GpuSpec> gpu_preset(std::string_view name) {
-  const auto* e = find(gpus(), name, [](const GpuEntry& g) { return g.spec.name; });
+  const GpuEntry* e = find_gpu(name);
   if (e == nullptr) return std::nullopt;
   return e->spec;
 }
 
 std::optional<ClusterPreset> cluster_preset(std::string_view name) {
-  const auto* e =
-      find(clusters(), name, [](const ClusterEntry& c) { return c.preset.cluster.name; });
+  const ClusterEntry* e = find_cluster(name);
   if (e == nullptr) return std::nullopt;
   return e->preset;
 }
 
 std::optional<model::ModelConfig> model_preset(std::string_view name) {
-  const auto* e = find(models(), name, [](const ModelEntry& m) { return m.config.name; });
+  const ModelEntry* e = find_model(name);
   if (e == nullptr) return std::nullopt;
   return e->config;
 }
 
 std::string default_cluster_for_gpu(std::string_view name) {
-  const auto* e = find(gpus(), name, [](const GpuEntry& g) { return g.spec.name; });
+  const GpuEntry* e = find_gpu(name);
   return e == nullptr ? std::string() : e->default_cluster;
 }
 

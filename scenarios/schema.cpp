@@ -434,7 +434,9 @@ std::vector<KeyDef> build_schema() {
   return keys;
 }
 
-std::string lower(std::string_view s) {
+// Lower case with `-` read as `_`, so that `--tensor-model-parallel-size` style names and key
+// spellings compare equal.
+std::string fold(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
     c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -464,7 +466,7 @@ std::size_t edit_distance(std::string_view a, std::string_view b) {
 
 constexpr std::size_t kNoMatch = static_cast<std::size_t>(-1);
 
-// How far `wrong` is from `target` (both lowercased), or kNoMatch when too far to suggest. About
+// How far `wrong` is from `target` (both folded), or kNoMatch when too far to suggest. About
 // one edit in three characters is still a typo; a prefix of three or more characters ("selene" for
 // "selene-a100") counts as close too.
 std::size_t closeness(const std::string& wrong, const std::string& target) {
@@ -500,13 +502,14 @@ std::string type_text(const KeyDef& k) {
     const bool has_min = k.min_value != std::numeric_limits<double>::lowest();
     const bool has_max = k.max_value != std::numeric_limits<double>::max();
     if (has_min && has_max) {
-      out += " " + format_number(k.min_value) + ".." + format_number(k.max_value);
+      out += fmt::format(" {}..{}", k.min_value, k.max_value);
     } else if (has_min) {
-      out += " >=" + format_number(k.min_value);
+      out += fmt::format(" >={}", k.min_value);
     }
   }
-  if (k.type == KeyType::kInt && !k.choices.empty())
-    out += " or " + fmt::format("{}", fmt::join(k.choices, "|"));
+  if (k.type == KeyType::kInt && !k.choices.empty()) {
+    out += fmt::format(" or {}", fmt::join(k.choices, "|"));
+  }
   return out;
 }
 
@@ -514,8 +517,9 @@ std::string choices_text(const KeyDef& k, bool brief) {
   if (k.type != KeyType::kEnum) return "";
   std::string all = fmt::format("{}", fmt::join(k.choices, "|"));
   // Preset lists are long; the table points to the full entry instead of wrapping.
-  if (brief && all.size() > 40)
-    return fmt::format("{} names, see `explain {}`", k.choices.size(), k.path);
+  if (brief && all.size() > 40) {
+    return fmt::format("{} names, see `trainsim explain {}`", k.choices.size(), k.path);
+  }
   return all;
 }
 
@@ -581,7 +585,7 @@ bool is_section(std::string_view prefix) {
 }
 
 std::string suggest_key(std::string_view wrong) {
-  const std::string whole = lower(wrong);
+  const std::string whole = fold(wrong);
   const std::string leaf(leaf_of(whole));
   const std::string_view section = section_of(whole);
   std::string best;
@@ -603,7 +607,7 @@ std::string suggest_key(std::string_view wrong) {
       score = std::min({score, closeness(whole, target), closeness(leaf, target)});
     };
     consider(std::string(leaf_of(k.path)));
-    for (const std::string& alias : k.aliases) consider(lower(alias));
+    for (const std::string& alias : k.aliases) consider(fold(alias));
     offer(k.path, score);
     // A misspelt section ("paralel") is close to a prefix of the key, not to the key.
     for (std::size_t dot = k.path.find('.'); dot != std::string::npos;
@@ -615,11 +619,11 @@ std::string suggest_key(std::string_view wrong) {
 }
 
 std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates) {
-  const std::string w = lower(wrong);
+  const std::string w = fold(wrong);
   const std::string* best = nullptr;
   std::size_t best_score = kNoMatch;
   for (const std::string& c : candidates) {
-    const std::size_t score = closeness(w, lower(c));
+    const std::size_t score = closeness(w, fold(c));
     if (score < best_score) {
       best = &c;
       best_score = score;
@@ -629,7 +633,7 @@ std::string did_you_mean(std::string_view wrong, const std::vector<std::string>&
 }
 
 std::string normalize_value(const KeyDef& key, std::string_view text, const ErrorContext& where) {
-  const std::string word = lower(text);
+  const std::string word = fold(text);
   const auto check_range = [&](double v, const std::string& what) {
     if (v < key.min_value || v > key.max_value) {
       bad_value(text, what + " in " + type_text(key), where);
@@ -666,7 +670,7 @@ std::string normalize_value(const KeyDef& key, std::string_view text, const Erro
       bad_value(text, "a boolean (true or false)", where);
     case KeyType::kEnum:
       for (const std::string& choice : key.choices) {
-        if (word == lower(choice)) return choice;
+        if (word == fold(choice)) return choice;
       }
       bad_value(text, "one of " + choices_text(key, false), where, did_you_mean(text, key.choices));
     case KeyType::kSize: {

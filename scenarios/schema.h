@@ -18,6 +18,8 @@ namespace trainsim::scen {
 
 enum class KeyType { kInt, kFloat, kBool, kString, kEnum, kSize };
 
+// The `{}` initializers let the schema table (schema.cpp) use designated initializers that leave
+// fields out without tripping -Wmissing-field-initializers.
 struct KeyDef {
   std::string path{};  // dotted key, e.g. "parallel.pp"
   KeyType type = KeyType::kString;

@@ -1,5 +1,7 @@
 #include "scenarios/sizes.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <cctype>
 #include <limits>
@@ -12,7 +14,7 @@ constexpr std::array<std::pair<char, int>, 4> kSuffixes = {
     {{'K', 10}, {'M', 20}, {'G', 30}, {'T', 40}}};
 
 [[noreturn]] void bad_size(std::string_view text, const ErrorContext& where) {
-  throw_input("`" + std::string(text) + "` is not a size", where,
+  throw_input(fmt::format("`{}` is not a size", text), where,
               "write a whole number with an optional power-of-two suffix: 8, 64K, 1M, 8G, 1T");
 }
 

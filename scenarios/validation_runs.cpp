@@ -135,6 +135,20 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text, const std
       number(cell(c), file, line_no, c);
     }
 
+    // Columns no rule can fill: the row is reported, not guessed.
+    std::string missing;
+    for (const char* c : {"gpu", "gpus", "layers", "hidden", "heads", "ffn", "seq", "vocab", "tp",
+                          "pp", "gbs"}) {
+      if (cell(c).empty()) missing += (missing.empty() ? "" : ", ") + std::string(c);
+    }
+    if (!missing.empty()) {
+      row.error_message = file + ":" + std::to_string(line_no) + ": blank " + missing +
+                          ": these columns have no stated default";
+      row.published = {pub_iter, pub_tokens, pub_mfu, pub_tflops, std::nullopt};
+      rows.push_back(std::move(row));
+      continue;
+    }
+
     // Scenario keys from the columns; blanks filled by the rules below and recorded.
     std::map<std::string, std::string> v;
     const std::string gpu = cell("gpu");

@@ -1,8 +1,8 @@
 // Tests of the built-in presets (scenarios/presets.h) against their published sources.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <string>
+#include <utility>
 
 #include "scenarios/presets.h"
 
