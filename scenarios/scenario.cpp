@@ -53,12 +53,17 @@ std::vector<std::string> system_levers(std::string_view system) {
 std::string text(double v) { return fmt::format("{}", v); }
 std::string text(bool v) { return v ? "true" : "false"; }
 
+// A preset's MHA head count and its ffn = 4·hidden are given as 0 ("follow heads / hidden"), so
+// that `--set model.heads=...` or `model.hidden=...` on top of a preset keeps the model consistent
+// instead of pairing new heads with the preset's KV heads or a new hidden with the old MLP size.
 std::map<std::string, std::string> model_values(const model::ModelConfig& m) {
+  const bool mha = m.kv_heads == m.heads;
+  const bool ffn_4h = m.mlp == model::MlpKind::kGelu && m.ffn_hidden == 4 * m.hidden;
   return {{"model.layers", std::to_string(m.layers)},
           {"model.hidden", std::to_string(m.hidden)},
           {"model.heads", std::to_string(m.heads)},
-          {"model.kv_heads", std::to_string(m.kv_heads)},
-          {"model.ffn_hidden", std::to_string(m.ffn_hidden)},
+          {"model.kv_heads", mha ? "0" : std::to_string(m.kv_heads)},
+          {"model.ffn_hidden", ffn_4h ? "0" : std::to_string(m.ffn_hidden)},
           {"model.vocab", std::to_string(m.vocab)},
           {"model.seq_len", std::to_string(m.seq_len)},
           {"model.mlp", model::to_string(m.mlp)},
