@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "sim/core/error.h"
+
 namespace trainsim::coll {
 
 const char* to_string(Kind k) {
@@ -16,6 +18,57 @@ const char* to_string(Kind k) {
     case Kind::kSendRecv: return "sendrecv";
   }
   return "?";
+}
+
+const char* to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::kRing: return "ring";
+    case Algorithm::kTree: return "tree";
+    case Algorithm::kNvls: return "nvls";
+  }
+  return "?";
+}
+
+const char* to_string(Protocol p) {
+  switch (p) {
+    case Protocol::kLL: return "LL";
+    case Protocol::kLL128: return "LL128";
+    case Protocol::kSimple: return "Simple";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kRing = static_cast<int>(Algorithm::kRing);
+constexpr int kTree = static_cast<int>(Algorithm::kTree);
+constexpr int kNvls = static_cast<int>(Algorithm::kNvls);
+constexpr int kLL = static_cast<int>(Protocol::kLL);
+constexpr int kLL128 = static_cast<int>(Protocol::kLL128);
+constexpr int kSimple = static_cast<int>(Protocol::kSimple);
+
+}  // namespace
+
+// NCCL tuning.cc (v2.19–2.21) latency table, µs (network-models.md §4.2):
+//            baseLat LL/LL128/Simple   hwLat NVLink            hwLat NET
+//   Tree     6.8 / 14.0 / 0            0.6 / 1.25 / 28         5.0 / 8.5 / 28
+//   Ring     6.6 / 14.0 / 8.4          0.6 / 1.9 / 3.4         2.7 / 4.0 / 14.0
+//   NVLS     – / – / 0                 – / – / 23              – / – / 18
+LinkModel::LinkModel() {
+  auto set = [&](int a, int p, double base, double nvl, double net) {
+    latency[a][p] = {base * 1e-6, nvl * 1e-6, net * 1e-6};
+  };
+  set(kTree, kLL, 6.8, 0.6, 5.0);
+  set(kTree, kLL128, 14.0, 1.25, 8.5);
+  set(kTree, kSimple, 0.0, 28.0, 28.0);
+  set(kRing, kLL, 6.6, 0.6, 2.7);
+  set(kRing, kLL128, 14.0, 1.9, 4.0);
+  set(kRing, kSimple, 8.4, 3.4, 14.0);
+  set(kNvls, kSimple, 0.0, 23.0, 18.0);
+}
+
+void LinkModel::set_ring_simple(double base_s, double nvlink_step_s, double net_step_s) {
+  latency[kRing][kSimple] = {base_s, nvlink_step_s, net_step_s};
 }
 
 double busbw_factor(Kind k, int n) {
@@ -45,44 +98,30 @@ double above_pod_slowdown(Kind k, const GroupShape& g, const LinkModel& l) {
   return std::max(1.0, crossing * l.above_pod_oversubscription);
 }
 
-}  // namespace
+// Protocol bandwidth efficiency (NCCL tuning: LL ×1/4 for all-reduce or multi-node rings, else
+// ×1/2 for its 4-of-8 data bytes; LL128 ×0.92, ×0.7 with one GPU per node; tree LL ×1/3.8).
+double protocol_factor(Algorithm a, Protocol p, Kind k, const GroupShape& g) {
+  switch (p) {
+    case Protocol::kSimple: return 1.0;
+    case Protocol::kLL128: return g.per_node == 1 && g.nodes > 1 ? 0.7 : 0.92;
+    case Protocol::kLL:
+      if (a == Algorithm::kTree) return 1.0 / 3.8;
+      return (k == Kind::kAllReduce || g.nodes > 1) ? 0.25 : 0.5;
+  }
+  return 1.0;
+}
 
-Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkModel& l) {
-  Cost c;
+struct Candidate {
+  bool ok = false;
+  Cost cost;
+};
+
+Candidate ring(Kind k, double bytes, const GroupShape& group, const LinkModel& l, Protocol p) {
+  Candidate c;
   const int n = group.ranks;
-  if (n <= 1 || bytes <= 0) return c;
   const int g = std::max(1, std::min(group.per_node, n));
   const int nodes = std::max(1, group.nodes);
-  const double slow = above_pod_slowdown(k, group, l);
-
-  if (k == Kind::kSendRecv) {
-    // One peer: over NVLink when it shares the server, else through the NIC.
-    if (nodes == 1) {
-      c.nvlink_bytes = bytes;
-      c.time_s = l.base_latency_s + l.nvlink_step_latency_s + bytes / l.nvlink_busbw_Bps;
-    } else {
-      c.nic_bytes = bytes;
-      c.time_s = l.base_latency_s + l.net_step_latency_s + bytes * slow / l.nic_Bps_per_gpu;
-    }
-    return c;
-  }
-
-  if (k == Kind::kAllToAll) {
-    // Each rank sends S/n to every other rank: (g−1)·S/n stay in the server, (n−g)·S/n leave it.
-    const double intra = bytes * (g - 1) / n;
-    const double inter = bytes * (n - g) / n;
-    c.nvlink_bytes = intra;
-    c.nic_bytes = inter;
-    const double t_intra = intra > 0 ? intra / l.nvlink_busbw_Bps : 0.0;
-    const double t_inter = inter > 0 ? inter * slow / l.nic_Bps_per_gpu : 0.0;
-    const double lat = l.base_latency_s + (g - 1) * l.nvlink_step_latency_s +
-                       (n - g) * (nodes > 1 ? l.net_step_latency_s : 0.0) / std::max(1, g);
-    c.time_s = lat + std::max(t_intra, t_inter);
-    return c;
-  }
-
   const double factor = busbw_factor(k, n);
-  // Ring steps and how many of them cross the network (NCCL tuning model).
   int steps = 0, net_steps = 0;
   switch (k) {
     case Kind::kAllReduce:
@@ -98,27 +137,148 @@ Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkMo
       steps = n;
       net_steps = nodes > 1 ? nodes : 0;
       break;
-    default: break;
+    default: return c;
   }
   net_steps = std::min(net_steps, steps);
-  const double lat = l.base_latency_s + (steps - net_steps) * l.nvlink_step_latency_s +
-                     net_steps * l.net_step_latency_s;
-
+  const PairLatency& L = l.latency[kRing][static_cast<int>(p)];
+  const double lat = L.base_s + (steps - net_steps) * L.nvlink_step_s + net_steps * L.net_step_s;
   double busbw = 0;
   if (nodes == 1) {
     busbw = l.nvlink_busbw_Bps;
-    if (k == Kind::kAllReduce && l.nvls_busbw_Bps > busbw) busbw = l.nvls_busbw_Bps;
-    c.nvlink_bytes = factor * bytes;
+    c.cost.nvlink_bytes = factor * bytes;
   } else {
-    const double nic_busbw = g * l.nic_Bps_per_gpu / slow;
+    const double nic_busbw = g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l);
     const double nvl_busbw =
         g > 1 ? g / (g - 1.0) * l.nvlink_busbw_Bps : std::numeric_limits<double>::infinity();
     busbw = std::min(nic_busbw, nvl_busbw);
-    c.nic_bytes = factor * bytes / g;
-    c.nvlink_bytes = factor * bytes * (g - 1.0) / g;
+    c.cost.nic_bytes = factor * bytes / g;
+    c.cost.nvlink_bytes = factor * bytes * (g - 1.0) / g;
   }
-  c.time_s = lat + factor * bytes / busbw;
+  busbw *= protocol_factor(Algorithm::kRing, p, k, group);
+  c.cost.time_s = lat + factor * bytes / busbw;
+  c.ok = busbw > 0;
   return c;
+}
+
+// Double binary tree all-reduce (multi-node): reduce up and broadcast down, pipelined, so its
+// bus bandwidth is the ring's × 0.92 (NCCL) while its latency grows with log2(nodes).
+Candidate tree(Kind k, double bytes, const GroupShape& group, const LinkModel& l, Protocol p) {
+  Candidate c;
+  if (k != Kind::kAllReduce || group.nodes < 2) return c;
+  const Candidate r = ring(k, bytes, group, l, Protocol::kSimple);
+  const double factor = busbw_factor(k, group.ranks);
+  const int g = std::max(1, std::min(group.per_node, group.ranks));
+  const double nic_busbw = g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l);
+  const double nvl_busbw =
+      g > 1 ? g / (g - 1.0) * l.nvlink_busbw_Bps : std::numeric_limits<double>::infinity();
+  const double busbw =
+      0.92 * std::min(nic_busbw, nvl_busbw) * protocol_factor(Algorithm::kTree, p, k, group);
+  const PairLatency& L = l.latency[kTree][static_cast<int>(p)];
+  const double lat =
+      L.base_s + 2.0 * ((g - 1) * L.nvlink_step_s + std::log2(group.nodes) * L.net_step_s);
+  c.cost = r.cost;  // same bytes per link type as the ring
+  c.cost.time_s = lat + factor * bytes / busbw;
+  c.ok = true;
+  return c;
+}
+
+// NVLS all-reduce: the NVSwitch reduces (NVLink SHARP); across servers NVLS_TREE adds a tree
+// over the network, bounded by the NIC bandwidth. Simple protocol only.
+Candidate nvls(Kind k, double bytes, const GroupShape& group, const LinkModel& l, Protocol p) {
+  Candidate c;
+  if (k != Kind::kAllReduce || l.nvls_busbw_Bps <= 0 || p != Protocol::kSimple) return c;
+  const int g = std::max(1, std::min(group.per_node, group.ranks));
+  const double factor = busbw_factor(k, group.ranks);
+  const PairLatency& L = l.latency[kNvls][kSimple];
+  double busbw = l.nvls_busbw_Bps;
+  double lat = L.base_s + L.nvlink_step_s;
+  if (group.nodes > 1) {
+    busbw = std::min(busbw, g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l));
+    lat += 2.0 * std::log2(group.nodes) * L.net_step_s;
+    c.cost.nic_bytes = factor * bytes / g;
+  }
+  c.cost.nvlink_bytes = factor * bytes * (group.nodes > 1 ? (g - 1.0) / g : 1.0);
+  c.cost.time_s = lat + factor * bytes / busbw;
+  c.ok = true;
+  return c;
+}
+
+Cost point_to_point(Kind k, double bytes, const GroupShape& group, const LinkModel& l) {
+  Cost c;
+  const int n = group.ranks;
+  const int g = std::max(1, std::min(group.per_node, n));
+  const int nodes = std::max(1, group.nodes);
+  const double slow = above_pod_slowdown(k, group, l);
+  const PairLatency& L = l.latency[kRing][kSimple];
+  if (k == Kind::kSendRecv) {
+    // One peer: over NVLink when it shares the server, else through the NIC.
+    if (nodes == 1) {
+      c.nvlink_bytes = bytes;
+      c.time_s = L.base_s + L.nvlink_step_s + bytes / l.nvlink_busbw_Bps;
+    } else {
+      c.nic_bytes = bytes;
+      c.time_s = L.base_s + L.net_step_s + bytes * slow / l.nic_Bps_per_gpu;
+    }
+    return c;
+  }
+  // All-to-all: each rank sends S/n to every other: (g−1)·S/n stay in the server, (n−g)·S/n leave.
+  const double intra = bytes * (g - 1) / n;
+  const double inter = bytes * (n - g) / n;
+  c.nvlink_bytes = intra;
+  c.nic_bytes = inter;
+  const double t_intra = intra > 0 ? intra / l.nvlink_busbw_Bps : 0.0;
+  const double t_inter = inter > 0 ? inter * slow / l.nic_Bps_per_gpu : 0.0;
+  const double lat = L.base_s + (g - 1) * L.nvlink_step_s +
+                     (n - g) * (nodes > 1 ? L.net_step_s : 0.0) / std::max(1, g);
+  c.time_s = lat + std::max(t_intra, t_inter);
+  return c;
+}
+
+}  // namespace
+
+Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkModel& l,
+                     const Choice& choice) {
+  if (group.ranks <= 1 || bytes <= 0) return Cost{};
+  if (k == Kind::kAllToAll || k == Kind::kSendRecv) {
+    if ((choice.algorithm && *choice.algorithm != Algorithm::kRing) ||
+        (choice.protocol && *choice.protocol != Protocol::kSimple)) {
+      throw_input(std::string(to_string(k)) + " runs as point-to-point sends (Simple protocol); "
+                  "no algorithm or protocol can be chosen for it",
+                  {"", 0, "collectives.algorithm"});
+    }
+    return point_to_point(k, bytes, group, l);
+  }
+  if (choice.algorithm == Algorithm::kNvls && l.nvls_busbw_Bps <= 0) {
+    throw_input("NVLS needs NVLink SHARP (NVSwitch multicast), which this GPU does not have",
+                {"", 0, "collectives.algorithm"}, "use ring or tree");
+  }
+  if (choice.algorithm && *choice.algorithm != Algorithm::kRing && k != Kind::kAllReduce) {
+    throw_input(std::string(to_string(*choice.algorithm)) + " implements all_reduce only, not " +
+                    to_string(k),
+                {"", 0, "collectives.algorithm"}, "use ring");
+  }
+  Candidate best;
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kTree, Algorithm::kNvls}) {
+    if (choice.algorithm && *choice.algorithm != a) continue;
+    for (Protocol p : {Protocol::kLL, Protocol::kLL128, Protocol::kSimple}) {
+      if (choice.protocol && *choice.protocol != p) continue;
+      Candidate c = a == Algorithm::kRing   ? ring(k, bytes, group, l, p)
+                    : a == Algorithm::kTree ? tree(k, bytes, group, l, p)
+                                            : nvls(k, bytes, group, l, p);
+      if (!c.ok) continue;
+      c.cost.algorithm = a;
+      c.cost.protocol = p;
+      if (!best.ok || c.cost.time_s < best.cost.time_s) best = c;
+    }
+  }
+  if (!best.ok) {
+    throw_input(std::string("no ") + (choice.algorithm ? to_string(*choice.algorithm) : "") +
+                    (choice.protocol ? std::string(" ") + to_string(*choice.protocol) : "") +
+                    " implementation of " + to_string(k) + " for this group",
+                {"", 0, "collectives.protocol"},
+                "tree needs several servers, NVLS runs the Simple protocol only");
+  }
+  return best.cost;
 }
 
 }  // namespace trainsim::coll

@@ -1,4 +1,5 @@
-// Closed-form (α–β) cost of NCCL-style collectives on a hierarchical cluster.
+// Closed-form (α–β) cost of NCCL-style collectives on a hierarchical cluster, with NCCL's
+// algorithms (ring, tree, NVLS) and protocols (LL, LL128, Simple).
 //
 // A communication group is described by its shape on the cluster (ranks, members per server,
 // servers, pods). Sizes follow nccl-tests: `bytes` is the buffer size S (for all-gather the gathered
@@ -8,17 +9,26 @@
 // Bandwidth on a rail-optimized cluster (shared/reference/network-models.md §4.5): a ring over n
 // ranks with g per server sends factor·S/g per GPU through its NIC and (g−1)/g·factor·S over
 // NVLink, so busbw = min(g·B_nic, g/(g−1)·B_nvlink). Latency follows NCCL's tuning model
-// (tuning.cc): a base latency per call, then per ring step the NVLink or network hop latency, with
-// 2·nodes network steps for all-reduce and nodes−1 for all-gather / reduce-scatter.
+// (src/graph/tuning.cc, v2.19–2.21, network-models.md §4.2): a base latency per call and algorithm
+// and protocol, then a hop latency per ring step over NVLink or the network (2·nodes network steps
+// for all-reduce, nodes−1 for all-gather / reduce-scatter), a tree's log2(nodes) depth, NVLS's
+// fixed cost. Protocols scale the bandwidth: LL carries 4 data bytes per 8, LL128 120 per 128.
+// Without an explicit choice the fastest supported (algorithm, protocol) pair is used, as NCCL's
+// tuner does.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace trainsim::coll {
 
 enum class Kind { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kBroadcast, kSendRecv };
+enum class Algorithm { kRing, kTree, kNvls };
+enum class Protocol { kLL, kLL128, kSimple };
 
 const char* to_string(Kind k);
+const char* to_string(Algorithm a);
+const char* to_string(Protocol p);
 
 /// Where the members of one communication group sit.
 struct GroupShape {
@@ -28,27 +38,48 @@ struct GroupShape {
   int pods = 1;      // full-bisection pods the group spans
 };
 
+/// Latencies of one (algorithm, protocol) pair, seconds (NCCL baseLat and hwLat).
+struct PairLatency {
+  double base_s = 0;
+  double nvlink_step_s = 0;
+  double net_step_s = 0;
+};
+
 /// Bandwidths and latencies of the cluster as the collective model sees them.
 struct LinkModel {
-  double nvlink_busbw_Bps = 0;      // ring bus bandwidth inside a server
+  double nvlink_busbw_Bps = 0;      // ring bus bandwidth inside a server (Simple protocol)
   double nvls_busbw_Bps = 0;        // NVLS all-reduce bus bandwidth inside a server (0 = none)
-  double nvlink_step_latency_s = 0;
   double nic_Bps_per_gpu = 0;       // achieved NIC bandwidth per GPU (NICs per node / GPUs per node)
-  double net_step_latency_s = 0;
-  double base_latency_s = 0;
   double above_pod_oversubscription = 1.0;
+  // latency[algorithm][protocol]; defaults are NCCL's tuning table; Ring/Simple comes from the
+  // calibration profile.
+  PairLatency latency[3][3];
+
+  LinkModel();
+  /// Sets the Ring/Simple latencies (what the calibration profile measures).
+  void set_ring_simple(double base_s, double nvlink_step_s, double net_step_s);
 };
 
 struct Cost {
   double time_s = 0;
   double nvlink_bytes = 0;  // bytes each rank sends over NVLink
   double nic_bytes = 0;     // bytes each rank sends through its NIC
+  Algorithm algorithm = Algorithm::kRing;
+  Protocol protocol = Protocol::kSimple;
+};
+
+/// NCCL_ALGO / NCCL_PROTO-style restrictions; unset = choose the fastest.
+struct Choice {
+  std::optional<Algorithm> algorithm;
+  std::optional<Protocol> protocol;
 };
 
 /// Bus-bandwidth factor of nccl-tests for a collective over n ranks.
 double busbw_factor(Kind k, int n);
 
-/// Time and per-rank traffic of one collective of `bytes` over `group`.
-Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkModel& links);
+/// Time and per-rank traffic of one collective of `bytes` over `group`. Throws trainsim::Error
+/// (kInput) when `choice` asks for an algorithm or protocol the collective or GPU cannot use.
+Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkModel& links,
+                     const Choice& choice = {});
 
 }  // namespace trainsim::coll

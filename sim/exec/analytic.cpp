@@ -233,11 +233,10 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   Context c{cfg, L, ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps}, {}, {}};
   c.links.nvlink_busbw_Bps = prof.nvlink.busbw_Bps;
   c.links.nvls_busbw_Bps = gpu.has_nvls ? prof.nvls_busbw_Bps : 0.0;
-  c.links.nvlink_step_latency_s = prof.nvlink.step_latency_s;
   c.links.nic_Bps_per_gpu = cfg.cluster.nic_Bps() * prof.nic_efficiency *
                             cfg.cluster.nics_per_node / std::max(1, cfg.cluster.gpus_per_node);
-  c.links.net_step_latency_s = prof.net_step_latency_s;
-  c.links.base_latency_s = prof.collective_base_latency_s;
+  c.links.set_ring_simple(prof.collective_base_latency_s, prof.nvlink.step_latency_s,
+                          prof.net_step_latency_s);
   c.links.above_pod_oversubscription = cfg.cluster.fabric.above_pod_oversubscription;
   c.shard.micro_batch = cfg.training.micro_batch;
   c.shard.tp = par.tp;

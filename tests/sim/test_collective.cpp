@@ -3,18 +3,20 @@
 
 #include <gtest/gtest.h>
 
+#include "sim/core/error.h"
+
 namespace trainsim::coll {
 namespace {
 
 LinkModel links() {
   LinkModel l;
   l.nvlink_busbw_Bps = 200e9;
-  l.nvlink_step_latency_s = 2e-6;
   l.nic_Bps_per_gpu = 25e9;
-  l.net_step_latency_s = 10e-6;
-  l.base_latency_s = 5e-6;
+  l.set_ring_simple(5e-6, 2e-6, 10e-6);
   return l;
 }
+
+const Choice kRingSimple{Algorithm::kRing, Protocol::kSimple};
 
 TEST(Collective, BusBandwidthFactors) {
   EXPECT_DOUBLE_EQ(busbw_factor(Kind::kAllReduce, 8), 2.0 * 7 / 8);
@@ -28,7 +30,7 @@ TEST(Collective, BusBandwidthFactors) {
 // Ring all-reduce on one idle server: T = base + 2(n−1)·α + 2(n−1)/n · S / B.
 TEST(Collective, RingAllReduceInsideServer) {
   const double S = 1 << 30;
-  const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{8, 8, 1, 1}, links());
+  const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{8, 8, 1, 1}, links(), kRingSimple);
   EXPECT_DOUBLE_EQ(c.time_s, 5e-6 + 14 * 2e-6 + 2.0 * 7 / 8 * S / 200e9);
   EXPECT_DOUBLE_EQ(c.nvlink_bytes, 2.0 * 7 / 8 * S);
   EXPECT_DOUBLE_EQ(c.nic_bytes, 0);
@@ -39,9 +41,11 @@ TEST(Collective, NvlsAllReduce) {
   LinkModel l = links();
   l.nvls_busbw_Bps = 400e9;
   const double S = 1 << 30;
+  // NVLS: 23 µs fixed (NCCL hwLat), then the NVLS bus bandwidth.
   const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{8, 8, 1, 1}, l);
-  EXPECT_DOUBLE_EQ(c.time_s, 5e-6 + 14 * 2e-6 + 2.0 * 7 / 8 * S / 400e9);
-  const Cost ag = collective_cost(Kind::kAllGather, S, GroupShape{8, 8, 1, 1}, l);
+  EXPECT_EQ(c.algorithm, Algorithm::kNvls);
+  EXPECT_DOUBLE_EQ(c.time_s, 23e-6 + 2.0 * 7 / 8 * S / 400e9);
+  const Cost ag = collective_cost(Kind::kAllGather, S, GroupShape{8, 8, 1, 1}, l, kRingSimple);
   EXPECT_DOUBLE_EQ(ag.time_s, 5e-6 + 7 * 2e-6 + 7.0 / 8 * S / 200e9);
 }
 
@@ -49,7 +53,7 @@ TEST(Collective, NvlsAllReduce) {
 // All-gather: n−1 steps, nodes−1 of them network steps (all of them here).
 TEST(Collective, RingAcrossServersOnePerNode) {
   const double S = 64e6;
-  const Cost c = collective_cost(Kind::kAllGather, S, GroupShape{16, 1, 16, 1}, links());
+  const Cost c = collective_cost(Kind::kAllGather, S, GroupShape{16, 1, 16, 1}, links(), kRingSimple);
   EXPECT_DOUBLE_EQ(c.time_s, 5e-6 + 15 * 10e-6 + 15.0 / 16 * S / 25e9);
   EXPECT_DOUBLE_EQ(c.nic_bytes, 15.0 / 16 * S);
 }
@@ -57,7 +61,7 @@ TEST(Collective, RingAcrossServersOnePerNode) {
 // g ranks per server: busbw = min(g·B_nic, g/(g−1)·B_nvlink); bytes split g−1 : 1.
 TEST(Collective, HierarchicalBandwidth) {
   const double S = 1e9;
-  const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{32, 4, 8, 1}, links());
+  const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{32, 4, 8, 1}, links(), kRingSimple);
   const double busbw = std::min(4 * 25e9, 4.0 / 3 * 200e9);
   const int steps = 2 * 31, net = 2 * 8;
   EXPECT_DOUBLE_EQ(c.time_s, 5e-6 + (steps - net) * 2e-6 + net * 10e-6 + 2.0 * 31 / 32 * S / busbw);
@@ -92,6 +96,45 @@ TEST(Collective, SendRecv) {
   EXPECT_DOUBLE_EQ(inter.nic_bytes, 1e8);
   const Cost intra = collective_cost(Kind::kSendRecv, 1e8, GroupShape{2, 2, 1, 1}, links());
   EXPECT_DOUBLE_EQ(intra.time_s, 5e-6 + 2e-6 + 1e8 / 200e9);
+}
+
+// Small messages: the tuner picks LL (6.6 µs base + 0.6 µs per NVLink step); 8 B over 8 GPUs of a
+// DGX H100 costs ≈ 15 µs, near nccl-tests' ≈ 13 µs. Large messages: Simple.
+TEST(Collective, ProtocolChoiceBySize) {
+  LinkModel l = links();
+  const Cost tiny = collective_cost(Kind::kAllReduce, 8, GroupShape{8, 8, 1, 1}, l);
+  EXPECT_EQ(tiny.protocol, Protocol::kLL);
+  EXPECT_NEAR(tiny.time_s, 6.6e-6 + 14 * 0.6e-6 + 2.0 * 7 / 8 * 8 / (0.25 * 200e9), 1e-12);
+  const Cost big = collective_cost(Kind::kAllReduce, 1 << 30, GroupShape{8, 8, 1, 1}, l);
+  EXPECT_EQ(big.protocol, Protocol::kSimple);
+  // Every protocol is slower than the chosen one at each size (the tuner takes the minimum).
+  for (double S : {8.0, 65536.0, 16e6, 1e9}) {
+    const Cost best = collective_cost(Kind::kAllReduce, S, GroupShape{64, 8, 8, 1}, l);
+    for (Algorithm a : {Algorithm::kRing, Algorithm::kTree}) {
+      for (Protocol p : {Protocol::kLL, Protocol::kLL128, Protocol::kSimple}) {
+        EXPECT_LE(best.time_s, collective_cost(Kind::kAllReduce, S, GroupShape{64, 8, 8, 1}, l,
+                                               Choice{a, p}).time_s);
+      }
+    }
+  }
+}
+
+// Tree: latency grows with log2(nodes), so at mid sizes on many servers it beats the ring.
+TEST(Collective, TreeBeatsRingAtMidSizesOnManyServers) {
+  const GroupShape g{1024, 8, 128, 1};
+  const Cost tr = collective_cost(Kind::kAllReduce, 1 << 20, g, links(), Choice{Algorithm::kTree, {}});
+  const Cost rg = collective_cost(Kind::kAllReduce, 1 << 20, g, links(), Choice{Algorithm::kRing, {}});
+  EXPECT_LT(tr.time_s, rg.time_s);
+}
+
+TEST(Collective, UnsupportedChoicesAreErrors) {
+  // NVLS on a GPU without NVLink SHARP (A100), tree for all-gather, a protocol for all-to-all.
+  EXPECT_THROW(collective_cost(Kind::kAllReduce, 1e6, GroupShape{8, 8, 1, 1}, links(),
+                               Choice{Algorithm::kNvls, {}}), Error);
+  EXPECT_THROW(collective_cost(Kind::kAllGather, 1e6, GroupShape{16, 8, 2, 1}, links(),
+                               Choice{Algorithm::kTree, {}}), Error);
+  EXPECT_THROW(collective_cost(Kind::kAllToAll, 1e6, GroupShape{16, 8, 2, 1}, links(),
+                               Choice{{}, Protocol::kLL}), Error);
 }
 
 TEST(Collective, TrivialGroupsCostNothing) {
