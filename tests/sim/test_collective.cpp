@@ -1,5 +1,6 @@
 // sim/collective/analytic: α–β costs against the closed forms of network-models.md §4.
 #include "sim/collective/analytic.h"
+#include "sim/collective/comm_init.h"
 
 #include <gtest/gtest.h>
 
@@ -140,6 +141,31 @@ TEST(Collective, UnsupportedChoicesAreErrors) {
 TEST(Collective, TrivialGroupsCostNothing) {
   EXPECT_EQ(collective_cost(Kind::kAllReduce, 1e9, GroupShape{1, 1, 1, 1}, links()).time_s, 0);
   EXPECT_EQ(collective_cost(Kind::kAllReduce, 0, GroupShape{8, 8, 1, 1}, links()).time_s, 0);
+}
+
+}  // namespace
+}  // namespace trainsim::coll
+
+namespace trainsim::coll {
+namespace {
+
+// MegaScale §3.5 at 2,048 GPUs (TP 8 · PP 8 · DP 32): TCPStore ≈ 1,047 s and Redis ≈ 361 s are the
+// two fitted anchors; the barrier-free ordering must come out under 5 s, and above 10,000 GPUs
+// under 30 s, as published, without being fitted.
+TEST(CommInit, MegaScaleRegimes) {
+  const CommInitLayout l2048{2048, 8, 8, 32, 1, 1};
+  const CommInitTime tcp = comm_init_time(l2048, StoreKind::kTcpStore, false);
+  const CommInitTime redis = comm_init_time(l2048, StoreKind::kRedis, false);
+  const CommInitTime ordered = comm_init_time(l2048, StoreKind::kRedis, true);
+  EXPECT_EQ(tcp.groups_total, 256 + 256 + 64 + 32 + 256 + 256);
+  EXPECT_NEAR(tcp.total_s, 1047, 0.01 * 1047);
+  EXPECT_NEAR(redis.total_s, 361, 0.01 * 361);
+  EXPECT_LT(ordered.total_s, 5.0);
+  const CommInitTime big = comm_init_time({12288, 8, 8, 192, 1, 1}, StoreKind::kRedis, true);
+  EXPECT_LT(big.total_s, 30.0);
+  // The naive path is quadratic: 6× the GPUs costs far more than 6× the time.
+  const CommInitTime big_tcp = comm_init_time({12288, 8, 8, 192, 1, 1}, StoreKind::kTcpStore, false);
+  EXPECT_GT(big_tcp.total_s, 20 * tcp.total_s);
 }
 
 }  // namespace
