@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "calibrate/profile.h"
+#include "cli/collective_command.h"
 #include "cli/default_scenario.h"
 #include "kernels/device_info.h"
 #include "reports/summary.h"
@@ -170,6 +171,9 @@ int main(int argc, char** argv) {
   explain->add_option("key", key, "A key (parallel.pp) or a section (parallel)");
   explain->add_option("--format", eformat, "text | json")->check(CLI::IsMember(formats));
 
+  trainsim::cli::CollectiveArgs collective_args;
+  CLI::App* collective = trainsim::cli::add_collective_command(app, collective_args);
+
   std::string iformat = "text";
   CLI::App* info = app.add_subcommand("info", "Version, model version, profiles, CUDA and GPUs");
   info->add_option("--format", iformat, "text | json")->check(CLI::IsMember(formats));
@@ -190,6 +194,7 @@ int main(int argc, char** argv) {
     if (*validate) return cmd_validate(csv, vformat, voutput);
     if (*explain) return cmd_explain(key, eformat);
     if (*info) return cmd_info(iformat);
+    if (*collective) return trainsim::cli::run_collective_command(collective_args);
     std::cout << app.help();
     return 2;
   } catch (const trainsim::Error& e) {

@@ -200,6 +200,18 @@ std::string memory_shortfall_message(const plan::MemoryUsage& u) {
       u.in_flight_microbatches, u.comm_buffers_bytes / kGiB, u.runtime_reserved_bytes / kGiB);
 }
 
+coll::LinkModel link_model(const topo::ClusterSpec& cluster, const calib::Profile& prof) {
+  coll::LinkModel l;
+  l.nvlink_busbw_Bps = prof.nvlink.busbw_Bps;
+  l.nvls_busbw_Bps = cluster.gpu.has_nvls ? prof.nvls_busbw_Bps : 0.0;
+  l.nic_Bps_per_gpu = cluster.nic_Bps() * prof.nic_efficiency * cluster.nics_per_node /
+                      std::max(1, cluster.gpus_per_node);
+  l.set_ring_simple(prof.collective_base_latency_s, prof.nvlink.step_latency_s,
+                    prof.net_step_latency_s);
+  l.above_pod_oversubscription = cluster.fabric.above_pod_oversubscription;
+  return l;
+}
+
 Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   const auto& m = cfg.model;
   const auto& gpu = cfg.cluster.gpu;
@@ -231,13 +243,7 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   r.peak_flops_per_gpu = gemm_peak;
 
   Context c{cfg, L, ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps}, {}, {}};
-  c.links.nvlink_busbw_Bps = prof.nvlink.busbw_Bps;
-  c.links.nvls_busbw_Bps = gpu.has_nvls ? prof.nvls_busbw_Bps : 0.0;
-  c.links.nic_Bps_per_gpu = cfg.cluster.nic_Bps() * prof.nic_efficiency *
-                            cfg.cluster.nics_per_node / std::max(1, cfg.cluster.gpus_per_node);
-  c.links.set_ring_simple(prof.collective_base_latency_s, prof.nvlink.step_latency_s,
-                          prof.net_step_latency_s);
-  c.links.above_pod_oversubscription = cfg.cluster.fabric.above_pod_oversubscription;
+  c.links = link_model(cfg.cluster, prof);
   c.shard.micro_batch = cfg.training.micro_batch;
   c.shard.tp = par.tp;
   c.shard.cp = par.cp;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "calibrate/profile.h"
+#include "sim/collective/analytic.h"
 #include "sim/exec/result.h"
 #include "sim/model/transformer.h"
 #include "sim/plan/config.h"
@@ -34,6 +35,11 @@ struct AnalyticOptions {
   /// returned with `memory.fits() == false` (sweeps keep such points with their reason).
   bool enforce_memory = true;
 };
+
+/// The collective model's view of a cluster with a calibration profile: NVLink and NVLS bus
+/// bandwidths and Ring/Simple latencies from the profile, per-GPU NIC bandwidth from the cluster's
+/// NICs at the profile's achieved fraction of line rate.
+coll::LinkModel link_model(const topo::ClusterSpec& cluster, const calib::Profile& profile);
 
 /// Evaluates one iteration. Throws trainsim::Error(kInfeasible) for configurations that cannot run.
 Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options = {});

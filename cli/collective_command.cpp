@@ -1,0 +1,169 @@
+#include "cli/collective_command.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "scenarios/run_config.h"
+#include "scenarios/scenario.h"
+#include "scenarios/sizes.h"
+#include "sim/collective/placement.h"
+#include "sim/core/error.h"
+#include "sim/core/version.h"
+#include "sim/exec/analytic.h"
+
+namespace trainsim::cli {
+namespace {
+
+coll::Kind parse_op(const std::string& op) {
+  if (op == "all_reduce") return coll::Kind::kAllReduce;
+  if (op == "all_gather") return coll::Kind::kAllGather;
+  if (op == "reduce_scatter") return coll::Kind::kReduceScatter;
+  if (op == "all_to_all") return coll::Kind::kAllToAll;
+  if (op == "broadcast") return coll::Kind::kBroadcast;
+  return coll::Kind::kSendRecv;
+}
+
+int dtype_bytes(const std::string& t) {
+  if (t == "double" || t == "int64" || t == "uint64") return 8;
+  if (t == "float" || t == "int32" || t == "uint32") return 4;
+  if (t == "half" || t == "bfloat16") return 2;
+  return 1;  // int8, uint8, fp8
+}
+
+// nccl-tests' -b MIN -e MAX -f 2: sizes double from MIN to MAX; "MIN" alone is one size.
+std::vector<std::int64_t> parse_sizes(const std::string& text, int elem) {
+  const ErrorContext where{"", 0, "--sizes"};
+  const auto colon = text.find(':');
+  const std::int64_t lo = scen::parse_size(text.substr(0, colon), where);
+  const std::int64_t hi =
+      colon == std::string::npos ? lo : scen::parse_size(text.substr(colon + 1), where);
+  if (lo <= 0 || hi < lo) {
+    throw_input("`" + text + "` is not a size range MIN:MAX with 0 < MIN ≤ MAX", where);
+  }
+  std::vector<std::int64_t> out;
+  for (std::int64_t s = lo; s <= hi; s *= 2) {
+    // nccl-tests rounds each size down to whole elements (and to at least one).
+    out.push_back(std::max<std::int64_t>(elem, s / elem * elem));
+    if (s > hi / 2) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+CLI::App* add_collective_command(CLI::App& app, CollectiveArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "collective", "nccl-tests-style table of one collective on a simulated cluster");
+  c->add_option("--scenario", a.scenario, "Scenario whose cluster and profile to use");
+  c->add_option("--cluster", a.cluster, "Cluster preset (overrides the scenario's)");
+  c->add_option("--op", a.op, "all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | "
+                              "sendrecv")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                             "broadcast", "sendrecv"}));
+  c->add_option("--ranks", a.ranks, "Number of ranks (GPUs) taking part")->check(CLI::Range(1, 1 << 24));
+  c->add_option("--placement", a.placement, "packed | rail | spread")
+      ->check(CLI::IsMember({"packed", "rail", "spread"}));
+  c->add_option("--sizes", a.sizes, "MIN:MAX doubling like nccl-tests -b -e -f 2, or one size "
+                                    "(8, 64K, 1M, 8G)");
+  c->add_option("--dtype", a.dtype, "Element type (as nccl-tests -d)")
+      ->check(CLI::IsMember({"int8", "uint8", "int32", "uint32", "int64", "uint64", "half",
+                             "float", "double", "bfloat16", "fp8"}));
+  c->add_option("--algo", a.algorithm, "ring | tree | nvls (as NCCL_ALGO; default: fastest)")
+      ->check(CLI::IsMember({"ring", "tree", "nvls"}));
+  c->add_option("--proto", a.protocol, "LL | LL128 | Simple (as NCCL_PROTO; default: fastest)")
+      ->check(CLI::IsMember({"LL", "LL128", "Simple"}));
+  c->add_option("--fidelity", a.fidelity, "analytic | flow")
+      ->check(CLI::IsMember({"analytic", "flow"}));
+  c->add_option("--set", a.sets, "Override a scenario key (cluster.*, calibration.profile)")
+      ->type_name("KEY=VALUE");
+  c->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));
+  return c;
+}
+
+int run_collective_command(const CollectiveArgs& a) {
+  if (a.fidelity != "analytic") {
+    throw_input("flow fidelity for collectives is not available in this build yet",
+                {"", 0, "--fidelity"}, "use analytic");
+  }
+  std::vector<std::string> sets;
+  if (!a.cluster.empty()) sets.push_back("cluster.preset=" + a.cluster);
+  sets.insert(sets.end(), a.sets.begin(), a.sets.end());
+  const scen::Scenario s = a.scenario.empty() ? scen::load_scenario_string("", "<default>", sets)
+                                              : scen::load_scenario_file(a.scenario, sets);
+  const exec::RunConfig cfg = scen::make_run_config(s);
+  const coll::LinkModel links = exec::link_model(s.cluster, cfg.profile);
+  const coll::Placement placement = a.placement == "rail"     ? coll::Placement::kRail
+                                    : a.placement == "spread" ? coll::Placement::kSpread
+                                                              : coll::Placement::kPacked;
+  const coll::Kind kind = parse_op(a.op);
+  const int ranks = kind == coll::Kind::kSendRecv ? 2 : a.ranks;
+  const coll::GroupShape shape = coll::placement_shape(ranks, placement, s.cluster);
+  coll::Choice choice;
+  if (a.algorithm == "ring") choice.algorithm = coll::Algorithm::kRing;
+  if (a.algorithm == "tree") choice.algorithm = coll::Algorithm::kTree;
+  if (a.algorithm == "nvls") choice.algorithm = coll::Algorithm::kNvls;
+  if (a.protocol == "LL") choice.protocol = coll::Protocol::kLL;
+  if (a.protocol == "LL128") choice.protocol = coll::Protocol::kLL128;
+  if (a.protocol == "Simple") choice.protocol = coll::Protocol::kSimple;
+  const int elem = dtype_bytes(a.dtype);
+  const std::vector<std::int64_t> sizes = parse_sizes(a.sizes, elem);
+
+  const std::string redop = kind == coll::Kind::kAllReduce || kind == coll::Kind::kReduceScatter
+                                ? "sum"
+                                : "none";
+  const int root = kind == coll::Kind::kBroadcast ? 0 : -1;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  std::string table;
+  table += fmt::format("#{:>12} {:>13} {:>9} {:>6} {:>6} {:>10} {:>8} {:>8}  {:<5} {}\n", "size",
+                       "count", "type", "redop", "root", "time", "algbw", "busbw", "algo",
+                       "proto");
+  table += fmt::format("#{:>12} {:>13} {:>9} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "(B)",
+                       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)");
+  for (const std::int64_t size : sizes) {
+    const coll::Cost c = coll::collective_cost(kind, static_cast<double>(size), shape, links, choice);
+    const double algbw = static_cast<double>(size) / c.time_s / 1e9;
+    const double busbw = algbw * coll::busbw_factor(kind, ranks);
+    table += fmt::format(" {:>12} {:>13} {:>9} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {:<5} {}\n",
+                         size, size / elem, a.dtype, redop, root, c.time_s * 1e6, algbw, busbw,
+                         coll::to_string(c.algorithm), coll::to_string(c.protocol));
+    rows.push_back({{"size_bytes", size},
+                    {"count", size / elem},
+                    {"type", a.dtype},
+                    {"redop", redop},
+                    {"root", root},
+                    {"time_us", c.time_s * 1e6},
+                    {"algbw_GBps", algbw},
+                    {"busbw_GBps", busbw},
+                    {"algorithm", coll::to_string(c.algorithm)},
+                    {"protocol", coll::to_string(c.protocol)},
+                    {"nic_bytes_per_rank", c.nic_bytes},
+                    {"nvlink_bytes_per_rank", c.nvlink_bytes}});
+  }
+  if (a.format == "json") {
+    nlohmann::ordered_json j;
+    j["trainsim_version"] = kVersion;
+    j["fidelity"] = "analytic";
+    j["op"] = a.op;
+    j["ranks"] = ranks;
+    j["placement"] = a.placement;
+    j["cluster"] = s.cluster.name;
+    j["gpu"] = s.cluster.gpu.name;
+    j["servers"] = shape.nodes;
+    j["ranks_per_server"] = shape.per_node;
+    j["calibration"] = {{"profile", cfg.profile.name}, {"version", cfg.profile.version}};
+    j["rows"] = rows;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format(
+      "# trainsim {} collective: {} on {} ranks of {} ({} × {}), placement {}: {} per server on {} "
+      "server(s)\n# analytic fidelity, calibration {} v{}; bus bandwidth factors as nccl-tests\n",
+      kVersion, a.op, ranks, s.cluster.name, s.cluster.gpu.name, s.cluster.gpus_per_node,
+      a.placement, shape.per_node, shape.nodes, cfg.profile.name, cfg.profile.version);
+  std::cout << table;
+  return 0;
+}
+
+}  // namespace trainsim::cli

@@ -1,0 +1,28 @@
+// `trainsim collective`: an nccl-tests-style benchmark of one collective on a simulated cluster.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+namespace trainsim::cli {
+
+struct CollectiveArgs {
+  std::string scenario;
+  std::string cluster;
+  std::string op = "all_reduce";
+  int ranks = 8;
+  std::string placement = "packed";
+  std::string sizes = "8:8G";
+  std::string dtype = "float";
+  std::string algorithm;
+  std::string protocol;
+  std::string fidelity = "analytic";
+  std::string format = "text";
+  std::vector<std::string> sets;
+};
+
+CLI::App* add_collective_command(CLI::App& app, CollectiveArgs& args);
+int run_collective_command(const CollectiveArgs& args);
+
+}  // namespace trainsim::cli

@@ -1,0 +1,89 @@
+// `trainsim collective` run as a process: large-message bus bandwidths near the published
+// nccl-tests figures (validation/README.md), the latency floor, and its input errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace {
+
+struct Out {
+  int code = -1;
+  std::string out, err;
+};
+
+Out trainsim(const std::string& args) {
+  const std::string tag = ::testing::TempDir() + "coll_" + std::to_string(::getpid());
+  const std::string cmd =
+      std::string(TRAINSIM_BINARY) + " " + args + " > " + tag + ".out 2> " + tag + ".err";
+  const int status = std::system(cmd.c_str());
+  Out r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::stringstream o, e;
+  o << std::ifstream(tag + ".out").rdbuf();
+  e << std::ifstream(tag + ".err").rdbuf();
+  r.out = o.str();
+  r.err = e.str();
+  return r;
+}
+
+// busbw of the largest size in the table.
+double large_busbw(const std::string& args) {
+  const Out r = trainsim("collective --format json --sizes 8G " + args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  return j["rows"].back()["busbw_GBps"].get<double>();
+}
+
+TEST(CollectiveCli, LargeMessageBusBandwidthNearPublished) {
+  // DGX A100 all-reduce ≈ 230 GB/s; DGX H100 ring ≈ 370 GB/s; NVLS ≈ 480 GB/s;
+  // HDR 200 Gb/s ≈ 24 GB/s and NDR 400 Gb/s ≈ 46–48 GB/s per NIC (one GPU per server, rail).
+  EXPECT_NEAR(large_busbw("--cluster selene-a100 --op all_reduce --ranks 8"), 230, 23);
+  EXPECT_NEAR(large_busbw("--cluster dgx-h100-superpod --op all_reduce --ranks 8 --algo ring"), 370,
+              37);
+  EXPECT_NEAR(large_busbw("--cluster dgx-h100-superpod --op all_reduce --ranks 8"), 480, 48);
+  EXPECT_NEAR(large_busbw("--cluster selene-a100 --op all_gather --ranks 2 --placement rail"), 24,
+              2.4);
+  EXPECT_NEAR(large_busbw("--cluster dgx-h100-superpod --op all_gather --ranks 2 --placement rail"),
+              47, 4.7);
+}
+
+// Small messages are latency-bound: nccl-tests shows ≈ 13 µs at 8 B on a DGX H100; busbw rises
+// monotonically with size.
+TEST(CollectiveCli, LatencyFloorAndMonotoneCurve) {
+  const Out r = trainsim("collective --cluster dgx-h100-superpod --ranks 8 --sizes 8:1G --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out)["rows"];
+  ASSERT_EQ(rows.size(), 28u);  // 8 B … 1 GiB, doubling
+  EXPECT_NEAR(rows[0]["time_us"].get<double>(), 13.0, 13.0 * 0.2);
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_GE(rows[i]["busbw_GBps"].get<double>(), rows[i - 1]["busbw_GBps"].get<double>());
+  }
+  const Out t = trainsim("collective --cluster dgx-h100-superpod --ranks 16 --sizes 1M");
+  ASSERT_EQ(t.code, 0);
+  EXPECT_NE(t.out.find("algbw"), std::string::npos);
+  EXPECT_NE(t.out.find("busbw"), std::string::npos);
+}
+
+TEST(CollectiveCli, BadInput) {
+  const Out nvls = trainsim("collective --cluster selene-a100 --ranks 8 --algo nvls --sizes 1M");
+  EXPECT_EQ(nvls.code, 2);
+  EXPECT_NE(nvls.err.find("NVLS"), std::string::npos) << nvls.err;
+  const Out big = trainsim("collective --cluster selene-a100 --ranks 100000 --sizes 1M");
+  EXPECT_EQ(big.code, 3);
+  EXPECT_NE(big.err.find("do not fit"), std::string::npos) << big.err;
+  const Out size = trainsim("collective --cluster selene-a100 --ranks 8 --sizes 12Q");
+  EXPECT_EQ(size.code, 2);
+  EXPECT_NE(size.err.find("--sizes"), std::string::npos) << size.err;
+  const Out range = trainsim("collective --cluster selene-a100 --ranks 8 --sizes 1G:1M");
+  EXPECT_EQ(range.code, 2);
+  const Out preset = trainsim("collective --cluster selene-a101 --ranks 8");
+  EXPECT_EQ(preset.code, 2);
+  EXPECT_NE(preset.err.find("selene-a100"), std::string::npos) << preset.err;
+}
+
+}  // namespace
