@@ -12,19 +12,29 @@
 
 namespace trainsim {
 
-/// Simulated time in integer picoseconds.
+/// Simulated time in integer picoseconds. The range (±106 days) covers any training run; the
+/// largest value, `TimePs::never()`, stands for "no such event".
 struct TimePs {
   std::int64_t ps = 0;
 
   static constexpr TimePs from_seconds(double s) {
     return TimePs{static_cast<std::int64_t>(s * 1e12 + (s >= 0 ? 0.5 : -0.5))};
   }
+  static constexpr TimePs from_ns(std::int64_t ns) { return TimePs{ns * 1000}; }
+  static constexpr TimePs from_us(std::int64_t us) { return TimePs{us * 1000 * 1000}; }
+  static constexpr TimePs from_ms(std::int64_t ms) { return TimePs{ms * 1000 * 1000 * 1000}; }
+  static constexpr TimePs never() { return TimePs{std::numeric_limits<std::int64_t>::max()}; }
   constexpr double seconds() const { return static_cast<double>(ps) * 1e-12; }
   constexpr auto operator<=>(const TimePs&) const = default;
   constexpr TimePs operator+(TimePs o) const { return TimePs{ps + o.ps}; }
   constexpr TimePs operator-(TimePs o) const { return TimePs{ps - o.ps}; }
+  constexpr TimePs operator*(std::int64_t k) const { return TimePs{ps * k}; }
   constexpr TimePs& operator+=(TimePs o) {
     ps += o.ps;
+    return *this;
+  }
+  constexpr TimePs& operator-=(TimePs o) {
+    ps -= o.ps;
     return *this;
   }
 };

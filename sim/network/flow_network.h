@@ -1,0 +1,201 @@
+// The flow-level network: fluid flows over routed paths, max-min rates, congestion control,
+// link failures, driven by the event core.
+//
+// A flow is a path of topo::LinkIds (the topology's router computes it), a byte count, an
+// optional rate bound (the NIC line rate) and a caller's tag. Rates are the exact max-min
+// allocation of `MaxMinSolver` under the congestion-control model of `CongestionModel`
+// (capacity derating, rate-increase lag). The network advances by events only:
+//
+//   * Each flow's completion date sits in a heap and is recomputed only when its rate changes;
+//     the network keeps one pending Simulation event, at the earliest completion or timer.
+//   * Arrivals, departures, capacity changes and timers of one picosecond are processed as one
+//     batch (`BatchListener`): the solver then re-solves, once, only the components they touched.
+//   * A link going down stalls the flows crossing it. A stalled flow resumes at the first
+//     retransmission after the link is back (RTO = 4.096 µs · 2^timeout after the stall began,
+//     then every RTO); if the link is still down retry_count · RTO after the stall began, the
+//     flow fails and `flow_failed` fires (the executor turns that into a job failure).
+//
+// Bytes are conserved to the byte: a flow's fluid integral ∫rate dt equals its size within one
+// byte at completion (completion dates are rounded up to the picosecond), which `stats()` records.
+//
+// Ownership: the Simulation passed in must outlive the network (create it with
+// `Simulation::emplace<FlowNetwork>(...)`). FlowIds are solver slots: valid from `start_flow`
+// until the flow's `flow_done`/`flow_failed` notification or `abort_flow`, then reused.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/core/indexed_heap.h"
+#include "sim/core/observer.h"
+#include "sim/core/simulation.h"
+#include "sim/core/units.h"
+#include "sim/network/congestion.h"
+#include "sim/network/maxmin.h"
+#include "topology/ids.h"
+
+namespace trainsim::net {
+
+using FlowId = FlowIndex;
+
+struct FlowSpec {
+  std::span<const topo::LinkId> path;  // copied by start_flow
+  std::int64_t bytes = 0;
+  double cap_Bps = kUnlimited;         // rate bound, e.g. the NIC line rate
+  std::uint64_t tag = 0;               // the caller's id, echoed in notifications
+};
+
+struct FlowDone {
+  FlowId id = -1;
+  std::uint64_t tag = 0;
+  TimePs start;
+  TimePs end;
+  std::int64_t bytes = 0;
+};
+
+struct FlowFailed {
+  FlowId id = -1;
+  std::uint64_t tag = 0;
+  TimePs start;
+  TimePs stalled_since;  // when the link on its path went down
+  TimePs time;           // stalled_since + retry_count · RTO
+  std::int64_t bytes_left = 0;
+};
+
+struct FlowRateChanged {
+  FlowId id = -1;
+  std::uint64_t tag = 0;
+  TimePs time;
+  double rate_Bps = 0;
+};
+
+#ifdef NDEBUG
+inline constexpr bool kCheckInvariantsByDefault = false;
+#else
+inline constexpr bool kCheckInvariantsByDefault = true;
+#endif
+
+struct FlowNetworkOptions {
+  NetworkConfig config;
+  /// Links where only one sender's queue pairs meet (a host's NIC egress, an NVLink port): the
+  /// NIC schedules them, so the congestion-control derating does not apply there.
+  std::vector<topo::LinkId> sender_links;
+  /// Check the max-min invariants after every solve (throws std::logic_error on a violation).
+  bool check_invariants = kCheckInvariantsByDefault;
+};
+
+struct FlowNetworkStats {
+  std::int64_t solves = 0;           // re-solves (batches with a change, plus CC hold rounds)
+  std::int64_t flows_resolved = 0;   // Σ flows in the re-solved components
+  std::int64_t links_resolved = 0;   // Σ links in the re-solved components
+  std::int64_t rate_changes = 0;     // flows whose applied rate changed
+  std::int64_t flows_started = 0;
+  std::int64_t flows_done = 0;
+  std::int64_t flows_failed = 0;
+  std::int64_t bytes_started = 0;
+  std::int64_t bytes_done = 0;
+  double max_residual_bytes = 0;     // largest |size − ∫rate dt| seen at a completion
+};
+
+class FlowNetwork final : public Component, public EventTarget, public BatchListener {
+ public:
+  /// `link_capacity_Bps` is indexed by topo::LinkId. Throws trainsim::Error on bad input.
+  FlowNetwork(Simulation& sim, std::vector<double> link_capacity_Bps,
+              FlowNetworkOptions options = {});
+
+  /// Starts a flow now; its rate is set at the end of the current batch.
+  FlowId start_flow(const FlowSpec& spec);
+  /// Removes an active flow without notification.
+  void abort_flow(FlowId id);
+
+  /// Changes a link's capacity now (a degraded port, a re-trained lane).
+  void set_link_capacity(topo::LinkId l, double capacity_Bps);
+  /// Takes a link down or brings it back now.
+  void set_link_up(topo::LinkId l, bool up);
+  /// Schedules a flap: down at `down_at`, up again `duration` later.
+  void schedule_link_flap(topo::LinkId l, TimePs down_at, TimePs duration);
+
+  bool active(FlowId id) const { return solver_.alive(id); }
+  /// Rate in effect now (0 while stalled or before the first solve).
+  double rate_Bps(FlowId id) const { return applied_rate_[static_cast<std::size_t>(id)]; }
+  /// Bytes not yet delivered, as of now.
+  double remaining_bytes(FlowId id) const;
+  std::int64_t active_flows() const { return solver_.flow_count(); }
+  bool link_up(topo::LinkId l) const { return down_[static_cast<std::size_t>(l)] == 0; }
+
+  Signal<FlowDone>& flow_done() { return flow_done_; }
+  Signal<FlowFailed>& flow_failed() { return flow_failed_; }
+  Signal<FlowRateChanged>& rate_changed() { return rate_changed_; }
+
+  const MaxMinSolver& solver() const { return solver_; }
+  const CongestionModel& congestion() const { return cc_; }
+  const FlowNetworkStats& stats() const { return stats_; }
+  /// Bytes held by the network and its solver (container capacities).
+  std::size_t memory_bytes() const;
+
+ private:
+  // The wake-up event only asks for the end-of-batch call, where all work happens.
+  void on_event(std::uint64_t tag) override;
+  void on_batch_end() override;
+
+  enum class Timer : std::uint8_t { kNone, kHold, kResume, kDeadline };
+
+  double effective_cap(FlowId f) const;
+  void refresh_cap(FlowId f);
+  void refresh_link_efficiency(topo::LinkId l);
+  void advance(FlowId f, TimePs now);
+  void set_timer(FlowId f, Timer kind, TimePs at);
+  void clear_timer(FlowId f);
+  void handle_timer(FlowId f);
+  void complete(FlowId f);
+  void fail(FlowId f);
+  void remove(FlowId f);
+  void solve_and_apply();
+  void note_solve();
+  void apply_rate(FlowId f, double rate);
+  void reschedule_wakeup();
+  void request_flush() { sim_.request_batch_end(*this); }
+  void ensure_slot(FlowId f);
+
+  Simulation& sim_;
+  CongestionModel cc_;
+  bool check_invariants_;
+  MaxMinSolver solver_;
+
+  // Links.
+  std::vector<double> base_capacity_;
+  std::vector<std::uint8_t> down_;
+  std::vector<std::uint8_t> sender_link_;
+
+  // Flows, indexed by FlowId (solver slot).
+  std::vector<std::int64_t> bytes_;
+  std::vector<double> remaining_;      // as of last_update_
+  std::vector<TimePs> last_update_;
+  std::vector<double> applied_rate_;
+  std::vector<TimePs> start_;
+  std::vector<std::uint64_t> tag_;
+  std::vector<double> user_cap_;
+  std::vector<double> hold_cap_;       // kUnlimited when no congestion-control hold
+  std::vector<Timer> timer_kind_;
+  std::vector<TimePs> stall_start_;
+  std::vector<std::int32_t> down_links_;  // down links on the path
+  std::vector<std::uint8_t> stalled_;     // waiting for a link or for its retransmission
+  std::vector<std::uint64_t> exempt_batch_;   // no new hold in this batch (just released)
+  std::vector<std::uint64_t> touched_batch_;
+
+  IndexedMinHeap<TimePs> completion_;
+  IndexedMinHeap<TimePs> timers_;
+  EventHandle wakeup_;
+  std::uint64_t batch_ = 0;
+  std::vector<FlowId> touched_;
+  std::vector<topo::LinkId> path_scratch_;
+
+  Signal<FlowDone> flow_done_;
+  Signal<FlowFailed> flow_failed_;
+  Signal<FlowRateChanged> rate_changed_;
+  FlowNetworkStats stats_;
+};
+
+}  // namespace trainsim::net

@@ -1,0 +1,390 @@
+#include "sim/network/maxmin.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <sstream>
+
+#include "sim/core/error.h"
+
+namespace trainsim::net {
+namespace {
+
+// Min-heap order on (key, id) for std::push_heap and friends (which build max-heaps).
+struct Later {
+  template <class E>
+  bool operator()(const E& a, const E& b) const {
+    return a.key > b.key || (a.key == b.key && a.id > b.id);
+  }
+};
+
+bool exceeds(double value, double limit, double rel_tol) {
+  return value > limit + rel_tol * std::max(std::abs(limit), std::abs(value));
+}
+
+}  // namespace
+
+MaxMinSolver::MaxMinSolver(std::vector<double> capacity_Bps) : capacity_(std::move(capacity_Bps)) {
+  for (std::size_t l = 0; l < capacity_.size(); ++l) {
+    if (!(capacity_[l] >= 0) || !std::isfinite(capacity_[l])) {
+      throw_input("link " + std::to_string(l) + " has capacity " + std::to_string(capacity_[l]) +
+                  " B/s; capacities must be finite and >= 0");
+    }
+  }
+  const std::size_t n = capacity_.size();
+  link_flows_.resize(n);
+  link_hop_.resize(n);
+  link_dirty_.assign(n, 0);
+  link_stamp_.assign(n, 0);
+  scratch_.assign(n, LinkScratch{0, 0});
+}
+
+std::span<const topo::LinkId> MaxMinSolver::path(FlowIndex f) const {
+  const auto i = static_cast<std::size_t>(f);
+  return {pool_link_.data() + path_offset_[i], static_cast<std::size_t>(path_length_[i])};
+}
+
+void MaxMinSolver::mark_dirty(topo::LinkId l) {
+  if (link_dirty_[static_cast<std::size_t>(l)] == 0) {
+    link_dirty_[static_cast<std::size_t>(l)] = 1;
+    dirty_links_.push_back(l);
+  }
+}
+
+std::int64_t MaxMinSolver::alloc_path(std::int32_t length, std::int8_t* size_class) {
+  const auto cls = static_cast<std::int8_t>(std::bit_width(static_cast<std::uint32_t>(length - 1)));
+  *size_class = cls;
+  if (static_cast<std::size_t>(cls) >= free_blocks_.size()) free_blocks_.resize(cls + 1);
+  std::vector<std::int64_t>& free = free_blocks_[static_cast<std::size_t>(cls)];
+  if (!free.empty()) {
+    const std::int64_t offset = free.back();
+    free.pop_back();
+    return offset;
+  }
+  const auto offset = static_cast<std::int64_t>(pool_link_.size());
+  const std::size_t block = std::size_t{1} << cls;
+  pool_link_.resize(pool_link_.size() + block, topo::kNoLink);
+  pool_pos_.resize(pool_pos_.size() + block, -1);
+  return offset;
+}
+
+void MaxMinSolver::free_path(std::int64_t offset, std::int8_t size_class) {
+  free_blocks_[static_cast<std::size_t>(size_class)].push_back(offset);
+}
+
+FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_Bps) {
+  if (path.empty()) throw_input("a flow needs a non-empty path of links");
+  if (!(cap_Bps >= 0)) throw_input("a flow's rate bound must be >= 0");
+  for (std::size_t hop = 0; hop < path.size(); ++hop) {
+    const topo::LinkId l = path[hop];
+    if (l < 0 || l >= link_count()) {
+      throw_input("flow path names link " + std::to_string(l) + ", but the network has " +
+                  std::to_string(link_count()) + " links");
+    }
+    // Paths are short (a few hops), so the quadratic scan is cheaper than any set.
+    if (std::find(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(hop), l) !=
+        path.begin() + static_cast<std::ptrdiff_t>(hop)) {
+      throw_input("flow path crosses link " + std::to_string(l) + " twice");
+    }
+  }
+  FlowIndex f;
+  if (free_flows_.empty()) {
+    f = flow_slots();
+    path_offset_.push_back(0);
+    path_length_.push_back(0);
+    path_class_.push_back(0);
+    cap_.push_back(0);
+    rate_.push_back(0);
+    next_rate_.push_back(0);
+    alive_.push_back(0);
+    flow_stamp_.push_back(0);
+    frozen_stamp_.push_back(0);
+  } else {
+    f = free_flows_.back();
+    free_flows_.pop_back();
+  }
+  const auto i = static_cast<std::size_t>(f);
+  const auto length = static_cast<std::int32_t>(path.size());
+  std::int8_t cls = 0;
+  const std::int64_t offset = alloc_path(length, &cls);
+  path_offset_[i] = offset;
+  path_length_[i] = length;
+  path_class_[i] = cls;
+  cap_[i] = cap_Bps;
+  rate_[i] = 0;
+  alive_[i] = 1;
+  flow_stamp_[i] = 0;
+  frozen_stamp_[i] = 0;
+  for (std::int32_t hop = 0; hop < length; ++hop) {
+    const topo::LinkId l = path[static_cast<std::size_t>(hop)];
+    auto& flows = link_flows_[static_cast<std::size_t>(l)];
+    pool_link_[static_cast<std::size_t>(offset + hop)] = l;
+    pool_pos_[static_cast<std::size_t>(offset + hop)] = static_cast<std::int32_t>(flows.size());
+    flows.push_back(f);
+    link_hop_[static_cast<std::size_t>(l)].push_back(hop);
+  }
+  // Any one link reaches the flow and through it all its links.
+  mark_dirty(path.front());
+  ++flow_count_;
+  return f;
+}
+
+void MaxMinSolver::remove_flow(FlowIndex f) {
+  const auto i = static_cast<std::size_t>(f);
+  const std::int64_t offset = path_offset_[i];
+  for (std::int32_t hop = 0; hop < path_length_[i]; ++hop) {
+    const auto at = static_cast<std::size_t>(offset + hop);
+    const topo::LinkId l = pool_link_[at];
+    const auto li = static_cast<std::size_t>(l);
+    const std::int32_t pos = pool_pos_[at];
+    auto& flows = link_flows_[li];
+    auto& hops = link_hop_[li];
+    const FlowIndex moved = flows.back();
+    const std::int32_t moved_hop = hops.back();
+    flows[static_cast<std::size_t>(pos)] = moved;
+    hops[static_cast<std::size_t>(pos)] = moved_hop;
+    pool_pos_[static_cast<std::size_t>(path_offset_[static_cast<std::size_t>(moved)] + moved_hop)] =
+        pos;
+    flows.pop_back();
+    hops.pop_back();
+    // Removing a flow can split its component: every link it crossed seeds a re-solve.
+    mark_dirty(l);
+  }
+  free_path(offset, path_class_[i]);
+  alive_[i] = 0;
+  rate_[i] = 0;
+  cap_[i] = 0;
+  path_length_[i] = 0;
+  free_flows_.push_back(f);
+  --flow_count_;
+}
+
+void MaxMinSolver::set_link_capacity(topo::LinkId l, double capacity_Bps) {
+  if (!(capacity_Bps >= 0) || !std::isfinite(capacity_Bps)) {
+    throw_input("link " + std::to_string(l) + ": capacity must be finite and >= 0");
+  }
+  if (capacity_[static_cast<std::size_t>(l)] == capacity_Bps) return;
+  capacity_[static_cast<std::size_t>(l)] = capacity_Bps;
+  mark_dirty(l);
+}
+
+void MaxMinSolver::set_flow_cap(FlowIndex f, double cap_Bps) {
+  if (!(cap_Bps >= 0)) throw_input("a flow's rate bound must be >= 0");
+  const auto i = static_cast<std::size_t>(f);
+  if (cap_[i] == cap_Bps) return;
+  cap_[i] = cap_Bps;
+  mark_dirty(pool_link_[static_cast<std::size_t>(path_offset_[i])]);
+}
+
+void MaxMinSolver::next_epoch() {
+  if (++epoch_ == 0) {
+    // Stamps wrapped around: clear them so that no old stamp equals a new epoch.
+    std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
+    std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
+    std::fill(frozen_stamp_.begin(), frozen_stamp_.end(), 0);
+    epoch_ = 1;
+  }
+}
+
+std::span<const FlowIndex> MaxMinSolver::solve() {
+  next_epoch();
+  comp_links_.clear();
+  comp_flows_.clear();
+  for (const topo::LinkId l : dirty_links_) {
+    link_dirty_[static_cast<std::size_t>(l)] = 0;
+    if (link_stamp_[static_cast<std::size_t>(l)] != epoch_) {
+      link_stamp_[static_cast<std::size_t>(l)] = epoch_;
+      comp_links_.push_back(l);
+    }
+  }
+  dirty_links_.clear();
+  // Breadth-first over link → flow → link: the union of the dirty components.
+  for (std::size_t next = 0; next < comp_links_.size(); ++next) {
+    for (const FlowIndex f : link_flows_[static_cast<std::size_t>(comp_links_[next])]) {
+      const auto fi = static_cast<std::size_t>(f);
+      if (flow_stamp_[fi] == epoch_) continue;
+      flow_stamp_[fi] = epoch_;
+      comp_flows_.push_back(f);
+      const topo::LinkId* links = pool_link_.data() + path_offset_[fi];
+      for (std::int32_t hop = 0; hop < path_length_[fi]; ++hop) {
+        const auto li = static_cast<std::size_t>(links[hop]);
+        if (link_stamp_[li] != epoch_) {
+          link_stamp_[li] = epoch_;
+          comp_links_.push_back(links[hop]);
+        }
+      }
+    }
+  }
+  fill();
+  return collect_changed();
+}
+
+std::span<const FlowIndex> MaxMinSolver::solve_all() {
+  next_epoch();
+  for (const topo::LinkId l : dirty_links_) link_dirty_[static_cast<std::size_t>(l)] = 0;
+  dirty_links_.clear();
+  comp_links_.clear();
+  comp_flows_.clear();
+  for (topo::LinkId l = 0; l < link_count(); ++l) {
+    if (!link_flows_[static_cast<std::size_t>(l)].empty()) comp_links_.push_back(l);
+  }
+  for (FlowIndex f = 0; f < flow_slots(); ++f) {
+    if (alive_[static_cast<std::size_t>(f)] != 0) comp_flows_.push_back(f);
+  }
+  fill();
+  return collect_changed();
+}
+
+void MaxMinSolver::freeze(FlowIndex f, double rate) {
+  const auto fi = static_cast<std::size_t>(f);
+  frozen_stamp_[fi] = epoch_;
+  next_rate_[fi] = rate;
+  const topo::LinkId* links = pool_link_.data() + path_offset_[fi];
+  for (std::int32_t hop = 0; hop < path_length_[fi]; ++hop) {
+    LinkScratch& s = scratch_[static_cast<std::size_t>(links[hop])];
+    s.remaining -= rate;
+    --s.unfrozen;
+  }
+}
+
+// Progressive filling over comp_links_/comp_flows_, which must be closed: every flow on a listed
+// link is listed, and every link of a listed flow is listed.
+void MaxMinSolver::fill() {
+  heap_.clear();
+  for (const topo::LinkId l : comp_links_) {
+    const auto li = static_cast<std::size_t>(l);
+    const auto n = static_cast<std::int32_t>(link_flows_[li].size());
+    scratch_[li] = LinkScratch{capacity_[li], n};
+    if (n > 0) heap_.push_back(HeapEntry{capacity_[li] / n, l});
+  }
+  for (const FlowIndex f : comp_flows_) {
+    const double cap = cap_[static_cast<std::size_t>(f)];
+    if (cap < kUnlimited) heap_.push_back(HeapEntry{cap, ~f});
+  }
+  std::make_heap(heap_.begin(), heap_.end(), Later{});
+  std::size_t unfrozen = comp_flows_.size();
+  while (unfrozen > 0 && !heap_.empty()) {
+    std::pop_heap(heap_.begin(), heap_.end(), Later{});
+    const HeapEntry top = heap_.back();
+    heap_.pop_back();
+    if (top.id < 0) {
+      // A flow bound: it is below every link's share (keys are lower bounds), so it is final.
+      const FlowIndex f = ~top.id;
+      if (frozen_stamp_[static_cast<std::size_t>(f)] != epoch_) {
+        freeze(f, top.key);
+        --unfrozen;
+      }
+      continue;
+    }
+    const auto li = static_cast<std::size_t>(top.id);
+    const LinkScratch s = scratch_[li];
+    if (s.unfrozen == 0) continue;
+    const double share = std::max(0.0, s.remaining) / s.unfrozen;
+    if (!heap_.empty() && share > heap_.front().key) {
+      // The key was stale (flows froze elsewhere since it was pushed): refresh and retry.
+      heap_.push_back(HeapEntry{share, top.id});
+      std::push_heap(heap_.begin(), heap_.end(), Later{});
+      continue;
+    }
+    for (const FlowIndex f : link_flows_[li]) {
+      if (frozen_stamp_[static_cast<std::size_t>(f)] != epoch_) {
+        freeze(f, share);
+        --unfrozen;
+      }
+    }
+  }
+}
+
+std::span<const FlowIndex> MaxMinSolver::collect_changed() {
+  changed_.clear();
+  for (const FlowIndex f : comp_flows_) {
+    const auto fi = static_cast<std::size_t>(f);
+    if (next_rate_[fi] != rate_[fi]) {
+      rate_[fi] = next_rate_[fi];
+      changed_.push_back(f);
+    }
+  }
+  return changed_;
+}
+
+std::string MaxMinSolver::check_invariants(double rel_tol) const {
+  std::vector<topo::LinkId> links(static_cast<std::size_t>(link_count()));
+  for (topo::LinkId l = 0; l < link_count(); ++l) links[static_cast<std::size_t>(l)] = l;
+  std::vector<FlowIndex> flows;
+  for (FlowIndex f = 0; f < flow_slots(); ++f) {
+    if (alive(f)) flows.push_back(f);
+  }
+  return check(links, flows, rel_tol);
+}
+
+std::string MaxMinSolver::check_last_solve(double rel_tol) const {
+  return check(comp_links_, comp_flows_, rel_tol);
+}
+
+std::string MaxMinSolver::check(std::span<const topo::LinkId> links,
+                                std::span<const FlowIndex> flows, double rel_tol) const {
+  std::ostringstream out;
+  // Per link: total rate and largest rate of the flows on it.
+  std::vector<double> load(capacity_.size(), 0.0);
+  std::vector<double> largest(capacity_.size(), 0.0);
+  for (const topo::LinkId l : links) {
+    const auto li = static_cast<std::size_t>(l);
+    for (const FlowIndex f : link_flows_[li]) {
+      load[li] += rate(f);
+      largest[li] = std::max(largest[li], rate(f));
+    }
+    if (exceeds(load[li], capacity_[li], rel_tol)) {
+      out << "link " << l << " carries " << load[li] << " B/s, above its capacity "
+          << capacity_[li] << " B/s";
+      return out.str();
+    }
+  }
+  for (const FlowIndex f : flows) {
+    const double r = rate(f);
+    if (!(r >= 0) || exceeds(r, flow_cap(f), rel_tol)) {
+      out << "flow " << f << " has rate " << r << " B/s outside [0, bound " << flow_cap(f) << "]";
+      return out.str();
+    }
+    if (flow_cap(f) < kUnlimited && !exceeds(flow_cap(f), r, rel_tol)) continue;  // at its bound
+    bool bottlenecked = false;
+    for (const topo::LinkId l : path(f)) {
+      const auto li = static_cast<std::size_t>(l);
+      const bool saturated = !exceeds(capacity_[li], load[li], rel_tol);
+      if (saturated && !exceeds(largest[li], r, rel_tol)) {
+        bottlenecked = true;
+        break;
+      }
+    }
+    if (!bottlenecked) {
+      out << "flow " << f << " (rate " << r << " B/s) has no bottleneck: it could grow";
+      return out.str();
+    }
+  }
+  return "";
+}
+
+std::size_t MaxMinSolver::memory_bytes() const {
+  std::size_t bytes = capacity_.capacity() * sizeof(double) +
+                      link_flows_.capacity() * sizeof(std::vector<FlowIndex>) +
+                      link_hop_.capacity() * sizeof(std::vector<std::int32_t>) +
+                      link_dirty_.capacity() + dirty_links_.capacity() * sizeof(topo::LinkId) +
+                      link_stamp_.capacity() * sizeof(std::uint32_t) +
+                      scratch_.capacity() * sizeof(LinkScratch);
+  for (const auto& v : link_flows_) bytes += v.capacity() * sizeof(FlowIndex);
+  for (const auto& v : link_hop_) bytes += v.capacity() * sizeof(std::int32_t);
+  bytes += path_offset_.capacity() * sizeof(std::int64_t) +
+           path_length_.capacity() * sizeof(std::int32_t) + path_class_.capacity() +
+           (cap_.capacity() + rate_.capacity() + next_rate_.capacity()) * sizeof(double) +
+           alive_.capacity() +
+           (flow_stamp_.capacity() + frozen_stamp_.capacity()) * sizeof(std::uint32_t) +
+           free_flows_.capacity() * sizeof(FlowIndex);
+  bytes += pool_link_.capacity() * sizeof(topo::LinkId) +
+           pool_pos_.capacity() * sizeof(std::int32_t);
+  for (const auto& v : free_blocks_) bytes += v.capacity() * sizeof(std::int64_t);
+  bytes += comp_links_.capacity() * sizeof(topo::LinkId) +
+           comp_flows_.capacity() * sizeof(FlowIndex) + heap_.capacity() * sizeof(HeapEntry) +
+           changed_.capacity() * sizeof(FlowIndex);
+  return bytes;
+}
+
+}  // namespace trainsim::net

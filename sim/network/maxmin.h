@@ -1,0 +1,148 @@
+// Exact max-min fair rates of flows over capacitated links, re-solved incrementally.
+//
+// The model (network-models.md §1.1): one rate x_f per flow, one constraint per link,
+// Σ_{f∋l} x_f ≤ C_l, and an optional per-flow bound x_f ≤ b_f (NIC line rate, a congestion-control
+// hold). The solution is the max-min fair allocation: no rate can grow without shrinking a rate
+// that is already smaller or equal. It is computed exactly by progressive filling (Bertsekas &
+// Gallager, "Data Networks", 2nd ed., §6.5) over a heap of link fair shares: the link with the
+// smallest share remaining/unfrozen saturates first and freezes its flows; since freezing a flow
+// at the smallest share never lowers another link's share, a stale heap key is a lower bound and
+// is refreshed only when it reaches the top ("lazy" keys: no heap update per path element).
+//
+// Incremental use: adding or removing a flow, changing a capacity or a bound marks links dirty;
+// `solve()` re-solves only the connected components (links ↔ flows) that contain a dirty link and
+// returns the flows whose rate changed. Max-min allocations of disjoint components are
+// independent, so this equals a full re-solve (the tests check that).
+//
+// Storage is flat and reused: flow paths live in one pool with power-of-two size classes and free
+// lists, each link keeps the list of its flows (swap-remove, with back-pointers), and all solve
+// scratch is preallocated per link and per flow slot. After warm-up nothing allocates.
+// Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "topology/ids.h"
+
+namespace trainsim::net {
+
+/// Slot of a flow inside the solver; reused after the flow is removed.
+using FlowIndex = std::int32_t;
+
+inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
+
+class MaxMinSolver {
+ public:
+  /// `capacity_Bps[l]` is the capacity of link l (finite, >= 0), indexed by topo::LinkId.
+  explicit MaxMinSolver(std::vector<double> capacity_Bps);
+
+  std::int32_t link_count() const { return static_cast<std::int32_t>(capacity_.size()); }
+
+  /// Adds a flow over `path` (non-empty, valid link ids, no link twice) with rate bound
+  /// `cap_Bps` (>= 0). Its rate is 0 until the next solve.
+  /// Throws trainsim::Error (input) on a bad path or bound.
+  FlowIndex add_flow(std::span<const topo::LinkId> path, double cap_Bps = kUnlimited);
+  void remove_flow(FlowIndex f);
+  void set_link_capacity(topo::LinkId l, double capacity_Bps);
+  void set_flow_cap(FlowIndex f, double cap_Bps);
+
+  /// True when a change awaits a solve.
+  bool dirty() const { return !dirty_links_.empty(); }
+  /// Re-solves the components touched since the last solve; returns the flows of those
+  /// components whose rate changed (valid until the next call).
+  std::span<const FlowIndex> solve();
+  /// Re-solves everything from scratch; returns the flows whose rate changed.
+  std::span<const FlowIndex> solve_all();
+
+  bool alive(FlowIndex f) const {
+    return f >= 0 && f < flow_slots() && alive_[static_cast<std::size_t>(f)] != 0;
+  }
+  double rate(FlowIndex f) const { return rate_[static_cast<std::size_t>(f)]; }
+  double flow_cap(FlowIndex f) const { return cap_[static_cast<std::size_t>(f)]; }
+  std::span<const topo::LinkId> path(FlowIndex f) const;
+  double link_capacity(topo::LinkId l) const { return capacity_[static_cast<std::size_t>(l)]; }
+  std::span<const FlowIndex> flows_on(topo::LinkId l) const {
+    return link_flows_[static_cast<std::size_t>(l)];
+  }
+  /// One past the largest flow index in use.
+  std::int32_t flow_slots() const { return static_cast<std::int32_t>(alive_.size()); }
+  std::int64_t flow_count() const { return flow_count_; }
+
+  /// Links and flows of the components the last solve covered.
+  std::span<const topo::LinkId> last_links() const { return comp_links_; }
+  std::span<const FlowIndex> last_flows() const { return comp_flows_; }
+
+  /// Checks the max-min invariants over every flow: rates >= 0 and within bounds, no link above
+  /// capacity, and every flow bottlenecked (at its bound, or on a saturated link where no other
+  /// flow has a larger rate), which characterises max-min fairness (Bertsekas & Gallager §6.5).
+  /// Returns "" when they hold, else a description of the first violation. Tolerance is
+  /// relative.
+  std::string check_invariants(double rel_tol = 1e-9) const;
+  /// The same, restricted to the components of the last solve (O(component), used after every
+  /// solve in debug builds).
+  std::string check_last_solve(double rel_tol = 1e-9) const;
+
+  /// Bytes held by the solver's containers (capacity, not size).
+  std::size_t memory_bytes() const;
+
+ private:
+  struct HeapEntry {
+    double key;
+    std::int32_t id;  // >= 0: a link's fair share; < 0: ~flow, that flow's bound
+  };
+  struct LinkScratch {
+    double remaining;
+    std::int32_t unfrozen;
+  };
+
+  void mark_dirty(topo::LinkId l);
+  std::int64_t alloc_path(std::int32_t length, std::int8_t* size_class);
+  void free_path(std::int64_t offset, std::int8_t size_class);
+  void next_epoch();
+  void fill();
+  void freeze(FlowIndex f, double rate);
+  std::span<const FlowIndex> collect_changed();
+  std::string check(std::span<const topo::LinkId> links, std::span<const FlowIndex> flows,
+                    double rel_tol) const;
+
+  // Links.
+  std::vector<double> capacity_;
+  std::vector<std::vector<FlowIndex>> link_flows_;   // flows crossing each link
+  std::vector<std::vector<std::int32_t>> link_hop_;  // hop of that flow at which it crosses
+  std::vector<std::uint8_t> link_dirty_;
+  std::vector<topo::LinkId> dirty_links_;
+  std::vector<std::uint32_t> link_stamp_;
+  std::vector<LinkScratch> scratch_;
+
+  // Flows (structure of arrays, indexed by FlowIndex).
+  std::vector<std::int64_t> path_offset_;
+  std::vector<std::int32_t> path_length_;
+  std::vector<std::int8_t> path_class_;
+  std::vector<double> cap_;
+  std::vector<double> rate_;
+  std::vector<double> next_rate_;
+  std::vector<std::uint8_t> alive_;
+  std::vector<std::uint32_t> flow_stamp_;
+  std::vector<std::uint32_t> frozen_stamp_;
+  std::vector<FlowIndex> free_flows_;
+  std::int64_t flow_count_ = 0;
+
+  // Path pool: link ids and, per hop, the position of the flow in that link's list.
+  std::vector<topo::LinkId> pool_link_;
+  std::vector<std::int32_t> pool_pos_;
+  std::vector<std::vector<std::int64_t>> free_blocks_;  // by size class
+
+  // Solve scratch.
+  std::uint32_t epoch_ = 0;
+  std::vector<topo::LinkId> comp_links_;
+  std::vector<FlowIndex> comp_flows_;
+  std::vector<HeapEntry> heap_;
+  std::vector<FlowIndex> changed_;
+};
+
+}  // namespace trainsim::net

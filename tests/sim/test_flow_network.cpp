@@ -1,0 +1,637 @@
+// sim/network: the max-min solver and the event-driven flow network.
+//
+// Expected results by hand (progressive filling: the link with the smallest fair share
+// remaining/flows saturates first and freezes its flows):
+//   dumbbell, bottleneck 6 shared by 2 then 3 flows        → 3 each, then 2 each
+//   parking lot, capacities 1, 2, 3, long flow + 3 short     → long 0.5, short 0.5, 1.5, 2.5
+//   triangle AB=10, BC=4, CA=6 with 5 flows (see the test)   → 5, 2, 2, 3, 3
+//   per-flow bound 1 among 3 flows on a link of 10           → 1, 4.5, 4.5
+//   incast 8 → 1 on a 25 GB/s downlink                       → 25/8 GB/s each
+// Then: the solver against a brute-force reference on hundreds of random small networks, the
+// incremental re-solve against a full re-solve, and the flow network's completion times, batches,
+// byte conservation, determinism and link flaps (RTO = 4.096 µs · 2^t).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/core/rng.h"
+#include "sim/core/simulation.h"
+#include "sim/network/flow_network.h"
+#include "sim/network/maxmin.h"
+
+namespace trainsim::net {
+namespace {
+
+using topo::LinkId;
+using Path = std::vector<LinkId>;
+
+constexpr double kG = 1e9;
+
+void expect_rates(const MaxMinSolver& s, const std::vector<FlowIndex>& flows,
+                  const std::vector<double>& expected) {
+  ASSERT_EQ(flows.size(), expected.size());
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    EXPECT_NEAR(s.rate(flows[i]), expected[i], 1e-9 * std::max(1.0, expected[i]))
+        << "flow " << i;
+  }
+  EXPECT_EQ(s.check_invariants(), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exact answers.
+
+TEST(MaxMin, Dumbbell) {
+  // Links: 0, 1 left access (10), 2 bottleneck (6), 3, 4 right access (10).
+  MaxMinSolver s({10, 10, 6, 10, 10});
+  const FlowIndex a = s.add_flow(Path{0, 2, 3});
+  const FlowIndex b = s.add_flow(Path{1, 2, 4});
+  s.solve();
+  expect_rates(s, {a, b}, {3, 3});
+  const FlowIndex c = s.add_flow(Path{0, 2, 4});
+  // A flow on link 1 alone takes what b leaves of it.
+  const FlowIndex d = s.add_flow(Path{1});
+  s.solve();
+  expect_rates(s, {a, b, c, d}, {2, 2, 2, 8});
+  s.remove_flow(c);
+  s.solve();
+  expect_rates(s, {a, b, d}, {3, 3, 7});
+}
+
+TEST(MaxMin, ParkingLotWithUnequalCapacities) {
+  // Link 0 (1) is the long flow's bottleneck: it and short flow 0 get 0.5; the other short flows
+  // take what is left of links 1 and 2.
+  MaxMinSolver s({1, 2, 3});
+  const FlowIndex lng = s.add_flow(Path{0, 1, 2});
+  const FlowIndex s0 = s.add_flow(Path{0});
+  const FlowIndex s1 = s.add_flow(Path{1});
+  const FlowIndex s2 = s.add_flow(Path{2});
+  s.solve();
+  expect_rates(s, {lng, s0, s1, s2}, {0.5, 0.5, 1.5, 2.5});
+}
+
+TEST(MaxMin, ParkingLotEqualCapacities) {
+  MaxMinSolver s({1, 1, 1, 1});
+  std::vector<FlowIndex> f{s.add_flow(Path{0, 1, 2, 3})};
+  for (LinkId l = 0; l < 4; ++l) f.push_back(s.add_flow(Path{l}));
+  s.solve();
+  expect_rates(s, f, {0.5, 0.5, 0.5, 0.5, 0.5});
+}
+
+TEST(MaxMin, TriangleWithUnequalCapacities) {
+  // Links: 0 = A→B (10), 1 = B→C (4), 2 = C→A (6).
+  // f1 A→B, f2 B→C, f3 A→C via B, f4 C→A, f5 C→B via A.
+  // Shares: AB 10/3, BC 4/2 = 2, CA 6/2 = 3 → BC first: f2 = f3 = 2. Then AB (10−2)/2 = 4,
+  // CA 3 → CA: f4 = f5 = 3. Then AB: f1 = 10 − 2 − 3 = 5.
+  MaxMinSolver s({10, 4, 6});
+  const FlowIndex f1 = s.add_flow(Path{0});
+  const FlowIndex f2 = s.add_flow(Path{1});
+  const FlowIndex f3 = s.add_flow(Path{0, 1});
+  const FlowIndex f4 = s.add_flow(Path{2});
+  const FlowIndex f5 = s.add_flow(Path{2, 0});
+  s.solve();
+  expect_rates(s, {f1, f2, f3, f4, f5}, {5, 2, 2, 3, 3});
+}
+
+TEST(MaxMin, PerFlowBounds) {
+  MaxMinSolver s({10});
+  const FlowIndex a = s.add_flow(Path{0}, 1);
+  const FlowIndex b = s.add_flow(Path{0});
+  const FlowIndex c = s.add_flow(Path{0}, 7);  // above its share: the link decides
+  s.solve();
+  expect_rates(s, {a, b, c}, {1, 4.5, 4.5});
+  s.set_flow_cap(a, 0);  // a stalled flow takes nothing
+  s.solve();
+  expect_rates(s, {a, b, c}, {0, 5, 5});
+  s.set_flow_cap(c, 2);
+  s.solve();
+  expect_rates(s, {a, b, c}, {0, 8, 2});
+}
+
+TEST(MaxMin, IncastEightToOne) {
+  // Senders' NIC links 0..7 (25 GB/s each), receiver downlink 8 (25 GB/s).
+  std::vector<double> caps(9, 25 * kG);
+  MaxMinSolver s(caps);
+  std::vector<FlowIndex> flows;
+  for (LinkId l = 0; l < 8; ++l) flows.push_back(s.add_flow(Path{l, 8}));
+  s.solve();
+  expect_rates(s, flows, std::vector<double>(8, 25 * kG / 8));
+}
+
+TEST(MaxMin, CapacityChangeAndZeroCapacity) {
+  MaxMinSolver s({4, 4});
+  const FlowIndex a = s.add_flow(Path{0, 1});
+  const FlowIndex b = s.add_flow(Path{1});
+  s.solve();
+  expect_rates(s, {a, b}, {2, 2});
+  s.set_link_capacity(0, 0);
+  s.solve();
+  expect_rates(s, {a, b}, {0, 4});
+  s.set_link_capacity(0, 1);
+  s.solve();
+  expect_rates(s, {a, b}, {1, 3});
+}
+
+TEST(MaxMin, RejectsBadInput) {
+  EXPECT_THROW(MaxMinSolver({1, -1}), Error);
+  MaxMinSolver s({1, 1});
+  EXPECT_THROW(s.add_flow(Path{}), Error);
+  EXPECT_THROW(s.add_flow(Path{2}), Error);
+  EXPECT_THROW(s.add_flow(Path{0, 0}), Error);
+  EXPECT_THROW(s.add_flow(Path{0}, -1), Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Brute-force reference: textbook progressive filling, one level at a time. All unfrozen rates
+// rise together by the largest step no link or bound forbids; flows on saturated links or at
+// their bound freeze. Written independently of the solver (no heap, no incremental state).
+
+struct Instance {
+  std::vector<double> capacity;
+  std::vector<Path> paths;
+  std::vector<double> caps;
+};
+
+std::vector<double> brute_force_max_min(const Instance& in) {
+  const std::size_t n = in.paths.size();
+  std::vector<double> rate(n, 0.0);
+  std::vector<bool> frozen(n, false);
+  const double eps = 1e-12;
+  while (std::find(frozen.begin(), frozen.end(), false) != frozen.end()) {
+    std::vector<double> used(in.capacity.size(), 0.0);
+    std::vector<int> rising(in.capacity.size(), 0);
+    for (std::size_t f = 0; f < n; ++f) {
+      for (const LinkId l : in.paths[f]) {
+        used[l] += rate[f];
+        rising[l] += frozen[f] ? 0 : 1;
+      }
+    }
+    double step = kUnlimited;
+    for (std::size_t l = 0; l < in.capacity.size(); ++l) {
+      if (rising[l] > 0) step = std::min(step, (in.capacity[l] - used[l]) / rising[l]);
+    }
+    for (std::size_t f = 0; f < n; ++f) {
+      if (!frozen[f]) step = std::min(step, in.caps[f] - rate[f]);
+    }
+    step = std::max(step, 0.0);
+    for (std::size_t f = 0; f < n; ++f) {
+      if (!frozen[f]) rate[f] += step;
+    }
+    for (std::size_t f = 0; f < n; ++f) {
+      if (frozen[f]) continue;
+      if (in.caps[f] < kUnlimited && in.caps[f] - rate[f] <= eps * std::max(1.0, in.caps[f])) {
+        frozen[f] = true;
+      }
+      for (const LinkId l : in.paths[f]) {
+        double load = 0;
+        for (std::size_t g = 0; g < n; ++g) {
+          if (std::find(in.paths[g].begin(), in.paths[g].end(), l) != in.paths[g].end()) {
+            load += rate[g];
+          }
+        }
+        if (in.capacity[l] - load <= eps * std::max(1.0, in.capacity[l])) frozen[f] = true;
+      }
+    }
+  }
+  return rate;
+}
+
+Instance random_instance(Rng& rng, int max_links, int max_flows) {
+  Instance in;
+  const int links = static_cast<int>(rng.uniform_int(1, max_links));
+  const int flows = static_cast<int>(rng.uniform_int(1, max_flows));
+  // Capacities from a small set so that ties (several links saturating at once) are common.
+  const double levels[] = {1, 2, 3, 5, 8, 12.5};
+  for (int l = 0; l < links; ++l) {
+    in.capacity.push_back(rng.uniform_below(4) == 0 ? 0.5 + 10 * rng.uniform01()
+                                                    : levels[rng.uniform_below(6)]);
+  }
+  for (int f = 0; f < flows; ++f) {
+    const int hops = static_cast<int>(rng.uniform_int(1, std::min(4, links)));
+    Path all(static_cast<std::size_t>(links));
+    for (int l = 0; l < links; ++l) all[static_cast<std::size_t>(l)] = l;
+    rng.shuffle(all.begin(), all.end());
+    in.paths.emplace_back(all.begin(), all.begin() + hops);
+    in.caps.push_back(rng.uniform_below(3) == 0 ? levels[rng.uniform_below(6)] / 2 : kUnlimited);
+  }
+  return in;
+}
+
+TEST(MaxMinProperty, MatchesBruteForceOnRandomSmallNetworks) {
+  Rng rng(2024);
+  for (int trial = 0; trial < 500; ++trial) {
+    const Instance in = random_instance(rng, 8, 12);
+    MaxMinSolver s(in.capacity);
+    std::vector<FlowIndex> ids;
+    for (std::size_t f = 0; f < in.paths.size(); ++f) {
+      ids.push_back(s.add_flow(in.paths[f], in.caps[f]));
+    }
+    s.solve();
+    const std::vector<double> expected = brute_force_max_min(in);
+    for (std::size_t f = 0; f < ids.size(); ++f) {
+      ASSERT_NEAR(s.rate(ids[f]), expected[f], 1e-9 * std::max(1.0, expected[f]))
+          << "trial " << trial << " flow " << f;
+    }
+    ASSERT_EQ(s.check_invariants(), "") << "trial " << trial;
+  }
+}
+
+// The invariant checker must catch allocations that are not max-min: here, stale rates after a
+// capacity or bound change that has not been solved yet.
+TEST(MaxMinProperty, CheckerRejectsNonMaxMinAllocations) {
+  MaxMinSolver s({10, 4});
+  s.add_flow(Path{0});                         // 6
+  const FlowIndex b = s.add_flow(Path{0, 1});  // 4
+  s.solve();
+  EXPECT_EQ(s.check_invariants(), "");
+  s.set_link_capacity(1, 2);  // b's 4 now overflows link 1
+  EXPECT_NE(s.check_invariants().find("above its capacity"), std::string::npos);
+  s.solve();  // b = 2, a = 8
+  EXPECT_EQ(s.check_invariants(), "");
+  s.set_link_capacity(0, 20);  // a could grow to 18: it has no bottleneck
+  EXPECT_NE(s.check_invariants().find("no bottleneck"), std::string::npos);
+  s.solve();
+  s.set_flow_cap(b, 1);  // b is above its new bound
+  EXPECT_NE(s.check_invariants().find("outside"), std::string::npos);
+}
+
+// Incremental re-solves against a from-scratch solve after every operation of random sequences:
+// add, remove, capacity change, bound change.
+TEST(MaxMinProperty, IncrementalEqualsFullResolve) {
+  Rng rng(99);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int links = 24;
+    std::vector<double> capacity;
+    for (int l = 0; l < links; ++l) {
+      capacity.push_back(1 + static_cast<double>(rng.uniform_below(8)));
+    }
+    MaxMinSolver inc(capacity);
+    std::map<FlowIndex, std::pair<Path, double>> live;
+    for (int op = 0; op < 40; ++op) {
+      const std::uint64_t kind = live.empty() ? 0 : rng.uniform_below(5);
+      if (kind <= 1) {
+        // Mostly local paths (a few neighbouring links) so that the network has many components.
+        const LinkId first = static_cast<LinkId>(rng.uniform_below(links));
+        Path p{first};
+        const int extra = static_cast<int>(rng.uniform_below(3));
+        for (int h = 1; h <= extra; ++h) {
+          const LinkId l = (first + h * static_cast<LinkId>(1 + rng.uniform_below(2))) % links;
+          if (std::find(p.begin(), p.end(), l) == p.end()) p.push_back(l);
+        }
+        const bool bounded = rng.uniform_below(4) == 0;
+        const double cap = bounded ? 0.5 + static_cast<double>(rng.uniform_below(4)) : kUnlimited;
+        live[inc.add_flow(p, cap)] = {p, cap};
+      } else if (kind == 2) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
+        inc.remove_flow(it->first);
+        live.erase(it);
+      } else if (kind == 3) {
+        const LinkId l = static_cast<LinkId>(rng.uniform_below(links));
+        capacity[static_cast<std::size_t>(l)] = static_cast<double>(rng.uniform_below(8));
+        inc.set_link_capacity(l, capacity[static_cast<std::size_t>(l)]);
+      } else {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
+        it->second.second = 0.25 * static_cast<double>(rng.uniform_below(16));
+        inc.set_flow_cap(it->first, it->second.second);
+      }
+      inc.solve();
+      ASSERT_EQ(inc.check_invariants(), "") << "trial " << trial << " op " << op;
+      MaxMinSolver full(capacity);
+      std::map<FlowIndex, FlowIndex> twin;
+      for (const auto& [id, flow] : live) twin[id] = full.add_flow(flow.first, flow.second);
+      full.solve_all();
+      for (const auto& [id, other] : twin) {
+        ASSERT_NEAR(inc.rate(id), full.rate(other), 1e-9 * std::max(1.0, full.rate(other)))
+            << "trial " << trial << " op " << op;
+      }
+    }
+  }
+}
+
+// A change in one component re-solves that component only and reports only its changed flows.
+TEST(MaxMin, IncrementalTouchesOnlyTheAffectedComponent) {
+  MaxMinSolver s({6, 6, 6, 6});
+  const FlowIndex a = s.add_flow(Path{0, 1});
+  const FlowIndex b = s.add_flow(Path{1});
+  const FlowIndex c = s.add_flow(Path{2, 3});
+  const FlowIndex d = s.add_flow(Path{3});
+  s.solve_all();
+  const FlowIndex e = s.add_flow(Path{0});
+  const auto changed = s.solve();
+  EXPECT_EQ(s.last_flows().size(), 3u);  // a, b, e
+  EXPECT_EQ(s.last_links().size(), 2u);  // links 0 and 1
+  std::vector<FlowIndex> got(changed.begin(), changed.end());
+  std::sort(got.begin(), got.end());
+  // a keeps 3 (link 1 is its bottleneck), b keeps 3: only e's rate changed.
+  EXPECT_EQ(got, std::vector<FlowIndex>{e});
+  expect_rates(s, {a, b, c, d, e}, {3, 3, 3, 3, 3});
+  EXPECT_TRUE(s.solve().empty());  // nothing dirty
+}
+
+// ---------------------------------------------------------------------------------------------
+// The event-driven flow network.
+
+FlowNetworkOptions checked(NetworkConfig config = {}) {
+  FlowNetworkOptions o;
+  o.config = config;
+  o.check_invariants = true;
+  return o;
+}
+
+struct Done {
+  std::vector<FlowDone> done;
+  std::vector<FlowFailed> failed;
+  explicit Done(FlowNetwork& net) {
+    net.flow_done().subscribe([this](const FlowDone& d) { done.push_back(d); });
+    net.flow_failed().subscribe([this](const FlowFailed& f) { failed.push_back(f); });
+  }
+  TimePs end_of(std::uint64_t tag) const {
+    for (const FlowDone& d : done) {
+      if (d.tag == tag) return d.end;
+    }
+    return TimePs::never();
+  }
+};
+
+// Two flows share 1 GB/s: 0.5 GB/s each; the 1 MB flow ends at 2 ms, then the 3 MB flow has
+// 2 MB left at 1 GB/s: it ends at 4 ms.
+TEST(FlowNetwork, DumbbellCompletionTimes) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{1 * kG}, checked());
+  Done d(net);
+  const Path p{0};
+  net.start_flow({p, 1'000'000, kUnlimited, 1});
+  net.start_flow({p, 3'000'000, kUnlimited, 2});
+  sim.run();
+  ASSERT_EQ(d.done.size(), 2u);
+  EXPECT_EQ(d.end_of(1), TimePs::from_ms(2));
+  EXPECT_EQ(d.end_of(2), TimePs::from_ms(4));
+  EXPECT_EQ(net.stats().bytes_done, 4'000'000);
+  EXPECT_LT(net.stats().max_residual_bytes, 1.0);
+}
+
+// Incast 8 → 1: 8 × 1 MB through a 25 GB/s downlink ends at 8 MB / 25 GB/s = 320 µs for all,
+// and the 8 completions of that picosecond are one batch (one re-solve, not eight).
+TEST(FlowNetwork, IncastCompletesTogetherInOneBatch) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>(9, 25 * kG), checked());
+  Done d(net);
+  std::vector<Path> paths;
+  for (LinkId l = 0; l < 8; ++l) paths.push_back(Path{l, 8});
+  for (std::uint64_t i = 0; i < 8; ++i) net.start_flow({paths[i], 1'000'000, kUnlimited, i});
+  sim.run();
+  ASSERT_EQ(d.done.size(), 8u);
+  for (const FlowDone& f : d.done) EXPECT_EQ(f.end, TimePs::from_us(320));
+  EXPECT_EQ(net.stats().solves, 2);  // the arrivals at 0, the departures at 320 µs
+}
+
+// Arrival into a running flow: A (10 MB) alone on 10 GB/s; B (5 MB) arrives at 0.5 ms when A has
+// 5 MB left; both run at 5 GB/s and end together at 0.5 + 1 = 1.5 ms.
+TEST(FlowNetwork, ArrivalSharesTheLink) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{10 * kG}, checked());
+  Done d(net);
+  const Path p{0};
+  net.start_flow({p, 10'000'000, kUnlimited, 1});
+  sim.schedule_call(TimePs::from_us(500), [&] { net.start_flow({p, 5'000'000, kUnlimited, 2}); });
+  sim.run();
+  EXPECT_EQ(d.end_of(1), TimePs::from_us(1500));
+  EXPECT_EQ(d.end_of(2), TimePs::from_us(1500));
+}
+
+// A capacity change mid-flight: 10 MB at 10 GB/s, halved at 0.5 ms → 5 MB left at 5 GB/s → 1.5 ms.
+TEST(FlowNetwork, CapacityChangeDuringARun) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{10 * kG}, checked());
+  Done d(net);
+  const Path p{0};
+  net.start_flow({p, 10'000'000, kUnlimited, 1});
+  sim.schedule_call(TimePs::from_us(500), [&] { net.set_link_capacity(0, 5 * kG); });
+  sim.run();
+  EXPECT_EQ(d.end_of(1), TimePs::from_us(1500));
+}
+
+// A NIC bound below the link's share: 4 MB capped at 2 GB/s on a 10 GB/s link ends at 2 ms;
+// a zero-byte flow ends at once.
+TEST(FlowNetwork, RateBoundAndZeroByteFlow) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{10 * kG}, checked());
+  Done d(net);
+  const Path p{0};
+  net.start_flow({p, 4'000'000, 2 * kG, 1});
+  net.start_flow({p, 0, kUnlimited, 2});
+  sim.run();
+  EXPECT_EQ(d.end_of(1), TimePs::from_ms(2));
+  EXPECT_EQ(d.end_of(2), TimePs{0});
+}
+
+// Flows started from a completion callback join the same batch.
+TEST(FlowNetwork, ChainedFlowsFromCallbacks) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{1 * kG}, checked());
+  const Path p{0};
+  std::vector<TimePs> ends;
+  net.flow_done().subscribe([&](const FlowDone& f) {
+    ends.push_back(f.end);
+    if (ends.size() < 3) net.start_flow({p, 1'000'000, kUnlimited, f.tag + 1});
+  });
+  net.start_flow({p, 1'000'000, kUnlimited, 0});
+  sim.run();
+  EXPECT_EQ(ends,
+            (std::vector<TimePs>{TimePs::from_ms(1), TimePs::from_ms(2), TimePs::from_ms(3)}));
+}
+
+// Random traffic with arrivals, departures and capacity changes on a small fabric. Every solve is
+// checked (options.check_invariants); the test integrates each flow's rate over the intervals
+// between its rate changes, independently of the network, and requires the integral to equal the
+// flow's size to within one byte at its completion.
+struct RandomRun {
+  std::vector<std::tuple<std::int64_t, std::uint64_t, std::uint64_t>> trace;  // (ps, seq, tag)
+  std::vector<std::pair<std::int64_t, std::uint64_t>> completions;          // (ps, tag)
+  double worst_integral_error = 0;
+  std::int64_t bytes_started = 0;
+  std::int64_t bytes_done = 0;
+};
+
+RandomRun run_random_traffic(std::uint64_t seed, NetworkConfig config = {}) {
+  RandomRun out;
+  Simulation sim(seed);
+  const int links = 12;
+  std::vector<double> capacity(links, 10 * kG);
+  FlowNetwork& net = sim.emplace<FlowNetwork>(capacity, checked(config));
+  sim.dispatched().subscribe([&out](const DispatchRecord& r) {
+    out.trace.emplace_back(r.time.ps, r.seq, r.tag);
+  });
+  struct Integral {
+    double bytes = 0;
+    double rate = 0;
+    TimePs since;
+  };
+  std::map<std::uint64_t, Integral> integral;
+  net.rate_changed().subscribe([&](const FlowRateChanged& c) {
+    Integral& in = integral[c.tag];
+    in.bytes += in.rate * (c.time - in.since).seconds();
+    in.rate = c.rate_Bps;
+    in.since = c.time;
+  });
+  std::map<std::uint64_t, std::int64_t> size;
+  net.flow_done().subscribe([&](const FlowDone& d) {
+    Integral& in = integral[d.tag];
+    in.bytes += in.rate * (d.end - in.since).seconds();
+    out.worst_integral_error =
+        std::max(out.worst_integral_error, std::abs(in.bytes - static_cast<double>(size[d.tag])));
+    out.completions.emplace_back(d.end.ps, d.tag);
+  });
+  Rng rng = sim.rng_stream("traffic");
+  std::vector<Path> paths;
+  for (std::uint64_t tag = 0; tag < 150; ++tag) {
+    const LinkId first = static_cast<LinkId>(rng.uniform_below(links));
+    Path p{first};
+    const LinkId second = static_cast<LinkId>((first + 1 + rng.uniform_below(links - 1)) % links);
+    if (rng.uniform_below(2) == 0) p.push_back(second);
+    const auto bytes = static_cast<std::int64_t>(rng.uniform_int(1, 20'000'000));
+    const TimePs at{static_cast<std::int64_t>(rng.uniform_below(3'000'000'000))};
+    const double cap = rng.uniform_below(3) == 0 ? 4 * kG : kUnlimited;
+    size[tag] = bytes;
+    out.bytes_started += bytes;
+    sim.schedule_call(at, [&net, p, bytes, cap, tag] { net.start_flow({p, bytes, cap, tag}); });
+  }
+  for (int i = 0; i < 20; ++i) {
+    const auto l = static_cast<LinkId>(rng.uniform_below(links));
+    const double c = (2 + static_cast<double>(rng.uniform_below(10))) * kG;
+    const TimePs at{static_cast<std::int64_t>(rng.uniform_below(3'000'000'000))};
+    sim.schedule_call(at, [&net, l, c] { net.set_link_capacity(l, c); });
+  }
+  sim.run();
+  out.bytes_done = net.stats().bytes_done;
+  return out;
+}
+
+TEST(FlowNetwork, BytesConservedToTheByte) {
+  for (const CongestionControl cc : {CongestionControl::kIdeal, CongestionControl::kDcqcn}) {
+    NetworkConfig config;
+    config.congestion_control = cc;
+    const RandomRun run = run_random_traffic(17, config);
+    EXPECT_EQ(run.completions.size(), 150u);
+    EXPECT_EQ(run.bytes_done, run.bytes_started);
+    EXPECT_LT(run.worst_integral_error, 1.0) << to_string(cc);
+  }
+}
+
+TEST(FlowNetwork, SameSeedSameTraceDifferentSeedDifferentTrace) {
+  const RandomRun a = run_random_traffic(5);
+  const RandomRun b = run_random_traffic(5);
+  const RandomRun c = run_random_traffic(6);
+  EXPECT_EQ(a.trace, b.trace);
+  EXPECT_EQ(a.completions, b.completions);
+  EXPECT_NE(a.completions, c.completions);
+}
+
+// A change re-solves only its component: an arrival in one island changes rates there only.
+TEST(FlowNetwork, ArrivalTouchesOnlyItsComponent) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>(4, 10 * kG), checked());
+  const Path left{0, 1}, right{2, 3};
+  net.start_flow({left, 1'000'000'000, kUnlimited, 1});
+  net.start_flow({right, 1'000'000'000, kUnlimited, 2});
+  sim.run_until(TimePs::from_us(1));
+  std::vector<std::uint64_t> changed;
+  net.rate_changed().subscribe([&](const FlowRateChanged& c) { changed.push_back(c.tag); });
+  const std::int64_t before = net.stats().flows_resolved;
+  net.start_flow({Path{1}, 1'000'000'000, kUnlimited, 3});
+  sim.run_until(TimePs::from_us(2));
+  EXPECT_EQ(net.stats().flows_resolved - before, 2);  // flows 1 and 3, not 2
+  std::sort(changed.begin(), changed.end());
+  EXPECT_EQ(changed, (std::vector<std::uint64_t>{1, 3}));
+}
+
+// Retransmission: RTO = 4.096 µs · 2^1 = 8.192 µs, 3 retries → a stall survives up to 24.576 µs.
+// A 10 MB flow at 10 GB/s (1 ms alone) loses its link at 100 µs.
+class LinkFlap : public ::testing::Test {
+ protected:
+  static NetworkConfig config() {
+    NetworkConfig c;
+    c.retransmit.timeout = 1;
+    c.retransmit.retry_count = 3;
+    return c;
+  }
+  struct Outcome {
+    TimePs end = TimePs::never();
+    std::vector<FlowFailed> failed;
+  };
+  static Outcome flap(TimePs down_for) {
+    Simulation sim;
+    FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{10 * kG}, checked(config()));
+    Done d(net);
+    net.start_flow({Path{0}, 10'000'000, kUnlimited, 1});
+    net.schedule_link_flap(0, TimePs::from_us(100), down_for);
+    sim.run();
+    return {d.end_of(1), d.failed};
+  }
+};
+
+TEST_F(LinkFlap, RtoArithmetic) {
+  const CongestionModel m(config());
+  EXPECT_EQ(m.retransmit_timeout(), TimePs::from_ns(8192));
+  EXPECT_EQ(m.retry_budget(), TimePs::from_ns(24576));
+  const CongestionModel defaults;  // NCCL: t = 20, 7 retries → 4.29 s per attempt, 30 s in all
+  EXPECT_EQ(defaults.retransmit_timeout(), TimePs{4'096'000LL << 20});
+  EXPECT_NEAR(defaults.retry_budget().seconds(), 30.06, 0.01);
+}
+
+// Down 10 µs: the second retransmission (16.384 µs after the stall) gets through, so the flow
+// ends 16.384 µs late: at 1016.384 µs.
+TEST_F(LinkFlap, ShortFlapCostsWholeRtos) {
+  const Outcome o = flap(TimePs::from_us(10));
+  EXPECT_TRUE(o.failed.empty());
+  EXPECT_EQ(o.end, TimePs::from_us(1000) + TimePs::from_ns(16384));
+}
+
+// Down exactly retries · RTO: the last retry gets through.
+TEST_F(LinkFlap, FlapOfExactlyTheBudgetSurvives) {
+  const Outcome o = flap(TimePs::from_ns(24576));
+  EXPECT_TRUE(o.failed.empty());
+  EXPECT_EQ(o.end, TimePs::from_us(1000) + TimePs::from_ns(24576));
+}
+
+// Down 30 µs > 24.576 µs: the flow fails at 100 + 24.576 µs with 9 MB undelivered.
+TEST_F(LinkFlap, LongFlapFailsTheFlow) {
+  const Outcome o = flap(TimePs::from_us(30));
+  EXPECT_EQ(o.end, TimePs::never());
+  ASSERT_EQ(o.failed.size(), 1u);
+  EXPECT_EQ(o.failed[0].stalled_since, TimePs::from_us(100));
+  EXPECT_EQ(o.failed[0].time, TimePs::from_us(100) + TimePs::from_ns(24576));
+  EXPECT_EQ(o.failed[0].bytes_left, 9'000'000);
+}
+
+// A flow that starts on a down link stalls from its start; the other flow on the shared link
+// takes all of it meanwhile. Link 1 is back at 20 µs, so the third retransmission (24.576 µs)
+// resumes the stalled flow. Flow 2 sent 245,760 B alone, then both share 10 GB/s: flow 2's
+// remaining 754,240 B take 150.848 µs (ends 175.424 µs), then flow 1 finishes its last
+// 245,760 B alone at 10 GB/s: 200 µs, when 2 MB have crossed link 0 at full rate.
+TEST_F(LinkFlap, FlowStartingOnADownLinkStalls) {
+  Simulation sim;
+  FlowNetwork& net =
+      sim.emplace<FlowNetwork>(std::vector<double>{10 * kG, 10 * kG}, checked(config()));
+  Done d(net);
+  net.set_link_up(1, false);
+  const FlowId stalled = net.start_flow({Path{0, 1}, 1'000'000, kUnlimited, 1});
+  const FlowId other = net.start_flow({Path{0}, 1'000'000, kUnlimited, 2});
+  sim.run_until(TimePs::from_us(1));
+  EXPECT_EQ(net.rate_Bps(stalled), 0.0);
+  EXPECT_EQ(net.rate_Bps(other), 10 * kG);
+  sim.schedule_call(TimePs::from_us(20), [&] { net.set_link_up(1, true); });
+  sim.run();
+  EXPECT_EQ(d.end_of(2), TimePs::from_ns(175424));
+  EXPECT_EQ(d.end_of(1), TimePs::from_us(200));
+}
+
+}  // namespace
+}  // namespace trainsim::net
