@@ -33,6 +33,12 @@ struct FabricSpec {
   int pods = 0;                      // pods joined above the pod tier; 0 = as many as radix allows
   double above_pod_oversubscription = 1.0;  // down:up ratio above the pod tier
   bool rail_optimized = true;        // NIC i of every server goes to a rail-i switch
+  // Servers per ToR (rail-optimized: per group of one ToR per rail); 0 = as many as the ToR's
+  // downlinks hold. Meta's racks hold 2 servers under one rack switch.
+  int servers_per_tor = 0;
+  // Ports of the switches above the ToR tier; 0 = switch_radix. Modular chassis (Meta's cluster
+  // and aggregation switches) have far more ports than the ToR.
+  int spine_radix = 0;
 };
 
 /// A cluster: homogeneous servers of `gpus_per_node` GPUs with NICs into a fabric.
@@ -49,7 +55,8 @@ struct ClusterSpec {
 
   double nic_Bps() const { return nic_Gbps * 1e9 / 8.0; }
   int nodes() const { return (gpus + gpus_per_node - 1) / gpus_per_node; }
-  /// Largest number of GPUs the fabric described by `fabric` can attach.
+  /// Largest number of GPUs the fabric described by `fabric` can attach: the same rules as the
+  /// Clos builder (clos.h, docs/topology.md); 0 when the fabric cannot be built at all.
   std::int64_t max_gpus() const;
 };
 

@@ -1,0 +1,512 @@
+#include "topology/fabric_file.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/graph/breadth_first_search.hpp>
+#include <boost/graph/filtered_graph.hpp>
+#include <boost/graph/graphml.hpp>
+#include <boost/graph/graphviz.hpp>
+#include <boost/property_map/function_property_map.hpp>
+#include <boost/property_tree/detail/file_parser_error.hpp>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <tuple>
+
+#include "sim/core/error.h"
+#include "topology/boost_graph.h"
+
+namespace trainsim::topo {
+namespace {
+
+// What the Boost readers fill: every attribute as text, converted and checked here so that a bad
+// value is reported with its line and attribute.
+struct FileNode {
+  std::string id, kind, server, tier;
+};
+struct FileCable {
+  std::string gbps, latency_ns, latency_back_ns;
+};
+
+struct Parsed {
+  std::vector<FileNode> nodes;  // in the readers' vertex order
+  struct Cable {
+    std::size_t a = 0, b = 0;
+    FileCable attrs;
+  };
+  std::vector<Cable> cables;
+};
+
+template <class Directed>
+using FileGraph = boost::adjacency_list<boost::vecS, boost::vecS, Directed, FileNode, FileCable>;
+
+// Replaces the characters of every match of `re` by spaces, keeping newlines (and so offsets
+// and line numbers).
+std::string blank_out(std::string text, const std::regex& re) {
+  std::string out = text;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
+    for (auto i = static_cast<std::size_t>(it->position());
+         i < static_cast<std::size_t>(it->position() + it->length()); ++i) {
+      if (out[i] != '\n') out[i] = ' ';
+    }
+  }
+  return out;
+}
+
+int line_at(std::string_view text, std::size_t offset) {
+  return 1 + static_cast<int>(std::count(text.begin(),
+                                         text.begin() + static_cast<std::ptrdiff_t>(
+                                                            std::min(offset, text.size())),
+                                         '\n'));
+}
+
+std::string regex_escape(const std::string& s) {
+  static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
+  return std::regex_replace(s, special, R"(\$&)");
+}
+
+// The line where a node is declared: GraphML `<node id="X"`, GraphViz the first line naming X.
+int node_line(const std::string& text, FabricFormat format, const std::string& id) {
+  const std::string pattern =
+      format == FabricFormat::kGraphMl
+          ? "<node[^>]*\\bid\\s*=\\s*\"" + regex_escape(id) + "\""
+          : "(^|[^A-Za-z0-9_.\"])\"?" + regex_escape(id) + "\"?($|[^A-Za-z0-9_.\"])";
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(pattern))) {
+    return line_at(text, static_cast<std::size_t>(m.position()));
+  }
+  return 0;
+}
+
+// The line of the cable a-b: GraphML `<edge` with that source and target, GraphViz a line
+// naming a, an edge operator, then b.
+int cable_line(const std::string& text, FabricFormat format, const std::string& a,
+               const std::string& b) {
+  std::vector<std::string> patterns;
+  if (format == FabricFormat::kGraphMl) {
+    for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+      patterns.push_back("<edge[^>]*\\bsource\\s*=\\s*\"" + regex_escape(x) +
+                         "\"[^>]*\\btarget\\s*=\\s*\"" + regex_escape(y) + "\"");
+    }
+  } else {
+    for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
+      patterns.push_back("\"?\\b" + regex_escape(x) + "\\b\"?[ \\t]*-[->][ \\t]*\"?\\b" +
+                         regex_escape(y) + "\\b");
+    }
+  }
+  for (const std::string& p : patterns) {
+    std::smatch m;
+    if (std::regex_search(text, m, std::regex(p))) {
+      return line_at(text, static_cast<std::size_t>(m.position()));
+    }
+  }
+  return 0;
+}
+
+template <class Directed>
+Parsed read_with_boost(const std::string& text, FabricFormat format, const std::string& name) {
+  FileGraph<Directed> g;
+  boost::dynamic_properties dp(boost::ignore_other_properties);
+  dp.property("kind", boost::get(&FileNode::kind, g));
+  dp.property("server", boost::get(&FileNode::server, g));
+  dp.property("tier", boost::get(&FileNode::tier, g));
+  dp.property("gbps", boost::get(&FileCable::gbps, g));
+  dp.property("latency_ns", boost::get(&FileCable::latency_ns, g));
+  dp.property("latency_back_ns", boost::get(&FileCable::latency_back_ns, g));
+  if (format == FabricFormat::kGraphViz) {
+    dp.property("node_id", boost::get(&FileNode::id, g));
+    boost::read_graphviz(text, g, dp, "node_id");
+  } else {
+    // Every key is read as text (attr.type="int" would make Boost convert it, and report a bad
+    // value without saying where).
+    static const std::regex type(R"(attr\.type\s*=\s*"[^"]*")");
+    std::istringstream in(std::regex_replace(text, type, R"(attr.type="string")"));
+    boost::read_graphml(in, g, dp);
+  }
+  Parsed p;
+  for (std::size_t v = 0; v < boost::num_vertices(g); ++v) p.nodes.push_back(g[v]);
+  if (format == FabricFormat::kGraphMl) {
+    // Boost's GraphML reader does not keep node ids; it adds nodes in document order, so the
+    // ids are read from the text in the same order (outside comments).
+    static const std::regex comment("<!--[\\s\\S]*?-->");
+    static const std::regex node_id(R"re(<node\b[^>]*\bid\s*=\s*"([^"]*)")re");
+    const std::string clean = blank_out(text, comment);
+    std::size_t i = 0;
+    for (auto it = std::sregex_iterator(clean.begin(), clean.end(), node_id);
+         it != std::sregex_iterator() && i < p.nodes.size(); ++it, ++i) {
+      p.nodes[i].id = (*it)[1];
+    }
+    if (i != p.nodes.size()) {
+      throw_input("could not match the GraphML node ids to the nodes read", {name, 0, "id"});
+    }
+  }
+  for (const auto& e : boost::make_iterator_range(boost::edges(g))) {
+    p.cables.push_back({boost::source(e, g), boost::target(e, g), g[e]});
+  }
+  return p;
+}
+
+Parsed parse(const std::string& text, FabricFormat format, const std::string& name) {
+  try {
+    if (format == FabricFormat::kGraphViz) {
+      static const std::regex comments(R"(//[^\n]*|/\*[\s\S]*?\*/|#[^\n]*)");
+      static const std::regex keyword(R"((^|[^A-Za-z0-9_])(digraph|graph)([^A-Za-z0-9_]|$))",
+                                      std::regex::icase);
+      const std::string clean = blank_out(text, comments);
+      std::smatch m;
+      if (!std::regex_search(clean, m, keyword)) {
+        throw_input("not a GraphViz graph: no `graph` or `digraph` keyword", {name, 1, ""});
+      }
+      const bool directed = m[2].length() == 7;
+      return directed ? read_with_boost<boost::directedS>(text, format, name)
+                      : read_with_boost<boost::undirectedS>(text, format, name);
+    }
+    static const std::regex edgedefault(R"(edgedefault\s*=\s*"undirected")");
+    const bool undirected = std::regex_search(text, edgedefault);
+    return undirected ? read_with_boost<boost::undirectedS>(text, format, name)
+                      : read_with_boost<boost::directedS>(text, format, name);
+  } catch (const Error&) {
+    throw;
+  } catch (const boost::property_tree::file_parser_error& e) {
+    throw_input("not valid GraphML: " + e.message(), {name, static_cast<int>(e.line()), ""});
+  } catch (const boost::bad_graphviz_syntax& e) {
+    // Boost names the offending token ("... at token X"); its first line locates it.
+    int line = 0;
+    const std::string what = e.what();
+    const std::size_t at = what.rfind(" at ");
+    if (at != std::string::npos) {
+      std::string token = what.substr(at + 4);
+      if (!token.empty() && token.rfind("token ", 0) == 0) token = token.substr(6);
+      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
+        token.pop_back();
+      }
+      const std::size_t pos = token.empty() ? std::string::npos : text.find(token);
+      if (pos != std::string::npos) line = line_at(text, pos);
+    }
+    throw_input("not valid GraphViz: " + what, {name, line, ""});
+  } catch (const std::exception& e) {
+    throw_input(std::string("cannot read the fabric: ") + e.what(), {name, 0, ""});
+  }
+}
+
+std::string trim(const std::string& s) {
+  const std::size_t b = s.find_first_not_of(" \t\r\n");
+  const std::size_t e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+std::optional<long> parse_int(const std::string& raw) {
+  const std::string s = trim(raw);
+  long v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parse_number(const std::string& raw) {
+  const std::string s = trim(raw);
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+// Tier = hops from the nearest NIC, by a breadth-first search over the NIC and switch cables.
+std::vector<int> infer_tiers(const std::vector<NodeKind>& kinds, const Parsed& p) {
+  using Undirected = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS>;
+  Undirected g(kinds.size());
+  for (const auto& c : p.cables) {
+    const bool fabric = kinds[c.a] != NodeKind::kGpu && kinds[c.a] != NodeKind::kNvSwitch &&
+                        kinds[c.b] != NodeKind::kGpu && kinds[c.b] != NodeKind::kNvSwitch;
+    if (fabric) boost::add_edge(c.a, c.b, g);
+  }
+  std::vector<std::size_t> sources;
+  for (std::size_t v = 0; v < kinds.size(); ++v) {
+    if (kinds[v] == NodeKind::kNic) sources.push_back(v);
+  }
+  constexpr int kUnset = std::numeric_limits<int>::max();
+  std::vector<int> dist(kinds.size(), kUnset);
+  for (const std::size_t s : sources) dist[s] = 0;
+  boost::queue<std::size_t> queue;
+  std::vector<boost::default_color_type> color(kinds.size());
+  boost::breadth_first_search(
+      g, sources.begin(), sources.end(), queue,
+      boost::make_bfs_visitor(boost::record_distances(dist.data(), boost::on_tree_edge())),
+      color.data());
+  return dist;
+}
+
+}  // namespace
+
+ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
+                              const std::string& name, const ClusterSpec& base) {
+  const std::string text(text_view);
+  const Parsed p = parse(text, format, name);
+  const auto at_node = [&](std::size_t v, const char* attribute) {
+    return ErrorContext{name, node_line(text, format, p.nodes[v].id), attribute};
+  };
+  const auto at_cable = [&](const Parsed::Cable& c, const char* attribute) {
+    return ErrorContext{name, cable_line(text, format, p.nodes[c.a].id, p.nodes[c.b].id),
+                        attribute};
+  };
+  if (p.nodes.empty()) throw_input("the fabric has no nodes", {name, 0, ""});
+
+  // Nodes: kind, server, tier.
+  const std::size_t n = p.nodes.size();
+  std::vector<NodeKind> kinds(n);
+  std::vector<int> servers(n, -1), tiers(n, 0);
+  int tiers_given = 0, switches = 0;
+  for (std::size_t v = 0; v < n; ++v) {
+    const FileNode& node = p.nodes[v];
+    const std::string kind = trim(node.kind);
+    if (kind == "gpu") {
+      kinds[v] = NodeKind::kGpu;
+    } else if (kind == "nvswitch") {
+      kinds[v] = NodeKind::kNvSwitch;
+    } else if (kind == "nic") {
+      kinds[v] = NodeKind::kNic;
+    } else if (kind == "switch") {
+      kinds[v] = NodeKind::kSwitch;
+    } else {
+      throw_input(kind.empty() ? fmt::format("node `{}` has no kind", node.id)
+                               : fmt::format("node `{}`: unknown kind `{}`", node.id, kind),
+                  at_node(v, "kind"), "kind is one of gpu, nvswitch, nic, switch");
+    }
+    if (kinds[v] == NodeKind::kSwitch) {
+      ++switches;
+      if (!trim(node.tier).empty()) {
+        const auto t = parse_int(node.tier);
+        if (!t || *t < 1 || *t > 16) {
+          throw_input(fmt::format("node `{}`: tier must be an integer from 1 to 16, got `{}`",
+                                  node.id, node.tier),
+                      at_node(v, "tier"));
+        }
+        tiers[v] = static_cast<int>(*t);
+        ++tiers_given;
+      }
+    } else {
+      const auto s = parse_int(node.server);
+      if (!s || *s < 0 || *s > std::numeric_limits<int>::max() / 2) {
+        throw_input(trim(node.server).empty()
+                        ? fmt::format("node `{}` ({}) has no server", node.id, kind)
+                        : fmt::format("node `{}`: server must be an integer >= 0, got `{}`",
+                                      node.id, node.server),
+                    at_node(v, "server"));
+      }
+      servers[v] = static_cast<int>(*s);
+    }
+  }
+  if (tiers_given != 0 && tiers_given != switches) {
+    for (std::size_t v = 0; v < n; ++v) {
+      if (kinds[v] == NodeKind::kSwitch && tiers[v] == 0) {
+        throw_input(fmt::format("switch `{}` has no tier while others have one", p.nodes[v].id),
+                    at_node(v, "tier"), "give every switch a tier, or none");
+      }
+    }
+  }
+  if (tiers_given == 0 && switches > 0) {
+    const std::vector<int> dist = infer_tiers(kinds, p);
+    for (std::size_t v = 0; v < n; ++v) {
+      if (kinds[v] != NodeKind::kSwitch) continue;
+      if (dist[v] == std::numeric_limits<int>::max()) {
+        throw_input(fmt::format("switch `{}` is not connected to any NIC, so its tier is unknown",
+                                p.nodes[v].id),
+                    at_node(v, "tier"), "give every switch a tier");
+      }
+      tiers[v] = dist[v];
+    }
+  }
+
+  // Cables: speeds, latencies, and which kinds may be joined.
+  struct Cable {
+    std::size_t a, b;
+    double Bps;
+    std::optional<double> latency_ns, back_ns;
+  };
+  std::vector<Cable> cables;
+  for (const auto& c : p.cables) {
+    const std::string& an = p.nodes[c.a].id;
+    const std::string& bn = p.nodes[c.b].id;
+    const auto gbps = parse_number(c.attrs.gbps);
+    if (!gbps || *gbps <= 0) {
+      throw_input(trim(c.attrs.gbps).empty()
+                      ? fmt::format("cable {} - {} has no gbps", an, bn)
+                      : fmt::format("cable {} - {}: gbps must be a positive number, got `{}`", an,
+                                    bn, c.attrs.gbps),
+                  at_cable(c, "gbps"));
+    }
+    Cable out{c.a, c.b, *gbps * 1e9 / 8.0, std::nullopt, std::nullopt};
+    for (const auto& [raw, field, slot] :
+         {std::tuple{&c.attrs.latency_ns, "latency_ns", &out.latency_ns},
+          std::tuple{&c.attrs.latency_back_ns, "latency_back_ns", &out.back_ns}}) {
+      if (trim(*raw).empty()) continue;
+      const auto v = parse_number(*raw);
+      if (!v || *v < 0) {
+        throw_input(fmt::format("cable {} - {}: {} must be a number >= 0, got `{}`", an, bn,
+                                field, *raw),
+                    at_cable(c, field));
+      }
+      *slot = *v;
+    }
+    const NodeKind ka = kinds[c.a];
+    const NodeKind kb = kinds[c.b];
+    const auto is = [&](NodeKind x, NodeKind y) {
+      return (ka == x && kb == y) || (ka == y && kb == x);
+    };
+    const bool ok = is(NodeKind::kGpu, NodeKind::kNvSwitch) || is(NodeKind::kGpu, NodeKind::kNic) ||
+                    is(NodeKind::kNic, NodeKind::kSwitch) ||
+                    (ka == NodeKind::kSwitch && kb == NodeKind::kSwitch && tiers[c.a] != tiers[c.b]);
+    if (!ok) {
+      const bool same_tier = ka == NodeKind::kSwitch && kb == NodeKind::kSwitch;
+      throw_input(same_tier ? fmt::format("cable {} - {} joins two switches of tier {}; routing "
+                                          "is up/down, so cables go between tiers",
+                                          an, bn, tiers[c.a])
+                            : fmt::format("cable {} - {} joins a {} and a {}; cables join "
+                                          "gpu-nvswitch, gpu-nic, nic-switch or switches of "
+                                          "different tiers",
+                                          an, bn, p.nodes[c.a].kind, p.nodes[c.b].kind),
+                  at_cable(c, same_tier ? "tier" : "kind"));
+    }
+    const bool same_server = servers[c.a] == servers[c.b];
+    if ((is(NodeKind::kGpu, NodeKind::kNvSwitch) || is(NodeKind::kGpu, NodeKind::kNic)) &&
+        !same_server) {
+      throw_input(fmt::format("cable {} - {} joins devices of servers {} and {}", an, bn,
+                              servers[c.a], servers[c.b]),
+                  at_cable(c, "server"));
+    }
+    cables.push_back(out);
+  }
+
+  // GPUs by server, then file order; the other nodes in file order.
+  std::vector<std::size_t> order(n);
+  for (std::size_t v = 0; v < n; ++v) order[v] = v;
+  const auto rank = [&](std::size_t v) { return static_cast<int>(kinds[v]); };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    if (rank(x) != rank(y)) return rank(x) < rank(y);
+    return kinds[x] == NodeKind::kGpu && servers[x] < servers[y];
+  });
+  GraphBuilder b(base.nic_latency_s, base.switch_latency_s);
+  std::vector<NodeId> id(n, kNoNode);
+  for (const std::size_t v : order) {
+    switch (kinds[v]) {
+      case NodeKind::kGpu:
+        id[v] = b.add_gpu(servers[v]);
+        break;
+      case NodeKind::kNvSwitch:
+        id[v] = b.add_nvswitch(servers[v]);
+        break;
+      case NodeKind::kNic:
+        id[v] = b.add_nic(servers[v]);
+        break;
+      case NodeKind::kSwitch:
+        id[v] = b.add_switch(tiers[v]);
+        break;
+    }
+    b.set_name(id[v], p.nodes[v].id);
+  }
+  const auto ns = [](double v) { return TimePs::from_seconds(v * 1e-9); };
+  std::vector<int> cable_count(n, 0);
+  for (const Cable& c : cables) {
+    const LinkId l = b.add_cable(id[c.a], id[c.b], c.Bps);
+    if (c.latency_ns) b.set_latency(l, ns(*c.latency_ns));
+    if (c.back_ns || c.latency_ns) b.set_latency(l + 1, ns(c.back_ns.value_or(*c.latency_ns)));
+    ++cable_count[c.a];
+    ++cable_count[c.b];
+  }
+  int gpus = 0;
+  std::map<int, int> gpus_per_server, nics_per_server;
+  for (std::size_t v = 0; v < n; ++v) {
+    if (kinds[v] == NodeKind::kGpu) {
+      ++gpus;
+      ++gpus_per_server[servers[v]];
+      if (cable_count[v] == 0) {
+        throw_input(fmt::format("GPU `{}` has no NVSwitch or NIC cable", p.nodes[v].id),
+                    at_node(v, "kind"));
+      }
+    }
+    if (kinds[v] == NodeKind::kNic) ++nics_per_server[servers[v]];
+  }
+  if (gpus == 0) throw_input("the fabric has no GPU", {name, 0, "kind"});
+  ClusterSpec spec = base;
+  spec.name = "custom";
+  spec.gpus_per_node = 0;
+  for (const auto& [s, count] : gpus_per_server) spec.gpus_per_node = std::max(spec.gpus_per_node, count);
+  spec.nics_per_node = 0;
+  for (const auto& [s, count] : nics_per_server) spec.nics_per_node = std::max(spec.nics_per_node, count);
+  return b.finish(spec, "fabric file " + name);
+}
+
+ClusterGraph read_fabric_file(const std::string& path, const ClusterSpec& base) {
+  std::ifstream in(path);
+  if (!in) throw_input("cannot read the fabric file", {path, 0, ""});
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::size_t dot = path.rfind('.');
+  const std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
+  FabricFormat format;
+  if (ext == "graphml" || ext == "xml") {
+    format = FabricFormat::kGraphMl;
+  } else if (ext == "dot" || ext == "gv") {
+    format = FabricFormat::kGraphViz;
+  } else {
+    throw_input("unknown fabric file type `." + ext + "`", {path, 0, ""},
+                "use .graphml (GraphML) or .dot/.gv (GraphViz)");
+  }
+  return read_fabric_text(text.str(), format, path, base);
+}
+
+void write_graphviz(const ClusterGraph& graph, std::ostream& out) {
+  const BoostGraph& bg = graph.boost_graph().graph;
+  // One edge per cable: its first (even) link.
+  const auto first_direction = [&bg](BoostGraph::edge_descriptor e) { return bg[e].id % 2 == 0; };
+  const boost::filtered_graph<BoostGraph, std::function<bool(BoostGraph::edge_descriptor)>> cables(
+      bg, first_direction);
+  const auto names = boost::make_function_property_map<std::size_t, std::string>(
+      [&graph](std::size_t v) { return graph.node_name(static_cast<NodeId>(v)); });
+  const auto kind_name = [](NodeKind k) {
+    switch (k) {
+      case NodeKind::kGpu:
+        return "gpu";
+      case NodeKind::kNvSwitch:
+        return "nvswitch";
+      case NodeKind::kNic:
+        return "nic";
+      case NodeKind::kSwitch:
+        break;
+    }
+    return "switch";
+  };
+  const auto node_writer = [&](std::ostream& os, std::size_t v) {
+    const NodeInfo& info = graph.node(static_cast<NodeId>(v));
+    if (info.kind == NodeKind::kSwitch) {
+      os << fmt::format("[kind=switch, tier={}]", info.tier);
+    } else {
+      os << fmt::format("[kind={}, server={}]", kind_name(info.kind), info.server);
+    }
+  };
+  const auto cable_writer = [&](std::ostream& os, BoostGraph::edge_descriptor e) {
+    const LinkId l = bg[e].id;
+    const double there = graph.link_latency(l).ps * 1e-3;
+    const double back = graph.link_latency(l + 1).ps * 1e-3;
+    os << fmt::format("[gbps={}, latency_ns={}", graph.link_capacity_Bps(l) * 8 / 1e9, there);
+    if (back != there) os << fmt::format(", latency_back_ns={}", back);
+    os << "]";
+  };
+  const auto graph_writer = [&graph](std::ostream& os) {
+    os << fmt::format("// {}: {} GPUs, {} servers (trainsim topo --export dot)\n",
+                      graph.description(), graph.gpu_count(), graph.server_count());
+  };
+  boost::write_graphviz(out, cables, node_writer, cable_writer, graph_writer, names);
+}
+
+}  // namespace trainsim::topo

@@ -1,0 +1,154 @@
+#include "topology/hash.h"
+
+namespace trainsim::topo {
+namespace {
+
+// CRC-32C, reflected polynomial 0x82F63B78 (Castagnoli, RFC 3720), one byte per step.
+constexpr std::array<std::uint32_t, 256> make_crc_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+constexpr std::array<std::uint32_t, 256> kCrcTable = make_crc_table();
+
+constexpr int kTupleBytes = 13;
+
+std::array<std::uint8_t, kTupleBytes> tuple_bytes(const FiveTuple& t) {
+  return {static_cast<std::uint8_t>(t.src_ip >> 24), static_cast<std::uint8_t>(t.src_ip >> 16),
+          static_cast<std::uint8_t>(t.src_ip >> 8),  static_cast<std::uint8_t>(t.src_ip),
+          static_cast<std::uint8_t>(t.dst_ip >> 24), static_cast<std::uint8_t>(t.dst_ip >> 16),
+          static_cast<std::uint8_t>(t.dst_ip >> 8),  static_cast<std::uint8_t>(t.dst_ip),
+          static_cast<std::uint8_t>(t.src_port >> 8), static_cast<std::uint8_t>(t.src_port),
+          static_cast<std::uint8_t>(t.dst_port >> 8), static_cast<std::uint8_t>(t.dst_port),
+          t.protocol};
+}
+
+std::uint32_t crc32c(const FiveTuple& t, std::uint32_t seed) {
+  std::uint32_t c = ~seed;
+  for (const std::uint8_t b : tuple_bytes(t)) c = kCrcTable[(c ^ b) & 0xFF] ^ (c >> 8);
+  return ~c;
+}
+
+std::uint32_t xor_fold(const FiveTuple& t) {
+  std::uint32_t h = t.src_ip ^ t.dst_ip ^
+                    ((static_cast<std::uint32_t>(t.src_port) << 16) | t.dst_port) ^ t.protocol;
+  h ^= h >> 16;
+  return h & 0xFFFF;
+}
+
+// MurmurHash3's 32-bit finalizer (Appleby): a bijection in which every input bit flips about
+// half of the output bits.
+std::uint32_t fmix32(std::uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
+}
+
+// Toeplitz: for every set bit i of the input (most significant first), XOR in the 32 key bits
+// that start at bit i of the key (Microsoft RSS specification). 104 input bits need a key of at
+// least 136 bits; the key here has 192.
+std::uint32_t toeplitz(const FiveTuple& t, const std::array<std::uint64_t, 3>& key) {
+  std::uint32_t h = 0;
+  const auto bytes = tuple_bytes(t);
+  for (int byte = 0; byte < kTupleBytes; ++byte) {
+    const std::uint8_t v = bytes[static_cast<std::size_t>(byte)];
+    if (v == 0) continue;
+    for (int bit = 0; bit < 8; ++bit) {
+      if (!(v & (0x80u >> bit))) continue;
+      const int i = byte * 8 + bit;
+      const int w = i / 64;
+      const int o = i % 64;
+      const std::uint64_t chunk =
+          o == 0 ? key[static_cast<std::size_t>(w)]
+                 : (key[static_cast<std::size_t>(w)] << o) |
+                       (key[static_cast<std::size_t>(w) + 1] >> (64 - o));
+      h ^= static_cast<std::uint32_t>(chunk >> 32);
+    }
+  }
+  return h;
+}
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+const char* to_string(HashKind kind) {
+  switch (kind) {
+    case HashKind::kCrc32:
+      return "crc32";
+    case HashKind::kXorFold:
+      return "xor-fold";
+    case HashKind::kToeplitz:
+      return "toeplitz";
+  }
+  return "?";
+}
+
+std::optional<HashKind> hash_kind_from(std::string_view name) {
+  if (name == "crc32") return HashKind::kCrc32;
+  if (name == "xor-fold") return HashKind::kXorFold;
+  if (name == "toeplitz") return HashKind::kToeplitz;
+  return std::nullopt;
+}
+
+HashParams HashParams::from_seed(std::uint32_t seed) {
+  HashParams p;
+  p.seed = seed;
+  std::uint64_t state = seed;
+  p.mix = static_cast<std::uint32_t>(splitmix64(state) >> 32);
+  for (auto& word : p.key) word = splitmix64(state);
+  return p;
+}
+
+std::uint32_t ecmp_hash(HashKind kind, const FiveTuple& t, const HashParams& p) {
+  std::uint32_t h = 0;
+  switch (kind) {
+    case HashKind::kCrc32:
+      h = crc32c(t, p.seed);
+      break;
+    case HashKind::kXorFold:
+      h = xor_fold(t);
+      break;
+    case HashKind::kToeplitz:
+      h = toeplitz(t, p.key);
+      break;
+  }
+  return fmix32(h ^ p.mix);
+}
+
+std::uint16_t roce_udp_source_port(std::uint32_t local_qpn, std::uint32_t remote_qpn) {
+  std::uint64_t fl = static_cast<std::uint64_t>(local_qpn) * remote_qpn;
+  fl ^= fl >> 20;
+  fl ^= fl >> 40;
+  fl &= 0xFFFFF;
+  const std::uint64_t port = ((fl & 0x3FFF) ^ ((fl & 0xFC000) >> 14)) | 0xC000;
+  return static_cast<std::uint16_t>(port);
+}
+
+std::uint32_t mix32(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t state = a * 0xD6E8FEB86659FD93ull ^ b;
+  return static_cast<std::uint32_t>(splitmix64(state) >> 32);
+}
+
+std::uint32_t qp_number(GpuId local, GpuId remote, int qp) {
+  // QPNs 0 and 1 are reserved (SMI, GSI); bases leave room for 1,024 QPs per connection.
+  constexpr std::uint32_t kFirst = 2;
+  constexpr std::uint32_t kSpan = 0xFFFFFFu - kFirst - 1024;
+  const std::uint32_t base =
+      kFirst + mix32(static_cast<std::uint32_t>(local), static_cast<std::uint32_t>(remote)) % kSpan;
+  return (base + static_cast<std::uint32_t>(qp)) & 0xFFFFFFu;
+}
+
+}  // namespace trainsim::topo

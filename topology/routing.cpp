@@ -1,0 +1,753 @@
+#include "topology/routing.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include "sim/core/error.h"
+
+namespace trainsim::topo {
+namespace {
+
+constexpr std::uint8_t kUnreachable = 255;
+// A NIC with more uplinks than this is not a NIC of any fabric we model (dual-plane NICs have 2).
+constexpr int kMaxNicUplinks = 16;
+
+std::uint64_t next_random(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+const char* to_string(RoutingMode mode) {
+  switch (mode) {
+    case RoutingMode::kEcmp:
+      return "ecmp";
+    case RoutingMode::kPinned:
+      return "pinned";
+    case RoutingMode::kSpray:
+      return "spray";
+    case RoutingMode::kLeastLoaded:
+      return "least-loaded";
+  }
+  return "?";
+}
+
+const char* to_string(SeedScope scope) {
+  switch (scope) {
+    case SeedScope::kGlobal:
+      return "global";
+    case SeedScope::kPerTier:
+      return "per-tier";
+    case SeedScope::kPerSwitch:
+      return "per-switch";
+  }
+  return "?";
+}
+
+std::optional<RoutingMode> routing_mode_from(std::string_view name) {
+  for (RoutingMode m : {RoutingMode::kEcmp, RoutingMode::kPinned, RoutingMode::kSpray,
+                        RoutingMode::kLeastLoaded}) {
+    if (name == to_string(m)) return m;
+  }
+  return std::nullopt;
+}
+
+std::optional<SeedScope> seed_scope_from(std::string_view name) {
+  for (SeedScope s : {SeedScope::kGlobal, SeedScope::kPerTier, SeedScope::kPerSwitch}) {
+    if (name == to_string(s)) return s;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures
+
+FailureSet::FailureSet(const ClusterGraph& graph)
+    : graph_(&graph),
+      link_down_(static_cast<std::size_t>(graph.link_count()), 0),
+      node_down_(static_cast<std::size_t>(graph.node_count()), 0) {}
+
+void FailureSet::fail_cable(LinkId link) {
+  const LinkId first = link & ~1;
+  if (link_down_[static_cast<std::size_t>(first)]) return;
+  link_down_[static_cast<std::size_t>(first)] = 1;
+  link_down_[static_cast<std::size_t>(first) + 1] = 1;
+  cables_.push_back(first);
+}
+
+void FailureSet::fail_node(NodeId node) {
+  if (node_down_[static_cast<std::size_t>(node)]) return;
+  node_down_[static_cast<std::size_t>(node)] = 1;
+  nodes_.push_back(node);
+  for (const LinkId l : graph_->out_links(node)) {
+    link_down_[static_cast<std::size_t>(l)] = 1;
+    link_down_[static_cast<std::size_t>(ClusterGraph::reverse(l))] = 1;
+  }
+}
+
+std::vector<LinkId> pick_random_cables(const ClusterGraph& graph, int count, std::uint64_t seed) {
+  std::vector<LinkId> fabric;
+  for (LinkId l = 0; l < graph.link_count(); l += 2) {
+    if (graph.link_kind(l) == LinkKind::kUp || graph.link_kind(l) == LinkKind::kDown) {
+      fabric.push_back(l);
+    }
+  }
+  if (count < 0 || static_cast<std::size_t>(count) > fabric.size()) {
+    throw_input(fmt::format("cannot fail {} links: the fabric has {} switch-to-switch cables",
+                            count, fabric.size()),
+                {"", 0, "fail-links"});
+  }
+  // A partial Fisher-Yates shuffle; the bound is drawn by multiply-shift, which, unlike the
+  // standard distributions, gives the same numbers on every platform.
+  std::uint64_t state = seed;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
+    const std::uint64_t span = fabric.size() - i;
+    const auto j = i + static_cast<std::size_t>(
+                           (static_cast<unsigned __int128>(next_random(state)) * span) >> 64);
+    std::swap(fabric[i], fabric[j]);
+  }
+  fabric.resize(static_cast<std::size_t>(count));
+  return fabric;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routing tables
+
+// Destinations are grouped into classes: the NICs attached (by live links) to the same set of
+// switches share one class. For every class and switch the tables hold the up/down distance to
+// the class's switches and the list of next-hop links on shortest paths.
+struct Router::Tables {
+  int switches = 0;
+  std::vector<std::int32_t> sw_of_node;  // node -> switch number, -1 for other nodes
+  std::vector<NodeId> sw_node;           // switch number -> node
+  std::vector<std::uint8_t> link_up;     // per link
+  std::vector<std::int32_t> nic_class;   // per NIC number; -1 = no live attachment
+  std::vector<std::int32_t> nic_slice;   // per NIC number: its port index on its ToR
+  std::vector<std::vector<std::int32_t>> class_switches;
+  std::vector<std::uint8_t> dist;  // [class * switches + sw]
+  std::vector<std::int32_t> hop;   // [class * switches + sw]: offset into pool, -1 = none
+  std::vector<LinkId> pool;        // segments: count, then that many links
+  std::vector<HashParams> hash;    // per node
+
+  std::uint8_t distance(int cls, int sw) const {
+    return dist[static_cast<std::size_t>(cls) * static_cast<std::size_t>(switches) +
+                static_cast<std::size_t>(sw)];
+  }
+  std::span<const LinkId> hops(int cls, int sw) const {
+    const std::int32_t at = hop[static_cast<std::size_t>(cls) * static_cast<std::size_t>(switches) +
+                                static_cast<std::size_t>(sw)];
+    if (at < 0) return {};
+    return {pool.data() + at + 1, static_cast<std::size_t>(pool[static_cast<std::size_t>(at)])};
+  }
+  bool up(LinkId l) const { return link_up[static_cast<std::size_t>(l)] != 0; }
+  int sw(NodeId n) const { return sw_of_node[static_cast<std::size_t>(n)]; }
+};
+
+// The endpoints of a flow, resolved once.
+struct Router::Ends {
+  GpuId src = 0, dst = 0;
+  int qp = 0;
+  bool nvlink = false;  // same server: GPU -> NVSwitch -> GPU
+  LinkId first = kNoLink, last = kNoLink;  // GPU -> NIC (or NVSwitch) and NIC (NVSwitch) -> GPU
+  NodeId nic_a = kNoNode, nic_b = kNoNode;
+  int cls = -1;
+};
+
+Router::Router(const ClusterGraph& graph, const RoutingConfig& config)
+    : Router(graph, config, FailureSet(graph)) {}
+
+Router::Router(Router&&) noexcept = default;
+Router::~Router() = default;
+
+Router::Router(const ClusterGraph& graph, const RoutingConfig& config,
+               const FailureSet& failures)
+    : graph_(&graph), config_(config), t_(std::make_unique<Tables>()) {
+  if (config.qps_per_connection < 1) {
+    throw_input(fmt::format("must be at least 1, got {}", config.qps_per_connection),
+                {"", 0, "network.routing.qps_per_connection"});
+  }
+  Tables& t = *t_;
+  const ClusterGraph& g = graph;
+  const auto links = static_cast<std::size_t>(g.link_count());
+  t.link_up.assign(links, 1);
+  for (std::size_t l = 0; l < links; ++l) {
+    const auto id = static_cast<LinkId>(l);
+    if (failures.link_down(id) || failures.node_down(g.link_src(id)) ||
+        failures.node_down(g.link_dst(id))) {
+      t.link_up[l] = 0;
+    }
+  }
+
+  // Switch numbering, in tier order so that one pass up and one pass down visit children first.
+  t.sw_of_node.assign(static_cast<std::size_t>(g.node_count()), -1);
+  for (NodeId n = 0; n < g.node_count(); ++n) {
+    if (g.node(n).kind == NodeKind::kSwitch) t.sw_node.push_back(n);
+  }
+  std::stable_sort(t.sw_node.begin(), t.sw_node.end(),
+                   [&](NodeId a, NodeId b) { return g.node(a).tier < g.node(b).tier; });
+  t.switches = static_cast<int>(t.sw_node.size());
+  for (int s = 0; s < t.switches; ++s) t.sw_of_node[static_cast<std::size_t>(t.sw_node[static_cast<std::size_t>(s)])] = s;
+
+  // Hash settings per node.
+  t.hash.resize(static_cast<std::size_t>(g.node_count()));
+  for (NodeId n = 0; n < g.node_count(); ++n) {
+    std::uint32_t seed = config.seed;
+    if (config.seed_scope == SeedScope::kPerTier) {
+      seed = mix32(config.seed, static_cast<std::uint64_t>(g.node(n).tier));
+    } else if (config.seed_scope == SeedScope::kPerSwitch) {
+      seed = mix32(config.seed, static_cast<std::uint64_t>(n) + 0x100);
+    }
+    t.hash[static_cast<std::size_t>(n)] = HashParams::from_seed(seed);
+  }
+
+  // Destination classes and each NIC's port index on its first ToR.
+  std::map<std::vector<std::int32_t>, std::int32_t> classes;
+  t.nic_class.assign(static_cast<std::size_t>(g.nic_count()), -1);
+  t.nic_slice.assign(static_cast<std::size_t>(g.nic_count()), 0);
+  std::vector<int> ports_seen(static_cast<std::size_t>(t.switches), 0);
+  for (int i = 0; i < g.nic_count(); ++i) {
+    const NodeId nic = g.nic_node(i);
+    std::vector<std::int32_t> attached;
+    int uplinks = 0;
+    for (const LinkId l : g.out_links(nic)) {
+      if (g.link_kind(l) != LinkKind::kNicUp) continue;
+      ++uplinks;
+      const int s = t.sw(g.link_dst(l));
+      if (uplinks == 1) t.nic_slice[static_cast<std::size_t>(i)] = ports_seen[static_cast<std::size_t>(s)]++;
+      if (t.up(l) && t.up(ClusterGraph::reverse(l))) attached.push_back(s);
+    }
+    if (uplinks > kMaxNicUplinks) {
+      throw_input(fmt::format("{} has {} uplinks; a NIC may have at most {}", g.node_name(nic),
+                              uplinks, kMaxNicUplinks));
+    }
+    if (attached.empty()) continue;
+    std::sort(attached.begin(), attached.end());
+    attached.erase(std::unique(attached.begin(), attached.end()), attached.end());
+    const auto [it, fresh] = classes.emplace(attached, static_cast<std::int32_t>(classes.size()));
+    if (fresh) t.class_switches.push_back(attached);
+    t.nic_class[static_cast<std::size_t>(i)] = it->second;
+  }
+
+  // Live switch-to-switch links of each switch, split into up and down.
+  std::vector<std::vector<LinkId>> up_links(static_cast<std::size_t>(t.switches));
+  std::vector<std::vector<LinkId>> down_links(static_cast<std::size_t>(t.switches));
+  for (int s = 0; s < t.switches; ++s) {
+    for (const LinkId l : g.out_links(t.sw_node[static_cast<std::size_t>(s)])) {
+      if (!t.up(l)) continue;
+      if (g.link_kind(l) == LinkKind::kUp) up_links[static_cast<std::size_t>(s)].push_back(l);
+      if (g.link_kind(l) == LinkKind::kDown) down_links[static_cast<std::size_t>(s)].push_back(l);
+    }
+  }
+  // Each switch's full up-list is stored once and shared by every class that goes up through all
+  // of it (in a healthy Clos, every class but the switch's own descendants).
+  std::vector<std::int32_t> up_segment(static_cast<std::size_t>(t.switches), -1);
+  for (int s = 0; s < t.switches; ++s) {
+    const auto& ups = up_links[static_cast<std::size_t>(s)];
+    if (ups.empty()) continue;
+    up_segment[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(t.pool.size());
+    t.pool.push_back(static_cast<LinkId>(ups.size()));
+    t.pool.insert(t.pool.end(), ups.begin(), ups.end());
+  }
+
+  const auto classes_n = t.class_switches.size();
+  const auto S = static_cast<std::size_t>(t.switches);
+  t.dist.assign(classes_n * S, kUnreachable);
+  t.hop.assign(classes_n * S, -1);
+  std::vector<std::uint8_t> down(S);
+  std::vector<LinkId> chosen;
+  for (std::size_t c = 0; c < classes_n; ++c) {
+    std::uint8_t* dist = t.dist.data() + c * S;
+    std::int32_t* hop = t.hop.data() + c * S;
+    std::fill(down.begin(), down.end(), kUnreachable);
+    for (const std::int32_t s : t.class_switches[c]) down[static_cast<std::size_t>(s)] = 0;
+    for (std::size_t s = 0; s < S; ++s) {
+      if (down[s] == 0) continue;
+      for (const LinkId l : down_links[s]) {
+        const std::uint8_t d = down[static_cast<std::size_t>(t.sw(g.link_dst(l)))];
+        if (d != kUnreachable) down[s] = std::min<std::uint8_t>(down[s], d + 1);
+      }
+    }
+    for (std::size_t s = S; s-- > 0;) {
+      if (down[s] != kUnreachable) {
+        dist[s] = down[s];
+        continue;
+      }
+      for (const LinkId l : up_links[s]) {
+        const std::uint8_t d = dist[static_cast<std::size_t>(t.sw(g.link_dst(l)))];
+        if (d != kUnreachable) dist[s] = std::min<std::uint8_t>(dist[s], d + 1);
+      }
+    }
+    for (std::size_t s = 0; s < S; ++s) {
+      if (dist[s] == 0 || dist[s] == kUnreachable) continue;
+      const bool going_down = down[s] != kUnreachable;
+      const auto& candidates = going_down ? down_links[s] : up_links[s];
+      const std::uint8_t* next = going_down ? down.data() : dist;
+      chosen.clear();
+      for (const LinkId l : candidates) {
+        if (next[static_cast<std::size_t>(t.sw(g.link_dst(l)))] + 1 == dist[s]) chosen.push_back(l);
+      }
+      if (!going_down && chosen.size() == up_links[s].size()) {
+        hop[s] = up_segment[s];
+        continue;
+      }
+      hop[s] = static_cast<std::int32_t>(t.pool.size());
+      t.pool.push_back(static_cast<LinkId>(chosen.size()));
+      t.pool.insert(t.pool.end(), chosen.begin(), chosen.end());
+    }
+  }
+}
+
+const HashParams& Router::hash_params(NodeId node) const {
+  return t_->hash[static_cast<std::size_t>(node)];
+}
+
+FiveTuple Router::five_tuple(const Flow& flow) const {
+  const ClusterGraph& g = *graph_;
+  FiveTuple tuple;
+  const NodeId a = g.nic_of_gpu(flow.src);
+  const NodeId b = g.nic_of_gpu(flow.dst);
+  tuple.src_ip = a == kNoNode ? 0 : nic_ip(g.node(a).index);
+  tuple.dst_ip = b == kNoNode ? 0 : nic_ip(g.node(b).index);
+  tuple.src_port = roce_udp_source_port(qp_number(flow.src, flow.dst, flow.qp),
+                                        qp_number(flow.dst, flow.src, flow.qp));
+  return tuple;
+}
+
+bool Router::resolve(GpuId src, GpuId dst, Ends& e) const {
+  const ClusterGraph& g = *graph_;
+  const Tables& t = *t_;
+  e.src = src;
+  e.dst = dst;
+  if (src == dst) return true;
+  const NodeId a = g.gpu_node(src);
+  const NodeId b = g.gpu_node(dst);
+  const NodeId nvs = g.nvswitch_of_gpu(src);
+  if (g.node(a).server == g.node(b).server && nvs != kNoNode && nvs == g.nvswitch_of_gpu(dst)) {
+    e.nvlink = true;
+    for (const LinkId l : g.out_links(a)) {
+      if (g.link_dst(l) == nvs) e.first = l;
+    }
+    for (const LinkId l : g.out_links(nvs)) {
+      if (g.link_dst(l) == b) e.last = l;
+    }
+    return t.up(e.first) && t.up(e.last);
+  }
+  e.nic_a = g.nic_of_gpu(src);
+  e.nic_b = g.nic_of_gpu(dst);
+  if (e.nic_a == kNoNode || e.nic_b == kNoNode || e.nic_a == e.nic_b) return false;
+  for (const LinkId l : g.out_links(a)) {
+    if (g.link_dst(l) == e.nic_a) e.first = l;
+  }
+  for (const LinkId l : g.out_links(e.nic_b)) {
+    if (g.link_dst(l) == b) e.last = l;
+  }
+  if (!t.up(e.first) || !t.up(e.last)) return false;
+  e.cls = t.nic_class[static_cast<std::size_t>(g.node(e.nic_b).index)];
+  return e.cls >= 0;
+}
+
+namespace {
+
+// The source NIC's uplinks on shortest paths to class `cls`, written to `out`; returns how many.
+template <class TablesT>
+int nic_candidates(const ClusterGraph& g, const TablesT& t, NodeId nic, int cls,
+                   std::array<LinkId, kMaxNicUplinks>& out) {
+  std::uint8_t best = kUnreachable;
+  int n = 0;
+  for (const LinkId l : g.out_links(nic)) {
+    if (g.link_kind(l) != LinkKind::kNicUp || !t.up(l)) continue;
+    const std::uint8_t d = t.distance(cls, t.sw(g.link_dst(l)));
+    if (d == kUnreachable || d > best) continue;
+    if (d < best) {
+      best = d;
+      n = 0;
+    }
+    out[static_cast<std::size_t>(n++)] = l;
+  }
+  return n;
+}
+
+// The live link from switch node `s` down to NIC `nic`.
+template <class TablesT>
+LinkId link_to_nic(const ClusterGraph& g, const TablesT& t, NodeId s, NodeId nic) {
+  for (const LinkId l : g.out_links(nic)) {
+    if (g.link_dst(l) == s && g.link_kind(l) == LinkKind::kNicUp) {
+      const LinkId back = ClusterGraph::reverse(l);
+      if (t.up(back)) return back;
+    }
+  }
+  return kNoLink;
+}
+
+}  // namespace
+
+// Walks from the source NIC to the destination NIC, letting `choose(node, candidates)` pick the
+// index of the next link wherever there is more than one.
+template <class Choose>
+bool Router::trace(const Ends& e, std::vector<LinkId>& path, Choose&& choose) const {
+  const ClusterGraph& g = *graph_;
+  const Tables& t = *t_;
+  path.push_back(e.first);
+  if (e.nvlink) {
+    path.push_back(e.last);
+    return true;
+  }
+  std::array<LinkId, kMaxNicUplinks> start{};
+  const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+  if (n == 0) return false;
+  LinkId l = start[static_cast<std::size_t>(n == 1 ? 0 : choose(e.nic_a, std::span<const LinkId>(start.data(), static_cast<std::size_t>(n))))];
+  path.push_back(l);
+  NodeId s = g.link_dst(l);
+  for (;;) {
+    const int sw = t.sw(s);
+    if (t.distance(e.cls, sw) == 0) break;
+    const std::span<const LinkId> hops = t.hops(e.cls, sw);
+    l = hops[hops.size() == 1 ? 0 : static_cast<std::size_t>(choose(s, hops))];
+    path.push_back(l);
+    s = g.link_dst(l);
+  }
+  path.push_back(link_to_nic(g, t, s, e.nic_b));
+  path.push_back(e.last);
+  return true;
+}
+
+bool Router::route(const Flow& flow, std::vector<LinkId>& path) {
+  path.clear();
+  if (config_.mode == RoutingMode::kSpray) {
+    throw std::logic_error("Router::route: a sprayed flow has no single path; use route_shares");
+  }
+  Ends e;
+  if (!resolve(flow.src, flow.dst, e)) return false;
+  if (flow.src == flow.dst) return true;
+  e.qp = flow.qp;
+  if (config_.mode == RoutingMode::kLeastLoaded) return route_least_loaded(e, path);
+  if (config_.mode == RoutingMode::kPinned) {
+    // Mixed-radix digits of the destination's slice: the first branch takes slice mod n1, the
+    // next (slice / n1) mod n2, and so on, so that destinations spread over whole paths.
+    std::uint32_t key = static_cast<std::uint32_t>(
+        t_->nic_slice[static_cast<std::size_t>(graph_->node(e.nic_b).index)]);
+    return trace(e, path, [&key](NodeId, std::span<const LinkId> c) {
+      const auto n = static_cast<std::uint32_t>(c.size());
+      const int pick = static_cast<int>(key % n);
+      key /= n;
+      return pick;
+    });
+  }
+  bool have_tuple = false;
+  FiveTuple tuple;
+  const HashKind kind = config_.hash;
+  return trace(e, path, [&](NodeId node, std::span<const LinkId> c) {
+    if (!have_tuple) {
+      tuple = five_tuple(flow);
+      have_tuple = true;
+    }
+    return ecmp_pick(ecmp_hash(kind, tuple, t_->hash[static_cast<std::size_t>(node)]),
+                     static_cast<int>(c.size()));
+  });
+}
+
+// Least-loaded placement: among the flow's equal-cost paths, the one whose busiest link carries
+// the fewest flows, then the smallest sum, then the lowest link ids; then the flow is added to
+// every link of it. The paths form a DAG whose depth is at most twice the tiers, so a memoised
+// recursion over its switches finds the best in one pass.
+bool Router::route_least_loaded(const Ends& e, std::vector<LinkId>& path) {
+  const ClusterGraph& g = *graph_;
+  const Tables& t = *t_;
+  if (load_.empty()) load_.assign(static_cast<std::size_t>(g.link_count()), 0.0);
+  if (!e.nvlink) {
+    struct Best {
+      double max = 0, sum = 0;
+      LinkId next = kNoLink;
+    };
+    std::map<int, Best> memo;
+    const auto best = [&](auto&& self, NodeId s) -> Best {
+      const int sw = t.sw(s);
+      if (const auto it = memo.find(sw); it != memo.end()) return it->second;
+      Best b;
+      if (t.distance(e.cls, sw) == 0) {
+        b.next = link_to_nic(g, t, s, e.nic_b);
+        b.max = b.sum = load_[static_cast<std::size_t>(b.next)];
+      } else {
+        b.max = std::numeric_limits<double>::infinity();
+        for (const LinkId l : t.hops(e.cls, sw)) {
+          const Best rest = self(self, g.link_dst(l));
+          const double x = load_[static_cast<std::size_t>(l)];
+          const double m = std::max(x, rest.max);
+          const double sum = x + rest.sum;
+          if (m < b.max || (m == b.max && sum < b.sum)) b = {m, sum, l};
+        }
+      }
+      memo.emplace(sw, b);
+      return b;
+    };
+    std::array<LinkId, kMaxNicUplinks> start{};
+    const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+    if (n == 0) return false;
+    Best top{std::numeric_limits<double>::infinity(), 0, kNoLink};
+    for (int i = 0; i < n; ++i) {
+      const LinkId l = start[static_cast<std::size_t>(i)];
+      const Best rest = best(best, g.link_dst(l));
+      const double x = load_[static_cast<std::size_t>(l)];
+      const double m = std::max(x, rest.max);
+      if (m < top.max || (m == top.max && x + rest.sum < top.sum)) top = {m, x + rest.sum, l};
+    }
+    path.push_back(e.first);
+    LinkId l = top.next;
+    while (g.node(g.link_dst(l)).kind == NodeKind::kSwitch) {
+      path.push_back(l);
+      l = best(best, g.link_dst(l)).next;
+    }
+    path.push_back(l);
+    path.push_back(e.last);
+  } else {
+    path.push_back(e.first);
+    path.push_back(e.last);
+  }
+  for (const LinkId l : path) load_[static_cast<std::size_t>(l)] += 1.0;
+  return true;
+}
+
+bool Router::route_shares(const Flow& flow, std::vector<LinkShare>& out) {
+  out.clear();
+  if (config_.mode == RoutingMode::kSpray) {
+    Ends e;
+    if (!resolve(flow.src, flow.dst, e)) return false;
+    if (flow.src == flow.dst) return true;
+    return route_spray(e, out);
+  }
+  if (!route(flow, path_scratch_)) return false;
+  for (const LinkId l : path_scratch_) out.push_back({l, 1.0});
+  return true;
+}
+
+// Ideal spraying: the flow splits evenly over the next hops at every branch. The DAG is walked
+// level by level (the distance to the destination falls by one per hop), merging what reaches
+// the same switch.
+bool Router::route_spray(const Ends& e, std::vector<LinkShare>& out) const {
+  const ClusterGraph& g = *graph_;
+  const Tables& t = *t_;
+  out.push_back({e.first, 1.0});
+  if (e.nvlink) {
+    out.push_back({e.last, 1.0});
+    return true;
+  }
+  std::array<LinkId, kMaxNicUplinks> start{};
+  const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+  if (n == 0) return false;
+  std::map<NodeId, double> level;
+  for (int i = 0; i < n; ++i) {
+    const LinkId l = start[static_cast<std::size_t>(i)];
+    out.push_back({l, 1.0 / n});
+    level[g.link_dst(l)] += 1.0 / n;
+  }
+  while (!level.empty()) {
+    std::map<NodeId, double> next;
+    for (const auto& [s, share] : level) {
+      const int sw = t.sw(s);
+      if (t.distance(e.cls, sw) == 0) {
+        out.push_back({link_to_nic(g, t, s, e.nic_b), share});
+        continue;
+      }
+      const std::span<const LinkId> hops = t.hops(e.cls, sw);
+      const double part = share / static_cast<double>(hops.size());
+      for (const LinkId l : hops) {
+        out.push_back({l, part});
+        next[g.link_dst(l)] += part;
+      }
+    }
+    level = std::move(next);
+  }
+  // Each switch sits at one distance from the destination, so no link is listed twice.
+  out.push_back({e.last, 1.0});
+  return true;
+}
+
+Routes Router::route_all(std::span<const Flow> flows) {
+  Routes r;
+  r.offset.reserve(flows.size() + 1);
+  r.links.reserve(flows.size() * 8);
+  const bool spray = config_.mode == RoutingMode::kSpray;
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    bool ok = false;
+    if (spray) {
+      ok = route_shares(flows[i], shares_scratch_);
+      if (ok) {
+        for (const LinkShare& s : shares_scratch_) {
+          r.links.push_back(s.link);
+          r.shares.push_back(s.share);
+        }
+      }
+    } else {
+      ok = route(flows[i], path_scratch_);
+      if (ok) r.links.insert(r.links.end(), path_scratch_.begin(), path_scratch_.end());
+    }
+    if (!ok) r.unrouted.push_back(static_cast<std::int32_t>(i));
+    r.offset.push_back(static_cast<std::int64_t>(r.links.size()));
+  }
+  return r;
+}
+
+void Router::reset_load() { std::fill(load_.begin(), load_.end(), 0.0); }
+
+bool Router::connected(GpuId src, GpuId dst) const {
+  Ends e;
+  if (!resolve(src, dst, e)) return false;
+  if (src == dst || e.nvlink) return true;
+  std::array<LinkId, kMaxNicUplinks> start{};
+  return nic_candidates(*graph_, *t_, e.nic_a, e.cls, start) > 0;
+}
+
+std::uint64_t Router::path_count(GpuId src, GpuId dst) const {
+  Ends e;
+  if (!resolve(src, dst, e)) return 0;
+  if (src == dst || e.nvlink) return 1;
+  const ClusterGraph& g = *graph_;
+  const Tables& t = *t_;
+  std::map<int, std::uint64_t> memo;
+  const auto count = [&](auto&& self, NodeId s) -> std::uint64_t {
+    const int sw = t.sw(s);
+    if (t.distance(e.cls, sw) == 0) return 1;
+    if (const auto it = memo.find(sw); it != memo.end()) return it->second;
+    std::uint64_t total = 0;
+    for (const LinkId l : t.hops(e.cls, sw)) total += self(self, g.link_dst(l));
+    memo.emplace(sw, total);
+    return total;
+  };
+  std::array<LinkId, kMaxNicUplinks> start{};
+  const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+  std::uint64_t total = 0;
+  for (int i = 0; i < n; ++i) total += count(count, g.link_dst(start[static_cast<std::size_t>(i)]));
+  return total;
+}
+
+std::vector<std::vector<LinkId>> Router::paths(GpuId src, GpuId dst, std::size_t limit) const {
+  std::vector<std::vector<LinkId>> out;
+  Ends e;
+  if (!resolve(src, dst, e)) return out;
+  if (src == dst) return {{}};
+  if (e.nvlink) return {{e.first, e.last}};
+  const ClusterGraph& g = *graph_;
+  const Tables& t = *t_;
+  std::vector<LinkId> path{e.first};
+  const auto dfs = [&](auto&& self, NodeId s) -> void {
+    if (out.size() >= limit) return;
+    const int sw = t.sw(s);
+    if (t.distance(e.cls, sw) == 0) {
+      path.push_back(link_to_nic(g, t, s, e.nic_b));
+      path.push_back(e.last);
+      out.push_back(path);
+      path.resize(path.size() - 2);
+      return;
+    }
+    for (const LinkId l : t.hops(e.cls, sw)) {
+      path.push_back(l);
+      self(self, g.link_dst(l));
+      path.pop_back();
+    }
+  };
+  std::array<LinkId, kMaxNicUplinks> start{};
+  const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+  for (int i = 0; i < n; ++i) {
+    path.push_back(start[static_cast<std::size_t>(i)]);
+    dfs(dfs, g.link_dst(start[static_cast<std::size_t>(i)]));
+    path.pop_back();
+  }
+  return out;
+}
+
+std::string Router::why_unreachable(GpuId src, GpuId dst) const {
+  if (connected(src, dst)) return "";
+  const ClusterGraph& g = *graph_;
+  const Tables& t = *t_;
+  const NodeId a = g.gpu_node(src);
+  const NodeId b = g.gpu_node(dst);
+  const std::string an = g.node_name(a);
+  const std::string bn = g.node_name(b);
+  const NodeId nvs = g.nvswitch_of_gpu(src);
+  if (g.node(a).server == g.node(b).server && nvs != kNoNode && nvs == g.nvswitch_of_gpu(dst)) {
+    return fmt::format("the NVLink between {} and {} through {} is down", an, bn,
+                       g.node_name(nvs));
+  }
+  // Reasons at either end, source first.
+  for (const auto& [gpu, name] : {std::pair{a, an}, std::pair{b, bn}}) {
+    const NodeId nic = g.nic_of_gpu(g.node(gpu).index);
+    if (nic == kNoNode) return fmt::format("{} has no NIC", name);
+    bool pcie = false;
+    for (const LinkId l : g.out_links(gpu)) {
+      if (g.link_dst(l) == nic && t.up(l) && t.up(ClusterGraph::reverse(l))) pcie = true;
+    }
+    if (!pcie) return fmt::format("{} ({}'s NIC) is down", g.node_name(nic), name);
+    if (t.nic_class[static_cast<std::size_t>(g.node(nic).index)] < 0) {
+      return fmt::format("every link of {} ({}'s NIC) to the fabric is down", g.node_name(nic),
+                         name);
+    }
+  }
+  if (g.nic_of_gpu(src) == g.nic_of_gpu(dst)) {
+    return fmt::format("{} and {} share {} and no NVSwitch", an, bn, g.node_name(g.nic_of_gpu(src)));
+  }
+  // Both NICs are attached; the switches between them are not.
+  for (const auto& [gpu, name] : {std::pair{a, an}, std::pair{b, bn}}) {
+    const NodeId nic = g.nic_of_gpu(g.node(gpu).index);
+    for (const std::int32_t s :
+         t.class_switches[static_cast<std::size_t>(t.nic_class[static_cast<std::size_t>(g.node(nic).index)])]) {
+      const NodeId sn = t.sw_node[static_cast<std::size_t>(s)];
+      bool any_up = false;
+      for (const LinkId l : g.out_links(sn)) {
+        if (g.link_kind(l) == LinkKind::kUp && t.up(l)) any_up = true;
+      }
+      if (!any_up) {
+        return fmt::format("{} (the ToR of {}) has every uplink down", g.node_name(sn), name);
+      }
+    }
+  }
+  return fmt::format("no up/down path of live links joins the ToRs of {} and {}", an, bn);
+}
+
+void require_paths(const Router& router, std::span<const Flow> flows, int max_listed) {
+  std::map<std::pair<GpuId, GpuId>, bool> seen;
+  std::map<std::string, std::vector<std::pair<GpuId, GpuId>>> by_reason;
+  std::int64_t unrouted = 0;
+  for (const Flow& f : flows) {
+    const auto key = std::pair{f.src, f.dst};
+    const auto it = seen.find(key);
+    if (it != seen.end()) {
+      unrouted += it->second ? 0 : 1;
+      continue;
+    }
+    const bool ok = router.connected(f.src, f.dst);
+    seen.emplace(key, ok);
+    if (ok) continue;
+    ++unrouted;
+    by_reason[router.why_unreachable(f.src, f.dst)].push_back(key);
+  }
+  if (unrouted == 0) return;
+  const ClusterGraph& g = router.graph();
+  std::size_t pairs = 0;
+  for (const auto& [reason, list] : by_reason) pairs += list.size();
+  std::string message =
+      fmt::format("{} GPU pair{} lost connectivity ({} of {} flows have no path)", pairs,
+                  pairs == 1 ? "" : "s", unrouted, flows.size());
+  int listed = 0;
+  for (const auto& [reason, list] : by_reason) {
+    std::vector<std::string> names;
+    for (const auto& [s, d] : list) {
+      if (listed >= max_listed) break;
+      names.push_back(g.node_name(g.gpu_node(s)) + "->" + g.node_name(g.gpu_node(d)));
+      ++listed;
+    }
+    message += fmt::format("; {}: {}", reason, fmt::join(names, ", "));
+    if (names.size() < list.size()) message += fmt::format(" and {} more", list.size() - names.size());
+  }
+  throw_infeasible(message, {}, "restore the failed links or route the traffic elsewhere");
+}
+
+}  // namespace trainsim::topo
