@@ -1,5 +1,7 @@
 #include "topology/hash.h"
 
+#include "sim/core/rng.h"
+
 namespace trainsim::topo {
 namespace {
 
@@ -73,13 +75,6 @@ std::uint32_t toeplitz(const FiveTuple& t, const std::array<std::uint64_t, 3>& k
     }
   }
   return h;
-}
-
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 }  // namespace

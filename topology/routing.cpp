@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "sim/core/error.h"
+#include "sim/core/rng.h"
 
 namespace trainsim::topo {
 namespace {
@@ -17,13 +18,6 @@ namespace {
 constexpr std::uint8_t kUnreachable = 255;
 // A NIC with more uplinks than this is not a NIC of any fabric we model (dual-plane NICs have 2).
 constexpr int kMaxNicUplinks = 16;
-
-std::uint64_t next_random(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 }  // namespace
 
@@ -106,13 +100,10 @@ std::vector<LinkId> pick_random_cables(const ClusterGraph& graph, int count, std
                             count, fabric.size()),
                 {"", 0, "fail-links"});
   }
-  // A partial Fisher-Yates shuffle; the bound is drawn by multiply-shift, which, unlike the
-  // standard distributions, gives the same numbers on every platform.
-  std::uint64_t state = seed;
+  // A partial Fisher-Yates shuffle on the "fail-links" stream of the seed.
+  Rng rng(derive_stream_seed(seed, "fail-links"));
   for (std::size_t i = 0; i < static_cast<std::size_t>(count); ++i) {
-    const std::uint64_t span = fabric.size() - i;
-    const auto j = i + static_cast<std::size_t>(
-                           (static_cast<unsigned __int128>(next_random(state)) * span) >> 64);
+    const auto j = i + static_cast<std::size_t>(rng.uniform_below(fabric.size() - i));
     std::swap(fabric[i], fabric[j]);
   }
   fabric.resize(static_cast<std::size_t>(count));

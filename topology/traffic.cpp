@@ -6,22 +6,10 @@
 #include <numeric>
 
 #include "sim/core/error.h"
+#include "sim/core/rng.h"
 
 namespace trainsim::topo {
 namespace {
-
-std::uint64_t next_random(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [0, n) by multiply-shift: the same numbers on every platform, unlike <random>'s
-// distributions.
-std::uint64_t below(std::uint64_t& state, std::uint64_t n) {
-  return static_cast<std::uint64_t>((static_cast<unsigned __int128>(next_random(state)) * n) >> 64);
-}
 
 int group_size(const TrafficSpec& spec, int gpus) {
   return spec.group > 0 ? std::min(spec.group, gpus) : gpus;
@@ -80,7 +68,7 @@ void for_each_connection(const TrafficSpec& spec, int gpus,
     return;
   }
   const int size = group_size(spec, gpus);
-  std::uint64_t state = spec.seed;
+  Rng rng(derive_stream_seed(spec.seed, "traffic"));
   std::vector<int> perm;
   for (int first = 0; first < gpus; first += size) {
     const int n = std::min(size, gpus - first);
@@ -95,7 +83,7 @@ void for_each_connection(const TrafficSpec& spec, int gpus,
         perm.resize(static_cast<std::size_t>(n));
         std::iota(perm.begin(), perm.end(), 0);
         for (int i = n - 1; i > 0; --i) {
-          const auto j = static_cast<int>(below(state, static_cast<std::uint64_t>(i)));
+          const auto j = static_cast<int>(rng.uniform_below(static_cast<std::uint64_t>(i)));
           std::swap(perm[static_cast<std::size_t>(i)], perm[static_cast<std::size_t>(j)]);
         }
         for (int i = 0; i < n; ++i) connection(first + i, first + perm[static_cast<std::size_t>(i)]);
