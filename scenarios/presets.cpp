@@ -82,6 +82,10 @@ ClusterPreset meta_h100_roce() {
   c.cluster.fabric.pod_gpus = 3072;
   c.cluster.fabric.pods = 8;
   c.cluster.fabric.above_pod_oversubscription = 7;
+  // Two servers (16 GPUs) per rack switch; the cluster and aggregation switches are modular
+  // chassis (Arista 7800R3 class, up to 576 x 400 G ports), not 64-port parts.
+  c.cluster.fabric.servers_per_tor = 2;
+  c.cluster.fabric.spine_radix = 576;
   return c;
 }
 

@@ -94,7 +94,9 @@ std::map<std::string, std::string> cluster_values(const ClusterPreset& p) {
           {"cluster.fabric.pod_gpus", std::to_string(f.pod_gpus)},
           {"cluster.fabric.pods", std::to_string(f.pods)},
           {"cluster.fabric.above_pod_oversubscription", text(f.above_pod_oversubscription)},
-          {"cluster.fabric.rail_optimized", text(f.rail_optimized)}};
+          {"cluster.fabric.rail_optimized", text(f.rail_optimized)},
+          {"cluster.fabric.servers_per_tor", std::to_string(f.servers_per_tor)},
+          {"cluster.fabric.spine_radix", std::to_string(f.spine_radix)}};
 }
 
 std::string describe_fabric(const topo::ClusterSpec& c) {
@@ -129,6 +131,7 @@ class Resolver {
     build_cluster();
     build_parallel();
     build_training();
+    build_routing();
     scenario_.system = get("optimizations.system");
     scenario_.calibration_profile = get("calibration.profile");
     scenario_.fidelity = get("simulation.fidelity");
@@ -358,6 +361,18 @@ class Resolver {
     c.fabric.pods = integer("cluster.fabric.pods");
     c.fabric.above_pod_oversubscription = real("cluster.fabric.above_pod_oversubscription");
     c.fabric.rail_optimized = flag("cluster.fabric.rail_optimized");
+    c.fabric.servers_per_tor = integer("cluster.fabric.servers_per_tor");
+    c.fabric.spine_radix = integer("cluster.fabric.spine_radix");
+  }
+
+  // The schema's choices are the names topology/ gives its enums, so every lookup succeeds.
+  void build_routing() {
+    topo::RoutingConfig& r = scenario_.routing;
+    r.mode = *topo::routing_mode_from(get("network.routing.mode"));
+    r.hash = *topo::hash_kind_from(get("network.routing.hash"));
+    r.seed_scope = *topo::seed_scope_from(get("network.routing.seed_scope"));
+    r.seed = static_cast<std::uint32_t>(int64("network.routing.seed"));
+    r.qps_per_connection = integer("network.routing.qps_per_connection");
   }
 
   void build_parallel() {

@@ -27,6 +27,7 @@
 #include "sim/model/transformer.h"
 #include "sim/plan/config.h"
 #include "topology/hardware.h"
+#include "topology/routing.h"
 
 namespace trainsim::scen {
 
@@ -37,6 +38,7 @@ struct Scenario {
   plan::ParallelConfig parallel;  // dp resolved (never "auto" here)
   plan::TrainingConfig training;
   plan::Optimizations opt;
+  topo::RoutingConfig routing;  // network.routing.*
   std::string system = "none";  // optimizations.system
   std::string calibration_profile = "datasheet";
   std::string fidelity = "analytic";

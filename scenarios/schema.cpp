@@ -240,6 +240,22 @@ std::vector<KeyDef> build_schema() {
        .default_value = "true",
        .description = "NIC i of every server goes to a rail-i switch (multi-rail)",
        .aliases = {"multi_rail", "rail", "rail_optimised"}},
+      {.path = "cluster.fabric.servers_per_tor",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "Servers under one ToR (rail-optimized: under one group of one ToR per "
+                      "rail); 0 = as many as the ToR's down ports hold",
+       .aliases = {"servers_per_rack", "hosts_per_tor", "nodes_per_rack"},
+       .min_value = 0},
+      {.path = "cluster.fabric.spine_radix",
+       .type = K::kInt,
+       .unit = "ports",
+       .default_value = "0",
+       .description = "Ports of the switches above the ToR tier (modular chassis); 0 = "
+                      "switch_radix",
+       .aliases = {"chassis_radix", "aggregation_radix", "upper_radix"},
+       .min_value = 0,
+       .max_value = 4096},
 
       // parallel
       {.path = "parallel.tp",
@@ -407,6 +423,44 @@ std::vector<KeyDef> build_schema() {
        .description = "Parallel transformer block: attention and MLP read the same norm output",
        .aliases = {"parallel_attention", "parallel_transformer_block", "use_parallel_residual",
                    "parallel_residual"}},
+
+      // network
+      {.path = "network.routing.mode",
+       .type = K::kEnum,
+       .default_value = "ecmp",
+       .description = "How a flow's path is chosen among the equal-cost paths: ecmp (per-switch "
+                      "hash of the 5-tuple), pinned (by the destination's ToR port), spray "
+                      "(ideal packet spraying over all paths), least-loaded (greedy placement)",
+       .choices = {"ecmp", "pinned", "spray", "least-loaded"},
+       .aliases = {"routing", "load_balancing", "path_selection", "lb_mode"}},
+      {.path = "network.routing.hash",
+       .type = K::kEnum,
+       .default_value = "crc32",
+       .description = "Switch ECMP hash of the RoCEv2 5-tuple (docs/topology.md)",
+       .choices = {"crc32", "xor-fold", "toeplitz"},
+       .aliases = {"hash_algorithm", "ecmp_hash", "hash_function"}},
+      {.path = "network.routing.qps_per_connection",
+       .type = K::kInt,
+       .default_value = "1",
+       .description = "Queue pairs per NCCL connection, each its own ECMP flow "
+                      "(NCCL_IB_QPS_PER_CONNECTION)",
+       .aliases = {"NCCL_IB_QPS_PER_CONNECTION", "qps", "qps_per_conn", "ib_qps_per_connection"},
+       .min_value = 1,
+       .max_value = 1024},
+      {.path = "network.routing.seed",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "Base seed of the switch hash functions",
+       .aliases = {"hash_seed", "ecmp_seed", "universal_id"},
+       .min_value = 0,
+       .max_value = 4294967295.0},
+      {.path = "network.routing.seed_scope",
+       .type = K::kEnum,
+       .default_value = "per-switch",
+       .description = "Seeds of the switch hashes: global (one for all switches: hash "
+                      "polarization), per-tier, or per-switch",
+       .choices = {"global", "per-tier", "per-switch"},
+       .aliases = {"hash_seed_scope", "seed_per"}},
 
       // simulation
       {.path = "simulation.fidelity",

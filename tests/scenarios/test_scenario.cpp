@@ -352,9 +352,51 @@ TEST(Scenario, UnknownKeys) {
   EXPECT_EQ(megatron.where().line, 3);
   EXPECT_EQ(megatron.hint(), "did you mean `parallel.tp`?");
 
-  const Error network = load_error("network:\n  congestion_control: dcqcn\n");
+  const Error network = load_error("network:\n  routing:\n    hash_algo: crc32\n");
   EXPECT_EQ(network.kind(), ErrorKind::kInput);
-  EXPECT_EQ(network.where().field, "network");
+  EXPECT_EQ(network.where().line, 3);
+  EXPECT_EQ(network.where().field, "network.routing.hash_algo");
+  EXPECT_EQ(network.hint(), "did you mean `network.routing.hash`?");
+}
+
+// network.routing.* fill the topology's RoutingConfig; the defaults are NCCL's one QP per
+// connection, CRC32 ECMP with a seed per switch.
+TEST(Scenario, RoutingKeys) {
+  const Scenario d = default_scenario();
+  EXPECT_EQ(d.routing.mode, topo::RoutingMode::kEcmp);
+  EXPECT_EQ(d.routing.hash, topo::HashKind::kCrc32);
+  EXPECT_EQ(d.routing.seed_scope, topo::SeedScope::kPerSwitch);
+  EXPECT_EQ(d.routing.seed, 0u);
+  EXPECT_EQ(d.routing.qps_per_connection, 1);
+
+  const Scenario s = load_scenario_string(
+      "network:\n  routing:\n    mode: least-loaded\n    hash: toeplitz\n"
+      "    qps_per_connection: 16\n    seed: 4294967295\n",
+      "t.yaml", {"network.routing.seed_scope=global"});
+  EXPECT_EQ(s.routing.mode, topo::RoutingMode::kLeastLoaded);
+  EXPECT_EQ(s.routing.hash, topo::HashKind::kToeplitz);
+  EXPECT_EQ(s.routing.seed_scope, topo::SeedScope::kGlobal);
+  EXPECT_EQ(s.routing.seed, 4294967295u);
+  EXPECT_EQ(s.routing.qps_per_connection, 16);
+  EXPECT_EQ(s.origin.at("network.routing.hash"), "t.yaml:4");
+
+  const Error bad = load_error("network:\n  routing:\n    hash: md5\n");
+  EXPECT_EQ(bad.where().line, 3);
+  EXPECT_TRUE(contains(bad.what(), "crc32|xor-fold|toeplitz")) << bad.what();
+  const Error zero = load_error("network:\n  routing:\n    qps_per_connection: 0\n");
+  EXPECT_EQ(zero.where().field, "network.routing.qps_per_connection");
+}
+
+// The Meta preset's racks hold two servers and its upper tiers are chassis switches.
+TEST(Scenario, ClusterFabricShapeKeys) {
+  const Scenario meta = load_scenario_string("", "t", {"cluster.preset=meta-h100-roce",
+                                                        "cluster.gpus=24576"});
+  EXPECT_EQ(meta.cluster.fabric.servers_per_tor, 2);
+  EXPECT_EQ(meta.cluster.fabric.spine_radix, 576);
+  const Scenario custom = load_scenario_string(
+      "", "t", {"cluster.fabric.servers_per_tor=32", "cluster.fabric.spine_radix=128"});
+  EXPECT_EQ(custom.cluster.fabric.servers_per_tor, 32);
+  EXPECT_EQ(custom.cluster.fabric.spine_radix, 128);
 }
 
 // Wrong types name the file, line, key and the expected type: a word, a boolean, zero or a

@@ -69,7 +69,7 @@ TEST(Sizes, FormatsExactly) {
 }
 
 // DESIGN.md §6 fixes these names because users script against them; each must be declared.
-// (network.* keys come with the network issue and are not part of this schema yet.)
+// (network.congestion_control comes with the flow-level network model.)
 TEST(Schema, DeclaresEveryStableKey) {
   for (const char* key : {"model.preset",
                           "model.layers",
@@ -106,6 +106,9 @@ TEST(Schema, DeclaresEveryStableKey) {
                           "optimizations.lamb",
                           "optimizations.sliding_window",
                           "optimizations.parallel_block",
+                          "network.routing.hash",
+                          "network.routing.qps_per_connection",
+                          "network.routing.mode",
                           "simulation.fidelity",
                           "simulation.seed",
                           "calibration.profile"}) {
