@@ -155,44 +155,72 @@ Parsed read_with_boost(const std::string& text, FabricFormat format, const std::
   return p;
 }
 
-Parsed parse(const std::string& text, FabricFormat format, const std::string& name) {
-  try {
-    if (format == FabricFormat::kGraphViz) {
-      static const std::regex comments(R"(//[^\n]*|/\*[\s\S]*?\*/|#[^\n]*)");
-      static const std::regex keyword(R"((^|[^A-Za-z0-9_])(digraph|graph)([^A-Za-z0-9_]|$))",
-                                      std::regex::icase);
-      const std::string clean = blank_out(text, comments);
-      std::smatch m;
-      if (!std::regex_search(clean, m, keyword)) {
-        throw_input("not a GraphViz graph: no `graph` or `digraph` keyword", {name, 1, ""});
-      }
-      const bool directed = m[2].length() == 7;
-      return directed ? read_with_boost<boost::directedS>(text, format, name)
-                      : read_with_boost<boost::undirectedS>(text, format, name);
+// Boost's GraphViz parser does not say where it stopped. The parser stops at the first bad
+// token, so a prefix of the file gives the same error exactly when it contains that token: a
+// binary search over line counts finds the line.
+template <class Directed>
+int graphviz_error_line(const std::string& text, const std::string& error) {
+  std::vector<std::size_t> ends;  // offset just past each line
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n') ends.push_back(i + 1);
+  }
+  ends.push_back(text.size());
+  const auto same_error = [&](std::size_t lines) {
+    const std::string prefix = text.substr(0, ends[lines - 1]);
+    try {
+      FileGraph<Directed> g;
+      boost::dynamic_properties dp(boost::ignore_other_properties);
+      boost::read_graphviz(prefix, g, dp);
+    } catch (const boost::bad_graphviz_syntax& e) {
+      return error == e.what();
+    } catch (const std::exception&) {
     }
-    static const std::regex edgedefault(R"(edgedefault\s*=\s*"undirected")");
-    const bool undirected = std::regex_search(text, edgedefault);
-    return undirected ? read_with_boost<boost::undirectedS>(text, format, name)
-                      : read_with_boost<boost::directedS>(text, format, name);
+    return false;
+  };
+  std::size_t lo = 1, hi = ends.size();
+  if (!same_error(hi)) return 0;
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi) / 2;
+    if (same_error(mid)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return static_cast<int>(lo);
+}
+
+// Whether the file describes a directed graph: GraphViz `digraph`, GraphML
+// edgedefault="directed". Boost's readers insist that the graph type matches.
+bool is_directed(const std::string& text, FabricFormat format, const std::string& name) {
+  if (format == FabricFormat::kGraphMl) {
+    static const std::regex undirected(R"(edgedefault\s*=\s*"undirected")");
+    return !std::regex_search(text, undirected);
+  }
+  static const std::regex comments(R"(//[^\n]*|/\*[\s\S]*?\*/|#[^\n]*)");
+  static const std::regex keyword(R"((^|[^A-Za-z0-9_])(digraph|graph)([^A-Za-z0-9_]|$))",
+                                  std::regex::icase);
+  const std::string clean = blank_out(text, comments);
+  std::smatch m;
+  if (!std::regex_search(clean, m, keyword)) {
+    throw_input("not a GraphViz graph: no `graph` or `digraph` keyword", {name, 1, ""});
+  }
+  return m[2].length() == 7;
+}
+
+Parsed parse(const std::string& text, FabricFormat format, const std::string& name) {
+  const bool directed = is_directed(text, format, name);
+  try {
+    return directed ? read_with_boost<boost::directedS>(text, format, name)
+                    : read_with_boost<boost::undirectedS>(text, format, name);
   } catch (const Error&) {
     throw;
   } catch (const boost::property_tree::file_parser_error& e) {
     throw_input("not valid GraphML: " + e.message(), {name, static_cast<int>(e.line()), ""});
   } catch (const boost::bad_graphviz_syntax& e) {
-    // Boost names the offending token ("... at token X"); its first line locates it.
-    int line = 0;
-    const std::string what = e.what();
-    const std::size_t at = what.rfind(" at ");
-    if (at != std::string::npos) {
-      std::string token = what.substr(at + 4);
-      if (!token.empty() && token.rfind("token ", 0) == 0) token = token.substr(6);
-      while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) {
-        token.pop_back();
-      }
-      const std::size_t pos = token.empty() ? std::string::npos : text.find(token);
-      if (pos != std::string::npos) line = line_at(text, pos);
-    }
-    throw_input("not valid GraphViz: " + what, {name, line, ""});
+    const int line = directed ? graphviz_error_line<boost::directedS>(text, e.what())
+                              : graphviz_error_line<boost::undirectedS>(text, e.what());
+    throw_input(std::string("not valid GraphViz: ") + e.what(), {name, line, ""});
   } catch (const std::exception& e) {
     throw_input(std::string("cannot read the fabric: ") + e.what(), {name, 0, ""});
   }

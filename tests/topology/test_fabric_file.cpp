@@ -1,0 +1,211 @@
+// Fabric files (topology/fabric_file.h): the GraphML example, GraphViz, the writer's round trip,
+// tier inference, and errors that name the line and the attribute.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "sim/core/error.h"
+#include "topology/clos.h"
+#include "topology/fabric_file.h"
+#include "topology/routing.h"
+#include "topology/stats.h"
+
+namespace trainsim::topo {
+namespace {
+
+ClusterSpec base() {
+  ClusterSpec c;
+  c.gpu.name = "a100-80gb";
+  c.nic_latency_s = 0.5e-6;
+  c.switch_latency_s = 0.6e-6;
+  return c;
+}
+
+Error read_error(std::string_view text, FabricFormat format) {
+  try {
+    read_fabric_text(text, format, "f", base());
+  } catch (const Error& e) {
+    std::printf("%s\n", e.what());
+    return e;
+  }
+  ADD_FAILURE() << "no error for:\n" << text;
+  return Error(ErrorKind::kRuntime, "none");
+}
+
+// The example: 4 servers x 2 GPUs, each NIC on two ToRs (planes a and b), each plane with one
+// spine, 2 parallel links per ToR-spine pair. gpu0 -> gpu4 (other ToR pair): 2 planes x 2 links
+// up x 2 links down = 8 paths; gpu0 -> gpu2 (same ToR pair): one path per plane.
+TEST(FabricFile, ReadsTheGraphMlExample) {
+  const std::string path = std::string(TRAINSIM_SOURCE_DIR) +
+                           "/scenarios/examples/dual-plane-8gpu.graphml";
+  const ClusterGraph g = read_fabric_file(path, base());
+  EXPECT_EQ(g.gpu_count(), 8);
+  EXPECT_EQ(g.server_count(), 4);
+  EXPECT_EQ(g.nic_count(), 8);
+  EXPECT_EQ(g.switches_per_tier(), (std::vector<int>{4, 2}));
+  EXPECT_EQ(g.spec().gpus_per_node, 2);
+  EXPECT_EQ(g.node_name(g.gpu_node(0)), "gpu0");
+  EXPECT_EQ(g.node_name(g.switch_node(2, 1)), "spineb");
+  Router r(g, RoutingConfig{});
+  EXPECT_EQ(r.path_count(0, 4), 8u);
+  EXPECT_EQ(r.path_count(0, 2), 2u);
+  EXPECT_EQ(r.path_count(0, 1), 1u);  // NVLink
+  std::vector<LinkId> p;
+  ASSERT_TRUE(r.route({0, 4, 0}, p));
+  EXPECT_EQ(p.size(), 6u);  // gpu, nic, tor, spine, tor, nic, gpu
+  // Stated latencies: 600 ns on the NIC-ToR and ToR-spine cables both ways.
+  TimePs total{0};
+  for (const LinkId l : p) total += g.link_latency(l);
+  EXPECT_EQ(total.ps, 500'000 + 4 * 600'000);  // gpu->nic enters a NIC (default 0.5 us)
+  const FabricSummary s = summarize_fabric(g);
+  EXPECT_DOUBLE_EQ(s.tiers[0].oversubscription, 16 * 200.0 / (8 * 400.0));
+}
+
+// GraphViz with tiers left out: a switch's tier is its distance from the nearest NIC.
+TEST(FabricFile, GraphVizWithInferredTiers) {
+  const char* dot = R"(graph leafspine {
+  // two servers of one GPU
+  g0 [kind=gpu, server=0];  n0 [kind=nic, server=0];
+  g1 [kind=gpu, server=1];  n1 [kind=nic, server=1];
+  l0 [kind=switch]; l1 [kind=switch]; s0 [kind=switch];
+  g0 -- n0 [gbps=400]; g1 -- n1 [gbps=400];
+  n0 -- l0 [gbps=400]; n1 -- l1 [gbps=400];
+  l0 -- s0 [gbps=400, latency_ns=1000]; l1 -- s0 [gbps=400];
+})";
+  const ClusterGraph g = read_fabric_text(dot, FabricFormat::kGraphViz, "leafspine.dot", base());
+  EXPECT_EQ(g.switches_per_tier(), (std::vector<int>{2, 1}));
+  Router r(g, RoutingConfig{});
+  std::vector<LinkId> p;
+  ASSERT_TRUE(r.route({0, 1, 0}, p));
+  ASSERT_EQ(p.size(), 6u);
+  EXPECT_EQ(g.link_name(p[2]), "l0->s0");
+  EXPECT_EQ(g.link_latency(p[2]).ps, 1'000'000);
+  EXPECT_EQ(g.link_latency(p[3]).ps, 600'000);  // default: entering a switch
+  EXPECT_DOUBLE_EQ(g.link_capacity_Bps(p[2]), 50e9);
+}
+
+// write_graphviz then read: the same counts, capacities and equal-cost path sets.
+TEST(FabricFile, WriterRoundTrip) {
+  ClusterSpec c = base();
+  c.gpu.nvlink_Bps = 300e9;
+  c.gpus = 256;
+  c.nic_Gbps = 200;
+  c.fabric.switch_radix = 16;
+  c.fabric.switch_port_Gbps = 400;
+  c.fabric.port_split = 2;
+  const ClusterGraph g = build_cluster_graph(c);
+  std::ostringstream out;
+  write_graphviz(g, out);
+  const ClusterGraph back = read_fabric_text(out.str(), FabricFormat::kGraphViz, "x.dot", c);
+  EXPECT_EQ(back.gpu_count(), g.gpu_count());
+  EXPECT_EQ(back.server_count(), g.server_count());
+  EXPECT_EQ(back.link_count(), g.link_count());
+  EXPECT_EQ(back.switches_per_tier(), g.switches_per_tier());
+  std::vector<double> a = g.link_capacity_Bps(), b = back.link_capacity_Bps();
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+  Router ra(g, RoutingConfig{}), rb(back, RoutingConfig{});
+  for (const auto& [s, d] : {std::pair{0, 255}, std::pair{0, 9}, std::pair{3, 200}}) {
+    EXPECT_EQ(ra.path_count(s, d), rb.path_count(s, d)) << s << "->" << d;
+    std::vector<LinkId> pa, pb;
+    ASSERT_TRUE(ra.route({s, d, 0}, pa));
+    ASSERT_TRUE(rb.route({s, d, 0}, pb));
+    TimePs la{0}, lb{0};
+    for (const LinkId l : pa) la += g.link_latency(l);
+    for (const LinkId l : pb) lb += back.link_latency(l);
+    EXPECT_EQ(la, lb);
+  }
+}
+
+TEST(FabricFile, ErrorsNameTheLineAndTheAttribute) {
+  {
+    const Error e = read_error(R"(graph f {
+  g0 [kind=gpu, server=0];
+  n0 [kind=nic, server=0];
+  t0 [kind=switch, tier=1];
+  g0 -- n0 [gbps=fast];
+  n0 -- t0 [gbps=100];
+})",
+                               FabricFormat::kGraphViz);
+    EXPECT_EQ(e.kind(), ErrorKind::kInput);
+    EXPECT_EQ(e.where().line, 5);
+    EXPECT_EQ(e.where().field, "gbps");
+    EXPECT_NE(std::string(e.what()).find("f:5: `gbps`: cable g0 - n0: gbps must be a positive "
+                                         "number, got `fast`"),
+              std::string::npos)
+        << e.what();
+  }
+  {
+    const Error e = read_error("digraph f {\n  a [kind=gpu, server=0];\n  b [kind=router];\n}",
+                               FabricFormat::kGraphViz);
+    EXPECT_EQ(e.where().line, 3);
+    EXPECT_EQ(e.where().field, "kind");
+    EXPECT_NE(std::string(e.what()).find("unknown kind `router`"), std::string::npos);
+  }
+  {
+    const Error e = read_error("graph f {\n  a [kind=gpu];\n}", FabricFormat::kGraphViz);
+    EXPECT_EQ(e.where().line, 2);
+    EXPECT_EQ(e.where().field, "server");
+  }
+  {
+    const Error e = read_error(
+        "graph f {\n  a [kind=gpu, server=0];\n  t [kind=switch, tier=1];\n  a -- t [gbps=1];\n}",
+        FabricFormat::kGraphViz);
+    EXPECT_EQ(e.where().line, 4);
+    EXPECT_EQ(e.where().field, "kind");
+    EXPECT_NE(std::string(e.what()).find("joins a gpu and a switch"), std::string::npos);
+  }
+  {
+    const Error e = read_error(
+        "graph f {\n a [kind=switch, tier=1];\n b [kind=switch, tier=1];\n a -- b [gbps=1];\n}",
+        FabricFormat::kGraphViz);
+    EXPECT_EQ(e.where().line, 4);
+    EXPECT_EQ(e.where().field, "tier");
+  }
+  {
+    const Error e = read_error(
+        "graph f {\n a [kind=switch, tier=1];\n b [kind=switch];\n}", FabricFormat::kGraphViz);
+    EXPECT_EQ(e.where().line, 3);
+    EXPECT_EQ(e.where().field, "tier");
+  }
+  {
+    const Error e = read_error("graph f {\n  a [kind=gpu, server=0];\n  b [kind=nic, server=0;\n}",
+                               FabricFormat::kGraphViz);
+    EXPECT_NE(std::string(e.what()).find("not valid GraphViz"), std::string::npos) << e.what();
+    EXPECT_EQ(e.where().line, 4) << e.what();  // the unclosed list ends at the brace
+  }
+  {
+    const Error e = read_error(R"(<?xml version="1.0"?>
+<graphml>
+  <key id="k" for="node" attr.name="kind" attr.type="string"/>
+  <graph edgedefault="undirected">
+    <node id="a"><data key="k">gpu</data>
+  </graph>
+</graphml>)",
+                               FabricFormat::kGraphMl);
+    EXPECT_NE(std::string(e.what()).find("not valid GraphML"), std::string::npos) << e.what();
+    EXPECT_GT(e.where().line, 0) << e.what();
+  }
+  {
+    const Error e = read_error(R"(<?xml version="1.0"?>
+<graphml>
+  <key id="k" for="node" attr.name="kind" attr.type="string"/>
+  <key id="s" for="node" attr.name="server" attr.type="int"/>
+  <graph edgedefault="undirected">
+    <node id="a"><data key="k">gpu</data><data key="s">zero</data></node>
+  </graph>
+</graphml>)",
+                               FabricFormat::kGraphMl);
+    EXPECT_EQ(e.where().line, 6) << e.what();
+    EXPECT_EQ(e.where().field, "server");
+    EXPECT_NE(std::string(e.what()).find("got `zero`"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(read_fabric_file("no/such/file.graphml", base()), Error);
+  EXPECT_THROW(read_fabric_file("scenarios/examples/llama3-8b-64xh100.yaml", base()), Error);
+}
+
+}  // namespace
+}  // namespace trainsim::topo
