@@ -41,7 +41,8 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity_Bps) : capacity_(std::mo
 
 std::span<const topo::LinkId> MaxMinSolver::path(FlowIndex f) const {
   const auto i = static_cast<std::size_t>(f);
-  return {pool_link_.data() + path_offset_[i], static_cast<std::size_t>(path_length_[i])};
+  return {pool_link_.data() + slots_[i].path_offset,
+          static_cast<std::size_t>(slots_[i].path_length)};
 }
 
 void MaxMinSolver::mark_dirty(topo::LinkId l) {
@@ -90,15 +91,10 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
   FlowIndex f;
   if (free_flows_.empty()) {
     f = flow_slots();
-    path_offset_.push_back(0);
-    path_length_.push_back(0);
-    path_class_.push_back(0);
+    slots_.push_back(FlowSlot{});
     cap_.push_back(0);
     rate_.push_back(0);
-    next_rate_.push_back(0);
     alive_.push_back(0);
-    flow_stamp_.push_back(0);
-    frozen_stamp_.push_back(0);
   } else {
     f = free_flows_.back();
     free_flows_.pop_back();
@@ -107,14 +103,10 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
   const auto length = static_cast<std::int32_t>(path.size());
   std::int8_t cls = 0;
   const std::int64_t offset = alloc_path(length, &cls);
-  path_offset_[i] = offset;
-  path_length_[i] = length;
-  path_class_[i] = cls;
+  slots_[i] = FlowSlot{offset, length, 0, 0, cls, 0.0};
   cap_[i] = cap_Bps;
   rate_[i] = 0;
   alive_[i] = 1;
-  flow_stamp_[i] = 0;
-  frozen_stamp_[i] = 0;
   for (std::int32_t hop = 0; hop < length; ++hop) {
     const topo::LinkId l = path[static_cast<std::size_t>(hop)];
     auto& flows = link_flows_[static_cast<std::size_t>(l)];
@@ -131,8 +123,8 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
 
 void MaxMinSolver::remove_flow(FlowIndex f) {
   const auto i = static_cast<std::size_t>(f);
-  const std::int64_t offset = path_offset_[i];
-  for (std::int32_t hop = 0; hop < path_length_[i]; ++hop) {
+  const std::int64_t offset = slots_[i].path_offset;
+  for (std::int32_t hop = 0; hop < slots_[i].path_length; ++hop) {
     const auto at = static_cast<std::size_t>(offset + hop);
     const topo::LinkId l = pool_link_[at];
     const auto li = static_cast<std::size_t>(l);
@@ -143,18 +135,18 @@ void MaxMinSolver::remove_flow(FlowIndex f) {
     const std::int32_t moved_hop = hops.back();
     flows[static_cast<std::size_t>(pos)] = moved;
     hops[static_cast<std::size_t>(pos)] = moved_hop;
-    pool_pos_[static_cast<std::size_t>(path_offset_[static_cast<std::size_t>(moved)] + moved_hop)] =
-        pos;
+    const std::int64_t moved_at = slots_[static_cast<std::size_t>(moved)].path_offset + moved_hop;
+    pool_pos_[static_cast<std::size_t>(moved_at)] = pos;
     flows.pop_back();
     hops.pop_back();
     // Removing a flow can split its component: every link it crossed seeds a re-solve.
     mark_dirty(l);
   }
-  free_path(offset, path_class_[i]);
+  free_path(offset, slots_[i].path_class);
   alive_[i] = 0;
   rate_[i] = 0;
   cap_[i] = 0;
-  path_length_[i] = 0;
+  slots_[i].path_length = 0;
   free_flows_.push_back(f);
   --flow_count_;
 }
@@ -173,15 +165,17 @@ void MaxMinSolver::set_flow_cap(FlowIndex f, double cap_Bps) {
   const auto i = static_cast<std::size_t>(f);
   if (cap_[i] == cap_Bps) return;
   cap_[i] = cap_Bps;
-  mark_dirty(pool_link_[static_cast<std::size_t>(path_offset_[i])]);
+  mark_dirty(pool_link_[static_cast<std::size_t>(slots_[i].path_offset)]);
 }
 
 void MaxMinSolver::next_epoch() {
   if (++epoch_ == 0) {
     // Stamps wrapped around: clear them so that no old stamp equals a new epoch.
     std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
-    std::fill(flow_stamp_.begin(), flow_stamp_.end(), 0);
-    std::fill(frozen_stamp_.begin(), frozen_stamp_.end(), 0);
+    for (FlowSlot& slot : slots_) {
+      slot.visit_stamp = 0;
+      slot.frozen_stamp = 0;
+    }
     epoch_ = 1;
   }
 }
@@ -202,11 +196,11 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
   for (std::size_t next = 0; next < comp_links_.size(); ++next) {
     for (const FlowIndex f : link_flows_[static_cast<std::size_t>(comp_links_[next])]) {
       const auto fi = static_cast<std::size_t>(f);
-      if (flow_stamp_[fi] == epoch_) continue;
-      flow_stamp_[fi] = epoch_;
+      if (slots_[fi].visit_stamp == epoch_) continue;
+      slots_[fi].visit_stamp = epoch_;
       comp_flows_.push_back(f);
-      const topo::LinkId* links = pool_link_.data() + path_offset_[fi];
-      for (std::int32_t hop = 0; hop < path_length_[fi]; ++hop) {
+      const topo::LinkId* links = pool_link_.data() + slots_[fi].path_offset;
+      for (std::int32_t hop = 0; hop < slots_[fi].path_length; ++hop) {
         const auto li = static_cast<std::size_t>(links[hop]);
         if (link_stamp_[li] != epoch_) {
           link_stamp_[li] = epoch_;
@@ -237,10 +231,10 @@ std::span<const FlowIndex> MaxMinSolver::solve_all() {
 
 void MaxMinSolver::freeze(FlowIndex f, double rate) {
   const auto fi = static_cast<std::size_t>(f);
-  frozen_stamp_[fi] = epoch_;
-  next_rate_[fi] = rate;
-  const topo::LinkId* links = pool_link_.data() + path_offset_[fi];
-  for (std::int32_t hop = 0; hop < path_length_[fi]; ++hop) {
+  slots_[fi].frozen_stamp = epoch_;
+  slots_[fi].next_rate = rate;
+  const topo::LinkId* links = pool_link_.data() + slots_[fi].path_offset;
+  for (std::int32_t hop = 0; hop < slots_[fi].path_length; ++hop) {
     LinkScratch& s = scratch_[static_cast<std::size_t>(links[hop])];
     s.remaining -= rate;
     --s.unfrozen;
@@ -249,28 +243,61 @@ void MaxMinSolver::freeze(FlowIndex f, double rate) {
 
 // Progressive filling over comp_links_/comp_flows_, which must be closed: every flow on a listed
 // link is listed, and every link of a listed flow is listed.
+//
+// The initial keys are sorted once; keys refreshed during the fill go to a small heap, and the
+// next key is the smaller of the two fronts. Sorting once is cheaper than a heap of all links,
+// most of which are never refreshed. Two exact reductions keep the sorted list short:
+//   * a link crossed by one flow is just a bound on that flow (x_f ≤ C_l), so it gets no key of
+//     its own: it lowers the flow's bound instead (most NIC, PCIe and ToR-port links of
+//     ring-like traffic carry one flow);
+//   * a flow's bound gets a key only when it is below the capacity of every shared link on its
+//     path: otherwise a shared link it crosses never lets it reach the bound, or saturates
+//     with it exactly there and bottlenecks it just as well.
 void MaxMinSolver::fill() {
+  sorted_.clear();
   heap_.clear();
   for (const topo::LinkId l : comp_links_) {
     const auto li = static_cast<std::size_t>(l);
     const auto n = static_cast<std::int32_t>(link_flows_[li].size());
     scratch_[li] = LinkScratch{capacity_[li], n};
-    if (n > 0) heap_.push_back(HeapEntry{capacity_[li] / n, l});
+    if (n > 1) sorted_.push_back(HeapEntry{capacity_[li] / n, l});
   }
   for (const FlowIndex f : comp_flows_) {
-    const double cap = cap_[static_cast<std::size_t>(f)];
-    if (cap < kUnlimited) heap_.push_back(HeapEntry{cap, ~f});
+    const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+    const topo::LinkId* links = pool_link_.data() + slot.path_offset;
+    double bound = cap_[static_cast<std::size_t>(f)];
+    double shared = kUnlimited;
+    for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
+      const LinkScratch& s = scratch_[static_cast<std::size_t>(links[hop])];
+      if (s.unfrozen == 1) {
+        bound = std::min(bound, s.remaining);
+      } else {
+        shared = std::min(shared, s.remaining);
+      }
+    }
+    if (bound < shared) sorted_.push_back(HeapEntry{bound, ~f});
   }
-  std::make_heap(heap_.begin(), heap_.end(), Later{});
+  std::sort(sorted_.begin(), sorted_.end(), [](const HeapEntry& a, const HeapEntry& b) {
+    return Later{}(b, a);
+  });
+  std::size_t next = 0;
   std::size_t unfrozen = comp_flows_.size();
-  while (unfrozen > 0 && !heap_.empty()) {
-    std::pop_heap(heap_.begin(), heap_.end(), Later{});
-    const HeapEntry top = heap_.back();
-    heap_.pop_back();
+  while (unfrozen > 0) {
+    HeapEntry top;
+    if (next < sorted_.size() && (heap_.empty() || !Later{}(sorted_[next], heap_.front()))) {
+      top = sorted_[next++];
+    } else if (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later{});
+      top = heap_.back();
+      heap_.pop_back();
+    } else {
+      break;
+    }
     if (top.id < 0) {
-      // A flow bound: it is below every link's share (keys are lower bounds), so it is final.
+      // A flow's bound (its own or a link it alone crosses): it is below every shared link's
+      // share (keys are lower bounds), so it is final.
       const FlowIndex f = ~top.id;
-      if (frozen_stamp_[static_cast<std::size_t>(f)] != epoch_) {
+      if (slots_[static_cast<std::size_t>(f)].frozen_stamp != epoch_) {
         freeze(f, top.key);
         --unfrozen;
       }
@@ -280,14 +307,17 @@ void MaxMinSolver::fill() {
     const LinkScratch s = scratch_[li];
     if (s.unfrozen == 0) continue;
     const double share = std::max(0.0, s.remaining) / s.unfrozen;
-    if (!heap_.empty() && share > heap_.front().key) {
-      // The key was stale (flows froze elsewhere since it was pushed): refresh and retry.
+    double next_key = kUnlimited;
+    if (next < sorted_.size()) next_key = sorted_[next].key;
+    if (!heap_.empty()) next_key = std::min(next_key, heap_.front().key);
+    if (share > next_key) {
+      // The key was stale (flows froze elsewhere since it was set): refresh and retry.
       heap_.push_back(HeapEntry{share, top.id});
       std::push_heap(heap_.begin(), heap_.end(), Later{});
       continue;
     }
     for (const FlowIndex f : link_flows_[li]) {
-      if (frozen_stamp_[static_cast<std::size_t>(f)] != epoch_) {
+      if (slots_[static_cast<std::size_t>(f)].frozen_stamp != epoch_) {
         freeze(f, share);
         --unfrozen;
       }
@@ -299,8 +329,8 @@ std::span<const FlowIndex> MaxMinSolver::collect_changed() {
   changed_.clear();
   for (const FlowIndex f : comp_flows_) {
     const auto fi = static_cast<std::size_t>(f);
-    if (next_rate_[fi] != rate_[fi]) {
-      rate_[fi] = next_rate_[fi];
+    if (slots_[fi].next_rate != rate_[fi]) {
+      rate_[fi] = slots_[fi].next_rate;
       changed_.push_back(f);
     }
   }
@@ -372,17 +402,15 @@ std::size_t MaxMinSolver::memory_bytes() const {
                       scratch_.capacity() * sizeof(LinkScratch);
   for (const auto& v : link_flows_) bytes += v.capacity() * sizeof(FlowIndex);
   for (const auto& v : link_hop_) bytes += v.capacity() * sizeof(std::int32_t);
-  bytes += path_offset_.capacity() * sizeof(std::int64_t) +
-           path_length_.capacity() * sizeof(std::int32_t) + path_class_.capacity() +
-           (cap_.capacity() + rate_.capacity() + next_rate_.capacity()) * sizeof(double) +
-           alive_.capacity() +
-           (flow_stamp_.capacity() + frozen_stamp_.capacity()) * sizeof(std::uint32_t) +
+  bytes += slots_.capacity() * sizeof(FlowSlot) +
+           (cap_.capacity() + rate_.capacity()) * sizeof(double) + alive_.capacity() +
            free_flows_.capacity() * sizeof(FlowIndex);
   bytes += pool_link_.capacity() * sizeof(topo::LinkId) +
            pool_pos_.capacity() * sizeof(std::int32_t);
   for (const auto& v : free_blocks_) bytes += v.capacity() * sizeof(std::int64_t);
   bytes += comp_links_.capacity() * sizeof(topo::LinkId) +
-           comp_flows_.capacity() * sizeof(FlowIndex) + heap_.capacity() * sizeof(HeapEntry) +
+           comp_flows_.capacity() * sizeof(FlowIndex) +
+           (heap_.capacity() + sorted_.capacity()) * sizeof(HeapEntry) +
            changed_.capacity() * sizeof(FlowIndex);
   return bytes;
 }

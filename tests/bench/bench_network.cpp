@@ -1,0 +1,261 @@
+// Speed of the flow-level network on the 12,288-GPU megascale-ampere fabric (issue: event core and
+// flow-level network). Results and the command are in docs/performance.md.
+//
+// The fabric is the `megascale-ampere` cluster preset built by topology/ (build_cluster_graph:
+// MegaScale's 3-tier 1:1 Clos of 64 × 400 G switches, ToR downlinks split 2 × 200 G, 8 NICs per
+// server on 8 rails); paths come from its ECMP router with the default routing settings (CRC32,
+// per-switch seeds, one QP = one 5-tuple). A path lists every link GPU to GPU: GPU → NIC → ToR →
+// … → ToR → NIC → GPU (8 links across the core).
+#include <benchmark/benchmark.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "scenarios/presets.h"
+#include "sim/core/rng.h"
+#include "sim/core/simulation.h"
+#include "sim/network/flow_network.h"
+#include "sim/network/maxmin.h"
+#include "topology/clos.h"
+#include "topology/graph.h"
+#include "topology/routing.h"
+
+namespace {
+
+using namespace trainsim;
+using namespace trainsim::net;
+using topo::GpuId;
+using topo::LinkId;
+
+constexpr int kGpus = 12288;
+constexpr int kRails = 8;
+
+// The fabric, its router, and for every GPU the ToR its NIC hangs from and the GPUs under that
+// ToR (the servers of its ToR group, same rail).
+struct Fabric {
+  topo::ClusterGraph graph;
+  std::unique_ptr<topo::Router> router;
+  std::vector<topo::NodeId> tor_of_gpu;
+  std::map<topo::NodeId, std::vector<GpuId>> gpus_under_tor;
+  double nic_Bps = 0;
+
+  static const Fabric& get() {
+    static const Fabric fabric;
+    return fabric;
+  }
+
+ private:
+  Fabric() : graph(build()) {
+    router = std::make_unique<topo::Router>(graph, topo::RoutingConfig{});
+    std::vector<topo::NodeId> tor_of_nic(static_cast<std::size_t>(graph.node_count()), -1);
+    for (LinkId l = 0; l < graph.link_count(); ++l) {
+      if (graph.link_kind(l) == topo::LinkKind::kNicUp) {
+        tor_of_nic[static_cast<std::size_t>(graph.link_src(l))] = graph.link_dst(l);
+        nic_Bps = graph.link_capacity_Bps()[static_cast<std::size_t>(l)];
+      }
+    }
+    for (GpuId g = 0; g < kGpus; ++g) {
+      const topo::NodeId tor = tor_of_nic[static_cast<std::size_t>(graph.nic_of_gpu(g))];
+      tor_of_gpu.push_back(tor);
+      gpus_under_tor[tor].push_back(g);
+    }
+  }
+
+  static topo::ClusterGraph build() {
+    topo::ClusterSpec spec = scen::cluster_preset("megascale-ampere")->cluster;
+    spec.gpu = *scen::gpu_preset(scen::cluster_preset("megascale-ampere")->gpu);
+    spec.gpus = kGpus;
+    return topo::build_cluster_graph(spec);
+  }
+};
+
+struct Flows {
+  topo::Routes routes;
+  std::vector<GpuId> src;
+
+  std::size_t size() const { return routes.size(); }
+  std::span<const LinkId> path(std::size_t i) const { return routes.path(i); }
+};
+
+Flows route(const std::vector<topo::Flow>& flows) {
+  Flows out;
+  out.routes = Fabric::get().router->route_all(flows);
+  for (const topo::Flow& f : flows) out.src.push_back(f.src);
+  return out;
+}
+
+// NCCL-style rings on each rail: GPU r of server s sends to GPU r of server s+1.
+Flows rail_ring(int qps) {
+  std::vector<topo::Flow> flows;
+  for (GpuId g = 0; g < kGpus; ++g) {
+    for (int q = 0; q < qps; ++q) flows.push_back({g, (g + kRails) % kGpus, q});
+  }
+  return route(flows);
+}
+
+// Rings among the GPUs under each ToR (rail-local: GPU → NIC → ToR → NIC → GPU).
+Flows rail_local(int qps) {
+  std::vector<topo::Flow> flows;
+  for (const auto& [tor, gpus] : Fabric::get().gpus_under_tor) {
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      for (int q = 0; q < qps; ++q) flows.push_back({gpus[i], gpus[(i + 1) % gpus.size()], q});
+    }
+  }
+  return route(flows);
+}
+
+// A random permutation of the GPUs (no GPU sends to itself), `qps` QPs per pair.
+Flows random_permutation(int qps, std::uint64_t seed) {
+  std::vector<GpuId> perm(kGpus);
+  for (GpuId g = 0; g < kGpus; ++g) perm[static_cast<std::size_t>(g)] = g;
+  Rng rng(seed);
+  rng.shuffle(perm.begin(), perm.end());
+  std::vector<topo::Flow> flows;
+  for (GpuId g = 0; g < kGpus; ++g) {
+    GpuId d = perm[static_cast<std::size_t>(g)];
+    if (d == g) d = (g + 1) % kGpus;
+    for (int q = 0; q < qps; ++q) flows.push_back({g, d, q});
+  }
+  return route(flows);
+}
+
+// Per-GPU send rate (sum over its flows), min and mean, in GB/s.
+void rate_counters(benchmark::State& state, const MaxMinSolver& s, const Flows& flows,
+                   const std::vector<FlowIndex>& ids) {
+  std::vector<double> per_gpu(kGpus, 0.0);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    per_gpu[static_cast<std::size_t>(flows.src[i])] += s.rate(ids[i]);
+  }
+  double sum = 0, low = per_gpu[0];
+  for (const double r : per_gpu) {
+    sum += r;
+    low = std::min(low, r);
+  }
+  state.counters["gpu_GBps_min"] = low / 1e9;
+  state.counters["gpu_GBps_mean"] = sum / kGpus / 1e9;
+}
+
+double peak_rss_MiB() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+// One full solve (all components from scratch) of a fixed set of flows.
+void full_solve(benchmark::State& state, const Flows& flows) {
+  MaxMinSolver s(Fabric::get().graph.link_capacity_Bps());
+  std::vector<FlowIndex> ids;
+  ids.reserve(flows.size());
+  for (std::size_t i = 0; i < flows.size(); ++i) ids.push_back(s.add_flow(flows.path(i)));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(s.solve_all().size());
+  }
+  rate_counters(state, s, flows, ids);
+  state.counters["flows"] = static_cast<double>(flows.size());
+  state.counters["path_elements"] = static_cast<double>(flows.routes.links.size());
+  state.counters["solver_MiB"] = static_cast<double>(s.memory_bytes()) / (1 << 20);
+  state.counters["peak_rss_MiB"] = peak_rss_MiB();
+}
+
+void BM_FullSolveRailRing(benchmark::State& state) { full_solve(state, rail_ring(1)); }
+BENCHMARK(BM_FullSolveRailRing)->Unit(benchmark::kMillisecond);
+
+void BM_FullSolveRandomPermutation16Qp(benchmark::State& state) {
+  full_solve(state, random_permutation(16, 1));
+}
+BENCHMARK(BM_FullSolveRandomPermutation16Qp)->Unit(benchmark::kMillisecond);
+
+// Starting every flow of the 16-QP permutation in one batch through the FlowNetwork: adding the
+// flows to the solver, one solve, every completion date into the heap.
+void BM_NetworkStartRandomPermutation16Qp(benchmark::State& state) {
+  const Flows flows = random_permutation(16, 1);
+  // The process peak before any network exists: the fabric graph, its router and the routes.
+  const double baseline_MiB = peak_rss_MiB();
+  std::size_t bytes = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto sim = std::make_unique<Simulation>();
+    FlowNetwork& net = sim->emplace<FlowNetwork>(Fabric::get().graph.link_capacity_Bps());
+    state.ResumeTiming();
+    for (std::size_t i = 0; i < flows.size(); ++i) {
+      net.start_flow({flows.path(i), 1'000'000'000, Fabric::get().nic_Bps, i});
+    }
+    sim->run_until(TimePs{0});
+    benchmark::DoNotOptimize(net.stats().rate_changes);
+    state.PauseTiming();
+    bytes = net.memory_bytes();
+    sim.reset();
+    state.ResumeTiming();
+  }
+  state.counters["network_MiB"] = static_cast<double>(bytes) / (1 << 20);
+  state.counters["peak_rss_before_MiB"] = baseline_MiB;
+  state.counters["peak_rss_MiB"] = peak_rss_MiB();
+}
+BENCHMARK(BM_NetworkStartRandomPermutation16Qp)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+// One flow arriving into a running network: the timed part is start_flow plus the end-of-batch
+// re-solve of the touched components and the completion-heap updates of the flows whose rate
+// changed. The flow is then aborted (untimed) so that every iteration sees the same network.
+void arrival(benchmark::State& state, const Flows& flows, bool cross_pod) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(Fabric::get().graph.link_capacity_Bps());
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    net.start_flow({flows.path(i), 1'000'000'000'000, Fabric::get().nic_Bps, i});
+  }
+  sim.run_until(TimePs{0});
+  Rng rng(7);
+  std::vector<LinkId> path;
+  std::vector<double> times_us;
+  std::int64_t resolved = 0;
+  const Fabric& fabric = Fabric::get();
+  for (auto _ : state) {
+    const auto src = static_cast<GpuId>(rng.uniform_below(kGpus));
+    GpuId dst;
+    if (cross_pod) {
+      // Half the cluster away: through the core.
+      dst = (src + kGpus / 2 + kRails * static_cast<GpuId>(rng.uniform_below(64))) % kGpus;
+    } else {
+      // Another GPU under the same ToR (same rail, another server): the path stays below it.
+      const std::vector<GpuId>& peers =
+          fabric.gpus_under_tor.at(fabric.tor_of_gpu[static_cast<std::size_t>(src)]);
+      do {
+        dst = peers[rng.uniform_below(peers.size())];
+      } while (dst == src);
+    }
+    fabric.router->route(topo::Flow{src, dst, 1000}, path);
+    const std::int64_t before = net.stats().flows_resolved;
+    const auto start = std::chrono::steady_clock::now();
+    const FlowId f = net.start_flow({path, 1'000'000'000, Fabric::get().nic_Bps, 0});
+    sim.run_until(sim.now());
+    const auto stop = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(stop - start).count();
+    state.SetIterationTime(seconds);
+    times_us.push_back(seconds * 1e6);
+    resolved += net.stats().flows_resolved - before;
+    net.abort_flow(f);
+    sim.run_until(sim.now());
+  }
+  std::sort(times_us.begin(), times_us.end());
+  state.counters["p50_us"] = times_us[times_us.size() / 2];
+  state.counters["p99_us"] = times_us[times_us.size() * 99 / 100];
+  state.counters["flows"] = static_cast<double>(flows.size());
+  state.counters["flows_resolved_per_arrival"] =
+      static_cast<double>(resolved) / static_cast<double>(times_us.size());
+}
+
+void BM_ArrivalRailLocal100k(benchmark::State& state) { arrival(state, rail_local(8), false); }
+BENCHMARK(BM_ArrivalRailLocal100k)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_ArrivalGiantComponent(benchmark::State& state) {
+  arrival(state, random_permutation(16, 1), true);
+}
+BENCHMARK(BM_ArrivalGiantComponent)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(20);
+
+}  // namespace
+
+BENCHMARK_MAIN();
