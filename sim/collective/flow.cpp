@@ -1,0 +1,214 @@
+#include "sim/collective/flow.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "sim/core/error.h"
+#include "sim/core/simulation.h"
+#include "sim/network/flow_network.h"
+
+namespace trainsim::coll {
+
+std::vector<double> calibrated_capacities(const topo::ClusterGraph& graph, double nvlink_factor,
+                                          double nic_factor) {
+  std::vector<double> cap = graph.link_capacity_Bps();
+  for (topo::LinkId l = 0; l < graph.link_count(); ++l) {
+    switch (graph.link_kind(l)) {
+      case topo::LinkKind::kNvlink: cap[static_cast<std::size_t>(l)] *= nvlink_factor; break;
+      case topo::LinkKind::kNicUp:
+      case topo::LinkKind::kNicDown: cap[static_cast<std::size_t>(l)] *= nic_factor; break;
+      default: break;
+    }
+  }
+  return cap;
+}
+
+namespace {
+
+struct Connection {
+  topo::GpuId src, dst;
+  double bytes;
+  int qp_base;
+};
+
+}  // namespace
+
+namespace {
+
+// A collective's connections, latency and protocol, before any flow starts.
+struct Prepared {
+  FlowCollectiveResult result;
+  std::vector<Connection> conns;
+  double wire = 1.0;  // bytes on the wire per payload byte (LL and LL128 carry flags)
+};
+
+Prepared prepare(const FlowCollectiveRequest& req, const topo::ClusterGraph& graph,
+                 const LinkModel& links, const Choice& choice, int channels) {
+  Prepared p;
+  FlowCollectiveResult& out = p.result;
+  const Kind kind = req.kind;
+  const double bytes = req.bytes;
+  const auto& ranks = req.ranks;
+  const int n = static_cast<int>(ranks.size());
+  if (n <= 1 || bytes <= 0) return p;
+  // Group shape as the analytic model sees it (servers from the GPUs' server ids).
+  std::vector<int> servers;
+  for (int i = 0; i < n; ++i) {
+    servers.push_back(graph.node(graph.gpu_node(ranks[static_cast<std::size_t>(i)])).server);
+  }
+  std::sort(servers.begin(), servers.end());
+  servers.erase(std::unique(servers.begin(), servers.end()), servers.end());
+  GroupShape shape;
+  shape.ranks = n;
+  shape.nodes = static_cast<int>(servers.size());
+  shape.per_node = (n + shape.nodes - 1) / shape.nodes;
+  const int g = shape.per_node;
+  const int nodes = shape.nodes;
+
+  // Latency and protocol: what the analytic model would choose for a ring of this shape.
+  Choice ring_choice = choice;
+  ring_choice.algorithm = Algorithm::kRing;
+  const Cost analytic = collective_cost(kind, bytes, shape, links, ring_choice);
+  const PairLatency& L =
+      links.latency[static_cast<int>(Algorithm::kRing)][static_cast<int>(analytic.protocol)];
+  const double factor = busbw_factor(kind, n);
+  int steps = 0, net_steps = 0;
+  switch (kind) {
+    case Kind::kAllReduce: steps = 2 * (n - 1); net_steps = nodes > 1 ? 2 * nodes : 0; break;
+    case Kind::kAllGather:
+    case Kind::kReduceScatter: steps = n - 1; net_steps = nodes > 1 ? nodes - 1 : 0; break;
+    case Kind::kBroadcast: steps = n; net_steps = nodes > 1 ? nodes : 0; break;
+    case Kind::kAllToAll:
+      steps = g - 1;
+      net_steps = nodes > 1 ? (n - g) / std::max(1, g) : 0;
+      break;
+    case Kind::kSendRecv: steps = 1; net_steps = nodes > 1 ? 1 : 0; break;
+  }
+  if (kind == Kind::kAllToAll) steps += net_steps;
+  net_steps = std::min(net_steps, steps);
+  out.latency_s = L.base_s + (steps - net_steps) * L.nvlink_step_s + net_steps * L.net_step_s;
+  if (analytic.protocol == Protocol::kLL) {
+    p.wire = (kind == Kind::kAllReduce || nodes > 1) ? 4.0 : 2.0;
+  }
+  if (analytic.protocol == Protocol::kLL128) p.wire = 1.0 / (g == 1 && nodes > 1 ? 0.7 : 0.92);
+  out.cost = analytic;
+  out.cost.algorithm = Algorithm::kRing;
+
+  auto& conns = p.conns;
+  int C = channels;
+  const auto rank = [&](int i) { return ranks[static_cast<std::size_t>(i)]; };
+  if (kind == Kind::kAllToAll) {
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        if (i != j) conns.push_back({rank(i), rank(j), bytes / n, 0});
+      }
+    }
+    C = 1;
+  } else if (kind == Kind::kSendRecv) {
+    if (C <= 0) C = nodes > 1 ? 2 : 1;
+    for (int c = 0; c < C; ++c) conns.push_back({rank(0), rank(1), bytes / C, c});
+  } else {
+    // Ring collectives: each edge carries factor·S (broadcast: S) over the collective.
+    const double edge_bytes = factor * bytes;
+    if (C <= 0) C = nodes > 1 ? 2 * g : std::max(1, g);
+    if (nodes == 1 || g == 1) {
+      for (int c = 0; c < C; ++c) {
+        for (int i = 0; i < n; ++i) conns.push_back({rank(i), rank((i + 1) % n), edge_bytes / C, c});
+      }
+    } else {
+      // Hierarchical rings: ranks are grouped by server in the given order, g per server.
+      const auto at = [&](int server_index, int local) { return rank(server_index * g + local); };
+      for (int c = 0; c < C; ++c) {
+        const int r = c % g;
+        for (int k = 0; k < nodes; ++k) {
+          for (int step = 0; step + 1 < g; ++step) {
+            conns.push_back({at(k, (r + step) % g), at(k, (r + step + 1) % g), edge_bytes / C, c});
+          }
+          conns.push_back({at(k, r), at((k + 1) % nodes, r), edge_bytes / C, c});
+        }
+      }
+    }
+  }
+  out.channels = C;
+  return p;
+}
+
+}  // namespace
+
+std::vector<FlowCollectiveResult> collective_flow_batch(
+    std::span<const FlowCollectiveRequest> requests, const topo::ClusterGraph& graph,
+    topo::Router& router, std::span<const double> capacities, const LinkModel& links,
+    const Choice& choice, const FlowCollectiveOptions& options) {
+  if (choice.algorithm && *choice.algorithm != Algorithm::kRing) {
+    throw_input(std::string(to_string(*choice.algorithm)) +
+                    " is modelled at analytic fidelity only; flow fidelity runs rings",
+                {"", 0, "collectives.algorithm"}, "use ring");
+  }
+  if (router.config().mode == topo::RoutingMode::kSpray) {
+    throw_input("packet spraying splits a flow over links; collectives at flow fidelity need one "
+                "path per queue pair",
+                {"", 0, "network.routing.mode"}, "use ecmp with more QPs per connection");
+  }
+  std::vector<Prepared> prepared;
+  prepared.reserve(requests.size());
+  for (const FlowCollectiveRequest& req : requests) {
+    prepared.push_back(prepare(req, graph, links, choice, options.channels));
+  }
+
+  Simulation sim(options.seed);
+  net::FlowNetworkOptions fopts;
+  fopts.config = options.network;
+  net::FlowNetwork& network = sim.emplace<net::FlowNetwork>(
+      std::vector<double>(capacities.begin(), capacities.end()), fopts);
+  std::vector<TimePs> last(requests.size(), TimePs{0});
+  network.flow_done().subscribe([&](const net::FlowDone& d) {
+    TimePs& t = last[static_cast<std::size_t>(d.tag)];
+    t = std::max(t, d.end);
+  });
+
+  const int Q = std::max(1, router.config().qps_per_connection);
+  std::vector<topo::LinkId> path;
+  for (std::size_t i = 0; i < prepared.size(); ++i) {
+    Prepared& p = prepared[i];
+    for (const Connection& conn : p.conns) {
+      const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * p.wire));
+      for (int q = 0; q < Q; ++q) {
+        const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
+        if (share <= 0) continue;
+        if (!router.route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path)) {
+          throw_infeasible("no path from GPU " + std::to_string(conn.src) + " to GPU " +
+                               std::to_string(conn.dst) + ": " +
+                               router.why_unreachable(conn.src, conn.dst),
+                           {"", 0, ""});
+        }
+        net::FlowSpec spec;
+        spec.path = path;
+        spec.bytes = share;
+        spec.tag = i;
+        network.start_flow(spec);
+        ++p.result.flows;
+      }
+    }
+  }
+  sim.run();
+  std::vector<FlowCollectiveResult> out;
+  for (std::size_t i = 0; i < prepared.size(); ++i) {
+    FlowCollectiveResult r = prepared[i].result;
+    r.makespan_s = last[i].seconds();
+    r.cost.time_s = r.flows > 0 ? r.latency_s + r.makespan_s : 0.0;
+    out.push_back(r);
+  }
+  return out;
+}
+
+FlowCollectiveResult collective_flow(Kind kind, double bytes, std::span<const topo::GpuId> ranks,
+                                     const topo::ClusterGraph& graph, topo::Router& router,
+                                     std::span<const double> capacities, const LinkModel& links,
+                                     const Choice& choice, const FlowCollectiveOptions& options) {
+  const FlowCollectiveRequest req{kind, bytes, std::vector<topo::GpuId>(ranks.begin(), ranks.end())};
+  return collective_flow_batch(std::span<const FlowCollectiveRequest>(&req, 1), graph, router,
+                               capacities, links, choice, options)
+      .front();
+}
+
+}  // namespace trainsim::coll

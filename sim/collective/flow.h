@@ -1,0 +1,67 @@
+// Flow fidelity for collectives: a collective becomes a few long-lived fluid flows on the
+// cluster graph, each QP of each channel on its own ECMP-hashed path, solved by the max-min flow
+// network (sim/network); the protocol's step latencies are added on top (DESIGN.md §4).
+//
+// Mapping (network-models.md §4.4–4.5): NCCL runs C channels (two per NIC across servers), each
+// an independent ring. Across servers, ring c crosses from server k to server k+1 between the
+// GPUs of local index r = c mod g (rail r), and inside a server it runs through the g local GPUs
+// as a chain starting at r; so every NIC carries factor·S/g and NVLink (g−1)/g·factor·S, the
+// hierarchical volumes of the analytic model. With one rank per server (rail / spread
+// placements) the ring runs rank to rank. All-to-all is a flow per ordered pair; send/recv one
+// connection. Every connection is split over `qps` queue pairs, each hashed on its own.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "sim/collective/analytic.h"
+#include "sim/network/congestion.h"
+#include "topology/graph.h"
+#include "topology/routing.h"
+
+namespace trainsim::coll {
+
+struct FlowCollectiveOptions {
+  int channels = 0;                // rings; 0 = NCCL's choice (2 per NIC across servers, else g)
+  std::uint64_t seed = 1;          // the Simulation's seed
+  net::NetworkConfig network;      // congestion control
+};
+
+struct FlowCollectiveResult {
+  Cost cost;              // time = latency + makespan; bytes per rank as in the analytic model
+  double latency_s = 0;   // the protocol's base and per-step latencies
+  double makespan_s = 0;  // until the last flow finished
+  std::int64_t flows = 0;
+  int channels = 0;
+  bool routed = true;     // false when some pair had no path (failures)
+};
+
+/// Link capacities the flows see: NVLink scaled to the profile's measured ring bus bandwidth,
+/// NIC links to its achieved fraction of line rate; switch links at line rate.
+std::vector<double> calibrated_capacities(const topo::ClusterGraph& graph, double nvlink_factor,
+                                          double nic_factor);
+
+/// One collective of a batch that runs concurrently on the fabric.
+struct FlowCollectiveRequest {
+  Kind kind = Kind::kAllReduce;
+  double bytes = 0;
+  std::vector<topo::GpuId> ranks;  // in ring order
+};
+
+/// Runs several collectives at once (e.g. the 8 DP rings of a server's GPUs), sharing the
+/// fabric; one result per request, in order.
+std::vector<FlowCollectiveResult> collective_flow_batch(
+    std::span<const FlowCollectiveRequest> requests, const topo::ClusterGraph& graph,
+    topo::Router& router, std::span<const double> capacities, const LinkModel& links,
+    const Choice& choice, const FlowCollectiveOptions& options);
+
+/// Runs one collective over `ranks` (GPU ids in ring order). Ring algorithm only (tree and NVLS
+/// are analytic-only; asking for them is an input error). Throws trainsim::Error(kInfeasible) when
+/// a pair of ranks has no path.
+FlowCollectiveResult collective_flow(Kind kind, double bytes, std::span<const topo::GpuId> ranks,
+                                     const topo::ClusterGraph& graph, topo::Router& router,
+                                     std::span<const double> capacities, const LinkModel& links,
+                                     const Choice& choice, const FlowCollectiveOptions& options);
+
+}  // namespace trainsim::coll
