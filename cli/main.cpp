@@ -13,6 +13,7 @@
 #include "calibrate/profile.h"
 #include "cli/collective_command.h"
 #include "cli/default_scenario.h"
+#include "cli/topo_command.h"
 #include "kernels/device_info.h"
 #include "reports/summary.h"
 #include "reports/validation_report.h"
@@ -174,6 +175,9 @@ int main(int argc, char** argv) {
   trainsim::cli::CollectiveArgs collective_args;
   CLI::App* collective = trainsim::cli::add_collective_command(app, collective_args);
 
+  trainsim::cli::TopoArgs topo_args;
+  CLI::App* topo = trainsim::cli::add_topo_command(app, topo_args);
+
   std::string iformat = "text";
   CLI::App* info = app.add_subcommand("info", "Version, model version, profiles, CUDA and GPUs");
   info->add_option("--format", iformat, "text | json")->check(CLI::IsMember(formats));
@@ -195,6 +199,7 @@ int main(int argc, char** argv) {
     if (*explain) return cmd_explain(key, eformat);
     if (*info) return cmd_info(iformat);
     if (*collective) return trainsim::cli::run_collective_command(collective_args);
+    if (*topo) return trainsim::cli::run_topo_command(topo_args);
     std::cout << app.help();
     return 2;
   } catch (const trainsim::Error& e) {

@@ -9,6 +9,7 @@
 #include <boost/graph/graphviz.hpp>
 #include <boost/property_map/function_property_map.hpp>
 #include <boost/property_tree/detail/file_parser_error.hpp>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -20,6 +21,7 @@
 #include <regex>
 #include <sstream>
 #include <tuple>
+#include <unordered_map>
 
 #include "sim/core/error.h"
 #include "topology/boost_graph.h"
@@ -112,6 +114,55 @@ int cable_line(const std::string& text, FabricFormat format, const std::string& 
   return 0;
 }
 
+// Boost's GraphViz reader adds nodes in the order of their names, not of the file. Nodes are put
+// back in the order they first appear in the text (GPU numbers follow it), by a scan of the
+// file's identifiers and quoted strings.
+void in_file_order(const std::string& text, Parsed& p) {
+  std::unordered_map<std::string, std::size_t> first;
+  const auto is_id = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
+           static_cast<unsigned char>(c) >= 0x80;
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    std::size_t end = i;
+    std::string token;
+    if (text[i] == '"') {
+      end = i + 1;
+      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      token = text.substr(i + 1, std::min(end, text.size()) - i - 1);
+      ++end;
+    } else if (is_id(text[i])) {
+      while (end < text.size() && is_id(text[end])) ++end;
+      token = text.substr(i, end - i);
+    } else {
+      ++i;
+      continue;
+    }
+    first.emplace(std::move(token), i);
+    i = end;
+  }
+  const std::size_t n = p.nodes.size();
+  std::vector<std::size_t> order(n);
+  for (std::size_t v = 0; v < n; ++v) order[v] = v;
+  const auto where = [&](std::size_t v) {
+    const auto it = first.find(p.nodes[v].id);
+    return it == first.end() ? text.size() : it->second;
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return where(a) < where(b); });
+  std::vector<std::size_t> position(n);
+  std::vector<FileNode> nodes(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    position[order[i]] = i;
+    nodes[i] = std::move(p.nodes[order[i]]);
+  }
+  p.nodes = std::move(nodes);
+  for (Parsed::Cable& c : p.cables) {
+    c.a = position[c.a];
+    c.b = position[c.b];
+  }
+}
+
 template <class Directed>
 Parsed read_with_boost(const std::string& text, FabricFormat format, const std::string& name) {
   FileGraph<Directed> g;
@@ -152,6 +203,7 @@ Parsed read_with_boost(const std::string& text, FabricFormat format, const std::
   for (const auto& e : boost::make_iterator_range(boost::edges(g))) {
     p.cables.push_back({boost::source(e, g), boost::target(e, g), g[e]});
   }
+  if (format == FabricFormat::kGraphViz) in_file_order(text, p);
   return p;
 }
 

@@ -238,6 +238,18 @@ Router::Router(const ClusterGraph& graph, const RoutingConfig& config,
       if (g.link_kind(l) == LinkKind::kDown) down_links[static_cast<std::size_t>(s)].push_back(l);
     }
   }
+  // Next hops in the order of the neighbours' node ids (parallel links by link id), so that the
+  // choice a hash makes does not depend on the order the cables were added in: a graph written
+  // to a fabric file and read back routes every flow the same way.
+  const auto by_neighbour = [&g](LinkId a, LinkId b) {
+    return g.link_dst(a) != g.link_dst(b) ? g.link_dst(a) < g.link_dst(b) : a < b;
+  };
+  for (int s = 0; s < t.switches; ++s) {
+    std::sort(up_links[static_cast<std::size_t>(s)].begin(),
+              up_links[static_cast<std::size_t>(s)].end(), by_neighbour);
+    std::sort(down_links[static_cast<std::size_t>(s)].begin(),
+              down_links[static_cast<std::size_t>(s)].end(), by_neighbour);
+  }
   // Each switch's full up-list is stored once and shared by every class that goes up through all
   // of it (in a healthy Clos, every class but the switch's own descendants).
   std::vector<std::int32_t> up_segment(static_cast<std::size_t>(t.switches), -1);
@@ -364,6 +376,10 @@ int nic_candidates(const ClusterGraph& g, const TablesT& t, NodeId nic, int cls,
     }
     out[static_cast<std::size_t>(n++)] = l;
   }
+  // In neighbour order, as the switches' next hops (Router's constructor).
+  std::sort(out.begin(), out.begin() + n, [&g](LinkId a, LinkId b) {
+    return g.link_dst(a) != g.link_dst(b) ? g.link_dst(a) < g.link_dst(b) : a < b;
+  });
   return n;
 }
 
@@ -704,40 +720,37 @@ std::string Router::why_unreachable(GpuId src, GpuId dst) const {
 }
 
 void require_paths(const Router& router, std::span<const Flow> flows, int max_listed) {
-  std::map<std::pair<GpuId, GpuId>, bool> seen;
-  std::map<std::string, std::vector<std::pair<GpuId, GpuId>>> by_reason;
-  std::int64_t unrouted = 0;
+  std::vector<Flow> unrouted;
   for (const Flow& f : flows) {
-    const auto key = std::pair{f.src, f.dst};
-    const auto it = seen.find(key);
-    if (it != seen.end()) {
-      unrouted += it->second ? 0 : 1;
-      continue;
-    }
-    const bool ok = router.connected(f.src, f.dst);
-    seen.emplace(key, ok);
-    if (ok) continue;
-    ++unrouted;
-    by_reason[router.why_unreachable(f.src, f.dst)].push_back(key);
+    if (!router.connected(f.src, f.dst)) unrouted.push_back(f);
   }
-  if (unrouted == 0) return;
+  if (!unrouted.empty()) {
+    throw_unreachable(router, unrouted, static_cast<std::int64_t>(flows.size()), max_listed);
+  }
+}
+
+void throw_unreachable(const Router& router, std::span<const Flow> unrouted,
+                       std::int64_t total_flows, int max_listed) {
+  std::map<std::pair<GpuId, GpuId>, int> pairs;  // pair -> order of first appearance
+  for (const Flow& f : unrouted) pairs.emplace(std::pair{f.src, f.dst}, static_cast<int>(pairs.size()));
+  std::vector<std::pair<GpuId, GpuId>> ordered(pairs.size());
+  for (const auto& [pair, i] : pairs) ordered[static_cast<std::size_t>(i)] = pair;
+  // Reasons are worked out for the pairs listed only: there may be millions of pairs.
+  std::map<std::string, std::vector<std::string>> by_reason;
   const ClusterGraph& g = router.graph();
-  std::size_t pairs = 0;
-  for (const auto& [reason, list] : by_reason) pairs += list.size();
-  std::string message =
-      fmt::format("{} GPU pair{} lost connectivity ({} of {} flows have no path)", pairs,
-                  pairs == 1 ? "" : "s", unrouted, flows.size());
-  int listed = 0;
-  for (const auto& [reason, list] : by_reason) {
-    std::vector<std::string> names;
-    for (const auto& [s, d] : list) {
-      if (listed >= max_listed) break;
-      names.push_back(g.node_name(g.gpu_node(s)) + "->" + g.node_name(g.gpu_node(d)));
-      ++listed;
-    }
-    message += fmt::format("; {}: {}", reason, fmt::join(names, ", "));
-    if (names.size() < list.size()) message += fmt::format(" and {} more", list.size() - names.size());
+  const std::size_t listed = std::min(ordered.size(), static_cast<std::size_t>(std::max(max_listed, 0)));
+  for (std::size_t i = 0; i < listed; ++i) {
+    const auto [s, d] = ordered[i];
+    by_reason[router.why_unreachable(s, d)].push_back(g.node_name(g.gpu_node(s)) + "->" +
+                                                       g.node_name(g.gpu_node(d)));
   }
+  std::string message =
+      fmt::format("{} GPU pair{} lost connectivity ({} of {} flows have no path)", ordered.size(),
+                  ordered.size() == 1 ? "" : "s", unrouted.size(), total_flows);
+  for (const auto& [reason, names] : by_reason) {
+    message += fmt::format("; {}: {}", reason, fmt::join(names, ", "));
+  }
+  if (listed < ordered.size()) message += fmt::format("; and {} more pairs", ordered.size() - listed);
   throw_infeasible(message, {}, "restore the failed links or route the traffic elsewhere");
 }
 

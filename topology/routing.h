@@ -166,8 +166,13 @@ class Router {
 };
 
 /// Throws Error (kInfeasible) when any flow has no path: names the GPU pairs that lost
-/// connectivity (the first `max_listed`, then how many more) and the reason for each ToR or NIC
-/// involved. Does nothing when every flow has a path.
+/// connectivity (the first `max_listed`, grouped by the reason, then how many more pairs) and
+/// how many flows have no path. Does nothing when every flow has a path.
 void require_paths(const Router& router, std::span<const Flow> flows, int max_listed = 16);
+
+/// The error require_paths throws, from the flows already known to have no path out of
+/// `total_flows` routed.
+[[noreturn]] void throw_unreachable(const Router& router, std::span<const Flow> unrouted,
+                                    std::int64_t total_flows, int max_listed = 16);
 
 }  // namespace trainsim::topo

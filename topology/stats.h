@@ -62,15 +62,14 @@ struct LinkClassLoad {
 struct LoadSummary {
   std::int64_t connections = 0;
   std::int64_t flows = 0;
-  std::int64_t unrouted = 0;              // flows without a path
-  std::vector<Flow> unrouted_examples;    // the first few of them
+  std::vector<Flow> unrouted;             // flows without a path
   std::vector<LinkClassLoad> classes;     // in a fixed order: GPU side first, then tier by tier
   std::vector<std::pair<LinkId, double>> busiest;  // most loaded links, most first
   std::vector<double> link_flows;         // flows per link, indexed by LinkId
 };
 
 /// Routes every flow of `traffic` (each connection as `qps` QPs) with `router` and counts flows
-/// per link. Keeps `top` busiest links and up to 64 unrouted flows as examples.
+/// per link; keeps the `top` busiest links and every flow that has no path.
 LoadSummary measure_load(Router& router, const TrafficSpec& traffic, int qps, int top = 10);
 
 /// The class name of a link ("tor->agg") and every class of a graph in report order.
