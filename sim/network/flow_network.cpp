@@ -358,13 +358,14 @@ void FlowNetwork::reschedule_wakeup() {
 }
 
 std::size_t FlowNetwork::memory_bytes() const {
-  const std::size_t slots = bytes_.capacity();
-  const std::size_t per_flow = sizeof(std::int64_t) + sizeof(double) * 5 + sizeof(TimePs) * 3 +
-                               sizeof(std::uint64_t) * 3 + sizeof(Timer) + sizeof(std::int32_t) +
-                               sizeof(std::uint8_t);
-  return solver_.memory_bytes() + slots * per_flow + completion_.memory_bytes() +
-         timers_.memory_bytes() + base_capacity_.capacity() * (sizeof(double) + 2) +
-         touched_.capacity() * sizeof(FlowId);
+  const auto bytes_of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
+  return solver_.memory_bytes() + completion_.memory_bytes() + timers_.memory_bytes() +
+         bytes_of(base_capacity_) + bytes_of(down_) + bytes_of(sender_link_) + bytes_of(bytes_) +
+         bytes_of(remaining_) + bytes_of(last_update_) + bytes_of(applied_rate_) +
+         bytes_of(start_) + bytes_of(tag_) + bytes_of(user_cap_) + bytes_of(hold_cap_) +
+         bytes_of(timer_kind_) + bytes_of(stall_start_) + bytes_of(down_links_) +
+         bytes_of(stalled_) + bytes_of(exempt_batch_) + bytes_of(touched_batch_) +
+         bytes_of(touched_) + bytes_of(path_scratch_);
 }
 
 }  // namespace trainsim::net

@@ -611,6 +611,22 @@ TEST_F(LinkFlap, LongFlapFailsTheFlow) {
   EXPECT_EQ(o.failed[0].bytes_left, 9'000'000);
 }
 
+// A flapping link: down at 100 µs for 10 µs, down again at 113 µs for 2 µs (before the resuming
+// retransmission at 116.384 µs: the same stall episode, still resumed at 116.384 µs), then an
+// independent 1 µs flap at 500 µs (one more RTO). The 1 ms flow ends 16.384 + 8.192 µs late.
+TEST_F(LinkFlap, RepeatedFlapsOfOneLink) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{10 * kG}, checked(config()));
+  Done d(net);
+  net.start_flow({Path{0}, 10'000'000, kUnlimited, 1});
+  net.schedule_link_flap(0, TimePs::from_us(100), TimePs::from_us(10));
+  net.schedule_link_flap(0, TimePs::from_us(113), TimePs::from_us(2));
+  net.schedule_link_flap(0, TimePs::from_us(500), TimePs::from_us(1));
+  sim.run();
+  EXPECT_TRUE(d.failed.empty());
+  EXPECT_EQ(d.end_of(1), TimePs::from_us(1000) + TimePs::from_ns(16384 + 8192));
+}
+
 // A flow that starts on a down link stalls from its start; the other flow on the shared link
 // takes all of it meanwhile. Link 1 is back at 20 µs, so the third retransmission (24.576 µs)
 // resumes the stalled flow. Flow 2 sent 245,760 B alone, then both share 10 GB/s: flow 2's
