@@ -3,15 +3,18 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "scenarios/sizes.h"
+#include "sim/collective/flow.h"
 #include "sim/collective/placement.h"
 #include "sim/core/error.h"
 #include "sim/core/version.h"
 #include "sim/exec/analytic.h"
+#include "topology/clos.h"
 
 namespace trainsim::cli {
 namespace {
@@ -63,6 +66,11 @@ CLI::App* add_collective_command(CLI::App& app, CollectiveArgs& a) {
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                              "broadcast", "sendrecv"}));
   c->add_option("--ranks", a.ranks, "Number of ranks (GPUs) taking part")->check(CLI::Range(1, 1 << 24));
+  c->add_option("--groups", a.groups,
+                "Concurrent copies sharing the fabric, as the DP rings of every local GPU index: "
+                "copy j uses GPU j (rail) or GPU (j+k) mod 8 of server k (spread); packed copies "
+                "use disjoint servers")
+      ->check(CLI::Range(1, 1 << 16));
   c->add_option("--placement", a.placement, "packed | rail | spread")
       ->check(CLI::IsMember({"packed", "rail", "spread"}));
   c->add_option("--sizes", a.sizes, "MIN:MAX doubling like nccl-tests -b -e -f 2, or one size "
@@ -83,10 +91,6 @@ CLI::App* add_collective_command(CLI::App& app, CollectiveArgs& a) {
 }
 
 int run_collective_command(const CollectiveArgs& a) {
-  if (a.fidelity != "analytic") {
-    throw_input("flow fidelity for collectives is not available in this build yet",
-                {"", 0, "--fidelity"}, "use analytic");
-  }
   std::vector<std::string> sets;
   if (!a.cluster.empty()) sets.push_back("cluster.preset=" + a.cluster);
   sets.insert(sets.end(), a.sets.begin(), a.sets.end());
@@ -110,6 +114,64 @@ int run_collective_command(const CollectiveArgs& a) {
   const int elem = dtype_bytes(a.dtype);
   const std::vector<std::int64_t> sizes = parse_sizes(a.sizes, elem);
 
+  // Flow fidelity: the cluster graph with just enough servers for the ranks, calibrated link
+  // capacities, and the scenario's routing (hash, seeds, QPs per connection).
+  const bool flow = a.fidelity == "flow";
+  std::optional<topo::ClusterGraph> graph;
+  std::optional<topo::Router> router;
+  std::vector<double> caps;
+  const int gpn = std::max(1, s.cluster.gpus_per_node);
+  const int groups = a.groups;
+  if (placement != coll::Placement::kPacked && groups > gpn) {
+    throw_input("at most " + std::to_string(gpn) + " concurrent copies with one rank per server",
+                {"", 0, "--groups"});
+  }
+  const long servers_needed =
+      placement == coll::Placement::kPacked ? (static_cast<long>(ranks) + gpn - 1) / gpn * groups
+                                            : ranks;
+  if (servers_needed * gpn > s.cluster.max_gpus()) {
+    throw_infeasible(std::to_string(groups) + " copies of " + std::to_string(ranks) +
+                         " ranks need " + std::to_string(servers_needed) + " servers; cluster `" +
+                         s.cluster.name + "` holds " + std::to_string(s.cluster.max_gpus() / gpn),
+                     {"", 0, "--groups"});
+  }
+  std::vector<coll::FlowCollectiveRequest> requests;
+  if (flow) {
+    topo::ClusterSpec spec = s.cluster;
+    spec.gpus = static_cast<int>(servers_needed * gpn);
+    graph.emplace(topo::build_cluster_graph(spec));
+    caps = coll::calibrated_capacities(*graph, cfg.profile.nvlink.busbw_Bps / spec.gpu.nvlink_Bps,
+                                       cfg.profile.nic_efficiency);
+    router.emplace(*graph, s.routing);
+    const long servers_per_copy = (static_cast<long>(ranks) + gpn - 1) / gpn;
+    for (int j = 0; j < groups; ++j) {
+      coll::FlowCollectiveRequest req{kind, 0.0, {}};
+      for (int i = 0; i < ranks; ++i) {
+        if (placement == coll::Placement::kPacked) {
+          req.ranks.push_back(static_cast<topo::GpuId>(j * servers_per_copy * gpn + i));
+        } else if (placement == coll::Placement::kRail) {
+          req.ranks.push_back(i * gpn + j);
+        } else {
+          req.ranks.push_back(i * gpn + (j + i) % gpn);
+        }
+      }
+      requests.push_back(std::move(req));
+    }
+  }
+  // With several copies the slowest one is reported (they start together).
+  auto cost_of = [&](std::int64_t size) {
+    if (!flow) return coll::collective_cost(kind, static_cast<double>(size), shape, links, choice);
+    for (auto& r : requests) r.bytes = static_cast<double>(size);
+    coll::FlowCollectiveOptions fo;
+    fo.seed = s.seed;
+    coll::Cost worst;
+    for (const auto& r : coll::collective_flow_batch(requests, *graph, *router, caps, links,
+                                                     choice, fo)) {
+      if (r.cost.time_s >= worst.time_s) worst = r.cost;
+    }
+    return worst;
+  };
+
   const std::string redop = kind == coll::Kind::kAllReduce || kind == coll::Kind::kReduceScatter
                                 ? "sum"
                                 : "none";
@@ -122,7 +184,7 @@ int run_collective_command(const CollectiveArgs& a) {
   table += fmt::format("#{:>12} {:>13} {:>9} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "(B)",
                        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)");
   for (const std::int64_t size : sizes) {
-    const coll::Cost c = coll::collective_cost(kind, static_cast<double>(size), shape, links, choice);
+    const coll::Cost c = cost_of(size);
     const double algbw = static_cast<double>(size) / c.time_s / 1e9;
     const double busbw = algbw * coll::busbw_factor(kind, ranks);
     table += fmt::format(" {:>12} {:>13} {:>9} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {:<5} {}\n",
@@ -144,9 +206,14 @@ int run_collective_command(const CollectiveArgs& a) {
   if (a.format == "json") {
     nlohmann::ordered_json j;
     j["trainsim_version"] = kVersion;
-    j["fidelity"] = "analytic";
+    j["fidelity"] = a.fidelity;
+    if (flow) {
+      j["routing"] = {{"mode", topo::to_string(s.routing.mode)},
+                      {"qps_per_connection", s.routing.qps_per_connection}};
+    }
     j["op"] = a.op;
     j["ranks"] = ranks;
+    j["groups"] = groups;
     j["placement"] = a.placement;
     j["cluster"] = s.cluster.name;
     j["gpu"] = s.cluster.gpu.name;
@@ -159,9 +226,10 @@ int run_collective_command(const CollectiveArgs& a) {
   }
   std::cout << fmt::format(
       "# trainsim {} collective: {} on {} ranks of {} ({} × {}), placement {}: {} per server on {} "
-      "server(s)\n# analytic fidelity, calibration {} v{}; bus bandwidth factors as nccl-tests\n",
+      "server(s), {} concurrent cop{}\n# {} fidelity, calibration {} v{}; bus bandwidth factors as nccl-tests\n",
       kVersion, a.op, ranks, s.cluster.name, s.cluster.gpu.name, s.cluster.gpus_per_node,
-      a.placement, shape.per_node, shape.nodes, cfg.profile.name, cfg.profile.version);
+      a.placement, shape.per_node, shape.nodes, groups, groups == 1 ? "y" : "ies (slowest shown)",
+      a.fidelity, cfg.profile.name, cfg.profile.version);
   std::cout << table;
   return 0;
 }

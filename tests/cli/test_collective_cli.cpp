@@ -69,6 +69,33 @@ TEST(CollectiveCli, LatencyFloorAndMonotoneCurve) {
   EXPECT_NE(t.out.find("busbw"), std::string::npos);
 }
 
+double time_us(const std::string& args) {
+  const Out r = trainsim("collective --format json " + args);
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out)["rows"].back()["time_us"].get<double>();
+}
+
+// Flow fidelity on an idle fabric equals the closed form (within 2 %, ≥ 1 MB); eight DP rings
+// spread over the rails of megascale-ampere are slowed by ECMP collisions with one QP per
+// connection, much less with 16, and not at all when every ring stays on its rail.
+TEST(CollectiveCli, FlowFidelityAndEcmp) {
+  for (const char* size : {"1M", "64M", "1G"}) {
+    const std::string base = std::string("--cluster dgx-h100-superpod --ranks 64 --algo ring --sizes ") + size;
+    EXPECT_NEAR(time_us(base + " --fidelity flow") / time_us(base), 1.0, 0.02) << size;
+  }
+  const std::string spread =
+      "--cluster megascale-ampere --op all_gather --ranks 128 --groups 8 --sizes 256M "
+      "--fidelity flow --placement ";
+  const double one_qp = time_us(spread + "spread --set network.routing.qps_per_connection=1");
+  const double sixteen = time_us(spread + "spread --set network.routing.qps_per_connection=16");
+  const double rail = time_us(spread + "rail");
+  EXPECT_GT(one_qp, 1.2 * sixteen);
+  EXPECT_GT(sixteen, rail);
+  EXPECT_NEAR(rail, time_us("--cluster megascale-ampere --op all_gather --ranks 128 --placement "
+                            "rail --sizes 256M"),
+              0.02 * rail);
+}
+
 TEST(CollectiveCli, BadInput) {
   const Out nvls = trainsim("collective --cluster selene-a100 --ranks 8 --algo nvls --sizes 1M");
   EXPECT_EQ(nvls.code, 2);
