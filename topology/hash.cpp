@@ -19,20 +19,11 @@ constexpr std::array<std::uint32_t, 256> kCrcTable = make_crc_table();
 
 constexpr int kTupleBytes = 13;
 
-std::array<std::uint8_t, kTupleBytes> tuple_bytes(const FiveTuple& t) {
-  return {static_cast<std::uint8_t>(t.src_ip >> 24), static_cast<std::uint8_t>(t.src_ip >> 16),
-          static_cast<std::uint8_t>(t.src_ip >> 8),  static_cast<std::uint8_t>(t.src_ip),
-          static_cast<std::uint8_t>(t.dst_ip >> 24), static_cast<std::uint8_t>(t.dst_ip >> 16),
-          static_cast<std::uint8_t>(t.dst_ip >> 8),  static_cast<std::uint8_t>(t.dst_ip),
-          static_cast<std::uint8_t>(t.src_port >> 8), static_cast<std::uint8_t>(t.src_port),
-          static_cast<std::uint8_t>(t.dst_port >> 8), static_cast<std::uint8_t>(t.dst_port),
-          t.protocol};
-}
-
-std::uint32_t crc32c(const FiveTuple& t, std::uint32_t seed) {
-  std::uint32_t c = ~seed;
-  for (const std::uint8_t b : tuple_bytes(t)) c = kCrcTable[(c ^ b) & 0xFF] ^ (c >> 8);
-  return ~c;
+// The CRC register after `bytes` from `state`, before the final inversion. The update is linear
+// over GF(2) in the register and the data together (table[x ^ y] = table[x] ^ table[y]).
+std::uint32_t crc_register(std::span<const std::uint8_t> bytes, std::uint32_t state) {
+  for (const std::uint8_t b : bytes) state = kCrcTable[(state ^ b) & 0xFF] ^ (state >> 8);
+  return state;
 }
 
 std::uint32_t xor_fold(const FiveTuple& t) {
@@ -40,17 +31,6 @@ std::uint32_t xor_fold(const FiveTuple& t) {
                     ((static_cast<std::uint32_t>(t.src_port) << 16) | t.dst_port) ^ t.protocol;
   h ^= h >> 16;
   return h & 0xFFFF;
-}
-
-// MurmurHash3's 32-bit finalizer (Appleby): a bijection in which every input bit flips about
-// half of the output bits.
-std::uint32_t fmix32(std::uint32_t h) {
-  h ^= h >> 16;
-  h *= 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  h ^= h >> 16;
-  return h;
 }
 
 // Toeplitz: for every set bit i of the input (most significant first), XOR in the 32 key bits
@@ -79,6 +59,29 @@ std::uint32_t toeplitz(const FiveTuple& t, const std::array<std::uint64_t, 3>& k
 
 }  // namespace
 
+std::array<std::uint8_t, 13> tuple_bytes(const FiveTuple& t) {
+  return {static_cast<std::uint8_t>(t.src_ip >> 24), static_cast<std::uint8_t>(t.src_ip >> 16),
+          static_cast<std::uint8_t>(t.src_ip >> 8),  static_cast<std::uint8_t>(t.src_ip),
+          static_cast<std::uint8_t>(t.dst_ip >> 24), static_cast<std::uint8_t>(t.dst_ip >> 16),
+          static_cast<std::uint8_t>(t.dst_ip >> 8),  static_cast<std::uint8_t>(t.dst_ip),
+          static_cast<std::uint8_t>(t.src_port >> 8), static_cast<std::uint8_t>(t.src_port),
+          static_cast<std::uint8_t>(t.dst_port >> 8), static_cast<std::uint8_t>(t.dst_port),
+          t.protocol};
+}
+
+std::uint32_t crc32c(std::span<const std::uint8_t> bytes, std::uint32_t seed) {
+  return ~crc_register(bytes, ~seed);
+}
+
+std::uint32_t fmix32(std::uint32_t h) {
+  h ^= h >> 16;
+  h *= 0x85EBCA6Bu;
+  h ^= h >> 13;
+  h *= 0xC2B2AE35u;
+  h ^= h >> 16;
+  return h;
+}
+
 const char* to_string(HashKind kind) {
   switch (kind) {
     case HashKind::kCrc32:
@@ -104,23 +107,37 @@ HashParams HashParams::from_seed(std::uint32_t seed) {
   std::uint64_t state = seed;
   p.mix = static_cast<std::uint32_t>(splitmix64(state) >> 32);
   for (auto& word : p.key) word = splitmix64(state);
+  const std::array<std::uint8_t, kTupleBytes> zeros{};
+  p.crc_seed_term = crc_register(zeros, ~seed);
   return p;
 }
 
-std::uint32_t ecmp_hash(HashKind kind, const FiveTuple& t, const HashParams& p) {
+TupleDigest digest(const FiveTuple& t) {
+  TupleDigest d;
+  d.tuple = t;
+  d.crc_tuple_term = crc_register(tuple_bytes(t), 0);
+  d.fold = xor_fold(t);
+  return d;
+}
+
+std::uint32_t ecmp_hash(HashKind kind, const TupleDigest& d, const HashParams& p) {
   std::uint32_t h = 0;
   switch (kind) {
     case HashKind::kCrc32:
-      h = crc32c(t, p.seed);
+      h = ~(p.crc_seed_term ^ d.crc_tuple_term);
       break;
     case HashKind::kXorFold:
-      h = xor_fold(t);
+      h = d.fold;
       break;
     case HashKind::kToeplitz:
-      h = toeplitz(t, p.key);
+      h = toeplitz(d.tuple, p.key);
       break;
   }
   return fmix32(h ^ p.mix);
+}
+
+std::uint32_t ecmp_hash(HashKind kind, const FiveTuple& t, const HashParams& p) {
+  return ecmp_hash(kind, digest(t), p);
 }
 
 std::uint16_t roce_udp_source_port(std::uint32_t local_qpn, std::uint32_t remote_qpn) {

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "topology/ids.h"
@@ -41,22 +42,45 @@ const char* to_string(HashKind kind);
 std::optional<HashKind> hash_kind_from(std::string_view name);  // "crc32", "xor-fold", "toeplitz"
 
 /// A switch's hash setting, derived from its seed. The seed enters twice: as the function's own
-/// parameter (CRC initial value, Toeplitz key) and through a final avalanche mix (MurmurHash3's
-/// fmix32 of the hash XOR a seed-derived word) that stands for the hash-bit selection of switch
-/// ASICs. Without the mix, CRC and XOR, being linear, would leave two switches with different
-/// seeds correlated (a CRC's initial value only XORs a constant into the result). Equal seeds give
-/// identical functions, hence hash polarization across tiers.
+/// parameter (CRC initial value, Toeplitz key) and through a final avalanche mix (fmix32 of the
+/// hash XOR a seed-derived word) that stands for the hash-bit selection of switch ASICs. Without
+/// the mix, CRC and XOR, being linear, would leave two switches with different seeds correlated
+/// (a CRC's initial value only XORs a constant into the result). Equal seeds give identical
+/// functions, hence hash polarization across tiers.
 struct HashParams {
   std::uint32_t seed = 0;
   std::uint32_t mix = 0;                  // word XORed in before the final mix
+  std::uint32_t crc_seed_term = 0;        // the seed's share of the CRC register (see TupleDigest)
   std::array<std::uint64_t, 3> key = {};  // Toeplitz key (192 bits)
 
   static HashParams from_seed(std::uint32_t seed);
 };
 
+/// The part of a tuple's hash that no switch setting changes, computed once per flow: CRC-32C
+/// is linear, so the register after the tuple is (seed's share) XOR (tuple's share), and
+/// XOR-fold ignores the seed.
+struct TupleDigest {
+  FiveTuple tuple;
+  std::uint32_t crc_tuple_term = 0;
+  std::uint32_t fold = 0;
+};
+
+TupleDigest digest(const FiveTuple& t);
+
 /// The 32-bit hash of `t` (bytes in network order: source IP, destination IP, source port,
 /// destination port, protocol) under setting `p`. Pure.
 std::uint32_t ecmp_hash(HashKind kind, const FiveTuple& t, const HashParams& p);
+/// The same from a digest (the fast path when one flow meets several switches).
+std::uint32_t ecmp_hash(HashKind kind, const TupleDigest& d, const HashParams& p);
+
+/// The tuple's 13 bytes in network order.
+std::array<std::uint8_t, 13> tuple_bytes(const FiveTuple& t);
+/// CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, RFC 3720) of `bytes` with initial value
+/// `seed` (0 is the standard CRC-32C: "123456789" gives 0xE3069283).
+std::uint32_t crc32c(std::span<const std::uint8_t> bytes, std::uint32_t seed);
+/// MurmurHash3's 32-bit finalizer (Appleby): a bijection in which each input bit flips about half
+/// of the output bits.
+std::uint32_t fmix32(std::uint32_t h);
 
 /// The next hop among `n` equal-cost candidates: hash mod n (as the HPCC ns-3 switch does).
 inline int ecmp_pick(std::uint32_t hash, int n) {

@@ -128,6 +128,24 @@ struct Router::Tables {
   std::vector<std::int32_t> hop;   // [class * switches + sw]: offset into pool, -1 = none
   std::vector<LinkId> pool;        // segments: count, then that many links
   std::vector<HashParams> hash;    // per node
+  // Per GPU, what every route starting or ending there needs, read once.
+  struct GpuEnds {
+    std::int32_t server = -1;
+    NodeId nvs = kNoNode;
+    LinkId to_nvs = kNoLink, from_nvs = kNoLink;
+    std::int32_t nic = -1;  // NIC number
+    LinkId to_nic = kNoLink, from_nic = kNoLink;
+  };
+  std::vector<GpuEnds> gpu;
+  // Per NIC, its live attachments to switches in neighbour order: nic_ports[nic_port_at[i] ..
+  // nic_port_at[i+1]).
+  struct NicPort {
+    std::int32_t sw = -1;
+    LinkId up = kNoLink, down = kNoLink;
+  };
+  std::vector<std::int32_t> nic_port_at;
+  std::vector<NicPort> nic_ports;
+  std::vector<NodeId> nic_node;
 
   std::uint8_t distance(int cls, int sw) const {
     return dist[static_cast<std::size_t>(cls) * static_cast<std::size_t>(switches) +
@@ -145,11 +163,9 @@ struct Router::Tables {
 
 // The endpoints of a flow, resolved once.
 struct Router::Ends {
-  GpuId src = 0, dst = 0;
-  int qp = 0;
   bool nvlink = false;  // same server: GPU -> NVSwitch -> GPU
   LinkId first = kNoLink, last = kNoLink;  // GPU -> NIC (or NVSwitch) and NIC (NVSwitch) -> GPU
-  NodeId nic_a = kNoNode, nic_b = kNoNode;
+  int nic_a = -1, nic_b = -1;              // NIC numbers
   int cls = -1;
 };
 
@@ -226,6 +242,45 @@ Router::Router(const ClusterGraph& graph, const RoutingConfig& config,
     const auto [it, fresh] = classes.emplace(attached, static_cast<std::int32_t>(classes.size()));
     if (fresh) t.class_switches.push_back(attached);
     t.nic_class[static_cast<std::size_t>(i)] = it->second;
+  }
+
+  // Endpoints of every GPU.
+  t.gpu.resize(static_cast<std::size_t>(g.gpu_count()));
+  for (GpuId i = 0; i < g.gpu_count(); ++i) {
+    Tables::GpuEnds& e = t.gpu[static_cast<std::size_t>(i)];
+    const NodeId node = g.gpu_node(i);
+    e.server = g.node(node).server;
+    e.nvs = g.nvswitch_of_gpu(i);
+    const NodeId nic = g.nic_of_gpu(i);
+    if (nic != kNoNode) e.nic = g.node(nic).index;
+    for (const LinkId l : g.out_links(node)) {
+      if (g.link_dst(l) == e.nvs && e.to_nvs == kNoLink) {
+        e.to_nvs = l;
+        e.from_nvs = ClusterGraph::reverse(l);
+      }
+      if (g.link_dst(l) == nic && e.to_nic == kNoLink) {
+        e.to_nic = l;
+        e.from_nic = ClusterGraph::reverse(l);
+      }
+    }
+  }
+  // Live attachments of every NIC, in neighbour order.
+  t.nic_port_at.assign(static_cast<std::size_t>(g.nic_count()) + 1, 0);
+  for (int i = 0; i < g.nic_count(); ++i) {
+    const NodeId nic = g.nic_node(i);
+    t.nic_node.push_back(nic);
+    const auto begin = static_cast<std::ptrdiff_t>(t.nic_ports.size());
+    for (const LinkId l : g.out_links(nic)) {
+      const LinkId back = ClusterGraph::reverse(l);
+      if (g.link_kind(l) == LinkKind::kNicUp && t.up(l) && t.up(back)) {
+        t.nic_ports.push_back({t.sw(g.link_dst(l)), l, back});
+      }
+    }
+    std::sort(t.nic_ports.begin() + begin, t.nic_ports.end(),
+              [](const Tables::NicPort& a, const Tables::NicPort& b) {
+                return a.sw != b.sw ? a.sw < b.sw : a.up < b.up;
+              });
+    t.nic_port_at[static_cast<std::size_t>(i) + 1] = static_cast<std::int32_t>(t.nic_ports.size());
   }
 
   // Live switch-to-switch links of each switch, split into up and down.
@@ -314,83 +369,67 @@ const HashParams& Router::hash_params(NodeId node) const {
 }
 
 FiveTuple Router::five_tuple(const Flow& flow) const {
-  const ClusterGraph& g = *graph_;
+  const Tables& t = *t_;
+  const int a = t.gpu[static_cast<std::size_t>(flow.src)].nic;
+  const int b = t.gpu[static_cast<std::size_t>(flow.dst)].nic;
   FiveTuple tuple;
-  const NodeId a = g.nic_of_gpu(flow.src);
-  const NodeId b = g.nic_of_gpu(flow.dst);
-  tuple.src_ip = a == kNoNode ? 0 : nic_ip(g.node(a).index);
-  tuple.dst_ip = b == kNoNode ? 0 : nic_ip(g.node(b).index);
+  tuple.src_ip = a < 0 ? 0 : nic_ip(a);
+  tuple.dst_ip = b < 0 ? 0 : nic_ip(b);
   tuple.src_port = roce_udp_source_port(qp_number(flow.src, flow.dst, flow.qp),
                                         qp_number(flow.dst, flow.src, flow.qp));
   return tuple;
 }
 
 bool Router::resolve(GpuId src, GpuId dst, Ends& e) const {
-  const ClusterGraph& g = *graph_;
   const Tables& t = *t_;
-  e.src = src;
-  e.dst = dst;
   if (src == dst) return true;
-  const NodeId a = g.gpu_node(src);
-  const NodeId b = g.gpu_node(dst);
-  const NodeId nvs = g.nvswitch_of_gpu(src);
-  if (g.node(a).server == g.node(b).server && nvs != kNoNode && nvs == g.nvswitch_of_gpu(dst)) {
+  const Tables::GpuEnds& a = t.gpu[static_cast<std::size_t>(src)];
+  const Tables::GpuEnds& b = t.gpu[static_cast<std::size_t>(dst)];
+  if (a.server == b.server && a.nvs != kNoNode && a.nvs == b.nvs) {
     e.nvlink = true;
-    for (const LinkId l : g.out_links(a)) {
-      if (g.link_dst(l) == nvs) e.first = l;
-    }
-    for (const LinkId l : g.out_links(nvs)) {
-      if (g.link_dst(l) == b) e.last = l;
-    }
+    e.first = a.to_nvs;
+    e.last = b.from_nvs;
     return t.up(e.first) && t.up(e.last);
   }
-  e.nic_a = g.nic_of_gpu(src);
-  e.nic_b = g.nic_of_gpu(dst);
-  if (e.nic_a == kNoNode || e.nic_b == kNoNode || e.nic_a == e.nic_b) return false;
-  for (const LinkId l : g.out_links(a)) {
-    if (g.link_dst(l) == e.nic_a) e.first = l;
-  }
-  for (const LinkId l : g.out_links(e.nic_b)) {
-    if (g.link_dst(l) == b) e.last = l;
-  }
+  if (a.nic < 0 || b.nic < 0 || a.nic == b.nic) return false;
+  e.nic_a = a.nic;
+  e.nic_b = b.nic;
+  e.first = a.to_nic;
+  e.last = b.from_nic;
   if (!t.up(e.first) || !t.up(e.last)) return false;
-  e.cls = t.nic_class[static_cast<std::size_t>(g.node(e.nic_b).index)];
+  e.cls = t.nic_class[static_cast<std::size_t>(e.nic_b)];
   return e.cls >= 0;
 }
 
 namespace {
 
-// The source NIC's uplinks on shortest paths to class `cls`, written to `out`; returns how many.
+// The source NIC's uplinks on shortest paths to class `cls`, in neighbour order, written to
+// `out`; returns how many.
 template <class TablesT>
-int nic_candidates(const ClusterGraph& g, const TablesT& t, NodeId nic, int cls,
-                   std::array<LinkId, kMaxNicUplinks>& out) {
+int nic_candidates(const TablesT& t, int nic, int cls, std::array<LinkId, kMaxNicUplinks>& out) {
   std::uint8_t best = kUnreachable;
   int n = 0;
-  for (const LinkId l : g.out_links(nic)) {
-    if (g.link_kind(l) != LinkKind::kNicUp || !t.up(l)) continue;
-    const std::uint8_t d = t.distance(cls, t.sw(g.link_dst(l)));
+  for (auto i = t.nic_port_at[static_cast<std::size_t>(nic)];
+       i < t.nic_port_at[static_cast<std::size_t>(nic) + 1]; ++i) {
+    const auto& port = t.nic_ports[static_cast<std::size_t>(i)];
+    const std::uint8_t d = t.distance(cls, port.sw);
     if (d == kUnreachable || d > best) continue;
     if (d < best) {
       best = d;
       n = 0;
     }
-    out[static_cast<std::size_t>(n++)] = l;
+    out[static_cast<std::size_t>(n++)] = port.up;
   }
-  // In neighbour order, as the switches' next hops (Router's constructor).
-  std::sort(out.begin(), out.begin() + n, [&g](LinkId a, LinkId b) {
-    return g.link_dst(a) != g.link_dst(b) ? g.link_dst(a) < g.link_dst(b) : a < b;
-  });
   return n;
 }
 
-// The live link from switch node `s` down to NIC `nic`.
+// The live link from switch number `sw` down to NIC number `nic`.
 template <class TablesT>
-LinkId link_to_nic(const ClusterGraph& g, const TablesT& t, NodeId s, NodeId nic) {
-  for (const LinkId l : g.out_links(nic)) {
-    if (g.link_dst(l) == s && g.link_kind(l) == LinkKind::kNicUp) {
-      const LinkId back = ClusterGraph::reverse(l);
-      if (t.up(back)) return back;
-    }
+LinkId link_to_nic(const TablesT& t, int sw, int nic) {
+  for (auto i = t.nic_port_at[static_cast<std::size_t>(nic)];
+       i < t.nic_port_at[static_cast<std::size_t>(nic) + 1]; ++i) {
+    const auto& port = t.nic_ports[static_cast<std::size_t>(i)];
+    if (port.sw == sw) return port.down;
   }
   return kNoLink;
 }
@@ -409,9 +448,10 @@ bool Router::trace(const Ends& e, std::vector<LinkId>& path, Choose&& choose) co
     return true;
   }
   std::array<LinkId, kMaxNicUplinks> start{};
-  const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+  const int n = nic_candidates(t, e.nic_a, e.cls, start);
   if (n == 0) return false;
-  LinkId l = start[static_cast<std::size_t>(n == 1 ? 0 : choose(e.nic_a, std::span<const LinkId>(start.data(), static_cast<std::size_t>(n))))];
+  const std::span<const LinkId> first_hops(start.data(), static_cast<std::size_t>(n));
+  LinkId l = start[static_cast<std::size_t>(n == 1 ? 0 : choose(t.nic_node[static_cast<std::size_t>(e.nic_a)], first_hops))];
   path.push_back(l);
   NodeId s = g.link_dst(l);
   for (;;) {
@@ -422,7 +462,7 @@ bool Router::trace(const Ends& e, std::vector<LinkId>& path, Choose&& choose) co
     path.push_back(l);
     s = g.link_dst(l);
   }
-  path.push_back(link_to_nic(g, t, s, e.nic_b));
+  path.push_back(link_to_nic(t, t.sw(s), e.nic_b));
   path.push_back(e.last);
   return true;
 }
@@ -435,13 +475,12 @@ bool Router::route(const Flow& flow, std::vector<LinkId>& path) {
   Ends e;
   if (!resolve(flow.src, flow.dst, e)) return false;
   if (flow.src == flow.dst) return true;
-  e.qp = flow.qp;
   if (config_.mode == RoutingMode::kLeastLoaded) return route_least_loaded(e, path);
   if (config_.mode == RoutingMode::kPinned) {
     // Mixed-radix digits of the destination's slice: the first branch takes slice mod n1, the
     // next (slice / n1) mod n2, and so on, so that destinations spread over whole paths.
-    std::uint32_t key = static_cast<std::uint32_t>(
-        t_->nic_slice[static_cast<std::size_t>(graph_->node(e.nic_b).index)]);
+    std::uint32_t key =
+        e.nvlink ? 0 : static_cast<std::uint32_t>(t_->nic_slice[static_cast<std::size_t>(e.nic_b)]);
     return trace(e, path, [&key](NodeId, std::span<const LinkId> c) {
       const auto n = static_cast<std::uint32_t>(c.size());
       const int pick = static_cast<int>(key % n);
@@ -449,15 +488,16 @@ bool Router::route(const Flow& flow, std::vector<LinkId>& path) {
       return pick;
     });
   }
-  bool have_tuple = false;
-  FiveTuple tuple;
+  // The tuple's digest is computed at the first branch and serves every switch after it.
+  bool have_digest = false;
+  TupleDigest d;
   const HashKind kind = config_.hash;
   return trace(e, path, [&](NodeId node, std::span<const LinkId> c) {
-    if (!have_tuple) {
-      tuple = five_tuple(flow);
-      have_tuple = true;
+    if (!have_digest) {
+      d = digest(five_tuple(flow));
+      have_digest = true;
     }
-    return ecmp_pick(ecmp_hash(kind, tuple, t_->hash[static_cast<std::size_t>(node)]),
+    return ecmp_pick(ecmp_hash(kind, d, t_->hash[static_cast<std::size_t>(node)]),
                      static_cast<int>(c.size()));
   });
 }
@@ -481,7 +521,7 @@ bool Router::route_least_loaded(const Ends& e, std::vector<LinkId>& path) {
       if (const auto it = memo.find(sw); it != memo.end()) return it->second;
       Best b;
       if (t.distance(e.cls, sw) == 0) {
-        b.next = link_to_nic(g, t, s, e.nic_b);
+        b.next = link_to_nic(t, t.sw(s), e.nic_b);
         b.max = b.sum = load_[static_cast<std::size_t>(b.next)];
       } else {
         b.max = std::numeric_limits<double>::infinity();
@@ -497,7 +537,7 @@ bool Router::route_least_loaded(const Ends& e, std::vector<LinkId>& path) {
       return b;
     };
     std::array<LinkId, kMaxNicUplinks> start{};
-    const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+    const int n = nic_candidates(t, e.nic_a, e.cls, start);
     if (n == 0) return false;
     Best top{std::numeric_limits<double>::infinity(), 0, kNoLink};
     for (int i = 0; i < n; ++i) {
@@ -548,7 +588,7 @@ bool Router::route_spray(const Ends& e, std::vector<LinkShare>& out) const {
     return true;
   }
   std::array<LinkId, kMaxNicUplinks> start{};
-  const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+  const int n = nic_candidates(t, e.nic_a, e.cls, start);
   if (n == 0) return false;
   std::map<NodeId, double> level;
   for (int i = 0; i < n; ++i) {
@@ -561,7 +601,7 @@ bool Router::route_spray(const Ends& e, std::vector<LinkShare>& out) const {
     for (const auto& [s, share] : level) {
       const int sw = t.sw(s);
       if (t.distance(e.cls, sw) == 0) {
-        out.push_back({link_to_nic(g, t, s, e.nic_b), share});
+        out.push_back({link_to_nic(t, t.sw(s), e.nic_b), share});
         continue;
       }
       const std::span<const LinkId> hops = t.hops(e.cls, sw);
@@ -610,7 +650,7 @@ bool Router::connected(GpuId src, GpuId dst) const {
   if (!resolve(src, dst, e)) return false;
   if (src == dst || e.nvlink) return true;
   std::array<LinkId, kMaxNicUplinks> start{};
-  return nic_candidates(*graph_, *t_, e.nic_a, e.cls, start) > 0;
+  return nic_candidates(*t_, e.nic_a, e.cls, start) > 0;
 }
 
 std::uint64_t Router::path_count(GpuId src, GpuId dst) const {
@@ -630,7 +670,7 @@ std::uint64_t Router::path_count(GpuId src, GpuId dst) const {
     return total;
   };
   std::array<LinkId, kMaxNicUplinks> start{};
-  const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+  const int n = nic_candidates(t, e.nic_a, e.cls, start);
   std::uint64_t total = 0;
   for (int i = 0; i < n; ++i) total += count(count, g.link_dst(start[static_cast<std::size_t>(i)]));
   return total;
@@ -649,7 +689,7 @@ std::vector<std::vector<LinkId>> Router::paths(GpuId src, GpuId dst, std::size_t
     if (out.size() >= limit) return;
     const int sw = t.sw(s);
     if (t.distance(e.cls, sw) == 0) {
-      path.push_back(link_to_nic(g, t, s, e.nic_b));
+      path.push_back(link_to_nic(t, t.sw(s), e.nic_b));
       path.push_back(e.last);
       out.push_back(path);
       path.resize(path.size() - 2);
@@ -662,7 +702,7 @@ std::vector<std::vector<LinkId>> Router::paths(GpuId src, GpuId dst, std::size_t
     }
   };
   std::array<LinkId, kMaxNicUplinks> start{};
-  const int n = nic_candidates(g, t, e.nic_a, e.cls, start);
+  const int n = nic_candidates(t, e.nic_a, e.cls, start);
   for (int i = 0; i < n; ++i) {
     path.push_back(start[static_cast<std::size_t>(i)]);
     dfs(dfs, g.link_dst(start[static_cast<std::size_t>(i)]));

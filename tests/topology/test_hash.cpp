@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "topology/hash.h"
@@ -60,6 +61,25 @@ TEST(EcmpHash, IsAPureFunctionOfTupleAndSeed) {
     }
     EXPECT_GE(differ, 195) << to_string(kind);
   }
+}
+
+// CRC-32C's standard check value; the per-switch fast path (a flow's digest XOR the seed's term,
+// by the CRC's linearity) equals the CRC of the tuple's bytes with the seed as initial value.
+TEST(EcmpHash, Crc32cAndTheDigestPath) {
+  const std::string check = "123456789";
+  EXPECT_EQ(crc32c({reinterpret_cast<const std::uint8_t*>(check.data()), check.size()}, 0),
+            0xE3069283u);
+  for (int i = 0; i < 100; ++i) {
+    const FiveTuple t = tuple_of(i);
+    const HashParams p = HashParams::from_seed(static_cast<std::uint32_t>(i) * 40503u);
+    const auto bytes = tuple_bytes(t);
+    EXPECT_EQ(ecmp_hash(HashKind::kCrc32, t, p), fmix32(crc32c(bytes, p.seed) ^ p.mix));
+    for (HashKind kind : {HashKind::kCrc32, HashKind::kXorFold, HashKind::kToeplitz}) {
+      EXPECT_EQ(ecmp_hash(kind, digest(t), p), ecmp_hash(kind, t, p));
+    }
+  }
+  EXPECT_EQ(tuple_bytes(tuple_of(0))[11], 4791 & 0xFF);
+  EXPECT_EQ(tuple_bytes(tuple_of(0))[12], 17);
 }
 
 TEST(EcmpHash, Names) {
