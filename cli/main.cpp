@@ -13,8 +13,10 @@
 #include "calibrate/profile.h"
 #include "cli/collective_command.h"
 #include "cli/default_scenario.h"
+#include "cli/sweep_command.h"
 #include "cli/topo_command.h"
 #include "kernels/device_info.h"
+#include "reports/html_report.h"
 #include "reports/summary.h"
 #include "reports/validation_report.h"
 #include "scenarios/presets.h"
@@ -55,6 +57,7 @@ struct RunArgs {
   std::string fidelity;
   std::string format = "text";
   std::string output;
+  std::string report;
 };
 
 int cmd_run(const RunArgs& a) {
@@ -69,15 +72,18 @@ int cmd_run(const RunArgs& a) {
   write_output(a.format == "json" ? reports::result_json_text(r, s, cfg.profile)
                                   : reports::result_text(r, s, cfg.profile),
                a.output);
+  if (!a.report.empty()) reports::write_run_report(a.report, r, s, cfg.profile);
   return 0;
 }
 
-int cmd_validate(const std::string& csv, const std::string& format, const std::string& output) {
+int cmd_validate(const std::string& csv, const std::string& format, const std::string& output,
+                 const std::string& report) {
   const auto rows = scen::validate_runs(csv);
   const auto summary = scen::summarize(rows);
   write_output(format == "json" ? reports::validation_json(rows, summary).dump(2) + "\n"
                                 : reports::validation_text(rows, summary),
                output);
+  if (!report.empty()) reports::write_validation_report(report, rows, summary, csv);
   return 0;
 }
 
@@ -158,19 +164,26 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"analytic", "flow", "packet"}));
   run->add_option("--format", run_args.format, "text | json")->check(CLI::IsMember(formats));
   run->add_option("-o,--output", run_args.output, "Write the result to FILE instead of stdout");
+  run->add_option("--report", run_args.report,
+                  "Write an HTML report with charts, results.csv and results.json to DIR");
 
-  std::string csv, vformat = "text", voutput;
+  std::string csv, vformat = "text", voutput, vreport;
   CLI::App* validate =
       app.add_subcommand("validate", "Compare predictions with published training runs (CSV)");
   validate->add_option("runs", csv, "CSV in the format of scenarios/validation/published-runs.csv")
       ->required();
   validate->add_option("--format", vformat, "text | json")->check(CLI::IsMember(formats));
   validate->add_option("-o,--output", voutput, "Write the table to FILE instead of stdout");
+  validate->add_option("--report", vreport,
+                       "Write an HTML report with charts, results.csv and results.json to DIR");
 
   std::string key, eformat = "text";
   CLI::App* explain = app.add_subcommand("explain", "Describe scenario keys (all, a section, a key)");
   explain->add_option("key", key, "A key (parallel.pp) or a section (parallel)");
   explain->add_option("--format", eformat, "text | json")->check(CLI::IsMember(formats));
+
+  trainsim::cli::SweepArgs sweep_args;
+  CLI::App* sweep = trainsim::cli::add_sweep_command(app, sweep_args);
 
   trainsim::cli::CollectiveArgs collective_args;
   CLI::App* collective = trainsim::cli::add_collective_command(app, collective_args);
@@ -195,7 +208,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*run) return cmd_run(run_args);
-    if (*validate) return cmd_validate(csv, vformat, voutput);
+    if (*validate) return cmd_validate(csv, vformat, voutput, vreport);
+    if (*sweep) return trainsim::cli::run_sweep_command(sweep_args);
     if (*explain) return cmd_explain(key, eformat);
     if (*info) return cmd_info(iformat);
     if (*collective) return trainsim::cli::run_collective_command(collective_args);

@@ -249,6 +249,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text, const std
       row.predicted.tokens_s = res.tokens_per_s;
       row.predicted.mfu = res.mfu;
       row.predicted.hfu = res.hfu;
+      row.predicted_breakdown = res.breakdown;
       row.tflops_counts_recompute =
           row.source.find("SC21") != std::string::npos ||
           cell("notes").find("counts the recompute") != std::string::npos;

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/exec/result.h"
+
 namespace trainsim::scen {
 
 struct RunFigures {
@@ -24,6 +26,7 @@ struct ValidationRow {
   int line = 0;                                // line in the CSV file
   std::map<std::string, std::string> assumed;  // filled-in value -> rule that chose it
   RunFigures predicted;
+  exec::Breakdown predicted_breakdown;         // where the predicted iteration time goes
   RunFigures published;                        // as published or derived (see `derived`)
   std::vector<std::string> derived;            // which published figures were derived, and how
   bool tflops_counts_recompute = false;

@@ -274,6 +274,8 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
     }
   }
   const Slot& slot = first.total() >= last.total() ? first : last;
+  r.pipeline = {par.pp, par.vpp, L.microbatches, par.schedule, slot.forward, slot.backward,
+                slot.tp + slot.cp + slot.ep + slot.pp, &slot == &last && !single};
   const double mb = L.microbatches;
   const double bubble_slots = static_cast<double>(par.pp - 1) / par.vpp;
 

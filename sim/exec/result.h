@@ -42,6 +42,22 @@ struct NetworkStats {
   double nvlink_bytes_per_gpu = 0;   // per iteration, sent
 };
 
+/// The pipeline schedule the analytic fidelity assumes: every stage runs at the pace of the
+/// slowest one (the first, with the embedding, or the last, with the loss head). Times are for one
+/// micro-batch on that stage, all of its model chunks together; reports draw the schedule from
+/// them (reports/pipeline_schedule.h).
+struct PipelineTiming {
+  int stages = 1;        // pipeline stages (PP)
+  int chunks = 1;        // model chunks per stage (VPP)
+  int microbatches = 1;  // per pipeline per iteration
+  plan::Schedule schedule = plan::Schedule::k1F1B;
+  double forward_s = 0;       // forward kernels
+  double backward_s = 0;      // backward and recompute kernels
+  double exposed_comm_s = 0;  // TP/CP/EP/PP communication the stage waited on
+  bool slowest_is_last = false;
+  double slot_s() const { return forward_s + backward_s + exposed_comm_s; }
+};
+
 struct Result {
   std::string fidelity;        // "analytic"
   std::string model_version;   // version of the performance model that computed this
@@ -62,6 +78,7 @@ struct Result {
   double peak_flops_per_gpu = 0;
 
   Breakdown breakdown;
+  PipelineTiming pipeline;
   plan::MemoryUsage memory;
   NetworkStats network;
   std::vector<std::string> notes;  // assumptions and derived settings worth telling the user

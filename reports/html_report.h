@@ -1,0 +1,55 @@
+// HTML reports of `run`, `sweep` and `validate` (`--report DIR`): DIR/index.html with charts,
+// DIR/results.json and DIR/results.csv.
+//
+// index.html is self-contained: styles and charts (inline SVG from reports/svg.h) are in the file,
+// it loads nothing and runs no script, and its Content-Security-Policy forbids any fetch, so it
+// opens offline, from a mail attachment or a CI artifact alike. It holds no timestamp: the same
+// inputs give the same bytes. The pipeline timeline is the schedule the analytic fidelity
+// assumes (reports/pipeline_schedule.h), labelled as such; link utilisation shows the tiers the
+// fidelity models and marks the others as not modelled.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "calibrate/profile.h"
+#include "scenarios/scenario.h"
+#include "scenarios/sweep.h"
+#include "scenarios/validation_runs.h"
+#include "sim/exec/result.h"
+
+namespace trainsim::reports {
+
+/// One evaluated configuration in full, for the per-configuration charts of a sweep report.
+struct PointDetail {
+  std::size_t point = 0;
+  scen::Scenario scenario;
+  exec::Result result;
+  calib::Profile profile;
+};
+
+std::string run_report_html(const exec::Result& r, const scen::Scenario& s,
+                            const calib::Profile& profile);
+
+/// `best` is the top-ranked point, `base` the scenario's own configuration (when feasible).
+std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<PointDetail>& best,
+                              const std::optional<PointDetail>& base);
+
+/// `source` names the CSV the rows came from.
+std::string validation_report_html(const std::vector<scen::ValidationRow>& rows,
+                                   const scen::ValidationSummary& summary,
+                                   const std::string& source);
+
+/// Write index.html, results.json and results.csv into `dir` (created if missing). Throw
+/// trainsim::Error(kRuntime) naming the file when it cannot be written.
+void write_run_report(const std::string& dir, const exec::Result& r, const scen::Scenario& s,
+                      const calib::Profile& profile);
+void write_sweep_report(const std::string& dir, const scen::SweepOutcome& o,
+                        const std::optional<PointDetail>& best,
+                        const std::optional<PointDetail>& base);
+void write_validation_report(const std::string& dir, const std::vector<scen::ValidationRow>& rows,
+                             const scen::ValidationSummary& summary, const std::string& source);
+
+}  // namespace trainsim::reports

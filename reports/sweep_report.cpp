@@ -1,0 +1,340 @@
+#include "reports/sweep_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <map>
+
+#include "sim/core/units.h"
+#include "sim/core/version.h"
+
+namespace trainsim::reports {
+namespace {
+
+using scen::PointResult;
+using scen::SweepOutcome;
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+// Shortest round-trip decimal; JSON has no infinity or NaN.
+std::string num(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+const char* metric_name(scen::RankBy r) {
+  switch (r) {
+    case scen::RankBy::kMfu:
+      return "MFU";
+    case scen::RankBy::kTokensPerS:
+      return "tokens/s";
+    case scen::RankBy::kCost:
+      return "cost per million tokens";
+  }
+  return "?";
+}
+
+std::size_t status_count(const SweepOutcome& o, scen::PointStatus s) {
+  return static_cast<std::size_t>(std::count_if(o.results.begin(), o.results.end(),
+                                                [s](const PointResult& r) { return r.status == s; }));
+}
+
+}  // namespace
+
+std::string short_key(const std::string& key) {
+  const std::size_t dot = key.rfind('.');
+  return dot == std::string::npos ? key : key.substr(dot + 1);
+}
+
+std::string thousands(std::size_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string human(double x) {
+  const double a = std::fabs(x);
+  if (a >= 1e12) return fmt::format("{:.3g}T", x / 1e12);
+  if (a >= 1e9) return fmt::format("{:.3g}G", x / 1e9);
+  if (a >= 1e6) return fmt::format("{:.3g}M", x / 1e6);
+  if (a >= 1e4) return fmt::format("{:.3g}k", x / 1e3);
+  return fmt::format("{:.4g}", x);
+}
+
+std::string reason_kind(const PointResult& r) {
+  std::string text = r.field.empty() ? r.reason : "`" + r.field + "`: " + r.reason;
+  // Details in parentheses (memory terms, hints) stay out of the kind.
+  const std::size_t paren = text.find(" (");
+  if (paren != std::string::npos) text.resize(paren);
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    if (std::isdigit(static_cast<unsigned char>(text[i]))) {
+      while (i < text.size() &&
+             (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.' ||
+              text[i] == ',' || text[i] == 'x' || text[i] == static_cast<char>(0xC3) ||
+              text[i] == static_cast<char>(0x97))) {
+        ++i;  // digits, decimal points and the × of TP×PP products
+      }
+      out += '#';
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+std::vector<ReasonGroup> reason_groups(const SweepOutcome& o) {
+  std::map<std::string, ReasonGroup> groups;
+  for (std::size_t i = 0; i < o.results.size(); ++i) {
+    if (o.results[i].ok()) continue;
+    const std::string kind = reason_kind(o.results[i]);
+    auto [it, fresh] = groups.try_emplace(kind, ReasonGroup{kind, 0, i});
+    ++it->second.count;
+  }
+  std::vector<ReasonGroup> out;
+  for (auto& [k, g] : groups) out.push_back(g);
+  std::sort(out.begin(), out.end(), [](const ReasonGroup& a, const ReasonGroup& b) {
+    if (a.count != b.count) return a.count > b.count;
+    return a.example < b.example;
+  });
+  return out;
+}
+
+std::string sweep_text(const SweepOutcome& o, std::size_t top) {
+  const scen::SweepPlan& p = o.plan;
+  std::string s;
+  s += fmt::format("trainsim {} sweep · analytic fidelity, model {} · calibration {}\n", kVersion,
+                   exec::kAnalyticModelVersion, o.calibration);
+  s += fmt::format("scenario  {}\n", p.source);
+  s += fmt::format("points    {}: {}\n", thousands(p.size()), p.description);
+  s += fmt::format("result    {} feasible, {} infeasible, {} invalid; ranked by {}", thousands(o.feasible),
+                   thousands(status_count(o, scen::PointStatus::kInfeasible)),
+                   thousands(status_count(o, scen::PointStatus::kInvalid)), metric_name(o.spec.rank_by));
+  if (o.spec.price) {
+    s += fmt::format("; GPU-hour price {} {}", o.spec.price->amount, o.spec.price->currency);
+  }
+  s += "\n\n";
+
+  const std::size_t shown = std::min(top, o.feasible);
+  if (o.feasible == 0) {
+    s += "no feasible configuration\n";
+  } else {
+    std::vector<std::string> head = {"rank", "MFU", "tokens/s", "iter s", "mem GiB"};
+    if (o.spec.price) head.push_back(o.spec.price->currency + "/Mtok");
+    const std::size_t fixed = head.size();
+    for (const std::string& k : p.keys) head.push_back(short_key(k));
+    std::vector<std::vector<std::string>> rows = {head};
+    for (std::size_t r = 0; r < shown; ++r) {
+      const std::size_t i = o.order[r];
+      const PointResult& x = o.results[i];
+      std::vector<std::string> row = {
+          std::to_string(r + 1) + (p.base_point == i ? "*" : ""),
+          fmt::format("{:.1f} %", 100 * x.mfu), human(x.tokens_per_s),
+          fmt::format("{:.3f}", x.iteration_time_s),
+          fmt::format("{:.1f}", x.memory_peak_bytes / kGiB)};
+      if (o.spec.price) row.push_back(fmt::format("{:.4g}", *o.cost_per_mtok(i)));
+      for (std::size_t k = 0; k < p.keys.size(); ++k) row.push_back(p.value(i, k));
+      rows.push_back(row);
+    }
+    std::vector<std::size_t> width(head.size(), 0);
+    for (const auto& row : rows) {
+      for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    }
+    for (const auto& row : rows) {
+      std::string line;
+      for (std::size_t c = 0; c < row.size(); ++c) {
+        // Figures align right, configuration values left.
+        line += c < fixed ? fmt::format("{:>{}}  ", row[c], width[c])
+                          : fmt::format("{:<{}}  ", row[c], width[c]);
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      s += line + "\n";
+    }
+    s += fmt::format("(top {} of {} feasible; * = the scenario's own configuration; --top N for "
+                     "more, --format json or csv for every point)\n",
+                     shown, thousands(o.feasible));
+  }
+
+  s += "\n";
+  if (!p.base_point) {
+    s += "base configuration: the scenario's own values are not among the swept points\n";
+  } else {
+    const std::size_t b = *p.base_point;
+    const PointResult& x = o.results[b];
+    if (o.base_rank) {
+      const PointResult& best = o.results[o.order.front()];
+      s += fmt::format(
+          "base configuration ({}): rank {} of {} feasible, MFU {:.1f} % ({:+.1f} points from the "
+          "best, {:.1f} %), {} tokens/s\n",
+          p.label(b), *o.base_rank, thousands(o.feasible), 100 * x.mfu, 100 * (x.mfu - best.mfu),
+          100 * best.mfu, human(x.tokens_per_s));
+    } else {
+      s += fmt::format("base configuration ({}): {}: {}\n", p.label(b), to_string(x.status),
+                       x.reason);
+    }
+  }
+
+  const std::vector<ReasonGroup> groups = reason_groups(o);
+  if (!groups.empty()) {
+    s += "\nwhy the other points cannot run (count, kind, first example):\n";
+    const std::size_t kinds = std::min<std::size_t>(groups.size(), 15);
+    for (std::size_t g = 0; g < kinds; ++g) {
+      const PointResult& x = o.results[groups[g].example];
+      s += fmt::format("  {:>9}  {}\n", thousands(groups[g].count), groups[g].kind);
+      s += fmt::format("             e.g. {}: {}{}\n", p.label(groups[g].example),
+                       x.field.empty() ? "" : "`" + x.field + "`: ", x.reason);
+    }
+    if (groups.size() > kinds) {
+      s += fmt::format("  ... and {} more kinds (--format json or csv lists every point)\n",
+                       groups.size() - kinds);
+    }
+  }
+  return s;
+}
+
+void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
+  const scen::SweepPlan& p = o.plan;
+  out << "{\n";
+  out << "  \"trainsim_version\": " << json_string(kVersion) << ",\n";
+  out << "  \"fidelity\": \"analytic\",\n";
+  out << "  \"model_version\": " << json_string(exec::kAnalyticModelVersion) << ",\n";
+  out << "  \"calibration\": " << json_string(o.calibration) << ",\n";
+  out << "  \"scenario\": " << json_string(p.source) << ",\n";
+  out << "  \"points_description\": " << json_string(p.description) << ",\n";
+  out << "  \"keys\": [";
+  for (std::size_t k = 0; k < p.keys.size(); ++k) out << (k ? ", " : "") << json_string(p.keys[k]);
+  out << "],\n";
+  out << "  \"rank_by\": " << json_string(to_string(o.spec.rank_by)) << ",\n";
+  if (o.spec.price) {
+    out << "  \"gpu_hour_price\": {\"amount\": " << num(o.spec.price->amount)
+        << ", \"currency\": " << json_string(o.spec.price->currency) << "},\n";
+  } else {
+    out << "  \"gpu_hour_price\": null,\n";
+  }
+  out << "  \"summary\": {\"points\": " << p.size() << ", \"feasible\": " << o.feasible
+      << ", \"infeasible\": " << status_count(o, scen::PointStatus::kInfeasible)
+      << ", \"invalid\": " << status_count(o, scen::PointStatus::kInvalid) << "},\n";
+  if (p.base_point) {
+    out << "  \"base\": {\"point\": " << *p.base_point << ", \"rank\": "
+        << (o.base_rank ? std::to_string(*o.base_rank) : "null") << "},\n";
+  } else {
+    out << "  \"base\": null,\n";
+  }
+  out << "  \"results\": [";
+  for (std::size_t r = 0; r < o.order.size(); ++r) {
+    const std::size_t i = o.order[r];
+    const PointResult& x = o.results[i];
+    std::string line = r ? ",\n    {" : "\n    {";
+    line += "\"rank\": " + (x.ok() ? std::to_string(r + 1) : std::string("null"));
+    line += fmt::format(", \"point\": {}, \"status\": \"{}\", \"config\": {{", i, to_string(x.status));
+    for (std::size_t k = 0; k < p.keys.size(); ++k) {
+      line += (k ? ", " : "") + json_string(p.keys[k]) + ": " + json_string(p.value(i, k));
+    }
+    line += "}";
+    if (x.ok()) {
+      const exec::Breakdown& b = x.breakdown;
+      line += ", \"iteration_time_s\": " + num(x.iteration_time_s);
+      line += ", \"tokens_per_s\": " + num(x.tokens_per_s);
+      line += ", \"mfu\": " + num(x.mfu) + ", \"hfu\": " + num(x.hfu);
+      line += ", \"tflops_per_gpu\": " + num(x.tflops_per_gpu);
+      if (o.spec.price) line += ", \"cost_per_mtok\": " + num(*o.cost_per_mtok(i));
+      line += fmt::format(", \"gpus\": {}, \"microbatches_per_pipeline\": {}", x.gpus,
+                          x.microbatches);
+      line += ", \"memory_peak_bytes\": " + num(x.memory_peak_bytes);
+      line += ", \"memory_capacity_bytes\": " + num(x.memory_capacity_bytes);
+      line += ", \"nvlink_utilization\": " + num(x.nvlink_utilization);
+      line += ", \"nic_utilization\": " + num(x.nic_utilization);
+      line += ", \"breakdown\": {\"compute_s\": " + num(b.compute_s) +
+              ", \"exposed_comm_s\": {\"tp\": " + num(b.exposed_tp_s) +
+              ", \"cp\": " + num(b.exposed_cp_s) + ", \"ep\": " + num(b.exposed_ep_s) +
+              ", \"pp\": " + num(b.exposed_pp_s) + ", \"dp\": " + num(b.exposed_dp_s) +
+              "}, \"pipeline_bubble_s\": " + num(b.pipeline_bubble_s) +
+              ", \"optimizer_s\": " + num(b.optimizer_s) +
+              ", \"data_loading_s\": " + num(b.data_loading_s) + "}";
+    } else {
+      if (!x.field.empty()) line += ", \"field\": " + json_string(x.field);
+      line += ", \"reason\": " + json_string(x.reason);
+      if (x.memory_peak_bytes > 0) {
+        line += ", \"memory_peak_bytes\": " + num(x.memory_peak_bytes);
+        line += ", \"memory_capacity_bytes\": " + num(x.memory_capacity_bytes);
+      }
+    }
+    line += "}";
+    out << line;
+  }
+  out << "\n  ]\n}\n";
+}
+
+void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
+  const scen::SweepPlan& p = o.plan;
+  std::string head = "rank,point,status";
+  for (const std::string& k : p.keys) head += "," + k;
+  head +=
+      ",iteration_time_s,tokens_per_s,mfu,hfu,tflops_per_gpu,memory_peak_bytes,"
+      "memory_capacity_bytes,compute_s,exposed_tp_s,exposed_cp_s,exposed_ep_s,exposed_pp_s,"
+      "exposed_dp_s,pipeline_bubble_s,optimizer_s,data_loading_s";
+  if (o.spec.price) head += ",cost_per_mtok_" + o.spec.price->currency;
+  head += ",field,reason\n";
+  out << head;
+  for (std::size_t r = 0; r < o.order.size(); ++r) {
+    const std::size_t i = o.order[r];
+    const PointResult& x = o.results[i];
+    std::string line = (x.ok() ? std::to_string(r + 1) : std::string()) +
+                       fmt::format(",{},{}", i, to_string(x.status));
+    for (std::size_t k = 0; k < p.keys.size(); ++k) line += "," + csv_field(p.value(i, k));
+    const exec::Breakdown& b = x.breakdown;
+    auto cell = [&](double v, bool has) { line += has ? "," + num(v) : ","; };
+    for (double v : {x.iteration_time_s, x.tokens_per_s, x.mfu, x.hfu, x.tflops_per_gpu}) {
+      cell(v, x.ok());
+    }
+    cell(x.memory_peak_bytes, x.memory_peak_bytes > 0);
+    cell(x.memory_capacity_bytes, x.memory_capacity_bytes > 0);
+    for (double v : {b.compute_s, b.exposed_tp_s, b.exposed_cp_s, b.exposed_ep_s, b.exposed_pp_s,
+                     b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s, b.data_loading_s}) {
+      cell(v, x.ok());
+    }
+    if (o.spec.price) cell(o.cost_per_mtok(i).value_or(0), x.ok());
+    line += "," + csv_field(x.field) + "," + csv_field(x.reason) + "\n";
+    out << line;
+  }
+}
+
+}  // namespace trainsim::reports

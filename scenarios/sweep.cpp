@@ -1,0 +1,868 @@
+#include "scenarios/sweep.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include "scenarios/run_config.h"
+#include "scenarios/schema.h"
+#include "scenarios/sizes.h"
+#include "sim/core/error.h"
+#include "sim/core/version.h"
+
+namespace trainsim::scen {
+namespace {
+
+// A key's value list is indexed by 16 bits in the plan.
+constexpr std::size_t kMaxValuesPerKey = std::numeric_limits<std::uint16_t>::max();
+// One range may not expand to more values than this: a typo like 1:1000000 should fail fast.
+constexpr std::size_t kMaxRangeValues = 10'000;
+
+std::string trim(std::string_view s) {
+  const std::size_t b = s.find_first_not_of(" \t");
+  const std::size_t e = s.find_last_not_of(" \t");
+  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t at = s.find(sep, start);
+    out.emplace_back(s.substr(start, at == std::string_view::npos ? s.npos : at - start));
+    if (at == std::string_view::npos) return out;
+    start = at + 1;
+  }
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool is_numeric(const KeyDef& k) {
+  return k.type == KeyType::kInt || k.type == KeyType::kFloat || k.type == KeyType::kSize;
+}
+
+const char* kRangeHint = "write A:B (every integer), A:B:S (step S) or A:B:*F (times F)";
+
+// A range bound or step of `key`'s type, as a double (sizes and integers are exact below 2^53).
+double range_number(const KeyDef& key, const std::string& text, const std::string& range,
+                    const ErrorContext& where) {
+  if (key.type == KeyType::kSize) return static_cast<double>(parse_size(text, where));
+  const std::string t = trim(text);
+  if (key.type == KeyType::kInt) {
+    std::int64_t v = 0;
+    const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size()) {
+      throw_input(fmt::format("range `{}`: `{}` is not an integer", range, t), where, kRangeHint);
+    }
+    return static_cast<double>(v);
+  }
+  char* end = nullptr;
+  const double v = t.empty() ? 0.0 : std::strtod(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v)) {
+    throw_input(fmt::format("range `{}`: `{}` is not a number", range, t), where, kRangeHint);
+  }
+  return v;
+}
+
+std::string range_value_text(const KeyDef& key, double v) {
+  if (key.type == KeyType::kFloat) return fmt::format("{}", v);
+  return std::to_string(static_cast<std::int64_t>(std::llround(v)));
+}
+
+void expand_range(const KeyDef& key, const std::string& range, const ErrorContext& where,
+                  std::vector<std::string>& out) {
+  const std::vector<std::string> parts = split(range, ':');
+  if (parts.size() < 2 || parts.size() > 3) {
+    throw_input(fmt::format("`{}` is not a range", range), where, kRangeHint);
+  }
+  const double first = range_number(key, parts[0], range, where);
+  const double last = range_number(key, parts[1], range, where);
+  if (first > last) {
+    throw_input(fmt::format("empty range `{}`: the first bound is above the last", range), where,
+                kRangeHint);
+  }
+  bool geometric = false;
+  double step = 1;
+  if (parts.size() == 3) {
+    std::string s = trim(parts[2]);
+    geometric = !s.empty() && (s[0] == '*' || s[0] == 'x');
+    if (geometric) s.erase(0, 1);
+    step = range_number(key, s, range, where);
+    if (geometric && (step <= 1 || first <= 0)) {
+      throw_input(fmt::format("range `{}`: a geometric range needs a factor above 1 and a "
+                              "positive start",
+                              range),
+                  where, kRangeHint);
+    }
+    if (!geometric && step <= 0) {
+      throw_input(fmt::format("range `{}`: the step must be positive", range), where, kRangeHint);
+    }
+  }
+  // Float steps accumulate rounding; a value within a millionth of a step of the bound counts.
+  const double slack = key.type == KeyType::kFloat ? 1e-9 * std::max(1.0, std::fabs(last)) : 0.0;
+  std::size_t count = 0;
+  for (std::size_t i = 0;; ++i) {
+    const double v = geometric ? first * std::pow(step, static_cast<double>(i))
+                               : first + step * static_cast<double>(i);
+    if (v > last + slack) break;
+    if (++count > kMaxRangeValues) {
+      throw_input(fmt::format("range `{}` gives more than {} values", range, kMaxRangeValues),
+                  where, "use a step (A:B:S) or a geometric range (A:B:*2)");
+    }
+    out.push_back(normalize_value(key, range_value_text(key, v), where));
+  }
+}
+
+// ---- --auto -------------------------------------------------------------------------------------
+
+std::vector<int> divisors(std::int64_t n) {
+  std::vector<int> out;
+  for (std::int64_t d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(static_cast<int>(d));
+  }
+  return out;
+}
+
+// Interns the values of each column so that a point is a row of small indices.
+class PlanBuilder {
+ public:
+  explicit PlanBuilder(SweepPlan& plan) : plan_(plan), index_(plan.keys.size()) {
+    plan_.values.assign(plan_.keys.size(), {});
+  }
+  void add(const std::vector<std::string>& row, std::size_t max_points) {
+    if (plan_.size() >= max_points) {
+      throw_input(fmt::format("the sweep has more than {} points", max_points), {"sweep", 0, ""},
+                  "vary fewer keys or fewer values at a time");
+    }
+    for (std::size_t k = 0; k < row.size(); ++k) plan_.cells.push_back(intern(k, row[k]));
+  }
+
+ private:
+  std::uint16_t intern(std::size_t k, const std::string& v) {
+    const auto it = index_[k].find(v);
+    if (it != index_[k].end()) return it->second;
+    const auto id = static_cast<std::uint16_t>(plan_.values[k].size());
+    plan_.values[k].push_back(v);
+    index_[k].emplace(v, id);
+    return id;
+  }
+  SweepPlan& plan_;
+  std::vector<std::map<std::string, std::uint16_t>> index_;
+};
+
+bool is_given_origin(const std::string& origin) {
+  return origin != "default" && origin != "derived" && origin.rfind("preset ", 0) != 0 &&
+         origin.rfind("system ", 0) != 0;
+}
+
+// The rows --auto adds, each with auto_keys() columns.
+std::vector<std::vector<std::string>> auto_rows(const Scenario& base) {
+  const int gpus = base.cluster.gpus;
+  const model::ModelConfig& m = base.model;
+  const auto given = base.origin.find("parallel.schedule");
+  const std::string& schedule = base.values.at("parallel.schedule");
+  const bool flat_schedule = given != base.origin.end() && is_given_origin(given->second) &&
+                             (schedule == "gpipe" || schedule == "1f1b");
+  const char* recompute[] = {"none", "selective", "full"};
+  std::vector<std::vector<std::string>> rows;
+  for (const int tp : divisors(gpus)) {
+    if (tp > m.heads) continue;
+    for (const int pp : divisors(gpus / tp)) {
+      if (pp > m.layers) continue;
+      for (const int cp : divisors(gpus / tp / pp)) {
+        if (cp > m.seq_len / 2 && cp > 1) continue;
+        const int dp = gpus / tp / pp / cp;
+        std::vector<int> eps = {1};
+        if (m.experts > 0) {
+          for (const int ep : divisors(dp)) {
+            if (ep > 1 && ep <= m.experts) eps.push_back(ep);
+          }
+        }
+        std::vector<int> vpps = {1};
+        if (!flat_schedule && pp > 1 && m.layers % pp == 0) {
+          for (const int v : divisors(m.layers / pp)) {
+            if (v > 1) vpps.push_back(v);
+          }
+        }
+        for (const int ep : eps) {
+          for (const int vpp : vpps) {
+            const std::string sched = vpp > 1 ? "interleaved" : flat_schedule ? schedule : "1f1b";
+            for (const int mb : {1, 2, 4, 8}) {
+              for (const char* rc : recompute) {
+                for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
+                  rows.push_back({std::to_string(tp), std::to_string(pp), std::to_string(dp),
+                                  std::to_string(cp), std::to_string(ep), std::to_string(vpp),
+                                  sched, std::to_string(mb), rc, std::to_string(zero)});
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+// ---- encoding -----------------------------------------------------------------------------------
+
+char status_code(PointStatus s) {
+  switch (s) {
+    case PointStatus::kOk:
+      return 'o';
+    case PointStatus::kInfeasible:
+      return 'i';
+    case PointStatus::kInvalid:
+      return 'v';
+  }
+  return '?';
+}
+
+// Tabs and newlines separate fields and records; messages never need them.
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  }
+  return s;
+}
+
+// The numeric fields of a result in their encoded order; R is PointResult or const PointResult.
+template <typename R>
+auto numbers_of(R& r) {
+  auto& b = r.breakdown;
+  return std::array{&r.iteration_time_s,      &r.tokens_per_s,       &r.mfu,
+                    &r.hfu,                   &r.tflops_per_gpu,     &r.memory_peak_bytes,
+                    &r.memory_capacity_bytes, &r.nvlink_utilization, &r.nic_utilization,
+                    &b.compute_s,             &b.exposed_tp_s,       &b.exposed_cp_s,
+                    &b.exposed_ep_s,          &b.exposed_pp_s,       &b.exposed_dp_s,
+                    &b.pipeline_bubble_s,     &b.optimizer_s,        &b.data_loading_s};
+}
+
+template <typename T>
+bool parse_field(const std::string& s, T& v) {
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return !s.empty() && ec == std::errc() && ptr == s.data() + s.size();
+}
+
+// FNV-1a, 64 bits: a stable hash that needs no library.
+struct Fnv {
+  std::uint64_t h = 1469598103934665603ull;
+  void add(std::string_view s) {
+    for (const char c : s) {
+      h ^= static_cast<unsigned char>(c);
+      h *= 1099511628211ull;
+    }
+    h ^= 0xff;  // separator, so that ("ab","c") and ("a","bc") differ
+    h *= 1099511628211ull;
+  }
+};
+
+const char* kCheckpointMagic = "trainsim-sweep-checkpoint 1";
+
+}  // namespace
+
+// ---- parsing ------------------------------------------------------------------------------------
+
+SweepAxis parse_vary(const std::string& arg) {
+  const std::size_t eq = arg.find('=');
+  if (eq == std::string::npos) {
+    throw_input("`--vary " + arg + "` has no `=`", {"--vary", 0, trim(arg)},
+                "write --vary key.path=VALUES, e.g. --vary parallel.pp=1,2,4,8 or "
+                "--vary parallel.pp=1:64");
+  }
+  SweepAxis axis;
+  axis.key = trim(std::string_view(arg).substr(0, eq));
+  const ErrorContext where{"--vary", 0, axis.key};
+  const KeyDef* key = find_key(axis.key);
+  if (key == nullptr) {
+    if (is_section(axis.key)) {
+      throw_input("is a section, not a key", where, "see `trainsim explain " + axis.key + "`");
+    }
+    throw_input("unknown key", where, suggest_key(axis.key));
+  }
+  const std::string spec = trim(std::string_view(arg).substr(eq + 1));
+  if (spec.empty()) {
+    throw_input("no values to sweep", where,
+                "give a list (--vary " + axis.key + "=1,2,4) or a range (1:64, 1:64:*2)");
+  }
+  std::vector<std::string> values;
+  for (const std::string& item : split(spec, ',')) {
+    const std::string v = trim(item);
+    if (v.empty()) throw_input(fmt::format("empty value in the list `{}`", spec), where);
+    if (is_numeric(*key) && v.find(':') != std::string::npos) {
+      expand_range(*key, v, where, values);
+    } else {
+      values.push_back(normalize_value(*key, v, where));
+    }
+  }
+  for (const std::string& v : values) {
+    if (std::find(axis.values.begin(), axis.values.end(), v) == axis.values.end()) {
+      axis.values.push_back(v);
+    }
+  }
+  if (axis.values.size() > kMaxValuesPerKey) {
+    throw_input(fmt::format("{} values; a sweep takes at most {} per key", axis.values.size(),
+                            kMaxValuesPerKey),
+                where);
+  }
+  return axis;
+}
+
+GpuHourPrice parse_gpu_hour_price(const std::string& text) {
+  const ErrorContext where{"--gpu-hour-price", 0, ""};
+  const char* hint = "write the price of one GPU for one hour with its currency, e.g. 2.5USD, "
+                     "2.5 EUR/h or $2.5/gpu-hour";
+  std::string s = trim(text);
+  if (s.empty()) throw_input("no price given", where, hint);
+  const std::size_t slash = s.find('/');
+  if (slash != std::string::npos) {
+    const std::string per = lower(trim(std::string_view(s).substr(slash + 1)));
+    static const char* kHour[] = {"h",     "hr",     "hour",     "gpu-h", "gpuh",
+                                  "gpu-hr", "gpu-hour", "gpuhour", "gpu h", "gpu hour"};
+    if (std::find(std::begin(kHour), std::end(kHour), per) == std::end(kHour)) {
+      throw_input(fmt::format("`{}` is not a price per GPU-hour (it is per `{}`)", text, per),
+                  where, hint);
+    }
+    s = trim(std::string_view(s).substr(0, slash));
+  }
+  static const std::pair<const char*, const char*> kSymbols[] = {
+      {"$", "USD"}, {"\xE2\x82\xAC", "EUR"}, {"\xC2\xA3", "GBP"}, {"\xC2\xA5", "JPY"}};
+  GpuHourPrice price;
+  for (const auto& [symbol, code] : kSymbols) {
+    const std::string sym = symbol;
+    if (s.rfind(sym, 0) == 0) {
+      price.currency = code;
+      s = trim(std::string_view(s).substr(sym.size()));
+      break;
+    }
+    if (s.size() > sym.size() && s.compare(s.size() - sym.size(), sym.size(), sym) == 0) {
+      price.currency = code;
+      s = trim(std::string_view(s).substr(0, s.size() - sym.size()));
+      break;
+    }
+  }
+  if (price.currency.empty()) {
+    // A code before or after the number: three letters.
+    std::size_t b = 0;
+    while (b < s.size() && std::isalpha(static_cast<unsigned char>(s[b]))) ++b;
+    std::size_t e = s.size();
+    while (e > b && std::isalpha(static_cast<unsigned char>(s[e - 1]))) --e;
+    const std::string code = b > 0 ? s.substr(0, b) : s.substr(e);
+    if (code.empty()) throw_input(fmt::format("`{}` has no currency", text), where, hint);
+    if (code.size() != 3 || (b > 0 && e < s.size())) {
+      throw_input(fmt::format("`{}`: `{}` is not a currency code", text, code), where,
+                  "use a three-letter code such as USD or EUR, or $, €, £, ¥");
+    }
+    for (const char c : code) {
+      price.currency += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    }
+    s = trim(std::string_view(s).substr(b, e - b));
+  }
+  char* end = nullptr;
+  const double amount = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(amount)) {
+    throw_input(fmt::format("`{}`: `{}` is not an amount", text, s), where, hint);
+  }
+  if (amount <= 0) throw_input(fmt::format("`{}`: the price must be positive", text), where);
+  price.amount = amount;
+  return price;
+}
+
+const char* to_string(RankBy r) {
+  switch (r) {
+    case RankBy::kMfu:
+      return "mfu";
+    case RankBy::kTokensPerS:
+      return "tokens_per_s";
+    case RankBy::kCost:
+      return "cost";
+  }
+  return "?";
+}
+
+const char* to_string(PointStatus s) {
+  switch (s) {
+    case PointStatus::kOk:
+      return "ok";
+    case PointStatus::kInfeasible:
+      return "infeasible";
+    case PointStatus::kInvalid:
+      return "invalid";
+  }
+  return "?";
+}
+
+// ---- the plan -----------------------------------------------------------------------------------
+
+std::map<std::string, std::string> SweepPlan::flat_values(std::size_t point) const {
+  std::map<std::string, std::string> flat = base_given;
+  for (std::size_t k = 0; k < keys.size(); ++k) flat[keys[k]] = value(point, k);
+  return flat;
+}
+
+std::string SweepPlan::label(std::size_t point) const {
+  std::string out;
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    if (!out.empty()) out += ' ';
+    const std::size_t dot = keys[k].rfind('.');
+    out += keys[k].substr(dot == std::string::npos ? 0 : dot + 1) + "=" + value(point, k);
+  }
+  return out;
+}
+
+const std::vector<std::string>& auto_keys() {
+  static const std::vector<std::string> kKeys = {
+      "parallel.tp",  "parallel.pp",       "parallel.dp",          "parallel.cp",
+      "parallel.ep",  "parallel.vpp",      "parallel.schedule",    "training.micro_batch",
+      "training.recompute", "parallel.zero"};
+  return kKeys;
+}
+
+SweepPlan plan_sweep(const Scenario& base, const SweepSpec& spec, std::size_t max_points) {
+  if (!spec.auto_parallel && spec.axes.empty()) {
+    throw_input("nothing to sweep", {"sweep", 0, ""},
+                "give --vary KEY=VALUES (repeatable) or --auto");
+  }
+  SweepPlan plan;
+  plan.source = base.source;
+  for (const auto& [key, origin] : base.origin) {
+    if (is_given_origin(origin)) plan.base_given[key] = base.values.at(key);
+  }
+  if (spec.auto_parallel) plan.keys = auto_keys();
+  for (const SweepAxis& axis : spec.axes) {
+    if (std::find(plan.keys.begin(), plan.keys.end(), axis.key) != plan.keys.end()) {
+      const bool by_auto = spec.auto_parallel && std::find(auto_keys().begin(), auto_keys().end(),
+                                                           axis.key) != auto_keys().end();
+      throw_input(by_auto ? "is chosen by --auto" : "is given to --vary twice",
+                  {"--vary", 0, axis.key},
+                  by_auto ? "drop this --vary or --auto" : "merge the two value lists");
+    }
+    plan.keys.push_back(axis.key);
+  }
+
+  std::vector<std::vector<std::string>> outer =
+      spec.auto_parallel ? auto_rows(base) : std::vector<std::vector<std::string>>{{}};
+  std::size_t product = outer.size();
+  for (const SweepAxis& axis : spec.axes) {
+    if (axis.values.empty()) throw_input("no values to sweep", {"--vary", 0, axis.key});
+    product *= axis.values.size();
+    if (product > max_points) {
+      throw_input(fmt::format("the sweep has more than {} points", max_points), {"sweep", 0, ""},
+                  "vary fewer keys or fewer values at a time");
+    }
+  }
+  PlanBuilder builder(plan);
+  std::vector<std::size_t> at(spec.axes.size(), 0);
+  for (const std::vector<std::string>& row : outer) {
+    // Odometer over the axes, the first one changing slowest.
+    std::fill(at.begin(), at.end(), 0);
+    while (true) {
+      std::vector<std::string> full = row;
+      for (std::size_t a = 0; a < spec.axes.size(); ++a) full.push_back(spec.axes[a].values[at[a]]);
+      builder.add(full, max_points);
+      std::size_t a = spec.axes.size();
+      while (a > 0 && ++at[a - 1] == spec.axes[a - 1].values.size()) at[--a] = 0;
+      if (a == 0) break;
+    }
+  }
+
+  // The base configuration: the point whose every value is the base scenario's.
+  std::vector<int> base_index(plan.keys.size(), -1);
+  for (std::size_t k = 0; k < plan.keys.size(); ++k) {
+    const std::string& v = base.values.at(plan.keys[k]);
+    const auto& vals = plan.values[k];
+    const auto it = std::find(vals.begin(), vals.end(), v);
+    if (it != vals.end()) base_index[k] = static_cast<int>(it - vals.begin());
+  }
+  const std::size_t width = plan.keys.size();
+  for (std::size_t p = 0; p < plan.size(); ++p) {
+    bool same = true;
+    for (std::size_t k = 0; k < width && same; ++k) {
+      same = base_index[k] == static_cast<int>(plan.cells[p * width + k]);
+    }
+    if (same) {
+      plan.base_point = p;
+      break;
+    }
+  }
+
+  std::vector<std::string> parts;
+  if (spec.auto_parallel) {
+    parts.push_back(fmt::format(
+        "--auto: TP×PP×DP×CP×EP factorizations of {} GPUs × micro-batch × vpp × recompute × ZeRO "
+        "({} points)",
+        base.cluster.gpus, outer.size()));
+  }
+  for (const SweepAxis& axis : spec.axes) {
+    parts.push_back(fmt::format("{} ({} values)", axis.key, axis.values.size()));
+  }
+  plan.description = fmt::format("{}", fmt::join(parts, " × "));
+  return plan;
+}
+
+// ---- encoding -----------------------------------------------------------------------------------
+
+std::string encode_point(std::size_t index, const PointResult& r) {
+  std::string out = fmt::format("{}\t{}\t{}\t{}", index, status_code(r.status), r.gpus,
+                                r.microbatches);
+  for (const double* v : numbers_of(r)) out += fmt::format("\t{}", *v);
+  out += '\t';
+  out += one_line(r.field);
+  out += '\t';
+  out += one_line(r.reason);
+  return out;
+}
+
+bool decode_point(const std::string& line, std::size_t& index, PointResult& r) {
+  const std::vector<std::string> f = split(line, '\t');
+  PointResult out;
+  const auto numbers = numbers_of(out);
+  if (f.size() != 4 + numbers.size() + 2 || f[1].size() != 1) return false;
+  std::size_t i = 0;
+  if (!parse_field(f[0], i) || !parse_field(f[2], out.gpus) || !parse_field(f[3], out.microbatches))
+    return false;
+  switch (f[1][0]) {
+    case 'o':
+      out.status = PointStatus::kOk;
+      break;
+    case 'i':
+      out.status = PointStatus::kInfeasible;
+      break;
+    case 'v':
+      out.status = PointStatus::kInvalid;
+      break;
+    default:
+      return false;
+  }
+  for (std::size_t n = 0; n < numbers.size(); ++n) {
+    if (!parse_field(f[4 + n], *numbers[n])) return false;
+  }
+  out.field = f[4 + numbers.size()];
+  out.reason = f[5 + numbers.size()];
+  index = i;
+  r = std::move(out);
+  return true;
+}
+
+// ---- evaluation ---------------------------------------------------------------------------------
+
+Scenario PointEvaluator::scenario_of(std::size_t point) const {
+  return build_scenario(plan_.flat_values(point), fmt::format("sweep point {}", point));
+}
+
+exec::RunConfig PointEvaluator::config_of(const Scenario& s) {
+  // make_run_config reads a profile file every time; the profile depends only on these two keys.
+  const auto key = std::make_pair(s.calibration_profile, s.cluster.gpu.name);
+  const auto it = profiles_.find(key);
+  if (it == profiles_.end()) {
+    exec::RunConfig cfg = make_run_config(s);
+    profiles_.emplace(key, cfg.profile);
+    return cfg;
+  }
+  return exec::RunConfig{s.model, s.cluster, s.parallel, s.training, s.opt, it->second};
+}
+
+PointResult PointEvaluator::evaluate(std::size_t point) {
+  PointResult out;
+  try {
+    const Scenario s = scenario_of(point);
+    const exec::RunConfig cfg = config_of(s);
+    exec::AnalyticOptions options;
+    options.enforce_memory = false;
+    const exec::Result r = run_scenario(s, cfg, options);
+    out.gpus = r.gpus;
+    out.microbatches = r.microbatches;
+    out.memory_peak_bytes = r.memory.peak_bytes;
+    out.memory_capacity_bytes = r.memory.capacity_bytes;
+    if (!r.memory.fits()) {
+      // Timings of a configuration that cannot run are not results; only the memory is kept.
+      out.status = PointStatus::kInfeasible;
+      out.reason = exec::memory_shortfall_message(r.memory);
+      return out;
+    }
+    out.iteration_time_s = r.iteration_time_s;
+    out.tokens_per_s = r.tokens_per_s;
+    out.mfu = r.mfu;
+    out.hfu = r.hfu;
+    out.tflops_per_gpu = r.tflops_per_gpu;
+    out.nvlink_utilization = r.network.nvlink_utilization;
+    out.nic_utilization = r.network.nic_utilization;
+    out.breakdown = r.breakdown;
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::kRuntime) throw;
+    out = PointResult{};
+    out.status = e.kind() == ErrorKind::kInput ? PointStatus::kInvalid : PointStatus::kInfeasible;
+    out.field = one_line(e.where().field);
+    out.reason = one_line(e.hint().empty() ? e.message() : e.message() + " (" + e.hint() + ")");
+  }
+  return out;
+}
+
+void PointEvaluator::evaluate_full(std::size_t point, Scenario& scenario, exec::Result& result,
+                                   calib::Profile& profile) {
+  scenario = scenario_of(point);
+  const exec::RunConfig cfg = config_of(scenario);
+  result = run_scenario(scenario, cfg);
+  profile = cfg.profile;
+}
+
+// ---- ranking ------------------------------------------------------------------------------------
+
+std::optional<double> SweepOutcome::cost_per_mtok(std::size_t point) const {
+  const PointResult& r = results[point];
+  if (!spec.price || !r.ok() || r.tokens_per_s <= 0) return std::nullopt;
+  return spec.price->amount * r.gpus / 3600.0 / r.tokens_per_s * 1e6;
+}
+
+double SweepOutcome::metric(std::size_t point) const {
+  switch (spec.rank_by) {
+    case RankBy::kMfu:
+      return results[point].mfu;
+    case RankBy::kTokensPerS:
+      return results[point].tokens_per_s;
+    case RankBy::kCost:
+      return cost_per_mtok(point).value_or(std::numeric_limits<double>::infinity());
+  }
+  return 0;
+}
+
+void rank_outcome(SweepOutcome& o) {
+  std::vector<std::size_t> feasible, other;
+  for (std::size_t i = 0; i < o.results.size(); ++i) {
+    (o.results[i].ok() ? feasible : other).push_back(i);
+  }
+  const bool lower_is_better = o.spec.rank_by == RankBy::kCost;
+  std::vector<double> key(o.results.size(), 0.0);
+  for (const std::size_t i : feasible) {
+    const double m = o.metric(i);
+    key[i] = std::isnan(m) ? -std::numeric_limits<double>::infinity() : lower_is_better ? -m : m;
+  }
+  // A total order: the better metric first, then the lower point index.
+  std::sort(feasible.begin(), feasible.end(), [&](std::size_t a, std::size_t b) {
+    if (key[a] != key[b]) return key[a] > key[b];
+    return a < b;
+  });
+  o.feasible = feasible.size();
+  o.base_rank.reset();
+  if (o.plan.base_point) {
+    const auto it = std::find(feasible.begin(), feasible.end(), *o.plan.base_point);
+    if (it != feasible.end()) o.base_rank = static_cast<std::size_t>(it - feasible.begin()) + 1;
+  }
+  o.order = std::move(feasible);
+  o.order.insert(o.order.end(), other.begin(), other.end());
+}
+
+std::string sweep_fingerprint(const SweepPlan& plan) {
+  Fnv f;
+  f.add(kVersion);
+  f.add(exec::kAnalyticModelVersion);
+  for (const auto& [k, v] : plan.base_given) {
+    f.add(k);
+    f.add(v);
+  }
+  for (std::size_t k = 0; k < plan.keys.size(); ++k) {
+    f.add(plan.keys[k]);
+    for (const std::string& v : plan.values[k]) f.add(v);
+  }
+  f.add(std::string_view(reinterpret_cast<const char*>(plan.cells.data()),
+                         plan.cells.size() * sizeof(plan.cells[0])));
+  return fmt::format("{:016x}", f.h);
+}
+
+// ---- the run ------------------------------------------------------------------------------------
+
+namespace {
+
+// Reads the results a checkpoint file holds. Only complete lines count: a crash can cut the last
+// one short. Returns the byte length of the valid content (the header and complete lines).
+std::size_t read_checkpoint(const std::string& path, const std::string& fingerprint,
+                            std::size_t points, std::vector<PointResult>& results,
+                            std::vector<char>& have) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return 0;
+  std::stringstream buf;
+  buf << in.rdbuf();
+  const std::string text = buf.str();
+  if (text.empty()) return 0;
+  const std::string header = fmt::format("{} {} {}", kCheckpointMagic, fingerprint, points);
+  const std::size_t first_end = text.find('\n');
+  const std::string first = text.substr(0, first_end);
+  if (first.rfind(kCheckpointMagic, 0) != 0) {
+    throw_input("is not a sweep checkpoint file", {path, 1, ""},
+                "give a new file to --checkpoint, or delete this one");
+  }
+  if (first != header) {
+    throw_input("belongs to a different sweep (another scenario, other --vary values or another "
+                "trainsim version)",
+                {path, 1, ""}, "delete it or give another file to --checkpoint");
+  }
+  if (first_end == std::string::npos) return 0;
+  std::size_t valid = first_end + 1;
+  int line_no = 1;
+  for (std::size_t start = valid; start < text.size();) {
+    const std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) break;  // cut short by an interrupted write
+    ++line_no;
+    std::size_t index = 0;
+    PointResult r;
+    if (!decode_point(text.substr(start, end - start), index, r) || index >= points) {
+      throw_input("is damaged: a line in the middle is not a point result", {path, line_no, ""},
+                  "delete it to start the sweep again");
+    }
+    results[index] = std::move(r);
+    have[index] = 1;
+    start = end + 1;
+    valid = start;
+  }
+  return valid;
+}
+
+// Evaluates `points` on `jobs` threads, each with its own evaluator.
+void evaluate_block(const std::vector<std::size_t>& points, std::vector<PointEvaluator>& evaluators,
+                    std::vector<PointResult>& out) {
+  out.assign(points.size(), {});
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&](PointEvaluator& ev) {
+    try {
+      for (std::size_t i = next++; i < points.size(); i = next++) out[i] = ev.evaluate(points[i]);
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = points.size();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (std::size_t t = 1; t < evaluators.size(); ++t) threads.emplace_back(work, std::ref(evaluators[t]));
+  work(evaluators[0]);
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace
+
+SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& spec,
+                       const SweepOptions& options, SweepTransport& transport) {
+  if (base.fidelity != "analytic") {
+    throw_input("sweeps run at analytic fidelity; `" + base.fidelity +
+                    "` is not available in this build yet",
+                {base.source, 0, "simulation.fidelity"}, "use `analytic`");
+  }
+  SweepOutcome o;
+  o.plan = std::move(plan);
+  o.spec = spec;
+  {
+    const exec::RunConfig cfg = make_run_config(base);
+    o.calibration = fmt::format("{} v{}", cfg.profile.name, cfg.profile.version);
+  }
+  const std::size_t n = o.plan.size();
+  const bool root = transport.rank() == 0;
+  const int ranks = transport.size();
+  std::vector<PointResult> results(n);
+  std::vector<char> have(n, 0);
+  const std::string fingerprint = sweep_fingerprint(o.plan);
+  std::size_t valid_bytes = 0;
+  if (!options.checkpoint.empty()) {
+    valid_bytes = read_checkpoint(options.checkpoint, fingerprint, n, results, have);
+  }
+  std::vector<std::size_t> pending;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!have[i]) pending.push_back(i);
+  }
+  o.resumed = n - pending.size();
+  // Every rank has read the checkpoint before rank 0 starts writing to it.
+  transport.gather(std::string());
+
+  std::ofstream checkpoint;
+  if (root && !options.checkpoint.empty()) {
+    if (valid_bytes == 0) {
+      std::ofstream(options.checkpoint, std::ios::binary | std::ios::trunc)
+          << fmt::format("{} {} {}\n", kCheckpointMagic, fingerprint, n);
+    } else {
+      std::filesystem::resize_file(options.checkpoint, valid_bytes);
+    }
+    checkpoint.open(options.checkpoint, std::ios::binary | std::ios::app);
+    if (!checkpoint) {
+      throw Error(ErrorKind::kRuntime, "cannot write the checkpoint file",
+                  {options.checkpoint, 0, ""});
+    }
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  SweepProgress progress{o.resumed, n, o.resumed, 0.0};
+  if (root && options.progress) options.progress(progress);
+  std::vector<PointEvaluator> evaluators;
+  for (int j = 0; j < std::max(1, options.jobs); ++j) evaluators.emplace_back(o.plan);
+  const std::size_t block = std::max<std::size_t>(1, options.block);
+  std::vector<std::size_t> mine;
+  std::vector<PointResult> mine_results;
+  for (std::size_t b0 = 0; b0 < pending.size(); b0 += block) {
+    const std::size_t b1 = std::min(pending.size(), b0 + block);
+    // Strided, so that expensive neighbours (one layout's many choices) spread over the ranks.
+    mine.clear();
+    for (std::size_t p = b0 + static_cast<std::size_t>(transport.rank()); p < b1;
+         p += static_cast<std::size_t>(ranks)) {
+      mine.push_back(pending[p]);
+    }
+    evaluate_block(mine, evaluators, mine_results);
+    std::string encoded;
+    if (ranks > 1 || checkpoint.is_open()) {
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        encoded += encode_point(mine[i], mine_results[i]);
+        encoded += '\n';
+      }
+    }
+    std::vector<std::string> gathered =
+        ranks > 1 ? transport.gather(encoded) : std::vector<std::string>{encoded};
+    if (!root) continue;
+    for (std::size_t i = 0; i < mine.size(); ++i) results[mine[i]] = std::move(mine_results[i]);
+    for (int r = 1; r < ranks; ++r) {
+      std::istringstream lines(gathered[static_cast<std::size_t>(r)]);
+      for (std::string line; std::getline(lines, line);) {
+        std::size_t index = 0;
+        PointResult pr;
+        if (!decode_point(line, index, pr) || index >= n) {
+          throw Error(ErrorKind::kRuntime,
+                      fmt::format("rank {} sent a malformed sweep result", r));
+        }
+        results[index] = std::move(pr);
+      }
+    }
+    if (checkpoint.is_open()) {
+      for (const std::string& part : gathered) checkpoint << part;
+      checkpoint.flush();
+      if (!checkpoint) {
+        throw Error(ErrorKind::kRuntime, "write failed", {options.checkpoint, 0, ""});
+      }
+    }
+    progress.done = o.resumed + b1;
+    progress.elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (options.progress) options.progress(progress);
+  }
+  if (!root) return o;
+  o.results = std::move(results);
+  rank_outcome(o);
+  return o;
+}
+
+}  // namespace trainsim::scen

@@ -1,0 +1,167 @@
+// `trainsim sweep` and `--report`, run as the real executable: the MegaScale --auto sweep within a
+// minute with the paper's configuration ranked, byte-identical results whatever the thread count,
+// resuming, the report folders, and clear errors for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
+}
+
+CliRun trainsim(const std::string& args) {
+  const std::string out = temp_path("sweep_out"), err = temp_path("sweep_err");
+  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " > " + out + " 2> " + err;
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  CliRun r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+bool has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+const char* kMegascale = "scenarios/megascale-175b-12288.yaml";
+const char* kSmall = "scenarios/examples/megatron-1.7b-32xa100.yaml";
+
+// The acceptance run: every factorization of 12,288 GPUs at analytic fidelity in under a
+// minute on two cores, MegaScale's own TP 8 · PP 8 · vpp 6 configuration listed with its rank,
+// and the infeasible points grouped by reason.
+TEST(SweepCli, MegascaleAutoRanksThePapersConfiguration) {
+  const CliRun r = trainsim(std::string("sweep ") + kMegascale + " --auto --jobs 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LT(r.seconds, 60.0);
+  EXPECT_TRUE(has(r.out, "rank     MFU  tokens/s")) << r.out;
+  EXPECT_TRUE(has(r.out, "base configuration (tp=8 pp=8 dp=192 cp=1 ep=1 vpp=6 "
+                         "schedule=interleaved micro_batch=1 recompute=selective zero=1): rank "))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "`parallel.tp`: TP # does not divide the # attention heads")) << r.out;
+  EXPECT_TRUE(has(r.out, "does not fit in memory: needs # GiB of # GiB per GPU")) << r.out;
+  EXPECT_TRUE(has(r.err, "points evaluated in")) << r.err;  // progress, on stderr
+}
+
+TEST(SweepCli, ByteIdenticalWhateverTheThreads) {
+  const std::string args = std::string("sweep ") + kSmall + " --auto -q --format json";
+  const CliRun one = trainsim(args + " --jobs 1");
+  const CliRun two = trainsim(args + " --jobs 2");
+  const CliRun three = trainsim(args + " --jobs 3");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(one.out, two.out);
+  EXPECT_EQ(one.out, three.out);
+  const auto doc = nlohmann::json::parse(one.out);
+  EXPECT_EQ(doc["summary"]["points"], 5796);
+  EXPECT_EQ(doc["results"].size(), 5796u);
+  EXPECT_EQ(doc["results"][0]["rank"], 1);
+}
+
+TEST(SweepCli, VaryFormatsAndPrice) {
+  const CliRun csv = trainsim(std::string("sweep ") + kMegascale +
+                              " --vary parallel.pp=4:16:*2 --vary training.micro_batch=1,2 -q "
+                              "--format csv --gpu-hour-price 2.5USD/h --rank-by cost");
+  ASSERT_EQ(csv.code, 0) << csv.err;
+  EXPECT_TRUE(has(csv.out, "rank,point,status,parallel.pp,training.micro_batch,")) << csv.out;
+  EXPECT_TRUE(has(csv.out, "cost_per_mtok_USD")) << csv.out;
+  const CliRun text = trainsim(std::string("sweep ") + kMegascale +
+                               " --vary parallel.pp=4:16:*2 -q --gpu-hour-price 2.5USD");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "USD/Mtok")) << text.out;
+  EXPECT_TRUE(has(text.out, "GPU-hour price 2.5 USD")) << text.out;
+}
+
+TEST(SweepCli, ResumesFromACheckpoint) {
+  const std::string cp = temp_path("cli.checkpoint");
+  std::filesystem::remove(cp);
+  const std::string args = std::string("sweep ") + kSmall + " --auto --format json --checkpoint " + cp;
+  const CliRun full = trainsim(args);
+  ASSERT_EQ(full.code, 0) << full.err;
+  // Keep the header and 1000 results, as if the first run had been killed.
+  std::ifstream in(cp);
+  std::string text, line;
+  for (int i = 0; i < 1001 && std::getline(in, line); ++i) text += line + "\n";
+  in.close();
+  std::ofstream(cp, std::ios::trunc) << text;
+  const CliRun resumed = trainsim(args);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_TRUE(has(resumed.err, "1,000 of them from the checkpoint")) << resumed.err;
+  EXPECT_EQ(resumed.out, full.out);
+}
+
+TEST(SweepCli, ReportsOnRunSweepValidate) {
+  const std::string dir = temp_path("reports");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(trainsim(std::string("run ") + kMegascale + " --report " + dir + "/run").code, 0);
+  ASSERT_EQ(trainsim(std::string("sweep ") + kMegascale +
+                     " --vary parallel.tp=4,8 --vary parallel.pp=4,8 -q --report " + dir + "/sweep")
+                .code,
+            0);
+  ASSERT_EQ(trainsim("validate scenarios/validation/published-runs.csv --report " + dir +
+                     "/validate")
+                .code,
+            0);
+  for (const char* kind : {"run", "sweep", "validate"}) {
+    for (const char* file : {"index.html", "results.json", "results.csv"}) {
+      const std::string path = dir + "/" + kind + "/" + file;
+      EXPECT_GT(std::filesystem::file_size(path), 500u) << path;
+    }
+    EXPECT_TRUE(has(slurp(dir + "/" + kind + "/index.html"),
+                    std::string("data-report=\"") + kind + "\""));
+  }
+  EXPECT_NO_THROW(nlohmann::json::parse(slurp(dir + "/sweep/results.json")));
+}
+
+TEST(SweepCli, BadInputIsAClearError) {
+  const std::string base = std::string("sweep ") + kMegascale;
+  const CliRun unknown = trainsim(base + " --vary parallel.ppp=1,2");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_TRUE(has(unknown.err, "--vary: `parallel.ppp`: unknown key (did you mean `parallel.pp`?)"))
+      << unknown.err;
+  const CliRun empty = trainsim(base + " --vary parallel.pp=64:1");
+  EXPECT_EQ(empty.code, 2);
+  EXPECT_TRUE(has(empty.err, "empty range `64:1`")) << empty.err;
+  const CliRun price = trainsim(base + " --vary parallel.pp=4,8 --gpu-hour-price 2.5");
+  EXPECT_EQ(price.code, 2);
+  EXPECT_TRUE(has(price.err, "`2.5` has no currency")) << price.err;
+  EXPECT_TRUE(has(price.err, "e.g. 2.5USD")) << price.err;
+  const CliRun refine = trainsim(base + " --vary parallel.pp=4,8 --refine 5");
+  EXPECT_EQ(refine.code, 2);
+  EXPECT_TRUE(has(refine.err, "needs flow fidelity, which this build does not have")) << refine.err;
+  const CliRun cost = trainsim(base + " --vary parallel.pp=4,8 --rank-by cost");
+  EXPECT_EQ(cost.code, 2);
+  EXPECT_TRUE(has(cost.err, "--gpu-hour-price")) << cost.err;
+  const CliRun nothing = trainsim(base);
+  EXPECT_EQ(nothing.code, 2);
+  EXPECT_TRUE(has(nothing.err, "nothing to sweep")) << nothing.err;
+  const CliRun both = trainsim(base + " --auto --vary parallel.tp=1,2");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_TRUE(has(both.err, "is chosen by --auto")) << both.err;
+}
+
+}  // namespace

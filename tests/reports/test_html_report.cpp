@@ -1,0 +1,148 @@
+// Tests of the HTML reports and sweep outputs (reports/html_report.h, reports/sweep_report.h):
+// every chart a report promises is in the page, the page fetches nothing, the files are written,
+// and the sweep's JSON and CSV list every point with its reason. (Rendering in a real browser is
+// tests/reports/test_html_browser.cpp.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "reports/html_report.h"
+#include "reports/sweep_report.h"
+#include "scenarios/run_config.h"
+#include "scenarios/scenario.h"
+#include "scenarios/sweep.h"
+#include "scenarios/validation_runs.h"
+
+#ifndef TRAINSIM_SOURCE_DIR
+#define TRAINSIM_SOURCE_DIR "."
+#endif
+
+namespace trainsim::reports {
+namespace {
+
+const std::string kRoot = TRAINSIM_SOURCE_DIR;
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// No address outside the page: the only URL-like text allowed is the SVG namespace name.
+void expect_self_contained(const std::string& html) {
+  EXPECT_TRUE(has(html, "Content-Security-Policy\" content=\"default-src 'none'"));
+  std::string rest = html;
+  for (std::size_t at = rest.find("http://www.w3.org/2000/svg"); at != std::string::npos;
+       at = rest.find("http://www.w3.org/2000/svg")) {
+    rest.erase(at, 26);
+  }
+  EXPECT_FALSE(has(rest, "http://")) << "the page names an address";
+  EXPECT_FALSE(has(rest, "https://")) << "the page names an address";
+  EXPECT_FALSE(has(rest, "<script")) << "the page runs a script";
+  EXPECT_FALSE(has(rest, "src=")) << "the page loads a resource";
+}
+
+scen::SweepOutcome megascale_sweep() {
+  const scen::Scenario base = scen::load_scenario_file(kRoot + "/scenarios/megascale-175b-12288.yaml");
+  scen::SweepSpec spec;
+  spec.axes = {scen::parse_vary("parallel.tp=3,4,8"), scen::parse_vary("parallel.pp=1,4,8"),
+               scen::parse_vary("training.micro_batch=1,2")};
+  spec.price = scen::parse_gpu_hour_price("2USD");
+  scen::SweepOptions options;
+  options.jobs = 2;
+  scen::SweepTransport one;
+  return scen::run_sweep(base, scen::plan_sweep(base, spec), spec, options, one);
+}
+
+TEST(HtmlReport, RunReportHasItsCharts) {
+  const scen::Scenario s = scen::load_scenario_file(kRoot + "/scenarios/megascale-175b-12288.yaml");
+  const exec::RunConfig cfg = scen::make_run_config(s);
+  const exec::Result r = scen::run_scenario(s, cfg);
+  const std::string html = run_report_html(r, s, cfg.profile);
+  for (const char* chart : {"breakdown", "timeline", "timeline-start", "link-utilisation",
+                            "memory"}) {
+    EXPECT_TRUE(has(html, std::string("data-chart=\"") + chart + "\"")) << chart;
+  }
+  EXPECT_TRUE(has(html, "data-report=\"run\""));
+  EXPECT_TRUE(has(html, "not a per-rank simulation"));  // the timeline says what it is
+  EXPECT_TRUE(has(html, "not modelled at analytic fidelity"));
+  expect_self_contained(html);
+  EXPECT_EQ(run_report_html(r, s, cfg.profile), html);  // no timestamps: same bytes
+
+  const std::string dir = ::testing::TempDir() + std::to_string(::getpid()) + "_run_report";
+  write_run_report(dir, r, s, cfg.profile);
+  EXPECT_EQ(slurp(dir + "/index.html"), html);
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/results.json"))["mfu"].get<double>(), r.mfu);
+  EXPECT_TRUE(has(slurp(dir + "/results.csv"), "\nbreakdown.compute_s,"));
+}
+
+TEST(HtmlReport, SweepReportHasItsCharts) {
+  const scen::SweepOutcome o = megascale_sweep();
+  scen::PointEvaluator ev(o.plan);
+  PointDetail best;
+  best.point = o.order.front();
+  ev.evaluate_full(best.point, best.scenario, best.result, best.profile);
+  const std::string html = sweep_report_html(o, best, std::nullopt);
+  for (const char* chart : {"sweep-top", "sweep-heatmap", "sweep-scatter", "sweep-breakdown",
+                            "timeline", "link-utilisation"}) {
+    EXPECT_TRUE(has(html, std::string("data-chart=\"") + chart + "\"")) << chart;
+  }
+  EXPECT_TRUE(has(html, "does not divide the 128 attention heads"));  // infeasible, with reason
+  EXPECT_TRUE(has(html, "does not fit in memory"));
+  expect_self_contained(html);
+}
+
+TEST(HtmlReport, SweepJsonAndCsvListEveryPoint) {
+  const scen::SweepOutcome o = megascale_sweep();
+  std::ostringstream json, csv;
+  write_sweep_json(json, o);
+  write_sweep_csv(csv, o);
+  const auto doc = nlohmann::json::parse(json.str());
+  ASSERT_EQ(doc["results"].size(), 18u);
+  EXPECT_EQ(doc["summary"]["points"], 18);
+  EXPECT_EQ(doc["gpu_hour_price"]["currency"], "USD");
+  EXPECT_EQ(doc["base"]["rank"], *o.base_rank);
+  int rank = 0;
+  for (const auto& p : doc["results"]) {
+    if (p["status"] == "ok") {
+      EXPECT_EQ(p["rank"], ++rank);
+      EXPECT_GT(p["cost_per_mtok"].get<double>(), 0);
+    } else {
+      EXPECT_TRUE(p["rank"].is_null());
+      EXPECT_FALSE(p["reason"].get<std::string>().empty());
+    }
+  }
+  EXPECT_EQ(rank, static_cast<int>(o.feasible));
+  std::size_t lines = 0;
+  for (const char c : csv.str()) lines += c == '\n';
+  EXPECT_EQ(lines, 19u);
+  EXPECT_TRUE(has(csv.str(), "rank,point,status,parallel.tp,parallel.pp,training.micro_batch,"));
+  EXPECT_TRUE(has(csv.str(), ",cost_per_mtok_USD,field,reason\n"));
+  // The text names the scenario's rank and groups the reasons.
+  const std::string text = sweep_text(o, 5);
+  EXPECT_TRUE(has(text, "base configuration (tp=8 pp=8 micro_batch=1): rank")) << text;
+  EXPECT_TRUE(has(text, "`parallel.tp`: TP # does not divide the # attention heads")) << text;
+}
+
+TEST(HtmlReport, ValidationReportHasItsCharts) {
+  const auto rows = scen::validate_runs(kRoot + "/scenarios/validation/published-runs.csv");
+  const std::string html = validation_report_html(rows, scen::summarize(rows), "runs.csv");
+  for (const char* chart : {"validate-mfu", "validate-iter", "validate-error",
+                            "validate-breakdown"}) {
+    EXPECT_TRUE(has(html, std::string("data-chart=\"") + chart + "\"")) << chart;
+  }
+  EXPECT_TRUE(has(html, "predicted = published"));
+  expect_self_contained(html);
+}
+
+}  // namespace
+}  // namespace trainsim::reports

@@ -1,0 +1,415 @@
+// Tests of configuration sweeps (scenarios/sweep.h): --vary and price parsing with their errors,
+// the points of --vary and --auto (counted by hand below), exact encoding, ranking, determinism
+// across threads and ranks, and resuming from a checkpoint.
+//
+// The --auto count of the small scenario `kTiny` (8 GPUs, 4 layers, 4 heads, seq 8), by hand:
+// TP ≤ 4 heads: {1, 2, 4}; PP ≤ 4 layers dividing 8/TP; CP ≤ seq/2 = 4 dividing what is left.
+// Layouts (tp, pp: cp values): (1,1: 1,2,4) (1,2: 1,2,4) (1,4: 1,2) (2,1: 1,2,4) (2,2: 1,2)
+// (2,4: 1) (4,1: 1,2) (4,2: 1) = 17 layouts. Each takes 4 micro-batches × 3 recompute choices ×
+// (4 ZeRO stages when DP > 1, else 1) × (2 vpp values when PP = 2, since 4/2 = 2 layers split into
+// 1 or 2 chunks; else 1): 144 + 216 + 60 + 108 + 120 + 12 + 60 + 24 = 744 points.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "reports/sweep_report.h"
+#include "scenarios/scenario.h"
+#include "scenarios/sweep.h"
+#include "sim/core/error.h"
+
+#ifndef TRAINSIM_SOURCE_DIR
+#define TRAINSIM_SOURCE_DIR "."
+#endif
+
+namespace trainsim::scen {
+namespace {
+
+const std::string kMegascale = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/megascale-175b-12288.yaml";
+
+const char* kTiny = R"(
+model: {preset: none, layers: 4, hidden: 256, heads: 4, vocab: 1024, seq_len: 8}
+cluster: {preset: selene-a100, gpus: 8}
+parallel: {tp: 2, pp: 2, vpp: 1, dp: auto, zero: 1}
+training: {global_batch: 16, micro_batch: 1}
+)";
+
+Error capture(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  return Error(ErrorKind::kRuntime, "no error was thrown");
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string json_of(const SweepOutcome& o) {
+  std::ostringstream out;
+  reports::write_sweep_json(out, o);
+  return out.str();
+}
+
+SweepOutcome sweep(const Scenario& base, const SweepSpec& spec, int jobs = 1,
+                   const std::string& checkpoint = "") {
+  SweepOptions options;
+  options.jobs = jobs;
+  options.block = 100;
+  options.checkpoint = checkpoint;
+  SweepTransport one;
+  return run_sweep(base, plan_sweep(base, spec), spec, options, one);
+}
+
+std::string temp_file(const std::string& name) {
+  return ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
+}
+
+// ---- --vary -------------------------------------------------------------------------------------
+
+TEST(SweepVary, ListsAndRanges) {
+  EXPECT_EQ(parse_vary("parallel.tp=1,2, 4").values, (std::vector<std::string>{"1", "2", "4"}));
+  EXPECT_EQ(parse_vary("parallel.pp=1:4").values, (std::vector<std::string>{"1", "2", "3", "4"}));
+  EXPECT_EQ(parse_vary("parallel.pp=1:10:3").values,
+            (std::vector<std::string>{"1", "4", "7", "10"}));
+  EXPECT_EQ(parse_vary("parallel.pp=1:64:*2").values,
+            (std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64"}));
+  EXPECT_EQ(parse_vary("cluster.nic_gbps=100:400:100").values,
+            (std::vector<std::string>{"100", "200", "300", "400"}));
+  EXPECT_EQ(parse_vary("training.global_batch_tokens=1M:4M:*2").values,
+            (std::vector<std::string>{"1M", "2M", "4M"}));
+  // Canonical spellings, repeats kept once, enums and words like `auto`.
+  EXPECT_EQ(parse_vary("parallel.sp=yes,true,off").values,
+            (std::vector<std::string>{"true", "false"}));
+  EXPECT_EQ(parse_vary("training.recompute=Full,none").values,
+            (std::vector<std::string>{"full", "none"}));
+  EXPECT_EQ(parse_vary("parallel.dp=auto,4:5").values,
+            (std::vector<std::string>{"auto", "4", "5"}));
+}
+
+TEST(SweepVary, UnknownKeyHasASuggestion) {
+  const Error e = capture([] { parse_vary("parallel.ppp=1,2"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
+  EXPECT_EQ(e.where().file, "--vary");
+  EXPECT_EQ(e.where().field, "parallel.ppp");
+  EXPECT_TRUE(contains(e.what(), "unknown key")) << e.what();
+  EXPECT_TRUE(contains(e.hint(), "did you mean `parallel.pp`?")) << e.what();
+  EXPECT_TRUE(contains(capture([] { parse_vary("parallel=1"); }).what(), "is a section"));
+}
+
+TEST(SweepVary, EmptyListsAndRangesAreErrors) {
+  EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp="); }).what(), "no values to sweep"));
+  EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp=1,,2"); }).what(), "empty value"));
+  const Error e = capture([] { parse_vary("parallel.pp=64:1"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
+  EXPECT_TRUE(contains(e.what(), "empty range `64:1`")) << e.what();
+  EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp=1:8:0"); }).what(),
+                       "step must be positive"));
+  EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp=1:8:*1"); }).what(), "factor above 1"));
+  EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp"); }).what(), "has no `=`"));
+  EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp=1:x"); }).what(), "not an integer"));
+}
+
+// A value --vary rejects gets the same message as the same value given to --set.
+TEST(SweepVary, ValuesAreCheckedLikeSet) {
+  const Error vary = capture([] { parse_vary("parallel.tp=2,eight"); });
+  const Error set = capture([] { load_scenario_string("", "x", {"parallel.tp=eight"}); });
+  EXPECT_EQ(vary.kind(), ErrorKind::kInput);
+  EXPECT_EQ(vary.message(), set.message());
+  EXPECT_EQ(set.where().file, "--set");
+  // Ranges are checked value by value: 0 is below parallel.tp's minimum of 1.
+  const Error zero = capture([] { parse_vary("parallel.tp=0:2"); });
+  EXPECT_EQ(zero.message(), capture([] { load_scenario_string("", "x", {"parallel.tp=0"}); })
+                                .message());
+}
+
+// ---- prices -------------------------------------------------------------------------------------
+
+TEST(SweepPrice, Forms) {
+  for (const auto& [text, amount, currency] :
+       std::vector<std::tuple<std::string, double, std::string>>{
+           {"2.5USD", 2.5, "USD"},       {"2.5 usd/h", 2.5, "USD"},
+           {"$3", 3, "USD"},             {"EUR 1.9", 1.9, "EUR"},
+           {"\xE2\x82\xAC" "2/gpu-hour", 2, "EUR"}, {"0.75GBP/hr", 0.75, "GBP"}}) {
+    const GpuHourPrice p = parse_gpu_hour_price(text);
+    EXPECT_DOUBLE_EQ(p.amount, amount) << text;
+    EXPECT_EQ(p.currency, currency) << text;
+  }
+}
+
+TEST(SweepPrice, ErrorsSayWhatToWrite) {
+  const Error bare = capture([] { parse_gpu_hour_price("2.5"); });
+  EXPECT_EQ(bare.kind(), ErrorKind::kInput);
+  EXPECT_TRUE(contains(bare.what(), "`2.5` has no currency")) << bare.what();
+  EXPECT_TRUE(contains(bare.hint(), "2.5USD")) << bare.what();
+  EXPECT_TRUE(contains(capture([] { parse_gpu_hour_price("60USD/day"); }).what(),
+                       "not a price per GPU-hour (it is per `day`)"));
+  EXPECT_TRUE(contains(capture([] { parse_gpu_hour_price("-1USD"); }).what(), "must be positive"));
+  EXPECT_TRUE(contains(capture([] { parse_gpu_hour_price("2.5 dollars"); }).what(),
+                       "not a currency code"));
+  EXPECT_TRUE(contains(capture([] { parse_gpu_hour_price("USD"); }).what(), "not an amount"));
+}
+
+// ---- plans --------------------------------------------------------------------------------------
+
+TEST(SweepPlan, VaryIsTheProductFirstAxisSlowest) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
+  SweepSpec spec;
+  spec.axes = {parse_vary("parallel.tp=1,2"), parse_vary("training.micro_batch=1,2,4")};
+  const SweepPlan p = plan_sweep(base, spec);
+  ASSERT_EQ(p.size(), 6u);
+  EXPECT_EQ(p.label(0), "tp=1 micro_batch=1");
+  EXPECT_EQ(p.label(1), "tp=1 micro_batch=2");
+  EXPECT_EQ(p.label(3), "tp=2 micro_batch=1");
+  ASSERT_TRUE(p.base_point.has_value());
+  EXPECT_EQ(*p.base_point, 3u);  // tp 2, micro-batch 1: the scenario's own
+  EXPECT_EQ(p.flat_values(5).at("training.micro_batch"), "4");
+  EXPECT_EQ(p.flat_values(5).at("model.layers"), "4");  // the base's own values come along
+  EXPECT_EQ(p.flat_values(5).count("model.vocab"), 1u);
+}
+
+TEST(SweepPlan, AutoCountsEveryFactorization) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
+  SweepSpec spec;
+  spec.auto_parallel = true;
+  const SweepPlan p = plan_sweep(base, spec);
+  EXPECT_EQ(p.size(), 744u);  // derived at the top of this file
+  EXPECT_EQ(p.keys, auto_keys());
+  ASSERT_TRUE(p.base_point.has_value());
+  EXPECT_EQ(p.label(*p.base_point),
+            "tp=2 pp=2 dp=2 cp=1 ep=1 vpp=1 schedule=1f1b micro_batch=1 recompute=selective "
+            "zero=1");
+  for (std::size_t i = 0; i < p.size(); ++i) {
+    const auto v = p.flat_values(i);
+    EXPECT_EQ(std::stoi(v.at("parallel.tp")) * std::stoi(v.at("parallel.pp")) *
+                  std::stoi(v.at("parallel.dp")) * std::stoi(v.at("parallel.cp")),
+              8);
+    EXPECT_EQ(v.at("parallel.schedule"), v.at("parallel.vpp") == "1" ? "1f1b" : "interleaved");
+  }
+  // --vary multiplies --auto on keys --auto leaves alone.
+  spec.axes = {parse_vary("parallel.sp=true,false")};
+  EXPECT_EQ(plan_sweep(base, spec).size(), 2 * 744u);
+}
+
+TEST(SweepPlan, Errors) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
+  EXPECT_TRUE(contains(capture([&] { plan_sweep(base, SweepSpec{}); }).what(), "nothing to sweep"));
+  SweepSpec spec;
+  spec.auto_parallel = true;
+  spec.axes = {parse_vary("parallel.tp=1,2")};
+  const Error by_auto = capture([&] { plan_sweep(base, spec); });
+  EXPECT_TRUE(contains(by_auto.what(), "is chosen by --auto")) << by_auto.what();
+  spec.auto_parallel = false;
+  spec.axes = {parse_vary("parallel.tp=1"), parse_vary("parallel.tp=2")};
+  EXPECT_TRUE(contains(capture([&] { plan_sweep(base, spec); }).what(), "given to --vary twice"));
+  spec.axes = {parse_vary("parallel.tp=1:100"), parse_vary("parallel.pp=1:100")};
+  EXPECT_TRUE(contains(capture([&] { plan_sweep(base, spec, 5000); }).what(),
+                       "more than 5000 points"));
+}
+
+// ---- evaluation and ranking ---------------------------------------------------------------------
+
+// MegaScale 175B with TP 3 or 8 and PP 1 or 8: TP 3 cannot split 128 heads, PP 1 needs more
+// than the A100's 80 GB, TP 8 · PP 8 is the paper's configuration and the only feasible one.
+TEST(SweepRun, InfeasiblePointsKeepTheirReason) {
+  const Scenario base = load_scenario_file(kMegascale);
+  SweepSpec spec;
+  spec.axes = {parse_vary("parallel.tp=3,8"), parse_vary("parallel.pp=1,8")};
+  const SweepOutcome o = sweep(base, spec);
+  ASSERT_EQ(o.results.size(), 4u);
+  EXPECT_EQ(o.feasible, 1u);
+  ASSERT_TRUE(o.base_rank.has_value());
+  EXPECT_EQ(*o.base_rank, 1u);
+  EXPECT_EQ(o.order.front(), 3u);
+  const PointResult& tp3 = o.results[0];
+  EXPECT_EQ(tp3.status, PointStatus::kInfeasible);
+  EXPECT_EQ(tp3.field, "parallel.tp");
+  EXPECT_TRUE(contains(tp3.reason, "TP 3 does not divide the 128 attention heads")) << tp3.reason;
+  const PointResult& pp1 = o.results[2];
+  EXPECT_EQ(pp1.status, PointStatus::kInfeasible);
+  EXPECT_TRUE(contains(pp1.reason, "does not fit in memory: needs")) << pp1.reason;
+  EXPECT_GT(pp1.memory_peak_bytes, pp1.memory_capacity_bytes);
+  EXPECT_EQ(pp1.mfu, 0.0);  // a configuration that cannot run has no throughput
+  // The feasible point is exactly `trainsim run` of the scenario.
+  EXPECT_GT(o.results[3].mfu, 0.5);
+}
+
+TEST(SweepRun, InvalidCombinationsAreKept) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
+  SweepSpec spec;
+  spec.axes = {parse_vary("parallel.schedule=1f1b,interleaved")};
+  const SweepOutcome o = sweep(base, spec);
+  EXPECT_EQ(o.results[1].status, PointStatus::kInvalid);
+  EXPECT_TRUE(contains(o.results[1].reason, "interleaved schedule needs parallel.vpp > 1"))
+      << o.results[1].reason;
+}
+
+TEST(SweepRun, RankingIsATotalOrder) {
+  SweepOutcome o;
+  o.plan.keys = {"parallel.tp"};
+  o.plan.values = {{"1", "2", "4", "8"}};
+  o.plan.cells = {0, 1, 2, 3};
+  o.plan.base_point = 2;
+  o.results.resize(4);
+  o.results[0].mfu = 0.4;
+  o.results[1].mfu = 0.5;
+  o.results[2].mfu = 0.4;
+  o.results[3].status = PointStatus::kInfeasible;
+  rank_outcome(o);
+  EXPECT_EQ(o.order, (std::vector<std::size_t>{1, 0, 2, 3}));  // equal MFU: lower index first
+  EXPECT_EQ(o.feasible, 3u);
+  EXPECT_EQ(o.base_rank, 3u);
+  // Cost per million tokens: 3.6 USD per GPU-hour × 1000 GPUs / 3600 s at 10^6 tokens/s = 1.
+  o.spec.price = GpuHourPrice{3.6, "USD"};
+  o.spec.rank_by = RankBy::kCost;
+  for (int i = 0; i < 3; ++i) o.results[i].gpus = 1000;
+  o.results[0].tokens_per_s = 1e6;
+  o.results[1].tokens_per_s = 2e6;
+  o.results[2].tokens_per_s = 0.5e6;
+  EXPECT_NEAR(*o.cost_per_mtok(0), 1.0, 1e-12);
+  rank_outcome(o);
+  EXPECT_EQ(o.order, (std::vector<std::size_t>{1, 0, 2, 3}));  // cheapest first
+}
+
+TEST(SweepRun, EncodingRoundTripsExactly) {
+  PointResult r;
+  r.status = PointStatus::kInfeasible;
+  r.field = "parallel.tp";
+  r.reason = "TP 3 does not divide\tthe heads";
+  r.gpus = 12288;
+  r.microbatches = 32;
+  r.iteration_time_s = 1.0 / 3.0;
+  r.mfu = 0.1;
+  r.memory_peak_bytes = 4.9e-324;  // the smallest denormal
+  r.breakdown.exposed_dp_s = 1e300;
+  std::size_t index = 0;
+  PointResult back;
+  ASSERT_TRUE(decode_point(encode_point(77, r), index, back));
+  EXPECT_EQ(index, 77u);
+  EXPECT_EQ(encode_point(77, back), encode_point(77, r));
+  EXPECT_EQ(back.iteration_time_s, r.iteration_time_s);
+  EXPECT_EQ(back.memory_peak_bytes, r.memory_peak_bytes);
+  EXPECT_EQ(back.reason, "TP 3 does not divide the heads");  // tabs cannot travel
+  EXPECT_FALSE(decode_point(encode_point(77, r).substr(0, 30), index, back));
+}
+
+// Ranks of a job as threads of one process, meeting in gather().
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size) : size_(size), slots_(static_cast<std::size_t>(size)) {}
+  std::vector<std::string> gather(int rank, const std::string& mine) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int generation = generation_;
+    slots_[static_cast<std::size_t>(rank)] = mine;
+    if (++arrived_ == size_) {
+      result_ = slots_;
+      arrived_ = 0;
+      ++generation_;
+      done_.notify_all();
+    } else {
+      done_.wait(lock, [&] { return generation_ != generation; });
+    }
+    return rank == 0 ? result_ : std::vector<std::string>{};
+  }
+  int size() const { return size_; }
+
+ private:
+  int size_;
+  std::mutex mutex_;
+  std::condition_variable done_;
+  std::vector<std::string> slots_, result_;
+  int arrived_ = 0, generation_ = 0;
+};
+
+class ThreadRank : public SweepTransport {
+ public:
+  ThreadRank(ThreadGroup& group, int rank) : group_(group), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return group_.size(); }
+  std::vector<std::string> gather(const std::string& mine) override {
+    return group_.gather(rank_, mine);
+  }
+
+ private:
+  ThreadGroup& group_;
+  int rank_;
+};
+
+// The same JSON, byte for byte, from one thread, three threads and three ranks.
+TEST(SweepRun, SameResultWhateverRunsIt) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
+  SweepSpec spec;
+  spec.auto_parallel = true;
+  const std::string one = json_of(sweep(base, spec, 1));
+  EXPECT_EQ(json_of(sweep(base, spec, 3)), one);
+
+  ThreadGroup group(3);
+  std::vector<SweepOutcome> outcomes(3);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      ThreadRank transport(group, r);
+      SweepOptions options;
+      options.jobs = 1;
+      options.block = 50;
+      outcomes[static_cast<std::size_t>(r)] =
+          run_sweep(base, plan_sweep(base, spec), spec, options, transport);
+    });
+  }
+  for (std::thread& t : ranks) t.join();
+  EXPECT_EQ(json_of(outcomes[0]), one);
+  EXPECT_TRUE(outcomes[1].results.empty());  // only rank 0 holds the result
+}
+
+TEST(SweepRun, ResumesFromACheckpoint) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
+  SweepSpec spec;
+  spec.auto_parallel = true;
+  const std::string path = temp_file("sweep.checkpoint");
+  std::filesystem::remove(path);
+  const SweepOutcome full = sweep(base, spec, 2, path);
+  EXPECT_EQ(full.resumed, 0u);
+
+  // An interrupted run: the header, 300 complete lines and half of the next one.
+  std::ifstream in(path);
+  std::string text, line;
+  for (int i = 0; i < 301 && std::getline(in, line); ++i) text += line + "\n";
+  std::getline(in, line);
+  text += line.substr(0, line.size() / 2);
+  in.close();
+  std::ofstream(path, std::ios::trunc) << text;
+
+  const SweepOutcome resumed = sweep(base, spec, 2, path);
+  EXPECT_EQ(resumed.resumed, 300u);
+  EXPECT_EQ(json_of(resumed), json_of(full));
+  // The checkpoint is complete again: a third run evaluates nothing.
+  EXPECT_EQ(sweep(base, spec, 1, path).resumed, 744u);
+
+  // Another sweep must not take these results.
+  SweepSpec other;
+  other.axes = {parse_vary("parallel.tp=1,2")};
+  const Error e = capture([&] { sweep(base, other, 1, path); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
+  EXPECT_TRUE(contains(e.what(), "belongs to a different sweep")) << e.what();
+  EXPECT_EQ(e.where().file, path);
+}
+
+TEST(SweepRun, OnlyAnalyticFidelity) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml", {"simulation.fidelity=flow"});
+  SweepSpec spec;
+  spec.axes = {parse_vary("parallel.tp=1,2")};
+  const Error e = capture([&] { sweep(base, spec); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
+  EXPECT_TRUE(contains(e.what(), "not available in this build")) << e.what();
+}
+
+}  // namespace
+}  // namespace trainsim::scen
