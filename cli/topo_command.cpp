@@ -116,8 +116,8 @@ std::string fabric_text(const topo::FabricSummary& f) {
                      "switches", "down cables", "up cables", "down Tb/s", "up Tb/s",
                      "oversubscription");
   for (const topo::TierSummary& t : f.tiers) {
-    out += fmt::format("  {:<4} {:<6} {:>8} {:>12} {:>10} {:>11.1f} {:>9.1f}  {}\n", t.tier,
-                       t.name, t.switches, t.down_cables, t.up_cables, to_tbps(t.down_Bps),
+    out += fmt::format("  {:<4} {:<6} {:>8} {:>12} {:>10} {:>11.1f} {:>9.1f}  {}\n", t.tier, t.name,
+                       t.switches, t.down_cables, t.up_cables, to_tbps(t.down_Bps),
                        to_tbps(t.up_Bps), ratio_text(t.oversubscription));
   }
   std::vector<std::string> cables;
@@ -147,11 +147,16 @@ ordered_json fabric_json(const topo::FabricSummary& f) {
   for (const topo::CableSummary& c : f.cables) {
     cables.push_back({{"name", c.name}, {"cables", c.cables}, {"Bps", c.Bps}});
   }
-  return {{"description", f.description}, {"gpus", f.gpus},
-          {"servers", f.servers},         {"nics", f.nics},
-          {"nodes", f.nodes},             {"links", f.links},
-          {"tiers", tiers},               {"cables", cables},
-          {"injection_Bps", f.injection_Bps}, {"bisection_Bps", f.bisection_Bps}};
+  return {{"description", f.description},
+          {"gpus", f.gpus},
+          {"servers", f.servers},
+          {"nics", f.nics},
+          {"nodes", f.nodes},
+          {"links", f.links},
+          {"tiers", tiers},
+          {"cables", cables},
+          {"injection_Bps", f.injection_Bps},
+          {"bisection_Bps", f.bisection_Bps}};
 }
 
 std::string routing_text(const topo::RoutingConfig& r) {
@@ -182,8 +187,8 @@ std::string traffic_name(const topo::TrafficSpec& t, int gpus) {
 
 std::string load_text(const topo::ClusterGraph& g, const topo::TrafficSpec& t,
                       const topo::LoadSummary& l) {
-  std::string out = fmt::format("traffic: {}: {} connections, {} flows", traffic_name(t, g.gpu_count()),
-                                l.connections, l.flows);
+  std::string out = fmt::format("traffic: {}: {} connections, {} flows",
+                                traffic_name(t, g.gpu_count()), l.connections, l.flows);
   if (!l.unrouted.empty()) out += fmt::format(", {} without a path", l.unrouted.size());
   out += "\n";
   out += fmt::format("  {:<14} {:>7} {:>7} {:>10} {:>11} {:>9}\n", "links", "count", "used",
@@ -278,8 +283,9 @@ void write(const std::string& text, const std::string& path) {
 
 CLI::App* add_topo_command(CLI::App& app, TopoArgs& a) {
   CLI::App* c = app.add_subcommand(
-      "topo", "Build a cluster's fabric: switches and links per tier, bisection, and the ECMP "
-              "load of a traffic pattern");
+      "topo",
+      "Build a cluster's fabric: switches and links per tier, bisection, and the ECMP "
+      "load of a traffic pattern");
   c->add_option("scenario", a.scenario, "Scenario YAML whose cluster and routing to use");
   auto* cluster = c->add_option("--cluster", a.cluster, "Cluster preset (trainsim --list-presets)");
   auto* gpus = c->add_option("--gpus", a.gpus, "GPUs (= --set cluster.gpus=N)")
@@ -357,12 +363,11 @@ int run_topo_command(const TopoArgs& a) {
     std::vector<std::string> parts;
     if (!failed.empty()) {
       constexpr std::size_t kListed = 8;
-      const std::vector<std::string> shown(failed.begin(),
-                                           failed.begin() + static_cast<std::ptrdiff_t>(
-                                                                std::min(kListed, failed.size())));
+      const std::vector<std::string> shown(
+          failed.begin(),
+          failed.begin() + static_cast<std::ptrdiff_t>(std::min(kListed, failed.size())));
       parts.push_back(fmt::format("{} cable{} ({}{})", failed.size(), failed.size() == 1 ? "" : "s",
-                                  fmt::join(shown, ", "),
-                                  failed.size() > kListed ? ", ..." : ""));
+                                  fmt::join(shown, ", "), failed.size() > kListed ? ", ..." : ""));
     }
     if (!failed_nodes.empty()) parts.push_back(fmt::format("{}", fmt::join(failed_nodes, ", ")));
     text += fmt::format("failed: {}\n", fmt::join(parts, "; "));

@@ -10,21 +10,21 @@
 namespace trainsim::cli {
 
 struct TopoArgs {
-  std::string scenario;       // scenario file; empty = the default scenario
-  std::string cluster;        // cluster preset over the default scenario
-  int gpus = 0;               // 0 = the scenario's cluster.gpus
+  std::string scenario;  // scenario file; empty = the default scenario
+  std::string cluster;   // cluster preset over the default scenario
+  int gpus = 0;          // 0 = the scenario's cluster.gpus
   std::vector<std::string> sets;
   int fat_tree = -1;          // k of a k-ary fat tree instead of the scenario's cluster (-1: none)
   std::string topology_file;  // GraphML / GraphViz fabric instead of the scenario's cluster
   std::string traffic;        // ring | dp-ring | permutation | all-to-all | incast; empty = none
   int group = 0;
-  int qps = 0;                // 0 = network.routing.qps_per_connection
-  std::string mode;           // overrides network.routing.mode
-  std::string hash;           // overrides network.routing.hash
+  int qps = 0;       // 0 = network.routing.qps_per_connection
+  std::string mode;  // overrides network.routing.mode
+  std::string hash;  // overrides network.routing.hash
   int fail_links = 0;
   std::vector<std::string> fail_switches;
   std::vector<std::string> fail_nics;
-  std::uint64_t seed = 1;     // traffic permutation and failed links
+  std::uint64_t seed = 1;  // traffic permutation and failed links
   int top = 10;
   std::string export_format;  // dot | json: write the graph instead of the summary
   std::string output;

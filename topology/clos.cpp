@@ -117,8 +117,8 @@ void check_spec(const ClusterSpec& c, bool links_too) {
         "cluster.nic_gbps", "lower cluster.fabric.port_split or the NIC speed");
   }
   if (links_too && c.gpus_per_node > 1 && !(c.gpu.nvlink_Bps > 0)) {
-    bad(fmt::format("GPU `{}` has no NVLink bandwidth to join the {} GPUs of a server",
-                    c.gpu.name, c.gpus_per_node),
+    bad(fmt::format("GPU `{}` has no NVLink bandwidth to join the {} GPUs of a server", c.gpu.name,
+                    c.gpus_per_node),
         "cluster.gpu");
   }
   if (f.tiers == 1 && is_rail(c)) {
@@ -134,8 +134,7 @@ void check_spec(const ClusterSpec& c, bool links_too) {
   if (f.servers_per_tor > 0 && f.tiers > 1 && tor.down_ports + tor.up_ports > f.switch_radix) {
     throw_infeasible(fmt::format("{} servers per ToR need {} down and {} up ports, more than "
                                  "the radix {}",
-                                 f.servers_per_tor, tor.down_ports, tor.up_ports,
-                                 f.switch_radix),
+                                 f.servers_per_tor, tor.down_ports, tor.up_ports, f.switch_radix),
                      {"", 0, "cluster.fabric.servers_per_tor"});
   }
 }
@@ -269,22 +268,22 @@ FabricPlan plan_fabric(const ClusterSpec& c) {
       return plan;
     }
     if (t >= f.tiers) {
-      too_small(pod_tier && children <= pod_tors
-                    ? fmt::format("a pod of {} ToRs does not fit radix-{} switches", children,
-                                  radix)
-                    : fmt::format("{} tier-{} blocks do not fit under one tier-{} block",
-                                  children, t - 1, t));
+      too_small(
+          pod_tier && children <= pod_tors
+              ? fmt::format("a pod of {} ToRs does not fit radix-{} switches", children, radix)
+              : fmt::format("{} tier-{} blocks do not fit under one tier-{} block", children, t - 1,
+                            t));
     }
     if (pod_tier) {
       tp.children_per_block = pod_tors;
       tp.switches_per_plane = fewest_per_plane(below.up_ports, pod_tors, radix, ratio);
       if (tp.switches_per_plane == 0) {
-        throw_infeasible(fmt::format("a pod of {} GPUs ({} ToRs with {} uplinks each) does not "
-                                     "fit radix-{} switches at {}",
-                                     f.pod_gpus, pod_tors, below.up_ports, radix,
-                                     ratio_text(ratio)),
-                         {"", 0, "cluster.fabric.pod_gpus"},
-                         "use smaller pods or a larger cluster.fabric.spine_radix");
+        throw_infeasible(
+            fmt::format("a pod of {} GPUs ({} ToRs with {} uplinks each) does not "
+                        "fit radix-{} switches at {}",
+                        f.pod_gpus, pod_tors, below.up_ports, radix, ratio_text(ratio)),
+            {"", 0, "cluster.fabric.pod_gpus"},
+            "use smaller pods or a larger cluster.fabric.spine_radix");
       }
     } else {
       tp.children_per_block = max_children(radix, ratio);
@@ -329,8 +328,9 @@ ClusterGraph build_cluster_graph(const ClusterSpec& c) {
   for (int i = 0; i < c.gpus; ++i) {
     const int server = i / g;
     const int local = i % g;
-    if (g > 1) b.add_cable(gpus[static_cast<std::size_t>(i)],
-                           nvswitch[static_cast<std::size_t>(server)], c.gpu.nvlink_Bps);
+    if (g > 1)
+      b.add_cable(gpus[static_cast<std::size_t>(i)], nvswitch[static_cast<std::size_t>(server)],
+                  c.gpu.nvlink_Bps);
     // GPUDirect RDMA crosses the server's PCIe switch; the NIC's line rate is the narrower of
     // the two in every preset (200 G NIC on PCIe 4 x16, 400 G on PCIe 5 x16).
     const int nic = server * n + local * n / g;
@@ -366,8 +366,8 @@ ClusterGraph build_cluster_graph(const ClusterSpec& c) {
     }
   }
 
-  std::string description = fmt::format("{}-tier {}Clos", plan.tiers.size(),
-                                        plan.rails > 1 ? "rail-optimized " : "");
+  std::string description =
+      fmt::format("{}-tier {}Clos", plan.tiers.size(), plan.rails > 1 ? "rail-optimized " : "");
   std::vector<std::string> ratios;
   for (const TierPlan& tp : plan.tiers) {
     if (!tp.top) ratios.push_back(ratio_text(ratio_at(c.fabric, tp.tier)));

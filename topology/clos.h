@@ -47,7 +47,7 @@ struct TierPlan {
 struct FabricPlan {
   int gpus = 0;
   int servers = 0;
-  int rails = 1;  // ToRs per ToR group: nics_per_node when rail-optimized, else 1
+  int rails = 1;                // ToRs per ToR group: nics_per_node when rail-optimized, else 1
   std::vector<TierPlan> tiers;  // bottom-up; size = tiers actually built
 };
 

@@ -65,10 +65,9 @@ std::string blank_out(std::string text, const std::regex& re) {
 }
 
 int line_at(std::string_view text, std::size_t offset) {
-  return 1 + static_cast<int>(std::count(text.begin(),
-                                         text.begin() + static_cast<std::ptrdiff_t>(
-                                                            std::min(offset, text.size())),
-                                         '\n'));
+  return 1 + static_cast<int>(std::count(
+                 text.begin(),
+                 text.begin() + static_cast<std::ptrdiff_t>(std::min(offset, text.size())), '\n'));
 }
 
 std::string regex_escape(const std::string& s) {
@@ -432,9 +431,9 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
       if (trim(*raw).empty()) continue;
       const auto v = parse_number(*raw);
       if (!v || *v < 0) {
-        throw_input(fmt::format("cable {} - {}: {} must be a number >= 0, got `{}`", an, bn,
-                                field, *raw),
-                    at_cable(c, field));
+        throw_input(
+            fmt::format("cable {} - {}: {} must be a number >= 0, got `{}`", an, bn, field, *raw),
+            at_cable(c, field));
       }
       *slot = *v;
     }
@@ -443,9 +442,10 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
     const auto is = [&](NodeKind x, NodeKind y) {
       return (ka == x && kb == y) || (ka == y && kb == x);
     };
-    const bool ok = is(NodeKind::kGpu, NodeKind::kNvSwitch) || is(NodeKind::kGpu, NodeKind::kNic) ||
-                    is(NodeKind::kNic, NodeKind::kSwitch) ||
-                    (ka == NodeKind::kSwitch && kb == NodeKind::kSwitch && tiers[c.a] != tiers[c.b]);
+    const bool ok =
+        is(NodeKind::kGpu, NodeKind::kNvSwitch) || is(NodeKind::kGpu, NodeKind::kNic) ||
+        is(NodeKind::kNic, NodeKind::kSwitch) ||
+        (ka == NodeKind::kSwitch && kb == NodeKind::kSwitch && tiers[c.a] != tiers[c.b]);
     if (!ok) {
       const bool same_tier = ka == NodeKind::kSwitch && kb == NodeKind::kSwitch;
       throw_input(same_tier ? fmt::format("cable {} - {} joins two switches of tier {}; routing "
@@ -520,9 +520,11 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
   ClusterSpec spec = base;
   spec.name = "custom";
   spec.gpus_per_node = 0;
-  for (const auto& [s, count] : gpus_per_server) spec.gpus_per_node = std::max(spec.gpus_per_node, count);
+  for (const auto& [s, count] : gpus_per_server)
+    spec.gpus_per_node = std::max(spec.gpus_per_node, count);
   spec.nics_per_node = 0;
-  for (const auto& [s, count] : nics_per_server) spec.nics_per_node = std::max(spec.nics_per_node, count);
+  for (const auto& [s, count] : nics_per_server)
+    spec.nics_per_node = std::max(spec.nics_per_node, count);
   return b.finish(spec, "fabric file " + name);
 }
 

@@ -177,7 +177,8 @@ ClusterGraph GraphBuilder::finish(ClusterSpec spec, std::string description) {
 
   // Out-links in CSR form, each node's links in increasing id order.
   g.out_offset_.assign(nodes + 1, 0);
-  for (std::size_t l = 0; l < links; ++l) ++g.out_offset_[static_cast<std::size_t>(g.link_src_[l]) + 1];
+  for (std::size_t l = 0; l < links; ++l)
+    ++g.out_offset_[static_cast<std::size_t>(g.link_src_[l]) + 1];
   for (std::size_t n = 0; n < nodes; ++n) g.out_offset_[n + 1] += g.out_offset_[n];
   g.out_links_.resize(links);
   std::vector<std::int64_t> fill(g.out_offset_.begin(), g.out_offset_.end() - 1);

@@ -97,7 +97,9 @@ class ClusterGraph {
 
   /// Capacity of every link in bytes per second, indexed by LinkId.
   const std::vector<double>& link_capacity_Bps() const { return link_capacity_Bps_; }
-  double link_capacity_Bps(LinkId l) const { return link_capacity_Bps_[static_cast<std::size_t>(l)]; }
+  double link_capacity_Bps(LinkId l) const {
+    return link_capacity_Bps_[static_cast<std::size_t>(l)];
+  }
   /// Latency a packet picks up on a link (the forwarding latency of the device it enters; see
   /// docs/topology.md), indexed by LinkId.
   const std::vector<TimePs>& link_latency() const { return link_latency_; }

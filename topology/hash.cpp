@@ -47,10 +47,9 @@ std::uint32_t toeplitz(const FiveTuple& t, const std::array<std::uint64_t, 3>& k
       const int i = byte * 8 + bit;
       const int w = i / 64;
       const int o = i % 64;
-      const std::uint64_t chunk =
-          o == 0 ? key[static_cast<std::size_t>(w)]
-                 : (key[static_cast<std::size_t>(w)] << o) |
-                       (key[static_cast<std::size_t>(w) + 1] >> (64 - o));
+      const std::uint64_t chunk = o == 0 ? key[static_cast<std::size_t>(w)]
+                                         : (key[static_cast<std::size_t>(w)] << o) |
+                                               (key[static_cast<std::size_t>(w) + 1] >> (64 - o));
       h ^= static_cast<std::uint32_t>(chunk >> 32);
     }
   }
@@ -60,12 +59,18 @@ std::uint32_t toeplitz(const FiveTuple& t, const std::array<std::uint64_t, 3>& k
 }  // namespace
 
 std::array<std::uint8_t, 13> tuple_bytes(const FiveTuple& t) {
-  return {static_cast<std::uint8_t>(t.src_ip >> 24), static_cast<std::uint8_t>(t.src_ip >> 16),
-          static_cast<std::uint8_t>(t.src_ip >> 8),  static_cast<std::uint8_t>(t.src_ip),
-          static_cast<std::uint8_t>(t.dst_ip >> 24), static_cast<std::uint8_t>(t.dst_ip >> 16),
-          static_cast<std::uint8_t>(t.dst_ip >> 8),  static_cast<std::uint8_t>(t.dst_ip),
-          static_cast<std::uint8_t>(t.src_port >> 8), static_cast<std::uint8_t>(t.src_port),
-          static_cast<std::uint8_t>(t.dst_port >> 8), static_cast<std::uint8_t>(t.dst_port),
+  return {static_cast<std::uint8_t>(t.src_ip >> 24),
+          static_cast<std::uint8_t>(t.src_ip >> 16),
+          static_cast<std::uint8_t>(t.src_ip >> 8),
+          static_cast<std::uint8_t>(t.src_ip),
+          static_cast<std::uint8_t>(t.dst_ip >> 24),
+          static_cast<std::uint8_t>(t.dst_ip >> 16),
+          static_cast<std::uint8_t>(t.dst_ip >> 8),
+          static_cast<std::uint8_t>(t.dst_ip),
+          static_cast<std::uint8_t>(t.src_port >> 8),
+          static_cast<std::uint8_t>(t.src_port),
+          static_cast<std::uint8_t>(t.dst_port >> 8),
+          static_cast<std::uint8_t>(t.dst_port),
           t.protocol};
 }
 

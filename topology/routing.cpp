@@ -48,8 +48,8 @@ const char* to_string(SeedScope scope) {
 }
 
 std::optional<RoutingMode> routing_mode_from(std::string_view name) {
-  for (RoutingMode m : {RoutingMode::kEcmp, RoutingMode::kPinned, RoutingMode::kSpray,
-                        RoutingMode::kLeastLoaded}) {
+  for (RoutingMode m :
+       {RoutingMode::kEcmp, RoutingMode::kPinned, RoutingMode::kSpray, RoutingMode::kLeastLoaded}) {
     if (name == to_string(m)) return m;
   }
   return std::nullopt;
@@ -122,7 +122,9 @@ struct Router::Tables {
   std::vector<NodeId> sw_node;           // switch number -> node
   std::vector<std::uint8_t> link_up;     // per link
   std::vector<std::int32_t> nic_class;   // per NIC number; -1 = no live attachment
-  std::vector<std::int32_t> nic_slice;   // per NIC number: its port index on its ToR
+  // Per NIC number: its port index on its (first) ToR plus the ToR's number times the most ports
+  // any ToR has: the destination key of path pinning.
+  std::vector<std::uint32_t> nic_pin_key;
   std::vector<std::vector<std::int32_t>> class_switches;
   std::vector<std::uint8_t> dist;  // [class * switches + sw]
   std::vector<std::int32_t> hop;   // [class * switches + sw]: offset into pool, -1 = none
@@ -163,7 +165,7 @@ struct Router::Tables {
 
 // The endpoints of a flow, resolved once.
 struct Router::Ends {
-  bool nvlink = false;  // same server: GPU -> NVSwitch -> GPU
+  bool nvlink = false;                     // same server: GPU -> NVSwitch -> GPU
   LinkId first = kNoLink, last = kNoLink;  // GPU -> NIC (or NVSwitch) and NIC (NVSwitch) -> GPU
   int nic_a = -1, nic_b = -1;              // NIC numbers
   int cls = -1;
@@ -175,8 +177,7 @@ Router::Router(const ClusterGraph& graph, const RoutingConfig& config)
 Router::Router(Router&&) noexcept = default;
 Router::~Router() = default;
 
-Router::Router(const ClusterGraph& graph, const RoutingConfig& config,
-               const FailureSet& failures)
+Router::Router(const ClusterGraph& graph, const RoutingConfig& config, const FailureSet& failures)
     : graph_(&graph), config_(config), t_(std::make_unique<Tables>()) {
   if (config.qps_per_connection < 1) {
     throw_input(fmt::format("must be at least 1, got {}", config.qps_per_connection),
@@ -202,7 +203,8 @@ Router::Router(const ClusterGraph& graph, const RoutingConfig& config,
   std::stable_sort(t.sw_node.begin(), t.sw_node.end(),
                    [&](NodeId a, NodeId b) { return g.node(a).tier < g.node(b).tier; });
   t.switches = static_cast<int>(t.sw_node.size());
-  for (int s = 0; s < t.switches; ++s) t.sw_of_node[static_cast<std::size_t>(t.sw_node[static_cast<std::size_t>(s)])] = s;
+  for (int s = 0; s < t.switches; ++s)
+    t.sw_of_node[static_cast<std::size_t>(t.sw_node[static_cast<std::size_t>(s)])] = s;
 
   // Hash settings per node.
   t.hash.resize(static_cast<std::size_t>(g.node_count()));
@@ -216,10 +218,11 @@ Router::Router(const ClusterGraph& graph, const RoutingConfig& config,
     t.hash[static_cast<std::size_t>(n)] = HashParams::from_seed(seed);
   }
 
-  // Destination classes and each NIC's port index on its first ToR.
+  // Destination classes and each NIC's pinning key.
   std::map<std::vector<std::int32_t>, std::int32_t> classes;
   t.nic_class.assign(static_cast<std::size_t>(g.nic_count()), -1);
-  t.nic_slice.assign(static_cast<std::size_t>(g.nic_count()), 0);
+  std::vector<int> slice(static_cast<std::size_t>(g.nic_count()), 0);
+  std::vector<int> first_tor(static_cast<std::size_t>(g.nic_count()), 0);
   std::vector<int> ports_seen(static_cast<std::size_t>(t.switches), 0);
   for (int i = 0; i < g.nic_count(); ++i) {
     const NodeId nic = g.nic_node(i);
@@ -229,7 +232,10 @@ Router::Router(const ClusterGraph& graph, const RoutingConfig& config,
       if (g.link_kind(l) != LinkKind::kNicUp) continue;
       ++uplinks;
       const int s = t.sw(g.link_dst(l));
-      if (uplinks == 1) t.nic_slice[static_cast<std::size_t>(i)] = ports_seen[static_cast<std::size_t>(s)]++;
+      if (uplinks == 1) {
+        first_tor[static_cast<std::size_t>(i)] = s;
+        slice[static_cast<std::size_t>(i)] = ports_seen[static_cast<std::size_t>(s)]++;
+      }
       if (t.up(l) && t.up(ClusterGraph::reverse(l))) attached.push_back(s);
     }
     if (uplinks > kMaxNicUplinks) {
@@ -242,6 +248,11 @@ Router::Router(const ClusterGraph& graph, const RoutingConfig& config,
     const auto [it, fresh] = classes.emplace(attached, static_cast<std::int32_t>(classes.size()));
     if (fresh) t.class_switches.push_back(attached);
     t.nic_class[static_cast<std::size_t>(i)] = it->second;
+  }
+  const int most_ports =
+      ports_seen.empty() ? 1 : std::max(1, *std::max_element(ports_seen.begin(), ports_seen.end()));
+  for (std::size_t i = 0; i < slice.size(); ++i) {
+    t.nic_pin_key.push_back(static_cast<std::uint32_t>(first_tor[i] * most_ports + slice[i]));
   }
 
   // Endpoints of every GPU.
@@ -451,7 +462,8 @@ bool Router::trace(const Ends& e, std::vector<LinkId>& path, Choose&& choose) co
   const int n = nic_candidates(t, e.nic_a, e.cls, start);
   if (n == 0) return false;
   const std::span<const LinkId> first_hops(start.data(), static_cast<std::size_t>(n));
-  LinkId l = start[static_cast<std::size_t>(n == 1 ? 0 : choose(t.nic_node[static_cast<std::size_t>(e.nic_a)], first_hops))];
+  LinkId l = start[static_cast<std::size_t>(
+      n == 1 ? 0 : choose(t.nic_node[static_cast<std::size_t>(e.nic_a)], first_hops))];
   path.push_back(l);
   NodeId s = g.link_dst(l);
   for (;;) {
@@ -477,10 +489,10 @@ bool Router::route(const Flow& flow, std::vector<LinkId>& path) {
   if (flow.src == flow.dst) return true;
   if (config_.mode == RoutingMode::kLeastLoaded) return route_least_loaded(e, path);
   if (config_.mode == RoutingMode::kPinned) {
-    // Mixed-radix digits of the destination's slice: the first branch takes slice mod n1, the
-    // next (slice / n1) mod n2, and so on, so that destinations spread over whole paths.
-    std::uint32_t key =
-        e.nvlink ? 0 : static_cast<std::uint32_t>(t_->nic_slice[static_cast<std::size_t>(e.nic_b)]);
+    // D-mod-k (as InfiniBand fat-tree routing): the first branch takes key mod n1, the next
+    // (key / n1) mod n2, and so on, where the key numbers the destination's ToR port across the
+    // fabric; the ToR uplink is the destination's slice (Meta's pinning), the rest spread by ToR.
+    std::uint32_t key = e.nvlink ? 0 : t_->nic_pin_key[static_cast<std::size_t>(e.nic_b)];
     return trace(e, path, [&key](NodeId, std::span<const LinkId> c) {
       const auto n = static_cast<std::uint32_t>(c.size());
       const int pick = static_cast<int>(key % n);
@@ -721,8 +733,7 @@ std::string Router::why_unreachable(GpuId src, GpuId dst) const {
   const std::string bn = g.node_name(b);
   const NodeId nvs = g.nvswitch_of_gpu(src);
   if (g.node(a).server == g.node(b).server && nvs != kNoNode && nvs == g.nvswitch_of_gpu(dst)) {
-    return fmt::format("the NVLink between {} and {} through {} is down", an, bn,
-                       g.node_name(nvs));
+    return fmt::format("the NVLink between {} and {} through {} is down", an, bn, g.node_name(nvs));
   }
   // Reasons at either end, source first.
   for (const auto& [gpu, name] : {std::pair{a, an}, std::pair{b, bn}}) {
@@ -739,13 +750,14 @@ std::string Router::why_unreachable(GpuId src, GpuId dst) const {
     }
   }
   if (g.nic_of_gpu(src) == g.nic_of_gpu(dst)) {
-    return fmt::format("{} and {} share {} and no NVSwitch", an, bn, g.node_name(g.nic_of_gpu(src)));
+    return fmt::format("{} and {} share {} and no NVSwitch", an, bn,
+                       g.node_name(g.nic_of_gpu(src)));
   }
   // Both NICs are attached; the switches between them are not.
   for (const auto& [gpu, name] : {std::pair{a, an}, std::pair{b, bn}}) {
     const NodeId nic = g.nic_of_gpu(g.node(gpu).index);
-    for (const std::int32_t s :
-         t.class_switches[static_cast<std::size_t>(t.nic_class[static_cast<std::size_t>(g.node(nic).index)])]) {
+    for (const std::int32_t s : t.class_switches[static_cast<std::size_t>(
+             t.nic_class[static_cast<std::size_t>(g.node(nic).index)])]) {
       const NodeId sn = t.sw_node[static_cast<std::size_t>(s)];
       bool any_up = false;
       for (const LinkId l : g.out_links(sn)) {
@@ -772,17 +784,19 @@ void require_paths(const Router& router, std::span<const Flow> flows, int max_li
 void throw_unreachable(const Router& router, std::span<const Flow> unrouted,
                        std::int64_t total_flows, int max_listed) {
   std::map<std::pair<GpuId, GpuId>, int> pairs;  // pair -> order of first appearance
-  for (const Flow& f : unrouted) pairs.emplace(std::pair{f.src, f.dst}, static_cast<int>(pairs.size()));
+  for (const Flow& f : unrouted)
+    pairs.emplace(std::pair{f.src, f.dst}, static_cast<int>(pairs.size()));
   std::vector<std::pair<GpuId, GpuId>> ordered(pairs.size());
   for (const auto& [pair, i] : pairs) ordered[static_cast<std::size_t>(i)] = pair;
   // Reasons are worked out for the pairs listed only: there may be millions of pairs.
   std::map<std::string, std::vector<std::string>> by_reason;
   const ClusterGraph& g = router.graph();
-  const std::size_t listed = std::min(ordered.size(), static_cast<std::size_t>(std::max(max_listed, 0)));
+  const std::size_t listed =
+      std::min(ordered.size(), static_cast<std::size_t>(std::max(max_listed, 0)));
   for (std::size_t i = 0; i < listed; ++i) {
     const auto [s, d] = ordered[i];
     by_reason[router.why_unreachable(s, d)].push_back(g.node_name(g.gpu_node(s)) + "->" +
-                                                       g.node_name(g.gpu_node(d)));
+                                                      g.node_name(g.gpu_node(d)));
   }
   std::string message =
       fmt::format("{} GPU pair{} lost connectivity ({} of {} flows have no path)", ordered.size(),
@@ -790,7 +804,8 @@ void throw_unreachable(const Router& router, std::span<const Flow> unrouted,
   for (const auto& [reason, names] : by_reason) {
     message += fmt::format("; {}: {}", reason, fmt::join(names, ", "));
   }
-  if (listed < ordered.size()) message += fmt::format("; and {} more pairs", ordered.size() - listed);
+  if (listed < ordered.size())
+    message += fmt::format("; and {} more pairs", ordered.size() - listed);
   throw_infeasible(message, {}, "restore the failed links or route the traffic elsewhere");
 }
 

@@ -12,8 +12,8 @@
 // Choosing among equal-cost next hops (RoutingConfig::mode):
 // - ecmp: every switch hashes the flow's 5-tuple with its own HashParams (hash.h); the UDP source
 //   port comes from the flow's QP numbers, so each QP of a connection is hashed independently.
-// - pinned: the next hop is a digit of the destination NIC's port index on its ToR (Meta's
-//   "path pinning" by destination slice), the same for every flow to that NIC.
+// - pinned: the path depends on the destination alone (Meta's "path pinning" by destination
+//   slice): D-mod-k digits of the destination's ToR port number, as InfiniBand fat-tree routing.
 // - spray: ideal packet spraying: the flow is split evenly at every branch (route_shares).
 // - least-loaded: flows are placed one by one on the equal-cost path whose busiest link carries
 //   the fewest flows so far (then the least total), as a central traffic-engineering controller.
@@ -44,7 +44,8 @@ enum class SeedScope : std::uint8_t { kGlobal, kPerTier, kPerSwitch };
 
 const char* to_string(RoutingMode mode);
 const char* to_string(SeedScope scope);
-std::optional<RoutingMode> routing_mode_from(std::string_view name);  // ecmp|pinned|spray|least-loaded
+std::optional<RoutingMode> routing_mode_from(
+    std::string_view name);                                       // ecmp|pinned|spray|least-loaded
 std::optional<SeedScope> seed_scope_from(std::string_view name);  // global|per-tier|per-switch
 
 /// The routing settings of a scenario (`network.routing.*` keys).
@@ -73,7 +74,7 @@ struct LinkShare {
 struct Routes {
   std::vector<std::int64_t> offset{0};
   std::vector<LinkId> links;
-  std::vector<double> shares;  // parallel to `links` in spray mode; empty otherwise (all 1)
+  std::vector<double> shares;          // parallel to `links` in spray mode; empty otherwise (all 1)
   std::vector<std::int32_t> unrouted;  // indexes of flows without a path (empty ranges)
 
   std::size_t size() const { return offset.size() - 1; }

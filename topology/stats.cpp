@@ -67,16 +67,17 @@ FabricSummary summarize_fabric(const ClusterGraph& g) {
   for (LinkId l = 0; l < g.link_count(); l += 2) {
     // Cables are named from their lower end: "nic-tor", "tor-agg".
     const LinkKind k = g.link_kind(l);
-    const bool downward = k == LinkKind::kNicDown || k == LinkKind::kDown ||
-                          (k == LinkKind::kNvlink && g.node(g.link_src(l)).kind != NodeKind::kGpu) ||
-                          (k == LinkKind::kPcie && g.node(g.link_src(l)).kind != NodeKind::kGpu);
+    const bool downward =
+        k == LinkKind::kNicDown || k == LinkKind::kDown ||
+        (k == LinkKind::kNvlink && g.node(g.link_src(l)).kind != NodeKind::kGpu) ||
+        (k == LinkKind::kPcie && g.node(g.link_src(l)).kind != NodeKind::kGpu);
     const LinkId up = downward ? ClusterGraph::reverse(l) : l;
     const auto key = class_key(g, up);
     auto it = cable_index.find(key);
     if (it == cable_index.end()) {
       it = cable_index.emplace(key, s.cables.size()).first;
-      s.cables.push_back({endpoint_name(g, g.link_src(up)) + "-" + endpoint_name(g, g.link_dst(up)),
-                          0, 0});
+      s.cables.push_back(
+          {endpoint_name(g, g.link_src(up)) + "-" + endpoint_name(g, g.link_dst(up)), 0, 0});
     }
     CableSummary& c = s.cables[it->second];
     ++c.cables;
@@ -129,7 +130,8 @@ LoadSummary measure_load(Router& router, const TrafficSpec& traffic, int qps, in
       if (spray) {
         ok = router.route_shares(f, shares);
         if (ok) {
-          for (const LinkShare& x : shares) out.link_flows[static_cast<std::size_t>(x.link)] += x.share;
+          for (const LinkShare& x : shares)
+            out.link_flows[static_cast<std::size_t>(x.link)] += x.share;
         }
       } else {
         ok = router.route(f, path);

@@ -18,9 +18,9 @@ struct TierSummary {
   int tier = 1;
   std::string name;  // "tor", "agg", ...
   int switches = 0;
-  int down_cables = 0;     // cables to the tier below (tier 1: to NICs)
-  int up_cables = 0;       // cables to the tier above
-  double down_Bps = 0;     // their capacity, one direction
+  int down_cables = 0;  // cables to the tier below (tier 1: to NICs)
+  int up_cables = 0;    // cables to the tier above
+  double down_Bps = 0;  // their capacity, one direction
   double up_Bps = 0;
   double oversubscription = 0;  // down_Bps / up_Bps; 0 at the top tier
 };
@@ -53,19 +53,19 @@ FabricSummary summarize_fabric(const ClusterGraph& graph);
 struct LinkClassLoad {
   std::string name;
   int links = 0;
-  int used = 0;         // links carrying any flow
-  double max = 0;       // flows on the busiest link (sprayed flows count fractionally)
-  double mean = 0;      // flows per link over all links of the class
+  int used = 0;              // links carrying any flow
+  double max = 0;            // flows on the busiest link (sprayed flows count fractionally)
+  double mean = 0;           // flows per link over all links of the class
   double max_over_mean = 0;  // 0 when the class carries nothing
 };
 
 struct LoadSummary {
   std::int64_t connections = 0;
   std::int64_t flows = 0;
-  std::vector<Flow> unrouted;             // flows without a path
-  std::vector<LinkClassLoad> classes;     // in a fixed order: GPU side first, then tier by tier
+  std::vector<Flow> unrouted;          // flows without a path
+  std::vector<LinkClassLoad> classes;  // in a fixed order: GPU side first, then tier by tier
   std::vector<std::pair<LinkId, double>> busiest;  // most loaded links, most first
-  std::vector<double> link_flows;         // flows per link, indexed by LinkId
+  std::vector<double> link_flows;                  // flows per link, indexed by LinkId
 };
 
 /// Routes every flow of `traffic` (each connection as `qps` QPs) with `router` and counts flows

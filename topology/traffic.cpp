@@ -42,9 +42,9 @@ const char* to_string(TrafficPattern p) {
 }
 
 std::optional<TrafficPattern> traffic_pattern_from(std::string_view name) {
-  for (TrafficPattern p : {TrafficPattern::kRing, TrafficPattern::kDpRing,
-                           TrafficPattern::kPermutation, TrafficPattern::kAllToAll,
-                           TrafficPattern::kIncast}) {
+  for (TrafficPattern p :
+       {TrafficPattern::kRing, TrafficPattern::kDpRing, TrafficPattern::kPermutation,
+        TrafficPattern::kAllToAll, TrafficPattern::kIncast}) {
     if (name == to_string(p)) return p;
   }
   return std::nullopt;
@@ -86,7 +86,8 @@ void for_each_connection(const TrafficSpec& spec, int gpus,
           const auto j = static_cast<int>(rng.uniform_below(static_cast<std::uint64_t>(i)));
           std::swap(perm[static_cast<std::size_t>(i)], perm[static_cast<std::size_t>(j)]);
         }
-        for (int i = 0; i < n; ++i) connection(first + i, first + perm[static_cast<std::size_t>(i)]);
+        for (int i = 0; i < n; ++i)
+          connection(first + i, first + perm[static_cast<std::size_t>(i)]);
         break;
       }
       case TrafficPattern::kAllToAll:

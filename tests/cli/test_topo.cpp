@@ -76,8 +76,9 @@ TEST(TopoCli, MegaScaleSummaryAsJson) {
 // A permutation's ECMP load: every class is reported with max, mean and their ratio; the
 // output is byte-identical from run to run.
 TEST(TopoCli, TrafficLoadIsDeterministic) {
-  const std::string args = "topo --cluster dgx-h100-superpod --gpus 4096 --traffic permutation "
-                           "--qps 4 --seed 3 --format json";
+  const std::string args =
+      "topo --cluster dgx-h100-superpod --gpus 4096 --traffic permutation "
+      "--qps 4 --seed 3 --format json";
   const CliRun r = trainsim(args);
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
@@ -105,8 +106,7 @@ TEST(TopoCli, TextSummaryWithTraffic) {
   EXPECT_TRUE(has(r.out, "fabric: 3-tier Clos (1:1, 1:1)")) << r.out;
   EXPECT_TRUE(has(r.out, "16 GPUs, 16 servers")) << r.out;
   EXPECT_TRUE(has(r.out, "routing: spray")) << r.out;
-  EXPECT_TRUE(has(r.out, "traffic: all-to-all over 16 GPUs: 240 connections, 240 flows"))
-      << r.out;
+  EXPECT_TRUE(has(r.out, "traffic: all-to-all over 16 GPUs: 240 connections, 240 flows")) << r.out;
   EXPECT_TRUE(has(r.out, "busiest links:")) << r.out;
 }
 

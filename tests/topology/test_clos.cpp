@@ -99,7 +99,7 @@ TEST(MegaScale, CountsAt12288Gpus) {
   EXPECT_EQ(plan.tiers[0].up_ports, 32);
   EXPECT_EQ(plan.tiers[1].children_per_block, 32);  // ToRs per pod
   EXPECT_EQ(plan.tiers[1].up_ports, 32);
-  EXPECT_EQ(plan.tiers[1].blocks, 6);               // pods
+  EXPECT_EQ(plan.tiers[1].blocks, 6);  // pods
   EXPECT_EQ(plan.tiers[2].switches_per_plane, 4);
   EXPECT_EQ(plan.tiers[2].links_per_pair, 8);
   EXPECT_EQ(plan.tiers[2].down_ports, 48);
@@ -181,9 +181,11 @@ TEST(Presets, DgxSuperPodMatchesTheReferenceArchitecture) {
   ClusterSpec c = megascale(1024);
   c.nic_Gbps = 400;
   c.fabric.port_split = 1;
-  const std::vector<std::pair<int, std::vector<int>>> table = {
-      {1024, {32, 16}}, {2048, {64, 32}}, {4096, {128, 128, 64}},
-      {8192, {256, 256, 128}}, {16384, {512, 512, 256}}};
+  const std::vector<std::pair<int, std::vector<int>>> table = {{1024, {32, 16}},
+                                                               {2048, {64, 32}},
+                                                               {4096, {128, 128, 64}},
+                                                               {8192, {256, 256, 128}},
+                                                               {16384, {512, 512, 256}}};
   for (const auto& [gpus, counts] : table) {
     c.gpus = gpus;
     EXPECT_EQ(plan_fabric(c).tiers.size(), counts.size()) << gpus;
@@ -230,8 +232,7 @@ TEST(Capacity, MaxGpusAgreesWithTheBuilder) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInfeasible);
     EXPECT_EQ(e.where().field, "cluster.fabric.switch_radix");
-    EXPECT_NE(std::string(e.what()).find("holds at most 2048 GPUs, not 2056"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("holds at most 2048 GPUs, not 2056"), std::string::npos)
         << e.what();
   }
 }

@@ -38,8 +38,8 @@ Error read_error(std::string_view text, FabricFormat format) {
 // spine, 2 parallel links per ToR-spine pair. gpu0 -> gpu4 (other ToR pair): 2 planes x 2 links
 // up x 2 links down = 8 paths; gpu0 -> gpu2 (same ToR pair): one path per plane.
 TEST(FabricFile, ReadsTheGraphMlExample) {
-  const std::string path = std::string(TRAINSIM_SOURCE_DIR) +
-                           "/scenarios/examples/dual-plane-8gpu.graphml";
+  const std::string path =
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/examples/dual-plane-8gpu.graphml";
   const ClusterGraph g = read_fabric_file(path, base());
   EXPECT_EQ(g.gpu_count(), 8);
   EXPECT_EQ(g.server_count(), 4);
@@ -168,8 +168,8 @@ TEST(FabricFile, ErrorsNameTheLineAndTheAttribute) {
     EXPECT_EQ(e.where().field, "tier");
   }
   {
-    const Error e = read_error(
-        "graph f {\n a [kind=switch, tier=1];\n b [kind=switch];\n}", FabricFormat::kGraphViz);
+    const Error e = read_error("graph f {\n a [kind=switch, tier=1];\n b [kind=switch];\n}",
+                               FabricFormat::kGraphViz);
     EXPECT_EQ(e.where().line, 3);
     EXPECT_EQ(e.where().field, "tier");
   }

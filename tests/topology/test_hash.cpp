@@ -34,7 +34,8 @@ TEST(QpNumbers, ConsecutivePerConnectionAnd24Bit) {
       const std::uint32_t base = qp_number(a, b, 0);
       EXPECT_GE(base, 2u);
       EXPECT_LT(base, 1u << 24);
-      for (int q = 1; q < 16; ++q) EXPECT_EQ(qp_number(a, b, q), base + static_cast<std::uint32_t>(q));
+      for (int q = 1; q < 16; ++q)
+        EXPECT_EQ(qp_number(a, b, q), base + static_cast<std::uint32_t>(q));
     }
   }
   EXPECT_NE(qp_number(0, 1, 0), qp_number(1, 0, 0));  // each side has its own QP
@@ -44,8 +45,8 @@ FiveTuple tuple_of(int i) {
   FiveTuple t;
   t.src_ip = 0x0A000001u + static_cast<std::uint32_t>(i % 64);
   t.dst_ip = 0x0A000101u + static_cast<std::uint32_t>(i / 64);
-  t.src_port = roce_udp_source_port(qp_number(i % 64, 64 + i / 64, 0),
-                                    qp_number(64 + i / 64, i % 64, 0));
+  t.src_port =
+      roce_udp_source_port(qp_number(i % 64, 64 + i / 64, 0), qp_number(64 + i / 64, i % 64, 0));
   return t;
 }
 
@@ -164,7 +165,8 @@ TEST(BallsIntoBins, HashedFlowsOnSixteenUplinks) {
     for (int seed = 1; seed <= trials; ++seed) {
       const HashParams p = HashParams::from_seed(static_cast<std::uint32_t>(seed) * 2654435761u);
       std::vector<int> bins(16, 0);
-      for (int i = 0; i < 1000; ++i) ++bins[static_cast<std::size_t>(ecmp_pick(ecmp_hash(kind, tuple_of(i), p), 16))];
+      for (int i = 0; i < 1000; ++i)
+        ++bins[static_cast<std::size_t>(ecmp_pick(ecmp_hash(kind, tuple_of(i), p), 16))];
       sum += *std::max_element(bins.begin(), bins.end()) / (1000.0 / 16);
     }
     std::printf("%s: mean max/mean over %d seeds %.4f (exact %.4f)\n", to_string(kind), trials,

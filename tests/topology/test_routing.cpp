@@ -117,7 +117,7 @@ TEST(Ecmp, QpsOfAConnectionSpreadOverPaths) {
 TEST(Ecmp, EqualSeedsOnTwoTiersPolarize) {
   const ClusterGraph g = build_fat_tree(8);
   std::vector<Flow> flows;
-  for (GpuId s = 0; s < 4; ++s) {        // the hosts of edge switch 0
+  for (GpuId s = 0; s < 4; ++s) {                                 // the hosts of edge switch 0
     for (GpuId d = 16; d < 128; ++d) flows.push_back({s, d, 0});  // every host of other pods
   }
   const auto cores_used = [&](SeedScope scope) {
@@ -374,8 +374,8 @@ TEST(Modes, PinningFollowsTheDestination) {
 }
 
 TEST(Modes, NamesRoundTrip) {
-  for (RoutingMode m : {RoutingMode::kEcmp, RoutingMode::kPinned, RoutingMode::kSpray,
-                        RoutingMode::kLeastLoaded}) {
+  for (RoutingMode m :
+       {RoutingMode::kEcmp, RoutingMode::kPinned, RoutingMode::kSpray, RoutingMode::kLeastLoaded}) {
     EXPECT_EQ(routing_mode_from(to_string(m)), m);
   }
   for (SeedScope s : {SeedScope::kGlobal, SeedScope::kPerTier, SeedScope::kPerSwitch}) {
