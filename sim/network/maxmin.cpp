@@ -192,13 +192,19 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
     }
   }
   dirty_links_.clear();
-  // Breadth-first over link → flow → link: the union of the dirty components.
+  // Breadth-first over link → flow → link: the union of the dirty components. When they turn
+  // out to hold most of a large network, a full solve is cheaper: it skips the rest of the
+  // search and walks flows and links in index order instead of search order (solving components
+  // that did not change is exact too, they just come out the same).
+  const std::int64_t full_solve_at =
+      flow_count_ >= kFullSolveMinFlows ? flow_count_ / 2 : flow_count_ + 1;
   for (std::size_t next = 0; next < comp_links_.size(); ++next) {
     for (const FlowIndex f : link_flows_[static_cast<std::size_t>(comp_links_[next])]) {
       const auto fi = static_cast<std::size_t>(f);
       if (slots_[fi].visit_stamp == epoch_) continue;
       slots_[fi].visit_stamp = epoch_;
       comp_flows_.push_back(f);
+      if (static_cast<std::int64_t>(comp_flows_.size()) > full_solve_at) return solve_all();
       const topo::LinkId* links = pool_link_.data() + slots_[fi].path_offset;
       for (std::int32_t hop = 0; hop < slots_[fi].path_length; ++hop) {
         const auto li = static_cast<std::size_t>(links[hop]);

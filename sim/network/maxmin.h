@@ -36,6 +36,10 @@ using FlowIndex = std::int32_t;
 
 inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 
+/// An incremental solve whose components hold more than half of at least this many flows
+/// becomes a full solve (same answer, better memory locality).
+inline constexpr std::int64_t kFullSolveMinFlows = 10000;
+
 class MaxMinSolver {
  public:
   /// `capacity_Bps[l]` is the capacity of link l (finite, >= 0), indexed by topo::LinkId.

@@ -335,6 +335,35 @@ TEST(MaxMin, IncrementalTouchesOnlyTheAffectedComponent) {
   EXPECT_TRUE(s.solve().empty());  // nothing dirty
 }
 
+// When the touched components hold more than half of a large network (kFullSolveMinFlows), the
+// incremental solve becomes a full solve: the same rates as a from-scratch solve.
+TEST(MaxMin, LargeComponentFallsBackToAFullSolve) {
+  const int links = 200;
+  std::vector<double> capacity(links + 1, 10.0);
+  MaxMinSolver inc(capacity);
+  MaxMinSolver full(capacity);
+  Rng rng(3);
+  for (int i = 0; i < 12000; ++i) {
+    const auto a = static_cast<LinkId>(rng.uniform_below(links));
+    const auto b = static_cast<LinkId>((a + 1 + rng.uniform_below(links - 1)) % links);
+    inc.add_flow(Path{a, b});
+    full.add_flow(Path{a, b});
+  }
+  const FlowIndex alone = inc.add_flow(Path{links});  // its own component
+  full.add_flow(Path{links});
+  inc.solve();
+  inc.add_flow(Path{0, 1});
+  full.add_flow(Path{0, 1});
+  inc.solve();
+  EXPECT_EQ(inc.last_flows().size(), 12002u);  // everything, not the 12,001 of the component
+  full.solve_all();
+  for (FlowIndex f = 0; f < full.flow_slots(); ++f) {
+    ASSERT_NEAR(inc.rate(f), full.rate(f), 1e-9 * full.rate(f)) << f;
+  }
+  EXPECT_EQ(inc.rate(alone), 10.0);
+  EXPECT_EQ(inc.check_invariants(), "");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The event-driven flow network.
 
