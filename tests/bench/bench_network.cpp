@@ -109,17 +109,17 @@ Flows rail_local(int qps) {
   return route(flows);
 }
 
-// A random permutation of the GPUs (no GPU sends to itself), `qps` QPs per pair.
+// A random permutation of the GPUs without fixed points (a random cyclic order, each GPU sending
+// to the next in it), `qps` QPs per pair: every GPU sends to one GPU and receives from one.
 Flows random_permutation(int qps, std::uint64_t seed) {
-  std::vector<GpuId> perm(kGpus);
-  for (GpuId g = 0; g < kGpus; ++g) perm[static_cast<std::size_t>(g)] = g;
+  std::vector<GpuId> order(kGpus);
+  for (GpuId g = 0; g < kGpus; ++g) order[static_cast<std::size_t>(g)] = g;
   Rng rng(seed);
-  rng.shuffle(perm.begin(), perm.end());
+  rng.shuffle(order.begin(), order.end());
   std::vector<topo::Flow> flows;
-  for (GpuId g = 0; g < kGpus; ++g) {
-    GpuId d = perm[static_cast<std::size_t>(g)];
-    if (d == g) d = (g + 1) % kGpus;
-    for (int q = 0; q < qps; ++q) flows.push_back({g, d, q});
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const GpuId src = order[i], dst = order[(i + 1) % order.size()];
+    for (int q = 0; q < qps; ++q) flows.push_back({src, dst, q});
   }
   return route(flows);
 }
