@@ -13,8 +13,7 @@ void require(bool ok, const std::string& key, const std::string& what) {
 }
 
 void validate_shared(double efficiency, double penalty, const std::string& prefix) {
-  require(efficiency > 0 && efficiency <= 1, prefix + ".contended_efficiency",
-          "must be in (0, 1]");
+  require(efficiency > 0 && efficiency <= 1, prefix + ".contended_efficiency", "must be in (0, 1]");
   require(penalty >= 0 && std::isfinite(penalty), prefix + ".incast_penalty", "must be >= 0");
 }
 
@@ -52,10 +51,14 @@ double dcqcn_lag_s(double delta_Bps, const DcqcnConfig& p) {
 
 const char* to_string(CongestionControl cc) {
   switch (cc) {
-    case CongestionControl::kIdeal: return "ideal";
-    case CongestionControl::kDcqcn: return "dcqcn";
-    case CongestionControl::kSwift: return "swift";
-    case CongestionControl::kMegaScale: return "megascale";
+    case CongestionControl::kIdeal:
+      return "ideal";
+    case CongestionControl::kDcqcn:
+      return "dcqcn";
+    case CongestionControl::kSwift:
+      return "swift";
+    case CongestionControl::kMegaScale:
+      return "megascale";
   }
   return "?";
 }
@@ -87,7 +90,8 @@ CongestionModel::CongestionModel(const NetworkConfig& config) : config_(config) 
           "network.retransmit.retry_count", "must be in 0..7 (the IB 3-bit field)");
 
   switch (config.congestion_control) {
-    case CongestionControl::kIdeal: break;
+    case CongestionControl::kIdeal:
+      break;
     case CongestionControl::kDcqcn:
       contended_efficiency_ = d.contended_efficiency;
       incast_penalty_ = d.incast_penalty;
@@ -113,16 +117,19 @@ TimePs CongestionModel::increase_lag(double from_Bps, double to_Bps) const {
   if (!(delta > 0)) return TimePs{};
   double lag_s = 0;
   switch (config_.congestion_control) {
-    case CongestionControl::kIdeal: return TimePs{};
-    case CongestionControl::kDcqcn: lag_s = dcqcn_lag_s(delta, config_.dcqcn); break;
+    case CongestionControl::kIdeal:
+      return TimePs{};
+    case CongestionControl::kDcqcn:
+      lag_s = dcqcn_lag_s(delta, config_.dcqcn);
+      break;
     case CongestionControl::kSwift:
       lag_s = window_lag_s(delta, config_.swift.base_rtt, config_.swift.additive_increase_packets,
                            config_.swift.mtu_bytes);
       break;
     case CongestionControl::kMegaScale:
-      lag_s = window_lag_s(delta, config_.megascale.base_rtt,
-                           config_.megascale.additive_increase_packets,
-                           config_.megascale.mtu_bytes);
+      lag_s =
+          window_lag_s(delta, config_.megascale.base_rtt,
+                       config_.megascale.additive_increase_packets, config_.megascale.mtu_bytes);
       break;
   }
   return TimePs::from_seconds(lag_s);

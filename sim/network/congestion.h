@@ -45,37 +45,37 @@ struct DcqcnConfig {
   double contended_efficiency = 0.95;  // η of a link shared by 2 flows [D]
   double incast_penalty = 0.06;        // efficiency lost per doubling of the flows beyond 2 [D]
   TimePs rate_increase_timer = TimePs::from_us(55);  // T: period of the rate-increase timer
-  int fast_recovery_steps = 5;         // F: timer periods of fast recovery
-  double rate_ai_Bps = 5e6;            // R_AI: additive-increase step, 40 Mb/s
-  double rate_hai_Bps = 50e6;          // R_HAI: hyper-increase step, 400 Mb/s
+  int fast_recovery_steps = 5;                       // F: timer periods of fast recovery
+  double rate_ai_Bps = 5e6;                          // R_AI: additive-increase step, 40 Mb/s
+  double rate_hai_Bps = 50e6;                        // R_HAI: hyper-increase step, 400 Mb/s
 };
 
 /// network.swift.*: Swift (Kumar et al., SIGCOMM'20), delay-based window control.
 struct SwiftConfig {
-  double contended_efficiency = 0.98;        // η of a link shared by 2 flows [D]
-  double incast_penalty = 0.02;              // efficiency lost per doubling beyond 2 [D]
-  TimePs base_rtt = TimePs::from_us(10);     // unloaded fabric round-trip time [D]
-  double additive_increase_packets = 1.0;    // ai: window increase per RTT, packets [D]
-  double mtu_bytes = 4096;                   // bytes per packet (RoCE MTU 4096)
+  double contended_efficiency = 0.98;      // η of a link shared by 2 flows [D]
+  double incast_penalty = 0.02;            // efficiency lost per doubling beyond 2 [D]
+  TimePs base_rtt = TimePs::from_us(10);   // unloaded fabric round-trip time [D]
+  double additive_increase_packets = 1.0;  // ai: window increase per RTT, packets [D]
+  double mtu_bytes = 4096;                 // bytes per packet (RoCE MTU 4096)
 };
 
 /// network.megascale.*: MegaScale's Swift + DCQCN hybrid (Jiang et al., NSDI'24 §3.6): ECN cuts
 /// as in DCQCN plus RTT cuts as in Swift, RTT-paced additive increase. No equations are
 /// published; the flow-level parameters follow the mechanism.
 struct MegaScaleCcConfig {
-  double contended_efficiency = 0.98;        // η of a link shared by 2 flows [D]
-  double incast_penalty = 0.01;              // efficiency lost per doubling beyond 2 [D]
-  TimePs base_rtt = TimePs::from_us(10);     // unloaded fabric round-trip time [D]
-  double additive_increase_packets = 1.0;    // window increase per RTT, packets [D]
-  double mtu_bytes = 4096;                   // bytes per packet (RoCE MTU 4096)
+  double contended_efficiency = 0.98;      // η of a link shared by 2 flows [D]
+  double incast_penalty = 0.01;            // efficiency lost per doubling beyond 2 [D]
+  TimePs base_rtt = TimePs::from_us(10);   // unloaded fabric round-trip time [D]
+  double additive_increase_packets = 1.0;  // window increase per RTT, packets [D]
+  double mtu_bytes = 4096;                 // bytes per packet (RoCE MTU 4096)
 };
 
 /// network.retransmit.*: RC transport retransmission (InfiniBand spec; NCCL_IB_TIMEOUT and
 /// NCCL_IB_RETRY_CNT). RTO = 4.096 µs · 2^timeout; a flow stalled by a down link for longer
 /// than retry_count · RTO fails.
 struct RetransmitConfig {
-  int timeout = 20;      // the exponent t; NCCL_IB_TIMEOUT default 20 → RTO 4.29 s
-  int retry_count = 7;   // NCCL_IB_RETRY_CNT default 7 (the 3-bit maximum)
+  int timeout = 20;     // the exponent t; NCCL_IB_TIMEOUT default 20 → RTO 4.29 s
+  int retry_count = 7;  // NCCL_IB_RETRY_CNT default 7 (the 3-bit maximum)
 };
 
 /// The network.* parameters of a scenario that the flow model reads.

@@ -209,7 +209,8 @@ void FlowNetwork::handle_timer(FlowId f) {
   const Timer kind = timer_kind_[i];
   timer_kind_[i] = Timer::kNone;
   switch (kind) {
-    case Timer::kNone: break;
+    case Timer::kNone:
+      break;
     case Timer::kHold:
       hold_cap_[i] = kUnlimited;
       exempt_batch_[i] = batch_;
@@ -220,7 +221,9 @@ void FlowNetwork::handle_timer(FlowId f) {
       exempt_batch_[i] = batch_;
       refresh_cap(f);
       break;
-    case Timer::kDeadline: fail(f); break;
+    case Timer::kDeadline:
+      fail(f);
+      break;
   }
 }
 
@@ -245,8 +248,8 @@ void FlowNetwork::fail(FlowId f) {
   const auto i = static_cast<std::size_t>(f);
   const TimePs now = sim_.now();
   advance(f, now);
-  const FlowFailed failed{f, tag_[i], start_[i], stall_start_[i], now,
-                          std::llround(std::max(0.0, remaining_[i]))};
+  const FlowFailed failed{
+      f, tag_[i], start_[i], stall_start_[i], now, std::llround(std::max(0.0, remaining_[i]))};
   remove(f);
   ++stats_.flows_failed;
   flow_failed_.emit(failed);

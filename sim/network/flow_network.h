@@ -43,8 +43,8 @@ using FlowId = FlowIndex;
 struct FlowSpec {
   std::span<const topo::LinkId> path;  // copied by start_flow
   std::int64_t bytes = 0;
-  double cap_Bps = kUnlimited;         // rate bound, e.g. the NIC line rate
-  std::uint64_t tag = 0;               // the caller's id, echoed in notifications
+  double cap_Bps = kUnlimited;  // rate bound, e.g. the NIC line rate
+  std::uint64_t tag = 0;        // the caller's id, echoed in notifications
 };
 
 struct FlowDone {
@@ -87,16 +87,16 @@ struct FlowNetworkOptions {
 };
 
 struct FlowNetworkStats {
-  std::int64_t solves = 0;           // re-solves (batches with a change, plus CC hold rounds)
-  std::int64_t flows_resolved = 0;   // Σ flows in the re-solved components
-  std::int64_t links_resolved = 0;   // Σ links in the re-solved components
-  std::int64_t rate_changes = 0;     // flows whose applied rate changed
+  std::int64_t solves = 0;          // re-solves (batches with a change, plus CC hold rounds)
+  std::int64_t flows_resolved = 0;  // Σ flows in the re-solved components
+  std::int64_t links_resolved = 0;  // Σ links in the re-solved components
+  std::int64_t rate_changes = 0;    // flows whose applied rate changed
   std::int64_t flows_started = 0;
   std::int64_t flows_done = 0;
   std::int64_t flows_failed = 0;
   std::int64_t bytes_started = 0;
   std::int64_t bytes_done = 0;
-  double max_residual_bytes = 0;     // largest |size − ∫rate dt| seen at a completion
+  double max_residual_bytes = 0;  // largest |size − ∫rate dt| seen at a completion
 };
 
 class FlowNetwork final : public Component, public EventTarget, public BatchListener {
@@ -171,18 +171,18 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
 
   // Flows, indexed by FlowId (solver slot).
   std::vector<std::int64_t> bytes_;
-  std::vector<double> remaining_;      // as of last_update_
+  std::vector<double> remaining_;  // as of last_update_
   std::vector<TimePs> last_update_;
   std::vector<double> applied_rate_;
   std::vector<TimePs> start_;
   std::vector<std::uint64_t> tag_;
   std::vector<double> user_cap_;
-  std::vector<double> hold_cap_;       // kUnlimited when no congestion-control hold
+  std::vector<double> hold_cap_;  // kUnlimited when no congestion-control hold
   std::vector<Timer> timer_kind_;
   std::vector<TimePs> stall_start_;
-  std::vector<std::int32_t> down_links_;  // down links on the path
-  std::vector<std::uint8_t> stalled_;     // waiting for a link or for its retransmission
-  std::vector<std::uint64_t> exempt_batch_;   // no new hold in this batch (just released)
+  std::vector<std::int32_t> down_links_;     // down links on the path
+  std::vector<std::uint8_t> stalled_;        // waiting for a link or for its retransmission
+  std::vector<std::uint64_t> exempt_batch_;  // no new hold in this batch (just released)
   std::vector<std::uint64_t> touched_batch_;
 
   IndexedMinHeap<TimePs> completion_;

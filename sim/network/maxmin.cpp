@@ -283,9 +283,8 @@ void MaxMinSolver::fill() {
     }
     if (bound < shared) sorted_.push_back(HeapEntry{bound, ~f});
   }
-  std::sort(sorted_.begin(), sorted_.end(), [](const HeapEntry& a, const HeapEntry& b) {
-    return Later{}(b, a);
-  });
+  std::sort(sorted_.begin(), sorted_.end(),
+            [](const HeapEntry& a, const HeapEntry& b) { return Later{}(b, a); });
   std::size_t next = 0;
   std::size_t unfrozen = comp_flows_.size();
   while (unfrozen > 0) {
@@ -370,8 +369,8 @@ std::string MaxMinSolver::check(std::span<const topo::LinkId> links,
       largest[li] = std::max(largest[li], rate(f));
     }
     if (exceeds(load[li], capacity_[li], rel_tol)) {
-      out << "link " << l << " carries " << load[li] << " B/s, above its capacity "
-          << capacity_[li] << " B/s";
+      out << "link " << l << " carries " << load[li] << " B/s, above its capacity " << capacity_[li]
+          << " B/s";
       return out.str();
     }
   }
@@ -411,8 +410,8 @@ std::size_t MaxMinSolver::memory_bytes() const {
   bytes += slots_.capacity() * sizeof(FlowSlot) +
            (cap_.capacity() + rate_.capacity()) * sizeof(double) + alive_.capacity() +
            free_flows_.capacity() * sizeof(FlowIndex);
-  bytes += pool_link_.capacity() * sizeof(topo::LinkId) +
-           pool_pos_.capacity() * sizeof(std::int32_t);
+  bytes +=
+      pool_link_.capacity() * sizeof(topo::LinkId) + pool_pos_.capacity() * sizeof(std::int32_t);
   for (const auto& v : free_blocks_) bytes += v.capacity() * sizeof(std::int64_t);
   bytes += comp_links_.capacity() * sizeof(topo::LinkId) +
            comp_flows_.capacity() * sizeof(FlowIndex) +

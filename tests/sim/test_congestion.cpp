@@ -94,7 +94,7 @@ TEST(CongestionControl, IncreaseLag) {
 // ---------------------------------------------------------------------------------------------
 // Incast 16 → 1.
 
-constexpr double kC = 25e9;          // 200 Gb/s
+constexpr double kC = 25e9;  // 200 Gb/s
 constexpr std::int64_t kS = 4'000'000;
 
 // Completion of the long flow (2S) by the model's formulas, computed here independently of the
@@ -170,8 +170,9 @@ TEST(CongestionControl, DecreaseImmediateIncreaseLags) {
   EXPECT_DOUBLE_EQ(net.rate_Bps(a), shared);
   EXPECT_DOUBLE_EQ(net.rate_Bps(b), shared);
   // b (1 MB) ends at 10 µs + 1 MB / 4.75 GB/s; a keeps 4.75 GB/s for τ_up(4.75 → 10 GB/s).
-  const TimePs b_end = TimePs::from_us(10) + TimePs{static_cast<std::int64_t>(std::ceil(
-                                                 1e6 * 1e12 / shared * (1 - 1e-12) - 1e-6))};
+  const TimePs b_end =
+      TimePs::from_us(10) +
+      TimePs{static_cast<std::int64_t>(std::ceil(1e6 * 1e12 / shared * (1 - 1e-12) - 1e-6))};
   const TimePs lag = net.congestion().increase_lag(shared, 10e9);
   sim.run_until(b_end + lag - TimePs{1});
   EXPECT_FALSE(net.active(b));

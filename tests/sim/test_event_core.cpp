@@ -124,8 +124,8 @@ TEST(Simulation, DispatchesInOrderAndAdvancesTheClock) {
   sim.schedule(TimePs{20}, t, 2);
   sim.schedule(TimePs{10}, t, 1);
   EXPECT_EQ(sim.run(), 3u);
-  EXPECT_EQ(t.seen, (std::vector<std::pair<std::int64_t, std::uint64_t>>{
-                        {10, 1}, {15, 9}, {20, 2}}));
+  EXPECT_EQ(t.seen,
+            (std::vector<std::pair<std::int64_t, std::uint64_t>>{{10, 1}, {15, 9}, {20, 2}}));
   EXPECT_EQ(sim.now(), TimePs{20});
   EXPECT_THROW(sim.schedule(TimePs{19}, t), std::logic_error);
 }
@@ -156,7 +156,10 @@ TEST(Simulation, CancelledCallsDoNotRun) {
 TEST(Simulation, StopEndsTheRunAfterTheCurrentEvent) {
   Simulation sim;
   int runs = 0;
-  sim.schedule_call(TimePs{1}, [&] { ++runs; sim.stop(); });
+  sim.schedule_call(TimePs{1}, [&] {
+    ++runs;
+    sim.stop();
+  });
   sim.schedule_call(TimePs{2}, [&] { ++runs; });
   sim.run();
   EXPECT_EQ(runs, 1);

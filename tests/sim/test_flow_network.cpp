@@ -37,8 +37,7 @@ void expect_rates(const MaxMinSolver& s, const std::vector<FlowIndex>& flows,
                   const std::vector<double>& expected) {
   ASSERT_EQ(flows.size(), expected.size());
   for (std::size_t i = 0; i < flows.size(); ++i) {
-    EXPECT_NEAR(s.rate(flows[i]), expected[i], 1e-9 * std::max(1.0, expected[i]))
-        << "flow " << i;
+    EXPECT_NEAR(s.rate(flows[i]), expected[i], 1e-9 * std::max(1.0, expected[i])) << "flow " << i;
   }
   EXPECT_EQ(s.check_invariants(), "");
 }
@@ -483,7 +482,7 @@ TEST(FlowNetwork, ChainedFlowsFromCallbacks) {
 // flow's size to within one byte at its completion.
 struct RandomRun {
   std::vector<std::tuple<std::int64_t, std::uint64_t, std::uint64_t>> trace;  // (ps, seq, tag)
-  std::vector<std::pair<std::int64_t, std::uint64_t>> completions;          // (ps, tag)
+  std::vector<std::pair<std::int64_t, std::uint64_t>> completions;            // (ps, tag)
   double worst_integral_error = 0;
   std::int64_t bytes_started = 0;
   std::int64_t bytes_done = 0;
@@ -495,9 +494,8 @@ RandomRun run_random_traffic(std::uint64_t seed, NetworkConfig config = {}) {
   const int links = 12;
   std::vector<double> capacity(links, 10 * kG);
   FlowNetwork& net = sim.emplace<FlowNetwork>(capacity, checked(config));
-  sim.dispatched().subscribe([&out](const DispatchRecord& r) {
-    out.trace.emplace_back(r.time.ps, r.seq, r.tag);
-  });
+  sim.dispatched().subscribe(
+      [&out](const DispatchRecord& r) { out.trace.emplace_back(r.time.ps, r.seq, r.tag); });
   struct Integral {
     double bytes = 0;
     double rate = 0;
