@@ -108,6 +108,8 @@ class FailureSet {
 /// seed gives the same cables). Throws Error (kInput) when the fabric has fewer.
 std::vector<LinkId> pick_random_cables(const ClusterGraph& graph, int count, std::uint64_t seed);
 
+/// Routes flows on one graph, which must outlive the router, under one configuration and one
+/// set of failures (a changed failure set needs a new router: the tables are built once).
 class Router {
  public:
   Router(const ClusterGraph& graph, const RoutingConfig& config);
