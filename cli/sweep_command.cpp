@@ -26,7 +26,8 @@ using reports::thousands;
 
 std::string duration(double s) {
   if (s < 60) return fmt::format("{:.0f} s", s);
-  if (s < 3600) return fmt::format("{}:{:02} min", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  if (s < 3600)
+    return fmt::format("{}:{:02} min", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
   return fmt::format("{:.1f} h", s / 3600);
 }
 
@@ -43,7 +44,8 @@ class ProgressPrinter {
     if (!started_) {
       started_ = true;
       std::string line = fmt::format("sweep: {} points", thousands(p.total));
-      if (p.resumed > 0) line += fmt::format(", {} of them from the checkpoint", thousands(p.resumed));
+      if (p.resumed > 0)
+        line += fmt::format(", {} of them from the checkpoint", thousands(p.resumed));
       std::cerr << line << "\n";
       shown_ = now;
       if (!last) return;
@@ -98,7 +100,9 @@ void write_result(const scen::SweepOutcome& o, const SweepArgs& a) {
     out << reports::sweep_text(o, a.top);
   }
   out.flush();
-  if (!out) throw Error(ErrorKind::kRuntime, "write failed", {a.output.empty() ? "stdout" : a.output, 0, ""});
+  if (!out)
+    throw Error(ErrorKind::kRuntime, "write failed",
+                {a.output.empty() ? "stdout" : a.output, 0, ""});
 }
 
 void write_report(const scen::SweepOutcome& o, const SweepArgs& a) {
@@ -128,9 +132,10 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
                 "give --gpu-hour-price, e.g. --gpu-hour-price 2.5USD");
   }
   if (a.refine > 0) {
-    throw_input("re-evaluating the top points needs flow fidelity, which this build does not "
-                "have (only analytic)",
-                {"--refine", 0, ""}, "drop --refine: every point is ranked at analytic fidelity");
+    throw_input(
+        "re-evaluating the top points needs flow fidelity, which this build does not "
+        "have (only analytic)",
+        {"--refine", 0, ""}, "drop --refine: every point is ranked at analytic fidelity");
   }
   const scen::Scenario base =
       a.scenario.empty()
@@ -142,6 +147,7 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   options.jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / local_ranks());
   options.checkpoint = a.checkpoint;
+  options.shortcut = !a.no_shortcut;
   ProgressPrinter printer(a.quiet);
   options.progress = [&printer](const scen::SweepProgress& p) { printer(p); };
   const scen::SweepOutcome o = scen::run_sweep(base, std::move(plan), spec, options, group);
@@ -187,6 +193,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
                   "Record finished points in FILE; an interrupted sweep given the same FILE "
                   "resumes where it stopped");
   cmd->add_flag("-q,--quiet", a.quiet, "No progress on stderr");
+  cmd->add_flag("--no-shortcut", a.no_shortcut,
+                "Build every --auto point through the scenario resolver (slower, same results)");
   return cmd;
 }
 

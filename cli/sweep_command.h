@@ -23,6 +23,7 @@ struct SweepArgs {
   std::string report;
   std::string checkpoint;
   bool quiet = false;
+  bool no_shortcut = false;
 };
 
 /// Adds `sweep` to `app`; parsed values land in `args`, which must outlive the parse.

@@ -42,12 +42,12 @@ class MpiGroup : public SweepGroup {
       total += static_cast<std::size_t>(lengths[r]);
     }
     std::string all(total, '\0');
-    MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+                0, MPI_COMM_WORLD);
     std::vector<std::string> out;
     for (std::size_t r = 0; r < lengths.size(); ++r) {
-      out.push_back(all.substr(static_cast<std::size_t>(offsets[r]),
-                               static_cast<std::size_t>(lengths[r])));
+      out.push_back(
+          all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r])));
     }
     return out;
   }

@@ -47,7 +47,8 @@ svg.chart { max-width: 100%; height: auto; display: block; }
 .card .v { font-size: 20px; font-weight: 600; }
 .card .k { color: #666; font-size: 12px; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
-th, td { border-bottom: 1px solid #eee; padding: 3px 10px 3px 0; text-align: left; vertical-align: top; }
+th, td { border-bottom: 1px solid #eee; padding: 3px 10px 3px 0; text-align: left;
+         vertical-align: top; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; }
 tr.hl td { font-weight: 600; background: #fff6e0; }
 .bad { color: #b02a2a; }
@@ -58,8 +59,9 @@ std::string page(const std::string& kind, const std::string& title, const std::s
                  const std::string& body) {
   std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   // The report must never fetch anything; the policy makes a browser refuse if it tried.
-  out += "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
-         "style-src 'unsafe-inline'; img-src data:\">\n";
+  out +=
+      "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
+      "style-src 'unsafe-inline'; img-src data:\">\n";
   out += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
   out += fmt::format("<meta name=\"generator\" content=\"trainsim {}\">\n", kVersion);
   out += "<link rel=\"icon\" href=\"data:,\">\n";
@@ -106,8 +108,8 @@ std::string table(const std::string& id, const std::vector<std::string>& head,
   for (std::size_t r = 0; r < rows.size(); ++r) {
     out += r < highlight.size() && highlight[r] ? "<tr class=\"hl\">" : "<tr>";
     for (std::size_t c = 0; c < rows[r].size(); ++c) {
-      out += (c < numeric.size() && numeric[c] ? "<td class=\"n\">" : "<td>") +
-             escape(rows[r][c]) + "</td>";
+      out += (c < numeric.size() && numeric[c] ? "<td class=\"n\">" : "<td>") + escape(rows[r][c]) +
+             "</td>";
     }
     out += "</tr>";
   }
@@ -118,15 +120,14 @@ std::string pct(double x) { return fmt::format("{:.1f} %", 100 * x); }
 
 const std::vector<std::string>& breakdown_names() {
   static const std::vector<std::string> kNames = {
-      "compute",     "exposed TP comm", "exposed CP comm", "exposed EP comm", "exposed PP comm",
-      "exposed DP comm", "pipeline bubble", "optimizer step", "data loading"};
+      "compute",         "exposed TP comm", "exposed CP comm", "exposed EP comm", "exposed PP comm",
+      "exposed DP comm", "pipeline bubble", "optimizer step",  "data loading"};
   return kNames;
 }
 
 std::vector<double> breakdown_values(const exec::Breakdown& b) {
-  return {b.compute_s,    b.exposed_tp_s,      b.exposed_cp_s,
-          b.exposed_ep_s, b.exposed_pp_s,      b.exposed_dp_s,
-          b.pipeline_bubble_s, b.optimizer_s,  b.data_loading_s};
+  return {b.compute_s,    b.exposed_tp_s,      b.exposed_cp_s, b.exposed_ep_s,  b.exposed_pp_s,
+          b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s,  b.data_loading_s};
 }
 
 std::vector<std::string> breakdown_colors() {
@@ -151,14 +152,14 @@ std::string memory_chart(const plan::MemoryUsage& m) {
   c.id = "memory";
   c.title = "Memory per GPU";
   c.unit = "GiB";
-  c.segments = {"weights", "gradients", "optimizer state", "activations", "comm buffers",
+  c.segments = {"weights",         "gradients", "optimizer state", "activations", "comm buffers",
                 "runtime reserve", "free"};
   c.colors = {"#4e79a7", "#59a14f", "#edc948", "#f28e2b", "#76b7b2", "#9c755f", "#e8e8e8"};
-  c.bars.push_back({"peak (" + std::string(m.stage == 0 ? "first" : "last") + " stage)",
-                    {m.weights_bytes / kGiB, m.gradients_bytes / kGiB, m.optimizer_bytes / kGiB,
-                     m.activations_bytes / kGiB, m.comm_buffers_bytes / kGiB,
-                     m.runtime_reserved_bytes / kGiB,
-                     std::max(0.0, m.capacity_bytes - m.peak_bytes) / kGiB}});
+  c.bars.push_back(
+      {"peak (" + std::string(m.stage == 0 ? "first" : "last") + " stage)",
+       {m.weights_bytes / kGiB, m.gradients_bytes / kGiB, m.optimizer_bytes / kGiB,
+        m.activations_bytes / kGiB, m.comm_buffers_bytes / kGiB, m.runtime_reserved_bytes / kGiB,
+        std::max(0.0, m.capacity_bytes - m.peak_bytes) / kGiB}});
   return svg::stacked_bars(c);
 }
 
@@ -215,7 +216,8 @@ std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, cons
     svg::Timeline c;
     c.id = chart_id;
     c.title = "Pipeline schedule (analytic)";
-    c.kinds = {{"forward", "#4e79a7"}, {"backward + recompute", "#f28e2b"},
+    c.kinds = {{"forward", "#4e79a7"},
+               {"backward + recompute", "#f28e2b"},
                {"after the pipeline: DP sync, optimizer, data", "#bab0ac"}};
     std::map<int, std::size_t> lane_of;
     for (const int st : stages) {
@@ -253,8 +255,8 @@ std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, cons
       t.slowest_is_last ? "last" : "first", t.forward_s * 1e3, t.backward_s * 1e3,
       t.exposed_comm_s * 1e3);
   if (stages.size() < static_cast<std::size_t>(t.stages)) {
-    caption += fmt::format("Stages 0–3 and {}–{} of {} shown. ", t.stages - 4, t.stages - 1,
-                           t.stages);
+    caption +=
+        fmt::format("Stages 0–3 and {}–{} of {} shown. ", t.stages - 4, t.stages - 1, t.stages);
   }
   std::string out;
   if (per_lane <= kMaxOpsPerLane) {
@@ -273,7 +275,8 @@ std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, cons
   return out;
 }
 
-std::string run_sections(const exec::Result& r, const scen::Scenario& s, const std::string& prefix) {
+std::string run_sections(const exec::Result& r, const scen::Scenario& s,
+                         const std::string& prefix) {
   std::string body;
   svg::StackedBars b = breakdown_chart(prefix + "breakdown", "Iteration time breakdown", false);
   b.bars.push_back({"iteration", breakdown_values(r.breakdown), false});
@@ -288,17 +291,18 @@ std::string run_sections(const exec::Result& r, const scen::Scenario& s, const s
                          "Critical-path time of one iteration; communication hidden behind "
                          "compute is not in it.") +
                       table(prefix + "breakdown-table", {"component", "#seconds", "#share"}, rows));
-  body += section(prefix + "pipeline", "Pipeline timeline", timeline_figure(r, s, prefix + "timeline"));
+  body +=
+      section(prefix + "pipeline", "Pipeline timeline", timeline_figure(r, s, prefix + "timeline"));
   body += section(prefix + "links", "Link utilisation by tier",
                   figure(link_chart(prefix + "link-utilisation", {&r}, {""}, s),
                          "Bytes carried over the iteration divided by capacity × time, per "
                          "GPU-attached link. The analytic fidelity routes no flows, so switch-to-"
                          "switch tiers and ECMP balance are not modelled."));
-  body += section(prefix + "mem", "Memory per GPU",
-                  figure(memory_chart(r.memory),
-                         fmt::format("{:.1f} GiB of {:.1f} GiB{}", r.memory.peak_bytes / kGiB,
-                                     r.memory.capacity_bytes / kGiB,
-                                     r.memory.fits() ? "" : ": does not fit")));
+  body += section(
+      prefix + "mem", "Memory per GPU",
+      figure(memory_chart(r.memory),
+             fmt::format("{:.1f} GiB of {:.1f} GiB{}", r.memory.peak_bytes / kGiB,
+                         r.memory.capacity_bytes / kGiB, r.memory.fits() ? "" : ": does not fit")));
   return body;
 }
 
@@ -336,7 +340,8 @@ void flatten_csv(const nlohmann::ordered_json& j, const std::string& prefix, std
     return;
   }
   if (j.is_array()) {
-    for (std::size_t i = 0; i < j.size(); ++i) flatten_csv(j[i], prefix + "." + std::to_string(i), out);
+    for (std::size_t i = 0; i < j.size(); ++i)
+      flatten_csv(j[i], prefix + "." + std::to_string(i), out);
     return;
   }
   std::string v = j.is_string() ? j.get<std::string>() : j.dump();
@@ -354,7 +359,8 @@ void flatten_csv(const nlohmann::ordered_json& j, const std::string& prefix, std
 void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
-  if (!out) throw Error(ErrorKind::kRuntime, "cannot write the report file", {path.string(), 0, ""});
+  if (!out)
+    throw Error(ErrorKind::kRuntime, "cannot write the report file", {path.string(), 0, ""});
 }
 
 std::filesystem::path make_dir(const std::string& dir) {
@@ -413,7 +419,8 @@ std::vector<std::size_t> value_order(const scen::SweepPlan& p, std::size_t k) {
   bool all = true;
   for (std::size_t i = 0; i < idx.size(); ++i) all = all && numeric_text(p.values[k][i], num[i]);
   if (all) {
-    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return num[a] < num[b]; });
+    std::sort(idx.begin(), idx.end(),
+              [&](std::size_t a, std::size_t b) { return num[a] < num[b]; });
   }
   return idx;
 }
@@ -479,16 +486,17 @@ std::string heatmap_figure(const scen::SweepOutcome& o) {
   }
   for (std::size_t cell = 0; cell < cells; ++cell) {
     svg::Heatmap::Cell x;
-    const std::string where = fmt::format(
-        "{}={}{}", h.row_label, h.rows[cell / cols.size()],
-        two ? " " + h.col_label + "=" + h.cols[cell % cols.size()] : std::string());
+    const std::string where =
+        fmt::format("{}={}{}", h.row_label, h.rows[cell / cols.size()],
+                    two ? " " + h.col_label + "=" + h.cols[cell % cols.size()] : std::string());
     if (best[cell] != kNone) {
       x.value = 100 * o.results[best[cell]].mfu;
       x.tooltip = fmt::format("{}: best MFU {:.2f} % at {} ({} points)", where, *x.value,
                               compact_label(p, best[cell]), tried[cell]);
     } else if (first_fail[cell] != kNone) {
-      x.tooltip = fmt::format("{}: none of {} points is feasible; e.g. {}: {}", where, tried[cell],
-                              compact_label(p, first_fail[cell]), o.results[first_fail[cell]].reason);
+      x.tooltip =
+          fmt::format("{}: none of {} points is feasible; e.g. {}: {}", where, tried[cell],
+                      compact_label(p, first_fail[cell]), o.results[first_fail[cell]].reason);
     } else {
       x.tooltip = where + ": not swept";
     }
@@ -514,9 +522,9 @@ std::string scatter_figure(const scen::SweepOutcome& o) {
              {"the scenario's own configuration", "#222", svg::Scatter::Marker::kRing}};
   std::size_t shown_feasible = 0;
   const std::size_t stride =
-      o.feasible > kMaxFeasible ? (o.feasible - kTop + (kMaxFeasible - kTop) - 1) /
-                                      (kMaxFeasible - kTop)
-                                : 1;
+      o.feasible > kMaxFeasible
+          ? (o.feasible - kTop + (kMaxFeasible - kTop) - 1) / (kMaxFeasible - kTop)
+          : 1;
   for (std::size_t r = 0; r < o.feasible; ++r) {
     if (r >= kTop && (r - kTop) % stride != 0) continue;
     const std::size_t i = o.order[r];
@@ -533,7 +541,8 @@ std::string scatter_figure(const scen::SweepOutcome& o) {
     if (x.memory_capacity_bytes > 0 && capacity == 0) capacity = x.memory_capacity_bytes;
     if (!x.ok() && x.memory_peak_bytes > 0) oom.push_back(i);
   }
-  const std::size_t oom_stride = oom.size() > kMaxMemory ? (oom.size() + kMaxMemory - 1) / kMaxMemory : 1;
+  const std::size_t oom_stride =
+      oom.size() > kMaxMemory ? (oom.size() + kMaxMemory - 1) / kMaxMemory : 1;
   for (std::size_t j = 0; j < oom.size(); j += oom_stride) {
     const scen::PointResult& x = o.results[oom[j]];
     c.points.push_back({x.memory_peak_bytes / kGiB, 0, 1,
@@ -575,10 +584,10 @@ std::string top_bars_figure(const scen::SweepOutcome& o) {
   for (std::size_t r = 0; r < n; ++r) {
     const std::size_t i = o.order[r];
     const double v = o.metric(i) * m.scale;
-    c.bars.push_back({fmt::format("#{} {}", r + 1, compact_label(o.plan, i)), v,
-                      fmt::format("{:.4g} {}", v, m.unit), o.plan.base_point == i, false,
-                      fmt::format("#{} {}: {} {:.4g} {}", r + 1, o.plan.label(i), m.name, v,
-                                  m.unit)});
+    c.bars.push_back(
+        {fmt::format("#{} {}", r + 1, compact_label(o.plan, i)), v,
+         fmt::format("{:.4g} {}", v, m.unit), o.plan.base_point == i, false,
+         fmt::format("#{} {}: {} {:.4g} {}", r + 1, o.plan.label(i), m.name, v, m.unit)});
   }
   if (o.base_rank && *o.base_rank > n) {
     const std::size_t i = *o.plan.base_point;
@@ -660,16 +669,15 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
       {"infeasible / invalid", fmt::format("{} / {}", infeasible, invalid)}};
   if (o.feasible > 0) items.push_back({"best MFU", pct(o.results[o.order.front()].mfu)});
   if (o.base_rank) {
-    items.push_back({"the scenario's configuration", fmt::format("rank {} of {}", *o.base_rank,
-                                                                 o.feasible)});
+    items.push_back(
+        {"the scenario's configuration", fmt::format("rank {} of {}", *o.base_rank, o.feasible)});
   }
-  std::string summary = cards(items) + note("Points: " + p.description + ". Ranked by " + m.name +
-                                            (o.spec.price
-                                                 ? fmt::format(" at {} {} per GPU-hour",
-                                                               o.spec.price->amount,
-                                                               o.spec.price->currency)
-                                                 : std::string()) +
-                                            ".");
+  std::string summary =
+      cards(items) + note("Points: " + p.description + ". Ranked by " + m.name +
+                          (o.spec.price ? fmt::format(" at {} {} per GPU-hour",
+                                                      o.spec.price->amount, o.spec.price->currency)
+                                        : std::string()) +
+                          ".");
   if (best) {
     summary += "<h3>Best configuration</h3>" + config_rows(best->scenario);
   }
@@ -705,8 +713,8 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
   std::vector<std::vector<std::string>> reasons;
   for (const ReasonGroup& g : reason_groups(o)) {
     const scen::PointResult& x = o.results[g.example];
-    reasons.push_back({fmt::format("{}", g.count), g.kind,
-                       compact_label(p, g.example) + ": " + x.reason});
+    reasons.push_back(
+        {fmt::format("{}", g.count), g.kind, compact_label(p, g.example) + ": " + x.reason});
   }
   if (!reasons.empty()) {
     body += section("infeasible", "Why the other points cannot run",
@@ -773,7 +781,8 @@ std::string validation_report_html(const std::vector<scen::ValidationRow>& rows,
   std::vector<std::vector<std::string>> table_rows;
   for (const scen::ValidationRow& r : rows) {
     if (!r.error_message.empty()) {
-      table_rows.push_back({r.id, "–", "–", "–", "–", "–", "–", "cannot simulate: " + r.error_message});
+      table_rows.push_back(
+          {r.id, "–", "–", "–", "–", "–", "–", "cannot simulate: " + r.error_message});
       continue;
     }
     if (r.predicted.mfu && r.published.mfu) {
@@ -789,29 +798,29 @@ std::string validation_report_html(const std::vector<scen::ValidationRow>& rows,
                                          *r.published.iter_s, *r.predicted.iter_s)});
     }
     if (r.mfu_err_pts) {
-      err.bars.push_back({r.id, std::fabs(*r.mfu_err_pts),
-                          fmt::format("{:+.1f} points", *r.mfu_err_pts), false, false,
-                          fmt::format("{}: predicted − published = {:+.2f} MFU points", r.id,
-                                      *r.mfu_err_pts)});
+      err.bars.push_back(
+          {r.id, std::fabs(*r.mfu_err_pts), fmt::format("{:+.1f} points", *r.mfu_err_pts), false,
+           false,
+           fmt::format("{}: predicted − published = {:+.2f} MFU points", r.id, *r.mfu_err_pts)});
     }
     bd.bars.push_back({r.id, breakdown_values(r.predicted_breakdown), false});
-    table_rows.push_back({r.id, opt_text(r.predicted.iter_s, "{:.3f}"),
-                          opt_text(r.published.iter_s, "{:.3f}"),
-                          opt_text(r.predicted.mfu, "{:.1f}", 100),
-                          opt_text(r.published.mfu, "{:.1f}", 100),
-                          opt_text(r.mfu_err_pts, "{:+.1f}"), opt_text(r.iter_err_pct, "{:+.1f}"),
-                          r.source});
+    table_rows.push_back(
+        {r.id, opt_text(r.predicted.iter_s, "{:.3f}"), opt_text(r.published.iter_s, "{:.3f}"),
+         opt_text(r.predicted.mfu, "{:.1f}", 100), opt_text(r.published.mfu, "{:.1f}", 100),
+         opt_text(r.mfu_err_pts, "{:+.1f}"), opt_text(r.iter_err_pct, "{:+.1f}"), r.source});
   }
   body += section("predicted-vs-published", "Predicted vs published",
-                  figure(svg::scatter(mfu), "One point per published run; the dashed line is a "
-                                            "perfect prediction.") +
+                  figure(svg::scatter(mfu),
+                         "One point per published run; the dashed line is a "
+                         "perfect prediction.") +
                       figure(svg::scatter(iter), "Iteration time on log scales.") +
                       figure(svg::bars(err), "Absolute MFU error per run, signed in the label."));
   body += section("breakdown", "Where the predicted time goes",
                   figure(svg::stacked_bars(bd), "Share of each run's predicted iteration time."));
   body += section("rows", "Runs",
-                  table("runs", {"id", "#iter s pred", "#iter s pub", "#MFU % pred",
-                                 "#MFU % pub", "#err pts", "#iter err %", "source"},
+                  table("runs",
+                        {"id", "#iter s pred", "#iter s pub", "#MFU % pred", "#MFU % pub",
+                         "#err pts", "#iter err %", "source"},
                         table_rows));
   return page("validate", "trainsim validate · " + source,
               fmt::format("trainsim {} · analytic fidelity, model {}", kVersion,

@@ -27,7 +27,9 @@ std::vector<Key> stage_order(const exec::PipelineTiming& t, int s) {
   // Virtual micro-batch k runs chunk (k mod p·v) / p of micro-batch (k / p·v)·p + k mod p;
   // backward visits the chunks in reverse.
   auto fwd = [&](int k) { return Key{(k / (p * v)) * p + k % p, (k % (p * v)) / p, true}; };
-  auto bwd = [&](int k) { return Key{(k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p, false}; };
+  auto bwd = [&](int k) {
+    return Key{(k / (p * v)) * p + k % p, v - 1 - (k % (p * v)) / p, false};
+  };
   int warmup = v == 1 ? p - s - 1 : 2 * (p - s - 1) + (v - 1) * p;
   if (v > 1 && m == p) warmup = total;  // Megatron: all warm-up when m equals p
   warmup = std::min(warmup, total);

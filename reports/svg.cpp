@@ -68,9 +68,9 @@ double legend(std::string& out, double x0, double y0, double width,
       x = x0;
       y += kLegendRow;
     }
-    out += swatch.rfind('<', 0) == 0 ? fmt::format("<g transform=\"translate({},{})\">{}</g>",
-                                                   n(x), n(y - 9), swatch)
-                                     : rect(x, y - 9, 12, 12, swatch, "");
+    out += swatch.rfind('<', 0) == 0
+               ? fmt::format("<g transform=\"translate({},{})\">{}</g>", n(x), n(y - 9), swatch)
+               : rect(x, y - 9, 12, 12, swatch, "");
     out += text(x + 17, y + 1, name);
     x += w;
   }
@@ -159,17 +159,20 @@ std::string marker(Scatter::Marker m, double x, double y, const std::string& col
   const std::string tip = "<title>" + escape(tooltip) + "</title>";
   switch (m) {
     case Scatter::Marker::kDot:
-      return fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\" fill-opacity=\"0.75\">{}"
-                         "</circle>",
-                         n(x), n(y), color, tip);
+      return fmt::format(
+          "<circle cx=\"{}\" cy=\"{}\" r=\"3.5\" fill=\"{}\" fill-opacity=\"0.75\">{}"
+          "</circle>",
+          n(x), n(y), color, tip);
     case Scatter::Marker::kRing:
-      return fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"6\" fill=\"none\" stroke=\"{}\" "
-                         "stroke-width=\"2.5\">{}</circle>",
-                         n(x), n(y), color, tip);
+      return fmt::format(
+          "<circle cx=\"{}\" cy=\"{}\" r=\"6\" fill=\"none\" stroke=\"{}\" "
+          "stroke-width=\"2.5\">{}</circle>",
+          n(x), n(y), color, tip);
     case Scatter::Marker::kCross:
-      return fmt::format("<path d=\"M{0} {1}L{2} {3}M{0} {3}L{2} {1}\" stroke=\"{4}\" "
-                         "stroke-width=\"1.8\">{5}</path>",
-                         n(x - 3.5), n(y - 3.5), n(x + 3.5), n(y + 3.5), color, tip);
+      return fmt::format(
+          "<path d=\"M{0} {1}L{2} {3}M{0} {3}L{2} {1}\" stroke=\"{4}\" "
+          "stroke-width=\"1.8\">{5}</path>",
+          n(x - 3.5), n(y - 3.5), n(x + 3.5), n(y + 3.5), color, tip);
     case Scatter::Marker::kDiamond:
       return fmt::format("<path d=\"M{0} {1}L{2} {3}L{0} {4}L{5} {3}Z\" fill=\"{6}\">{7}</path>",
                          n(x), n(y - 5), n(x + 5), n(y), n(y + 5), n(x - 5), color, tip);
@@ -257,7 +260,8 @@ std::string stacked_bars(const StackedBars& c) {
   const double left = label_width(labels, 80, 330);
   const double right = 90;
   std::vector<std::pair<std::string, std::string>> entries;
-  for (std::size_t s = 0; s < c.segments.size(); ++s) entries.emplace_back(c.segments[s], c.colors[s]);
+  for (std::size_t s = 0; s < c.segments.size(); ++s)
+    entries.emplace_back(c.segments[s], c.colors[s]);
   std::string body;
   const double legend_h = legend(body, left, 16, kWidth - left - right, entries);
   const double bar_h = 22, gap = 8;
@@ -291,8 +295,8 @@ std::string stacked_bars(const StackedBars& c) {
       const double w = (x1 - x0) * v * scale / axis_max;
       const std::string tip = fmt::format("{} · {}: {:.4g} {} ({:.1f} %)", b.label, c.segments[s],
                                           v, c.unit, total > 0 ? 100 * v / total : 0.0);
-      marks += rect(x0 + (x1 - x0) * at / axis_max, y, w, bar_h, c.colors[s], tip,
-                    " class=\"mark\"");
+      marks +=
+          rect(x0 + (x1 - x0) * at / axis_max, y, w, bar_h, c.colors[s], tip, " class=\"mark\"");
       at += v * scale;
     }
     if (b.highlight) {
@@ -395,15 +399,15 @@ std::string scatter(const Scatter& c) {
   grid += line(left, bottom, kWidth - right, bottom, "#999");
   grid += line(left, top, left, bottom, "#999");
   grid += text((left + kWidth - right) / 2, bottom + 36, c.x_label, "middle");
-  grid += fmt::format("<text transform=\"translate(16,{}) rotate(-90)\" text-anchor=\"middle\">{}"
-                      "</text>",
-                      n((top + bottom) / 2), escape(c.y_label));
+  grid += fmt::format(
+      "<text transform=\"translate(16,{}) rotate(-90)\" text-anchor=\"middle\">{}"
+      "</text>",
+      n((top + bottom) / 2), escape(c.y_label));
   if (c.diagonal) {
     const double lo = std::max(ax.lo, ay.lo), hi = std::min(ax.hi, ay.hi);
-    grid += line(ax.map(lo), ay.map(lo), ax.map(hi), ay.map(hi), "#888",
-                 " stroke-dasharray=\"5 4\"");
-    grid += text(ax.map(hi) - 4, ay.map(hi) + 14, "predicted = published", "end",
-                 " fill=\"#777\"");
+    grid +=
+        line(ax.map(lo), ay.map(lo), ax.map(hi), ay.map(hi), "#888", " stroke-dasharray=\"5 4\"");
+    grid += text(ax.map(hi) - 4, ay.map(hi) + 14, "predicted = published", "end", " fill=\"#777\"");
   }
   if (c.x_limit) {
     const double x = ax.map(*c.x_limit);
@@ -415,14 +419,15 @@ std::string scatter(const Scatter& c) {
     const auto& k = c.kinds[std::min(p.kind, c.kinds.size() - 1)];
     marks += marker(k.marker, ax.map(p.x), ay.map(p.y), k.color, p.tooltip);
   }
-  return open_svg(c.id, c.title, kWidth, height) + grid + body +
-         "<g class=\"mark\">" + marks + "</g></svg>";
+  return open_svg(c.id, c.title, kWidth, height) + grid + body + "<g class=\"mark\">" + marks +
+         "</g></svg>";
 }
 
 std::string heatmap(const Heatmap& c) {
   const double left = std::max(90.0, label_width(c.rows, 60, 200) + 30);
   const double top = 40;
-  const double cell_w = std::min(72.0, (kWidth - left - 20) / std::max<std::size_t>(1, c.cols.size()));
+  const double cell_w =
+      std::min(72.0, (kWidth - left - 20) / std::max<std::size_t>(1, c.cols.size()));
   const double cell_h = 26;
   double lo = std::numeric_limits<double>::max(), hi = std::numeric_limits<double>::lowest();
   for (const auto& cell : c.cells) {
@@ -445,9 +450,10 @@ std::string heatmap(const Heatmap& c) {
   for (std::size_t j = 0; j < c.cols.size(); ++j) {
     out += text(left + cell_w * (static_cast<double>(j) + 0.5), top - 8, c.cols[j], "middle");
   }
-  out += fmt::format("<text transform=\"translate(14,{}) rotate(-90)\" text-anchor=\"middle\" "
-                     "font-weight=\"bold\">{}</text>",
-                     n(top + cell_h * static_cast<double>(c.rows.size()) / 2), escape(c.row_label));
+  out += fmt::format(
+      "<text transform=\"translate(14,{}) rotate(-90)\" text-anchor=\"middle\" "
+      "font-weight=\"bold\">{}</text>",
+      n(top + cell_h * static_cast<double>(c.rows.size()) / 2), escape(c.row_label));
   std::string marks, outline;
   for (std::size_t i = 0; i < c.rows.size(); ++i) {
     const double y = top + cell_h * static_cast<double>(i);
@@ -468,11 +474,12 @@ std::string heatmap(const Heatmap& c) {
                                : " fill=\"#111\" pointer-events=\"none\"");
       } else {
         marks += rect(x + 1, y + 1, cell_w - 2, cell_h - 2, "#f1f1f1", cell.tooltip);
-        marks += fmt::format("<path d=\"M{} {}L{} {}M{} {}L{} {}\" stroke=\"#b5b5b5\" "
-                             "pointer-events=\"none\"/>",
-                             n(x + cell_w / 2 - 5), n(y + cell_h / 2 - 5), n(x + cell_w / 2 + 5),
-                             n(y + cell_h / 2 + 5), n(x + cell_w / 2 - 5), n(y + cell_h / 2 + 5),
-                             n(x + cell_w / 2 + 5), n(y + cell_h / 2 - 5));
+        marks += fmt::format(
+            "<path d=\"M{} {}L{} {}M{} {}L{} {}\" stroke=\"#b5b5b5\" "
+            "pointer-events=\"none\"/>",
+            n(x + cell_w / 2 - 5), n(y + cell_h / 2 - 5), n(x + cell_w / 2 + 5),
+            n(y + cell_h / 2 + 5), n(x + cell_w / 2 - 5), n(y + cell_h / 2 + 5),
+            n(x + cell_w / 2 + 5), n(y + cell_h / 2 - 5));
       }
     }
   }

@@ -29,7 +29,7 @@ const char* palette(std::size_t i);
 struct StackedBars {
   std::string id;
   std::string title;
-  std::string unit;  // axis unit, e.g. "s"
+  std::string unit;        // axis unit, e.g. "s"
   bool normalize = false;  // draw every bar as 100 % of its total
   std::vector<std::string> segments;
   std::vector<std::string> colors;  // per segment
@@ -51,9 +51,9 @@ struct Bars {
   struct Bar {
     std::string label;
     double value = 0;
-    std::string note;        // written after the bar, e.g. "not modelled"
+    std::string note;  // written after the bar, e.g. "not modelled"
     bool highlight = false;
-    bool missing = false;    // no value: a hatched placeholder instead of a bar
+    bool missing = false;  // no value: a hatched placeholder instead of a bar
     std::string tooltip;
   };
   std::vector<Bar> bars;
@@ -66,7 +66,7 @@ struct Scatter {
   std::string title;
   std::string x_label, y_label;
   bool log_x = false, log_y = false;
-  bool diagonal = false;  // the y = x line (predicted vs published)
+  bool diagonal = false;          // the y = x line (predicted vs published)
   std::optional<double> x_limit;  // a vertical reference line
   std::string x_limit_label;
   enum class Marker { kDot, kRing, kCross, kDiamond };
@@ -97,8 +97,8 @@ struct Heatmap {
   };
   std::vector<Cell> cells;  // row-major
   std::string value_format = "{:.1f}";
-  std::string legend;       // what the colour means
-  long highlight = -1;      // a cell (row-major index) outlined in red, or -1
+  std::string legend;   // what the colour means
+  long highlight = -1;  // a cell (row-major index) outlined in red, or -1
 };
 std::string heatmap(const Heatmap& c);
 

@@ -69,8 +69,8 @@ const char* metric_name(scen::RankBy r) {
 }
 
 std::size_t status_count(const SweepOutcome& o, scen::PointStatus s) {
-  return static_cast<std::size_t>(std::count_if(o.results.begin(), o.results.end(),
-                                                [s](const PointResult& r) { return r.status == s; }));
+  return static_cast<std::size_t>(std::count_if(
+      o.results.begin(), o.results.end(), [s](const PointResult& r) { return r.status == s; }));
 }
 
 }  // namespace
@@ -145,9 +145,10 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
                    exec::kAnalyticModelVersion, o.calibration);
   s += fmt::format("scenario  {}\n", p.source);
   s += fmt::format("points    {}: {}\n", thousands(p.size()), p.description);
-  s += fmt::format("result    {} feasible, {} infeasible, {} invalid; ranked by {}", thousands(o.feasible),
-                   thousands(status_count(o, scen::PointStatus::kInfeasible)),
-                   thousands(status_count(o, scen::PointStatus::kInvalid)), metric_name(o.spec.rank_by));
+  s += fmt::format(
+      "result    {} feasible, {} infeasible, {} invalid; ranked by {}", thousands(o.feasible),
+      thousands(status_count(o, scen::PointStatus::kInfeasible)),
+      thousands(status_count(o, scen::PointStatus::kInvalid)), metric_name(o.spec.rank_by));
   if (o.spec.price) {
     s += fmt::format("; GPU-hour price {} {}", o.spec.price->amount, o.spec.price->currency);
   }
@@ -165,11 +166,10 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
     for (std::size_t r = 0; r < shown; ++r) {
       const std::size_t i = o.order[r];
       const PointResult& x = o.results[i];
-      std::vector<std::string> row = {
-          std::to_string(r + 1) + (p.base_point == i ? "*" : ""),
-          fmt::format("{:.1f} %", 100 * x.mfu), human(x.tokens_per_s),
-          fmt::format("{:.3f}", x.iteration_time_s),
-          fmt::format("{:.1f}", x.memory_peak_bytes / kGiB)};
+      std::vector<std::string> row = {std::to_string(r + 1) + (p.base_point == i ? "*" : ""),
+                                      fmt::format("{:.1f} %", 100 * x.mfu), human(x.tokens_per_s),
+                                      fmt::format("{:.3f}", x.iteration_time_s),
+                                      fmt::format("{:.1f}", x.memory_peak_bytes / kGiB)};
       if (o.spec.price) row.push_back(fmt::format("{:.4g}", *o.cost_per_mtok(i)));
       for (std::size_t k = 0; k < p.keys.size(); ++k) row.push_back(p.value(i, k));
       rows.push_back(row);
@@ -188,9 +188,10 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
       while (!line.empty() && line.back() == ' ') line.pop_back();
       s += line + "\n";
     }
-    s += fmt::format("(top {} of {} feasible; * = the scenario's own configuration; --top N for "
-                     "more, --format json or csv for every point)\n",
-                     shown, thousands(o.feasible));
+    s += fmt::format(
+        "(top {} of {} feasible; * = the scenario's own configuration; --top N for "
+        "more, --format json or csv for every point)\n",
+        shown, thousands(o.feasible));
   }
 
   s += "\n";
@@ -253,8 +254,8 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
       << ", \"infeasible\": " << status_count(o, scen::PointStatus::kInfeasible)
       << ", \"invalid\": " << status_count(o, scen::PointStatus::kInvalid) << "},\n";
   if (p.base_point) {
-    out << "  \"base\": {\"point\": " << *p.base_point << ", \"rank\": "
-        << (o.base_rank ? std::to_string(*o.base_rank) : "null") << "},\n";
+    out << "  \"base\": {\"point\": " << *p.base_point
+        << ", \"rank\": " << (o.base_rank ? std::to_string(*o.base_rank) : "null") << "},\n";
   } else {
     out << "  \"base\": null,\n";
   }
@@ -264,7 +265,8 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
     const PointResult& x = o.results[i];
     std::string line = r ? ",\n    {" : "\n    {";
     line += "\"rank\": " + (x.ok() ? std::to_string(r + 1) : std::string("null"));
-    line += fmt::format(", \"point\": {}, \"status\": \"{}\", \"config\": {{", i, to_string(x.status));
+    line +=
+        fmt::format(", \"point\": {}, \"status\": \"{}\", \"config\": {{", i, to_string(x.status));
     for (std::size_t k = 0; k < p.keys.size(); ++k) {
       line += (k ? ", " : "") + json_string(p.keys[k]) + ": " + json_string(p.value(i, k));
     }
@@ -276,8 +278,8 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
       line += ", \"mfu\": " + num(x.mfu) + ", \"hfu\": " + num(x.hfu);
       line += ", \"tflops_per_gpu\": " + num(x.tflops_per_gpu);
       if (o.spec.price) line += ", \"cost_per_mtok\": " + num(*o.cost_per_mtok(i));
-      line += fmt::format(", \"gpus\": {}, \"microbatches_per_pipeline\": {}", x.gpus,
-                          x.microbatches);
+      line +=
+          fmt::format(", \"gpus\": {}, \"microbatches_per_pipeline\": {}", x.gpus, x.microbatches);
       line += ", \"memory_peak_bytes\": " + num(x.memory_peak_bytes);
       line += ", \"memory_capacity_bytes\": " + num(x.memory_capacity_bytes);
       line += ", \"nvlink_utilization\": " + num(x.nvlink_utilization);

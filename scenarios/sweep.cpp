@@ -248,12 +248,24 @@ std::string one_line(std::string s) {
 template <typename R>
 auto numbers_of(R& r) {
   auto& b = r.breakdown;
-  return std::array{&r.iteration_time_s,      &r.tokens_per_s,       &r.mfu,
-                    &r.hfu,                   &r.tflops_per_gpu,     &r.memory_peak_bytes,
-                    &r.memory_capacity_bytes, &r.nvlink_utilization, &r.nic_utilization,
-                    &b.compute_s,             &b.exposed_tp_s,       &b.exposed_cp_s,
-                    &b.exposed_ep_s,          &b.exposed_pp_s,       &b.exposed_dp_s,
-                    &b.pipeline_bubble_s,     &b.optimizer_s,        &b.data_loading_s};
+  return std::array{&r.iteration_time_s,
+                    &r.tokens_per_s,
+                    &r.mfu,
+                    &r.hfu,
+                    &r.tflops_per_gpu,
+                    &r.memory_peak_bytes,
+                    &r.memory_capacity_bytes,
+                    &r.nvlink_utilization,
+                    &r.nic_utilization,
+                    &b.compute_s,
+                    &b.exposed_tp_s,
+                    &b.exposed_cp_s,
+                    &b.exposed_ep_s,
+                    &b.exposed_pp_s,
+                    &b.exposed_dp_s,
+                    &b.pipeline_bubble_s,
+                    &b.optimizer_s,
+                    &b.data_loading_s};
 }
 
 template <typename T>
@@ -328,14 +340,15 @@ SweepAxis parse_vary(const std::string& arg) {
 
 GpuHourPrice parse_gpu_hour_price(const std::string& text) {
   const ErrorContext where{"--gpu-hour-price", 0, ""};
-  const char* hint = "write the price of one GPU for one hour with its currency, e.g. 2.5USD, "
-                     "2.5 EUR/h or $2.5/gpu-hour";
+  const char* hint =
+      "write the price of one GPU for one hour with its currency, e.g. 2.5USD, "
+      "2.5 EUR/h or $2.5/gpu-hour";
   std::string s = trim(text);
   if (s.empty()) throw_input("no price given", where, hint);
   const std::size_t slash = s.find('/');
   if (slash != std::string::npos) {
     const std::string per = lower(trim(std::string_view(s).substr(slash + 1)));
-    static const char* kHour[] = {"h",     "hr",     "hour",     "gpu-h", "gpuh",
+    static const char* kHour[] = {"h",      "hr",       "hour",    "gpu-h", "gpuh",
                                   "gpu-hr", "gpu-hour", "gpuhour", "gpu h", "gpu hour"};
     if (std::find(std::begin(kHour), std::end(kHour), per) == std::end(kHour)) {
       throw_input(fmt::format("`{}` is not a price per GPU-hour (it is per `{}`)", text, per),
@@ -430,8 +443,8 @@ std::string SweepPlan::label(std::size_t point) const {
 
 const std::vector<std::string>& auto_keys() {
   static const std::vector<std::string> kKeys = {
-      "parallel.tp",  "parallel.pp",       "parallel.dp",          "parallel.cp",
-      "parallel.ep",  "parallel.vpp",      "parallel.schedule",    "training.micro_batch",
+      "parallel.tp",        "parallel.pp",  "parallel.dp",       "parallel.cp",
+      "parallel.ep",        "parallel.vpp", "parallel.schedule", "training.micro_batch",
       "training.recompute", "parallel.zero"};
   return kKeys;
 }
@@ -521,8 +534,8 @@ SweepPlan plan_sweep(const Scenario& base, const SweepSpec& spec, std::size_t ma
 // ---- encoding -----------------------------------------------------------------------------------
 
 std::string encode_point(std::size_t index, const PointResult& r) {
-  std::string out = fmt::format("{}\t{}\t{}\t{}", index, status_code(r.status), r.gpus,
-                                r.microbatches);
+  std::string out =
+      fmt::format("{}\t{}\t{}\t{}", index, status_code(r.status), r.gpus, r.microbatches);
   for (const double* v : numbers_of(r)) out += fmt::format("\t{}", *v);
   out += '\t';
   out += one_line(r.field);
@@ -564,30 +577,67 @@ bool decode_point(const std::string& line, std::size_t& index, PointResult& r) {
 
 // ---- evaluation ---------------------------------------------------------------------------------
 
+PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base) : plan_(plan) {
+  // Only a pure --auto plan: its points set every key the shortcut handles, and nothing else.
+  if (plan.keys != auto_keys()) return;
+  shortcut_ = true;
+  base_config_ = make_run_config(base);
+  base_gpus_ = base.cluster.gpus;
+}
+
 Scenario PointEvaluator::scenario_of(std::size_t point) const {
   return build_scenario(plan_.flat_values(point), fmt::format("sweep point {}", point));
 }
 
-exec::RunConfig PointEvaluator::config_of(const Scenario& s) {
-  // make_run_config reads a profile file every time; the profile depends only on these two keys.
-  const auto key = std::make_pair(s.calibration_profile, s.cluster.gpu.name);
-  const auto it = profiles_.find(key);
-  if (it == profiles_.end()) {
-    exec::RunConfig cfg = make_run_config(s);
-    profiles_.emplace(key, cfg.profile);
-    return cfg;
+// What build_scenario does with the --auto keys when the point states all of them with
+// TP·PP·DP·CP equal to the GPU count: it copies them into the parallel and training structs
+// (vpp and the schedule agree by construction, so nothing is derived) and leaves every other
+// setting as the base scenario resolved it. Points outside that case go through the resolver.
+std::optional<exec::RunConfig> PointEvaluator::shortcut_config(std::size_t point) const {
+  int v[6] = {};  // tp, pp, dp, cp, ep, vpp: auto_keys() columns 0-5
+  for (std::size_t k = 0; k < 6; ++k) {
+    const std::string& text = plan_.value(point, k);
+    if (!parse_field(text, v[k])) return std::nullopt;
   }
-  return exec::RunConfig{s.model, s.cluster, s.parallel, s.training, s.opt, it->second};
+  if (static_cast<long>(v[0]) * v[1] * v[2] * v[3] != base_gpus_) return std::nullopt;
+  int micro_batch = 0, zero = 0;
+  if (!parse_field(plan_.value(point, 7), micro_batch) || !parse_field(plan_.value(point, 9), zero))
+    return std::nullopt;
+  exec::RunConfig cfg = base_config_;
+  plan::ParallelConfig& p = cfg.parallel;
+  p.tp = v[0];
+  p.pp = v[1];
+  p.dp = v[2];
+  p.cp = v[3];
+  p.ep = v[4];
+  p.vpp = v[5];
+  p.zero = zero;
+  const std::string& schedule = plan_.value(point, 6);
+  p.schedule = schedule == "interleaved" ? plan::Schedule::kInterleaved
+               : schedule == "gpipe"     ? plan::Schedule::kGpipe
+                                         : plan::Schedule::k1F1B;
+  cfg.training.micro_batch = micro_batch;
+  const std::string& recompute = plan_.value(point, 8);
+  cfg.training.recompute = recompute == "full"        ? model::Recompute::kFull
+                           : recompute == "selective" ? model::Recompute::kSelective
+                                                      : model::Recompute::kNone;
+  return cfg;
 }
 
-PointResult PointEvaluator::evaluate(std::size_t point) {
+PointResult PointEvaluator::evaluate(std::size_t point) const {
   PointResult out;
   try {
-    const Scenario s = scenario_of(point);
-    const exec::RunConfig cfg = config_of(s);
     exec::AnalyticOptions options;
     options.enforce_memory = false;
-    const exec::Result r = run_scenario(s, cfg, options);
+    const std::optional<exec::RunConfig> fast =
+        shortcut_ ? shortcut_config(point) : std::optional<exec::RunConfig>();
+    exec::Result r;
+    if (fast) {
+      r = exec::run_analytic(*fast, options);
+    } else {
+      const Scenario s = scenario_of(point);
+      r = run_scenario(s, make_run_config(s), options);
+    }
     out.gpus = r.gpus;
     out.microbatches = r.microbatches;
     out.memory_peak_bytes = r.memory.peak_bytes;
@@ -617,9 +667,9 @@ PointResult PointEvaluator::evaluate(std::size_t point) {
 }
 
 void PointEvaluator::evaluate_full(std::size_t point, Scenario& scenario, exec::Result& result,
-                                   calib::Profile& profile) {
+                                   calib::Profile& profile) const {
   scenario = scenario_of(point);
-  const exec::RunConfig cfg = config_of(scenario);
+  const exec::RunConfig cfg = make_run_config(scenario);
   result = run_scenario(scenario, cfg);
   profile = cfg.profile;
 }
@@ -710,9 +760,10 @@ std::size_t read_checkpoint(const std::string& path, const std::string& fingerpr
                 "give a new file to --checkpoint, or delete this one");
   }
   if (first != header) {
-    throw_input("belongs to a different sweep (another scenario, other --vary values or another "
-                "trainsim version)",
-                {path, 1, ""}, "delete it or give another file to --checkpoint");
+    throw_input(
+        "belongs to a different sweep (another scenario, other --vary values or another "
+        "trainsim version)",
+        {path, 1, ""}, "delete it or give another file to --checkpoint");
   }
   if (first_end == std::string::npos) return 0;
   std::size_t valid = first_end + 1;
@@ -735,16 +786,18 @@ std::size_t read_checkpoint(const std::string& path, const std::string& fingerpr
   return valid;
 }
 
-// Evaluates `points` on `jobs` threads, each with its own evaluator.
-void evaluate_block(const std::vector<std::size_t>& points, std::vector<PointEvaluator>& evaluators,
-                    std::vector<PointResult>& out) {
+// Evaluates `points` on `jobs` threads (the calling one included), each taking the next point.
+void evaluate_block(const std::vector<std::size_t>& points, const PointEvaluator& evaluator,
+                    int jobs, std::vector<PointResult>& out) {
   out.assign(points.size(), {});
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
-  auto work = [&](PointEvaluator& ev) {
+  auto work = [&] {
     try {
-      for (std::size_t i = next++; i < points.size(); i = next++) out[i] = ev.evaluate(points[i]);
+      for (std::size_t i = next++; i < points.size(); i = next++) {
+        out[i] = evaluator.evaluate(points[i]);
+      }
     } catch (...) {
       const std::lock_guard<std::mutex> lock(failure_mutex);
       if (!failure) failure = std::current_exception();
@@ -752,8 +805,8 @@ void evaluate_block(const std::vector<std::size_t>& points, std::vector<PointEva
     }
   };
   std::vector<std::thread> threads;
-  for (std::size_t t = 1; t < evaluators.size(); ++t) threads.emplace_back(work, std::ref(evaluators[t]));
-  work(evaluators[0]);
+  for (int t = 1; t < jobs; ++t) threads.emplace_back(work);
+  work();
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
 }
@@ -810,8 +863,8 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
   const auto start = std::chrono::steady_clock::now();
   SweepProgress progress{o.resumed, n, o.resumed, 0.0};
   if (root && options.progress) options.progress(progress);
-  std::vector<PointEvaluator> evaluators;
-  for (int j = 0; j < std::max(1, options.jobs); ++j) evaluators.emplace_back(o.plan);
+  const PointEvaluator evaluator =
+      options.shortcut ? PointEvaluator(o.plan, base) : PointEvaluator(o.plan);
   const std::size_t block = std::max<std::size_t>(1, options.block);
   std::vector<std::size_t> mine;
   std::vector<PointResult> mine_results;
@@ -823,7 +876,7 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
          p += static_cast<std::size_t>(ranks)) {
       mine.push_back(pending[p]);
     }
-    evaluate_block(mine, evaluators, mine_results);
+    evaluate_block(mine, evaluator, std::max(1, options.jobs), mine_results);
     std::string encoded;
     if (ranks > 1 || checkpoint.is_open()) {
       for (std::size_t i = 0; i < mine.size(); ++i) {
@@ -841,8 +894,7 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
         std::size_t index = 0;
         PointResult pr;
         if (!decode_point(line, index, pr) || index >= n) {
-          throw Error(ErrorKind::kRuntime,
-                      fmt::format("rank {} sent a malformed sweep result", r));
+          throw Error(ErrorKind::kRuntime, fmt::format("rank {} sent a malformed sweep result", r));
         }
         results[index] = std::move(pr);
       }

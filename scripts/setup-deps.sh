@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages trainsim builds and tests with. Idempotent: packages already
-# present are skipped, and nothing is done when all are there. Needs root (or sudo) only when
-# something is missing.
+# Installs the Debian 12 packages trainsim builds and tests with (chromium: the headless browser
+# the HTML report test opens reports in; OpenMPI: distributed sweeps and their test).
+# Idempotent: packages already present are skipped, and nothing is done when all are there.
+# Needs root (or sudo) only when something is missing.
 set -euo pipefail
 
 PKGS=(
@@ -10,6 +11,7 @@ PKGS=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libyaml-cpp-dev nlohmann-json3-dev
   libopenmpi-dev openmpi-bin
+  chromium
   python3
 )
 

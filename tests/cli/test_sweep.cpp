@@ -60,26 +60,36 @@ TEST(SweepCli, MegascaleAutoRanksThePapersConfiguration) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_LT(r.seconds, 60.0);
   EXPECT_TRUE(has(r.out, "rank     MFU  tokens/s")) << r.out;
-  EXPECT_TRUE(has(r.out, "base configuration (tp=8 pp=8 dp=192 cp=1 ep=1 vpp=6 "
-                         "schedule=interleaved micro_batch=1 recompute=selective zero=1): rank "))
+  EXPECT_TRUE(has(r.out,
+                  "base configuration (tp=8 pp=8 dp=192 cp=1 ep=1 vpp=6 "
+                  "schedule=interleaved micro_batch=1 recompute=selective zero=1): rank "))
       << r.out;
   EXPECT_TRUE(has(r.out, "`parallel.tp`: TP # does not divide the # attention heads")) << r.out;
   EXPECT_TRUE(has(r.out, "does not fit in memory: needs # GiB of # GiB per GPU")) << r.out;
   EXPECT_TRUE(has(r.err, "points evaluated in")) << r.err;  // progress, on stderr
 }
 
+// The same --auto sweep, one thread and two: the same bytes (180 MB of JSON, compared on disk).
 TEST(SweepCli, ByteIdenticalWhateverTheThreads) {
-  const std::string args = std::string("sweep ") + kSmall + " --auto -q --format json";
-  const CliRun one = trainsim(args + " --jobs 1");
-  const CliRun two = trainsim(args + " --jobs 2");
-  const CliRun three = trainsim(args + " --jobs 3");
-  ASSERT_EQ(one.code, 0) << one.err;
-  EXPECT_EQ(one.out, two.out);
-  EXPECT_EQ(one.out, three.out);
-  const auto doc = nlohmann::json::parse(one.out);
+  const std::string one = temp_path("auto_j1.json"), two = temp_path("auto_j2.json");
+  const std::string args = std::string("sweep ") + kMegascale + " --auto -q --format json -o ";
+  ASSERT_EQ(trainsim(args + one + " --jobs 1").code, 0);
+  ASSERT_EQ(trainsim(args + two + " --jobs 2").code, 0);
+  EXPECT_GT(std::filesystem::file_size(one), 100'000'000u);
+  EXPECT_EQ(std::system(("cmp -s " + one + " " + two).c_str()), 0)
+      << "--jobs 1 and --jobs 2 wrote different results";
+  std::filesystem::remove(one);
+  std::filesystem::remove(two);
+}
+
+TEST(SweepCli, JsonListsEveryPoint) {
+  const CliRun r = trainsim(std::string("sweep ") + kSmall + " --auto -q --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
   EXPECT_EQ(doc["summary"]["points"], 5796);
   EXPECT_EQ(doc["results"].size(), 5796u);
   EXPECT_EQ(doc["results"][0]["rank"], 1);
+  EXPECT_EQ(doc["keys"][0], "parallel.tp");
 }
 
 TEST(SweepCli, VaryFormatsAndPrice) {
@@ -99,7 +109,8 @@ TEST(SweepCli, VaryFormatsAndPrice) {
 TEST(SweepCli, ResumesFromACheckpoint) {
   const std::string cp = temp_path("cli.checkpoint");
   std::filesystem::remove(cp);
-  const std::string args = std::string("sweep ") + kSmall + " --auto --format json --checkpoint " + cp;
+  const std::string args =
+      std::string("sweep ") + kSmall + " --auto --format json --checkpoint " + cp;
   const CliRun full = trainsim(args);
   ASSERT_EQ(full.code, 0) << full.err;
   // Keep the header and 1000 results, as if the first run had been killed.
@@ -122,17 +133,17 @@ TEST(SweepCli, ReportsOnRunSweepValidate) {
                      " --vary parallel.tp=4,8 --vary parallel.pp=4,8 -q --report " + dir + "/sweep")
                 .code,
             0);
-  ASSERT_EQ(trainsim("validate scenarios/validation/published-runs.csv --report " + dir +
-                     "/validate")
-                .code,
-            0);
+  ASSERT_EQ(
+      trainsim("validate scenarios/validation/published-runs.csv --report " + dir + "/validate")
+          .code,
+      0);
   for (const char* kind : {"run", "sweep", "validate"}) {
     for (const char* file : {"index.html", "results.json", "results.csv"}) {
       const std::string path = dir + "/" + kind + "/" + file;
       EXPECT_GT(std::filesystem::file_size(path), 500u) << path;
     }
-    EXPECT_TRUE(has(slurp(dir + "/" + kind + "/index.html"),
-                    std::string("data-report=\"") + kind + "\""));
+    EXPECT_TRUE(
+        has(slurp(dir + "/" + kind + "/index.html"), std::string("data-report=\"") + kind + "\""));
   }
   EXPECT_NO_THROW(nlohmann::json::parse(slurp(dir + "/sweep/results.json")));
 }

@@ -271,7 +271,8 @@ PageCheck open_page(Browser& b, const fs::path& html, const fs::path& png) {
   out.probe = b.call("Runtime.evaluate", {{"expression", kProbe}, {"returnByValue", true}},
                      session)["result"]["value"];
   const json metrics = b.call("Page.getLayoutMetrics", json::object(), session);
-  const int height = std::min(20000, static_cast<int>(metrics["cssContentSize"]["height"].get<double>()) + 1);
+  const int height =
+      std::min(20000, static_cast<int>(metrics["cssContentSize"]["height"].get<double>()) + 1);
   b.call("Emulation.setDeviceMetricsOverride",
          {{"width", 1100}, {"height", height}, {"deviceScaleFactor", 1}, {"mobile", false}},
          session);
@@ -281,7 +282,8 @@ PageCheck open_page(Browser& b, const fs::path& html, const fs::path& png) {
   const std::vector<unsigned char> bytes = base64_decode(data);
   fs::create_directories(png.parent_path());
   std::ofstream(png, std::ios::binary)
-      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
   out.png_bytes = bytes.size();
   for (const json& e : b.events()) {
     const std::string m = e.value("method", "");
@@ -345,8 +347,10 @@ TEST_F(HtmlBrowser, RunReportRenders) {
   const exec::RunConfig cfg = scen::make_run_config(s);
   write_run_report((dir_ / "run").string(), scen::run_scenario(s, cfg), s, cfg.profile);
   Browser b(exe_);
-  const PageCheck c = open_page(b, dir_ / "run" / "index.html", screenshot_dir() / "report-run.png");
-  expect_rendered(c, "run", {"breakdown", "timeline", "timeline-start", "link-utilisation", "memory"});
+  const PageCheck c =
+      open_page(b, dir_ / "run" / "index.html", screenshot_dir() / "report-run.png");
+  expect_rendered(c, "run",
+                  {"breakdown", "timeline", "timeline-start", "link-utilisation", "memory"});
 }
 
 TEST_F(HtmlBrowser, SweepReportRenders) {
@@ -358,7 +362,8 @@ TEST_F(HtmlBrowser, SweepReportRenders) {
   scen::SweepOptions options;
   options.jobs = 2;
   scen::SweepTransport one;
-  const scen::SweepOutcome o = scen::run_sweep(base, scen::plan_sweep(base, spec), spec, options, one);
+  const scen::SweepOutcome o =
+      scen::run_sweep(base, scen::plan_sweep(base, spec), spec, options, one);
   scen::PointEvaluator ev(o.plan);
   PointDetail best, own;
   best.point = o.order.front();
@@ -369,8 +374,9 @@ TEST_F(HtmlBrowser, SweepReportRenders) {
   Browser b(exe_);
   const PageCheck c =
       open_page(b, dir_ / "sweep" / "index.html", screenshot_dir() / "report-sweep.png");
-  expect_rendered(c, "sweep", {"sweep-top", "sweep-heatmap", "sweep-scatter", "sweep-breakdown",
-                               "timeline", "link-utilisation"});
+  expect_rendered(c, "sweep",
+                  {"sweep-top", "sweep-heatmap", "sweep-scatter", "sweep-breakdown", "timeline",
+                   "link-utilisation"});
 }
 
 TEST_F(HtmlBrowser, ValidationReportRenders) {
@@ -395,7 +401,8 @@ TEST_F(HtmlBrowser, CatchesErrorsAndRequests) {
   const PageCheck c = open_page(b, bad, dir_ / "bad.png");
   EXPECT_GE(c.errors.size(), 2u);
   bool fetched = false;
-  for (const std::string& r : c.requests) fetched = fetched || r.find("missing.png") != std::string::npos;
+  for (const std::string& r : c.requests)
+    fetched = fetched || r.find("missing.png") != std::string::npos;
   EXPECT_TRUE(fetched);
 }
 

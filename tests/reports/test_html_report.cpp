@@ -52,7 +52,8 @@ void expect_self_contained(const std::string& html) {
 }
 
 scen::SweepOutcome megascale_sweep() {
-  const scen::Scenario base = scen::load_scenario_file(kRoot + "/scenarios/megascale-175b-12288.yaml");
+  const scen::Scenario base =
+      scen::load_scenario_file(kRoot + "/scenarios/megascale-175b-12288.yaml");
   scen::SweepSpec spec;
   spec.axes = {scen::parse_vary("parallel.tp=3,4,8"), scen::parse_vary("parallel.pp=1,4,8"),
                scen::parse_vary("training.micro_batch=1,2")};
@@ -68,8 +69,8 @@ TEST(HtmlReport, RunReportHasItsCharts) {
   const exec::RunConfig cfg = scen::make_run_config(s);
   const exec::Result r = scen::run_scenario(s, cfg);
   const std::string html = run_report_html(r, s, cfg.profile);
-  for (const char* chart : {"breakdown", "timeline", "timeline-start", "link-utilisation",
-                            "memory"}) {
+  for (const char* chart :
+       {"breakdown", "timeline", "timeline-start", "link-utilisation", "memory"}) {
     EXPECT_TRUE(has(html, std::string("data-chart=\"") + chart + "\"")) << chart;
   }
   EXPECT_TRUE(has(html, "data-report=\"run\""));
@@ -136,8 +137,8 @@ TEST(HtmlReport, SweepJsonAndCsvListEveryPoint) {
 TEST(HtmlReport, ValidationReportHasItsCharts) {
   const auto rows = scen::validate_runs(kRoot + "/scenarios/validation/published-runs.csv");
   const std::string html = validation_report_html(rows, scen::summarize(rows), "runs.csv");
-  for (const char* chart : {"validate-mfu", "validate-iter", "validate-error",
-                            "validate-breakdown"}) {
+  for (const char* chart :
+       {"validate-mfu", "validate-iter", "validate-error", "validate-breakdown"}) {
     EXPECT_TRUE(has(html, std::string("data-chart=\"") + chart + "\"")) << chart;
   }
   EXPECT_TRUE(has(html, "predicted = published"));

@@ -33,8 +33,8 @@ void check(const exec::PipelineTiming& t) {
       << plan::to_string(t.schedule) << " p=" << p << " v=" << v << " m=" << m;
   std::map<std::tuple<int, int, int, bool>, const ScheduleOp*> by_key;
   for (const ScheduleOp& op : ops) {
-    EXPECT_TRUE(by_key.emplace(std::make_tuple(op.stage, op.microbatch, op.chunk, op.forward), &op)
-                    .second);
+    EXPECT_TRUE(
+        by_key.emplace(std::make_tuple(op.stage, op.microbatch, op.chunk, op.forward), &op).second);
   }
   for (std::size_t i = 1; i < ops.size(); ++i) {
     if (ops[i].stage == ops[i - 1].stage) {
@@ -43,7 +43,8 @@ void check(const exec::PipelineTiming& t) {
   }
   for (const ScheduleOp& op : ops) {
     if (op.forward && op.stage > 0) {
-      EXPECT_GE(op.start_s, by_key.at({op.stage - 1, op.microbatch, op.chunk, true})->end_s - 1e-12);
+      EXPECT_GE(op.start_s,
+                by_key.at({op.stage - 1, op.microbatch, op.chunk, true})->end_s - 1e-12);
     }
     if (!op.forward) {
       EXPECT_GE(op.start_s, by_key.at({op.stage, op.microbatch, op.chunk, true})->end_s - 1e-12);

@@ -31,7 +31,8 @@
 namespace trainsim::scen {
 namespace {
 
-const std::string kMegascale = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/megascale-175b-12288.yaml";
+const std::string kMegascale =
+    std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/megascale-175b-12288.yaml";
 
 const char* kTiny = R"(
 model: {preset: none, layers: 4, hidden: 256, heads: 4, vocab: 1024, seq_len: 8}
@@ -111,8 +112,8 @@ TEST(SweepVary, EmptyListsAndRangesAreErrors) {
   const Error e = capture([] { parse_vary("parallel.pp=64:1"); });
   EXPECT_EQ(e.kind(), ErrorKind::kInput);
   EXPECT_TRUE(contains(e.what(), "empty range `64:1`")) << e.what();
-  EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp=1:8:0"); }).what(),
-                       "step must be positive"));
+  EXPECT_TRUE(
+      contains(capture([] { parse_vary("parallel.pp=1:8:0"); }).what(), "step must be positive"));
   EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp=1:8:*1"); }).what(), "factor above 1"));
   EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp"); }).what(), "has no `=`"));
   EXPECT_TRUE(contains(capture([] { parse_vary("parallel.pp=1:x"); }).what(), "not an integer"));
@@ -127,18 +128,22 @@ TEST(SweepVary, ValuesAreCheckedLikeSet) {
   EXPECT_EQ(set.where().file, "--set");
   // Ranges are checked value by value: 0 is below parallel.tp's minimum of 1.
   const Error zero = capture([] { parse_vary("parallel.tp=0:2"); });
-  EXPECT_EQ(zero.message(), capture([] { load_scenario_string("", "x", {"parallel.tp=0"}); })
-                                .message());
+  EXPECT_EQ(zero.message(),
+            capture([] { load_scenario_string("", "x", {"parallel.tp=0"}); }).message());
 }
 
 // ---- prices -------------------------------------------------------------------------------------
 
 TEST(SweepPrice, Forms) {
   for (const auto& [text, amount, currency] :
-       std::vector<std::tuple<std::string, double, std::string>>{
-           {"2.5USD", 2.5, "USD"},       {"2.5 usd/h", 2.5, "USD"},
-           {"$3", 3, "USD"},             {"EUR 1.9", 1.9, "EUR"},
-           {"\xE2\x82\xAC" "2/gpu-hour", 2, "EUR"}, {"0.75GBP/hr", 0.75, "GBP"}}) {
+       std::vector<std::tuple<std::string, double, std::string>>{{"2.5USD", 2.5, "USD"},
+                                                                 {"2.5 usd/h", 2.5, "USD"},
+                                                                 {"$3", 3, "USD"},
+                                                                 {"EUR 1.9", 1.9, "EUR"},
+                                                                 {"\xE2\x82\xAC"
+                                                                  "2/gpu-hour",
+                                                                  2, "EUR"},
+                                                                 {"0.75GBP/hr", 0.75, "GBP"}}) {
     const GpuHourPrice p = parse_gpu_hour_price(text);
     EXPECT_DOUBLE_EQ(p.amount, amount) << text;
     EXPECT_EQ(p.currency, currency) << text;
@@ -153,8 +158,8 @@ TEST(SweepPrice, ErrorsSayWhatToWrite) {
   EXPECT_TRUE(contains(capture([] { parse_gpu_hour_price("60USD/day"); }).what(),
                        "not a price per GPU-hour (it is per `day`)"));
   EXPECT_TRUE(contains(capture([] { parse_gpu_hour_price("-1USD"); }).what(), "must be positive"));
-  EXPECT_TRUE(contains(capture([] { parse_gpu_hour_price("2.5 dollars"); }).what(),
-                       "not a currency code"));
+  EXPECT_TRUE(
+      contains(capture([] { parse_gpu_hour_price("2.5 dollars"); }).what(), "not a currency code"));
   EXPECT_TRUE(contains(capture([] { parse_gpu_hour_price("USD"); }).what(), "not an amount"));
 }
 
@@ -211,8 +216,8 @@ TEST(SweepPlan, Errors) {
   spec.axes = {parse_vary("parallel.tp=1"), parse_vary("parallel.tp=2")};
   EXPECT_TRUE(contains(capture([&] { plan_sweep(base, spec); }).what(), "given to --vary twice"));
   spec.axes = {parse_vary("parallel.tp=1:100"), parse_vary("parallel.pp=1:100")};
-  EXPECT_TRUE(contains(capture([&] { plan_sweep(base, spec, 5000); }).what(),
-                       "more than 5000 points"));
+  EXPECT_TRUE(
+      contains(capture([&] { plan_sweep(base, spec, 5000); }).what(), "more than 5000 points"));
 }
 
 // ---- evaluation and ranking ---------------------------------------------------------------------
@@ -367,6 +372,34 @@ TEST(SweepRun, SameResultWhateverRunsIt) {
   for (std::thread& t : ranks) t.join();
   EXPECT_EQ(json_of(outcomes[0]), one);
   EXPECT_TRUE(outcomes[1].results.empty());  // only rank 0 holds the result
+}
+
+// The --auto shortcut (PointEvaluator with the base scenario) against the resolver, point by
+// point, on the small scenario and on Megatron-LM's 1.7B model on 32 GPUs (5,796 points).
+TEST(SweepRun, ShortcutMatchesTheResolver) {
+  for (const Scenario& base :
+       {load_scenario_string(kTiny, "tiny.yaml"),
+        load_scenario_file(std::string(TRAINSIM_SOURCE_DIR) +
+                           "/scenarios/examples/megatron-1.7b-32xa100.yaml")}) {
+    SweepSpec spec;
+    spec.auto_parallel = true;
+    const SweepPlan plan = plan_sweep(base, spec);
+    const PointEvaluator fast(plan, base), exact(plan);
+    ASSERT_TRUE(fast.shortcut());
+    std::size_t ok = 0;
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      const PointResult a = fast.evaluate(i), b = exact.evaluate(i);
+      ASSERT_EQ(encode_point(i, a), encode_point(i, b)) << plan.label(i);
+      ok += a.ok();
+    }
+    EXPECT_GT(ok, 0u);
+  }
+  // A plan with other keys takes no shortcut.
+  const Scenario tiny = load_scenario_string(kTiny, "tiny.yaml");
+  SweepSpec spec;
+  spec.auto_parallel = true;
+  spec.axes = {parse_vary("parallel.sp=true,false")};
+  EXPECT_FALSE(PointEvaluator(plan_sweep(tiny, spec), tiny).shortcut());
 }
 
 TEST(SweepRun, ResumesFromACheckpoint) {
