@@ -104,7 +104,7 @@ int run_collective_command(const CollectiveArgs& a) {
   const coll::Kind kind = parse_op(a.op);
   const int ranks = kind == coll::Kind::kSendRecv ? 2 : a.ranks;
   const coll::GroupShape shape = coll::placement_shape(ranks, placement, s.cluster);
-  coll::Choice choice;
+  coll::Choice choice = s.collectives;  // the scenario's collectives.*, then the flags
   if (a.algorithm == "ring") choice.algorithm = coll::Algorithm::kRing;
   if (a.algorithm == "tree") choice.algorithm = coll::Algorithm::kTree;
   if (a.algorithm == "nvls") choice.algorithm = coll::Algorithm::kNvls;
@@ -164,6 +164,7 @@ int run_collective_command(const CollectiveArgs& a) {
     for (auto& r : requests) r.bytes = static_cast<double>(size);
     coll::FlowCollectiveOptions fo;
     fo.seed = s.seed;
+    fo.network = s.network;
     coll::Cost worst;
     for (const auto& r : coll::collective_flow_batch(requests, *graph, *router, caps, links,
                                                      choice, fo)) {

@@ -68,6 +68,11 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
     j["network"]["ecmp_imbalance"] = nullptr;
     j["network"]["ecmp_note"] = "not modelled at analytic fidelity (no routed flows)";
   }
+  j["startup"] = {{"comm_init_s", r.startup.comm_init_s},
+                  {"store", r.startup.store},
+                  {"ordered_group_creation", r.startup.ordered_groups},
+                  {"process_groups", r.startup.groups_total},
+                  {"groups_per_rank", r.startup.groups_per_rank}};
   ordered_json cfg = ordered_json::object();
   for (const auto& [k, v] : s.values) cfg[k] = v;
   j["config"] = cfg;
@@ -159,6 +164,11 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
       100 * n.nvlink_utilization, 100 * n.nic_utilization, n.nic_bytes_per_gpu / kGB,
       n.has_ecmp ? fmt::format("imbalance {:.2f}", n.ecmp_imbalance)
                  : std::string("not modelled at this fidelity"));
+  o += fmt::format(
+      "  start-up         communicator initialization {:.1f} s ({} store, {} group creation, {} "
+      "process groups)\n",
+      r.startup.comm_init_s, r.startup.store,
+      r.startup.ordered_groups ? "ordered" : "barrier-per-group", r.startup.groups_total);
   if (!s.notes.empty() || !r.notes.empty()) {
     o += "\nnotes\n";
     for (const auto& note : s.notes) o += "  - " + note + "\n";

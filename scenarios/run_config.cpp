@@ -12,6 +12,7 @@ exec::RunConfig make_run_config(const Scenario& s) {
   cfg.parallel = s.parallel;
   cfg.training = s.training;
   cfg.opt = s.opt;
+  cfg.collectives = s.collectives;
   if (s.calibration_profile.empty() || s.calibration_profile == "datasheet") {
     try {
       cfg.profile = calib::builtin_profile(s.cluster.gpu.name);

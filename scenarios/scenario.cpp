@@ -31,7 +31,8 @@ constexpr const char* kLevers[] = {
     "optimizations.tp_overlap",          "optimizations.pp_overlap",
     "optimizations.dp_overlap",          "optimizations.efficient_operators",
     "optimizations.async_data_pipeline", "optimizations.lamb",
-    "optimizations.sliding_window",      "optimizations.parallel_block"};
+    "optimizations.sliding_window",      "optimizations.parallel_block",
+    "optimizations.fast_comm_init"};
 
 // The levers each optimizations.system turns on (validation/README.md, column `system`); the
 // others are off. Megatron-LM of early 2023 overlaps nothing.
@@ -40,7 +41,7 @@ std::vector<std::string> system_levers(std::string_view system) {
     return {"optimizations.tp_overlap",          "optimizations.pp_overlap",
             "optimizations.dp_overlap",          "optimizations.efficient_operators",
             "optimizations.async_data_pipeline", "optimizations.lamb",
-            "optimizations.parallel_block"};
+            "optimizations.parallel_block",      "optimizations.fast_comm_init"};
   }
   if (system == "nemo") {
     return {"optimizations.tp_overlap", "optimizations.pp_overlap", "optimizations.dp_overlap",
@@ -373,6 +374,41 @@ class Resolver {
     r.seed_scope = *topo::seed_scope_from(get("network.routing.seed_scope"));
     r.seed = static_cast<std::uint32_t>(int64("network.routing.seed"));
     r.qps_per_connection = integer("network.routing.qps_per_connection");
+    net::NetworkConfig& n = scenario_.network;
+    n.congestion_control = *net::parse_congestion_control(get("network.congestion_control"));
+    n.dcqcn.contended_efficiency = real("network.dcqcn.contended_efficiency");
+    n.dcqcn.incast_penalty = real("network.dcqcn.incast_penalty");
+    n.dcqcn.rate_increase_timer = TimePs::from_seconds(real("network.dcqcn.rate_increase_timer") * 1e-6);
+    n.dcqcn.fast_recovery_steps = integer("network.dcqcn.fast_recovery_steps");
+    n.dcqcn.rate_ai_Bps = real("network.dcqcn.rate_ai") * 1e6;
+    n.dcqcn.rate_hai_Bps = real("network.dcqcn.rate_hai") * 1e6;
+    n.swift.contended_efficiency = real("network.swift.contended_efficiency");
+    n.swift.incast_penalty = real("network.swift.incast_penalty");
+    n.swift.base_rtt = TimePs::from_seconds(real("network.swift.base_rtt") * 1e-6);
+    n.swift.additive_increase_packets = real("network.swift.additive_increase");
+    n.swift.mtu_bytes = real("network.swift.mtu_bytes");
+    n.megascale.contended_efficiency = real("network.megascale.contended_efficiency");
+    n.megascale.incast_penalty = real("network.megascale.incast_penalty");
+    n.megascale.base_rtt = TimePs::from_seconds(real("network.megascale.base_rtt") * 1e-6);
+    n.megascale.additive_increase_packets = real("network.megascale.additive_increase");
+    n.megascale.mtu_bytes = real("network.megascale.mtu_bytes");
+    n.retransmit.timeout = integer("network.retransmit.timeout");
+    n.retransmit.retry_count = integer("network.retransmit.retry_count");
+    // Validates the parameters together (e.g. efficiencies in (0, 1]) and names the key.
+    try {
+      net::CongestionModel check(n);
+    } catch (const Error& e) {
+      throw Error(e.kind(), e.message(), where(e.where().field), e.hint());
+    }
+    coll::Choice& c = scenario_.collectives;
+    const std::string algo = get("collectives.algorithm");
+    if (algo == "ring") c.algorithm = coll::Algorithm::kRing;
+    if (algo == "tree") c.algorithm = coll::Algorithm::kTree;
+    if (algo == "nvls") c.algorithm = coll::Algorithm::kNvls;
+    const std::string proto = get("collectives.protocol");
+    if (proto == "LL") c.protocol = coll::Protocol::kLL;
+    if (proto == "LL128") c.protocol = coll::Protocol::kLL128;
+    if (proto == "Simple") c.protocol = coll::Protocol::kSimple;
   }
 
   void build_parallel() {
@@ -512,6 +548,7 @@ class Resolver {
     o.lamb = flag("optimizations.lamb");
     o.sliding_window = flag("optimizations.sliding_window");
     o.parallel_block = flag("optimizations.parallel_block");
+    o.fast_comm_init = flag("optimizations.fast_comm_init");
   }
 
   const GivenMap& given_;

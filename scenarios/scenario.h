@@ -27,6 +27,8 @@
 #include "sim/model/transformer.h"
 #include "sim/plan/config.h"
 #include "topology/hardware.h"
+#include "sim/collective/analytic.h"
+#include "sim/network/congestion.h"
 #include "topology/routing.h"
 
 namespace trainsim::scen {
@@ -39,6 +41,8 @@ struct Scenario {
   plan::TrainingConfig training;
   plan::Optimizations opt;
   topo::RoutingConfig routing;  // network.routing.*
+  net::NetworkConfig network;   // network.congestion_control and its parameters
+  coll::Choice collectives;     // collectives.algorithm / collectives.protocol (unset = auto)
   std::string system = "none";  // optimizations.system
   std::string calibration_profile = "datasheet";
   std::string fidelity = "analytic";

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "sim/collective/analytic.h"
+#include "sim/collective/comm_init.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/model/ops.h"
@@ -82,6 +83,15 @@ struct Context {
   ComputeModel cm;
   coll::LinkModel links;
   model::Sharding shard;
+
+  // NCCL_ALGO applies to all-reduce (other collectives run rings); NCCL_PROTO to every
+  // collective but the point-to-point ones.
+  coll::Cost cost(Kind k, double bytes, const coll::GroupShape& g) const {
+    coll::Choice c;
+    if (k == Kind::kAllReduce) c.algorithm = cfg.collectives.algorithm;
+    if (k != Kind::kAllToAll && k != Kind::kSendRecv) c.protocol = cfg.collectives.protocol;
+    return coll::collective_cost(k, bytes, g, links, c);
+  }
 };
 
 void add_traffic(Slot& s, const coll::Cost& c, double times = 1.0) {
@@ -108,9 +118,9 @@ Slot stage_slot(const Context& c, int layers, int first_layer, bool embedding, b
   const double tokens = static_cast<double>(c.shard.micro_batch) * m.seq_len / par.cp;
   const double act_bytes = tokens * m.hidden * 2.0;  // one [tokens × h] 16-bit tensor (TP group)
 
-  const coll::Cost ag = coll::collective_cost(Kind::kAllGather, act_bytes, c.L.tp, c.links);
-  const coll::Cost rs = coll::collective_cost(Kind::kReduceScatter, act_bytes, c.L.tp, c.links);
-  const coll::Cost ar = coll::collective_cost(Kind::kAllReduce, act_bytes, c.L.tp, c.links);
+  const coll::Cost ag = c.cost(Kind::kAllGather, act_bytes, c.L.tp);
+  const coll::Cost rs = c.cost(Kind::kReduceScatter, act_bytes, c.L.tp);
+  const coll::Cost ar = c.cost(Kind::kAllReduce, act_bytes, c.L.tp);
 
   auto price_ops = [&](const std::vector<Op>& ops, bool recompute_all, bool recompute_attention) {
     for (const Op& op : ops) {
@@ -166,8 +176,8 @@ Slot stage_slot(const Context& c, int layers, int first_layer, bool embedding, b
       // K and V of the other CP ranks: all-gathered in forward (and again when recomputed),
       // their gradients reduce-scattered in backward; the ring exchange overlaps attention blocks.
       const double kv_bytes = 2.0 * tokens * par.cp * m.kv_dim() / par.tp * 2.0;
-      const coll::Cost cag = coll::collective_cost(Kind::kAllGather, kv_bytes, c.L.cp, c.links);
-      const coll::Cost crs = coll::collective_cost(Kind::kReduceScatter, kv_bytes, c.L.cp, c.links);
+      const coll::Cost cag = c.cost(Kind::kAllGather, kv_bytes, c.L.cp);
+      const coll::Cost crs = c.cost(Kind::kReduceScatter, kv_bytes, c.L.cp);
       const double fwd_passes = full ? 2 : 1;
       s.cp += fwd_passes * std::max(0.0, cag.time_s - attention_time) +
               std::max(0.0, cag.time_s + crs.time_s - 2.0 * attention_time);
@@ -177,7 +187,7 @@ Slot stage_slot(const Context& c, int layers, int first_layer, bool embedding, b
     if (m.is_moe_layer(li) && par.ep > 1) {
       // Dispatch and combine all-to-alls in forward and backward (and again when recomputed).
       const double a2a_bytes = tokens * m.top_k * m.hidden * 2.0;
-      const coll::Cost a2a = coll::collective_cost(Kind::kAllToAll, a2a_bytes, c.L.ep, c.links);
+      const coll::Cost a2a = c.cost(Kind::kAllToAll, a2a_bytes, c.L.ep);
       const double n = full ? 6 : 4;
       s.ep += n * a2a.time_s;
       add_traffic(s, a2a, n);
@@ -266,7 +276,7 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
                          m.hidden * 2.0 / par.tp;
     coll::GroupShape peer{2, L.pp.per_node > 1 ? 2 : 1, L.pp.per_node > 1 ? 1 : 2,
                           std::min(2, L.pp.pods)};
-    p2p = coll::collective_cost(Kind::kSendRecv, bytes, peer, c.links);
+    p2p = c.cost(Kind::kSendRecv, bytes, peer);
     t_p2p = p2p.time_s;
     for (Slot* s : {&first, &last}) {
       if (!cfg.opt.pp_overlap) s->pp += 2.0 * par.vpp * t_p2p;
@@ -303,7 +313,7 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
     const double bucket = std::max(40e6, 1e6 * par.dp);
     const double buckets = std::max(1.0, std::ceil(sp.total() / bucket));
     auto dp_cost = [&](Kind k, double params, double bytes_per_param, const coll::GroupShape& g) {
-      return coll::collective_cost(k, params * bytes_per_param, g, c.links);
+      return c.cost(k, params * bytes_per_param, g);
     };
     auto both = [&](Kind k, double bytes_per_param) {
       coll::Cost a = dp_cost(k, sp.dense, bytes_per_param, L.dp);
@@ -356,6 +366,14 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   }
   bd.data_loading_s = cfg.opt.async_data_pipeline ? 0.0 : prof.data_loading_s;
 
+  {
+    const coll::CommInitTime ci = coll::comm_init_time(
+        {cfg.cluster.gpus, par.tp, par.pp, par.dp, par.cp, par.ep},
+        cfg.opt.fast_comm_init ? coll::StoreKind::kRedis : coll::StoreKind::kTcpStore,
+        cfg.opt.fast_comm_init);
+    r.startup = {ci.total_s, cfg.opt.fast_comm_init ? "redis" : "tcpstore", cfg.opt.fast_comm_init,
+                 ci.groups_total, ci.groups_per_rank};
+  }
   r.iteration_time_s = bd.total();
   const double tokens = static_cast<double>(cfg.training.global_batch) * m.seq_len;
   r.parameters = model::count_parameters(m).total;

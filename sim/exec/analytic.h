@@ -27,6 +27,7 @@ struct RunConfig {
   plan::TrainingConfig training;
   plan::Optimizations opt;
   calib::Profile profile;
+  coll::Choice collectives;  // NCCL_ALGO/NCCL_PROTO-style: algorithm for all-reduce, protocol
 };
 
 struct AnalyticOptions {

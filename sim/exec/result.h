@@ -58,6 +58,15 @@ struct PipelineTiming {
   double slot_s() const { return forward_s + backward_s + exposed_comm_s; }
 };
 
+/// Job start-up before the first iteration (not part of the iteration time).
+struct Startup {
+  double comm_init_s = 0;     // communicator initialization (sim/collective/comm_init.h)
+  std::string store;          // "tcpstore" or "redis"
+  bool ordered_groups = false;
+  long groups_total = 0;
+  int groups_per_rank = 0;
+};
+
 struct Result {
   std::string fidelity;        // "analytic"
   std::string model_version;   // version of the performance model that computed this
@@ -79,6 +88,7 @@ struct Result {
 
   Breakdown breakdown;
   PipelineTiming pipeline;
+  Startup startup;
   plan::MemoryUsage memory;
   NetworkStats network;
   std::vector<std::string> notes;  // assumptions and derived settings worth telling the user

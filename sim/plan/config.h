@@ -45,6 +45,7 @@ struct Optimizations {
   bool lamb = false;                 // LAMB optimizer (allows a larger global batch)
   bool sliding_window = false;       // attention limited to model.attention_window tokens
   bool parallel_block = false;       // parallel transformer block (attention ∥ MLP)
+  bool fast_comm_init = false;       // Redis-like store + ordered group creation at start-up
 };
 
 const char* to_string(Schedule s);
