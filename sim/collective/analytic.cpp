@@ -160,17 +160,21 @@ Candidate ring(Kind k, double bytes, const GroupShape& group, const LinkModel& l
   return c;
 }
 
-// Double binary tree all-reduce (multi-node): reduce up and broadcast down, pipelined, so its
-// bus bandwidth is the ring's × 0.92 (NCCL) while its latency grows with log2(nodes).
+// Double binary tree all-reduce: reduce up and broadcast down, pipelined, so its bus bandwidth is
+// the ring's × 0.92 (NCCL) while its latency grows with log2(nodes); inside one server the tree is
+// a chain through the g GPUs.
 Candidate tree(Kind k, double bytes, const GroupShape& group, const LinkModel& l, Protocol p) {
   Candidate c;
-  if (k != Kind::kAllReduce || group.nodes < 2) return c;
+  if (k != Kind::kAllReduce) return c;
   const Candidate r = ring(k, bytes, group, l, Protocol::kSimple);
   const double factor = busbw_factor(k, group.ranks);
   const int g = std::max(1, std::min(group.per_node, group.ranks));
-  const double nic_busbw = g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l);
-  const double nvl_busbw =
-      g > 1 ? g / (g - 1.0) * l.nvlink_busbw_Bps : std::numeric_limits<double>::infinity();
+  const double nic_busbw = group.nodes > 1
+                               ? g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l)
+                               : std::numeric_limits<double>::infinity();
+  const double nvl_busbw = group.nodes == 1 ? l.nvlink_busbw_Bps
+                           : g > 1          ? g / (g - 1.0) * l.nvlink_busbw_Bps
+                                            : std::numeric_limits<double>::infinity();
   const double busbw =
       0.92 * std::min(nic_busbw, nvl_busbw) * protocol_factor(Algorithm::kTree, p, k, group);
   const PairLatency& L = l.latency[kTree][static_cast<int>(p)];
@@ -276,7 +280,7 @@ Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkMo
                     (choice.protocol ? std::string(" ") + to_string(*choice.protocol) : "") +
                     " implementation of " + to_string(k) + " for this group",
                 {"", 0, "collectives.protocol"},
-                "tree needs several servers, NVLS runs the Simple protocol only");
+                "NVLS runs the Simple protocol only");
   }
   return best.cost;
 }

@@ -216,6 +216,39 @@ TEST(Cli, ValidateRowThatCannotRunAndCorruptCsv) {
   EXPECT_TRUE(has(b.err, "iter_s")) << b.err;
 }
 
+// Start-up: the MegaScale system creates communicators with a Redis-like store and ordered groups
+// (seconds); the Megatron baseline with a TCPStore and a barrier per group (hours at 12,288 GPUs).
+TEST(Cli, StartupCommunicatorInitialization) {
+  const CliRun fast = trainsim(std::string("run ") + kScenario + " --format json");
+  const CliRun slow = trainsim(std::string("run ") + kScenario +
+                               " --format json --set optimizations.fast_comm_init=false");
+  ASSERT_EQ(fast.code, 0) << fast.err;
+  const auto jf = nlohmann::json::parse(fast.out), js = nlohmann::json::parse(slow.out);
+  EXPECT_LT(jf["startup"]["comm_init_s"].get<double>(), 30.0);
+  EXPECT_GT(js["startup"]["comm_init_s"].get<double>(), 3600.0);
+  EXPECT_EQ(jf["startup"]["store"], "redis");
+  // Iteration time does not depend on start-up.
+  EXPECT_EQ(jf["iteration_time_s"], js["iteration_time_s"]);
+}
+
+// NCCL_ALGO/NCCL_PROTO-style keys and the congestion-control keys go through the schema.
+TEST(Cli, CollectiveAndNetworkKeys) {
+  const CliRun nvls = trainsim(std::string("run ") + kScenario + " --set collectives.algorithm=nvls");
+  EXPECT_EQ(nvls.code, 2);
+  EXPECT_TRUE(has(nvls.err, "NVLS")) << nvls.err;
+  const CliRun tree = trainsim(std::string("run ") + kScenario +
+                               " --format json --set collectives.algorithm=tree --set parallel.zero=0");
+  ASSERT_EQ(tree.code, 0) << tree.err;
+  const CliRun cc = trainsim(std::string("run ") + kScenario +
+                             " --set network.congestion_control=dcqcm");
+  EXPECT_EQ(cc.code, 2);
+  EXPECT_TRUE(has(cc.err, "dcqcn")) << cc.err;
+  const CliRun eff = trainsim(std::string("run ") + kScenario +
+                              " --set network.dcqcn.contended_efficiency=1.5");
+  EXPECT_EQ(eff.code, 2);
+  EXPECT_TRUE(has(eff.err, "network.dcqcn.contended_efficiency")) << eff.err;
+}
+
 TEST(Cli, ExplainPresetsInfo) {
   const CliRun e = trainsim("explain parallel.pp");
   ASSERT_EQ(e.code, 0) << e.err;
