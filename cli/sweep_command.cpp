@@ -57,23 +57,24 @@ class ProgressPrinter {
     const double rate = p.elapsed_s > 0 ? fresh / p.elapsed_s : 0;
     const double eta = rate > 0 ? static_cast<double>(p.total - p.done) / rate : 0;
     const double frac = p.total > 0 ? static_cast<double>(p.done) / p.total : 1.0;
+    const std::string per_s = thousands(static_cast<std::size_t>(rate));
     if (tty_) {
       constexpr int kWidth = 30;
       const int filled = static_cast<int>(frac * kWidth);
-      std::cerr << fmt::format("\rsweep [{}{}] {:5.1f} %  {}/{} points  {:.0f} points/s  ETA {}   ",
+      std::cerr << fmt::format("\rsweep [{}{}] {:5.1f} %  {}/{} points  {} points/s  ETA {}   ",
                                std::string(static_cast<std::size_t>(filled), '#'),
                                std::string(static_cast<std::size_t>(kWidth - filled), '-'),
-                               100 * frac, thousands(p.done), thousands(p.total), rate,
+                               100 * frac, thousands(p.done), thousands(p.total), per_s,
                                last ? std::string("0 s") : duration(eta));
       if (last) std::cerr << "\n";
     } else if (!last) {
-      std::cerr << fmt::format("sweep: {}/{} points ({:.0f} %), {:.0f} points/s, ETA {}\n",
-                               thousands(p.done), thousands(p.total), 100 * frac, rate,
+      std::cerr << fmt::format("sweep: {}/{} points ({:.0f} %), {} points/s, ETA {}\n",
+                               thousands(p.done), thousands(p.total), 100 * frac, per_s,
                                duration(eta));
     }
     if (last) {
-      std::cerr << fmt::format("sweep: {} points evaluated in {:.1f} s ({:.0f} points/s)\n",
-                               thousands(p.done - p.resumed), p.elapsed_s, rate);
+      std::cerr << fmt::format("sweep: {} points evaluated in {:.1f} s ({} points/s)\n",
+                               thousands(p.done - p.resumed), p.elapsed_s, per_s);
     }
     std::cerr.flush();
   }
@@ -167,7 +168,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
   cmd->add_option("--set", a.sets, "Override a key of the base scenario: key.path=value")
       ->type_name("KEY=VALUE");
   cmd->add_option("--vary", a.vary,
-                  "Sweep a key: key.path=v1,v2,... or a range A:B, A:B:STEP, A:B:*FACTOR "
+                  "Sweep a key: key.path=v1,v2,... or a range A:B, A:B:STEP, A:B:xFACTOR "
                   "(repeatable; the points are every combination)")
       ->type_name("KEY=VALUES");
   cmd->add_flag("--auto", a.auto_parallel,

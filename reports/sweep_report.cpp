@@ -163,7 +163,11 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
     const std::size_t fixed = head.size();
     for (const std::string& k : p.keys) head.push_back(short_key(k));
     std::vector<std::vector<std::string>> rows = {head};
-    for (std::size_t r = 0; r < shown; ++r) {
+    std::vector<std::size_t> ranks;
+    for (std::size_t r = 0; r < shown; ++r) ranks.push_back(r);
+    // The scenario's own configuration is always listed, below a gap when it ranks lower.
+    if (o.base_rank && *o.base_rank > shown) ranks.push_back(*o.base_rank - 1);
+    for (const std::size_t r : ranks) {
       const std::size_t i = o.order[r];
       const PointResult& x = o.results[i];
       std::vector<std::string> row = {std::to_string(r + 1) + (p.base_point == i ? "*" : ""),
@@ -178,7 +182,9 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
     for (const auto& row : rows) {
       for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
     }
-    for (const auto& row : rows) {
+    for (std::size_t n = 0; n < rows.size(); ++n) {
+      const auto& row = rows[n];
+      if (n == shown + 1) s += "  ...\n";
       std::string line;
       for (std::size_t c = 0; c < row.size(); ++c) {
         // Figures align right, configuration values left.

@@ -59,7 +59,7 @@ bool is_numeric(const KeyDef& k) {
   return k.type == KeyType::kInt || k.type == KeyType::kFloat || k.type == KeyType::kSize;
 }
 
-const char* kRangeHint = "write A:B (every integer), A:B:S (step S) or A:B:*F (times F)";
+const char* kRangeHint = "write A:B (every integer), A:B:S (step S) or A:B:xF (times F)";
 
 // A range bound or step of `key`'s type, as a double (sizes and integers are exact below 2^53).
 double range_number(const KeyDef& key, const std::string& text, const std::string& range,
@@ -125,7 +125,7 @@ void expand_range(const KeyDef& key, const std::string& range, const ErrorContex
     if (v > last + slack) break;
     if (++count > kMaxRangeValues) {
       throw_input(fmt::format("range `{}` gives more than {} values", range, kMaxRangeValues),
-                  where, "use a step (A:B:S) or a geometric range (A:B:*2)");
+                  where, "use a step (A:B:S) or a geometric range (A:B:x2)");
     }
     out.push_back(normalize_value(key, range_value_text(key, v), where));
   }
@@ -313,7 +313,7 @@ SweepAxis parse_vary(const std::string& arg) {
   const std::string spec = trim(std::string_view(arg).substr(eq + 1));
   if (spec.empty()) {
     throw_input("no values to sweep", where,
-                "give a list (--vary " + axis.key + "=1,2,4) or a range (1:64, 1:64:*2)");
+                "give a list (--vary " + axis.key + "=1,2,4) or a range (1:64, 1:64:x2)");
   }
   std::vector<std::string> values;
   for (const std::string& item : split(spec, ',')) {

@@ -83,6 +83,7 @@ TEST(SweepVary, ListsAndRanges) {
             (std::vector<std::string>{"1", "4", "7", "10"}));
   EXPECT_EQ(parse_vary("parallel.pp=1:64:*2").values,
             (std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64"}));
+  EXPECT_EQ(parse_vary("parallel.pp=1:8:x2").values, (std::vector<std::string>{"1", "2", "4", "8"}));
   EXPECT_EQ(parse_vary("cluster.nic_gbps=100:400:100").values,
             (std::vector<std::string>{"100", "200", "300", "400"}));
   EXPECT_EQ(parse_vary("training.global_batch_tokens=1M:4M:*2").values,
