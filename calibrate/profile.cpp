@@ -98,6 +98,66 @@ void reject_unknown(const json& j, std::initializer_list<const char*> known, con
   }
 }
 
+std::string get_string_at(const json& j, const char* key, const std::string& file,
+                          const std::string& path) {
+  const std::string field = path + "." + key;
+  if (!j.contains(key)) throw_input("missing field", {file, 0, field});
+  if (!j.at(key).is_string()) throw_input("expected a string", {file, 0, field});
+  return j.at(key).get<std::string>();
+}
+
+// The optional measured section: every entry must be complete, so a hand-edited file that drops
+// a field fails here instead of silently fitting nothing.
+void load_measured(const json& j, const std::string& file, Profile& p) {
+  const json& arr = j["collectives_measured"];
+  if (!arr.is_array()) throw_input("expected an array", {file, 0, "collectives_measured"});
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const std::string at = "collectives_measured[" + std::to_string(i) + "]";
+    const json& e = arr[i];
+    if (!e.is_object()) throw_input("expected an object", {file, 0, at});
+    reject_unknown(e, {"op", "ranks", "alpha_s", "busbw_Bps", "samples"}, file, at);
+    MeasuredCollective m;
+    m.op = get_string_at(e, "op", file, at);
+    if (!e.contains("ranks") || !e["ranks"].is_number_integer() || e["ranks"].get<int>() < 1) {
+      throw_input("expected an integer >= 1", {file, 0, at + ".ranks"});
+    }
+    m.ranks = e["ranks"].get<int>();
+    m.alpha_s = get_number(e, "alpha_s", file, at, 0, false);
+    m.busbw_Bps = get_number(e, "busbw_Bps", file, at, 0, true);
+    if (!e.contains("samples") || !e["samples"].is_array()) {
+      throw_input("expected an array of [size_bytes, time_us]", {file, 0, at + ".samples"});
+    }
+    for (std::size_t k = 0; k < e["samples"].size(); ++k) {
+      const json& s = e["samples"][k];
+      if (!s.is_array() || s.size() != 2 || !s[0].is_number() || !s[1].is_number() ||
+          !(s[0].get<double>() > 0) || !(s[1].get<double>() > 0)) {
+        throw_input("expected [size_bytes, time_us], both > 0",
+                    {file, 0, at + ".samples[" + std::to_string(k) + "]"});
+      }
+      m.samples.emplace_back(s[0].get<double>(), s[1].get<double>());
+    }
+    p.collectives_measured.push_back(std::move(m));
+  }
+  if (!j.contains("collectives_measured_provenance")) return;
+  const json& v = j["collectives_measured_provenance"];
+  const std::string at = "collectives_measured_provenance";
+  if (!v.is_object()) throw_input("expected an object", {file, 0, at});
+  reject_unknown(v, {"source_files", "nccl_tests_version", "gpu_name", "date", "command_line"},
+                 file, at);
+  MeasuredProvenance& pv = p.measured_provenance;
+  if (!v.contains("source_files") || !v["source_files"].is_array()) {
+    throw_input("expected an array of file names", {file, 0, at + ".source_files"});
+  }
+  for (const json& f : v["source_files"]) {
+    if (!f.is_string()) throw_input("expected a string", {file, 0, at + ".source_files"});
+    pv.source_files.push_back(f.get<std::string>());
+  }
+  pv.nccl_tests_version = get_string_at(v, "nccl_tests_version", file, at);
+  pv.gpu_name = get_string_at(v, "gpu_name", file, at);
+  pv.date = get_string_at(v, "date", file, at);
+  pv.command_line = get_string_at(v, "command_line", file, at);
+}
+
 }  // namespace
 
 Profile load_profile(const std::string& path) {
@@ -114,7 +174,7 @@ Profile load_profile(const std::string& path) {
   if (!j.is_object()) throw_input("a profile is a JSON object", {path, 0, ""});
   reject_unknown(j,
                  {"format_version", "name", "version", "gpu", "provenance", "compute", "collectives",
-                  "host"},
+                  "host", "collectives_measured", "collectives_measured_provenance"},
                  path, "");
   if (!j.contains("format_version") || !j["format_version"].is_number_integer()) {
     throw_input("missing or non-integer", {path, 0, "format_version"});
@@ -171,6 +231,7 @@ Profile load_profile(const std::string& path) {
   const json& h = j["host"];
   reject_unknown(h, {"data_loading_s"}, path, "host");
   p.data_loading_s = get_number(h, "data_loading_s", path, "host", 0, false);
+  if (j.contains("collectives_measured")) load_measured(j, path, p);
   return p;
 }
 
@@ -194,6 +255,25 @@ std::string profile_to_json(const Profile& p) {
                       {"net_step_latency_s", p.net_step_latency_s},
                       {"base_latency_s", p.collective_base_latency_s}};
   j["host"] = {{"data_loading_s", p.data_loading_s}};
+  if (!p.collectives_measured.empty()) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const MeasuredCollective& m : p.collectives_measured) {
+      nlohmann::ordered_json samples = nlohmann::ordered_json::array();
+      for (const auto& [size, time] : m.samples) samples.push_back({size, time});
+      arr.push_back({{"op", m.op},
+                     {"ranks", m.ranks},
+                     {"alpha_s", m.alpha_s},
+                     {"busbw_Bps", m.busbw_Bps},
+                     {"samples", samples}});
+    }
+    j["collectives_measured"] = arr;
+    const MeasuredProvenance& pv = p.measured_provenance;
+    j["collectives_measured_provenance"] = {{"source_files", pv.source_files},
+                                            {"nccl_tests_version", pv.nccl_tests_version},
+                                            {"gpu_name", pv.gpu_name},
+                                            {"date", pv.date},
+                                            {"command_line", pv.command_line}};
+  }
   return j.dump(2) + "\n";
 }
 

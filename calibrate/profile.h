@@ -3,13 +3,16 @@
 // A profile turns an op (GEMM shape, bytes moved, attention shape) or a collective scope into a
 // duration. Built-in "datasheet" profiles derive from vendor peak numbers, an efficiency model
 // (documented in docs/calibration.md) and published nccl-tests bandwidths; measured profiles
-// (written by `trainsim calibrate`, later) replace the efficiency model with samples.
+// (written by `trainsim calibrate`) replace the efficiency model with samples; nccl-tests imports
+// add α–β fits per collective (calibrate/nccl_tests.h).
 //
 // Format: versioned JSON (`format_version`), every number with its unit in the key name. Loading
 // validates every field and reports the file and the field on error.
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace trainsim::calib {
 
@@ -19,6 +22,27 @@ inline constexpr int kProfileFormatVersion = 1;
 struct ScopeParams {
   double busbw_Bps = 0;       // bus bandwidth a ring collective achieves at large messages
   double step_latency_s = 0;  // per ring step (NCCL hwLat for the link type, Simple protocol)
+};
+
+/// α–β fit of one collective at one group size, measured with nccl-tests (calibrate/nccl_tests.h):
+/// time = alpha_s + size · busbw_factor(op, ranks) / busbw_Bps.
+struct MeasuredCollective {
+  std::string op;   // all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | reduce |
+                    // sendrecv
+  int ranks = 0;
+  double alpha_s = 0;
+  double busbw_Bps = 0;
+  // Every measured (size in bytes, time in µs); the fit itself uses those of at least 1 MiB.
+  std::vector<std::pair<double, double>> samples;
+};
+
+/// Where measured collectives came from, so a profile can be traced back to its runs.
+struct MeasuredProvenance {
+  std::vector<std::string> source_files;
+  std::string nccl_tests_version;  // the `# nThread ... nGpus ...` line of the first file
+  std::string gpu_name;            // from the `#  Rank ... device ... [0x..] NAME` lines
+  std::string date;                // UTC, ISO 8601, when the import ran
+  std::string command_line;        // the trainsim command that wrote the profile
 };
 
 struct Profile {
@@ -46,6 +70,10 @@ struct Profile {
 
   // Host-side cost: per-iteration stall when the data pipeline is synchronous.
   double data_loading_s = 0.0;
+
+  // Optional: α–β fits of imported nccl-tests runs ("collectives_measured" in the JSON).
+  std::vector<MeasuredCollective> collectives_measured;
+  MeasuredProvenance measured_provenance;  // meaningful only when collectives_measured is set
 };
 
 /// Built-in datasheet profile for a GPU preset; throws trainsim::Error if there is none.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "calibrate/profile.h"
+#include "cli/calibrate_command.h"
 #include "cli/collective_command.h"
 #include "cli/default_scenario.h"
 #include "cli/sweep_command.h"
@@ -191,6 +192,12 @@ int main(int argc, char** argv) {
   trainsim::cli::TopoArgs topo_args;
   CLI::App* topo = trainsim::cli::add_topo_command(app, topo_args);
 
+  trainsim::cli::CalibrateArgs calibrate_args;
+  CLI::App* calibrate = trainsim::cli::add_calibrate_command(app, calibrate_args);
+  for (int i = 0; i < argc; ++i) {
+    calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);
+  }
+
   std::string iformat = "text";
   CLI::App* info = app.add_subcommand("info", "Version, model version, profiles, CUDA and GPUs");
   info->add_option("--format", iformat, "text | json")->check(CLI::IsMember(formats));
@@ -214,6 +221,7 @@ int main(int argc, char** argv) {
     if (*info) return cmd_info(iformat);
     if (*collective) return trainsim::cli::run_collective_command(collective_args);
     if (*topo) return trainsim::cli::run_topo_command(topo_args);
+    if (*calibrate) return trainsim::cli::run_calibrate_command(calibrate_args);
     std::cout << app.help();
     return 2;
   } catch (const trainsim::Error& e) {
