@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include "reports/pipeline_schedule.h"
 #include "reports/summary.h"
@@ -843,11 +842,18 @@ void write_sweep_report(const std::string& dir, const scen::SweepOutcome& o,
                         const std::optional<PointDetail>& base) {
   const std::filesystem::path d = make_dir(dir);
   write_file(d / "index.html", sweep_report_html(o, best, base));
-  std::ostringstream json, csv;
+  // Streamed: a large sweep's JSON is hundreds of megabytes.
+  const std::filesystem::path json_path = d / "results.json", csv_path = d / "results.csv";
+  std::ofstream json(json_path, std::ios::binary);
   write_sweep_json(json, o);
+  std::ofstream csv(csv_path, std::ios::binary);
   write_sweep_csv(csv, o);
-  write_file(d / "results.json", json.str());
-  write_file(d / "results.csv", csv.str());
+  for (const auto& [stream, path] : {std::pair{&json, json_path}, std::pair{&csv, csv_path}}) {
+    stream->flush();
+    if (!*stream) {
+      throw Error(ErrorKind::kRuntime, "cannot write the report file", {path.string(), 0, ""});
+    }
+  }
 }
 
 void write_validation_report(const std::string& dir, const std::vector<scen::ValidationRow>& rows,

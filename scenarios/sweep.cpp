@@ -13,6 +13,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <sstream>
@@ -116,7 +117,7 @@ void expand_range(const KeyDef& key, const std::string& range, const ErrorContex
       throw_input(fmt::format("range `{}`: the step must be positive", range), where, kRangeHint);
     }
   }
-  // Float steps accumulate rounding; a value within a millionth of a step of the bound counts.
+  // Float steps accumulate rounding: a value above the bound by a relative 1e-9 still counts.
   const double slack = key.type == KeyType::kFloat ? 1e-9 * std::max(1.0, std::fabs(last)) : 0.0;
   std::size_t count = 0;
   for (std::size_t i = 0;; ++i) {
@@ -173,8 +174,9 @@ bool is_given_origin(const std::string& origin) {
          origin.rfind("system ", 0) != 0;
 }
 
-// The rows --auto adds, each with auto_keys() columns.
-std::vector<std::vector<std::string>> auto_rows(const Scenario& base) {
+// Calls `visit` with each row --auto adds (auto_keys() columns, in order); returns how many.
+std::size_t for_each_auto_row(const Scenario& base,
+                              const std::function<void(const std::vector<std::string>&)>& visit) {
   const int gpus = base.cluster.gpus;
   const model::ModelConfig& m = base.model;
   const auto given = base.origin.find("parallel.schedule");
@@ -182,7 +184,7 @@ std::vector<std::vector<std::string>> auto_rows(const Scenario& base) {
   const bool flat_schedule = given != base.origin.end() && is_given_origin(given->second) &&
                              (schedule == "gpipe" || schedule == "1f1b");
   const char* recompute[] = {"none", "selective", "full"};
-  std::vector<std::vector<std::string>> rows;
+  std::size_t rows = 0;
   for (const int tp : divisors(gpus)) {
     if (tp > m.heads) continue;
     for (const int pp : divisors(gpus / tp)) {
@@ -208,9 +210,10 @@ std::vector<std::vector<std::string>> auto_rows(const Scenario& base) {
             for (const int mb : {1, 2, 4, 8}) {
               for (const char* rc : recompute) {
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
-                  rows.push_back({std::to_string(tp), std::to_string(pp), std::to_string(dp),
-                                  std::to_string(cp), std::to_string(ep), std::to_string(vpp),
-                                  sched, std::to_string(mb), rc, std::to_string(zero)});
+                  visit({std::to_string(tp), std::to_string(pp), std::to_string(dp),
+                         std::to_string(cp), std::to_string(ep), std::to_string(vpp), sched,
+                         std::to_string(mb), rc, std::to_string(zero)});
+                  ++rows;
                 }
               }
             }
@@ -471,9 +474,7 @@ SweepPlan plan_sweep(const Scenario& base, const SweepSpec& spec, std::size_t ma
     plan.keys.push_back(axis.key);
   }
 
-  std::vector<std::vector<std::string>> outer =
-      spec.auto_parallel ? auto_rows(base) : std::vector<std::vector<std::string>>{{}};
-  std::size_t product = outer.size();
+  std::size_t product = 1;
   for (const SweepAxis& axis : spec.axes) {
     if (axis.values.empty()) throw_input("no values to sweep", {"--vary", 0, axis.key});
     product *= axis.values.size();
@@ -484,18 +485,21 @@ SweepPlan plan_sweep(const Scenario& base, const SweepSpec& spec, std::size_t ma
   }
   PlanBuilder builder(plan);
   std::vector<std::size_t> at(spec.axes.size(), 0);
-  for (const std::vector<std::string>& row : outer) {
-    // Odometer over the axes, the first one changing slowest.
+  std::vector<std::string> full;
+  // Each --auto row (or one empty row) times the axes, odometer-style: the first axis slowest.
+  const auto emit = [&](const std::vector<std::string>& row) {
     std::fill(at.begin(), at.end(), 0);
     while (true) {
-      std::vector<std::string> full = row;
+      full = row;
       for (std::size_t a = 0; a < spec.axes.size(); ++a) full.push_back(spec.axes[a].values[at[a]]);
       builder.add(full, max_points);
       std::size_t a = spec.axes.size();
       while (a > 0 && ++at[a - 1] == spec.axes[a - 1].values.size()) at[--a] = 0;
       if (a == 0) break;
     }
-  }
+  };
+  const std::size_t auto_points = spec.auto_parallel ? for_each_auto_row(base, emit) : 0;
+  if (!spec.auto_parallel) emit({});
 
   // The base configuration: the point whose every value is the base scenario's.
   std::vector<int> base_index(plan.keys.size(), -1);
@@ -522,7 +526,7 @@ SweepPlan plan_sweep(const Scenario& base, const SweepSpec& spec, std::size_t ma
     parts.push_back(fmt::format(
         "--auto: TP×PP×DP×CP×EP factorizations of {} GPUs × micro-batch × vpp × recompute × ZeRO "
         "({} points)",
-        base.cluster.gpus, outer.size()));
+        base.cluster.gpus, auto_points));
   }
   for (const SweepAxis& axis : spec.axes) {
     parts.push_back(fmt::format("{} ({} values)", axis.key, axis.values.size()));
@@ -754,6 +758,8 @@ std::size_t read_checkpoint(const std::string& path, const std::string& fingerpr
   if (text.empty()) return 0;
   const std::string header = fmt::format("{} {} {}", kCheckpointMagic, fingerprint, points);
   const std::size_t first_end = text.find('\n');
+  // A header cut short by an interrupted first write: nothing was recorded yet.
+  if (first_end == std::string::npos && header.compare(0, text.size(), text) == 0) return 0;
   const std::string first = text.substr(0, first_end);
   if (first.rfind(kCheckpointMagic, 0) != 0) {
     throw_input("is not a sweep checkpoint file", {path, 1, ""},
@@ -765,7 +771,6 @@ std::size_t read_checkpoint(const std::string& path, const std::string& fingerpr
         "trainsim version)",
         {path, 1, ""}, "delete it or give another file to --checkpoint");
   }
-  if (first_end == std::string::npos) return 0;
   std::size_t valid = first_end + 1;
   int line_no = 1;
   for (std::size_t start = valid; start < text.size();) {

@@ -83,7 +83,8 @@ TEST(SweepVary, ListsAndRanges) {
             (std::vector<std::string>{"1", "4", "7", "10"}));
   EXPECT_EQ(parse_vary("parallel.pp=1:64:*2").values,
             (std::vector<std::string>{"1", "2", "4", "8", "16", "32", "64"}));
-  EXPECT_EQ(parse_vary("parallel.pp=1:8:x2").values, (std::vector<std::string>{"1", "2", "4", "8"}));
+  EXPECT_EQ(parse_vary("parallel.pp=1:8:x2").values,
+            (std::vector<std::string>{"1", "2", "4", "8"}));
   EXPECT_EQ(parse_vary("cluster.nic_gbps=100:400:100").values,
             (std::vector<std::string>{"100", "200", "300", "400"}));
   EXPECT_EQ(parse_vary("training.global_batch_tokens=1M:4M:*2").values,
@@ -425,6 +426,12 @@ TEST(SweepRun, ResumesFromACheckpoint) {
   EXPECT_EQ(resumed.resumed, 300u);
   EXPECT_EQ(json_of(resumed), json_of(full));
   // The checkpoint is complete again: a third run evaluates nothing.
+  EXPECT_EQ(sweep(base, spec, 1, path).resumed, 744u);
+
+  // Killed while writing the header: nothing to resume, and nothing in the way.
+  const std::string header = text.substr(0, text.find('\n'));
+  std::ofstream(path, std::ios::trunc) << header.substr(0, header.size() / 2);
+  EXPECT_EQ(sweep(base, spec, 1, path).resumed, 0u);
   EXPECT_EQ(sweep(base, spec, 1, path).resumed, 744u);
 
   // Another sweep must not take these results.
