@@ -165,12 +165,15 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
       "sweep", "Evaluate many configurations of a scenario and rank them (docs/sweeps.md)");
   cmd->add_option("scenario", a.scenario,
                   "Scenario YAML file (default: the built-in MegaScale 175B on 12,288 GPUs)");
+  // One value per flag, so that `--vary KEY=VALUES SCENARIO` leaves the scenario positional.
   cmd->add_option("--set", a.sets, "Override a key of the base scenario: key.path=value")
-      ->type_name("KEY=VALUE");
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
   cmd->add_option("--vary", a.vary,
                   "Sweep a key: key.path=v1,v2,... or a range A:B, A:B:STEP, A:B:xFACTOR "
                   "(repeatable; the points are every combination)")
-      ->type_name("KEY=VALUES");
+      ->type_name("KEY=VALUES")
+      ->allow_extra_args(false);
   cmd->add_flag("--auto", a.auto_parallel,
                 "Every TP×PP×DP×CP×EP factorization of the GPU count, with micro-batch, vpp, "
                 "recompute and ZeRO choices");

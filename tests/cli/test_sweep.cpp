@@ -104,6 +104,10 @@ TEST(SweepCli, VaryFormatsAndPrice) {
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_TRUE(has(text.out, "USD/Mtok")) << text.out;
   EXPECT_TRUE(has(text.out, "GPU-hour price 2.5 USD")) << text.out;
+  // Each --vary takes one argument: the scenario may follow it.
+  const CliRun after = trainsim(std::string("sweep --vary parallel.pp=4,8 ") + kMegascale + " -q");
+  ASSERT_EQ(after.code, 0) << after.err;
+  EXPECT_TRUE(has(after.out, "scenario  scenarios/megascale-175b-12288.yaml")) << after.out;
 }
 
 TEST(SweepCli, ResumesFromACheckpoint) {

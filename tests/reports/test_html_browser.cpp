@@ -112,6 +112,7 @@ class Browser {
                                        "--disable-background-networking",
                                        "--disable-component-update",
                                        "--disable-sync",
+                                       "--disable-dev-shm-usage",
                                        "--disable-extensions",
                                        "--disable-default-apps",
                                        "--mute-audio",
