@@ -619,9 +619,10 @@ std::string sweep_breakdown_figure(const scen::SweepOutcome& o) {
 
 // ---- validation ---------------------------------------------------------------------------------
 
-bool mentions(const std::vector<std::string>& list, const std::string& word) {
-  return std::any_of(list.begin(), list.end(),
-                     [&](const std::string& s) { return s.find(word) != std::string::npos; });
+// Whether a published figure was derived: `derived` lists them as "mfu = ...", "iter_s = ...".
+bool derived(const scen::ValidationRow& r, const std::string& figure) {
+  return std::any_of(r.derived.begin(), r.derived.end(),
+                     [&](const std::string& s) { return s.rfind(figure + " =", 0) == 0; });
 }
 
 std::string opt_text(const std::optional<double>& v, const char* f, double scale = 1) {
@@ -786,13 +787,13 @@ std::string validation_report_html(const std::vector<scen::ValidationRow>& rows,
     }
     if (r.predicted.mfu && r.published.mfu) {
       mfu.points.push_back({100 * *r.published.mfu, 100 * *r.predicted.mfu,
-                            mentions(r.derived, "mfu") ? 1u : 0u,
+                            derived(r, "mfu") ? 1u : 0u,
                             fmt::format("{}: published {:.1f} %, predicted {:.1f} %", r.id,
                                         100 * *r.published.mfu, 100 * *r.predicted.mfu)});
     }
     if (r.predicted.iter_s && r.published.iter_s) {
       iter.points.push_back({*r.published.iter_s, *r.predicted.iter_s,
-                             mentions(r.derived, "iter") ? 1u : 0u,
+                             derived(r, "iter_s") ? 1u : 0u,
                              fmt::format("{}: published {:.3f} s, predicted {:.3f} s", r.id,
                                          *r.published.iter_s, *r.predicted.iter_s)});
     }
