@@ -13,6 +13,7 @@
 #include "calibrate/profile.h"
 #include "cli/calibrate_command.h"
 #include "cli/collective_command.h"
+#include "cli/output.h"
 #include "cli/default_scenario.h"
 #include "cli/sweep_command.h"
 #include "cli/topo_command.h"
@@ -41,16 +42,7 @@ int print_error(const Error& e) {
   return e.exit_code();
 }
 
-void write_output(const std::string& text, const std::string& path) {
-  if (path.empty() || path == "-") {
-    std::cout << text;
-    return;
-  }
-  std::ofstream out(path);
-  if (!out) throw Error(ErrorKind::kRuntime, "cannot write the output file", {path, 0, ""});
-  out << text;
-  if (!out) throw Error(ErrorKind::kRuntime, "write failed", {path, 0, ""});
-}
+using cli::write_output;
 
 struct RunArgs {
   std::string scenario;

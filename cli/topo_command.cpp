@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli/output.h"
 #include "scenarios/presets.h"
 #include "scenarios/scenario.h"
 #include "scenarios/schema.h"
@@ -268,17 +269,6 @@ ordered_json graph_json(const topo::ClusterGraph& g, const topo::FailureSet& fai
           {"links", links}};
 }
 
-void write(const std::string& text, const std::string& path) {
-  if (path.empty() || path == "-") {
-    std::cout << text;
-    return;
-  }
-  std::ofstream out(path);
-  if (!out) throw Error(ErrorKind::kRuntime, "cannot write the output file", {path, 0, ""});
-  out << text;
-  if (!out) throw Error(ErrorKind::kRuntime, "write failed", {path, 0, ""});
-}
-
 }  // namespace
 
 CLI::App* add_topo_command(CLI::App& app, TopoArgs& a) {
@@ -340,11 +330,11 @@ int run_topo_command(const TopoArgs& a) {
   if (a.export_format == "dot") {
     std::ostringstream out;
     topo::write_graphviz(graph, out);
-    write(out.str(), a.output);
+    write_output(out.str(), a.output);
     return 0;
   }
   if (a.export_format == "json") {
-    write(graph_json(graph, failures).dump(1) + "\n", a.output);
+    write_output(graph_json(graph, failures).dump(1) + "\n", a.output);
     return 0;
   }
 
@@ -386,7 +376,7 @@ int run_topo_command(const TopoArgs& a) {
     text += load_text(graph, t, load);
     j["traffic"] = load_json(graph, t, load);
   }
-  write(a.format == "json" ? j.dump(2) + "\n" : text, a.output);
+  write_output(a.format == "json" ? j.dump(2) + "\n" : text, a.output);
   if (!load.unrouted.empty()) topo::throw_unreachable(router, load.unrouted, load.flows);
   return 0;
 }
