@@ -1,6 +1,8 @@
 // `trainsim calibrate` run as a process: import-nccl-tests writes a profile whose measured α–β
 // reproduce the imported times, and the measuring subcommands refuse to run without a GPU.
 #include <gtest/gtest.h>
+
+#include "tests/support/cli_runner.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,25 +17,8 @@
 
 namespace {
 
-struct Out {
-  int code = -1;
-  std::string out, err;
-};
-
-Out trainsim(const std::string& args) {
-  const std::string tag = ::testing::TempDir() + "calib_" + std::to_string(::getpid());
-  const std::string cmd =
-      std::string(TRAINSIM_BINARY) + " " + args + " > " + tag + ".out 2> " + tag + ".err";
-  const int status = std::system(cmd.c_str());
-  Out r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::stringstream o, e;
-  o << std::ifstream(tag + ".out").rdbuf();
-  e << std::ifstream(tag + ".err").rdbuf();
-  r.out = o.str();
-  r.err = e.str();
-  return r;
-}
+using Out = trainsim::testing::CliRun;
+using trainsim::testing::trainsim;
 
 const std::string kData = std::string(TRAINSIM_SOURCE_DIR) + "/tests/calibrate/data/";
 

@@ -1,6 +1,8 @@
 // The real `trainsim` executable, started as a process: outputs parsed back, exit codes checked.
 // Exit codes (DESIGN.md §3): 0 ok, 2 input/usage, 3 infeasible configuration, 4 runtime.
 #include <gtest/gtest.h>
+
+#include "tests/support/cli_runner.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,32 +14,10 @@
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& name) { return ::testing::TempDir() + name; }
-
-CliRun trainsim(const std::string& args) {
-  // Unique per process: ctest runs test cases in parallel processes.
-  const std::string tag = std::to_string(::getpid());
-  const std::string out = temp_path("cli_out_" + tag), err = temp_path("cli_err_" + tag);
-  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " > " + out + " 2> " + err;
-  const int status = std::system(cmd.c_str());
-  CliRun r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using trainsim::testing::CliRun;
+using trainsim::testing::slurp;
+using trainsim::testing::temp_path;
+using trainsim::testing::trainsim;
 
 std::string write_yaml(const std::string& name, const std::string& text) {
   const std::string path = temp_path(std::to_string(::getpid()) + "_" + name);

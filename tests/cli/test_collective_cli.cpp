@@ -1,6 +1,8 @@
 // `trainsim collective` run as a process: large-message bus bandwidths near the published
 // nccl-tests figures (validation/README.md), the latency floor, and its input errors.
 #include <gtest/gtest.h>
+
+#include "tests/support/cli_runner.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,25 +13,8 @@
 
 namespace {
 
-struct Out {
-  int code = -1;
-  std::string out, err;
-};
-
-Out trainsim(const std::string& args) {
-  const std::string tag = ::testing::TempDir() + "coll_" + std::to_string(::getpid());
-  const std::string cmd =
-      std::string(TRAINSIM_BINARY) + " " + args + " > " + tag + ".out 2> " + tag + ".err";
-  const int status = std::system(cmd.c_str());
-  Out r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::stringstream o, e;
-  o << std::ifstream(tag + ".out").rdbuf();
-  e << std::ifstream(tag + ".err").rdbuf();
-  r.out = o.str();
-  r.err = e.str();
-  return r;
-}
+using Out = trainsim::testing::CliRun;
+using trainsim::testing::trainsim;
 
 // busbw of the largest size in the table.
 double large_busbw(const std::string& args) {

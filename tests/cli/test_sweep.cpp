@@ -2,6 +2,8 @@
 // minute with the paper's configuration ranked, byte-identical results whatever the thread count,
 // resuming, the report folders, and clear errors for bad input.
 #include <gtest/gtest.h>
+
+#include "tests/support/cli_runner.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,35 +17,10 @@
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
-}
-
-CliRun trainsim(const std::string& args) {
-  const std::string out = temp_path("sweep_out"), err = temp_path("sweep_err");
-  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " > " + out + " 2> " + err;
-  const auto start = std::chrono::steady_clock::now();
-  const int status = std::system(cmd.c_str());
-  CliRun r;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using trainsim::testing::CliRun;
+using trainsim::testing::slurp;
+using trainsim::testing::temp_path;
+using trainsim::testing::trainsim;
 
 bool has(const std::string& hay, const std::string& needle) {
   return hay.find(needle) != std::string::npos;

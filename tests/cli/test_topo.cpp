@@ -1,6 +1,8 @@
 // `trainsim topo`, the real executable: fabric summaries, ECMP load, failures, exports, errors.
 // Exit codes (DESIGN.md §3): 0 ok, 2 input/usage, 3 infeasible configuration.
 #include <gtest/gtest.h>
+
+#include "tests/support/cli_runner.h"
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,32 +14,10 @@
 
 namespace {
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
-}
-
-CliRun trainsim(const std::string& args) {
-  const std::string out = temp_path("topo_out"), err = temp_path("topo_err");
-  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " > " + out + " 2> " + err;
-  const int status = std::system(cmd.c_str());
-  CliRun r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
+using trainsim::testing::CliRun;
+using trainsim::testing::slurp;
+using trainsim::testing::temp_path;
+using trainsim::testing::trainsim;
 
 bool has(const std::string& hay, const std::string& needle) {
   return hay.find(needle) != std::string::npos;

@@ -1,0 +1,50 @@
+// Runs the real `trainsim` executable (TRAINSIM_BINARY, set by tests/CMakeLists.txt) as a process
+// and captures its exit code, stdout and stderr, for the CLI integration tests. Capture files are
+// named after the process id, since ctest runs test cases in parallel processes.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace trainsim::testing {
+
+struct CliRun {
+  int code = -1;
+  std::string out, err;
+  double seconds = 0;  // wall time of the process
+};
+
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// A per-process path in the test temp directory.
+inline std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
+}
+
+/// `trainsim ARGS` through the shell (so ARGS may hold quoting and redirections).
+inline CliRun trainsim(const std::string& args) {
+  const std::string out = temp_path("cli_out"), err = temp_path("cli_err");
+  const std::string cmd = std::string(TRAINSIM_BINARY) + " " + args + " > " + out + " 2> " + err;
+  const auto start = std::chrono::steady_clock::now();
+  const int status = std::system(cmd.c_str());
+  CliRun r;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace trainsim::testing
