@@ -12,6 +12,7 @@
 #include "sim/model/ops.h"
 #include "sim/plan/layout.h"
 #include "sim/plan/memory.h"
+#include "sim/exec/compute_model.h"
 
 namespace trainsim::exec {
 namespace {
@@ -19,54 +20,6 @@ namespace {
 using coll::Kind;
 using model::Op;
 using model::OpKind;
-
-// Prices ops with the calibration profile.
-struct ComputeModel {
-  const calib::Profile& prof;
-  double gemm_peak;  // FLOP/s of the GEMM datatype
-  double peak16;     // FLOP/s of 16-bit tensor cores (attention)
-  double hbm_Bps;
-
-  double gemm_eff(double m, double n, double k) const {
-    const double d0 = prof.gemm_half_dim;
-    return prof.gemm_peak_efficiency * (m / (m + d0)) * (n / (n + d0)) * (k / (k + d0));
-  }
-  double gemm_time(double m, double n, double k, double batch, double peak) const {
-    return 2.0 * m * n * k * batch / (peak * gemm_eff(m, n, k));
-  }
-  double forward(const Op& op) const {
-    const double launch = prof.kernel_overhead_s * op.kernels;
-    switch (op.kind) {
-      case OpKind::kGemm: {
-        const bool batched = op.batch > 1;  // attention's batched GEMMs stay 16-bit
-        return launch + gemm_time(op.m, op.n, op.k, op.batch, batched ? peak16 : gemm_peak);
-      }
-      case OpKind::kAttention:
-        return launch + op.flops / (peak16 * prof.attention_fwd_efficiency);
-      case OpKind::kMemory:
-        return launch + op.bytes / (hbm_Bps * prof.memory_bw_efficiency);
-    }
-    return launch;
-  }
-  // Backward: a GEMM becomes the input-gradient GEMM (m, k, n) and the weight-gradient GEMM
-  // (k, n, m); attention runs its backward kernel (2× the forward FLOPs, recomputing scores);
-  // element-wise ops read the saved input and the incoming gradient and write one: 2× the bytes.
-  double backward(const Op& op) const {
-    const double launch = prof.kernel_overhead_s * op.kernels;
-    switch (op.kind) {
-      case OpKind::kGemm: {
-        const double peak = op.batch > 1 ? peak16 : gemm_peak;
-        return 2 * launch + gemm_time(op.m, op.k, op.n, op.batch, peak) +
-               gemm_time(op.k, op.n, op.m, op.batch, peak);
-      }
-      case OpKind::kAttention:
-        return launch + 2.0 * op.flops / (peak16 * prof.attention_bwd_efficiency);
-      case OpKind::kMemory:
-        return launch + 2.0 * op.bytes / (hbm_Bps * prof.memory_bw_efficiency);
-    }
-    return launch;
-  }
-};
 
 // Time and traffic of one micro-batch on one pipeline stage.
 struct Slot {
@@ -349,10 +302,7 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
     bd.exposed_dp_s = dp_exposed;
   }
 
-  // Optimizer step, memory-bound over this GPU's parameter shard. Adam reads and writes the fp32
-  // master weights and both moments (24 B), reads the fp32 gradient (4 B), writes the 16-bit
-  // weights (2 B), and gradient clipping reads the gradients once more (4 B); LAMB adds the
-  // per-tensor weight and update norms (another 8 B).
+  // Optimizer step, memory-bound over this GPU's parameter shard (ComputeModel::optimizer).
   {
     const plan::StageParams sp_first =
         plan::stage_parameters(m, L, true, single, L.layers_first_stage);
@@ -360,9 +310,7 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
         plan::stage_parameters(m, L, single, true, L.layers_last_stage);
     const double params = std::max(sp_first.total(), sp_last.total()) /
                           (par.zero >= 1 ? static_cast<double>(par.dp) : 1.0);
-    const double bytes_per_param = cfg.training.optimizer == plan::Optimizer::kLamb ? 42.0 : 34.0;
-    bd.optimizer_s = params * bytes_per_param / (gpu.hbm_Bps * prof.memory_bw_efficiency) +
-                     10 * prof.kernel_overhead_s;
+    bd.optimizer_s = c.cm.optimizer(params, cfg.training.optimizer == plan::Optimizer::kLamb);
   }
   bd.data_loading_s = cfg.opt.async_data_pipeline ? 0.0 : prof.data_loading_s;
 
