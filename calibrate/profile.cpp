@@ -100,7 +100,100 @@ void load_measured(const json& j, const std::string& file, Profile& p) {
   pv.command_line = get_string_at(v, "command_line", file, at);
 }
 
+constexpr const char* kKernelOps[] = {
+    "gemm",        "attention_fwd", "attention_bwd", "layernorm", "rmsnorm",
+    "softmax",     "dropout",       "bias_dropout_add", "bias_gelu", "swiglu",
+    "embedding",   "cross_entropy", "adam",          "lamb"};
+constexpr const char* kKernelDtypes[] = {"fp32", "fp16", "bf16", "fp8"};
+
+template <std::size_t N>
+bool one_of(const std::string& v, const char* const (&names)[N]) {
+  for (const char* n : names) {
+    if (v == n) return true;
+  }
+  return false;
+}
+
+// The optional kernels section: the raw samples the compute fields were fitted from. Each entry
+// must be complete and name a known kernel and dtype, so the fit can be re-run from the file.
+void load_kernels_measured(const json& j, const std::string& file, Profile& p) {
+  const json& arr = j["kernels_measured"];
+  if (!arr.is_array()) throw_input("expected an array", {file, 0, "kernels_measured"});
+  for (std::size_t i = 0; i < arr.size(); ++i) {
+    const std::string at = "kernels_measured[" + std::to_string(i) + "]";
+    const json& e = arr[i];
+    if (!e.is_object()) throw_input("expected an object", {file, 0, at});
+    reject_unknown(e, {"op", "label", "dtype", "shape", "flops", "bytes", "median_s", "repeats"},
+                   file, at);
+    MeasuredKernel m;
+    m.op = get_string_at(e, "op", file, at);
+    if (!one_of(m.op, kKernelOps)) {
+      throw Error(ErrorKind::kInput, "unknown kernel `" + m.op + "`", {file, 0, at + ".op"},
+                  std::string("one of: ") + measured_kernel_ops());
+    }
+    m.label = get_string_at(e, "label", file, at);
+    m.dtype = get_string_at(e, "dtype", file, at);
+    if (!one_of(m.dtype, kKernelDtypes)) {
+      throw Error(ErrorKind::kInput, "unknown dtype `" + m.dtype + "`", {file, 0, at + ".dtype"},
+                  "one of: fp32, fp16, bf16, fp8");
+    }
+    const std::string sat = at + ".shape";
+    if (!e.contains("shape") || !e["shape"].is_object()) {
+      throw_input("expected an object {m, n, k, batch}", {file, 0, sat});
+    }
+    const json& sh = e["shape"];
+    reject_unknown(sh, {"m", "n", "k", "batch"}, file, sat);
+    m.m = get_number(sh, "m", file, sat, 0, false);
+    m.n = get_number(sh, "n", file, sat, 0, true);
+    m.k = get_number(sh, "k", file, sat, 0, false);
+    m.batch = get_number(sh, "batch", file, sat, 1, true);
+    m.flops = get_number(e, "flops", file, at, 0, false);
+    m.bytes = get_number(e, "bytes", file, at, 0, false);
+    m.median_s = get_number(e, "median_s", file, at, 0, true);
+    if (!e.contains("repeats") || !e["repeats"].is_number_integer() ||
+        e["repeats"].get<int>() < 1) {
+      throw_input("expected an integer >= 1", {file, 0, at + ".repeats"});
+    }
+    m.repeats = e["repeats"].get<int>();
+    const bool memory = is_memory_bound_kernel(m.op);
+    if (memory && !(m.bytes > 0)) {
+      throw_input("a memory-bound kernel needs the bytes it moves (> 0)", {file, 0, at + ".bytes"});
+    }
+    if (!memory && !(m.flops > 0)) {
+      throw_input("a GEMM or attention kernel needs its FLOPs (> 0)", {file, 0, at + ".flops"});
+    }
+    p.kernels_measured.push_back(std::move(m));
+  }
+  const std::string at = "kernels_measured_provenance";
+  if (!j.contains(at)) {
+    throw_input("missing: measured kernels need their provenance", {file, 0, at},
+                "gpu_name, driver_version, cuda_version, nccl_version, date, command_line");
+  }
+  const json& v = j[at];
+  if (!v.is_object()) throw_input("expected an object", {file, 0, at});
+  reject_unknown(v,
+                 {"gpu_name", "driver_version", "cuda_version", "nccl_version", "date",
+                  "command_line"},
+                 file, at);
+  KernelProvenance& pv = p.kernels_provenance;
+  pv.gpu_name = get_string_at(v, "gpu_name", file, at);
+  pv.driver_version = get_string_at(v, "driver_version", file, at);
+  pv.cuda_version = get_string_at(v, "cuda_version", file, at);
+  pv.nccl_version = get_string_at(v, "nccl_version", file, at);
+  pv.date = get_string_at(v, "date", file, at);
+  pv.command_line = get_string_at(v, "command_line", file, at);
+}
+
 }  // namespace
+
+const char* measured_kernel_ops() {
+  return "gemm, attention_fwd, attention_bwd, layernorm, rmsnorm, softmax, dropout, "
+         "bias_dropout_add, bias_gelu, swiglu, embedding, cross_entropy, adam, lamb";
+}
+
+bool is_memory_bound_kernel(const std::string& op) {
+  return op != "gemm" && op != "attention_fwd" && op != "attention_bwd";
+}
 
 Profile load_profile(const std::string& path) {
   std::ifstream in(path);
@@ -116,7 +209,8 @@ Profile load_profile(const std::string& path) {
   if (!j.is_object()) throw_input("a profile is a JSON object", {path, 0, ""});
   reject_unknown(j,
                  {"format_version", "name", "version", "gpu", "provenance", "compute", "collectives",
-                  "host", "collectives_measured", "collectives_measured_provenance"},
+                  "host", "collectives_measured", "collectives_measured_provenance",
+                  "kernels_measured", "kernels_measured_provenance"},
                  path, "");
   if (!j.contains("format_version") || !j["format_version"].is_number_integer()) {
     throw_input("missing or non-integer", {path, 0, "format_version"});
@@ -174,6 +268,12 @@ Profile load_profile(const std::string& path) {
   reject_unknown(h, {"data_loading_s"}, path, "host");
   p.data_loading_s = get_number(h, "data_loading_s", path, "host", 0, false);
   if (j.contains("collectives_measured")) load_measured(j, path, p);
+  if (j.contains("kernels_measured")) {
+    load_kernels_measured(j, path, p);
+  } else if (j.contains("kernels_measured_provenance")) {
+    throw_input("provenance without a kernels_measured section", {path, 0,
+                "kernels_measured_provenance"});
+  }
   return p;
 }
 
@@ -215,6 +315,27 @@ std::string profile_to_json(const Profile& p) {
                                             {"gpu_name", pv.gpu_name},
                                             {"date", pv.date},
                                             {"command_line", pv.command_line}};
+  }
+  if (!p.kernels_measured.empty()) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const MeasuredKernel& m : p.kernels_measured) {
+      arr.push_back({{"op", m.op},
+                     {"label", m.label},
+                     {"dtype", m.dtype},
+                     {"shape", {{"m", m.m}, {"n", m.n}, {"k", m.k}, {"batch", m.batch}}},
+                     {"flops", m.flops},
+                     {"bytes", m.bytes},
+                     {"median_s", m.median_s},
+                     {"repeats", m.repeats}});
+    }
+    j["kernels_measured"] = arr;
+    const KernelProvenance& pv = p.kernels_provenance;
+    j["kernels_measured_provenance"] = {{"gpu_name", pv.gpu_name},
+                                        {"driver_version", pv.driver_version},
+                                        {"cuda_version", pv.cuda_version},
+                                        {"nccl_version", pv.nccl_version},
+                                        {"date", pv.date},
+                                        {"command_line", pv.command_line}};
   }
   return j.dump(2) + "\n";
 }

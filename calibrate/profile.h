@@ -45,6 +45,36 @@ struct MeasuredProvenance {
   std::string command_line;        // the trainsim command that wrote the profile
 };
 
+/// One kernel timed on one GPU by `trainsim calibrate kernels` (kernels/bench.h): the median of
+/// its repeats, with the shape it ran at. Shapes by kind: a GEMM is [m×k]·[k×n] (batch > 1 for
+/// batched GEMMs); attention is batch = sequences·heads, m queries, n keys, k head dim; a
+/// memory-bound kernel runs over m rows of n elements (k = 0), the optimizers over n parameters.
+struct MeasuredKernel {
+  std::string op;     // one of measured_kernel_ops()
+  std::string label;  // what the shape stands for: a model op ("qkv", "norm_attn") or "grid"
+  std::string dtype;  // fp32 | fp16 | bf16 | fp8
+  double m = 0, n = 0, k = 0, batch = 1;
+  double flops = 0;     // FLOPs the simulator counts for the shape (GEMM, attention), else 0
+  double bytes = 0;     // HBM bytes the kernel moves (memory-bound kernels), else 0
+  double median_s = 0;  // median over `repeats` timed launches
+  int repeats = 0;
+};
+
+/// Where measured kernels came from.
+struct KernelProvenance {
+  std::string gpu_name;        // cudaDeviceProp::name
+  std::string driver_version;  // "13.0" from cudaDriverGetVersion
+  std::string cuda_version;    // runtime the binary links
+  std::string nccl_version;    // "2.27.3", "" when NCCL was not linked
+  std::string date;            // UTC, ISO 8601
+  std::string command_line;
+};
+
+/// Kernel kinds a `kernels_measured` entry may name, comma-separated (for messages).
+const char* measured_kernel_ops();
+/// True for the kinds fitted by bandwidth (everything but gemm and attention_*).
+bool is_memory_bound_kernel(const std::string& op);
+
 struct Profile {
   std::string name;        // e.g. "datasheet-h100-sxm"
   std::string version;     // profile content version
@@ -74,6 +104,10 @@ struct Profile {
   // Optional: α–β fits of imported nccl-tests runs ("collectives_measured" in the JSON).
   std::vector<MeasuredCollective> collectives_measured;
   MeasuredProvenance measured_provenance;  // meaningful only when collectives_measured is set
+
+  // Optional: raw kernel timings the compute fields were fitted from ("kernels_measured").
+  std::vector<MeasuredKernel> kernels_measured;
+  KernelProvenance kernels_provenance;  // meaningful only when kernels_measured is set
 };
 
 /// Built-in datasheet profile for a GPU preset; throws trainsim::Error if there is none.

@@ -1,0 +1,236 @@
+#include "calibrate/gemm_fit.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace trainsim::calib {
+namespace {
+
+double log_shape_factor(const GemmSample& s, double d0) {
+  return std::log(s.m / (s.m + d0)) + std::log(s.n / (s.n + d0)) + std::log(s.k / (s.k + d0));
+}
+
+// For a fixed d0 the model t = o + c_i·y, with c_i the time at e_max = 1 and y = 1 / e_max, is
+// linear in y: the y minimising Σ ((o + c_i·y) / t_i − 1)² is a ratio of sums. Returns y and the
+// sum of squared relative residuals left.
+struct GridPoint {
+  double inv_emax = 0;
+  double sse = 0;
+};
+
+GridPoint solve_for_d0(const std::vector<GemmSample>& s, double overhead, double d0) {
+  const auto n = static_cast<Eigen::Index>(s.size());
+  Eigen::VectorXd a(n), r(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const GemmSample& x = s[static_cast<std::size_t>(i)];
+    a[i] = gemm_surface_time(x, 1.0, d0) / x.seconds;
+    r[i] = 1.0 - overhead / x.seconds;
+  }
+  GridPoint g;
+  g.inv_emax = a.dot(r) / a.squaredNorm();
+  g.sse = (a * g.inv_emax - r).squaredNorm();
+  return g;
+}
+
+}  // namespace
+
+double gemm_surface_time(const GemmSample& s, double peak_efficiency, double half_dim) {
+  return 2.0 * s.m * s.n * s.k * s.batch /
+         (s.peak_flops * peak_efficiency * std::exp(log_shape_factor(s, half_dim)));
+}
+
+GemmFit fit_gemm_surface(const std::vector<GemmSample>& samples, double overhead_s,
+                         double max_half_dim) {
+  if (samples.size() < 2) throw_input("a GEMM surface needs at least 2 samples", {"", 0, "gemm"});
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const GemmSample& s = samples[i];
+    if (!(s.m > 0 && s.n > 0 && s.k > 0 && s.batch > 0 && s.peak_flops > 0 &&
+          s.seconds > overhead_s)) {
+      throw_input(fmt::format("GEMM sample {} ({}x{}x{}, {:.3g} s) is not usable: shape and peak "
+                              "must be > 0, the time above the {:.3g} s overhead",
+                              i, s.m, s.n, s.k, s.seconds, overhead_s),
+                  {"", 0, "gemm"});
+    }
+  }
+  // Grid in log(1 + d0) from 0 to max_half_dim (d0 = 0 means no shape penalty), then golden
+  // section inside the best cell's neighbours.
+  constexpr int kGrid = 240;
+  const double top = std::log1p(max_half_dim);
+  auto d0_at = [&](double u) { return std::expm1(u); };
+  int best = 0;
+  double best_sse = 0;
+  for (int i = 0; i <= kGrid; ++i) {
+    const double sse = solve_for_d0(samples, overhead_s, d0_at(top * i / kGrid)).sse;
+    if (i == 0 || sse < best_sse) {
+      best = i;
+      best_sse = sse;
+    }
+  }
+  double lo = top * std::max(0, best - 1) / kGrid;
+  double hi = top * std::min(kGrid, best + 1) / kGrid;
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
+  double fa = solve_for_d0(samples, overhead_s, d0_at(a)).sse;
+  double fb = solve_for_d0(samples, overhead_s, d0_at(b)).sse;
+  for (int it = 0; it < 80; ++it) {
+    if (fa < fb) {
+      hi = b;
+      b = a;
+      fb = fa;
+      a = hi - phi * (hi - lo);
+      fa = solve_for_d0(samples, overhead_s, d0_at(a)).sse;
+    } else {
+      lo = a;
+      a = b;
+      fa = fb;
+      b = lo + phi * (hi - lo);
+      fb = solve_for_d0(samples, overhead_s, d0_at(b)).sse;
+    }
+  }
+  GemmFit f;
+  f.half_dim = d0_at((lo + hi) / 2);
+  f.peak_efficiency = 1.0 / solve_for_d0(samples, overhead_s, f.half_dim).inv_emax;
+  f.samples = static_cast<int>(samples.size());
+  double sq = 0;
+  for (const GemmSample& s : samples) {
+    const double pred = gemm_surface_time(s, f.peak_efficiency, f.half_dim) + overhead_s;
+    const double rel = std::abs(pred - s.seconds) / s.seconds;
+    sq += rel * rel;
+    f.max_rel_error = std::max(f.max_rel_error, rel);
+  }
+  f.rms_rel_error = std::sqrt(sq / static_cast<double>(samples.size()));
+  return f;
+}
+
+BandwidthFit fit_memory_bandwidth(const std::vector<std::pair<double, double>>& bs,
+                                  double hbm_Bps) {
+  if (bs.size() < 2) {
+    throw_input("a bandwidth fit needs at least 2 memory-bound samples", {"", 0, "memory"});
+  }
+  if (!(hbm_Bps > 0)) throw_input("HBM bandwidth must be > 0", {"", 0, "hbm_Bps"});
+  const auto n = static_cast<Eigen::Index>(bs.size());
+  // Relative residuals: divide each row t = o + bytes·x by t, so the target is 1.
+  Eigen::MatrixXd a(n, 2);
+  Eigen::VectorXd ones = Eigen::VectorXd::Ones(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    const auto [bytes, t] = bs[static_cast<std::size_t>(i)];
+    if (!(bytes > 0 && t > 0)) {
+      throw_input(fmt::format("memory sample {} ({} B, {} s) must have bytes and time > 0", i,
+                              bytes, t),
+                  {"", 0, "memory"});
+    }
+    a(i, 0) = 1.0 / t;
+    a(i, 1) = bytes / t;
+  }
+  Eigen::Vector2d x = a.colPivHouseholderQr().solve(ones);
+  if (x[0] < 0) {  // no negative launch cost: refit through the origin
+    x[0] = 0;
+    x[1] = a.col(1).dot(ones) / a.col(1).squaredNorm();
+  }
+  BandwidthFit f;
+  f.overhead_s = x[0];
+  f.efficiency = 1.0 / (x[1] * hbm_Bps);
+  f.samples = static_cast<int>(bs.size());
+  for (const auto& [bytes, t] : bs) {
+    f.max_rel_error = std::max(f.max_rel_error, std::abs(x[0] + bytes * x[1] - t) / t);
+  }
+  return f;
+}
+
+double fit_flops_efficiency(const std::vector<std::pair<double, double>>& fs, double peak_flops,
+                            double overhead_s) {
+  if (fs.empty()) throw_input("no samples to fit an efficiency from", {"", 0, "attention"});
+  // min Σ (a_i·y − 1)² with a_i = flops_i / (peak · t'_i), y = 1 / efficiency.
+  Eigen::VectorXd a(static_cast<Eigen::Index>(fs.size()));
+  for (std::size_t i = 0; i < fs.size(); ++i) {
+    const double t = fs[i].second - overhead_s;
+    if (!(fs[i].first > 0 && t > 0 && peak_flops > 0)) {
+      throw_input(fmt::format("sample {} ({} FLOPs, {} s) is not usable after the {} s overhead",
+                              i, fs[i].first, fs[i].second, overhead_s),
+                  {"", 0, "attention"});
+    }
+    a[static_cast<Eigen::Index>(i)] = fs[i].first / (peak_flops * t);
+  }
+  const double y = a.sum() / a.squaredNorm();
+  return 1.0 / y;
+}
+
+KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRates& peaks,
+                       const std::string& gemm_dtype) {
+  KernelFits f;
+  f.gemm_dtype = gemm_dtype;
+  std::vector<std::pair<double, double>> mem, att_fwd, att_bwd;
+  std::vector<GemmSample> gemms;
+  double gemm_peak = 0;
+  if (gemm_dtype == "fp8") {
+    gemm_peak = peaks.dense_fp8_flops;
+  } else if (gemm_dtype == "fp32") {
+    gemm_peak = peaks.fp32_flops;
+  } else {
+    gemm_peak = peaks.dense_16bit_flops;
+  }
+  if (!(gemm_peak > 0)) {
+    throw_input("no peak FLOP/s for GEMM dtype `" + gemm_dtype + "` on this GPU",
+                {"", 0, "gemm"});
+  }
+  for (const MeasuredKernel& k : samples) {
+    if (is_memory_bound_kernel(k.op)) {
+      mem.emplace_back(k.bytes, k.median_s);
+    } else if (k.op == "attention_fwd") {
+      att_fwd.emplace_back(k.flops, k.median_s);
+    } else if (k.op == "attention_bwd") {
+      att_bwd.emplace_back(k.flops, k.median_s);
+    } else if (k.dtype == gemm_dtype && k.batch == 1) {
+      gemms.push_back({k.m, k.n, k.k, k.batch, gemm_peak, k.median_s});
+    }
+  }
+  f.memory = fit_memory_bandwidth(mem, peaks.hbm_Bps);
+  if (gemms.size() < 2) {
+    throw_input("fewer than 2 unbatched " + gemm_dtype + " GEMM samples", {"", 0, "gemm"},
+                "time the grid GEMMs in the training precision");
+  }
+  f.gemm = fit_gemm_surface(gemms, f.memory.overhead_s);
+  if (!att_fwd.empty()) {
+    f.attention_fwd_efficiency =
+        fit_flops_efficiency(att_fwd, peaks.dense_16bit_flops, f.memory.overhead_s);
+  } else {
+    f.notes.push_back("no attention_fwd samples: attention_fwd_efficiency kept");
+  }
+  if (!att_bwd.empty()) {
+    f.attention_bwd_efficiency =
+        fit_flops_efficiency(att_bwd, peaks.dense_16bit_flops, f.memory.overhead_s);
+  } else {
+    f.notes.push_back("no attention_bwd samples: attention_bwd_efficiency kept");
+  }
+  auto clamp_note = [&](double v, const char* name) {
+    if (v > 1.0) {
+      f.notes.push_back(fmt::format("{} fitted as {:.3f} > 1 (peak too low for this GPU?): "
+                                    "written as 1",
+                                    name, v));
+    }
+  };
+  clamp_note(f.memory.efficiency, "memory_bw_efficiency");
+  clamp_note(f.gemm.peak_efficiency, "gemm_peak_efficiency");
+  clamp_note(f.attention_fwd_efficiency, "attention_fwd_efficiency");
+  clamp_note(f.attention_bwd_efficiency, "attention_bwd_efficiency");
+  return f;
+}
+
+void apply_kernel_fits(const KernelFits& f, Profile& p) {
+  p.memory_bw_efficiency = std::min(1.0, f.memory.efficiency);
+  p.kernel_overhead_s = f.memory.overhead_s;
+  p.gemm_peak_efficiency = std::min(1.0, f.gemm.peak_efficiency);
+  p.gemm_half_dim = f.gemm.half_dim;
+  if (f.attention_fwd_efficiency > 0) {
+    p.attention_fwd_efficiency = std::min(1.0, f.attention_fwd_efficiency);
+  }
+  if (f.attention_bwd_efficiency > 0) {
+    p.attention_bwd_efficiency = std::min(1.0, f.attention_bwd_efficiency);
+  }
+}
+
+}  // namespace trainsim::calib

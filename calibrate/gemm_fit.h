@@ -1,0 +1,93 @@
+// Fits of the compute fields of a profile from measured kernel times (`kernels_measured`).
+//
+// The simulator prices compute ops with three small models (sim/exec/compute_model.h,
+// docs/calibration.md); each fit here recovers the constants of one of them from samples:
+//
+//  - memory-bound kernels:  t = kernel_overhead_s + bytes / (memory_bw_efficiency · hbm_Bps)
+//    a straight line in bytes, fitted by least squares on relative residuals (Eigen);
+//  - GEMMs:  t = overhead + 2·m·n·k·batch / (peak · e_max · Π_{d∈m,n,k} d / (d + d0))
+//    nonlinear in d0 (gemm_half_dim) only: for a fixed d0 the time is linear in 1/e_max, whose
+//    best value is a ratio of sums, so the fit scans d0 on a log grid and refines the best cell
+//    by golden-section search, minimising squared relative residuals of the time, overhead
+//    included (every shape weighs alike, and launch-bound tiny GEMMs do not blow up);
+//  - attention:  t = overhead + flops / (peak16 · efficiency), forward and backward separately
+//    (a backward sample carries the 2× forward FLOPs the simulator counts), one linear parameter.
+//
+// Pure functions of their inputs; no GPU, no file access. Errors are trainsim::Error (kInput)
+// naming the op kind that lacks samples.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "calibrate/profile.h"
+
+namespace trainsim::calib {
+
+/// One GEMM timing: shape, the dense peak of its dtype and the measured time.
+struct GemmSample {
+  double m = 0, n = 0, k = 0, batch = 1;
+  double peak_flops = 0;  // FLOP/s of the dtype it ran in (datasheet dense tensor-core peak)
+  double seconds = 0;
+};
+
+struct GemmFit {
+  double peak_efficiency = 0;  // e_max
+  double half_dim = 0;         // d0
+  double rms_rel_error = 0;    // over the samples, of predicted vs measured time
+  double max_rel_error = 0;
+  int samples = 0;
+};
+
+/// Fits e_max and d0. `overhead_s` (the per-launch cost, from the bandwidth fit) is taken off
+/// every time first, as the compute model adds it back. d0 is searched in [0, max_half_dim].
+GemmFit fit_gemm_surface(const std::vector<GemmSample>& samples, double overhead_s = 0,
+                         double max_half_dim = 8192);
+
+/// Predicted GEMM time of the surface (without overhead), for checks and residuals.
+double gemm_surface_time(const GemmSample& shape, double peak_efficiency, double half_dim);
+
+struct BandwidthFit {
+  double efficiency = 0;  // fraction of hbm_Bps achieved at large sizes
+  double overhead_s = 0;  // intercept: launch + tail per kernel
+  double max_rel_error = 0;
+  int samples = 0;
+};
+
+/// Fits t = overhead + bytes / (efficiency · hbm_Bps) on (bytes, seconds) samples; a negative
+/// intercept is refitted as 0.
+BandwidthFit fit_memory_bandwidth(const std::vector<std::pair<double, double>>& bytes_seconds,
+                                  double hbm_Bps);
+
+/// Fits t = overhead + flops / (peak · efficiency) on (flops, seconds) samples.
+double fit_flops_efficiency(const std::vector<std::pair<double, double>>& flops_seconds,
+                            double peak_flops, double overhead_s);
+
+/// Peak rates of the GPU the samples ran on (GPU preset datasheet numbers).
+struct PeakRates {
+  double dense_16bit_flops = 0;
+  double dense_fp8_flops = 0;  // 0 when the GPU has none
+  double fp32_flops = 0;       // non-tensor-core fp32; 0 = unknown (fp32 GEMM samples skipped)
+  double hbm_Bps = 0;
+};
+
+/// Everything the compute fields of a profile get from `kernels_measured`.
+struct KernelFits {
+  BandwidthFit memory;
+  GemmFit gemm;
+  std::string gemm_dtype;  // the dtype whose GEMM samples were fitted
+  double attention_fwd_efficiency = 0;
+  double attention_bwd_efficiency = 0;
+  std::vector<std::string> notes;  // clamps and skipped samples, for the command's output
+};
+
+/// Fits all from a profile's samples. GEMM samples of `gemm_dtype` that are not batched are
+/// fitted (batched attention GEMMs stay 16-bit in the simulator and are not mixed in). Throws
+/// kInput when a needed kind has no samples.
+KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRates& peaks,
+                       const std::string& gemm_dtype = "bf16");
+
+/// Writes the fitted constants into the compute fields of `p` (efficiencies clamped to 1).
+void apply_kernel_fits(const KernelFits& f, Profile& p);
+
+}  // namespace trainsim::calib

@@ -1,0 +1,278 @@
+// calibrate/gemm_fit and the kernels_measured section of calibrate/profile.
+//
+// Expected results by construction: samples generated from the very models the fits invert
+// (docs/calibration.md) must give back the constants they were generated with — exactly without
+// noise, within a few percent with 2.5 % log-normal noise. The recorded file
+// tests/calibrate/data/kernels_h100_synthetic.json was generated the same way (its provenance
+// says so) with gemm 0.78 / d0 110, memory 0.86 at 2.7 µs overhead, attention 0.52 / 0.41.
+#include "calibrate/gemm_fit.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "calibrate/profile.h"
+#include "sim/core/error.h"
+
+namespace trainsim::calib {
+namespace {
+
+const std::string kData = std::string(TRAINSIM_SOURCE_DIR) + "/tests/calibrate/data/";
+constexpr double kPeak = 989e12;  // H100 SXM dense bf16
+constexpr double kHbm = 3.35e12;
+
+std::vector<GemmSample> gemm_grid(double e, double d0, double overhead, double noise,
+                                  unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> g(0.0, noise);
+  std::vector<GemmSample> out;
+  for (double m : {128.0, 512.0, 2048.0, 8192.0}) {
+    for (double n : {256.0, 1024.0, 4096.0, 12288.0}) {
+      for (double k : {64.0, 1024.0, 6144.0}) {
+        GemmSample s{m, n, k, 1, kPeak, 0};
+        s.seconds = (gemm_surface_time(s, e, d0) + overhead) * std::exp(noise > 0 ? g(rng) : 0);
+        out.push_back(s);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(GemmFit, RecoversSurfaceExactlyWithoutNoise) {
+  const GemmFit f = fit_gemm_surface(gemm_grid(0.74, 96, 0, 0, 1));
+  EXPECT_NEAR(f.peak_efficiency, 0.74, 1e-4);
+  EXPECT_NEAR(f.half_dim, 96, 0.1);
+  EXPECT_LT(f.max_rel_error, 1e-4);
+  EXPECT_EQ(f.samples, 48);
+}
+
+TEST(GemmFit, RecoversSurfaceWithNoiseAndOverhead) {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    const GemmFit f = fit_gemm_surface(gemm_grid(0.81, 140, 3e-6, 0.025, seed), 3e-6);
+    EXPECT_NEAR(f.peak_efficiency, 0.81, 0.02 * 0.81) << seed;
+    EXPECT_NEAR(f.half_dim, 140, 0.12 * 140) << seed;
+    EXPECT_LT(f.rms_rel_error, 0.04) << seed;
+  }
+}
+
+TEST(GemmFit, NoShapePenaltyFitsHalfDimZero) {
+  // Time exactly proportional to FLOPs: d0 = 0 is the best fit and e_max the constant ratio.
+  std::vector<GemmSample> s;
+  for (double d : {512.0, 1024.0, 4096.0}) s.push_back({d, d, d, 1, kPeak, 2 * d * d * d / (kPeak * 0.6)});
+  const GemmFit f = fit_gemm_surface(s);
+  EXPECT_NEAR(f.half_dim, 0, 0.5);
+  EXPECT_NEAR(f.peak_efficiency, 0.6, 1e-3);
+}
+
+TEST(GemmFit, RejectsTooFewOrBadSamples) {
+  EXPECT_THROW(fit_gemm_surface({{512, 512, 512, 1, kPeak, 1e-4}}), Error);
+  EXPECT_THROW(fit_gemm_surface({{512, 512, 512, 1, kPeak, 1e-4}, {512, 0, 512, 1, kPeak, 1e-4}}),
+               Error);
+  // Time below the overhead: nothing left to attribute to the GEMM.
+  EXPECT_THROW(fit_gemm_surface({{512, 512, 512, 1, kPeak, 1e-6}, {1024, 512, 512, 1, kPeak, 1e-4}},
+                                2e-6),
+               Error);
+}
+
+TEST(BandwidthFit, RecoversEfficiencyAndOverhead) {
+  std::mt19937 rng(5);
+  std::normal_distribution<double> g(0.0, 0.02);
+  std::vector<std::pair<double, double>> exact, noisy;
+  for (double b = 4096; b <= 4e9; b *= 4) {
+    const double t = 4.5e-6 + b / (0.83 * kHbm);
+    exact.emplace_back(b, t);
+    noisy.emplace_back(b, t * std::exp(g(rng)));
+  }
+  BandwidthFit f = fit_memory_bandwidth(exact, kHbm);
+  EXPECT_NEAR(f.efficiency, 0.83, 1e-9);
+  EXPECT_NEAR(f.overhead_s, 4.5e-6, 1e-12);
+  f = fit_memory_bandwidth(noisy, kHbm);
+  EXPECT_NEAR(f.efficiency, 0.83, 0.03 * 0.83);
+  EXPECT_NEAR(f.overhead_s, 4.5e-6, 0.15 * 4.5e-6);
+  EXPECT_LT(f.max_rel_error, 0.08);
+}
+
+TEST(BandwidthFit, NegativeInterceptRefitsThroughOrigin) {
+  // Two points on t = −1 µs + bytes / 1 TB/s: the overhead cannot be negative.
+  const BandwidthFit f = fit_memory_bandwidth({{1e7, 9e-6}, {1e9, 999e-6}}, 1e12);
+  EXPECT_EQ(f.overhead_s, 0);
+  EXPECT_GT(f.efficiency, 0);
+}
+
+TEST(AttentionFit, RecoversEfficiency) {
+  std::vector<std::pair<double, double>> s;
+  for (double seq : {1024.0, 2048.0, 8192.0}) {
+    const double flops = 4.0 * 12 * seq * seq * 128;
+    s.emplace_back(flops, 3e-6 + flops / (kPeak * 0.47));
+  }
+  EXPECT_NEAR(fit_flops_efficiency(s, kPeak, 3e-6), 0.47, 1e-9);
+}
+
+PeakRates h100() {
+  PeakRates p;
+  p.dense_16bit_flops = kPeak;
+  p.dense_fp8_flops = 2 * kPeak;
+  p.hbm_Bps = kHbm;
+  return p;
+}
+
+TEST(KernelFits, RecordedSampleFileLoadsAndFits) {
+  const Profile p = load_profile(kData + "kernels_h100_synthetic.json");
+  ASSERT_EQ(p.kernels_measured.size(), 82u);
+  EXPECT_EQ(p.kernels_measured[0].label, "qkv");
+  EXPECT_EQ(p.kernels_provenance.nccl_version, "2.27.7");
+  const KernelFits f = fit_kernels(p.kernels_measured, h100());
+  EXPECT_NEAR(f.memory.efficiency, 0.86, 0.03 * 0.86);
+  EXPECT_NEAR(f.memory.overhead_s, 2.7e-6, 0.2 * 2.7e-6);
+  EXPECT_NEAR(f.gemm.peak_efficiency, 0.78, 0.03 * 0.78);
+  EXPECT_NEAR(f.gemm.half_dim, 110, 0.15 * 110);
+  EXPECT_NEAR(f.attention_fwd_efficiency, 0.52, 0.03 * 0.52);
+  EXPECT_NEAR(f.attention_bwd_efficiency, 0.41, 0.03 * 0.41);
+  EXPECT_TRUE(f.notes.empty());
+  Profile q = p;
+  apply_kernel_fits(f, q);
+  EXPECT_DOUBLE_EQ(q.gemm_half_dim, f.gemm.half_dim);
+  EXPECT_DOUBLE_EQ(q.kernel_overhead_s, f.memory.overhead_s);
+}
+
+TEST(KernelFits, MissingKindsAreNamed) {
+  const Profile p = load_profile(kData + "kernels_h100_synthetic.json");
+  std::vector<MeasuredKernel> only_mem;
+  for (const auto& k : p.kernels_measured) {
+    if (is_memory_bound_kernel(k.op)) only_mem.push_back(k);
+  }
+  try {
+    fit_kernels(only_mem, h100());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "gemm");
+  }
+  // fp8 GEMMs were not timed in the file.
+  EXPECT_THROW(fit_kernels(p.kernels_measured, h100(), "fp8"), Error);
+  PeakRates no_fp8 = h100();
+  no_fp8.dense_fp8_flops = 0;
+  EXPECT_THROW(fit_kernels(p.kernels_measured, no_fp8, "fp8"), Error);
+}
+
+TEST(KernelFits, EfficiencyAboveOneIsClampedAndNoted) {
+  Profile p = load_profile(kData + "kernels_h100_synthetic.json");
+  PeakRates low = h100();
+  low.hbm_Bps = 1e12;  // a peak below what the samples achieved
+  const KernelFits f = fit_kernels(p.kernels_measured, low);
+  EXPECT_GT(f.memory.efficiency, 1.0);
+  ASSERT_FALSE(f.notes.empty());
+  EXPECT_NE(f.notes[0].find("memory_bw_efficiency"), std::string::npos);
+  apply_kernel_fits(f, p);
+  EXPECT_EQ(p.memory_bw_efficiency, 1.0);
+}
+
+// ---- the kernels_measured section of the profile format ----
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+Profile with_kernels() {
+  Profile p = builtin_profile("h200-sxm");
+  MeasuredKernel g;
+  g.op = "gemm";
+  g.label = "qkv";
+  g.dtype = "bf16";
+  g.m = 2048;
+  g.n = 4608;
+  g.k = 12288;
+  g.flops = 2.0 * 2048 * 4608 * 12288;
+  g.median_s = 3.3e-4;
+  g.repeats = 50;
+  MeasuredKernel n;
+  n.op = "layernorm";
+  n.label = "norm_attn";
+  n.dtype = "bf16";
+  n.m = 2048;
+  n.n = 12288;
+  n.bytes = 2.0 * 2048 * 12288 * 2;
+  n.median_s = 4.1e-5;
+  n.repeats = 50;
+  p.kernels_measured = {g, n};
+  p.kernels_provenance = {"NVIDIA H200", "13.0", "13.0", "2.27.7", "2026-11-30T10:00:00Z",
+                          "trainsim calibrate kernels --out x.json"};
+  return p;
+}
+
+TEST(KernelsMeasured, RoundTrip) {
+  const Profile p = with_kernels();
+  const std::string path = write_temp("kernels_roundtrip.json", profile_to_json(p));
+  const Profile q = load_profile(path);
+  ASSERT_EQ(q.kernels_measured.size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const MeasuredKernel& a = p.kernels_measured[i];
+    const MeasuredKernel& b = q.kernels_measured[i];
+    EXPECT_EQ(a.op, b.op);
+    EXPECT_EQ(a.label, b.label);
+    EXPECT_EQ(a.dtype, b.dtype);
+    EXPECT_DOUBLE_EQ(a.m, b.m);
+    EXPECT_DOUBLE_EQ(a.n, b.n);
+    EXPECT_DOUBLE_EQ(a.k, b.k);
+    EXPECT_DOUBLE_EQ(a.batch, b.batch);
+    EXPECT_DOUBLE_EQ(a.flops, b.flops);
+    EXPECT_DOUBLE_EQ(a.bytes, b.bytes);
+    EXPECT_DOUBLE_EQ(a.median_s, b.median_s);
+    EXPECT_EQ(a.repeats, b.repeats);
+  }
+  EXPECT_EQ(q.kernels_provenance.gpu_name, "NVIDIA H200");
+  EXPECT_EQ(q.kernels_provenance.command_line, "trainsim calibrate kernels --out x.json");
+  EXPECT_EQ(profile_to_json(q), profile_to_json(p));
+  // A profile without samples writes no section (format unchanged for datasheet profiles).
+  EXPECT_EQ(profile_to_json(builtin_profile("h200-sxm")).find("kernels_measured"),
+            std::string::npos);
+}
+
+// Each corruption must fail with the file and the exact field.
+TEST(KernelsMeasured, CorruptSectionNamesFileAndField) {
+  const std::string good = profile_to_json(with_kernels());
+  struct Case {
+    std::string from, to, field;
+  };
+  const std::vector<Case> cases = {
+      {"\"op\": \"layernorm\"", "\"op\": \"layer_norm\"", "kernels_measured[1].op"},
+      {"\"dtype\": \"bf16\"", "\"dtype\": \"bfloat16\"", "kernels_measured[0].dtype"},
+      {"\"median_s\": 4.1e-05", "\"median_s\": -1", "kernels_measured[1].median_s"},
+      {"\"median_s\": 4.1e-05", "\"mean_s\": 4.1e-05", "kernels_measured[1].mean_s"},
+      {"\"repeats\": 50", "\"repeats\": 0.5", "kernels_measured[0].repeats"},
+      {"\"batch\": 1.0", "\"batch\": 0", "kernels_measured[0].shape.batch"},
+      {"\"n\": 4608.0", "\"n\": \"4608\"", "kernels_measured[0].shape.n"},
+      {"\"bytes\": 100663296.0", "\"bytes\": 0", "kernels_measured[1].bytes"},
+      {"\"driver_version\": \"13.0\",", "", "kernels_measured_provenance.driver_version"},
+  };
+  for (const Case& c : cases) {
+    std::string text = good;
+    const auto at = text.find(c.from);
+    ASSERT_NE(at, std::string::npos) << c.from << "\n" << good;
+    text.replace(at, c.from.size(), c.to);
+    const std::string path = write_temp("kernels_corrupt.json", text);
+    try {
+      load_profile(path);
+      FAIL() << "accepted: " << c.to;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInput);
+      EXPECT_EQ(e.where().file, path);
+      EXPECT_EQ(e.where().field, c.field) << e.what();
+    }
+  }
+  // The section without its provenance, and provenance without the section.
+  std::string text = good;
+  text.replace(text.find(",\n  \"kernels_measured_provenance\""), std::string::npos, "\n}\n");
+  try {
+    load_profile(write_temp("kernels_noprov.json", text));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "kernels_measured_provenance");
+  }
+}
+
+}  // namespace
+}  // namespace trainsim::calib
