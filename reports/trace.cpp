@@ -17,13 +17,11 @@ namespace {
 // Streams in the order a reader wants them: compute first, then the
 // collectives, then the pipeline point-to-point streams (the order of
 // plan::Stream).
-constexpr const char *kStreams[] = {
-    "compute",      "tp",           "cp",           "ep",          "dp",
-    "pp-send-next", "pp-send-prev", "pp-recv-prev", "pp-recv-next"};
+constexpr const char *kStreams[] = {"compute",      "tp",           "cp",
+                                    "ep",           "dp",           "pp-send-next",
+                                    "pp-send-prev", "pp-recv-prev", "pp-recv-next"};
 
-std::string json_string(const std::string &s) {
-  return nlohmann::json(s).dump();
-}
+std::string json_string(const std::string &s) { return nlohmann::json(s).dump(); }
 
 // Seconds → microseconds with nanosecond resolution, as integer nanoseconds
 // (printed by `us`).
@@ -36,26 +34,22 @@ std::string us(long long ns) {
   const unsigned long long a = neg ? static_cast<unsigned long long>(-ns) : ns;
   std::string out = fmt::format("{}{}", neg ? "-" : "", a / 1000);
   unsigned long long frac = a % 1000;
-  if (frac == 0)
-    return out;
+  if (frac == 0) return out;
   std::string f = fmt::format("{:03}", frac);
-  while (!f.empty() && f.back() == '0')
-    f.pop_back();
+  while (!f.empty() && f.back() == '0') f.pop_back();
   return out + "." + f;
 }
 
-} // namespace
+}  // namespace
 
 int trace_stream_tid(const std::string &stream) {
   for (int i = 0; i < static_cast<int>(std::size(kStreams)); ++i) {
-    if (stream == kStreams[i])
-      return i + 1;
+    if (stream == kStreams[i]) return i + 1;
   }
   return -1;
 }
 
-std::string trace_event_json(const exec::Timeline &timeline,
-                             const TraceMeta &meta) {
+std::string trace_event_json(const exec::Timeline &timeline, const TraceMeta &meta) {
   // Ranks: those the timeline names plus any that only appear in spans; streams
   // per rank.
   std::set<int> ranks(timeline.ranks.begin(), timeline.ranks.end());
@@ -64,42 +58,35 @@ std::string trace_event_json(const exec::Timeline &timeline,
   for (const exec::TraceSpan &s : timeline.spans) {
     ranks.insert(s.rank);
     streams[s.rank].insert(s.stream);
-    if (trace_stream_tid(s.stream) < 0)
-      other_streams.insert(s.stream);
+    if (trace_stream_tid(s.stream) < 0) other_streams.insert(s.stream);
   }
   std::map<std::string, int> tid;
-  for (const char *s : kStreams)
-    tid[s] = trace_stream_tid(s);
+  for (const char *s : kStreams) tid[s] = trace_stream_tid(s);
   int next = 100;
-  for (const std::string &s : other_streams)
-    tid[s] = next++;
+  for (const std::string &s : other_streams) tid[s] = next++;
 
   std::string o = "{\"traceEvents\":[\n";
   bool first = true;
   auto event = [&](const std::string &e) {
-    if (!first)
-      o += ",\n";
+    if (!first) o += ",\n";
     first = false;
     o += e;
   };
   for (int r : ranks) {
     std::string name = fmt::format("rank {}", r);
-    if (meta.ranks_per_stage > 0)
-      name += fmt::format(" (stage {})", r / meta.ranks_per_stage);
-    event(fmt::format(
-        R"({{"ph":"M","pid":{},"tid":0,"name":"process_name","args":{{"name":{}}}}})",
-        r, json_string(name)));
+    if (meta.ranks_per_stage > 0) name += fmt::format(" (stage {})", r / meta.ranks_per_stage);
+    event(fmt::format(R"({{"ph":"M","pid":{},"tid":0,"name":"process_name","args":{{"name":{}}}}})",
+                      r, json_string(name)));
     event(fmt::format(
         R"({{"ph":"M","pid":{},"tid":0,"name":"process_sort_index","args":{{"sort_index":{}}}}})",
         r, r));
     // Streams in tid order, so that compute (tid 1) is listed and sorted first.
     std::map<int, std::string> by_tid;
-    for (const std::string &s : streams[r])
-      by_tid[tid.at(s)] = s;
+    for (const std::string &s : streams[r]) by_tid[tid.at(s)] = s;
     for (const auto &[t, s] : by_tid) {
-      event(fmt::format(
-          R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})",
-          r, t, json_string(s)));
+      event(
+          fmt::format(R"({{"ph":"M","pid":{},"tid":{},"name":"thread_name","args":{{"name":{}}}}})",
+                      r, t, json_string(s)));
       event(fmt::format(
           R"({{"ph":"M","pid":{},"tid":{},"name":"thread_sort_index","args":{{"sort_index":{}}}}})",
           r, t, t));
@@ -112,18 +99,14 @@ std::string trace_event_json(const exec::Timeline &timeline,
     auto arg = [&](const char *key, const std::string &value) {
       args += fmt::format("{}\"{}\":{}", args.empty() ? "" : ",", key, value);
     };
-    if (s.microbatch >= 0)
-      arg("microbatch", std::to_string(s.microbatch));
-    if (s.chunk >= 0)
-      arg("chunk", std::to_string(s.chunk));
-    if (s.layer >= 0)
-      arg("layer", std::to_string(s.layer));
-    if (s.bytes > 0)
-      arg("bytes", fmt::format("{:.0f}", s.bytes));
+    if (s.microbatch >= 0) arg("microbatch", std::to_string(s.microbatch));
+    if (s.chunk >= 0) arg("chunk", std::to_string(s.chunk));
+    if (s.layer >= 0) arg("layer", std::to_string(s.layer));
+    if (s.bytes > 0) arg("bytes", fmt::format("{:.0f}", s.bytes));
     event(fmt::format(
         R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":{},"ts":{},"dur":{},"args":{{{}}}}})",
-        s.rank, tid.at(s.stream), json_string(s.name), json_string(s.category),
-        us(start), us(dur), args));
+        s.rank, tid.at(s.stream), json_string(s.name), json_string(s.category), us(start), us(dur),
+        args));
   }
   nlohmann::ordered_json other;
   other["profile"] = meta.profile;
@@ -131,9 +114,8 @@ std::string trace_event_json(const exec::Timeline &timeline,
   other["trainsim_version"] = kVersion;
   other["fidelity"] = meta.fidelity;
   other["scenario"] = meta.scenario;
-  o += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" + other.dump() +
-       "}\n";
+  o += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" + other.dump() + "}\n";
   return o;
 }
 
-} // namespace trainsim::reports
+}  // namespace trainsim::reports

@@ -30,11 +30,10 @@ namespace trainsim::reports {
 /// What the trace says about where it came from (its "otherData";
 /// trainsim_version is added).
 struct TraceMeta {
-  std::string scenario; // scenario source (file path or name)
-  std::string fidelity; // "flow", "packet", "real" ...
-  std::string
-      model_version;   // performance-model version ("" for a measured run)
-  std::string profile; // calibration profile name
+  std::string scenario;       // scenario source (file path or name)
+  std::string fidelity;       // "flow", "packet", "real" ...
+  std::string model_version;  // performance-model version ("" for a measured run)
+  std::string profile;        // calibration profile name
   // Ranks per pipeline stage (tp·cp·dp): the stage of rank r is r /
   // ranks_per_stage (the rank numbering of sim/plan/layout.h). 0 leaves the
   // stage out of the process names.
@@ -42,12 +41,11 @@ struct TraceMeta {
 };
 
 /// The trace-event JSON document of `timeline`, with a trailing newline.
-std::string trace_event_json(const exec::Timeline &timeline,
-                             const TraceMeta &meta);
+std::string trace_event_json(const exec::Timeline &timeline, const TraceMeta &meta);
 
 /// The thread id a stream's events carry (see the header comment); -1 for a
 /// name outside the fixed table (the writer numbers those from 100 in name
 /// order).
 int trace_stream_tid(const std::string &stream);
 
-} // namespace trainsim::reports
+}  // namespace trainsim::reports

@@ -18,9 +18,8 @@ namespace {
 
 using nlohmann::json;
 
-exec::TraceSpan span(int rank, const char *stream, const char *name,
-                     const char *cat, double start, double end, int mb = -1,
-                     int layer = -1, double bytes = 0) {
+exec::TraceSpan span(int rank, const char *stream, const char *name, const char *cat, double start,
+                     double end, int mb = -1, int layer = -1, double bytes = 0) {
   exec::TraceSpan s;
   s.rank = rank;
   s.stream = stream;
@@ -41,8 +40,7 @@ exec::Timeline timeline() {
       span(1, "compute", "qkv fwd", "compute", 0, 1e-6, 0, 0),
       span(1, "tp", "all-gather tp", "tp", 1.5e-6, 3.25e-6, 0, 0, 4096),
       span(1, "compute", "attention fwd", "compute", 3.25e-6, 10e-6, 0, 0),
-      span(1, "pp-send-next", "send-next pp", "pp", 10e-6, 12e-6, 0, -1,
-           1 << 20),
+      span(1, "pp-send-next", "send-next pp", "pp", 10e-6, 12e-6, 0, -1, 1 << 20),
       span(5, "compute", "data loading", "data", 0, 2e-6),
       span(5, "dp", "reduce-scatter dp", "dp", 2e-6, 2.007e-6, -1, -1, 1e9),
       span(5, "pp-recv-prev", "recv-prev pp", "pp", 0, 2.5e-6, 0, -1, 1 << 20),
@@ -77,36 +75,31 @@ TEST(Trace, MetadataProcessesAndThreads) {
   std::map<std::pair<int, int>, int> thread_sort;
   int metadata = 0;
   for (const json &e : j.at("traceEvents")) {
-    if (e.at("ph") != "M")
-      continue;
+    if (e.at("ph") != "M") continue;
     ++metadata;
     const int pid = e.at("pid"), tid = e.at("tid");
-    if (e.at("name") == "process_name")
-      process[pid] = e.at("args").at("name");
-    if (e.at("name") == "thread_name")
-      thread[{pid, tid}] = e.at("args").at("name");
+    if (e.at("name") == "process_name") process[pid] = e.at("args").at("name");
+    if (e.at("name") == "thread_name") thread[{pid, tid}] = e.at("args").at("name");
     if (e.at("name") == "thread_sort_index")
       thread_sort[{pid, tid}] = e.at("args").at("sort_index");
   }
   EXPECT_EQ(metadata, 16);
-  EXPECT_EQ(process, (std::map<int, std::string>{{1, "rank 1 (stage 0)"},
-                                                 {5, "rank 5 (stage 1)"}}));
+  EXPECT_EQ(process,
+            (std::map<int, std::string>{{1, "rank 1 (stage 0)"}, {5, "rank 5 (stage 1)"}}));
   const std::map<std::pair<int, int>, std::string> want = {
       {{1, 1}, "compute"}, {{1, 2}, "tp"}, {{1, 6}, "pp-send-next"},
       {{5, 1}, "compute"}, {{5, 5}, "dp"}, {{5, 8}, "pp-recv-prev"}};
   EXPECT_EQ(thread, want);
-  for (const auto &[key, sort] : thread_sort)
-    EXPECT_EQ(sort, key.second); // compute first
+  for (const auto &[key, sort] : thread_sort) EXPECT_EQ(sort, key.second);  // compute first
 }
 
 TEST(Trace, CompleteEventsRoundTrip) {
   const exec::Timeline t = timeline();
   const json j = json::parse(trace_event_json(t, meta()));
-  const double end_us = 12.0; // the timeline's last end
+  const double end_us = 12.0;  // the timeline's last end
   std::vector<json> spans;
   for (const json &e : j.at("traceEvents")) {
-    if (e.at("ph") == "X")
-      spans.push_back(e);
+    if (e.at("ph") == "X") spans.push_back(e);
   }
   ASSERT_EQ(spans.size(), t.spans.size());
   for (std::size_t i = 0; i < spans.size(); ++i) {
@@ -125,11 +118,9 @@ TEST(Trace, CompleteEventsRoundTrip) {
   }
   EXPECT_EQ(spans[1].at("ts"), 1.5);
   EXPECT_EQ(spans[1].at("dur"), 1.75);
-  EXPECT_EQ(spans[5].at("dur"), 0.007); // 7 ns: sub-µs precision kept
-  EXPECT_EQ(spans[1].at("args"),
-            json({{"microbatch", 0}, {"layer", 0}, {"bytes", 4096}}));
-  EXPECT_EQ(spans[2].at("args"),
-            json({{"microbatch", 0}, {"chunk", 1}, {"layer", 0}}));
+  EXPECT_EQ(spans[5].at("dur"), 0.007);  // 7 ns: sub-µs precision kept
+  EXPECT_EQ(spans[1].at("args"), json({{"microbatch", 0}, {"layer", 0}, {"bytes", 4096}}));
+  EXPECT_EQ(spans[2].at("args"), json({{"microbatch", 0}, {"chunk", 1}, {"layer", 0}}));
   EXPECT_EQ(spans[4].at("args"), json::object());
   EXPECT_EQ(spans[5].at("args").at("bytes"), 1e9);
   // Metadata first, then the spans in the Timeline's order.
@@ -160,5 +151,5 @@ TEST(Trace, EmptyTimelineIsValidJson) {
   EXPECT_TRUE(j.at("traceEvents").empty());
 }
 
-} // namespace
-} // namespace trainsim::reports
+}  // namespace
+}  // namespace trainsim::reports
