@@ -1,0 +1,386 @@
+#include "cli/compare_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <vector>
+
+#include "cli/output.h"
+#include "sim/core/error.h"
+#include "sim/core/version.h"
+
+namespace trainsim::cli {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+struct Kind {
+  std::string name, category;
+  long count = 0;
+  double total_s = 0;
+};
+
+// One result document, checked at the boundary.
+struct Side {
+  std::string path;
+  json doc;
+  std::string fidelity;
+  double iteration_s = 0;
+  std::vector<std::pair<std::string, double>> breakdown;  // in the document's order
+  std::vector<Kind> kinds;
+};
+
+const json& field(const json& j, const std::string& key, const std::string& path,
+                  const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) {
+    throw_input("missing `" + where + "`", {path, 0, where},
+                "compare result documents of `trainsim run --format json` or `trainsim execute`");
+  }
+  return j.at(key);
+}
+
+double number(const json& j, const std::string& key, const std::string& path,
+              const std::string& where) {
+  const json& v = field(j, key, path, where);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
+    throw_input("`" + where + "` is " + v.dump() + ", not a non-negative number", {path, 0, where});
+  }
+  return v.get<double>();
+}
+
+Side load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw_input("cannot read the result file", {path, 0, ""});
+  Side s;
+  s.path = path;
+  try {
+    s.doc = json::parse(in);
+  } catch (const json::parse_error& e) {
+    throw_input(fmt::format("not valid JSON (byte {}): {}", e.byte, e.what()), {path, 0, ""},
+                "compare result documents of `trainsim run --format json` or `trainsim execute`");
+  }
+  if (!s.doc.is_object()) throw_input("not a JSON object", {path, 0, ""});
+  if (s.doc.contains("fidelity") && s.doc["fidelity"].is_string()) s.fidelity = s.doc["fidelity"];
+  s.iteration_s = number(s.doc, "iteration_time_s", path, "iteration_time_s");
+  if (s.iteration_s <= 0) throw_input("`iteration_time_s` is 0", {path, 0, "iteration_time_s"});
+  const json& b = field(s.doc, "breakdown", path, "breakdown");
+  if (!b.is_object()) throw_input("`breakdown` is not an object", {path, 0, "breakdown"});
+  static const char* kPlain[] = {"compute_s", "pipeline_bubble_s", "optimizer_s", "data_loading_s"};
+  static const char* kDims[] = {"tp", "cp", "ep", "pp", "dp"};
+  s.breakdown.emplace_back("compute_s", number(b, "compute_s", path, "breakdown.compute_s"));
+  const json& ex = field(b, "exposed_comm_s", path, "breakdown.exposed_comm_s");
+  for (const char* d : kDims) {
+    s.breakdown.emplace_back(std::string("exposed_comm_s.") + d,
+                             number(ex, d, path, std::string("breakdown.exposed_comm_s.") + d));
+  }
+  for (std::size_t i = 1; i < std::size(kPlain); ++i) {
+    s.breakdown.emplace_back(kPlain[i],
+                             number(b, kPlain[i], path, std::string("breakdown.") + kPlain[i]));
+  }
+  if (s.doc.contains("task_kinds")) {
+    const json& tk = s.doc["task_kinds"];
+    if (!tk.is_array()) throw_input("`task_kinds` is not an array", {path, 0, "task_kinds"});
+    std::map<std::string, bool> seen;
+    for (std::size_t i = 0; i < tk.size(); ++i) {
+      const std::string where = fmt::format("task_kinds[{}]", i);
+      Kind k;
+      const json& name = field(tk[i], "name", path, where + ".name");
+      if (!name.is_string() || name.get<std::string>().empty()) {
+        throw_input("`" + where + ".name` is not a non-empty string", {path, 0, where + ".name"});
+      }
+      k.name = name;
+      if (!seen.emplace(k.name, true).second) {
+        throw_input("op kind `" + k.name + "` is listed twice", {path, 0, where + ".name"});
+      }
+      const json& cat = field(tk[i], "category", path, where + ".category");
+      if (!cat.is_string()) {
+        throw_input("`" + where + ".category` is not a string", {path, 0, where + ".category"});
+      }
+      k.category = cat;
+      k.count = std::lround(number(tk[i], "count", path, where + ".count"));
+      k.total_s = number(tk[i], "total_s", path, where + ".total_s");
+      s.kinds.push_back(k);
+    }
+  }
+  return s;
+}
+
+// Runs of different models or layouts cannot be compared op by op: their settings must agree.
+void check_same_job(const Side& sim, const Side& real) {
+  if (sim.doc.contains("gpus") && real.doc.contains("gpus") &&
+      sim.doc["gpus"] != real.doc["gpus"]) {
+    throw_input(fmt::format("`gpus` is {} here but {} in {}", real.doc["gpus"].dump(),
+                            sim.doc["gpus"].dump(), sim.path),
+                {real.path, 0, "gpus"},
+                "compare a simulation and an execution of the same scenario");
+  }
+  if (!sim.doc.contains("config") || !real.doc.contains("config")) return;
+  const json& a = sim.doc["config"];
+  const json& b = real.doc["config"];
+  if (!a.is_object() || !b.is_object()) return;
+  for (const auto& [key, value] : b.items()) {
+    const bool job_key = key.rfind("model.", 0) == 0 || key.rfind("parallel.", 0) == 0 ||
+                         key.rfind("training.", 0) == 0;
+    if (!job_key || !a.contains(key) || a[key] == value) continue;
+    throw_input(fmt::format("`config.{}` is {} here but {} in {}", key, value.dump(), a[key].dump(),
+                            sim.path),
+                {real.path, 0, "config." + key},
+                "compare a simulation and an execution of the same scenario and --set overrides");
+  }
+}
+
+std::optional<double> rel(double sim, double real) {
+  if (real == 0) return sim == 0 ? std::optional<double>(0.0) : std::nullopt;
+  return (sim - real) / real;
+}
+
+json opt(std::optional<double> x) { return x ? json(*x) : json(nullptr); }
+std::string pct(std::optional<double> x) {
+  return x ? fmt::format("{:+.1f} %", 100 * *x) : std::string("—");
+}
+
+struct KindRow {
+  std::string name, category;
+  long sim_count = 0, real_count = 0;
+  double sim_s = 0, real_s = 0;
+  bool in_sim = false, in_real = false;
+};
+
+struct Comparison {
+  const Side* sim;
+  const Side* real;
+  std::vector<KindRow> kinds;       // real total descending, then sim-only kinds
+  std::vector<KindRow> categories;  // same order rule
+  double weighted_abs_error = 0;    // Σ|sim − real| / Σ real over op kinds
+  bool has_kinds = false;
+};
+
+std::vector<KindRow> ordered(std::map<std::string, KindRow> rows) {
+  std::vector<KindRow> v;
+  for (auto& [_, r] : rows) v.push_back(r);
+  std::stable_sort(v.begin(), v.end(), [](const KindRow& a, const KindRow& b) {
+    if (a.real_s != b.real_s) return a.real_s > b.real_s;
+    return a.sim_s > b.sim_s;
+  });
+  return v;
+}
+
+Comparison compare(const Side& sim, const Side& real) {
+  Comparison c{&sim, &real, {}, {}, 0, false};
+  c.has_kinds = !sim.kinds.empty() && !real.kinds.empty();
+  if (!c.has_kinds) return c;
+  std::map<std::string, KindRow> kinds, cats;
+  for (const Kind& k : sim.kinds) {
+    KindRow& r = kinds[k.name];
+    r.name = k.name;
+    r.category = k.category;
+    r.sim_count = k.count;
+    r.sim_s = k.total_s;
+    r.in_sim = true;
+  }
+  for (const Kind& k : real.kinds) {
+    KindRow& r = kinds[k.name];
+    r.name = k.name;
+    if (r.category.empty()) r.category = k.category;
+    r.real_count = k.count;
+    r.real_s = k.total_s;
+    r.in_real = true;
+  }
+  double abs_diff = 0, real_total = 0;
+  for (const auto& [name, r] : kinds) {
+    abs_diff += std::abs(r.sim_s - r.real_s);
+    real_total += r.real_s;
+    KindRow& cat = cats[r.category];
+    cat.name = cat.category = r.category;
+    cat.sim_count += r.sim_count;
+    cat.real_count += r.real_count;
+    cat.sim_s += r.sim_s;
+    cat.real_s += r.real_s;
+    cat.in_sim |= r.in_sim;
+    cat.in_real |= r.in_real;
+  }
+  c.weighted_abs_error = real_total > 0 ? abs_diff / real_total : 0;
+  c.kinds = ordered(kinds);
+  c.categories = ordered(cats);
+  return c;
+}
+
+double exposed(const Side& s) {
+  double t = 0;
+  for (const auto& [k, v] : s.breakdown) {
+    if (k.rfind("exposed_comm_s.", 0) == 0) t += v;
+  }
+  return t;
+}
+
+ordered_json to_json(const Comparison& c) {
+  const Side& sim = *c.sim;
+  const Side& real = *c.real;
+  ordered_json j;
+  j["trainsim_version"] = kVersion;
+  j["sim"] = {{"file", sim.path}, {"fidelity", sim.fidelity}};
+  j["real"] = {{"file", real.path}, {"fidelity", real.fidelity}};
+  j["iteration_time"] = {{"sim_s", sim.iteration_s},
+                         {"real_s", real.iteration_s},
+                         {"error", opt(rel(sim.iteration_s, real.iteration_s))}};
+  ordered_json b = ordered_json::array();
+  for (std::size_t i = 0; i < sim.breakdown.size(); ++i) {
+    const double s = sim.breakdown[i].second, r = real.breakdown[i].second;
+    b.push_back({{"key", sim.breakdown[i].first},
+                 {"sim_s", s},
+                 {"real_s", r},
+                 {"diff_s", s - r},
+                 {"error", opt(rel(s, r))}});
+  }
+  j["breakdown"] = b;
+  j["exposed_comm"] = {{"sim_s", exposed(sim)},
+                       {"real_s", exposed(real)},
+                       {"diff_s", exposed(sim) - exposed(real)},
+                       {"error", opt(rel(exposed(sim), exposed(real)))}};
+  auto rows = [](const std::vector<KindRow>& v, bool kind) {
+    ordered_json a = ordered_json::array();
+    for (const KindRow& r : v) {
+      ordered_json o;
+      if (kind) o["name"] = r.name;
+      o["category"] = r.category;
+      o["sim_count"] = r.sim_count;
+      o["real_count"] = r.real_count;
+      o["sim_s"] = r.sim_s;
+      o["real_s"] = r.real_s;
+      o["error"] = opt(rel(r.sim_s, r.real_s));
+      if (kind && !r.in_sim) o["note"] = "only measured";
+      if (kind && !r.in_real) o["note"] = "only simulated";
+      a.push_back(o);
+    }
+    return a;
+  };
+  j["op_kinds"] = rows(c.kinds, true);
+  j["categories"] = rows(c.categories, false);
+  j["summary"] = {
+      {"iteration_time_error", opt(rel(sim.iteration_s, real.iteration_s))},
+      {"op_kind_weighted_abs_error", c.has_kinds ? json(c.weighted_abs_error) : json(nullptr)}};
+  if (!c.has_kinds) {
+    j["notes"] = {"no per-op comparison: " + std::string(sim.kinds.empty() ? sim.path : real.path) +
+                  " has no `task_kinds` (the analytic fidelity has none; simulate at flow "
+                  "fidelity)"};
+  }
+  return j;
+}
+
+// Text and Markdown share the tables; Markdown adds pipes and a header rule.
+struct Table {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
+  std::string render(bool markdown) const {
+    std::vector<std::size_t> w(head.size());
+    for (std::size_t i = 0; i < head.size(); ++i) w[i] = head[i].size();
+    auto width = [](const std::string& s) {  // code points, for "—" and "Σ"
+      std::size_t n = 0;
+      for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+      return n;
+    };
+    for (const auto& r : rows) {
+      for (std::size_t i = 0; i < r.size(); ++i) w[i] = std::max(w[i], width(r[i]));
+    }
+    auto line = [&](const std::vector<std::string>& r) {
+      std::string o = markdown ? "|" : " ";
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        const std::string pad(w[i] - width(r[i]), ' ');
+        const std::string cell = i == 0 ? r[i] + pad : pad + r[i];  // numbers right-aligned
+        o += " " + cell + (markdown ? " |" : " ");
+      }
+      while (!markdown && !o.empty() && o.back() == ' ') o.pop_back();
+      return o + "\n";
+    };
+    std::string o = line(head);
+    if (markdown) {
+      o += "|";
+      for (std::size_t i = 0; i < head.size(); ++i) {
+        o += " " + std::string(w[i] - 1, '-') + (i == 0 ? "-" : ":") + " |";
+      }
+      o += "\n";
+    }
+    for (const auto& r : rows) o += line(r);
+    return o;
+  }
+};
+
+std::string secs(double s) { return fmt::format("{:.6f}", s); }
+
+std::string to_text(const Comparison& c, bool markdown) {
+  const Side& sim = *c.sim;
+  const Side& real = *c.real;
+  const std::string h = markdown ? "## " : "";
+  std::string o;
+  if (markdown) o += "# Simulation vs measurement\n\n";
+  o += fmt::format("{}sim:  {}{}\n{}real: {}{}\n\n", markdown ? "- " : "", sim.path,
+                   sim.fidelity.empty() ? "" : " (" + sim.fidelity + ")", markdown ? "- " : "",
+                   real.path, real.fidelity.empty() ? "" : " (" + real.fidelity + ")");
+  const std::string headline =
+      fmt::format("iteration time: sim {:.6f} s, real {:.6f} s, error {}", sim.iteration_s,
+                  real.iteration_s, pct(rel(sim.iteration_s, real.iteration_s)));
+  o += (markdown ? "**" + headline + "**" : headline) + "\n\n";
+  Table b{{"breakdown", "sim s", "real s", "diff s", "error"}, {}};
+  for (std::size_t i = 0; i < sim.breakdown.size(); ++i) {
+    const double s = sim.breakdown[i].second, r = real.breakdown[i].second;
+    b.rows.push_back(
+        {sim.breakdown[i].first, secs(s), secs(r), fmt::format("{:+.6f}", s - r), pct(rel(s, r))});
+  }
+  b.rows.push_back({"exposed communication", secs(exposed(sim)), secs(exposed(real)),
+                    fmt::format("{:+.6f}", exposed(sim) - exposed(real)),
+                    pct(rel(exposed(sim), exposed(real)))});
+  o += h + (markdown ? "Breakdown\n\n" : "") + b.render(markdown) + "\n";
+  if (!c.has_kinds) {
+    o += fmt::format(
+        "no per-op comparison: {} has no `task_kinds` (the analytic fidelity has "
+        "none; simulate at flow fidelity)\n",
+        sim.kinds.empty() ? sim.path : real.path);
+    return o;
+  }
+  Table cat{{"category", "sim s", "real s", "error"}, {}};
+  for (const KindRow& r : c.categories) {
+    cat.rows.push_back({r.category, secs(r.sim_s), secs(r.real_s), pct(rel(r.sim_s, r.real_s))});
+  }
+  o += h + (markdown ? "Per category\n\n" : "") + cat.render(markdown) + "\n";
+  Table k{{"op kind", "category", "sim n", "real n", "sim s", "real s", "error"}, {}};
+  for (const KindRow& r : c.kinds) {
+    k.rows.push_back({r.name, r.category, std::to_string(r.sim_count), std::to_string(r.real_count),
+                      secs(r.sim_s), secs(r.real_s), pct(rel(r.sim_s, r.real_s))});
+  }
+  o += h + (markdown ? "Per op kind\n\n" : "") + k.render(markdown) + "\n";
+  o += fmt::format("op kinds: weighted absolute error {:.1f} % (Σ|sim − real| / Σ real)\n",
+                   100 * c.weighted_abs_error);
+  return o;
+}
+
+}  // namespace
+
+CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "compare", "Compare a simulated result with a measured one (trainsim execute)");
+  c->add_option("sim", a.sim, "Simulated result: trainsim run --format json")->required();
+  c->add_option("real", a.real, "Measured result: trainsim execute --out")->required();
+  c->add_option("--format", a.format, "text | json | markdown")
+      ->check(CLI::IsMember({"text", "json", "markdown"}));
+  c->add_option("-o,--out,--output", a.output, "Write the comparison to FILE instead of stdout");
+  return c;
+}
+
+int run_compare_command(const CompareArgs& a) {
+  const Side sim = load(a.sim);
+  const Side real = load(a.real);
+  check_same_job(sim, real);
+  const Comparison c = compare(sim, real);
+  write_output(a.format == "json" ? to_json(c).dump(2) + "\n" : to_text(c, a.format == "markdown"),
+               a.output);
+  return 0;
+}
+
+}  // namespace trainsim::cli
