@@ -13,6 +13,7 @@
 #include "calibrate/profile.h"
 #include "cli/calibrate_command.h"
 #include "cli/collective_command.h"
+#include "cli/compare_command.h"
 #include "cli/output.h"
 #include "cli/default_scenario.h"
 #include "cli/sweep_command.h"
@@ -190,6 +191,9 @@ int main(int argc, char** argv) {
     calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);
   }
 
+  trainsim::cli::CompareArgs compare_args;
+  CLI::App* compare = trainsim::cli::add_compare_command(app, compare_args);
+
   std::string iformat = "text";
   CLI::App* info = app.add_subcommand("info", "Version, model version, profiles, CUDA and GPUs");
   info->add_option("--format", iformat, "text | json")->check(CLI::IsMember(formats));
@@ -214,6 +218,7 @@ int main(int argc, char** argv) {
     if (*collective) return trainsim::cli::run_collective_command(collective_args);
     if (*topo) return trainsim::cli::run_topo_command(topo_args);
     if (*calibrate) return trainsim::cli::run_calibrate_command(calibrate_args);
+    if (*compare) return trainsim::cli::run_compare_command(compare_args);
     std::cout << app.help();
     return 2;
   } catch (const trainsim::Error& e) {
