@@ -1,65 +1,93 @@
 // Built-in datasheet profiles (calibrate/profile.h: builtin_profile).
-#include "calibrate/profile.h"
+//
+// The profiles are the JSON files of calibrate/profiles/ (one per GPU preset, the format of
+// load_profile), compiled into the library by calibrate/profiles/embed.cmake, so the binary needs
+// no file at run time. calibrate/profiles/README.md and docs/calibration.md give the source of
+// every constant; tests/calibrate/test_builtin_profiles.cpp checks that each embedded file also
+// loads through load_profile to the very same profile.
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
 
+#include "calibrate/profile.h"
 #include "sim/core/error.h"
 
 namespace trainsim::calib {
+namespace detail {
+
+// Defined in the generated builtin_profiles_data.cpp (calibrate/profiles/embed.cmake).
+struct EmbeddedProfile {
+  const char* gpu;
+  const char* json;
+};
+extern const EmbeddedProfile kEmbeddedProfiles[];
+extern const std::size_t kEmbeddedProfileCount;
+
+}  // namespace detail
 namespace {
 
-// Datasheet profiles. Peak numbers live in the GPU preset; the numbers here say what fraction of
-// peak real software reaches, from published measurements (docs/calibration.md lists each source):
-//  - intra-node ring bus bandwidth: nccl-tests on DGX A100 ≈ 230 GB/s, A800 node ≈ 160 GB/s,
-//    DGX H100 ring ≈ 370 GB/s and NVLS all-reduce ≈ 480 GB/s (validation/README.md);
-//  - per-NIC: HDR 200 Gb/s ≈ 24 GB/s, NDR 400 Gb/s ≈ 46–48 GB/s → ≈ 0.94–0.96 of line rate;
-//  - NCCL tuning model latencies (tuning.cc): baseLat Ring/Simple 8.4 µs, NVLink hwLat 3.4 µs,
-//    NET hwLat 14 µs per step;
-//  - GEMM: cuBLAS reaches ≈ 80–85 % of dense peak on large A100 GEMMs and ≈ 70–75 % on H100;
-//  - FlashAttention-2 (Dao 2023): up to ≈ 72 % of A100 peak forward, lower backward; on H100 the
-//    FA2 kernels reach ≈ 35–50 % (FA3 paper, Shah et al. 2024);
-//  - memory-bound kernels reach ≈ 80 % of HBM bandwidth.
-Profile base(const std::string& gpu) {
+using nlohmann::json;
+
+// The embedded files are fixed at build time and checked by the test against load_profile, so a
+// missing field here is a build defect: it is reported as an internal error naming the file.
+double number(const json& section, const char* key, const std::string& where) {
+  if (!section.contains(key) || !section.at(key).is_number()) {
+    throw Error(ErrorKind::kRuntime,
+                "built-in profile " + where + ": missing number `" + key + "`", {where, 0, key});
+  }
+  return section.at(key).get<double>();
+}
+
+std::string text(const json& j, const char* key, const std::string& where) {
+  if (!j.contains(key) || !j.at(key).is_string()) {
+    throw Error(ErrorKind::kRuntime, "built-in profile " + where + ": missing string `" + key + "`",
+                {where, 0, key});
+  }
+  return j.at(key).get<std::string>();
+}
+
+Profile parse_embedded(const detail::EmbeddedProfile& e) {
+  const std::string where = std::string("calibrate/profiles/") + e.gpu + ".json";
+  const json j = json::parse(e.json);
   Profile p;
-  p.name = "datasheet-" + gpu;
-  p.version = "1";
-  p.gpu = gpu;
-  p.provenance =
-      "built-in: vendor datasheet peaks x published efficiencies (docs/calibration.md); not measured";
-  p.nvlink.step_latency_s = 3.4e-6;
-  p.net_step_latency_s = 14e-6;
-  p.collective_base_latency_s = 8.4e-6;
-  p.memory_bw_efficiency = 0.8;
-  p.kernel_overhead_s = 3e-6;
-  p.nic_efficiency = 0.94;
-  p.gemm_half_dim = 64;
-  p.data_loading_s = 0.03;
+  p.name = text(j, "name", where);
+  p.version = text(j, "version", where);
+  p.gpu = text(j, "gpu", where);
+  p.provenance = text(j, "provenance", where);
+  const json& c = j.at("compute");
+  p.gemm_peak_efficiency = number(c, "gemm_peak_efficiency", where);
+  p.gemm_half_dim = number(c, "gemm_half_dim", where);
+  p.attention_fwd_efficiency = number(c, "attention_fwd_efficiency", where);
+  p.attention_bwd_efficiency = number(c, "attention_bwd_efficiency", where);
+  p.memory_bw_efficiency = number(c, "memory_bw_efficiency", where);
+  p.kernel_overhead_s = number(c, "kernel_overhead_s", where);
+  const json& k = j.at("collectives");
+  p.nvlink.busbw_Bps = number(k, "nvlink_busbw_Bps", where);
+  p.nvlink.step_latency_s = number(k, "nvlink_step_latency_s", where);
+  p.nvls_busbw_Bps = number(k, "nvls_busbw_Bps", where);
+  p.nic_efficiency = number(k, "nic_efficiency", where);
+  p.net_step_latency_s = number(k, "net_step_latency_s", where);
+  p.collective_base_latency_s = number(k, "base_latency_s", where);
+  p.data_loading_s = number(j.at("host"), "data_loading_s", where);
   return p;
 }
 
 }  // namespace
 
 Profile builtin_profile(const std::string& gpu) {
-  Profile p = base(gpu);
-  if (gpu == "a100-80gb" || gpu == "a800") {
-    p.gemm_peak_efficiency = 0.82;
-    p.attention_fwd_efficiency = 0.65;
-    p.attention_bwd_efficiency = 0.55;
-    p.nvlink.busbw_Bps = (gpu == "a800" ? 160e9 : 230e9);
-    p.nvls_busbw_Bps = 0;
-  } else if (gpu == "h100-sxm" || gpu == "h200-sxm") {
-    p.gemm_peak_efficiency = 0.72;
-    p.attention_fwd_efficiency = 0.5;
-    p.attention_bwd_efficiency = 0.4;
-    p.nvlink.busbw_Bps = 370e9;
-    p.nvls_busbw_Bps = 480e9;
-  } else {
-    throw Error(ErrorKind::kInput, "no built-in calibration profile for GPU `" + gpu + "`",
-                {"", 0, "calibration.profile"}, "built-in profiles: " + builtin_profile_names());
+  for (std::size_t i = 0; i < detail::kEmbeddedProfileCount; ++i) {
+    if (gpu == detail::kEmbeddedProfiles[i].gpu) return parse_embedded(detail::kEmbeddedProfiles[i]);
   }
-  return p;
+  throw Error(ErrorKind::kInput, "no built-in calibration profile for GPU `" + gpu + "`",
+              {"", 0, "calibration.profile"}, "built-in profiles: " + builtin_profile_names());
 }
 
 std::string builtin_profile_names() {
-  return "datasheet-a100-80gb, datasheet-a800, datasheet-h100-sxm, datasheet-h200-sxm";
+  std::string names;
+  for (std::size_t i = 0; i < detail::kEmbeddedProfileCount; ++i) {
+    names += (i ? ", datasheet-" : "datasheet-") + std::string(detail::kEmbeddedProfiles[i].gpu);
+  }
+  return names;
 }
 
 }  // namespace trainsim::calib

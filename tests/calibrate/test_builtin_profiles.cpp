@@ -1,0 +1,91 @@
+// The built-in profiles are the JSON files of calibrate/profiles/, embedded into the library at
+// build time (calibrate/profiles/embed.cmake): each must parse, equal what load_profile reads from
+// the file itself, and be the profile `trainsim run` reports for a cluster of that GPU.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "calibrate/profile.h"
+#include "sim/core/error.h"
+#include "tests/support/cli_runner.h"
+
+namespace {
+
+using trainsim::calib::builtin_profile;
+using trainsim::calib::builtin_profile_names;
+using trainsim::calib::load_profile;
+using trainsim::calib::Profile;
+using trainsim::calib::profile_to_json;
+
+const char* const kGpus[] = {"a100-80gb", "a800", "h100-sxm", "h200-sxm"};
+
+std::string source_file(const std::string& gpu) {
+  return std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/profiles/" + gpu + ".json";
+}
+
+// Embedded text and file on disk give the same profile, field for field (profile_to_json writes
+// every field), and the file passes load_profile's full validation.
+TEST(BuiltinProfiles, EmbeddedEqualsTheFileLoadProfileReads) {
+  for (const char* gpu : kGpus) {
+    SCOPED_TRACE(gpu);
+    const Profile embedded = builtin_profile(gpu);
+    EXPECT_EQ(embedded.name, std::string("datasheet-") + gpu);
+    EXPECT_EQ(embedded.gpu, gpu);
+    EXPECT_FALSE(embedded.provenance.empty());
+    const Profile file = load_profile(source_file(gpu));
+    EXPECT_EQ(profile_to_json(embedded), profile_to_json(file));
+  }
+}
+
+TEST(BuiltinProfiles, NamesListEveryProfileAndUnknownGpuIsAnInputError) {
+  const std::string names = builtin_profile_names();
+  for (const char* gpu : kGpus) {
+    EXPECT_NE(names.find(std::string("datasheet-") + gpu), std::string::npos) << names;
+  }
+  try {
+    builtin_profile("b200");
+    FAIL() << "no built-in profile for b200";
+  } catch (const trainsim::Error& e) {
+    EXPECT_EQ(e.kind(), trainsim::ErrorKind::kInput);
+  }
+}
+
+// Efficiencies are fractions of peak, and the two GPUs that share a die share their constants.
+TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
+  for (const char* gpu : kGpus) {
+    SCOPED_TRACE(gpu);
+    const Profile p = builtin_profile(gpu);
+    for (double e : {p.gemm_peak_efficiency, p.attention_fwd_efficiency,
+                     p.attention_bwd_efficiency, p.memory_bw_efficiency, p.nic_efficiency}) {
+      EXPECT_GT(e, 0);
+      EXPECT_LE(e, 1);
+    }
+  }
+  const Profile a100 = builtin_profile("a100-80gb"), a800 = builtin_profile("a800");
+  EXPECT_EQ(a100.gemm_peak_efficiency, a800.gemm_peak_efficiency);
+  EXPECT_LT(a800.nvlink.busbw_Bps, a100.nvlink.busbw_Bps);  // 8 NVLinks instead of 12
+  const Profile h100 = builtin_profile("h100-sxm"), h200 = builtin_profile("h200-sxm");
+  EXPECT_EQ(h100.gemm_peak_efficiency, h200.gemm_peak_efficiency);
+  EXPECT_EQ(h100.nvls_busbw_Bps, h200.nvls_busbw_Bps);
+}
+
+// `trainsim run` on a cluster of each GPU names that GPU's built-in profile and its version.
+TEST(BuiltinProfiles, RunReportsTheProfileOfTheClustersGpu) {
+  for (const char* gpu : kGpus) {
+    SCOPED_TRACE(gpu);
+    const std::string cluster =
+        std::string(gpu) == "a800" ? "megascale-ampere"
+        : std::string(gpu).rfind("h", 0) == 0 ? "dgx-h100-superpod"
+                                              : "selene-a100";
+    const trainsim::testing::CliRun r = trainsim::testing::trainsim(
+        "run scenarios/examples/megatron-1.7b-32xa100.yaml --format json --set cluster.preset=" +
+        cluster + " --set cluster.gpu=" + gpu + " --set cluster.gpus=32");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["calibration"]["profile"], std::string("datasheet-") + gpu);
+    EXPECT_EQ(j["calibration"]["version"], builtin_profile(gpu).version);
+  }
+}
+
+}  // namespace
