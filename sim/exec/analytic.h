@@ -17,7 +17,7 @@
 
 namespace trainsim::exec {
 
-inline constexpr const char* kAnalyticModelVersion = "analytic-1";
+inline constexpr const char* kAnalyticModelVersion = "analytic-2";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

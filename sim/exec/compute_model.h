@@ -53,6 +53,25 @@ struct ComputeModel {
     }
     return launch;
   }
+  // TP overlap (MegaScale §3.2; Transformer Engine's ring-exchange and pipelined userbuffers
+  // overlap) hides a TP collective by splitting the GEMM beside it into `chunks` GEMMs of m/chunks
+  // rows, one kernel each, so that chunk i computes while chunk i±1 communicates. The split GEMMs
+  // are thinner, so they run at the efficiency surface's value for m/chunks rows. Forward: the
+  // whole GEMM is split. Backward: the input-gradient GEMM (m, k, n) is split (it is the one the
+  // gathered output gradient feeds); the weight-gradient GEMM (k, n, m) runs whole. Ops other than
+  // unbatched GEMMs are not split.
+  double forward_split(const model::Op& op, int chunks) const {
+    if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return forward(op);
+    const double c = chunks;
+    return c * (prof.kernel_overhead_s * op.kernels + gemm_time(op.m / c, op.n, op.k, 1, gemm_peak));
+  }
+  double backward_split(const model::Op& op, int chunks) const {
+    if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return backward(op);
+    const double c = chunks;
+    const double launch = prof.kernel_overhead_s * op.kernels;
+    return (c + 1) * launch + c * gemm_time(op.m / c, op.k, op.n, 1, gemm_peak) +
+           gemm_time(op.k, op.n, op.m, 1, gemm_peak);
+  }
   /// Optimizer step over `params` parameters (memory-bound): Adam reads and writes the fp32
   /// master weights and both moments (24 B), reads the fp32 gradient (4 B), writes the 16-bit
   /// weights (2 B), and gradient clipping reads the gradients once more (4 B); LAMB adds the
