@@ -1,0 +1,53 @@
+// What `trainsim calibrate kernels` times: the kernels a scenario's layer, embedding and head
+// need at the exact shapes one GPU sees (sim/model/ops.h), plus a standard grid of shapes that
+// spans the GEMM surface, attention lengths and memory-bound sizes so the fits
+// (calibrate/gemm_fit.h) are well conditioned. Plain C++: the plan is built and tested on any
+// machine; kernels/bench.h runs it on a GPU.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "calibrate/profile.h"
+#include "kernels/dtype.h"
+#include "sim/model/ops.h"
+#include "sim/model/transformer.h"
+
+namespace trainsim::kernels {
+
+/// One kernel launch to time. Shape conventions are those of calib::MeasuredKernel: GEMM
+/// [m×k]·[k×n] with `batch`; attention batch = sequences·heads, m queries, n keys, k head dim;
+/// memory-bound kernels m rows × n columns (optimizers: n parameters, m = 0).
+struct BenchItem {
+  std::string op;     // calib::measured_kernel_ops() kind
+  std::string label;  // model op ("qkv", "qkv.dgrad"), or "grid"
+  DType dtype = DType::kBf16;
+  double m = 0, n = 0, k = 0, batch = 1;
+  double flops = 0;  // the simulator's count (GEMM 2mnk·batch; attention 4·b·h·s·keys·d, ×2 bwd)
+  double bytes = 0;  // HBM bytes the kernel moves (memory-bound kinds)
+  bool causal = true;  // attention
+  int window = 0;      // attention: sliding window, 0 = none
+};
+
+/// The kernels of one micro-batch of `model` cut by `shard`: every GEMM forward and its two
+/// backward GEMMs (dgrad (m,k,n) and wgrad (k,n,m), as sim/exec/compute_model.h prices them),
+/// attention forward and backward (or the unfused scores/softmax/dropout/context), the norms,
+/// activations, residual adds, embedding and cross-entropy. GEMMs run in `gemm_dtype`
+/// (batched ones in `act`), element-wise kernels in `act`. Duplicate shapes are timed once.
+/// Throws trainsim::Error(kInput) for a model op with no kernel here, naming it.
+std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m,
+                                             const model::Sharding& s, DType act,
+                                             DType gemm_dtype);
+
+/// The standard grid: GEMMs over m, n, k ∈ {256, 1024, 4096, 16384} (up to 2^38 multiply-adds)
+/// in `gemm_dtype`, causal attention over 1K–8K tokens at head dims 64 and 128, memory-bound
+/// kernels from 16 KiB to 1 GiB, Adam and LAMB from 1M to 128M parameters.
+std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype);
+
+/// Bytes a memory-bound kernel of this kind and shape moves (see kernels/launchers.h).
+double memory_kernel_bytes(const std::string& op, double rows, double cols, DType t);
+
+/// The profile sample of a timed item.
+calib::MeasuredKernel to_measured(const BenchItem& item, double median_s, int repeats);
+
+}  // namespace trainsim::kernels

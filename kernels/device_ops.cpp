@@ -1,0 +1,300 @@
+#include "kernels/device_ops.h"
+
+#include <cuda_runtime.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels/cuda_check.h"
+#include "kernels/gemm.h"
+#include "kernels/launchers.h"
+#include "sim/core/error.h"
+
+namespace trainsim::kernels {
+
+[[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
+  cudaGetLastError();  // clear a non-sticky error so later calls start clean
+  throw Error(ErrorKind::kRuntime,
+              std::string("CUDA: ") + what + ": " + cudaGetErrorName(err) + " (" +
+                  cudaGetErrorString(err) + ")");
+}
+
+namespace dev {
+namespace {
+
+// Host encodings of the storage types, from values already rounded by ref::round_to.
+std::uint8_t encode_e4m3(float x) {
+  if (x == 0) return std::signbit(x) ? 0x80 : 0;
+  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0;
+  const float a = std::fabs(x);
+  int e = 0;
+  const float f = std::frexp(a, &e);  // a = f·2^e, f in [0.5, 1)
+  const int exp = e - 1;
+  if (exp < -6) {  // subnormal: a = mant · 2^-9
+    return sign | static_cast<std::uint8_t>(std::lround(a * 512.0f));
+  }
+  const int mant = static_cast<int>(std::lround((f * 2 - 1) * 8));
+  return sign | static_cast<std::uint8_t>(((exp + 7) << 3) | mant);
+}
+
+std::vector<unsigned char> encode(const std::vector<float>& x, DType t) {
+  std::vector<unsigned char> out(x.size() * dtype_bytes(t));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float r = ref::round_to(x[i], t);
+    switch (t) {
+      case DType::kF32: std::memcpy(&out[i * 4], &r, 4); break;
+      case DType::kF16: {
+        const _Float16 h = static_cast<_Float16>(r);
+        std::memcpy(&out[i * 2], &h, 2);
+        break;
+      }
+      case DType::kBf16: {
+        const auto u = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(r) >> 16);
+        std::memcpy(&out[i * 2], &u, 2);
+        break;
+      }
+      case DType::kFp8: out[i] = encode_e4m3(r); break;
+    }
+  }
+  return out;
+}
+
+std::vector<float> decode(const std::vector<unsigned char>& b, DType t) {
+  const std::size_t n = b.size() / dtype_bytes(t);
+  std::vector<float> y(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    switch (t) {
+      case DType::kF32: std::memcpy(&y[i], &b[i * 4], 4); break;
+      case DType::kF16: {
+        _Float16 h;
+        std::memcpy(&h, &b[i * 2], 2);
+        y[i] = static_cast<float>(h);
+        break;
+      }
+      case DType::kBf16: {
+        std::uint16_t u;
+        std::memcpy(&u, &b[i * 2], 2);
+        y[i] = std::bit_cast<float>(static_cast<std::uint32_t>(u) << 16);
+        break;
+      }
+      case DType::kFp8: throw Error(ErrorKind::kRuntime, "fp8 outputs are not read back");
+    }
+  }
+  return y;
+}
+
+// A device allocation freed on scope exit.
+class Buf {
+ public:
+  explicit Buf(std::size_t bytes) : bytes_(bytes) {
+    check_cuda(cudaMalloc(&p_, bytes > 0 ? bytes : 1), "cudaMalloc");
+  }
+  Buf(const void* host, std::size_t bytes) : Buf(bytes) {
+    check_cuda(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice), "upload");
+  }
+  ~Buf() { cudaFree(p_); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  void* get() const { return p_; }
+  template <typename U>
+  U* as() const { return static_cast<U*>(p_); }
+  std::vector<unsigned char> bytes() const {
+    std::vector<unsigned char> b(bytes_);
+    check_cuda(cudaMemcpy(b.data(), p_, bytes_, cudaMemcpyDeviceToHost), "download");
+    return b;
+  }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_;
+};
+
+Buf up(const std::vector<float>& x, DType t) {
+  const std::vector<unsigned char> b = encode(x, t);
+  return Buf(b.data(), b.size());
+}
+
+template <typename U>
+Buf up_raw(const std::vector<U>& x) {
+  return Buf(x.data(), x.size() * sizeof(U));
+}
+
+std::vector<float> down(const Buf& b, DType t) { return decode(b.bytes(), t); }
+
+std::vector<float> down_f32(const Buf& b) { return decode(b.bytes(), DType::kF32); }
+
+void sync() { check_cuda(cudaDeviceSynchronize(), "kernel execution"); }
+
+}  // namespace
+
+bool device_available(std::string* why) {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    if (why) {
+      *why = err != cudaSuccess ? std::string(cudaGetErrorName(err)) + ": " +
+                                      cudaGetErrorString(err)
+                                : "cudaGetDeviceCount found 0 devices";
+    }
+    cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+std::vector<float> gemm_nt(const std::vector<float>& x, const std::vector<float>& w, int m,
+                           int n, int k, int batch, DType t) {
+  const Buf bx = up(x, t), bw = up(w, t);
+  const DType ot = GemmRunner::output_type(t);
+  Buf c(static_cast<std::size_t>(batch) * m * n * dtype_bytes(ot));
+  GemmRunner g;
+  g.run(t, m, n, k, batch, bx.get(), bw.get(), c.get(), nullptr);
+  sync();
+  return down(c, ot);
+}
+
+std::vector<float> layernorm(const std::vector<float>& x, const std::vector<float>& gamma,
+                             const std::vector<float>& beta, int rows, int cols, float eps,
+                             DType t) {
+  const Buf bx = up(x, t), bg = up(gamma, t), bb = up(beta, t);
+  Buf y(x.size() * dtype_bytes(t));
+  launch_layernorm(t, bx.get(), bg.get(), bb.get(), y.get(), nullptr, nullptr, rows, cols, eps,
+                   nullptr);
+  sync();
+  return down(y, t);
+}
+
+std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>& gamma, int rows,
+                           int cols, float eps, DType t) {
+  const Buf bx = up(x, t), bg = up(gamma, t);
+  Buf y(x.size() * dtype_bytes(t));
+  launch_rmsnorm(t, bx.get(), bg.get(), y.get(), nullptr, rows, cols, eps, nullptr);
+  sync();
+  return down(y, t);
+}
+
+std::vector<float> softmax(const std::vector<float>& x, int rows, int cols, float scale,
+                           DType t) {
+  const Buf bx = up(x, t);
+  Buf y(x.size() * dtype_bytes(t));
+  launch_softmax(t, bx.get(), y.get(), rows, cols, scale, nullptr);
+  sync();
+  return down(y, t);
+}
+
+std::vector<float> bias_gelu(const std::vector<float>& x, const std::vector<float>& bias,
+                             int rows, int cols, DType t) {
+  const Buf bx = up(x, t), bb = up(bias, t);
+  Buf y(x.size() * dtype_bytes(t));
+  launch_bias_gelu(t, bx.get(), bb.get(), y.get(), rows, cols, nullptr);
+  sync();
+  return down(y, t);
+}
+
+std::vector<float> swiglu(const std::vector<float>& gate_up, int rows, int cols, DType t) {
+  const Buf bx = up(gate_up, t);
+  Buf y(static_cast<std::size_t>(rows) * cols * dtype_bytes(t));
+  launch_swiglu(t, bx.get(), y.get(), rows, cols, nullptr);
+  sync();
+  return down(y, t);
+}
+
+Masked dropout(const std::vector<float>& x, float p, std::uint64_t seed, DType t) {
+  const Buf bx = up(x, t);
+  Buf y(x.size() * dtype_bytes(t)), mask(x.size());
+  launch_dropout(t, bx.get(), y.get(), mask.as<std::uint8_t>(), x.size(), p, seed, nullptr);
+  sync();
+  const std::vector<unsigned char> m = mask.bytes();
+  return {down(y, t), std::vector<std::uint8_t>(m.begin(), m.end())};
+}
+
+Masked bias_dropout_add(const std::vector<float>& x, const std::vector<float>& bias,
+                        const std::vector<float>& residual, int rows, int cols, float p,
+                        std::uint64_t seed, DType t) {
+  const Buf bx = up(x, t), bb = up(bias, t), br = up(residual, t);
+  Buf y(x.size() * dtype_bytes(t)), mask(x.size());
+  launch_bias_dropout_add(t, bx.get(), bb.get(), br.get(), y.get(), mask.as<std::uint8_t>(), rows,
+                          cols, p, seed, nullptr);
+  sync();
+  const std::vector<unsigned char> m = mask.bytes();
+  return {down(y, t), std::vector<std::uint8_t>(m.begin(), m.end())};
+}
+
+std::vector<float> embedding(const std::vector<std::int32_t>& tokens,
+                             const std::vector<float>& table, int hidden, DType t) {
+  const Buf bt = up_raw(tokens), tab = up(table, t);
+  Buf y(tokens.size() * hidden * dtype_bytes(t));
+  launch_embedding(t, bt.as<std::int32_t>(), tab.get(), y.get(), static_cast<int>(tokens.size()),
+                   hidden, nullptr);
+  sync();
+  return down(y, t);
+}
+
+CrossEntropy cross_entropy(const std::vector<float>& logits,
+                           const std::vector<std::int32_t>& targets, int rows, int vocab,
+                           DType t) {
+  const Buf bl = up(logits, t), bt = up_raw(targets);
+  Buf loss(static_cast<std::size_t>(rows) * 4), grad(logits.size() * dtype_bytes(t));
+  launch_cross_entropy(t, bl.get(), bt.as<std::int32_t>(), loss.as<float>(), grad.get(), rows,
+                       vocab, nullptr);
+  sync();
+  return {down_f32(loss), down(grad, t)};
+}
+
+Attention attention_forward(const ref::AttentionShape& s, const std::vector<float>& q,
+                            const std::vector<float>& k, const std::vector<float>& v, DType t) {
+  const Buf bq = up(q, t), bk = up(k, t), bv = up(v, t);
+  Buf o(q.size() * dtype_bytes(t)), lse(static_cast<std::size_t>(s.bh) * s.sq * 4);
+  launch_attention_forward(t, s, bq.get(), bk.get(), bv.get(), o.get(), lse.as<float>(), nullptr);
+  sync();
+  return {down(o, t), down_f32(lse)};
+}
+
+AttentionGrads attention_backward(const ref::AttentionShape& s, const std::vector<float>& q,
+                                  const std::vector<float>& k, const std::vector<float>& v,
+                                  const std::vector<float>& o, const std::vector<float>& d_o,
+                                  const std::vector<float>& lse, DType t) {
+  const Buf bq = up(q, t), bk = up(k, t), bv = up(v, t), bo = up(o, t), bdo = up(d_o, t);
+  const Buf blse = up(lse, DType::kF32);
+  Buf dq(q.size() * dtype_bytes(t)), dk(k.size() * dtype_bytes(t)), dv(v.size() * dtype_bytes(t));
+  Buf ws(attention_backward_workspace_bytes(s));
+  launch_attention_backward(t, s, bq.get(), bk.get(), bv.get(), bo.get(), bdo.get(),
+                            blse.as<float>(), dq.get(), dk.get(), dv.get(), ws.get(), nullptr);
+  sync();
+  return {down(dq, t), down(dk, t), down(dv, t)};
+}
+
+namespace {
+
+OptimizerState optimizer_step(const OptimizerState& in, const std::vector<float>& g,
+                              const ref::AdamParams& p, bool lamb) {
+  const Buf w = up(in.w, DType::kF32), m = up(in.m, DType::kF32), v = up(in.v, DType::kF32);
+  const Buf bg = up(g, DType::kF32);
+  Buf w16(in.w.size() * 2), norms(2 * sizeof(double));
+  if (lamb) {
+    launch_lamb(w.as<float>(), bg.as<float>(), m.as<float>(), v.as<float>(), w16.get(),
+                norms.as<double>(), in.w.size(), p, nullptr);
+  } else {
+    launch_adam(w.as<float>(), bg.as<float>(), m.as<float>(), v.as<float>(), w16.get(),
+                in.w.size(), p, nullptr);
+  }
+  sync();
+  return {down_f32(w), down_f32(m), down_f32(v), down(w16, DType::kBf16)};
+}
+
+}  // namespace
+
+OptimizerState adam_step(const OptimizerState& in, const std::vector<float>& g,
+                         const ref::AdamParams& p) {
+  return optimizer_step(in, g, p, false);
+}
+
+OptimizerState lamb_step(const OptimizerState& in, const std::vector<float>& g,
+                         const ref::AdamParams& p) {
+  return optimizer_step(in, g, p, true);
+}
+
+}  // namespace dev
+}  // namespace trainsim::kernels

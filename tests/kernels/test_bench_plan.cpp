@@ -1,0 +1,196 @@
+// kernels/bench_plan: the kernels `calibrate kernels` times for a scenario. Expected shapes by
+// hand for MegaScale 175B at TP 8 (h 12288, 96 heads, s 2048, micro-batch 1): qkv is
+// [2048 × 12288]·[12288 × 3·12288/8 = 4608], attention 96/8 = 12 heads of 128 over 2048 tokens.
+#include "kernels/bench_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "calibrate/gemm_fit.h"
+#include "sim/core/error.h"
+
+namespace trainsim::kernels {
+namespace {
+
+model::ModelConfig gpt175b() {
+  model::ModelConfig m;
+  m.layers = 96;
+  m.hidden = 12288;
+  m.heads = 96;
+  m.kv_heads = 96;
+  m.ffn_hidden = 4 * 12288;
+  m.vocab = 51200;
+  m.seq_len = 2048;
+  return m;
+}
+
+const BenchItem* find(const std::vector<BenchItem>& v, const std::string& label,
+                      const std::string& op = "") {
+  for (const BenchItem& b : v) {
+    if (b.label == label && (op.empty() || b.op == op)) return &b;
+  }
+  return nullptr;
+}
+
+TEST(BenchPlan, MegaScaleShapesFusedPath) {
+  model::Sharding s;
+  s.tp = 8;
+  s.sp = true;
+  s.fused_attention = true;
+  s.fused_elementwise = true;
+  const auto items = bench_items_for_model(gpt175b(), s, DType::kBf16, DType::kBf16);
+  const BenchItem* qkv = find(items, "qkv");
+  ASSERT_NE(qkv, nullptr);
+  EXPECT_EQ(qkv->op, "gemm");
+  EXPECT_EQ(qkv->m, 2048);
+  EXPECT_EQ(qkv->n, 4608);
+  EXPECT_EQ(qkv->k, 12288);
+  EXPECT_DOUBLE_EQ(qkv->flops, 2.0 * 2048 * 4608 * 12288);
+  // Backward GEMMs as compute_model.h prices them: dgrad (m, k, n), wgrad (k, n, m).
+  const BenchItem* dgrad = find(items, "qkv.dgrad");
+  ASSERT_NE(dgrad, nullptr);
+  EXPECT_EQ(dgrad->n, 12288);
+  EXPECT_EQ(dgrad->k, 4608);
+  const BenchItem* wgrad = find(items, "qkv.wgrad");
+  ASSERT_NE(wgrad, nullptr);
+  EXPECT_EQ(wgrad->m, 12288);
+  EXPECT_EQ(wgrad->k, 2048);
+  const BenchItem* fwd = find(items, "attention", "attention_fwd");
+  const BenchItem* bwd = find(items, "attention", "attention_bwd");
+  ASSERT_NE(fwd, nullptr);
+  ASSERT_NE(bwd, nullptr);
+  EXPECT_EQ(fwd->batch, 12);
+  EXPECT_EQ(fwd->m, 2048);
+  EXPECT_EQ(fwd->n, 2048);
+  EXPECT_EQ(fwd->k, 128);
+  EXPECT_DOUBLE_EQ(fwd->flops, 4.0 * 12 * 2048 * 2048 * 128);
+  EXPECT_DOUBLE_EQ(bwd->flops, 2 * fwd->flops);
+  // Under SP the norm runs on 2048/8 = 256 rows of 12288.
+  const BenchItem* norm = find(items, "norm_attn");
+  ASSERT_NE(norm, nullptr);
+  EXPECT_EQ(norm->op, "layernorm");
+  EXPECT_EQ(norm->m, 256);
+  EXPECT_EQ(norm->n, 12288);
+  // Vocab-parallel cross-entropy over 51200/8 = 6400 columns.
+  const BenchItem* ce = find(items, "cross_entropy");
+  ASSERT_NE(ce, nullptr);
+  EXPECT_EQ(ce->m, 2048);
+  EXPECT_EQ(ce->n, 6400);
+  // The norm_mlp has the norm_attn shape: timed once.
+  EXPECT_EQ(find(items, "norm_mlp"), nullptr);
+}
+
+// Every memory-bound model op maps to a kernel whose shape moves the bytes the model counts
+// (cross-entropy aside: the model counts an unfused fp32 pipeline, the kernel is fused).
+TEST(BenchPlan, UnfusedLlamaMoeShapesMoveTheModelsBytes) {
+  model::ModelConfig m = gpt175b();
+  m.mlp = model::MlpKind::kSwiglu;
+  m.norm = model::NormKind::kRmsNorm;
+  m.kv_heads = 8;
+  m.experts = 8;
+  m.top_k = 2;
+  m.moe_every = 2;
+  m.attention_window = 1024;
+  model::Sharding s;
+  s.tp = 4;
+  s.micro_batch = 2;
+  const auto items = bench_items_for_model(m, s, DType::kBf16, DType::kFp8);
+  std::map<std::string, double> model_bytes;
+  for (int layer = 0; layer < 2; ++layer) {
+    for (const model::Op& op : model::layer_forward_ops(m, s, layer)) {
+      // The first layer's op of a name is the one the plan keeps under that label (layer 1 is the
+      // MoE layer: its SwiGLU runs on top_k× the rows under the same label, as its own sample).
+      if (op.kind == model::OpKind::kMemory) model_bytes.emplace(op.name, op.bytes);
+    }
+  }
+  int checked = 0;
+  for (const auto& [name, bytes] : model_bytes) {
+    // Same kernel and shape as norm_attn / attn_bias_dropout_add: timed once, under that name.
+    if (name == "norm_mlp" || name == "mlp_bias_dropout_add") continue;
+    const BenchItem* b = find(items, name);
+    ASSERT_NE(b, nullptr) << name;
+    // Parameters (gamma, bias) are the only extra traffic: under 0.1 %.
+    EXPECT_NEAR(b->bytes / bytes, 1.0, 1e-3) << name << " as " << b->op;
+    ++checked;
+  }
+  EXPECT_GE(checked, 6);  // norm, softmax, dropout, 2 residual adds, swiglu, router_topk
+  EXPECT_EQ(find(items, "swiglu")->op, "swiglu");
+  EXPECT_EQ(find(items, "norm_attn")->op, "rmsnorm");
+  EXPECT_EQ(find(items, "attn_dropout")->op, "dropout");
+  // GEMMs in fp8, batched attention GEMMs stay bf16.
+  EXPECT_EQ(find(items, "qkv")->dtype, DType::kFp8);
+  EXPECT_EQ(find(items, "attn_scores")->dtype, DType::kBf16);
+  EXPECT_EQ(find(items, "attn_scores")->batch, 2 * 96 / 4);
+  EXPECT_NE(find(items, "expert_up"), nullptr);
+}
+
+TEST(BenchPlan, SlidingWindowAttentionKeepsFullKeysAndWindow) {
+  model::ModelConfig m = gpt175b();
+  m.attention_window = 512;
+  model::Sharding s;
+  s.tp = 8;
+  s.fused_attention = true;
+  const BenchItem* a = nullptr;
+  const auto items = bench_items_for_model(m, s, DType::kBf16, DType::kBf16);
+  a = find(items, "attention", "attention_fwd");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->n, 2048);
+  EXPECT_EQ(a->window, 512);
+  EXPECT_DOUBLE_EQ(a->flops, 4.0 * 12 * 2048 * 512 * 128);  // the model's count
+}
+
+TEST(BenchPlan, GridCoversEveryKernelAndFitsItsOwnModel) {
+  const auto g = standard_grid(DType::kBf16, DType::kBf16);
+  std::map<std::string, int> kinds;
+  for (const BenchItem& b : g) ++kinds[b.op];
+  for (const char* k : {"gemm", "attention_fwd", "attention_bwd", "layernorm", "rmsnorm",
+                        "softmax", "dropout", "bias_dropout_add", "bias_gelu", "swiglu",
+                        "embedding", "cross_entropy", "adam", "lamb"}) {
+    EXPECT_GT(kinds[k], 0) << k;
+  }
+  EXPECT_GE(kinds["gemm"], 40);
+  // Times made by the profile model for the grid fit back to the model's constants.
+  std::vector<calib::MeasuredKernel> samples;
+  for (const BenchItem& b : g) {
+    double t = 3e-6;
+    if (b.op == "gemm") {
+      const double d0 = 80, e = 0.75;
+      t += b.flops / (989e12 * e * (b.m / (b.m + d0)) * (b.n / (b.n + d0)) * (b.k / (b.k + d0)));
+    } else if (b.op == "attention_fwd") {
+      t += b.flops / (989e12 * 0.5);
+    } else if (b.op == "attention_bwd") {
+      t += b.flops / (989e12 * 0.4);
+    } else {
+      t += b.bytes / (4.8e12 * 0.85);
+    }
+    samples.push_back(to_measured(b, t, 30));
+  }
+  calib::PeakRates peaks;
+  peaks.dense_16bit_flops = 989e12;
+  peaks.hbm_Bps = 4.8e12;
+  const calib::KernelFits f = calib::fit_kernels(samples, peaks);
+  EXPECT_NEAR(f.gemm.peak_efficiency, 0.75, 1e-3);
+  EXPECT_NEAR(f.gemm.half_dim, 80, 0.5);
+  EXPECT_NEAR(f.memory.efficiency, 0.85, 1e-6);
+  EXPECT_NEAR(f.attention_fwd_efficiency, 0.5, 1e-6);
+  EXPECT_NEAR(f.attention_bwd_efficiency, 0.4, 1e-6);
+}
+
+TEST(BenchPlan, MeasuredSampleCarriesTheRightQuantity) {
+  const auto g = standard_grid(DType::kBf16, DType::kBf16);
+  const calib::MeasuredKernel gemm = to_measured(g.front(), 1e-5, 20);
+  EXPECT_EQ(gemm.op, "gemm");
+  EXPECT_GT(gemm.flops, 0);
+  EXPECT_EQ(gemm.bytes, 0);
+  EXPECT_EQ(gemm.dtype, "bf16");
+  const calib::MeasuredKernel adam = to_measured(g.back(), 1e-3, 20);
+  EXPECT_EQ(adam.op, "lamb");
+  EXPECT_EQ(adam.dtype, "fp32");
+  EXPECT_DOUBLE_EQ(adam.bytes, 42.0 * 134217728);
+  EXPECT_EQ(adam.flops, 0);
+  EXPECT_THROW(memory_kernel_bytes("gemm", 1, 1, DType::kBf16), Error);
+}
+
+}  // namespace
+}  // namespace trainsim::kernels

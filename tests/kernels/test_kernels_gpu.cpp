@@ -1,0 +1,241 @@
+// Every GPU kernel of kernels/ against its CPU reference (kernels/reference.h) on random inputs,
+// per storage type. Inputs are rounded to the storage type first and the reference runs on the
+// rounded values, so the bound covers only what the kernel itself adds: output rounding (2^-11
+// relative for fp16, 2^-8 for bf16) and float-vs-double accumulation order. A NaN or infinity
+// never passes. On a machine without a usable CUDA device every test is skipped and says why.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/device_ops.h"
+#include "kernels/nccl_bench.h"
+#include "kernels/reference.h"
+
+namespace trainsim::kernels {
+namespace {
+
+#define REQUIRE_DEVICE()                                                      \
+  do {                                                                        \
+    std::string why;                                                          \
+    if (!dev::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+std::vector<float> random_vector(std::size_t n, unsigned seed, float lo = -2, float hi = 2) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Relative bound by dtype for values of order 1 (scaled by the largest reference magnitude).
+double tolerance(DType t) {
+  switch (t) {
+    case DType::kF32: return 2e-5;
+    case DType::kF16: return 4e-3;
+    case DType::kBf16: return 2.5e-2;
+    case DType::kFp8: return 0.15;
+  }
+  return 0;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, DType t,
+                  const std::string& what, double scale = 1.0) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double peak = 0;
+  for (float w : want) peak = std::max(peak, double(std::fabs(w)));
+  const double tol = tolerance(t) * scale;
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool finite = std::isfinite(got[i]);
+    const double err = std::fabs(double(got[i]) - want[i]);
+    if (!finite || err > tol * (std::fabs(want[i]) + 0.05 * peak + 1e-6)) {
+      if (++bad <= 5) {
+        ADD_FAILURE() << what << " (" << dtype_name(t) << ") [" << i << "]: got " << got[i]
+                      << ", want " << want[i];
+      }
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << " (" << dtype_name(t) << "): " << bad << " of " << got.size()
+                     << " outside the bound";
+}
+
+const DType kStorage[] = {DType::kF32, DType::kF16, DType::kBf16};
+
+TEST(KernelsGpu, GemmMatchesReference) {
+  REQUIRE_DEVICE();
+  const int m = 64, n = 48, k = 96, batch = 3;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBf16}) {
+    const auto x = ref::round_to(random_vector(std::size_t(batch) * m * k, 1), t);
+    const auto w = ref::round_to(random_vector(std::size_t(batch) * n * k, 2), t);
+    std::vector<float> want(std::size_t(batch) * m * n);
+    ref::gemm_nt(x.data(), w.data(), want.data(), m, n, k, batch);
+    // fp32 GEMMs may run on TF32 tensor cores: bound like bf16 inputs.
+    expect_close(dev::gemm_nt(x, w, m, n, k, batch, t), want, t == DType::kF32 ? DType::kF16 : t,
+                 "gemm");
+  }
+}
+
+TEST(KernelsGpu, LayerNormAndRmsNorm) {
+  REQUIRE_DEVICE();
+  const int rows = 37, cols = 1000;  // cols not a multiple of the block
+  for (DType t : kStorage) {
+    const auto x = ref::round_to(random_vector(std::size_t(rows) * cols, 3, -3, 5), t);
+    const auto g = ref::round_to(random_vector(cols, 4, 0.5f, 1.5f), t);
+    const auto b = ref::round_to(random_vector(cols, 5), t);
+    std::vector<float> want(x.size());
+    ref::layernorm(x.data(), g.data(), b.data(), want.data(), nullptr, nullptr, rows, cols, 1e-5f);
+    expect_close(dev::layernorm(x, g, b, rows, cols, 1e-5f, t), want, t, "layernorm");
+    ref::rmsnorm(x.data(), g.data(), want.data(), nullptr, rows, cols, 1e-6f);
+    expect_close(dev::rmsnorm(x, g, rows, cols, 1e-6f, t), want, t, "rmsnorm");
+  }
+}
+
+TEST(KernelsGpu, SoftmaxAndCrossEntropy) {
+  REQUIRE_DEVICE();
+  const int rows = 19, cols = 3001;
+  for (DType t : kStorage) {
+    const auto x = ref::round_to(random_vector(std::size_t(rows) * cols, 6, -8, 8), t);
+    std::vector<float> want(x.size());
+    ref::softmax(x.data(), want.data(), rows, cols, 0.7f);
+    expect_close(dev::softmax(x, rows, cols, 0.7f, t), want, t, "softmax");
+    std::vector<std::int32_t> targets(rows);
+    for (int r = 0; r < rows; ++r) targets[std::size_t(r)] = (r * 977) % cols;
+    std::vector<float> loss(rows), grad(x.size());
+    ref::cross_entropy(x.data(), targets.data(), loss.data(), grad.data(), rows, cols);
+    const dev::CrossEntropy got = dev::cross_entropy(x, targets, rows, cols, t);
+    expect_close(got.loss, loss, DType::kF32, "cross_entropy loss", 50);  // fp32 out, __expf
+    expect_close(got.grad, grad, t, "cross_entropy grad", 2);
+  }
+}
+
+TEST(KernelsGpu, BiasGeluSwigluEmbedding) {
+  REQUIRE_DEVICE();
+  const int rows = 33, cols = 515;
+  for (DType t : kStorage) {
+    const auto x = ref::round_to(random_vector(std::size_t(rows) * cols, 7, -4, 4), t);
+    const auto bias = ref::round_to(random_vector(cols, 8), t);
+    std::vector<float> want(x.size());
+    ref::bias_gelu(x.data(), bias.data(), want.data(), rows, cols);
+    expect_close(dev::bias_gelu(x, bias, rows, cols, t), want, t, "bias_gelu", 2);
+    const auto gu = ref::round_to(random_vector(std::size_t(rows) * 2 * cols, 9, -4, 4), t);
+    ref::swiglu(gu.data(), want.data(), rows, cols);
+    expect_close(dev::swiglu(gu, rows, cols, t), want, t, "swiglu", 2);
+    const int vocab = 301, hidden = 96;
+    const auto table = ref::round_to(random_vector(std::size_t(vocab) * hidden, 10), t);
+    std::vector<std::int32_t> tokens = {0, 300, 17, 17, 299, 5};
+    std::vector<float> emb(tokens.size() * hidden);
+    ref::embedding(tokens.data(), table.data(), emb.data(), int(tokens.size()), hidden);
+    const auto got = dev::embedding(tokens, table, hidden, t);
+    EXPECT_EQ(got, emb) << "embedding is a copy: exact";
+  }
+}
+
+TEST(KernelsGpu, DropoutMasksMatchTheReferenceExactly) {
+  REQUIRE_DEVICE();
+  const int rows = 64, cols = 777;
+  for (DType t : kStorage) {
+    const auto x = ref::round_to(random_vector(std::size_t(rows) * cols, 11), t);
+    const auto bias = ref::round_to(random_vector(cols, 12), t);
+    const auto res = ref::round_to(random_vector(x.size(), 13), t);
+    std::vector<float> want(x.size());
+    std::vector<std::uint8_t> mask(x.size());
+    ref::dropout(x.data(), want.data(), mask.data(), x.size(), 0.1f, 99);
+    dev::Masked got = dev::dropout(x, 0.1f, 99, t);
+    EXPECT_EQ(got.mask, mask);
+    expect_close(got.y, want, t, "dropout");
+    ref::bias_dropout_add(x.data(), bias.data(), res.data(), want.data(), mask.data(), rows, cols,
+                          0.1f, 5);
+    got = dev::bias_dropout_add(x, bias, res, rows, cols, 0.1f, 5, t);
+    EXPECT_EQ(got.mask, mask);
+    expect_close(got.y, want, t, "bias_dropout_add", 2);
+  }
+}
+
+TEST(KernelsGpu, FlashAttentionForwardAndBackward) {
+  REQUIRE_DEVICE();
+  struct Case {
+    ref::AttentionShape s;
+  };
+  // Odd lengths (partial tiles), causal with sk > sq, sliding window, both head dims.
+  const ref::AttentionShape shapes[] = {
+      {3, 77, 77, 64, true, 0, 0.125f},
+      {2, 50, 130, 128, true, 0, 0.0883883f},
+      {2, 100, 100, 64, true, 33, 0.125f},
+      {1, 65, 90, 128, false, 0, 0.0883883f},
+  };
+  for (DType t : {DType::kF16, DType::kBf16}) {
+    for (const ref::AttentionShape& s : shapes) {
+      const std::size_t nq = std::size_t(s.bh) * s.sq * s.d, nk = std::size_t(s.bh) * s.sk * s.d;
+      const auto q = ref::round_to(random_vector(nq, 20), t);
+      const auto k = ref::round_to(random_vector(nk, 21), t);
+      const auto v = ref::round_to(random_vector(nk, 22), t);
+      const auto d_o = ref::round_to(random_vector(nq, 23), t);
+      std::vector<float> o(nq), lse(std::size_t(s.bh) * s.sq);
+      ref::attention_forward(s, q.data(), k.data(), v.data(), o.data(), lse.data());
+      const std::string name = "attention d" + std::to_string(s.d) + " sq" +
+                               std::to_string(s.sq) + " sk" + std::to_string(s.sk) + " w" +
+                               std::to_string(s.window);
+      const dev::Attention got = dev::attention_forward(s, q, k, v, t);
+      expect_close(got.o, o, t, name + " O", 2);
+      expect_close(got.lse, lse, DType::kF32, name + " lse", 100);
+      // Backward from the reference O and lse rounded as the forward stores them.
+      const auto o_t = ref::round_to(o, t);
+      std::vector<float> dq(nq), dk(nk), dv(nk);
+      ref::attention_backward(s, q.data(), k.data(), v.data(), o_t.data(), d_o.data(), lse.data(),
+                              dq.data(), dk.data(), dv.data());
+      const dev::AttentionGrads g = dev::attention_backward(s, q, k, v, o_t, d_o, lse, t);
+      expect_close(g.dq, dq, t, name + " dQ", 3);
+      expect_close(g.dk, dk, t, name + " dK", 3);
+      expect_close(g.dv, dv, t, name + " dV", 3);
+    }
+  }
+}
+
+TEST(KernelsGpu, AdamAndLambSteps) {
+  REQUIRE_DEVICE();
+  const std::size_t n = 100003;
+  dev::OptimizerState s;
+  s.w = random_vector(n, 30);
+  s.m = random_vector(n, 31, -0.1f, 0.1f);
+  s.v = random_vector(n, 32, 1e-4f, 1e-2f);
+  const auto g = random_vector(n, 33);
+  ref::AdamParams p;
+  p.lr = 1e-3f;
+  p.step = 7;
+  p.weight_decay = 0.01f;
+  for (bool lamb : {false, true}) {
+    dev::OptimizerState want = s;
+    if (lamb) {
+      ref::lamb_step(want.w.data(), g.data(), want.m.data(), want.v.data(), n, p);
+    } else {
+      ref::adam_step(want.w.data(), g.data(), want.m.data(), want.v.data(), n, p);
+    }
+    const dev::OptimizerState got = lamb ? dev::lamb_step(s, g, p) : dev::adam_step(s, g, p);
+    const char* name = lamb ? "lamb" : "adam";
+    expect_close(got.m, want.m, DType::kF32, std::string(name) + " m", 5);
+    expect_close(got.v, want.v, DType::kF32, std::string(name) + " v", 5);
+    // The weights move by ~lr: compare the update, not the weight, for a meaningful bound.
+    std::vector<float> du_got(n), du_want(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      du_got[i] = got.w[i] - s.w[i];
+      du_want[i] = want.w[i] - s.w[i];
+    }
+    expect_close(du_got, du_want, DType::kF16, std::string(name) + " update");
+    expect_close(got.w_bf16, ref::round_to(want.w, DType::kBf16), DType::kBf16,
+                 std::string(name) + " bf16 copy");
+  }
+}
+
+TEST(KernelsGpu, NcclAllReduceOverLocalGpus) {
+  REQUIRE_DEVICE();
+  if (!nccl_built()) GTEST_SKIP() << "this build has no NCCL";
+  const std::vector<float> x = random_vector(4099, 40);
+  // One rank: the sum of one contribution is itself.
+  EXPECT_EQ(nccl_all_reduce_check(x, 1), x);
+  EXPECT_FALSE(nccl_version().empty());
+}
+
+}  // namespace
+}  // namespace trainsim::kernels
