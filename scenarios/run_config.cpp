@@ -30,14 +30,41 @@ exec::RunConfig make_run_config(const Scenario& s) {
   return cfg;
 }
 
+exec::ExecOptions exec_options(const Scenario& s) {
+  exec::ExecOptions o;
+  o.backend = s.fidelity == "flow" ? exec::NetworkBackend::kFlow : exec::NetworkBackend::kAnalytic;
+  o.symmetry = s.simulation.symmetry;
+  o.jitter = s.simulation.jitter;
+  o.seed = s.seed;
+  if (s.simulation.straggler_factor != 1.0 &&
+      (s.simulation.straggler_rank >= 0 || s.simulation.straggler_host >= 0)) {
+    o.stragglers.push_back({s.simulation.straggler_rank, s.simulation.straggler_host,
+                            s.simulation.straggler_factor});
+  }
+  o.routing = s.routing;
+  o.network = s.network;
+  return o;
+}
+
 exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
-                          const exec::AnalyticOptions& options) {
-  if (s.fidelity != "analytic") {
-    throw_input("fidelity `" + s.fidelity + "` is not available in this build yet",
-                {s.source, 0, "simulation.fidelity"}, "use `analytic`");
+                          const exec::AnalyticOptions& options,
+                          const std::vector<int>& trace_ranks) {
+  if (s.fidelity == "packet") {
+    throw_input("fidelity `packet` is not available in this build yet",
+                {s.source, 0, "simulation.fidelity"}, "use `analytic`, `schedule` or `flow`");
+  }
+  const bool event = s.fidelity == "schedule" || s.fidelity == "flow";
+  if (!event && (s.simulation.jitter > 0 || s.simulation.straggler_rank >= 0 ||
+                 s.simulation.straggler_host >= 0)) {
+    throw_input("stragglers and jitter need an event-driven fidelity (`schedule` or `flow`)",
+                {s.source, 0, "simulation.fidelity"}, "add --fidelity schedule");
   }
   try {
-    return exec::run_analytic(cfg, options);
+    if (!event) return exec::run_analytic(cfg, options);
+    exec::ExecOptions o = exec_options(s);
+    o.enforce_memory = options.enforce_memory;
+    o.trace_ranks = trace_ranks;
+    return exec::run_program(cfg, o);
   } catch (const Error& e) {
     if (!e.where().file.empty()) throw;
     ErrorContext where = e.where();

@@ -2,7 +2,10 @@
 #pragma once
 
 #include "scenarios/scenario.h"
+#include <vector>
+
 #include "sim/exec/analytic.h"
+#include "sim/exec/program_exec.h"
 
 namespace trainsim::scen {
 
@@ -10,8 +13,14 @@ namespace trainsim::scen {
 /// path, relative paths taken from the working directory) and copies the config structs.
 exec::RunConfig make_run_config(const Scenario& s);
 
-/// Runs the scenario at its fidelity. Errors without a file get the scenario's file attached.
+/// The event-driven executor's options from the scenario (`simulation.*`, `network.*`).
+exec::ExecOptions exec_options(const Scenario& s);
+
+/// Runs the scenario at its fidelity (analytic: closed form; schedule and flow: the Programs on
+/// the event core). `trace_ranks` asks the event-driven fidelities for those ranks' task spans.
+/// Errors without a file get the scenario's file attached.
 exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
-                          const exec::AnalyticOptions& options = {});
+                          const exec::AnalyticOptions& options = {},
+                          const std::vector<int>& trace_ranks = {});
 
 }  // namespace trainsim::scen

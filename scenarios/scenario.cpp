@@ -138,6 +138,11 @@ class Resolver {
     scenario_.fidelity = get("simulation.fidelity");
     const std::string& seed = get("simulation.seed");
     std::from_chars(seed.data(), seed.data() + seed.size(), scenario_.seed);
+    scenario_.simulation.symmetry = flag("simulation.symmetry");
+    scenario_.simulation.jitter = real("simulation.jitter");
+    scenario_.simulation.straggler_rank = integer("simulation.straggler_rank");
+    scenario_.simulation.straggler_host = integer("simulation.straggler_host");
+    scenario_.simulation.straggler_factor = real("simulation.straggler_factor");
     scenario_.values = values_;
     scenario_.origin = origin_;
     return std::move(scenario_);

@@ -33,6 +33,15 @@
 
 namespace trainsim::scen {
 
+/// The event-driven fidelities' options (`simulation.*`).
+struct SimulationOptions {
+  bool symmetry = true;
+  double jitter = 0;
+  int straggler_rank = -1;
+  int straggler_host = -1;
+  double straggler_factor = 1.0;
+};
+
 struct Scenario {
   std::string source;  // file path, or the name given to the string loaders
   model::ModelConfig model;
@@ -47,6 +56,7 @@ struct Scenario {
   std::string calibration_profile = "datasheet";
   std::string fidelity = "analytic";
   std::uint64_t seed = 1;
+  SimulationOptions simulation;
   // Every schema key -> its final value as canonical text (derived values resolved).
   std::map<std::string, std::string> values;
   // Key -> "default" | "preset <name>" | "system <name>" | "<file>:<line>" | "--set" | "derived"

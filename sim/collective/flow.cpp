@@ -24,25 +24,11 @@ std::vector<double> calibrated_capacities(const topo::ClusterGraph& graph, doubl
 }
 
 namespace {
-
-struct Connection {
-  topo::GpuId src, dst;
-  double bytes;
-  int qp_base;
-};
-
+using Connection = FlowConnection;
+using Prepared = CollectiveFlows;
 }  // namespace
 
-namespace {
-
-// A collective's connections, latency and protocol, before any flow starts.
-struct Prepared {
-  FlowCollectiveResult result;
-  std::vector<Connection> conns;
-  double wire = 1.0;  // bytes on the wire per payload byte (LL and LL128 carry flags)
-};
-
-Prepared prepare(const FlowCollectiveRequest& req, const topo::ClusterGraph& graph,
+CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const topo::ClusterGraph& graph,
                  const LinkModel& links, const Choice& choice, int channels) {
   Prepared p;
   FlowCollectiveResult& out = p.result;
@@ -133,8 +119,6 @@ Prepared prepare(const FlowCollectiveRequest& req, const topo::ClusterGraph& gra
   return p;
 }
 
-}  // namespace
-
 std::vector<FlowCollectiveResult> collective_flow_batch(
     std::span<const FlowCollectiveRequest> requests, const topo::ClusterGraph& graph,
     topo::Router& router, std::span<const double> capacities, const LinkModel& links,
@@ -152,7 +136,7 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
   std::vector<Prepared> prepared;
   prepared.reserve(requests.size());
   for (const FlowCollectiveRequest& req : requests) {
-    prepared.push_back(prepare(req, graph, links, choice, options.channels));
+    prepared.push_back(plan_collective_flows(req, graph, links, choice, options.channels));
   }
 
   Simulation sim(options.seed);

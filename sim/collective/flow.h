@@ -49,6 +49,27 @@ struct FlowCollectiveRequest {
   std::vector<topo::GpuId> ranks;  // in ring order
 };
 
+/// One connection of a collective: `bytes` from `src` to `dst`, split over the router's queue
+/// pairs `qp_base·Q … qp_base·Q + Q − 1` (Q = qps_per_connection).
+struct FlowConnection {
+  topo::GpuId src = 0, dst = 0;
+  double bytes = 0;
+  int qp_base = 0;
+};
+
+/// A collective's connections, latency and protocol before any flow starts (what
+/// collective_flow_batch runs, and what the Program executor starts on its shared network).
+struct CollectiveFlows {
+  FlowCollectiveResult result;  // latency_s, cost (analytic ring choice), channels
+  std::vector<FlowConnection> conns;
+  double wire = 1.0;  // bytes on the wire per payload byte (LL and LL128 carry flags)
+};
+
+/// Plans the flows of one collective (`channels` 0 = NCCL's choice).
+CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req,
+                                      const topo::ClusterGraph& graph, const LinkModel& links,
+                                      const Choice& choice, int channels);
+
 /// Runs several collectives at once (e.g. the 8 DP rings of a server's GPUs), sharing the
 /// fabric; one result per request, in order.
 std::vector<FlowCollectiveResult> collective_flow_batch(

@@ -67,6 +67,34 @@ struct Startup {
   int groups_per_rank = 0;
 };
 
+/// One task instance on one rank, for traces (reports/trace.h) and sim-vs-real comparison.
+struct TraceSpan {
+  int rank = 0;
+  std::string stream;    // "compute", "tp", "cp", "ep", "dp", "pp-send-next", ...
+  std::string name;      // "qkv fwd", "all-gather tp", "send-next pp" ...
+  std::string category;  // "compute", "tp", "cp", "ep", "dp", "pp", "data", "optimizer"
+  double start_s = 0;
+  double end_s = 0;
+  int microbatch = -1;
+  int chunk = -1;
+  int layer = -1;
+  double bytes = 0;      // communication tasks
+};
+
+/// Spans of the ranks a trace asked for (a rank filter keeps traces small).
+struct Timeline {
+  std::vector<int> ranks;
+  std::vector<TraceSpan> spans;  // sorted by (rank, start)
+};
+
+/// Time of one kind of task on the critical rank (the rank that finished last).
+struct TaskKindTime {
+  std::string name;      // op and part ("qkv fwd", "qkv dgrad") or collective ("all-gather tp")
+  std::string category;  // as TraceSpan::category
+  long count = 0;
+  double total_s = 0;
+};
+
 struct Result {
   std::string fidelity;        // "analytic"
   std::string model_version;   // version of the performance model that computed this
@@ -92,6 +120,22 @@ struct Result {
   plan::MemoryUsage memory;
   NetworkStats network;
   std::vector<std::string> notes;  // assumptions and derived settings worth telling the user
+
+  // Event-driven fidelities only (empty at analytic fidelity).
+  std::vector<TaskKindTime> task_kinds;  // per task kind on the critical rank, by total time
+  Timeline timeline;                     // filled when a trace was asked for
+  struct ExecStats {
+    long roles = 0;          // Programs (pipeline stages)
+    long tasks_per_role = 0; // largest Program
+    long actors = 0;         // rank classes executed (ranks when the symmetry shortcut is off)
+    long task_instances = 0; // tasks executed over all actors
+    long flows = 0;          // network flows started (flow fidelity)
+    long events = 0;         // events dispatched
+    long solves = 0;         // flow network re-solves
+    double flows_per_solve = 0;  // mean flows in the re-solved components
+    bool symmetry = false;   // whether the symmetry shortcut was used
+    int critical_rank = 0;   // representative rank of the actor that finished last
+  } exec;
 };
 
 }  // namespace trainsim::exec

@@ -1,0 +1,67 @@
+// Event-driven execution of the Programs (sim/plan/program.h) on the event core: every rank's
+// streams advance task by task; compute tasks take their time from the calibration profile
+// (ComputeModel, the same pricing as the analytic fidelity); collectives start when every member
+// has reached them and point-to-point transfers when both ends are posted; communication goes
+// through a network backend:
+//
+//   kAnalytic  each collective and transfer takes its closed-form time (no contention);
+//   kFlow      collectives and transfers that leave a server become flows on the cluster graph
+//              (ECMP-hashed per queue pair, max-min rates, the scenario's congestion control),
+//              all ranks' flows sharing the fabric at once; groups inside one server use NVLink
+//              through the closed form (NVLink ports are not shared between groups).
+//
+// Symmetry shortcut (on by default, `symmetry = false` turns it off): when no rank differs from
+// the others (no straggler, no jitter), all ranks of a pipeline stage run in lockstep, so one actor
+// per stage executes the stage's Program, and each of its communications stands for the copies of
+// every rank of the stage: at flow fidelity all of those copies' flows are started, and the
+// communication completes when the slowest copy does. With symmetric transfers this equals the
+// per-rank run exactly (tested); with ECMP collisions it is conservative (a stage waits for its
+// slowest copy). Stragglers and jitter switch to one actor per rank.
+//
+// The breakdown of DESIGN.md §5 comes from the timeline of the rank that finished last: each
+// gap in its compute stream is charged to what the next compute task waited for (a collective of
+// dimension D → exposed D; a pipeline transfer → exposed PP while the transfer ran, pipeline
+// bubble while it waited for the peer), and its components add up to the iteration time.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/exec/analytic.h"
+#include "sim/network/congestion.h"
+#include "topology/routing.h"
+
+namespace trainsim::exec {
+
+/// Version of the event-driven performance model (the Program, its executor, the backends).
+inline constexpr const char* kProgramModelVersion = "program-1";
+
+enum class NetworkBackend { kAnalytic, kFlow };
+
+/// A slow GPU (rank ≥ 0) or a slow server (host ≥ 0: every GPU of server `host`): its compute
+/// tasks take `factor` times as long.
+struct Straggler {
+  int rank = -1;
+  int host = -1;
+  double factor = 1.0;
+};
+
+struct ExecOptions {
+  NetworkBackend backend = NetworkBackend::kAnalytic;
+  bool symmetry = true;              // the symmetry shortcut (see above)
+  std::vector<Straggler> stragglers;
+  double jitter = 0;                 // relative spread of compute task times per rank (log-normal σ)
+  std::uint64_t seed = 1;            // jitter and the flow network
+  bool free_communication = false;   // every collective and transfer takes no time (tests)
+  bool enforce_memory = true;        // as AnalyticOptions::enforce_memory
+  std::vector<int> trace_ranks;      // ranks whose task spans go into Result::timeline
+  // Flow backend.
+  topo::RoutingConfig routing;
+  net::NetworkConfig network;
+};
+
+/// Runs one iteration. Throws trainsim::Error(kInfeasible) for configurations that cannot run,
+/// kInput for bad options (a straggler rank outside the job).
+Result run_program(const RunConfig& cfg, const ExecOptions& options);
+
+}  // namespace trainsim::exec

@@ -1,0 +1,852 @@
+#include "sim/plan/program.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+#include "sim/plan/memory.h"
+
+namespace trainsim::plan {
+
+const char* to_string(Stream s) {
+  switch (s) {
+    case Stream::kCompute: return "compute";
+    case Stream::kTp: return "tp";
+    case Stream::kCp: return "cp";
+    case Stream::kEp: return "ep";
+    case Stream::kDp: return "dp";
+    case Stream::kPpSendNext: return "pp-send-next";
+    case Stream::kPpSendPrev: return "pp-send-prev";
+    case Stream::kPpRecvPrev: return "pp-recv-prev";
+    case Stream::kPpRecvNext: return "pp-recv-next";
+  }
+  return "?";
+}
+
+const char* to_string(Dim d) {
+  switch (d) {
+    case Dim::kNone: return "none";
+    case Dim::kTp: return "tp";
+    case Dim::kCp: return "cp";
+    case Dim::kEp: return "ep";
+    case Dim::kDp: return "dp";
+    case Dim::kExpertDp: return "expert-dp";
+    case Dim::kPp: return "pp";
+  }
+  return "?";
+}
+
+const char* to_string(TaskType t) {
+  switch (t) {
+    case TaskType::kCompute: return "compute";
+    case TaskType::kCollective: return "collective";
+    case TaskType::kSend: return "send";
+    case TaskType::kRecv: return "recv";
+  }
+  return "?";
+}
+
+const char* to_string(Pass p) {
+  switch (p) {
+    case Pass::kData: return "data";
+    case Pass::kForward: return "forward";
+    case Pass::kBackward: return "backward";
+    case Pass::kRecompute: return "recompute";
+    case Pass::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+namespace {
+const char* part_name(Part p) {
+  switch (p) {
+    case Part::kForward: return "fwd";
+    case Part::kBackward: return "bwd";
+    case Part::kDgrad: return "dgrad";
+    case Part::kWgrad: return "wgrad";
+    case Part::kWhole: return "";
+  }
+  return "?";
+}
+}  // namespace
+
+std::string Program::task_name(const Task& t) const {
+  switch (t.type) {
+    case TaskType::kCompute: {
+      const std::string& op = ops[static_cast<std::size_t>(t.op)].name;
+      if (t.part == Part::kWhole) return op;
+      const char* suffix = t.pass == Pass::kRecompute ? "recompute" : part_name(t.part);
+      return op + " " + suffix;
+    }
+    case TaskType::kCollective: {
+      std::string k = coll::to_string(t.collective);
+      return k + " " + to_string(t.dim);
+    }
+    case TaskType::kSend:
+      return t.stream == Stream::kPpSendNext ? "send-next pp" : "send-prev pp";
+    case TaskType::kRecv:
+      return t.stream == Stream::kPpRecvPrev ? "recv-prev pp" : "recv-next pp";
+  }
+  return "?";
+}
+
+std::size_t Program::count(TaskType type) const {
+  return static_cast<std::size_t>(
+      std::count_if(tasks.begin(), tasks.end(), [&](const Task& t) { return t.type == type; }));
+}
+
+RankCoord ProgramSet::coord(int rank) const {
+  const auto& p = layout.par;
+  RankCoord c;
+  c.tp = rank % p.tp;
+  rank /= p.tp;
+  c.cp = rank % p.cp;
+  rank /= p.cp;
+  c.dp = rank % p.dp;
+  c.pp = rank / p.dp;
+  return c;
+}
+
+int ProgramSet::rank_of(const RankCoord& c) const {
+  const auto& p = layout.par;
+  return c.tp + p.tp * (c.cp + p.cp * (c.dp + p.dp * c.pp));
+}
+
+std::vector<int> ProgramSet::group(Dim d, int rank) const {
+  const auto& p = layout.par;
+  const RankCoord c = coord(rank);
+  std::vector<int> out;
+  RankCoord m = c;
+  switch (d) {
+    case Dim::kNone: out.push_back(rank); break;
+    case Dim::kTp:
+      for (int i = 0; i < p.tp; ++i) { m.tp = i; out.push_back(rank_of(m)); }
+      break;
+    case Dim::kCp:
+      for (int i = 0; i < p.cp; ++i) { m.cp = i; out.push_back(rank_of(m)); }
+      break;
+    case Dim::kDp:
+      for (int i = 0; i < p.dp; ++i) { m.dp = i; out.push_back(rank_of(m)); }
+      break;
+    case Dim::kEp: {  // EP is the fastest-varying part of DP: blocks of `ep` consecutive replicas
+      const int base = c.dp - c.dp % p.ep;
+      for (int i = 0; i < p.ep; ++i) { m.dp = base + i; out.push_back(rank_of(m)); }
+      break;
+    }
+    case Dim::kExpertDp:  // replicas holding the same experts: stride ep through DP
+      for (int i = c.dp % p.ep; i < p.dp; i += p.ep) { m.dp = i; out.push_back(rank_of(m)); }
+      break;
+    case Dim::kPp:
+      for (int i = 0; i < p.pp; ++i) { m.pp = i; out.push_back(rank_of(m)); }
+      break;
+  }
+  return out;
+}
+
+int ProgramSet::peer_on_stage(int rank, int stage) const {
+  RankCoord c = coord(rank);
+  c.pp = stage;
+  return rank_of(c);
+}
+
+int ProgramSet::next_stage(int stage) const {
+  const auto& p = layout.par;
+  if (p.pp <= 1) return -1;
+  if (stage + 1 < p.pp) return stage + 1;
+  return p.vpp > 1 ? 0 : -1;
+}
+
+int ProgramSet::prev_stage(int stage) const {
+  const auto& p = layout.par;
+  if (p.pp <= 1) return -1;
+  if (stage > 0) return stage - 1;
+  return p.vpp > 1 ? p.pp - 1 : -1;
+}
+
+namespace {
+
+constexpr std::uint32_t kNoTask = 0xffffffffu;
+
+// Layers of model chunk (stage, chunk): interleaved chunks hold layers/(pp·vpp) consecutive layers,
+// model chunk j = chunk·pp + stage; otherwise stages hold contiguous ranges, the first
+// `layers mod pp` stages one more (Layout::layers_first_stage).
+std::pair<int, int> chunk_layers(const Layout& L, int layers, int stage, int chunk) {
+  const int p = L.par.pp, v = L.par.vpp;
+  if (v > 1) {
+    const int per = layers / (p * v);
+    const int j = chunk * p + stage;
+    return {j * per, per};
+  }
+  const int base = layers / p, extra = layers % p;
+  const int first = stage * base + std::min(stage, extra);
+  return {first, base + (stage < extra ? 1 : 0)};
+}
+
+struct Builder {
+  Builder(const ProgramSet& set, Program& program, int stage_index)
+      : ps(set), P(program), L(set.layout), m(set.model), opt(set.opt), stage(stage_index) {}
+
+  const ProgramSet& ps;
+  Program& P;
+  const Layout& L;
+  const model::ModelConfig& m;
+  const Optimizations& opt;
+  model::Sharding shard;
+  int stage = 0;
+  int microbatches = 1;
+  double act_bytes = 0;  // one [tokens × h] 16-bit tensor (the TP collectives' buffer)
+  double p2p_bytes = 0;  // a pipeline activation per rank (1/tp of it: SP or scatter-gather)
+
+  std::uint32_t last_compute = kNoTask;
+  std::vector<std::uint32_t> blockers;  // comm tasks the next compute task must wait for
+  std::vector<std::uint32_t> scratch;
+
+  std::uint32_t add(Task t, std::initializer_list<std::uint32_t> deps) {
+    scratch.assign(deps.begin(), deps.end());
+    return add_v(t, scratch);
+  }
+  std::uint32_t add_v(Task t, const std::vector<std::uint32_t>& deps) {
+    t.dep_begin = static_cast<std::uint32_t>(P.deps.size());
+    for (std::uint32_t d : deps) {
+      if (d != kNoTask) P.deps.push_back(d);
+    }
+    // Same-stream dependencies are implied by stream order; keep them anyway (harmless) but drop
+    // duplicates.
+    auto b = P.deps.begin() + t.dep_begin;
+    std::sort(b, P.deps.end());
+    P.deps.erase(std::unique(b, P.deps.end()), P.deps.end());
+    t.dep_count = static_cast<std::uint32_t>(P.deps.size()) - t.dep_begin;
+    t.stream_pos = P.stream_tasks[static_cast<int>(t.stream)]++;
+    P.tasks.push_back(t);
+    return static_cast<std::uint32_t>(P.tasks.size() - 1);
+  }
+
+  int add_op(const model::Op& op) {
+    P.ops.push_back(op);
+    return static_cast<int>(P.ops.size() - 1);
+  }
+
+  // A compute task on the compute stream; it waits for the pending blockers.
+  std::uint32_t compute(int op, Pass pass, Part part, int mb, int chunk, int layer,
+                        double fraction = 1.0, std::uint32_t extra_dep = kNoTask,
+                        std::int16_t piece = -1) {
+    Task t;
+    t.type = TaskType::kCompute;
+    t.stream = Stream::kCompute;
+    t.pass = pass;
+    t.part = part;
+    t.op = op;
+    t.fraction = fraction;
+    t.microbatch = mb;
+    t.chunk = static_cast<std::int16_t>(chunk);
+    t.layer = layer;
+    t.piece = piece;
+    std::vector<std::uint32_t> deps = blockers;
+    deps.push_back(extra_dep);
+    if (last_compute != kNoTask) deps.push_back(last_compute);
+    blockers.clear();
+    last_compute = add_v(t, deps);
+    return last_compute;
+  }
+
+  std::uint32_t collective(coll::Kind kind, Dim dim, Stream stream, double bytes, int mb, int chunk,
+                           int layer, std::vector<std::uint32_t> deps, std::int16_t piece = -1) {
+    Task t;
+    t.type = TaskType::kCollective;
+    t.stream = stream;
+    t.dim = dim;
+    t.collective = kind;
+    t.bytes = bytes;
+    t.microbatch = mb;
+    t.chunk = static_cast<std::int16_t>(chunk);
+    t.layer = layer;
+    t.piece = piece;
+    return add_v(t, deps);
+  }
+
+  // --- TP communication around one op ---------------------------------------------------------
+
+  int tp_chunks() const { return opt.tp_overlap ? std::max(1, L.par.tp) : 1; }
+
+  // Collective before the computation `part` of op (forward: SP all-gather of the input; backward:
+  // the gathered gradient). Chunk i of the collective feeds chunk i of the computation.
+  void comm_then_compute(coll::Kind kind, int op, Pass pass, Part part, int mb, int chunk,
+                         int layer) {
+    const int n = tp_chunks();
+    const std::uint32_t producer = last_compute;
+    std::vector<std::uint32_t> comm(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      comm[static_cast<std::size_t>(i)] =
+          collective(kind, Dim::kTp, Stream::kTp, act_bytes / n, mb, chunk, layer,
+                     {producer}, static_cast<std::int16_t>(n > 1 ? i : -1));
+    }
+    for (int i = 0; i < n; ++i) {
+      compute(op, pass, part, mb, chunk, layer, 1.0 / n, comm[static_cast<std::size_t>(i)],
+              static_cast<std::int16_t>(n > 1 ? i : -1));
+    }
+  }
+
+  // Computation `part` followed by a collective of its output; chunk i of the collective follows
+  // chunk i of the computation. The next compute task waits for the last chunk.
+  void compute_then_comm(coll::Kind kind, int op, Pass pass, Part part, int mb, int chunk,
+                         int layer) {
+    const int n = tp_chunks();
+    std::uint32_t c = kNoTask;
+    for (int i = 0; i < n; ++i) {
+      const std::uint32_t k = compute(op, pass, part, mb, chunk, layer, 1.0 / n, kNoTask,
+                                      static_cast<std::int16_t>(n > 1 ? i : -1));
+      c = collective(kind, Dim::kTp, Stream::kTp, act_bytes / n, mb, chunk, layer, {k},
+                     static_cast<std::int16_t>(n > 1 ? i : -1));
+    }
+    blockers.push_back(c);
+  }
+
+  bool sp() const { return shard.sp; }
+  bool tp() const { return L.par.tp > 1; }
+
+  // Forward (or recompute) of one op with its TP communication.
+  void op_forward(int op, Pass pass, int mb, int chunk, int layer) {
+    const model::Op& o = P.ops[static_cast<std::size_t>(op)];
+    if (tp() && o.tp_comm_before && sp()) {
+      comm_then_compute(coll::Kind::kAllGather, op, pass, Part::kForward, mb, chunk, layer);
+    } else if (tp() && o.tp_comm_after) {
+      compute_then_comm(sp() ? coll::Kind::kReduceScatter : coll::Kind::kAllReduce, op, pass,
+                        Part::kForward, mb, chunk, layer);
+    } else {
+      compute(op, pass, Part::kForward, mb, chunk, layer);
+    }
+  }
+
+  // Backward of one op: GEMMs as input gradient then weight gradient; the TP communication of
+  // the forward mirrored (an all-gather becomes a reduce-scatter of the input gradient and vice
+  // versa; without SP the input gradient of a column-parallel op is all-reduced).
+  void op_backward(int op, int mb, int chunk, int layer) {
+    const model::Op& o = P.ops[static_cast<std::size_t>(op)];
+    const bool gemm = o.kind == model::OpKind::kGemm;
+    const Part first = gemm ? Part::kDgrad : Part::kBackward;
+    if (tp() && o.tp_comm_after && sp()) {
+      comm_then_compute(coll::Kind::kAllGather, op, Pass::kBackward, first, mb, chunk, layer);
+    } else if (tp() && o.tp_comm_before) {
+      compute_then_comm(sp() ? coll::Kind::kReduceScatter : coll::Kind::kAllReduce, op,
+                        Pass::kBackward, first, mb, chunk, layer);
+      if (gemm && opt.tp_overlap) {
+        // The weight gradient does not need the reduced input gradient: it runs while the
+        // reduction finishes (the blocker stays pending for the next op).
+        std::vector<std::uint32_t> pending;
+        pending.swap(blockers);
+        compute(op, Pass::kBackward, Part::kWgrad, mb, chunk, layer);
+        blockers.swap(pending);
+        return;
+      }
+    } else {
+      compute(op, Pass::kBackward, first, mb, chunk, layer);
+    }
+    if (gemm) compute(op, Pass::kBackward, Part::kWgrad, mb, chunk, layer);
+  }
+
+  // --- layers -------------------------------------------------------------------------------
+
+  struct LayerOps {
+    std::vector<int> ops;  // indices into P.ops, forward order
+    int layer = 0;
+    bool moe = false;
+  };
+  std::vector<LayerOps> layer_ops;  // per global layer of this stage (index - first layer)
+  int first_layer_of_stage = 0;
+
+  static bool attention_core(const model::Op& o) {
+    return o.kind == model::OpKind::kAttention || o.name == "attn_scores" ||
+           o.name == "softmax" || o.name == "attn_dropout" || o.name == "attn_context";
+  }
+
+  double kv_bytes() const {
+    const double tokens = static_cast<double>(shard.micro_batch) * m.seq_len / L.par.cp;
+    return 2.0 * tokens * L.par.cp * m.kv_dim() / L.par.tp * 2.0;
+  }
+  double a2a_bytes() const {
+    const double tokens = static_cast<double>(shard.micro_batch) * m.seq_len / L.par.cp;
+    return tokens * m.top_k * m.hidden * 2.0;
+  }
+
+  // Attention with context parallelism: K/V all-gathered in cp−1 pieces over the CP ring; block 0
+  // (the local K/V) needs none, block i needs piece i. Backward also reduce-scatters dK/dV.
+  void attention_cp(int op, Pass pass, bool backward, int mb, int chunk, int layer) {
+    const int n = L.par.cp;
+    const std::uint32_t producer = last_compute;
+    const double piece_bytes = kv_bytes() / (n - 1);
+    std::vector<std::uint32_t> ag;
+    for (int i = 1; i < n; ++i) {
+      ag.push_back(collective(coll::Kind::kAllGather, Dim::kCp, Stream::kCp, piece_bytes, mb,
+                              chunk, layer, {producer}, static_cast<std::int16_t>(i)));
+    }
+    const model::Op& o = P.ops[static_cast<std::size_t>(op)];
+    const Part part = backward ? (o.kind == model::OpKind::kGemm ? Part::kDgrad : Part::kBackward)
+                               : Part::kForward;
+    std::uint32_t last_rs = kNoTask;
+    for (int i = 0; i < n; ++i) {
+      const std::uint32_t k =
+          compute(op, pass, part, mb, chunk, layer, 1.0 / n,
+                  i == 0 ? kNoTask : ag[static_cast<std::size_t>(i - 1)],
+                  static_cast<std::int16_t>(i));
+      if (backward && i > 0) {
+        last_rs = collective(coll::Kind::kReduceScatter, Dim::kCp, Stream::kCp, piece_bytes, mb,
+                             chunk, layer, {k}, static_cast<std::int16_t>(i));
+      }
+    }
+    if (backward && o.kind == model::OpKind::kGemm) {
+      compute(op, pass, Part::kWgrad, mb, chunk, layer);
+    }
+    if (last_rs != kNoTask) blockers.push_back(last_rs);
+  }
+
+  // The EP all-to-all (dispatch before the experts, combine after), blocking the compute stream.
+  void all_to_all(int mb, int chunk, int layer) {
+    const std::uint32_t c = collective(coll::Kind::kAllToAll, Dim::kEp, Stream::kEp, a2a_bytes(),
+                                       mb, chunk, layer, {last_compute});
+    blockers.push_back(c);
+  }
+
+  bool first_attention_core(const LayerOps& lo, std::size_t i) const {
+    for (std::size_t j = 0; j < lo.ops.size(); ++j) {
+      if (attention_core(P.ops[static_cast<std::size_t>(lo.ops[j])])) return j == i;
+    }
+    return false;
+  }
+
+  void layer_forward(const LayerOps& lo, Pass pass, int mb, int chunk) {
+    for (std::size_t i = 0; i < lo.ops.size(); ++i) {
+      const int op = lo.ops[i];
+      const model::Op& o = P.ops[static_cast<std::size_t>(op)];
+      if (lo.moe && L.par.ep > 1 && o.name == "expert_up") all_to_all(mb, chunk, lo.layer);
+      if (L.par.cp > 1 && first_attention_core(lo, i)) {
+        attention_cp(op, pass, false, mb, chunk, lo.layer);
+      } else {
+        op_forward(op, pass, mb, chunk, lo.layer);
+      }
+      if (lo.moe && L.par.ep > 1 && o.name == "expert_down") all_to_all(mb, chunk, lo.layer);
+    }
+  }
+
+  void layer_backward(const LayerOps& lo, int mb, int chunk) {
+    const model::Recompute rc = ps.training.recompute;
+    if (rc == model::Recompute::kFull) {
+      layer_forward(lo, Pass::kRecompute, mb, chunk);
+    } else if (rc == model::Recompute::kSelective) {
+      for (int op : lo.ops) {
+        if (attention_core(P.ops[static_cast<std::size_t>(op)])) {
+          compute(op, Pass::kRecompute, Part::kForward, mb, chunk, lo.layer);
+        }
+      }
+    }
+    for (std::size_t r = lo.ops.size(); r-- > 0;) {
+      const int op = lo.ops[r];
+      const model::Op& o = P.ops[static_cast<std::size_t>(op)];
+      if (lo.moe && L.par.ep > 1 && o.name == "expert_down") all_to_all(mb, chunk, lo.layer);
+      if (L.par.cp > 1 && first_attention_core(lo, r)) {
+        attention_cp(op, Pass::kBackward, true, mb, chunk, lo.layer);
+      } else {
+        op_backward(op, mb, chunk, lo.layer);
+      }
+      if (lo.moe && L.par.ep > 1 && o.name == "expert_up") all_to_all(mb, chunk, lo.layer);
+    }
+  }
+
+  // --- pipeline ---------------------------------------------------------------------------
+
+  struct ChunkInfo {
+    int first_layer = 0, layers = 0;
+    bool embedding = false, head = false;
+    bool has_prev = false, has_next = false;  // receives activations / sends them on
+    std::vector<int> embedding_ops, head_ops;
+    // DP buckets of this chunk: bucket b covers the layers [bucket_first[b], bucket_first[b+1])
+    // (relative to first_layer), reduced after the backward of its first layer.
+    std::vector<int> bucket_first;
+    std::vector<double> bucket_dense, bucket_expert;  // parameters per bucket
+  };
+  std::vector<ChunkInfo> chunks;
+
+  // Pipeline point-to-point tasks.
+  std::uint32_t recv(Stream s, int mb, int chunk) {
+    Task t;
+    t.type = TaskType::kRecv;
+    t.stream = s;
+    t.dim = Dim::kPp;
+    t.bytes = p2p_bytes;
+    t.microbatch = mb;
+    t.chunk = static_cast<std::int16_t>(chunk);
+    // Without PP overlap the receive is posted when the compute stream gets to it (together with
+    // the send of the previous step, as Megatron's batched send/recv pairs); with it, ahead.
+    if (opt.pp_overlap) return add(t, {});
+    return add(t, {last_compute});
+  }
+  void send(Stream s, int mb, int chunk) {
+    Task t;
+    t.type = TaskType::kSend;
+    t.stream = s;
+    t.dim = Dim::kPp;
+    t.bytes = p2p_bytes;
+    t.microbatch = mb;
+    t.chunk = static_cast<std::int16_t>(chunk);
+    const std::uint32_t id = add(t, {last_compute});
+    if (!opt.pp_overlap) blockers.push_back(id);
+  }
+
+  // DP bookkeeping
+  std::vector<std::uint32_t> grad_reductions;  // every DP gradient task
+  std::vector<std::vector<std::uint32_t>> gather_of;  // [chunk][bucket]
+
+  double grad_bytes_per_param() const { return bytes_per_element(ps.training.grad_reduce); }
+
+  void dp_grad_bucket(const ChunkInfo& ci, std::size_t b, int mb, int chunk) {
+    if (L.par.dp <= 1) return;
+    const bool zero = L.par.zero >= 1;
+    const coll::Kind kind = zero ? coll::Kind::kReduceScatter : coll::Kind::kAllReduce;
+    const double dense = ci.bucket_dense[b], expert = ci.bucket_expert[b];
+    const int layer = ci.first_layer + ci.bucket_first[b];
+    if (dense > 0) {
+      grad_reductions.push_back(collective(kind, Dim::kDp, Stream::kDp,
+                                           dense * grad_bytes_per_param(), mb, chunk, layer,
+                                           {last_compute}, static_cast<std::int16_t>(b)));
+    }
+    if (expert > 0 && L.par.dp / L.par.ep > 1) {
+      grad_reductions.push_back(collective(kind, Dim::kExpertDp, Stream::kDp,
+                                           expert * grad_bytes_per_param(), mb, chunk, layer,
+                                           {last_compute}, static_cast<std::int16_t>(b)));
+    }
+  }
+
+  std::uint32_t dp_gather_bucket(const ChunkInfo& ci, std::size_t b, int mb, int chunk,
+                                 std::uint32_t dep) {
+    std::uint32_t last = kNoTask;
+    const int layer = ci.first_layer + ci.bucket_first[b];
+    if (ci.bucket_dense[b] > 0) {
+      last = collective(coll::Kind::kAllGather, Dim::kDp, Stream::kDp, ci.bucket_dense[b] * 2.0,
+                        mb, chunk, layer, {dep}, static_cast<std::int16_t>(b));
+    }
+    if (ci.bucket_expert[b] > 0 && L.par.dp / L.par.ep > 1) {
+      last = collective(coll::Kind::kAllGather, Dim::kExpertDp, Stream::kDp,
+                        ci.bucket_expert[b] * 2.0, mb, chunk, layer, {dep},
+                        static_cast<std::int16_t>(b));
+    }
+    return last;
+  }
+
+  // Parameter gathers ahead of a pass (ZeRO-1/2: once per iteration before the first forward;
+  // ZeRO-3: before every forward and backward of the chunk). With DP overlap each bucket's gather
+  // feeds the first op of its layers; without, the pass waits for all of them.
+  std::vector<std::uint32_t> pass_gathers;  // per bucket of the chunk being computed
+  void gathers_for_chunk(int chunk, int mb) {
+    pass_gathers.clear();
+    if (L.par.dp <= 1 || L.par.zero == 0) return;
+    const ChunkInfo& ci = chunks[static_cast<std::size_t>(chunk)];
+    for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) {
+      pass_gathers.push_back(dp_gather_bucket(ci, b, mb, chunk, kNoTask));
+    }
+  }
+
+  void forward(int mb, int chunk, bool emit_send = true) {
+    const ChunkInfo& ci = chunks[static_cast<std::size_t>(chunk)];
+    if (ci.has_prev) blockers.push_back(recv(Stream::kPpRecvPrev, mb, chunk));
+    if (L.par.zero >= 3) gathers_for_chunk(chunk, mb);
+    if (!opt.dp_overlap) {
+      for (std::uint32_t g : pass_gathers) blockers.push_back(g);
+    }
+    if (ci.embedding) {
+      for (int op : ci.embedding_ops) op_forward(op, Pass::kForward, mb, chunk, -1);
+    }
+    std::size_t bucket = 0;
+    for (int i = 0; i < ci.layers; ++i) {
+      if (opt.dp_overlap && bucket < pass_gathers.size() &&
+          ci.bucket_first[bucket] == i) {
+        if (pass_gathers[bucket] != kNoTask) blockers.push_back(pass_gathers[bucket]);
+        ++bucket;
+      }
+      layer_forward(layer_ops[static_cast<std::size_t>(ci.first_layer + i - first_layer_of_stage)],
+                    Pass::kForward, mb, chunk);
+    }
+    if (ci.head) {
+      for (int op : ci.head_ops) op_forward(op, Pass::kForward, mb, chunk, -1);
+    }
+    if (ci.has_next && emit_send) send(Stream::kPpSendNext, mb, chunk);
+    if (L.par.zero < 3) pass_gathers.clear();  // the iteration's gathers were waited for once
+  }
+
+  // `pre_recv`: the gradient receive, already posted (batched schedules); kNoTask to post it here.
+  void backward(int mb, int chunk, bool last_mb_of_chunk, std::uint32_t pre_recv = kNoTask,
+                bool emit_send = true) {
+    const ChunkInfo& ci = chunks[static_cast<std::size_t>(chunk)];
+    if (ci.has_next) {
+      blockers.push_back(pre_recv != kNoTask ? pre_recv : recv(Stream::kPpRecvNext, mb, chunk));
+    }
+    if (L.par.zero >= 3) {
+      gathers_for_chunk(chunk, mb);
+      if (!opt.dp_overlap) {
+        for (std::uint32_t g : pass_gathers) blockers.push_back(g);
+      }
+    }
+    // Gradients are reduced every micro-batch under ZeRO-2/3 (only a shard is kept), once after
+    // the last micro-batch otherwise; with DP overlap bucket by bucket as they complete.
+    const bool reduce_now = L.par.zero >= 2 || last_mb_of_chunk;
+    if (ci.head) {
+      for (std::size_t r = ci.head_ops.size(); r-- > 0;) op_backward(ci.head_ops[r], mb, chunk, -1);
+    }
+    int bucket = static_cast<int>(ci.bucket_first.size()) - 1;
+    for (int i = ci.layers - 1; i >= 0; --i) {
+      layer_backward(layer_ops[static_cast<std::size_t>(ci.first_layer + i - first_layer_of_stage)],
+                     mb, chunk);
+      if (bucket >= 0 && ci.bucket_first[static_cast<std::size_t>(bucket)] == i) {
+        if (reduce_now && opt.dp_overlap && (!ci.embedding || bucket > 0)) {
+          dp_grad_bucket(ci, static_cast<std::size_t>(bucket), L.par.zero >= 2 ? mb : -1, chunk);
+        }
+        --bucket;
+      }
+    }
+    if (ci.embedding) {
+      for (std::size_t r = ci.embedding_ops.size(); r-- > 0;) {
+        op_backward(ci.embedding_ops[r], mb, chunk, -1);
+      }
+      if (reduce_now && opt.dp_overlap && !ci.bucket_first.empty()) {
+        dp_grad_bucket(ci, 0, L.par.zero >= 2 ? mb : -1, chunk);
+      }
+    }
+    if (reduce_now && !opt.dp_overlap && L.par.zero >= 2) {
+      for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) {
+        dp_grad_bucket(ci, b, mb, chunk);
+      }
+    }
+    if (ci.has_prev && emit_send) send(Stream::kPpSendPrev, mb, chunk);
+  }
+
+  void build();
+};
+
+void Builder::build() {
+  const auto& par = L.par;
+  const int p = par.pp, v = par.vpp;
+  microbatches = L.microbatches;
+  const double tokens = static_cast<double>(shard.micro_batch) * m.seq_len / par.cp;
+  act_bytes = tokens * m.hidden * 2.0;
+  p2p_bytes = act_bytes / par.tp;
+
+  // Ops of every layer this stage holds, and of the embedding and head.
+  int lo_layer = m.layers, hi_layer = 0;
+  for (int c = 0; c < v; ++c) {
+    auto [first, n] = chunk_layers(L, m.layers, stage, c);
+    lo_layer = std::min(lo_layer, first);
+    hi_layer = std::max(hi_layer, first + n);
+  }
+  first_layer_of_stage = lo_layer;
+  for (int layer = lo_layer; layer < hi_layer; ++layer) {
+    LayerOps lo;
+    lo.layer = layer;
+    lo.moe = m.is_moe_layer(layer);
+    for (const model::Op& op : model::layer_forward_ops(m, shard, layer)) {
+      lo.ops.push_back(add_op(op));
+    }
+    layer_ops.push_back(std::move(lo));
+  }
+
+  const model::ParamCount pc = model::count_parameters(m);
+  const double t = par.tp;
+  const double bucket_params = std::max(40e6, 1e6 * par.dp);  // Megatron-core's bucket size
+  for (int c = 0; c < v; ++c) {
+    ChunkInfo ci;
+    std::tie(ci.first_layer, ci.layers) = chunk_layers(L, m.layers, stage, c);
+    const int j = c * p + stage;  // model chunk index
+    ci.embedding = j == 0;
+    ci.head = j == p * v - 1;
+    ci.has_prev = p > 1 && j > 0;
+    ci.has_next = p > 1 && j < p * v - 1;
+    if (ci.embedding) {
+      for (const model::Op& op : model::embedding_forward_ops(m, shard)) {
+        ci.embedding_ops.push_back(add_op(op));
+      }
+    }
+    if (ci.head) {
+      for (const model::Op& op : model::head_forward_ops(m, shard)) {
+        ci.head_ops.push_back(add_op(op));
+      }
+    }
+    // Parameters of the chunk (per GPU, before ZeRO sharding) split into DP buckets by layers.
+    double dense = 0, expert = 0;
+    std::vector<double> layer_dense, layer_expert;
+    for (int i = 0; i < ci.layers; ++i) {
+      const bool moe = m.is_moe_layer(ci.first_layer + i);
+      double d = pc.attention / t + pc.norms + (moe ? 0.0 : pc.mlp / t);
+      double e = moe ? pc.expert_mlp / t / par.ep : 0.0;
+      if (i == 0 && ci.embedding) d += pc.embedding / t;
+      if (i == ci.layers - 1 && ci.head) {
+        const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : pc.output;
+        if (!ci.embedding || !m.tied_embeddings) d += out / t;
+        d += pc.final_norm;
+      }
+      layer_dense.push_back(d);
+      layer_expert.push_back(e);
+      dense += d;
+      expert += e;
+    }
+    const int buckets = std::clamp(static_cast<int>(std::ceil((dense + expert) / bucket_params)),
+                                   1, std::max(1, ci.layers));
+    for (int b = 0; b < buckets; ++b) {
+      const int from = b * ci.layers / buckets, to = (b + 1) * ci.layers / buckets;
+      ci.bucket_first.push_back(from);
+      double bd = 0, be = 0;
+      for (int i = from; i < to; ++i) {
+        bd += layer_dense[static_cast<std::size_t>(i)];
+        be += layer_expert[static_cast<std::size_t>(i)];
+      }
+      ci.bucket_dense.push_back(bd);
+      ci.bucket_expert.push_back(be);
+    }
+    chunks.push_back(std::move(ci));
+  }
+
+  // Data loading (host stall) unless the data pipeline is asynchronous.
+  if (!opt.async_data_pipeline) {
+    model::Op data;
+    data.name = "data_loading";
+    data.kind = model::OpKind::kMemory;
+    data.kernels = 0;
+    compute(add_op(data), Pass::kData, Part::kWhole, -1, -1, -1);
+  }
+
+  // ZeRO-1/2: the parameters updated by the previous step's optimizer are gathered before the
+  // forward (with DP overlap bucket by bucket, each before its layers).
+  if (par.dp > 1 && par.zero >= 1 && par.zero < 3) {
+    for (int c = 0; c < v; ++c) {
+      gathers_for_chunk(c, -1);
+      gather_of.push_back(pass_gathers);
+      // Without DP overlap the first forward waits for the whole gather.
+      if (!opt.dp_overlap) blockers.insert(blockers.end(), pass_gathers.begin(), pass_gathers.end());
+    }
+    pass_gathers.clear();
+  }
+
+  // Pipeline schedule: the order of (micro-batch, chunk) forwards and backwards on this stage.
+  struct Step {
+    bool fwd;
+    int mb, chunk;
+  };
+  std::vector<Step> steps;
+  const int M = microbatches;
+  auto fwd_of = [&](int k) {
+    if (v == 1) return Step{true, k, 0};
+    const int chunk = (k / p) % v;
+    return Step{true, (k / (p * v)) * p + k % p, chunk};
+  };
+  auto bwd_of = [&](int k) {
+    if (v == 1) return Step{false, k, 0};
+    const int chunk = v - 1 - (k / p) % v;
+    return Step{false, (k / (p * v)) * p + k % p, chunk};
+  };
+  const int total = M * v;
+  int warmup = 0;
+  switch (par.schedule) {
+    case Schedule::kGpipe: warmup = total; break;
+    case Schedule::k1F1B: warmup = std::min(p - stage - 1, total); break;
+    case Schedule::kInterleaved: warmup = std::min((p - stage - 1) * 2 + (v - 1) * p, total); break;
+  }
+  for (int k = 0; k < warmup; ++k) steps.push_back(fwd_of(k));
+  for (int i = 0; i + warmup < total; ++i) {
+    steps.push_back(fwd_of(warmup + i));
+    steps.push_back(bwd_of(i));
+  }
+  for (int i = total - warmup; i < total; ++i) steps.push_back(bwd_of(i));
+
+  // Backward passes left per chunk, to know the last micro-batch of each chunk.
+  std::vector<int> backward_left(static_cast<std::size_t>(v), M);
+  std::vector<bool> gathered(static_cast<std::size_t>(v), false);
+  auto do_forward = [&](const Step& s, bool emit_send) {
+    if (opt.dp_overlap && !gather_of.empty() && !gathered[static_cast<std::size_t>(s.chunk)]) {
+      pass_gathers = gather_of[static_cast<std::size_t>(s.chunk)];
+      gathered[static_cast<std::size_t>(s.chunk)] = true;
+    }
+    forward(s.mb, s.chunk, emit_send);
+  };
+  auto last_of_chunk = [&](const Step& s) {
+    return --backward_left[static_cast<std::size_t>(s.chunk)] == 0;
+  };
+  // Interleaved 1F1B without PP overlap runs Megatron's batched exchange in the steady state:
+  // after the forward and the backward of a step, both sends and the next receives go out
+  // together (send_forward_backward_recv_forward_backward), so the compute stream does not wait
+  // between the two halves of a step.
+  const bool batched = par.schedule == Schedule::kInterleaved && !opt.pp_overlap && p > 1;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const Step& s = steps[i];
+    const bool pair = batched && s.fwd && i + 1 < steps.size() && !steps[i + 1].fwd &&
+                      static_cast<int>(i) >= warmup;
+    if (pair) {
+      const Step& b = steps[i + 1];
+      const ChunkInfo& fc = chunks[static_cast<std::size_t>(s.chunk)];
+      const ChunkInfo& bc = chunks[static_cast<std::size_t>(b.chunk)];
+      const std::uint32_t pre = bc.has_next ? recv(Stream::kPpRecvNext, b.mb, b.chunk) : kNoTask;
+      do_forward(s, false);
+      backward(b.mb, b.chunk, last_of_chunk(b), pre, false);
+      if (fc.has_next) send(Stream::kPpSendNext, s.mb, s.chunk);
+      if (bc.has_prev) send(Stream::kPpSendPrev, b.mb, b.chunk);
+      ++i;
+      continue;
+    }
+    if (s.fwd) {
+      do_forward(s, true);
+    } else {
+      backward(s.mb, s.chunk, last_of_chunk(s));
+    }
+  }
+
+  // Without DP overlap the whole gradient is reduced after the last backward (ZeRO-0/1).
+  if (!opt.dp_overlap && par.zero < 2) {
+    for (int c = 0; c < v; ++c) {
+      const ChunkInfo& ci = chunks[static_cast<std::size_t>(c)];
+      for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) dp_grad_bucket(ci, b, -1, c);
+    }
+  }
+
+  // Optimizer step over this GPU's parameter shard, after every gradient reduction.
+  {
+    double params = 0;
+    for (const ChunkInfo& ci : chunks) {
+      for (std::size_t b = 0; b < ci.bucket_dense.size(); ++b) {
+        params += ci.bucket_dense[b] / (par.zero >= 1 ? par.dp : 1) +
+                  ci.bucket_expert[b] / (par.zero >= 1 ? std::max(1, par.dp / par.ep) : 1);
+      }
+    }
+    model::Op o;
+    o.name = "optimizer";
+    o.kind = model::OpKind::kMemory;
+    o.m = params;
+    o.bytes = params * (ps.training.optimizer == Optimizer::kLamb ? 42.0 : 34.0);
+    o.kernels = 10;
+    for (std::uint32_t g : grad_reductions) blockers.push_back(g);
+    compute(add_op(o), Pass::kOptimizer, Part::kWhole, -1, -1, -1);
+  }
+}
+
+}  // namespace
+
+ProgramSet build_programs(const model::ModelConfig& model, const topo::ClusterSpec& cluster,
+                          const ParallelConfig& par, const TrainingConfig& training,
+                          const Optimizations& opt) {
+  ProgramSet ps;
+  ps.layout = make_layout(model, cluster, par, training);
+  ps.model = model;
+  ps.training = training;
+  ps.opt = opt;
+  ps.roles.resize(static_cast<std::size_t>(par.pp));
+  for (int s = 0; s < par.pp; ++s) {
+    Program& P = ps.roles[static_cast<std::size_t>(s)];
+    P.stage = s;
+    Builder b(ps, P, s);
+    b.shard.micro_batch = training.micro_batch;
+    b.shard.tp = par.tp;
+    b.shard.cp = par.cp;
+    b.shard.sp = par.sp && par.tp > 1;
+    b.shard.fused_attention = opt.efficient_operators;
+    b.shard.fused_elementwise = opt.efficient_operators;
+    b.build();
+  }
+  return ps;
+}
+
+}  // namespace trainsim::plan
