@@ -6,10 +6,18 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
+#include "calibrate/gemm_fit.h"
 #include "calibrate/nccl_tests.h"
 #include "calibrate/profile.h"
+#include "kernels/bench.h"
+#include "kernels/bench_plan.h"
 #include "kernels/device_info.h"
+#include "kernels/nccl_bench.h"
+#include "scenarios/presets.h"
+#include "scenarios/scenario.h"
+#include "scenarios/sizes.h"
 #include "sim/core/error.h"
 
 namespace trainsim::cli {
@@ -33,30 +41,31 @@ std::string utc_now() {
   return buf;
 }
 
-int import_nccl_tests(const CalibrateArgs& a) {
-  std::vector<calib::NcclTestsRun> runs;
-  for (const std::string& f : a.files) runs.push_back(calib::read_nccl_tests(f));
-  // One profile describes one GPU; fits over runs of different GPUs would describe neither.
-  std::string gpu_name;
-  for (const auto& r : runs) {
-    if (gpu_name.empty()) gpu_name = r.gpu_name;
-    if (!r.gpu_name.empty() && r.gpu_name != gpu_name) {
-      throw_input("ran on `" + r.gpu_name + "`, an earlier file on `" + gpu_name + "`",
-                  {r.path, 0, ""}, "import the runs of each GPU type into its own profile");
-    }
+// The base a measured profile starts from: --base, else the built-in profile of --gpu-preset /
+// --gpu, else of the GPU the measurement names.
+calib::Profile base_profile(const CalibrateArgs& a, const std::string& preset_flag,
+                            const std::string& gpu_name, const char* flag_name) {
+  if (!a.base.empty()) return calib::load_profile(a.base);
+  const std::string gpu = !preset_flag.empty() ? preset_flag : preset_for_gpu_name(gpu_name);
+  if (gpu.empty()) {
+    throw_input("cannot tell the GPU preset of" +
+                    (gpu_name.empty() ? std::string(" the measurement") : " `" + gpu_name + "`"),
+                {"", 0, flag_name}, std::string("pass ") + flag_name + " PRESET or --base PROFILE.json");
   }
-  calib::Profile p;
-  if (!a.base.empty()) {
-    p = calib::load_profile(a.base);
-  } else {
-    const std::string gpu = !a.gpu.empty() ? a.gpu : preset_for_gpu_name(gpu_name);
-    if (gpu.empty()) {
-      throw_input("cannot tell the GPU" + (gpu_name.empty() ? "" : " `" + gpu_name + "`") +
-                      " of the nccl-tests files",
-                  {"", 0, "--gpu"}, "pass --gpu PRESET or --base PROFILE.json");
-    }
-    p = calib::builtin_profile(gpu);
-  }
+  return calib::builtin_profile(gpu);
+}
+
+void write_profile(const calib::Profile& p, const std::string& path) {
+  std::ofstream out(path);
+  if (!out) throw Error(ErrorKind::kRuntime, "cannot write the profile", {path, 0, ""});
+  out << calib::profile_to_json(p);
+  if (!out) throw Error(ErrorKind::kRuntime, "write failed", {path, 0, ""});
+}
+
+// Fits collective runs (imported or measured) into `p` and writes it; prints the fits.
+int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclTestsRun>& runs,
+                          calib::Profile p, const std::string& gpu_name,
+                          const std::vector<std::string>& sources, const std::string& how) {
   const std::vector<calib::NcclTestsFit> fits = calib::fit_nccl_tests(runs);
   // NVLink bandwidth from a run inside one server: all-reduce is what DP/TP use, all-gather next.
   const calib::NcclTestsFit* nvlink = nullptr;
@@ -74,18 +83,14 @@ int import_nccl_tests(const CalibrateArgs& a) {
   if (nvlink) p.nvlink.busbw_Bps = nvlink->measured.busbw_Bps;
   calib::MeasuredProvenance& pv = p.measured_provenance;
   pv = {};
-  pv.source_files = a.files;
+  pv.source_files = sources;
   pv.nccl_tests_version = runs.front().version_line;
   pv.gpu_name = gpu_name;
   pv.date = utc_now();
   pv.command_line = a.command_line;
-  p.name = "nccl-tests-" + p.gpu;
-  p.provenance += "; collectives: nccl-tests import (collectives_measured_provenance)";
-
-  std::ofstream out(a.out);
-  if (!out) throw Error(ErrorKind::kRuntime, "cannot write the profile", {a.out, 0, ""});
-  out << calib::profile_to_json(p);
-  if (!out) throw Error(ErrorKind::kRuntime, "write failed", {a.out, 0, ""});
+  p.name = how + "-" + p.gpu;
+  p.provenance += "; collectives: " + how + " (collectives_measured_provenance)";
+  write_profile(p, a.out);
   std::cout << fmt::format("{:<15} {:>5} {:>10} {:>12} {:>17}\n", "op", "ranks", "alpha_us",
                            "busbw_GB/s", "max_err_>=1MiB_%");
   for (const auto& f : fits) {
@@ -102,18 +107,164 @@ int import_nccl_tests(const CalibrateArgs& a) {
   return 0;
 }
 
-// Measuring needs a GPU; without one the command fails rather than fall back to the datasheet.
-int measure(const char* what) {
+int import_nccl_tests(const CalibrateArgs& a) {
+  std::vector<calib::NcclTestsRun> runs;
+  for (const std::string& f : a.files) runs.push_back(calib::read_nccl_tests(f));
+  // One profile describes one GPU; fits over runs of different GPUs would describe neither.
+  std::string gpu_name;
+  for (const auto& r : runs) {
+    if (gpu_name.empty()) gpu_name = r.gpu_name;
+    if (!r.gpu_name.empty() && r.gpu_name != gpu_name) {
+      throw_input("ran on `" + r.gpu_name + "`, an earlier file on `" + gpu_name + "`",
+                  {r.path, 0, ""}, "import the runs of each GPU type into its own profile");
+    }
+  }
+  if (a.base.empty() && a.gpu.empty() && preset_for_gpu_name(gpu_name).empty()) {
+    throw_input("cannot tell the GPU" + (gpu_name.empty() ? "" : " `" + gpu_name + "`") +
+                    " of the nccl-tests files",
+                {"", 0, "--gpu"}, "pass --gpu PRESET or --base PROFILE.json");
+  }
+  const calib::Profile p = base_profile(a, a.gpu, gpu_name, "--gpu");
+  return write_collective_fits(a, runs, p, gpu_name, a.files, "nccl-tests");
+}
+
+// The GPU's datasheet peaks, from its preset.
+calib::PeakRates peaks_of(const std::string& preset) {
+  const std::optional<topo::GpuSpec> g = scen::gpu_preset(preset);
+  if (!g) throw_input("unknown GPU preset `" + preset + "`", {"", 0, "--gpu-preset"});
+  calib::PeakRates r;
+  r.dense_16bit_flops = g->peak_dense_16bit_flops;
+  r.dense_fp8_flops = g->peak_dense_fp8_flops;
+  r.hbm_Bps = g->hbm_Bps;
+  return r;
+}
+
+// Fits the compute fields from the samples in `p` and prints what changed.
+void fit_compute(calib::Profile& p, const std::string& gemm_dtype) {
+  const calib::KernelFits f = calib::fit_kernels(p.kernels_measured, peaks_of(p.gpu), gemm_dtype);
+  calib::apply_kernel_fits(f, p);
+  std::cout << fmt::format(
+      "kernel samples: {}\n"
+      "memory-bound: memory_bw_efficiency {:.3f}, kernel_overhead_s {:.3g} "
+      "(max error {:.1f} % over {} samples)\n"
+      "GEMM ({}): gemm_peak_efficiency {:.3f}, gemm_half_dim {:.1f} "
+      "(rms error {:.1f} %, max {:.1f} % over {} samples)\n"
+      "attention: fwd efficiency {:.3f}, bwd efficiency {:.3f}\n",
+      p.kernels_measured.size(), p.memory_bw_efficiency, p.kernel_overhead_s,
+      f.memory.max_rel_error * 100, f.memory.samples, f.gemm_dtype, p.gemm_peak_efficiency,
+      p.gemm_half_dim, f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples,
+      p.attention_fwd_efficiency, p.attention_bwd_efficiency);
+  for (const std::string& n : f.notes) std::cerr << "note: " << n << "\n";
+}
+
+kernels::DeviceReport require_device() {
   const kernels::DeviceReport d = kernels::query_devices();
   if (d.devices.empty()) {
     throw Error(ErrorKind::kRuntime, "no CUDA device found (" + d.status + ")", {},
                 "run it on a GPU machine, or import nccl-tests output with `calibrate "
                 "import-nccl-tests`");
   }
-  throw Error(ErrorKind::kRuntime,
-              fmt::format("this build cannot measure {} yet; {} GPU(s) present", what,
-                          d.devices.size()),
-              {}, "import nccl-tests output with `calibrate import-nccl-tests`");
+  return d;
+}
+
+int measure_kernels(const CalibrateArgs& a) {
+  const kernels::DeviceReport d = require_device();
+  if (a.out.empty()) throw_input("--out PROFILE.json is required", {"", 0, "--out"});
+  if (a.device < 0 || a.device >= static_cast<int>(d.devices.size())) {
+    throw_input(fmt::format("no CUDA device {} ({} present)", a.device, d.devices.size()),
+                {"", 0, "--gpu"});
+  }
+  const std::string gpu_name = d.devices[static_cast<std::size_t>(a.device)].name;
+  calib::Profile p = base_profile(a, a.gpu_preset, gpu_name, "--gpu-preset");
+
+  std::vector<kernels::BenchItem> items;
+  kernels::DType gemm = kernels::DType::kBf16;
+  if (!a.scenario.empty()) {
+    const scen::Scenario sc = scen::load_scenario_file(a.scenario, a.sets);
+    if (sc.training.precision == Precision::kFp8) gemm = kernels::DType::kFp8;
+    if (!a.dtype.empty()) gemm = kernels::parse_dtype(a.dtype, "--dtype");
+    model::Sharding sh;
+    sh.micro_batch = sc.training.micro_batch;
+    sh.tp = sc.parallel.tp;
+    sh.cp = sc.parallel.cp;
+    sh.sp = sc.parallel.sp && sc.parallel.tp > 1;
+    sh.fused_attention = sc.opt.efficient_operators;
+    sh.fused_elementwise = sc.opt.efficient_operators;
+    items = kernels::bench_items_for_model(sc.model, sh, kernels::DType::kBf16, gemm);
+    // The unfused path too, so both settings of the lever have measured twins.
+    sh.fused_attention = sh.fused_elementwise = !sc.opt.efficient_operators;
+    for (kernels::BenchItem& b :
+         kernels::bench_items_for_model(sc.model, sh, kernels::DType::kBf16, gemm)) {
+      items.push_back(std::move(b));
+    }
+  } else if (!a.dtype.empty()) {
+    gemm = kernels::parse_dtype(a.dtype, "--dtype");
+  }
+  if (!a.no_grid) {
+    for (kernels::BenchItem& b : kernels::standard_grid(kernels::DType::kBf16, gemm)) {
+      items.push_back(std::move(b));
+    }
+  }
+  if (items.empty()) throw_input("nothing to time: --no-grid without --scenario", {"", 0, "--no-grid"});
+
+  kernels::BenchOptions o;
+  o.device = a.device;
+  o.repeats = a.repeats;
+  o.warmup = a.warmup;
+  std::cerr << fmt::format("timing {} kernels on GPU {} ({}), {} repeats each\n", items.size(),
+                           a.device, gpu_name, o.repeats);
+  const kernels::BenchResult r =
+      kernels::run_kernel_bench(items, o, [](const calib::MeasuredKernel& k) {
+        std::cerr << fmt::format("  {:<16} {:<22} {:<5} {:>8.0f} {:>8.0f} {:>8.0f} x{:<5.0f} {:>10.2f} us\n",
+                                 k.op, k.label, k.dtype, k.m, k.n, k.k, k.batch,
+                                 k.median_s * 1e6);
+      });
+  for (const std::string& s : r.skipped) std::cerr << "skipped: " << s << "\n";
+  p.kernels_measured = r.samples;
+  p.kernels_provenance = r.provenance;
+  p.kernels_provenance.date = utc_now();
+  p.kernels_provenance.command_line = a.command_line;
+  p.name = "measured-" + p.gpu;
+  p.provenance += "; compute: measured by trainsim calibrate kernels (kernels_measured_provenance)";
+  // Samples first: if a fit fails, the measurement is still on disk for `calibrate refit`.
+  write_profile(p, a.out);
+  fit_compute(p, kernels::dtype_name(gemm));
+  write_profile(p, a.out);
+  std::cout << "wrote " << a.out << "\n";
+  return 0;
+}
+
+int measure_nccl(const CalibrateArgs& a) {
+  const kernels::DeviceReport d = require_device();
+  if (a.out.empty()) throw_input("--out PROFILE.json is required", {"", 0, "--out"});
+  kernels::NcclBenchOptions o;
+  const int n = a.gpus > 0 ? a.gpus : static_cast<int>(d.devices.size());
+  if (n > static_cast<int>(d.devices.size())) {
+    throw_input(fmt::format("{} GPUs asked, {} present", n, d.devices.size()), {"", 0, "--gpus"});
+  }
+  for (int i = 0; i < n; ++i) o.devices.push_back(i);
+  o.min_bytes = static_cast<double>(scen::parse_size(a.min_bytes, {"", 0, "--min-bytes"}));
+  o.max_bytes = static_cast<double>(scen::parse_size(a.max_bytes, {"", 0, "--max-bytes"}));
+  o.repeats = a.repeats;
+  o.warmup = a.warmup;
+  const std::string gpu_name = d.devices.front().name;
+  const calib::Profile p = base_profile(a, a.gpu_preset, gpu_name, "--gpu-preset");
+  const std::vector<calib::NcclTestsRun> runs = kernels::run_nccl_bench(o);
+  return write_collective_fits(a, runs, p, gpu_name,
+                               {"trainsim calibrate nccl (NCCL " + kernels::nccl_version() + ")"},
+                               "nccl-measured");
+}
+
+int refit(const CalibrateArgs& a) {
+  calib::Profile p = calib::load_profile(a.profile);
+  if (p.kernels_measured.empty()) {
+    throw_input("the profile has no kernels_measured samples", {a.profile, 0, "kernels_measured"});
+  }
+  if (!a.gpu_preset.empty()) p.gpu = a.gpu_preset;
+  fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype);
+  write_profile(p, a.out);
+  std::cout << "wrote " << a.out << "\n";
+  return 0;
 }
 
 }  // namespace
@@ -134,15 +285,65 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       ->add_option("--gpu", a.gpu,
                    "GPU preset whose built-in profile to start from (default: from the files)")
       ->excludes(base);
-  a.kernels = c->add_subcommand("kernels", "Measure GEMM/attention/memory kernels on local GPUs");
-  a.nccl = c->add_subcommand("nccl", "Measure collectives with NCCL on local GPUs");
+  a.kernels = c->add_subcommand(
+      "kernels", "Time the compute kernels of a scenario and a shape grid on a local GPU, fit "
+                 "the compute fields of a profile");
+  a.kernels->add_option("--scenario", a.scenario, "Scenario whose ops to time (exact shapes)")
+      ->check(CLI::ExistingFile);
+  a.kernels->add_option("--set", a.sets, "Scenario override key.path=value (repeatable)");
+  a.kernels->add_option("--gpu", a.device, "CUDA device index")->capture_default_str();
+  a.kernels->add_option("--out", a.out, "Profile JSON to write (required)");
+  a.kernels->add_option("--dtype", a.dtype,
+                        "GEMM dtype: bf16 | fp16 | fp8 | fp32 (default: scenario precision)");
+  a.kernels->add_option("--repeats", a.repeats, "Timed launches per kernel (median kept)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  a.kernels->add_option("--warmup", a.warmup, "Untimed launches per kernel")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  a.kernels->add_flag("--no-grid", a.no_grid, "Only the scenario's ops, not the standard grid");
+  auto* kbase = a.kernels->add_option("--base", a.base, "Profile JSON to start from")
+                    ->check(CLI::ExistingFile);
+  a.kernels
+      ->add_option("--gpu-preset", a.gpu_preset,
+                   "GPU preset for peaks and the base profile (default: from the device name)")
+      ->excludes(kbase);
+
+  a.nccl = c->add_subcommand(
+      "nccl", "Time collectives with NCCL over the local GPUs (a thread per GPU), fit alpha-beta");
+  a.nccl->add_option("--out", a.out, "Profile JSON to write (required)");
+  a.nccl->add_option("--gpus", a.gpus, "Use the first N GPUs (default: all)");
+  a.nccl->add_option("--min-bytes", a.min_bytes, "Smallest size (8, 64K, 1M, ...)")
+      ->capture_default_str();
+  a.nccl->add_option("--max-bytes", a.max_bytes, "Largest size")->capture_default_str();
+  a.nccl->add_option("--repeats", a.repeats, "Timed launches per size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  a.nccl->add_option("--warmup", a.warmup, "Untimed launches per size")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 100000));
+  auto* nbase = a.nccl->add_option("--base", a.base, "Profile JSON to start from")
+                    ->check(CLI::ExistingFile);
+  a.nccl->add_option("--gpu-preset", a.gpu_preset, "GPU preset of the base profile")
+      ->excludes(nbase);
+
+  a.refit = c->add_subcommand(
+      "refit", "Fit the compute fields again from a profile's kernels_measured samples");
+  a.refit->add_option("PROFILE", a.profile, "Profile JSON with kernels_measured")
+      ->required()
+      ->check(CLI::ExistingFile);
+  a.refit->add_option("--out", a.out, "Profile JSON to write")->required();
+  a.refit->add_option("--dtype", a.dtype, "GEMM dtype whose samples to fit (default bf16)");
+  a.refit->add_option("--gpu-preset", a.gpu_preset, "GPU preset for the peaks (default: the "
+                                                    "profile's gpu)");
   return c;
 }
 
 int run_calibrate_command(const CalibrateArgs& a) {
   if (*a.import_nccl_tests) return import_nccl_tests(a);
-  if (*a.kernels) return measure("kernels");
-  return measure("collectives");
+  if (*a.kernels) return measure_kernels(a);
+  if (*a.refit) return refit(a);
+  return measure_nccl(a);
 }
 
 }  // namespace trainsim::cli

@@ -1,6 +1,7 @@
 // `trainsim calibrate`: build a measured calibration profile. `import-nccl-tests` fits nccl-tests
 // output on any machine; `kernels` and `nccl` measure on the local GPUs and refuse to run (exit 4)
-// where there are none, rather than write numbers that were never measured.
+// where there are none, rather than write numbers that were never measured; `refit` fits the
+// compute fields again from a profile's recorded `kernels_measured` samples (any machine).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -15,9 +16,22 @@ struct CalibrateArgs {
   std::string base;  // profile JSON to start from
   std::string gpu;   // GPU preset whose built-in profile to start from
   std::string command_line;  // recorded as provenance
+  // kernels / nccl / refit
+  std::string scenario;            // kernels: time the ops of this scenario (plus the grid)
+  std::vector<std::string> sets;   // kernels: --set overrides of the scenario
+  int device = 0;                  // kernels: CUDA device index (--gpu N)
+  std::string dtype;               // kernels/refit: GEMM dtype (default: scenario precision/bf16)
+  int repeats = 30;
+  int warmup = 5;
+  bool no_grid = false;            // kernels: only the scenario's ops
+  int gpus = 0;                    // nccl: first N GPUs (0 = all)
+  std::string min_bytes = "64K", max_bytes = "1G";  // nccl
+  std::string profile;             // refit: the profile with kernels_measured
+  std::string gpu_preset;          // kernels/nccl/refit: GPU preset for peaks and the base
   CLI::App* import_nccl_tests = nullptr;
   CLI::App* kernels = nullptr;
   CLI::App* nccl = nullptr;
+  CLI::App* refit = nullptr;
 };
 
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& args);
