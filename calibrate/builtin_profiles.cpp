@@ -76,7 +76,8 @@ Profile parse_embedded(const detail::EmbeddedProfile& e) {
 
 Profile builtin_profile(const std::string& gpu) {
   for (std::size_t i = 0; i < detail::kEmbeddedProfileCount; ++i) {
-    if (gpu == detail::kEmbeddedProfiles[i].gpu) return parse_embedded(detail::kEmbeddedProfiles[i]);
+    const detail::EmbeddedProfile& e = detail::kEmbeddedProfiles[i];
+    if (gpu == e.gpu) return parse_embedded(e);
   }
   throw Error(ErrorKind::kInput, "no built-in calibration profile for GPU `" + gpu + "`",
               {"", 0, "calibration.profile"}, "built-in profiles: " + builtin_profile_names());

@@ -78,7 +78,8 @@ Slot stage_slot(const Context& c, int layers, int first_layer, bool embedding, b
   auto price_ops = [&](const std::vector<Op>& ops, bool recompute_all, bool recompute_attention) {
     for (const Op& op : ops) {
       // A GEMM whose TP collective is overlapped runs as tp chunks (ComputeModel::forward_split).
-      const bool split = par.tp > 1 && c.cfg.opt.tp_overlap && (op.tp_comm_before || op.tp_comm_after);
+      const bool split =
+          par.tp > 1 && c.cfg.opt.tp_overlap && (op.tp_comm_before || op.tp_comm_after);
       const double f = split ? c.cm.forward_split(op, par.tp) : c.cm.forward(op);
       const double b = split ? c.cm.backward_split(op, par.tp) : c.cm.backward(op);
       const bool attention_core = op.kind == OpKind::kAttention || op.name == "attn_scores" ||

@@ -63,7 +63,8 @@ struct ComputeModel {
   double forward_split(const model::Op& op, int chunks) const {
     if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return forward(op);
     const double c = chunks;
-    return c * (prof.kernel_overhead_s * op.kernels + gemm_time(op.m / c, op.n, op.k, 1, gemm_peak));
+    return c * (prof.kernel_overhead_s * op.kernels +
+                gemm_time(op.m / c, op.n, op.k, 1, gemm_peak));
   }
   double backward_split(const model::Op& op, int chunks) const {
     if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return backward(op);
