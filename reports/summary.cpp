@@ -66,7 +66,26 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
     j["network"]["ecmp_imbalance"] = n.ecmp_imbalance;
   } else {
     j["network"]["ecmp_imbalance"] = nullptr;
-    j["network"]["ecmp_note"] = "not modelled at analytic fidelity (no routed flows)";
+    j["network"]["ecmp_note"] = r.fidelity == "flow"
+                                    ? "no traffic crossed the switch tiers (no equal-cost choice)"
+                                    : "not modelled at this fidelity (no routed flows)";
+  }
+  if (!r.task_kinds.empty()) {
+    ordered_json kinds = ordered_json::array();
+    for (const auto& k : r.task_kinds) {
+      kinds.push_back(
+          {{"name", k.name}, {"category", k.category}, {"count", k.count}, {"total_s", k.total_s}});
+    }
+    j["task_kinds"] = kinds;
+    j["execution"] = {{"programs", r.exec.roles},
+                      {"tasks_per_program", r.exec.tasks_per_role},
+                      {"actors", r.exec.actors},
+                      {"symmetry_shortcut", r.exec.symmetry},
+                      {"task_instances", r.exec.task_instances},
+                      {"flows", r.exec.flows},
+                      {"events", r.exec.events},
+                      {"flow_solves", r.exec.solves},
+                      {"critical_rank", r.exec.critical_rank}};
   }
   j["startup"] = {{"comm_init_s", r.startup.comm_init_s},
                   {"store", r.startup.store},
@@ -162,13 +181,24 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
       "\n  network          NVLink {:.1f} % busy, NICs {:.1f} % busy ({:.2f} GB per GPU per "
       "iteration through the NIC); ECMP {}\n",
       100 * n.nvlink_utilization, 100 * n.nic_utilization, n.nic_bytes_per_gpu / kGB,
-      n.has_ecmp ? fmt::format("imbalance {:.2f}", n.ecmp_imbalance)
+      n.has_ecmp ? fmt::format("imbalance {:.2f} (busiest / mean switch uplink), busiest link "
+                               "{:.1f} % busy",
+                               n.ecmp_imbalance, 100 * n.max_link_utilization)
                  : std::string("not modelled at this fidelity"));
   o += fmt::format(
       "  start-up         communicator initialization {:.1f} s ({} store, {} group creation, {} "
       "process groups)\n",
       r.startup.comm_init_s, r.startup.store,
       r.startup.ordered_groups ? "ordered" : "barrier-per-group", r.startup.groups_total);
+  if (!r.task_kinds.empty()) {
+    o += fmt::format("\n  busiest task kinds on the critical rank {} (of {} kinds)\n",
+                     r.exec.critical_rank, r.task_kinds.size());
+    for (std::size_t i = 0; i < r.task_kinds.size() && i < 10; ++i) {
+      const auto& k = r.task_kinds[i];
+      o += fmt::format("    {:<30} {:<9} {:7} × {:9.3f} s\n", k.name, k.category, k.count,
+                       k.total_s);
+    }
+  }
   if (!s.notes.empty() || !r.notes.empty()) {
     o += "\nnotes\n";
     for (const auto& note : s.notes) o += "  - " + note + "\n";
