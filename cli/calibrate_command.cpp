@@ -228,7 +228,12 @@ int measure_kernels(const CalibrateArgs& a) {
   p.provenance += "; compute: measured by trainsim calibrate kernels (kernels_measured_provenance)";
   // Samples first: if a fit fails, the measurement is still on disk for `calibrate refit`.
   write_profile(p, a.out);
-  fit_compute(p, kernels::dtype_name(gemm));
+  try {
+    fit_compute(p, kernels::dtype_name(gemm));
+  } catch (const Error& e) {
+    throw Error(ErrorKind::kRuntime, "the fit failed: " + e.message(), {a.out, 0, e.where().field},
+                "the samples are in " + a.out + "; `trainsim calibrate refit` fits them again");
+  }
   write_profile(p, a.out);
   std::cout << "wrote " << a.out << "\n";
   return 0;

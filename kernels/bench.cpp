@@ -207,12 +207,12 @@ BenchResult run_kernel_bench(const std::vector<BenchItem>& items, const BenchOpt
   GemmRunner gemm;
   Event start, stop;
   std::uint64_t seed = 1;
-  for (const BenchItem& item : items) {
+  auto time_item = [&](const BenchItem& item) {
     std::string why_not;
     Setup s = setup_for(item, gemm, why_not);
     if (!why_not.empty()) {
       r.skipped.push_back(item.label + " " + item.op + ": " + why_not);
-      continue;
+      return;
     }
     std::size_t set_bytes = 0;
     for (const BufferSpec& b : s.specs) set_bytes += b.bytes;
@@ -222,7 +222,7 @@ BenchResult run_kernel_bench(const std::vector<BenchItem>& items, const BenchOpt
     if (static_cast<double>(set_bytes) > budget) {
       r.skipped.push_back(item.label + " " + item.op + ": needs " +
                           std::to_string(set_bytes >> 20) + " MiB, more than the free memory");
-      continue;
+      return;
     }
     int copies = static_cast<int>(std::ceil(o.rotate_bytes / static_cast<double>(set_bytes)));
     copies = std::clamp(copies, 1, 32);
@@ -275,8 +275,19 @@ BenchResult run_kernel_bench(const std::vector<BenchItem>& items, const BenchOpt
     const double median_s = ms[ms.size() / 2] * 1e-3;
     r.samples.push_back(to_measured(item, median_s, o.repeats));
     if (progress) progress(r.samples.back());
+  };
+  for (const BenchItem& item : items) {
+    // A shape the library refuses (no cuBLASLt algorithm, ...) is reported and the run goes on;
+    // a fault that poisons the context fails every later item too, each with the reason.
+    try {
+      time_item(item);
+    } catch (const Error& e) {
+      r.skipped.push_back(item.label + " " + item.op + ": " + e.what());
+      cudaStreamSynchronize(stream);
+      cudaGetLastError();
+    }
   }
-  check_cuda(cudaStreamSynchronize(stream), "final synchronize");
+  cudaStreamSynchronize(stream);  // errors were reported per item
   return r;
 }
 
