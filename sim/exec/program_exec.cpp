@@ -196,7 +196,16 @@ double Executor::analytic_time(const Task& t) const {
   const coll::Kind k = t.type == TaskType::kCollective ? t.collective : coll::Kind::kSendRecv;
   if (k == coll::Kind::kAllReduce) c.algorithm = cfg_.collectives.algorithm;
   if (k != coll::Kind::kAllToAll && k != coll::Kind::kSendRecv) c.protocol = cfg_.collectives.protocol;
-  return coll::collective_cost(k, t.bytes, shape(t.dim), links_, c).time_s;
+  // A piece of a TP-overlapped collective (or of the CP ring exchange) is one slice of a single
+  // ring collective, exchanged step by step beside the compute (MegaScale §3.2, Transformer
+  // Engine's ring-exchange overlap): it takes its share of the whole collective's time, latency
+  // included, rather than paying a collective's launch latency per piece.
+  int pieces = 1;
+  if (t.type == TaskType::kCollective && t.piece >= 0) {
+    if (t.dim == Dim::kTp) pieces = L_.par.tp;
+    if (t.dim == Dim::kCp) pieces = L_.par.cp - 1;
+  }
+  return coll::collective_cost(k, t.bytes * pieces, shape(t.dim), links_, c).time_s / pieces;
 }
 
 void Executor::setup_roles() {
@@ -458,7 +467,8 @@ void Executor::start_task(int a, Stream st, std::uint32_t ti, int cause_stream) 
         act.acc_exposed[exposed_index(cause->dim)] += gap;
       }
     }
-    double d = static_cast<double>(R.duration_ps[ti]) * act.factor;
+    // A slow GPU slows its kernels, not the host's data pipeline.
+    double d = static_cast<double>(R.duration_ps[ti]) * (t.pass == Pass::kData ? 1.0 : act.factor);
     if (act.jitter && t.pass != Pass::kData) {
       // Log-normal with mean 1: exp(σ·z − σ²/2), z standard normal (Box–Muller).
       const double u1 = std::max(1e-300, act.jitter->uniform01());

@@ -1,0 +1,347 @@
+// sim/plan/program + sim/exec/program_exec: the Program and its event-driven execution, against
+// closed forms (pipeline bubbles, DP-only iterations, per-switch overlaps, stragglers) and
+// invariants (the symmetry shortcut equals the per-rank run, breakdowns add up, same seed → same
+// result, every schedule completes).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "scenarios/run_config.h"
+#include "scenarios/scenario.h"
+#include "sim/collective/analytic.h"
+#include "sim/exec/program_exec.h"
+#include "sim/plan/program.h"
+
+namespace trainsim {
+namespace {
+
+using exec::ExecOptions;
+using exec::NetworkBackend;
+using exec::Result;
+using exec::RunConfig;
+
+// A small GPT on A100 servers; `vocab` small so that the embedding and the loss head are a
+// negligible part of a stage (the bubble formulas assume equal stages).
+RunConfig config(int gpus, int tp, int pp, int dp, int layers, int micro_batches,
+                 int hidden = 1024) {
+  const std::string yaml =
+      "model: {layers: " + std::to_string(layers) + ", hidden: " + std::to_string(hidden) +
+      ", heads: 16, ffn_hidden: " + std::to_string(4 * hidden) +
+      ", vocab: 64, seq_len: 1024}\n"
+      "cluster: {preset: selene-a100, gpus: " + std::to_string(gpus) +
+      "}\n"
+      "parallel: {tp: " + std::to_string(tp) + ", pp: " + std::to_string(pp) +
+      ", dp: " + std::to_string(dp) +
+      ", zero: 0, vpp: 1, schedule: 1f1b}\n"
+      "training: {global_batch: " + std::to_string(micro_batches * dp) +
+      ", micro_batch: 1, recompute: none}\n"
+      "optimizations: {system: megatron}\n";
+  const scen::Scenario s = scen::load_scenario_string(yaml, "test-program.yaml");
+  return scen::make_run_config(s);
+}
+
+ExecOptions free_comm() {
+  ExecOptions o;
+  o.free_communication = true;
+  return o;
+}
+
+void expect_adds_up(const Result& r) {
+  EXPECT_NEAR(r.breakdown.total(), r.iteration_time_s, 1e-9 * r.iteration_time_s);
+}
+
+// Bubble fraction of the critical rank: idle share of the pipeline part of the iteration.
+double bubble_fraction(const Result& r) {
+  const double pipeline = r.iteration_time_s - r.breakdown.optimizer_s - r.breakdown.data_loading_s;
+  return r.breakdown.pipeline_bubble_s / pipeline;
+}
+
+TEST(Program, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+  for (int p : {2, 4, 8}) {
+    for (int m : {p, 2 * p, 4 * p}) {
+      RunConfig c = config(8 * p, 8, p, 1, 8 * p, m, 8192);
+      c.parallel.schedule = plan::Schedule::k1F1B;
+      const Result r = exec::run_program(c, free_comm());
+      expect_adds_up(r);
+      const double expected = (p - 1.0) / (m + p - 1.0);
+      EXPECT_NEAR(bubble_fraction(r), expected, 0.01 * expected) << "p=" << p << " m=" << m;
+      EXPECT_EQ(r.breakdown.exposed_pp_s, 0.0);
+    }
+  }
+}
+
+TEST(Program, InterleavedBubbleIsPMinusOneOverVmPlusPMinusOne) {
+  for (int p : {2, 4}) {
+    for (int v : {2, 3}) {
+      for (int m : {p, 2 * p, 4 * p}) {
+        RunConfig c = config(8 * p, 8, p, 1, 4 * p * v, m, 8192);
+        c.parallel.vpp = v;
+        c.parallel.schedule = plan::Schedule::kInterleaved;
+        // Sends that do not hold the compute stream: Megatron's blocking batched exchange
+        // (pp_overlap off) adds a stall of its own even when transfers take no time, since a
+        // forward's output leaves only after the next backward (docs/program.md).
+        c.opt.pp_overlap = true;
+        const Result r = exec::run_program(c, free_comm());
+        expect_adds_up(r);
+        const double expected = (p - 1.0) / (v * m + p - 1.0);
+        EXPECT_NEAR(bubble_fraction(r), expected, 0.01 * expected)
+            << "p=" << p << " v=" << v << " m=" << m;
+      }
+    }
+  }
+}
+
+TEST(Program, GpipeBubbleMatchesOneFOneB) {
+  RunConfig c = config(32, 8, 4, 1, 32, 8, 8192);
+  c.parallel.schedule = plan::Schedule::kGpipe;
+  const Result r = exec::run_program(c, free_comm());
+  EXPECT_NEAR(bubble_fraction(r), 3.0 / 11.0, 0.01 * 3.0 / 11.0);
+}
+
+// Every schedule runs to the end whatever the stage count, chunks, micro-batches and PP overlap
+// (a deadlock throws), and its breakdown adds up.
+TEST(Program, EverySchedulCompletes) {
+  for (bool overlap : {false, true}) {
+    for (int p : {2, 3, 4}) {
+      for (int v : {1, 2, 3}) {
+        for (int k : {1, 2, 3}) {
+          const int m = k * p;
+          RunConfig c = config(8 * p, 8, p, 1, 2 * p * v, m);
+          c.parallel.vpp = v;
+          c.parallel.schedule = v > 1 ? plan::Schedule::kInterleaved : plan::Schedule::k1F1B;
+          c.opt.pp_overlap = overlap;
+          ExecOptions o;
+          const Result r = exec::run_program(c, o);
+          expect_adds_up(r);
+          EXPECT_GT(r.iteration_time_s, 0);
+        }
+      }
+    }
+  }
+}
+
+// DP only, no overlap, one gradient bucket: the iteration is data loading + compute + the
+// all-reduce's closed form + the optimizer step.
+TEST(Program, DataParallelWithoutOverlapIsComputePlusClosedForm) {
+  RunConfig c = config(16, 1, 1, 16, 2, 4);
+  c.opt.dp_overlap = false;
+  const Result r = exec::run_program(c, ExecOptions{});
+  expect_adds_up(r);
+  const plan::ProgramSet ps =
+      plan::build_programs(c.model, c.cluster, c.parallel, c.training, c.opt);
+  const double params = model::count_parameters(c.model).total;
+  ASSERT_LT(params, 40e6);  // one bucket
+  const coll::Cost ar = coll::collective_cost(coll::Kind::kAllReduce, params * 4.0, ps.layout.dp,
+                                              exec::link_model(c.cluster, c.profile), {});
+  EXPECT_NEAR(r.breakdown.exposed_dp_s, ar.time_s, 1e-9);
+  const Result no_comm = exec::run_program(c, free_comm());
+  EXPECT_NEAR(r.iteration_time_s, no_comm.iteration_time_s + ar.time_s, 1e-9);
+  EXPECT_NEAR(no_comm.iteration_time_s,
+              r.breakdown.data_loading_s + r.breakdown.compute_s + r.breakdown.optimizer_s, 1e-9);
+}
+
+// TP overlap off: every TP collective blocks the compute stream, so the exposed TP time is the
+// count of TP collectives × their closed form: with SP, 4 per layer and pass (all-gather before
+// QKV and the MLP, reduce-scatter after the projection and the MLP) plus the embedding's and the
+// head's one each per pass. On: never slower, and less exposed (the first chunk's stays).
+TEST(Program, TensorParallelOverlapSwitch) {
+  RunConfig c = config(8, 8, 1, 1, 4, 4);
+  c.parallel.sp = true;
+  c.opt.tp_overlap = false;
+  const Result off = exec::run_program(c, ExecOptions{});
+  const plan::ProgramSet ps =
+      plan::build_programs(c.model, c.cluster, c.parallel, c.training, c.opt);
+  const double act = 1.0 * c.model.seq_len * c.model.hidden * 2.0;
+  const coll::LinkModel links = exec::link_model(c.cluster, c.profile);
+  const double t_ag = coll::collective_cost(coll::Kind::kAllGather, act, ps.layout.tp, links, {}).time_s;
+  const double t_rs = coll::collective_cost(coll::Kind::kReduceScatter, act, ps.layout.tp, links, {}).time_s;
+  const int m = 4, L = 4;
+  // forward: (2 AG + 2 RS) per layer + RS after the embedding + AG before the logits; backward
+  // mirrors every one of them (AG ↔ RS).
+  const double per_pass = L * 2 * (t_ag + t_rs) + t_rs + t_ag;
+  EXPECT_NEAR(off.breakdown.exposed_tp_s, m * 2 * per_pass, 1e-9);
+  c.opt.tp_overlap = true;
+  const Result on = exec::run_program(c, ExecOptions{});
+  expect_adds_up(on);
+  EXPECT_LE(on.iteration_time_s, off.iteration_time_s);
+  EXPECT_LT(on.breakdown.exposed_tp_s, 0.5 * off.breakdown.exposed_tp_s);
+}
+
+// PP overlap off: the first stage's forward sends block its compute stream (m of them on the
+// critical path at least); on: never slower, and only the pipeline fill/drain transfers stay.
+TEST(Program, PipelineOverlapSwitch) {
+  RunConfig c = config(16, 8, 2, 1, 8, 8);
+  c.opt.pp_overlap = false;
+  const Result off = exec::run_program(c, ExecOptions{});
+  const plan::ProgramSet ps =
+      plan::build_programs(c.model, c.cluster, c.parallel, c.training, c.opt);
+  const double bytes = 1.0 * c.model.seq_len * c.model.hidden * 2.0 / 8;
+  const coll::GroupShape peer{2, 1, 2, 1};
+  const double t = coll::collective_cost(coll::Kind::kSendRecv, bytes, peer,
+                                         exec::link_model(c.cluster, c.profile), {}).time_s;
+  EXPECT_GE(off.breakdown.exposed_pp_s, 8 * t - 1e-12);
+  c.opt.pp_overlap = true;
+  const Result on = exec::run_program(c, ExecOptions{});
+  expect_adds_up(on);
+  EXPECT_LE(on.iteration_time_s, off.iteration_time_s);
+  EXPECT_LT(on.breakdown.exposed_pp_s, off.breakdown.exposed_pp_s);
+}
+
+// DP overlap: gradients reduced bucket by bucket during the last micro-batch's backward; what
+// stays exposed is the last bucket (the embedding's, reduced after the embedding's backward)
+// when every other bucket's reduction is shorter than the backward of the layers behind it.
+TEST(Program, DataParallelOverlapSwitch) {
+  // Inside one server (NVLink), 4 sequences per micro-batch and bf16 gradients, so that each
+  // bucket's all-reduce is shorter than the backward of its layers.
+  RunConfig c = config(8, 1, 1, 8, 8, 2, 2048);
+  c.training.micro_batch = 4;
+  c.training.global_batch = 4 * 2 * 8;
+  c.training.grad_reduce = Precision::kBf16;
+  c.opt.dp_overlap = false;
+  const Result off = exec::run_program(c, ExecOptions{});
+  c.opt.dp_overlap = true;
+  const Result on = exec::run_program(c, ExecOptions{});
+  expect_adds_up(on);
+  EXPECT_LE(on.iteration_time_s, off.iteration_time_s);
+  EXPECT_LT(on.breakdown.exposed_dp_s, 0.5 * off.breakdown.exposed_dp_s);
+  // The last bucket of the backward pass: the layers of bucket 0 with the embedding.
+  const plan::ProgramSet ps =
+      plan::build_programs(c.model, c.cluster, c.parallel, c.training, c.opt);
+  double last_bucket_bytes = 0;
+  for (const plan::Task& t : ps.roles[0].tasks) {
+    if (t.type == plan::TaskType::kCollective && t.dim == plan::Dim::kDp) last_bucket_bytes = t.bytes;
+  }
+  ASSERT_GT(last_bucket_bytes, 0);
+  const double t_last = coll::collective_cost(coll::Kind::kAllReduce, last_bucket_bytes,
+                                              ps.layout.dp, exec::link_model(c.cluster, c.profile),
+                                              {}).time_s;
+  EXPECT_NEAR(on.breakdown.exposed_dp_s, t_last, 0.01 * t_last);
+}
+
+// The asynchronous data pipeline removes exactly the host stall; efficient operators remove
+// kernels and memory passes (never slower).
+TEST(Program, DataPipelineAndOperatorSwitches) {
+  RunConfig c = config(8, 8, 1, 1, 4, 4);
+  const Result sync = exec::run_program(c, ExecOptions{});
+  c.opt.async_data_pipeline = true;
+  const Result async = exec::run_program(c, ExecOptions{});
+  EXPECT_NEAR(sync.iteration_time_s - async.iteration_time_s, c.profile.data_loading_s, 1e-9);
+  EXPECT_EQ(async.breakdown.data_loading_s, 0.0);
+  c.opt.efficient_operators = true;
+  const Result fused = exec::run_program(c, ExecOptions{});
+  EXPECT_LT(fused.breakdown.compute_s, async.breakdown.compute_s);
+  EXPECT_LE(fused.iteration_time_s, async.iteration_time_s);
+}
+
+// The symmetry shortcut gives the per-rank run's answer exactly on small cases, at both backends.
+TEST(Program, SymmetryShortcutEqualsPerRankRun) {
+  for (NetworkBackend backend : {NetworkBackend::kAnalytic, NetworkBackend::kFlow}) {
+    RunConfig c = config(32, 2, 2, 8, 8, 4);
+    c.parallel.sp = true;
+    c.opt.dp_overlap = true;
+    c.opt.tp_overlap = true;
+    ExecOptions o;
+    o.backend = backend;
+    o.symmetry = true;
+    const Result fast = exec::run_program(c, o);
+    o.symmetry = false;
+    const Result full = exec::run_program(c, o);
+    EXPECT_TRUE(fast.exec.symmetry);
+    EXPECT_FALSE(full.exec.symmetry);
+    EXPECT_EQ(fast.exec.actors, 2);
+    EXPECT_EQ(full.exec.actors, 32);
+    EXPECT_DOUBLE_EQ(fast.iteration_time_s, full.iteration_time_s);
+    EXPECT_DOUBLE_EQ(fast.breakdown.exposed_dp_s, full.breakdown.exposed_dp_s);
+    EXPECT_DOUBLE_EQ(fast.breakdown.pipeline_bubble_s, full.breakdown.pipeline_bubble_s);
+    if (backend == NetworkBackend::kFlow) {
+      EXPECT_EQ(fast.exec.flows, full.exec.flows);
+    }
+  }
+}
+
+// A straggler: with DP only and no overlap, a GPU 1.5× slower makes every kernel of its rank
+// 1.5× longer and the others wait at the all-reduce: iteration = data + 1.5·(compute + optimizer)
+// + all-reduce. A slow host slows its GPUs alike.
+TEST(Program, StragglerSlowsTheIterationAlongTheDependencyChain) {
+  RunConfig c = config(16, 1, 1, 16, 4, 4);
+  c.opt.dp_overlap = false;
+  ExecOptions o;
+  const Result base = exec::run_program(c, o);
+  o.stragglers.push_back({5, -1, 1.5});
+  const Result slow = exec::run_program(c, o);
+  EXPECT_FALSE(slow.exec.symmetry);
+  EXPECT_EQ(slow.exec.critical_rank, 5);
+  const double expected = base.breakdown.data_loading_s +
+                          1.5 * (base.breakdown.compute_s + base.breakdown.optimizer_s) +
+                          base.breakdown.exposed_dp_s;
+  EXPECT_NEAR(slow.iteration_time_s, expected, 1e-9);
+  ExecOptions h;
+  h.stragglers.push_back({-1, 1, 1.5});  // server 1: ranks 8..15
+  const Result host = exec::run_program(c, h);
+  EXPECT_NEAR(host.iteration_time_s, expected, 1e-9);
+  EXPECT_GE(host.exec.critical_rank, 8);
+}
+
+// Jitter: same seed, same result bit for bit; another seed, another result; never faster than
+// the pipeline allows on average (log-normal with mean 1).
+TEST(Program, JitterIsSeeded) {
+  RunConfig c = config(16, 8, 2, 1, 8, 8);
+  ExecOptions o;
+  o.jitter = 0.05;
+  o.seed = 7;
+  const Result a = exec::run_program(c, o);
+  const Result b = exec::run_program(c, o);
+  EXPECT_EQ(a.iteration_time_s, b.iteration_time_s);
+  o.seed = 8;
+  const Result d = exec::run_program(c, o);
+  EXPECT_NE(a.iteration_time_s, d.iteration_time_s);
+}
+
+// Analytic (closed form) and flow fidelity agree within 3 % when nothing contends.
+TEST(Program, AnalyticAndFlowAgreeWithoutContention) {
+  RunConfig c = config(64, 8, 2, 4, 16, 8);
+  c.parallel.sp = true;
+  c.opt.tp_overlap = true;
+  c.opt.dp_overlap = true;
+  c.opt.pp_overlap = true;
+  const Result a = exec::run_analytic(c);
+  ExecOptions o;
+  o.backend = NetworkBackend::kFlow;
+  const Result f = exec::run_program(c, o);
+  expect_adds_up(f);
+  EXPECT_NEAR(f.iteration_time_s, a.iteration_time_s, 0.03 * a.iteration_time_s);
+  EXPECT_GT(f.exec.flows, 0);
+}
+
+// The Program is stored per stage; rank bindings come from the layout.
+TEST(Program, RolesAndGroups) {
+  RunConfig c = config(64, 2, 4, 8, 8, 8);
+  const plan::ProgramSet ps =
+      plan::build_programs(c.model, c.cluster, c.parallel, c.training, c.opt);
+  ASSERT_EQ(ps.roles.size(), 4u);
+  for (int r = 0; r < 64; ++r) {
+    EXPECT_EQ(ps.rank_of(ps.coord(r)), r);
+    for (plan::Dim d : {plan::Dim::kTp, plan::Dim::kDp, plan::Dim::kPp}) {
+      const auto g = ps.group(d, r);
+      EXPECT_NE(std::find(g.begin(), g.end(), r), g.end());
+    }
+  }
+  EXPECT_EQ(ps.group(plan::Dim::kTp, 5), (std::vector<int>{4, 5}));
+  EXPECT_EQ(ps.group(plan::Dim::kPp, 1), (std::vector<int>{1, 17, 33, 49}));
+  EXPECT_EQ(ps.group(plan::Dim::kDp, 3).size(), 8u);
+  EXPECT_EQ(ps.next_stage(3), -1);
+  EXPECT_EQ(ps.prev_stage(0), -1);
+  // Every stage runs 2 layers × 8 micro-batches; per layer and micro-batch the forward and the
+  // backward of each op.
+  for (const plan::Program& P : ps.roles) {
+    std::size_t fwd = 0;
+    for (const plan::Task& t : P.tasks) fwd += t.type == plan::TaskType::kCompute && t.pass == plan::Pass::kForward && t.layer == P.stage * 2;
+    EXPECT_GT(fwd, 0u);
+    EXPECT_EQ(fwd % 8, 0u);
+    EXPECT_EQ(P.count(plan::TaskType::kSend), P.count(plan::TaskType::kRecv));
+  }
+}
+
+}  // namespace
+}  // namespace trainsim
