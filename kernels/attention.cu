@@ -8,7 +8,7 @@
 //
 // It is written for correctness and plain CUDA cores (no tensor-core MMA, no warp specialisation),
 // so it is slower than FlashAttention-2/3; docs/kernels.md says what that means for calibration.
-// Head dims 64 and 128 (template), fp16 and bf16 storage, float math.
+// Head dims 64, 96 and 128 (template), fp16 and bf16 storage, float math.
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -203,11 +203,11 @@ void check_shape(const ref::AttentionShape& s, DType t) {
                 "attention kernel: unsupported shape or dtype (head dim " + std::to_string(s.d) +
                     ", " + dtype_name(t) + ", sq " + std::to_string(s.sq) + ", sk " +
                     std::to_string(s.sk) + ")",
-                {}, "head dim 64 or 128, fp16 or bf16, causal needs sk >= sq");
+                {}, "head dim 64, 96 or 128, fp16 or bf16, causal needs sk >= sq");
   }
 }
 
-// Calls f(T{}, std::integral_constant<int, D>{}) for the 4 compiled variants.
+// Calls f(T{}, std::integral_constant<int, D>{}) for the 6 compiled variants.
 template <typename F>
 void dispatch_attention(const ref::AttentionShape& s, DType t, F&& f) {
   dispatch_storage(t, "attention", [&](auto tag) {
@@ -216,6 +216,8 @@ void dispatch_attention(const ref::AttentionShape& s, DType t, F&& f) {
       return;  // rejected by check_shape
     } else if (s.d == 64) {
       f(tag, std::integral_constant<int, 64>{});
+    } else if (s.d == 96) {
+      f(tag, std::integral_constant<int, 96>{});
     } else {
       f(tag, std::integral_constant<int, 128>{});
     }
@@ -225,7 +227,7 @@ void dispatch_attention(const ref::AttentionShape& s, DType t, F&& f) {
 }  // namespace
 
 bool attention_supported(const ref::AttentionShape& s, DType t) {
-  return (t == DType::kF16 || t == DType::kBf16) && (s.d == 64 || s.d == 128) && s.bh > 0 &&
+  return (t == DType::kF16 || t == DType::kBf16) && (s.d == 64 || s.d == 96 || s.d == 128) && s.bh > 0 &&
          s.bh <= 65535 && s.sq > 0 && s.sk > 0 && (!s.causal || s.sk >= s.sq);
 }
 

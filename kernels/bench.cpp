@@ -68,7 +68,7 @@ Setup setup_for(const BenchItem& b, GemmRunner& gemm, std::string& why_not) {
     a.window = b.window;
     a.scale = static_cast<float>(1.0 / std::sqrt(b.k));
     if (!attention_supported(a, t)) {
-      why_not = "the attention kernel runs head dims 64 and 128 in fp16/bf16 with sk >= sq";
+      why_not = "the attention kernel runs head dims 64, 96 and 128 in fp16/bf16 with sk >= sq";
       return s;
     }
     const double nq = b.batch * b.m * b.k, nk = b.batch * b.n * b.k;

@@ -33,7 +33,7 @@ struct BenchResult {
 };
 
 /// Times `items` on `options.device`; `progress` (may be empty) sees each sample as it is taken.
-/// Items the GPU cannot run (fp8 before sm_89, attention head dims other than 64/128, too large
+/// Items the GPU cannot run (fp8 before sm_89, attention head dims other than 64/96/128, too large
 /// for memory, no cuBLASLt algorithm) or that fail with a CUDA error are skipped with the reason,
 /// so one bad shape does not lose the other samples. Throws trainsim::Error(kRuntime) only when
 /// the device itself cannot be set up.

@@ -54,7 +54,7 @@ void launch_fill_uniform(DType t, void* p, std::size_t n, float lo, float hi, st
 void launch_fill_tokens(std::int32_t* p, std::size_t n, int bound, std::uint64_t seed,
                         cudaStream_t s);
 
-// Fused attention (FlashAttention-2 style, kernels/attention.cu). Head dims 64 and 128; q, o
+// Fused attention (FlashAttention-2 style, kernels/attention.cu). Head dims 64, 96, 128; q, o
 // [bh×sq×d], k, v [bh×sk×d] in fp16 or bf16; lse [bh×sq] fp32. causal needs sk ≥ sq.
 bool attention_supported(const ref::AttentionShape& shape, DType t);
 void launch_attention_forward(DType t, const ref::AttentionShape& shape, const void* q,

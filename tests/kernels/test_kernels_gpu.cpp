@@ -164,6 +164,7 @@ TEST(KernelsGpu, FlashAttentionForwardAndBackward) {
       {2, 50, 130, 128, true, 0, 0.0883883f},
       {2, 100, 100, 64, true, 33, 0.125f},
       {1, 65, 90, 128, false, 0, 0.0883883f},
+      {2, 70, 70, 96, true, 0, 0.1020621f},
   };
   for (DType t : {DType::kF16, DType::kBf16}) {
     for (const ref::AttentionShape& s : shapes) {
