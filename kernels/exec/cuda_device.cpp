@@ -1,0 +1,518 @@
+#include "kernels/exec/cuda_device.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "kernels/cuda_check.h"
+#include "kernels/dtype.h"
+#include "kernels/exec/memory_kernel.h"
+#include "kernels/gemm.h"
+#include "kernels/launchers.h"
+#include "sim/core/error.h"
+
+namespace trainsim::kexec {
+namespace {
+
+using kernels::check_cuda;
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void throw_nccl(ncclResult_t r, const std::string& what) {
+  throw Error(ErrorKind::kRuntime,
+              fmt::format("{} failed: {} ({})", what, ncclGetErrorString(r), static_cast<int>(r)));
+}
+
+kernels::DType dtype_of(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return kernels::DType::kF32;
+    case Precision::kFp16:
+      return kernels::DType::kF16;
+    case Precision::kFp8:
+      return kernels::DType::kFp8;
+    case Precision::kBf16:
+      break;
+  }
+  return kernels::DType::kBf16;
+}
+
+ncclDataType_t nccl_type(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return ncclFloat32;
+    case Precision::kFp16:
+      return ncclFloat16;
+    case Precision::kFp8:  // reductions of fp8 tensors run in bf16 (Megatron does the same)
+    case Precision::kBf16:
+      break;
+  }
+  return ncclBfloat16;
+}
+
+int dim(double x) { return static_cast<int>(std::max(1.0, std::round(x))); }
+
+// A device allocation that only grows (synthetic data: its content never matters).
+class Scratch {
+ public:
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    if (p_) cudaFree(p_);
+  }
+  /// The buffer, at least `bytes` long. Growing frees the old one (cudaFree synchronises the
+  /// device), which is why the executor sizes every buffer before the first iteration.
+  void* get(std::size_t bytes, const char* what) {
+    if (bytes > size_) {
+      if (p_) check_cuda(cudaFree(p_), "cudaFree (growing a scratch buffer)");
+      p_ = nullptr;
+      size_ = 0;
+      const std::size_t want = std::max<std::size_t>(bytes, 1 << 20);
+      const cudaError_t e = cudaMalloc(&p_, want);
+      if (e != cudaSuccess) {
+        p_ = nullptr;
+        throw Error(ErrorKind::kRuntime, fmt::format("cudaMalloc of {:.2f} GiB for {} failed: {}",
+                                                     static_cast<double>(want) / (1 << 30), what,
+                                                     cudaGetErrorString(e)));
+      }
+      check_cuda(cudaMemset(p_, 0, want), "cudaMemset (scratch buffer)");
+      size_ = want;
+    }
+    return p_;
+  }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+class CudaDevice : public Device {
+ public:
+  CudaDevice(int device, int rank, double timeout_s)
+      : device_(device), rank_(rank), timeout_s_(timeout_s) {
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  }
+
+  ~CudaDevice() override {
+    // Nothing here may throw: release what exists, abort communicators after an error.
+    for (ncclComm_t c : comms_) {
+      if (!c) continue;
+      if (failed_) {
+        ncclCommAbort(c);
+      } else {
+        ncclCommDestroy(c);
+      }
+    }
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (cudaEvent_t e : markers_) cudaEventDestroy(e);
+    for (cudaEvent_t e : ends_) cudaEventDestroy(e);
+    if (begin_) cudaEventDestroy(begin_);
+    gemm_.reset();
+    scratch_.clear();
+    for (auto& [s, cs] : streams_) cudaStreamDestroy(cs);
+  }
+
+  void create_streams(const std::vector<plan::Stream>& streams) override {
+    for (plan::Stream s : streams) {
+      cudaStream_t cs = nullptr;
+      check_cuda(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking),
+                 fmt::format("cudaStreamCreate ({})", plan::to_string(s)).c_str());
+      streams_[s] = cs;
+      order_.push_back(s);
+    }
+    if (order_.empty()) throw Error(ErrorKind::kRuntime, "the Program has no streams");
+  }
+
+  CommId make_comm_id() override { return cuda_comm_id(); }
+
+  void create_comm(int comm, const CommGroup& group, int my_index, const CommId& id) override {
+    ncclUniqueId uid;
+    static_assert(sizeof uid == sizeof(CommId));
+    std::memcpy(&uid, id.data(), sizeof uid);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // polled against a deadline below
+    ncclComm_t c = nullptr;
+    const std::string what = fmt::format("ncclCommInitRankConfig ({} group of {} ranks, rank {})",
+                                         group.name, group.members.size(), rank_);
+    const ncclResult_t r =
+        ncclCommInitRankConfig(&c, static_cast<int>(group.members.size()), uid, my_index, &config);
+    if (c) {
+      if (comms_.size() <= static_cast<std::size_t>(comm)) comms_.resize(comm + 1, nullptr);
+      comms_[static_cast<std::size_t>(comm)] = c;
+    }
+    if (r != ncclSuccess && r != ncclInProgress) fail(r, what);
+    settle(c, what);
+  }
+
+  void create_events(int count, int markers) override {
+    auto make = [](unsigned flags, const char* what) {
+      cudaEvent_t e = nullptr;
+      check_cuda(cudaEventCreateWithFlags(&e, flags), what);
+      return e;
+    };
+    for (int i = 0; i < count; ++i) {
+      events_.push_back(make(cudaEventDisableTiming, "cudaEventCreate (dependency)"));
+    }
+    for (int i = 0; i < markers; ++i) markers_.push_back(make(cudaEventDefault, "cudaEventCreate"));
+    for (std::size_t i = 0; i < order_.size(); ++i) {
+      ends_.push_back(make(cudaEventDefault, "cudaEventCreate (end)"));
+    }
+    begin_ = make(cudaEventDefault, "cudaEventCreate (begin)");
+  }
+
+  void begin_iteration() override {
+    cudaStream_t first = streams_.at(order_.front());
+    check_cuda(cudaEventRecord(begin_, first), "cudaEventRecord (iteration begin)");
+    for (plan::Stream s : order_) {
+      check_cuda(cudaStreamWaitEvent(streams_.at(s), begin_, 0),
+                 "cudaStreamWaitEvent (iteration begin)");
+    }
+  }
+
+  void set_sizing(bool on) override {
+    sizing_ = on;
+    if (on) return;
+    for (const auto& [s, bytes] : need_) scratch(s).get(bytes, "the stream's scratch buffer");
+    if (!gemm_) gemm_ = std::make_unique<kernels::GemmRunner>();
+  }
+
+  void kernel(plan::Stream s, const std::string& op, const KernelLaunch& k,
+              Precision dtype) override {
+    cudaStream_t cs = stream(s);
+    kernels::DType t = dtype_of(dtype);
+    if (t == kernels::DType::kFp8 && !kernels::GemmRunner::supported(t)) t = kernels::DType::kBf16;
+    const std::size_t eb = kernels::dtype_bytes(t);
+    switch (k.kind) {
+      case model::OpKind::kGemm: {
+        const int m = dim(k.m), n = dim(k.n), kk = dim(k.k), b = dim(k.batch);
+        gemm(t, m, n, kk, b, s, op);
+        break;
+      }
+      case model::OpKind::kAttention: {
+        kernels::ref::AttentionShape shape;
+        shape.bh = dim(k.batch);
+        shape.sq = dim(k.m);
+        shape.sk = dim(k.n);
+        shape.d = dim(k.k);
+        shape.causal = shape.sk >= shape.sq;
+        shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.d));
+        const kernels::DType at =
+            t == kernels::DType::kF32 || t == kernels::DType::kFp8 ? kernels::DType::kBf16 : t;
+        if (kernels::attention_supported(shape, at)) {
+          attention(shape, at, k.backward, s, op);
+        } else {
+          // Unfused: scores = Q·Kᵀ, out = P·V (backward: twice as many GEMMs).
+          const kernels::DType g = t == kernels::DType::kFp8 ? kernels::DType::kBf16 : t;
+          for (int rep = 0; rep < (k.backward ? 2 : 1); ++rep) {
+            gemm(g, shape.sq, shape.sk, shape.d, shape.bh, s, op);
+            gemm(g, shape.sq, shape.d, shape.sk, shape.bh, s, op);
+          }
+        }
+        break;
+      }
+      case model::OpKind::kMemory: {
+        const auto bytes = static_cast<std::size_t>(std::max(0.0, k.bytes));
+        const int launches = std::max(1, k.kernels);
+        const std::size_t each = bytes / static_cast<std::size_t>(launches);
+        void* buf = buffer(s, std::max<std::size_t>(each, 16 * eb), op.c_str());
+        if (sizing_) break;
+        for (int i = 0; i < launches; ++i) launch_memory_traffic(buf, each, cs);
+        break;
+      }
+    }
+  }
+
+  void collective(plan::Stream s, int comm, const CollectiveCall& c) override {
+    ncclComm_t nc = communicator(comm);
+    int n = 1;
+    nccl(ncclCommCount(nc, &n), nc, "ncclCommCount");
+    const std::size_t elem = static_cast<std::size_t>(bytes_per_element(c.dtype));
+    std::size_t count = static_cast<std::size_t>(std::max(0.0, c.bytes)) / elem;
+    count = std::max<std::size_t>(count - count % static_cast<std::size_t>(n),
+                                  static_cast<std::size_t>(n));
+    const std::size_t share = count / static_cast<std::size_t>(n);
+    // Room for the buffer and a separate output of the same size.
+    char* buf = static_cast<char*>(buffer(s, 2 * count * elem, "collective buffer"));
+    if (sizing_) return;
+    char* out = buf + count * elem;
+    const ncclDataType_t t = nccl_type(c.dtype);
+    cudaStream_t cs = stream(s);
+    const std::string what =
+        fmt::format("{} on {} ranks, {} bytes", coll::to_string(c.kind), n, count * elem);
+    switch (c.kind) {
+      case coll::Kind::kAllReduce:
+        nccl(ncclAllReduce(buf, out, count, t, ncclSum, nc, cs), nc, "ncclAllReduce " + what);
+        break;
+      case coll::Kind::kAllGather:
+        nccl(ncclAllGather(buf, out, share, t, nc, cs), nc, "ncclAllGather " + what);
+        break;
+      case coll::Kind::kReduceScatter:
+        nccl(ncclReduceScatter(buf, out, share, t, ncclSum, nc, cs), nc,
+             "ncclReduceScatter " + what);
+        break;
+      case coll::Kind::kBroadcast:
+        nccl(ncclBroadcast(buf, out, count, t, 0, nc, cs), nc, "ncclBroadcast " + what);
+        break;
+      case coll::Kind::kAllToAll:
+      case coll::Kind::kSendRecv: {
+        nccl(ncclGroupStart(), nc, "ncclGroupStart");
+        for (int p = 0; p < n; ++p) {
+          nccl(ncclSend(buf + p * share * elem, share, t, p, nc, cs), nc, "ncclSend " + what);
+          nccl(ncclRecv(out + p * share * elem, share, t, p, nc, cs), nc, "ncclRecv " + what);
+        }
+        nccl(ncclGroupEnd(), nc, "ncclGroupEnd (all-to-all) " + what);
+        break;
+      }
+    }
+  }
+
+  void send(plan::Stream s, int comm, int peer_index, double bytes) override {
+    ncclComm_t nc = communicator(comm);
+    const auto n = static_cast<std::size_t>(std::max(1.0, bytes));
+    void* buf = buffer(s, n, "send buffer");
+    if (sizing_) return;
+    nccl(ncclSend(buf, n, ncclUint8, peer_index, nc, stream(s)), nc,
+         fmt::format("ncclSend of {} bytes to pipeline peer", n));
+  }
+
+  void recv(plan::Stream s, int comm, int peer_index, double bytes) override {
+    ncclComm_t nc = communicator(comm);
+    const auto n = static_cast<std::size_t>(std::max(1.0, bytes));
+    void* buf = buffer(s, n, "receive buffer");
+    if (sizing_) return;
+    nccl(ncclRecv(buf, n, ncclUint8, peer_index, nc, stream(s)), nc,
+         fmt::format("ncclRecv of {} bytes from pipeline peer", n));
+  }
+
+  void record(plan::Stream s, int event) override {
+    if (sizing_) return;
+    check_cuda(cudaEventRecord(events_.at(static_cast<std::size_t>(event)), stream(s)),
+               "cudaEventRecord (dependency)");
+  }
+
+  void wait(plan::Stream s, int event) override {
+    if (sizing_) return;
+    check_cuda(cudaStreamWaitEvent(stream(s), events_.at(static_cast<std::size_t>(event)), 0),
+               "cudaStreamWaitEvent (dependency)");
+  }
+
+  void mark(plan::Stream s, int marker) override {
+    if (sizing_) return;
+    check_cuda(cudaEventRecord(markers_.at(static_cast<std::size_t>(marker)), stream(s)),
+               "cudaEventRecord (task timing)");
+  }
+
+  std::vector<double> end_iteration(double timeout_s) override {
+    for (std::size_t i = 0; i < order_.size(); ++i) {
+      check_cuda(cudaEventRecord(ends_[i], streams_.at(order_[i])), "cudaEventRecord (end)");
+    }
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s);
+    for (;;) {
+      bool done = true;
+      for (cudaEvent_t e : ends_) {
+        const cudaError_t q = cudaEventQuery(e);
+        if (q == cudaErrorNotReady) {
+          done = false;
+          break;
+        }
+        check_cuda(q, "the iteration's kernels (cudaEventQuery)");
+      }
+      if (done) break;
+      for (ncclComm_t c : comms_) {
+        if (!c) continue;
+        ncclResult_t async = ncclSuccess;
+        ncclCommGetAsyncError(c, &async);
+        if (async != ncclSuccess && async != ncclInProgress) {
+          fail(async, fmt::format("an NCCL operation of rank {} (asynchronous error)", rank_));
+        }
+      }
+      if (Clock::now() > deadline) {
+        failed_ = true;
+        abort_all();
+        throw Error(ErrorKind::kRuntime,
+                    fmt::format("rank {} (GPU {}): the iteration did not finish within {:.0f} s; "
+                                "an NCCL operation hangs (communicators aborted)",
+                                rank_, device_, timeout_s),
+                    {}, "check that every rank runs, or raise --timeout");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    std::vector<double> out;
+    out.reserve(markers_.size() + 1);
+    for (cudaEvent_t e : markers_) out.push_back(elapsed(e));
+    double end = 0;
+    for (cudaEvent_t e : ends_) end = std::max(end, elapsed(e));
+    out.push_back(end);
+    return out;
+  }
+
+ private:
+  cudaStream_t stream(plan::Stream s) const {
+    const auto it = streams_.find(s);
+    if (it == streams_.end()) {
+      throw Error(ErrorKind::kRuntime,
+                  fmt::format("launch on stream {} that was not created", plan::to_string(s)));
+    }
+    return it->second;
+  }
+
+  Scratch& scratch(plan::Stream s) {
+    auto& p = scratch_[s];
+    if (!p) p = std::make_unique<Scratch>();
+    return *p;
+  }
+
+  // The stream's scratch of at least `bytes`; while sizing, only notes the need (nullptr).
+  void* buffer(plan::Stream s, std::size_t bytes, const char* what) {
+    if (sizing_) {
+      need_[s] = std::max(need_[s], bytes);
+      return nullptr;
+    }
+    return scratch(s).get(bytes, what);
+  }
+
+  ncclComm_t communicator(int comm) const {
+    if (comm < 0 || static_cast<std::size_t>(comm) >= comms_.size() || !comms_[comm]) {
+      throw Error(ErrorKind::kRuntime, fmt::format("communicator {} was not created", comm));
+    }
+    return comms_[static_cast<std::size_t>(comm)];
+  }
+
+  double elapsed(cudaEvent_t e) const {
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, begin_, e), "cudaEventElapsedTime");
+    return ms * 1e-3;
+  }
+
+  void gemm(kernels::DType t, int m, int n, int k, int batch, plan::Stream s,
+            const std::string& op) {
+    const kernels::DType out = kernels::GemmRunner::output_type(t);
+    const std::size_t a = static_cast<std::size_t>(m) * k * batch * kernels::dtype_bytes(t);
+    const std::size_t w = static_cast<std::size_t>(n) * k * batch * kernels::dtype_bytes(t);
+    const std::size_t c = static_cast<std::size_t>(m) * n * batch * kernels::dtype_bytes(out);
+    char* buf = static_cast<char*>(buffer(s, a + w + c + 3 * 256, op.c_str()));
+    if (sizing_) return;
+    char* wp = buf + ((a + 255) / 256) * 256;
+    char* cp = wp + ((w + 255) / 256) * 256;
+    gemm_->run(t, m, n, k, batch, buf, wp, cp, stream(s));
+  }
+
+  void attention(const kernels::ref::AttentionShape& sh, kernels::DType t, bool backward,
+                 plan::Stream s, const std::string& op) {
+    const std::size_t eb = kernels::dtype_bytes(t);
+    const std::size_t q = static_cast<std::size_t>(sh.bh) * sh.sq * sh.d * eb;
+    const std::size_t kv = static_cast<std::size_t>(sh.bh) * sh.sk * sh.d * eb;
+    const std::size_t lse = static_cast<std::size_t>(sh.bh) * sh.sq * sizeof(float);
+    const std::size_t ws = backward ? kernels::attention_backward_workspace_bytes(sh) : 0;
+    auto up = [](std::size_t x) { return ((x + 255) / 256) * 256; };
+    // q, k, v, o, lse (+ dO, dQ, dK, dV, workspace for the backward)
+    const std::size_t total =
+        up(q) * 2 + up(kv) * 2 + up(lse) + (backward ? up(q) * 2 + up(kv) * 2 + up(ws) : 0);
+    char* p = static_cast<char*>(buffer(s, total, op.c_str()));
+    if (sizing_) return;
+    cudaStream_t cs = stream(s);
+    char* qp = p;
+    char* kp = qp + up(q);
+    char* vp = kp + up(kv);
+    char* op_ = vp + up(kv);
+    auto* lp = reinterpret_cast<float*>(op_ + up(q));
+    if (!backward) {
+      kernels::launch_attention_forward(t, sh, qp, kp, vp, op_, lp, cs);
+      return;
+    }
+    char* dop = reinterpret_cast<char*>(lp) + up(lse);
+    char* dq = dop + up(q);
+    char* dk = dq + up(q);
+    char* dv = dk + up(kv);
+    char* wsp = dv + up(kv);
+    kernels::launch_attention_backward(t, sh, qp, kp, vp, op_, dop, lp, dq, dk, dv, wsp, cs);
+  }
+
+  // Checks an NCCL call on a non-blocking communicator: ncclInProgress is waited out.
+  void nccl(ncclResult_t r, ncclComm_t c, const std::string& what) {
+    if (r == ncclSuccess) return;
+    if (r != ncclInProgress) fail(r, what);
+    settle(c, what);
+  }
+
+  // Polls a non-blocking communicator until its pending call is done or the deadline passes.
+  void settle(ncclComm_t c, const std::string& what) {
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t q = ncclCommGetAsyncError(c, &state);
+      if (q != ncclSuccess) fail(q, "ncclCommGetAsyncError after " + what);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) fail(state, what);
+      if (Clock::now() > deadline) {
+        failed_ = true;
+        abort_all();
+        throw Error(
+            ErrorKind::kRuntime,
+            fmt::format("{}: not done within {:.0f} s (communicators aborted)", what, timeout_s_),
+            {}, "check that every rank of the job started");
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+
+  [[noreturn]] void fail(ncclResult_t r, const std::string& what) {
+    failed_ = true;
+    abort_all();
+    throw_nccl(r, fmt::format("rank {} (GPU {}): {}", rank_, device_, what));
+  }
+
+  void abort_all() {
+    for (ncclComm_t& c : comms_) {
+      if (c) ncclCommAbort(c);
+      c = nullptr;
+    }
+  }
+
+  int device_, rank_;
+  double timeout_s_;
+  bool failed_ = false;
+  bool sizing_ = false;
+  std::map<plan::Stream, std::size_t> need_;
+  std::map<plan::Stream, cudaStream_t> streams_;
+  std::vector<plan::Stream> order_;
+  std::vector<ncclComm_t> comms_;
+  std::vector<cudaEvent_t> events_, markers_, ends_;
+  cudaEvent_t begin_ = nullptr;
+  std::map<plan::Stream, std::unique_ptr<Scratch>> scratch_;
+  std::unique_ptr<kernels::GemmRunner> gemm_;
+};
+
+}  // namespace
+
+int cuda_devices(std::string* why) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    if (why) *why = e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime sees no device";
+    return 0;
+  }
+  return n;
+}
+
+CommId cuda_comm_id() {
+  ncclUniqueId uid;
+  const ncclResult_t r = ncclGetUniqueId(&uid);
+  if (r != ncclSuccess) throw_nccl(r, "ncclGetUniqueId");
+  CommId id{};
+  std::memcpy(id.data(), &uid, sizeof uid);
+  return id;
+}
+
+std::shared_ptr<Device> make_cuda_device(int device, int rank, double timeout_s) {
+  return std::make_shared<CudaDevice>(device, rank, timeout_s);
+}
+
+}  // namespace trainsim::kexec

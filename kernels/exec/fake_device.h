@@ -1,0 +1,66 @@
+// A Device that records every call instead of running it (kernels/exec/device.h), for tests of
+// the Program → launch translation on machines without a GPU.
+//
+// It keeps a fake clock so that executor code paths that read times work: each kernel,
+// collective, send and recv takes `op_seconds` on its stream, a stream starts a call when its
+// previous call has finished, and a wait makes the stream's clock at least the recorded event's.
+// (Collectives and transfers do not wait for their peers: there is no cross-device clock.)
+// Calls made during the sizing pass are not recorded.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/exec/device.h"
+
+namespace trainsim::kexec {
+
+struct FakeCall {
+  std::string what;  // "create_streams", "comm", "kernel", "collective", "send", "recv",
+                     // "record", "wait", "mark", "begin", "end"
+  plan::Stream stream = plan::Stream::kCompute;
+  std::string op;            // kernel: op name; collective: kind
+  KernelLaunch launch;       // kernel
+  int id = -1;               // event/marker id, communicator index
+  int peer_index = -1;       // send/recv; comm: my index
+  double bytes = 0;          // collective/send/recv
+  std::vector<int> members;  // comm
+};
+
+class FakeDevice : public Device {
+ public:
+  explicit FakeDevice(int rank, double op_seconds = 1e-6) : rank_(rank), op_s_(op_seconds) {}
+
+  void create_streams(const std::vector<plan::Stream>& streams) override;
+  CommId make_comm_id() override;
+  void create_comm(int comm, const CommGroup& group, int my_index, const CommId& id) override;
+  void create_events(int count, int markers) override;
+  void set_sizing(bool on) override { sizing_ = on; }
+  void begin_iteration() override;
+  void kernel(plan::Stream s, const std::string& op, const KernelLaunch& k,
+              Precision dtype) override;
+  void collective(plan::Stream s, int comm, const CollectiveCall& c) override;
+  void send(plan::Stream s, int comm, int peer_index, double bytes) override;
+  void recv(plan::Stream s, int comm, int peer_index, double bytes) override;
+  void record(plan::Stream s, int event) override;
+  void wait(plan::Stream s, int event) override;
+  void mark(plan::Stream s, int marker) override;
+  std::vector<double> end_iteration(double timeout_s) override;
+
+  const std::vector<FakeCall>& calls() const { return calls_; }
+  int rank() const { return rank_; }
+  std::vector<CommId> comm_ids;  // ids received by create_comm, in call order
+
+ private:
+  void run(plan::Stream s);  // advances the stream's clock by one op
+  int rank_;
+  double op_s_;
+  int ids_made_ = 0;
+  bool sizing_ = false;  // while sizing, calls are not recorded and the clock stands still
+  std::vector<FakeCall> calls_;
+  std::map<plan::Stream, double> clock_;
+  std::vector<double> events_, markers_;
+};
+
+}  // namespace trainsim::kexec

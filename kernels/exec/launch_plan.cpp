@@ -1,0 +1,269 @@
+#include "kernels/exec/launch_plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "sim/core/error.h"
+
+namespace trainsim::kexec {
+namespace {
+
+using plan::Dim;
+using plan::Stream;
+using plan::Task;
+using plan::TaskType;
+
+// Collective kinds in table order.
+constexpr Dim kCollectiveDims[] = {Dim::kTp, Dim::kCp,       Dim::kEp,
+                                   Dim::kDp, Dim::kExpertDp, Dim::kPp};
+
+[[noreturn]] void contract(const std::string& what) {
+  throw Error(ErrorKind::kRuntime, "the Program breaks the executor's contract: " + what, {},
+              "this is a bug in sim/plan; please report it with the scenario");
+}
+
+}  // namespace
+
+int CommTable::find(const std::string& name, int rank) const {
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const CommGroup& g = groups[i];
+    if (g.name == name && std::find(g.members.begin(), g.members.end(), rank) != g.members.end()) {
+      return static_cast<int>(i);
+    }
+  }
+  return -1;
+}
+
+CommTable comm_table(const plan::ProgramSet& ps) {
+  std::set<Dim> dims;
+  bool p2p = false;
+  for (const plan::Program& prog : ps.roles) {
+    for (const Task& t : prog.tasks) {
+      if (t.type == TaskType::kCollective) dims.insert(t.dim);
+      if (t.type == TaskType::kSend || t.type == TaskType::kRecv) p2p = true;
+    }
+  }
+  CommTable table;
+  const int world = ps.world();
+  for (Dim d : kCollectiveDims) {
+    if (!dims.count(d)) continue;
+    std::vector<bool> placed(static_cast<std::size_t>(world), false);
+    for (int r = 0; r < world; ++r) {
+      if (placed[static_cast<std::size_t>(r)]) continue;
+      CommGroup g{plan::to_string(d), d, ps.group(d, r)};
+      for (int m : g.members) placed[static_cast<std::size_t>(m)] = true;
+      table.groups.push_back(std::move(g));
+    }
+  }
+  if (p2p) {
+    // One two-rank communicator per pipeline edge and direction: sender first.
+    for (const char* name : {"pp-next", "pp-prev"}) {
+      const bool forward = std::string(name) == "pp-next";
+      for (int r = 0; r < world; ++r) {
+        const int stage = ps.coord(r).pp;
+        const int to = forward ? ps.next_stage(stage) : ps.prev_stage(stage);
+        if (to < 0) continue;
+        table.groups.push_back({name, Dim::kPp, {r, ps.peer_on_stage(r, to)}});
+      }
+    }
+  }
+  return table;
+}
+
+KernelLaunch kernel_launch(const plan::Program& prog, const Task& t) {
+  if (t.op < 0 || static_cast<std::size_t>(t.op) >= prog.ops.size()) {
+    contract(fmt::format("compute task with op index {} of {}", t.op, prog.ops.size()));
+  }
+  const model::Op& op = prog.ops[static_cast<std::size_t>(t.op)];
+  const double f = t.fraction;
+  KernelLaunch k;
+  k.kind = op.kind;
+  k.batch = op.batch;
+  k.kernels = op.kernels;
+  k.backward = t.part == plan::Part::kBackward || t.part == plan::Part::kDgrad ||
+               t.part == plan::Part::kWgrad;
+  switch (op.kind) {
+    case model::OpKind::kGemm:
+      if (t.part == plan::Part::kDgrad) {
+        k.m = op.m * f, k.n = op.k, k.k = op.n;
+      } else if (t.part == plan::Part::kWgrad) {
+        k.m = op.k, k.n = op.n, k.k = op.m * f;
+      } else {
+        k.m = op.m * f, k.n = op.n, k.k = op.k;
+      }
+      k.flops = 2 * k.m * k.n * k.k * k.batch;
+      break;
+    case model::OpKind::kAttention:
+      k.m = op.m * f, k.n = op.n, k.k = op.k;
+      k.flops = op.flops * f * (k.backward ? 2.5 : 1.0);
+      break;
+    case model::OpKind::kMemory:
+      k.bytes = op.bytes * f * (k.backward ? 2.0 : 1.0);
+      break;
+  }
+  return k;
+}
+
+const char* to_string(CmdType c) {
+  switch (c) {
+    case CmdType::kKernel:
+      return "kernel";
+    case CmdType::kCollective:
+      return "collective";
+    case CmdType::kSend:
+      return "send";
+    case CmdType::kRecv:
+      return "recv";
+    case CmdType::kRecord:
+      return "record";
+    case CmdType::kWait:
+      return "wait";
+  }
+  return "?";
+}
+
+const char* task_category(const Task& t) {
+  if (t.type == TaskType::kCompute) {
+    if (t.pass == plan::Pass::kData) return "data";
+    if (t.pass == plan::Pass::kOptimizer) return "optimizer";
+    return "compute";
+  }
+  if (t.type != TaskType::kCollective) return "pp";
+  if (t.dim == Dim::kExpertDp) return "dp";
+  return plan::to_string(t.dim);
+}
+
+LaunchPlan make_launch_plan(const plan::ProgramSet& ps, const CommTable& table, int rank) {
+  if (rank < 0 || rank >= ps.world()) contract(fmt::format("rank {} outside the job", rank));
+  LaunchPlan lp;
+  lp.rank = rank;
+  lp.stage = ps.coord(rank).pp;
+  const plan::Program& prog = ps.roles.at(static_cast<std::size_t>(lp.stage));
+  lp.program = &prog;
+  for (int s = 0; s < plan::kStreamCount; ++s) {
+    if (prog.stream_tasks[s] > 0) lp.streams.push_back(static_cast<Stream>(s));
+  }
+
+  // This rank's communicators: collective groups by dimension, pipeline edges by direction.
+  std::map<Dim, int> by_dim;
+  std::map<std::tuple<std::string, int, int>, int> edge;  // (name, sender, receiver)
+  for (std::size_t i = 0; i < table.groups.size(); ++i) {
+    const CommGroup& g = table.groups[i];
+    if (std::find(g.members.begin(), g.members.end(), rank) == g.members.end()) continue;
+    lp.comms.push_back(static_cast<int>(i));
+    if (g.name == "pp-next" || g.name == "pp-prev") {
+      edge[{g.name, g.members[0], g.members[1]}] = static_cast<int>(i);
+    } else {
+      by_dim[g.dim] = static_cast<int>(i);
+    }
+  }
+  auto edge_comm = [&](const char* name, int sender, int receiver) {
+    const auto it = edge.find({name, sender, receiver});
+    if (it == edge.end()) {
+      contract(fmt::format("no {} communicator from rank {} to rank {}", name, sender, receiver));
+    }
+    return it->second;
+  };
+
+  // Tasks whose completion another stream waits for get an event.
+  const std::size_t n = prog.tasks.size();
+  std::vector<int> event(n, -1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = prog.tasks[i];
+    for (std::uint32_t j = 0; j < t.dep_count; ++j) {
+      const std::uint32_t d = prog.deps[t.dep_begin + j];
+      if (d >= i) contract(fmt::format("task {} depends on later task {}", i, d));
+      if (prog.tasks[d].stream != t.stream && event[d] < 0) event[d] = 0;
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (event[i] == 0) event[i] = lp.events++ + 1;  // stored +1 so that 0 stays "marked"
+  }
+  for (int& e : event) e = e > 0 ? e - 1 : -1;
+
+  std::vector<std::uint32_t> waited;
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = prog.tasks[i];
+    const auto task = static_cast<std::uint32_t>(i);
+    waited.clear();
+    for (std::uint32_t j = 0; j < t.dep_count; ++j) {
+      const std::uint32_t d = prog.deps[t.dep_begin + j];
+      if (prog.tasks[d].stream == t.stream) continue;
+      if (std::find(waited.begin(), waited.end(), d) != waited.end()) continue;
+      waited.push_back(d);
+      Command w;
+      w.type = CmdType::kWait;
+      w.stream = t.stream;
+      w.task = d;
+      w.event = event[d];
+      lp.commands.push_back(w);
+    }
+    Command c;
+    c.stream = t.stream;
+    c.task = task;
+    switch (t.type) {
+      case TaskType::kCompute:
+        c.type = CmdType::kKernel;
+        break;
+      case TaskType::kCollective: {
+        c.type = CmdType::kCollective;
+        const auto it = by_dim.find(t.dim);
+        if (it == by_dim.end()) {
+          contract(fmt::format("collective `{}` over dimension {} that has no group",
+                               prog.task_name(t), plan::to_string(t.dim)));
+        }
+        c.comm = it->second;
+        break;
+      }
+      case TaskType::kSend:
+      case TaskType::kRecv: {
+        const bool send = t.type == TaskType::kSend;
+        c.type = send ? CmdType::kSend : CmdType::kRecv;
+        // Activations flow to the next stage (send-next / recv-prev: the "pp-next" edge),
+        // gradients to the previous one (send-prev / recv-next: the "pp-prev" edge).
+        bool to_next;
+        const char* name;
+        if (t.stream == Stream::kPpSendNext || t.stream == Stream::kPpRecvNext) {
+          to_next = true;
+        } else if (t.stream == Stream::kPpSendPrev || t.stream == Stream::kPpRecvPrev) {
+          to_next = false;
+        } else {
+          contract(fmt::format("`{}` on stream {}", prog.task_name(t), plan::to_string(t.stream)));
+        }
+        const int other = to_next ? ps.next_stage(lp.stage) : ps.prev_stage(lp.stage);
+        if (other < 0) {
+          contract(fmt::format("`{}` on stage {} which has no {} stage", prog.task_name(t),
+                               lp.stage, to_next ? "next" : "previous"));
+        }
+        c.peer = ps.peer_on_stage(rank, other);
+        if (send) {
+          name = to_next ? "pp-next" : "pp-prev";
+          c.comm = edge_comm(name, rank, c.peer);
+          c.peer_index = 1;
+        } else {
+          // recv-next takes gradients sent back by the next stage; recv-prev activations.
+          name = to_next ? "pp-prev" : "pp-next";
+          c.comm = edge_comm(name, c.peer, rank);
+          c.peer_index = 0;
+        }
+        break;
+      }
+    }
+    lp.commands.push_back(c);
+    ++lp.launches;
+    if (event[i] >= 0) {
+      Command r;
+      r.type = CmdType::kRecord;
+      r.stream = t.stream;
+      r.task = task;
+      r.event = event[i];
+      lp.commands.push_back(r);
+    }
+  }
+  return lp;
+}
+
+}  // namespace trainsim::kexec

@@ -1,0 +1,100 @@
+// The launch plan: what one GPU does to run its role's Program (sim/plan/program.h) for real.
+//
+// The Program is the contract (DESIGN.md §1): the real executor replays the same tasks the
+// simulator times. This file turns one rank's view of a ProgramSet into a flat list of device
+// commands, in the Program's issue order:
+//   - one device stream per Program stream that has tasks;
+//   - a compute task → one kernel launch of the op's shape (KernelLaunch: GEMM m×n×k, fused
+//     attention, or a memory-bound kernel of the op's byte count);
+//   - a collective → one call on the communicator of the rank's group of that dimension
+//     (ProgramSet::group; members in ring order);
+//   - a send/recv → one point-to-point call on the communicator of that pipeline edge: a two-rank
+//     group {rank on stage s, peer_on_stage(rank, next_stage(s))}, one per direction ("pp-next"
+//     carries activations s → next, "pp-prev" gradients back), so that the two directions never
+//     share a communicator or a stream;
+//   - a dependency on a task of another stream → an event recorded after that task and waited on
+//     by the dependent's stream before it starts (same-stream dependencies are stream order).
+// Communicators are identified globally (CommTable: every group of the job in one deterministic
+// order), so that every process of a job numbers them the same way and can create them in the
+// same order without deadlock (the lowest-numbered communicator not yet created always has all
+// of its members waiting on it).
+//
+// Pure C++ (no CUDA): tested on the CPU with a recording fake device (kernels/exec/device.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/plan/program.h"
+
+namespace trainsim::kexec {
+
+/// One communicator of the job.
+struct CommGroup {
+  std::string name;  // "tp", "cp", "ep", "dp", "expert-dp", "pp-next", "pp-prev"
+  plan::Dim dim = plan::Dim::kNone;
+  std::vector<int> members;  // global ranks, ring order (index = the member's NCCL rank)
+};
+
+/// Every communicator of the job, each once, in a fixed order: by kind (the order of `name`
+/// above), then by the lowest member rank.
+struct CommTable {
+  std::vector<CommGroup> groups;
+  /// Index of the group of kind `name` that holds `rank`, -1 if none.
+  int find(const std::string& name, int rank) const;
+};
+
+CommTable comm_table(const plan::ProgramSet& ps);
+
+/// What a compute task launches. GEMM: C[m×n] = A[m×k]·B[k×n], `batch` times; attention:
+/// `batch` = batch·heads, m queries, n keys, k head dimension; memory: `bytes` moved.
+struct KernelLaunch {
+  model::OpKind kind = model::OpKind::kMemory;
+  double m = 0, n = 0, k = 0, batch = 1;
+  double bytes = 0;  // memory-bound kernels: HBM bytes read + written
+  double flops = 0;  // of this launch
+  bool backward = false;
+  int kernels = 1;  // kernels the op stands for (the executor launches one per launch)
+};
+
+/// The shape a task runs: the op's shape for its part (forward [m×k]·[k×n]; dgrad [m×n]·[n×k];
+/// wgrad [k×m]·[m×n]) with the task's fraction applied to the token dimension m; a backward of a
+/// memory-bound op moves twice the forward bytes (reads the saved input and the gradient, writes
+/// the input gradient); a fused-attention backward is 2.5× the forward FLOPs (FlashAttention-2).
+KernelLaunch kernel_launch(const plan::Program& prog, const plan::Task& t);
+
+enum class CmdType : std::uint8_t { kKernel, kCollective, kSend, kRecv, kRecord, kWait };
+const char* to_string(CmdType c);
+
+struct Command {
+  CmdType type = CmdType::kKernel;
+  plan::Stream stream = plan::Stream::kCompute;
+  std::uint32_t task = 0;  // the Program task launched (kRecord/kWait: the task the event marks)
+  int event = -1;          // kRecord/kWait: event id (one per task with a cross-stream consumer)
+  int comm = -1;           // kCollective/kSend/kRecv: index into CommTable::groups
+  int peer = -1;           // kSend/kRecv: global rank of the other end
+  int peer_index = -1;     // kSend/kRecv: the other end's index in the communicator
+};
+
+/// One rank's launch plan.
+struct LaunchPlan {
+  int rank = 0;
+  int stage = 0;
+  const plan::Program* program = nullptr;  // the role's Program (owned by the ProgramSet)
+  std::vector<plan::Stream> streams;       // streams with tasks, in enum order
+  std::vector<int> comms;                  // communicators this rank belongs to (CommTable order)
+  std::vector<Command> commands;           // issue order
+  int events = 0;                          // event ids are 0 .. events-1
+  std::size_t launches = 0;                // kernel/collective/send/recv commands (= tasks)
+};
+
+/// Builds the plan of `rank`. Throws trainsim::Error(kRuntime) when the Program breaks its own
+/// contract (a dependency on a later task, a send without a pipeline neighbour).
+LaunchPlan make_launch_plan(const plan::ProgramSet& ps, const CommTable& table, int rank);
+
+/// "compute", "tp", "dp", "pp", "data", "optimizer": the category of traces and task_kinds
+/// (the same as the simulator's).
+const char* task_category(const plan::Task& t);
+
+}  // namespace trainsim::kexec

@@ -1,0 +1,398 @@
+// The Program → launch translation of the real executor (kernels/exec), on a recording fake GPU.
+//
+// A tiny GPT (4 layers, hidden 256, 8 heads, seq 128, vocab 1024) at TP 2 · PP 2 · DP 2 runs on 8
+// fake GPUs in one process (a thread each), with the overlap levers off (1F1B) and on
+// (interleaved, 2 model chunks per stage). Expected, from
+// the Program's contract (sim/plan/program.h) and the executor's (kernels/exec/launch_plan.h):
+//   - every rank creates exactly the streams its role uses, and joins one communicator per
+//     dimension its role's collectives use, whose members are ProgramSet::group of that
+//     dimension, plus the pipeline edges {rank, peer_on_stage(next/prev stage)};
+//   - each rank launches exactly its role's tasks, stream by stream in stream order (kernels
+//     with the op's name, collectives of the task's kind and bytes on the group of its dimension,
+//     sends/recvs to the pipeline peer);
+//   - every dependency on another stream is an event wait on the dependent's stream before it
+//     launches, on an event recorded right after the task depended on;
+//   - the k-th send of a direction has the k-th receive of that direction on the peer, same
+//     communicator and bytes;
+//   - every member of a communicator got the same id, and ids differ between communicators.
+// Shapes: a GEMM [m×k]·[k×n] runs as m×n×k forward, m×k×n dgrad, k×n×m wgrad.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "kernels/exec/fake_device.h"
+#include "kernels/exec/job.h"
+#include "scenarios/scenario.h"
+#include "sim/core/error.h"
+
+namespace trainsim::kexec {
+namespace {
+
+using plan::Stream;
+using plan::Task;
+using plan::TaskType;
+
+std::vector<std::string> tiny_sets(bool overlap) {
+  std::vector<std::string> s = {"model.layers=4",
+                                "model.hidden=256",
+                                "model.heads=8",
+                                "model.seq_len=128",
+                                "model.vocab=1024",
+                                "parallel.tp=2",
+                                "parallel.pp=2",
+                                "parallel.dp=2",
+                                "training.global_batch=8",
+                                "training.micro_batch=1",
+                                "optimizations.system=megatron"};
+  // Levers on: the interleaved schedule too (2 chunks per stage, the last stage wraps to stage 0).
+  s.push_back(overlap ? "parallel.vpp=2" : "parallel.vpp=1");
+  const std::string on = overlap ? "true" : "false";
+  for (const char* lever : {"tp_overlap", "pp_overlap", "dp_overlap"}) {
+    s.push_back(std::string("optimizations.") + lever + "=" + on);
+  }
+  return s;
+}
+
+plan::ProgramSet tiny(bool overlap) {
+  const scen::Scenario s = scen::load_scenario_string("", "tiny-gpt", tiny_sets(overlap));
+  return plan::build_programs(s.model, s.cluster, s.parallel, s.training, s.opt);
+}
+
+struct FakeJob {
+  plan::ProgramSet ps;
+  CommTable table;
+  std::vector<std::shared_ptr<FakeDevice>> dev;  // by rank
+  std::vector<RankMeasure> measures;
+};
+
+FakeJob run_fake(bool overlap, int iterations = 2, int warmup = 1) {
+  FakeJob r{tiny(overlap), {}, {}, {}};
+  r.table = comm_table(r.ps);
+  const int world = r.ps.world();
+  r.dev.resize(static_cast<std::size_t>(world));
+  std::mutex mu;
+  int made = 0;
+  Backend fake;
+  fake.name = "fake";
+  fake.devices = world;
+  fake.make_id = [&] {
+    CommId id{};
+    std::snprintf(id.data(), id.size(), "comm-id-%d", made++);
+    return id;
+  };
+  fake.factory = [&](int rank, int device) -> std::shared_ptr<Device> {
+    EXPECT_EQ(device, rank);  // one process: rank r on device r
+    auto d = std::make_shared<FakeDevice>(rank);
+    std::lock_guard<std::mutex> lock(mu);
+    r.dev[static_cast<std::size_t>(rank)] = d;
+    return d;
+  };
+  ExecuteOptions opt;
+  opt.iterations = iterations;
+  opt.warmup = warmup;
+  auto group = single_process();
+  r.measures = execute_job(r.ps, *group, fake, opt);
+  return r;
+}
+
+// The calls of the first iteration (between the first "begin" and "end").
+std::vector<FakeCall> first_iteration(const FakeDevice& d) {
+  std::vector<FakeCall> out;
+  bool in = false;
+  for (const FakeCall& c : d.calls()) {
+    if (c.what == "begin") {
+      in = true;
+      continue;
+    }
+    if (c.what == "end") break;
+    if (in) out.push_back(c);
+  }
+  return out;
+}
+
+bool is_launch(const FakeCall& c) {
+  return c.what == "kernel" || c.what == "collective" || c.what == "send" || c.what == "recv";
+}
+
+std::vector<std::vector<std::uint32_t>> tasks_by_stream(const plan::Program& p) {
+  std::vector<std::vector<std::uint32_t>> s(plan::kStreamCount);
+  for (std::uint32_t i = 0; i < p.tasks.size(); ++i) {
+    s[static_cast<std::size_t>(p.tasks[i].stream)].push_back(i);
+  }
+  return s;
+}
+
+class LaunchPlanTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(LaunchPlanTest, GroupsAgreeWithTheProgramSet) {
+  const FakeJob r = run_fake(GetParam());
+  ASSERT_EQ(r.ps.world(), 8);
+  std::map<int, std::set<int>> members_seen;  // comm → ranks that joined it
+  std::map<int, std::set<CommId>> ids;
+  for (int rank = 0; rank < 8; ++rank) {
+    const FakeDevice& d = *r.dev[static_cast<std::size_t>(rank)];
+    const int stage = r.ps.coord(rank).pp;
+    const plan::Program& prog = r.ps.roles[static_cast<std::size_t>(stage)];
+    std::set<plan::Dim> dims;
+    for (const Task& t : prog.tasks) {
+      if (t.type == TaskType::kCollective) dims.insert(t.dim);
+    }
+    std::set<plan::Dim> joined;
+    std::size_t comm_calls = 0;
+    for (const FakeCall& c : d.calls()) {
+      if (c.what != "comm") continue;
+      const CommGroup& g = r.table.groups.at(static_cast<std::size_t>(c.id));
+      EXPECT_EQ(c.members, g.members);
+      EXPECT_EQ(g.members.at(static_cast<std::size_t>(c.peer_index)), rank);
+      members_seen[c.id].insert(rank);
+      ids[c.id].insert(d.comm_ids.at(comm_calls++));
+      if (g.name == "pp-next") {
+        // Sender first: this rank sends to the next stage, or receives from the previous one.
+        const std::vector<int> send = {rank, r.ps.peer_on_stage(rank, r.ps.next_stage(stage))};
+        const std::vector<int> recv = {r.ps.peer_on_stage(rank, r.ps.prev_stage(stage)), rank};
+        EXPECT_TRUE(g.members == send || g.members == recv) << "rank " << rank;
+      } else if (g.name == "pp-prev") {
+        const std::vector<int> send = {rank, r.ps.peer_on_stage(rank, r.ps.prev_stage(stage))};
+        const std::vector<int> recv = {r.ps.peer_on_stage(rank, r.ps.next_stage(stage)), rank};
+        EXPECT_TRUE(g.members == send || g.members == recv) << "rank " << rank;
+      } else {
+        EXPECT_EQ(g.members, r.ps.group(g.dim, rank)) << g.name << " of rank " << rank;
+        joined.insert(g.dim);
+      }
+    }
+    EXPECT_EQ(joined, dims) << "rank " << rank;
+    // Streams: exactly those with tasks.
+    std::vector<Stream> streams;
+    for (const FakeCall& c : d.calls()) {
+      if (c.what == "create_streams") streams.push_back(c.stream);
+    }
+    std::vector<Stream> want;
+    for (int s = 0; s < plan::kStreamCount; ++s) {
+      if (prog.stream_tasks[s] > 0) want.push_back(static_cast<Stream>(s));
+    }
+    EXPECT_EQ(streams, want) << "rank " << rank;
+  }
+  // Every member joined, all with one id; ids differ between communicators.
+  std::set<CommId> distinct;
+  for (std::size_t c = 0; c < r.table.groups.size(); ++c) {
+    const auto& m = r.table.groups[c].members;
+    EXPECT_EQ(members_seen[static_cast<int>(c)], std::set<int>(m.begin(), m.end()));
+    EXPECT_EQ(ids[static_cast<int>(c)].size(), 1u) << "communicator " << c;
+    distinct.insert(*ids[static_cast<int>(c)].begin());
+  }
+  EXPECT_EQ(distinct.size(), r.table.groups.size());
+  // TP 2 · PP 2 · DP 2: 4 TP groups and 4 DP groups; pipeline edges per direction: 4 ranks of
+  // stage 0 → stage 1, and with interleaving 4 more that wrap from stage 1 to stage 0.
+  std::map<std::string, int> per_kind;
+  for (const CommGroup& g : r.table.groups) ++per_kind[g.name];
+  EXPECT_EQ(per_kind["tp"], 4);
+  EXPECT_EQ(per_kind["dp"], 4);
+  const int edges = GetParam() ? 8 : 4;
+  EXPECT_EQ(per_kind["pp-next"], edges);
+  EXPECT_EQ(per_kind["pp-prev"], edges);
+}
+
+TEST_P(LaunchPlanTest, EachRankLaunchesItsRoleInStreamOrder) {
+  const FakeJob r = run_fake(GetParam());
+  for (int rank = 0; rank < 8; ++rank) {
+    const int stage = r.ps.coord(rank).pp;
+    const plan::Program& prog = r.ps.roles[static_cast<std::size_t>(stage)];
+    const auto want = tasks_by_stream(prog);
+    std::vector<std::vector<FakeCall>> got(plan::kStreamCount);
+    for (const FakeCall& c : first_iteration(*r.dev[static_cast<std::size_t>(rank)])) {
+      if (is_launch(c)) got[static_cast<std::size_t>(c.stream)].push_back(c);
+    }
+    for (int s = 0; s < plan::kStreamCount; ++s) {
+      const auto& w = want[static_cast<std::size_t>(s)];
+      const auto& g = got[static_cast<std::size_t>(s)];
+      ASSERT_EQ(g.size(), w.size())
+          << "rank " << rank << " stream " << plan::to_string(static_cast<Stream>(s));
+      for (std::size_t i = 0; i < w.size(); ++i) {
+        const Task& t = prog.tasks[w[i]];
+        const FakeCall& c = g[i];
+        switch (t.type) {
+          case TaskType::kCompute:
+            ASSERT_EQ(c.what, "kernel");
+            EXPECT_EQ(c.op, prog.ops[static_cast<std::size_t>(t.op)].name);
+            if (t.pass != plan::Pass::kData) {
+              const KernelLaunch k = kernel_launch(prog, t);
+              EXPECT_EQ(c.launch.m, k.m);
+              EXPECT_EQ(c.launch.n, k.n);
+              EXPECT_EQ(c.launch.k, k.k);
+              EXPECT_EQ(c.launch.bytes, k.bytes);
+            }
+            break;
+          case TaskType::kCollective: {
+            ASSERT_EQ(c.what, "collective");
+            EXPECT_EQ(c.op, coll::to_string(t.collective));
+            EXPECT_EQ(c.bytes, t.bytes);
+            EXPECT_EQ(r.table.groups.at(static_cast<std::size_t>(c.id)).members,
+                      r.ps.group(t.dim, rank));
+            break;
+          }
+          case TaskType::kSend:
+          case TaskType::kRecv: {
+            ASSERT_EQ(c.what, t.type == TaskType::kSend ? "send" : "recv");
+            const bool next = t.stream == Stream::kPpSendNext || t.stream == Stream::kPpRecvNext;
+            const int peer =
+                r.ps.peer_on_stage(rank, next ? r.ps.next_stage(stage) : r.ps.prev_stage(stage));
+            EXPECT_EQ(r.table.groups.at(static_cast<std::size_t>(c.id))
+                          .members.at(static_cast<std::size_t>(c.peer_index)),
+                      peer);
+            EXPECT_EQ(c.bytes, t.bytes);
+            break;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(LaunchPlanTest, EveryCrossStreamDependencyIsAnEventWait) {
+  const FakeJob r = run_fake(GetParam());
+  int checked = 0;
+  for (int rank = 0; rank < 8; ++rank) {
+    const plan::Program& prog = r.ps.roles[static_cast<std::size_t>(r.ps.coord(rank).pp)];
+    const auto by_stream = tasks_by_stream(prog);
+    std::vector<std::size_t> launched(plan::kStreamCount, 0);
+    std::vector<std::set<int>> pending_waits(plan::kStreamCount);
+    std::map<int, std::uint32_t> recorded_after;      // event → task launched before the record
+    std::map<std::uint32_t, std::set<int>> waits_of;  // task → events waited on before it
+    std::vector<std::int64_t> last(plan::kStreamCount, -1);
+    for (const FakeCall& c : first_iteration(*r.dev[static_cast<std::size_t>(rank)])) {
+      const auto s = static_cast<std::size_t>(c.stream);
+      if (c.what == "wait") {
+        ASSERT_TRUE(recorded_after.count(c.id)) << "wait before the event's record";
+        pending_waits[s].insert(c.id);
+      } else if (c.what == "record") {
+        ASSERT_GE(last[s], 0);
+        recorded_after[c.id] = static_cast<std::uint32_t>(last[s]);
+      } else if (is_launch(c)) {
+        const std::uint32_t t = by_stream[s].at(launched[s]++);
+        waits_of[t] = pending_waits[s];
+        pending_waits[s].clear();
+        last[s] = t;
+      }
+    }
+    for (std::uint32_t i = 0; i < prog.tasks.size(); ++i) {
+      const Task& t = prog.tasks[i];
+      for (std::uint32_t j = 0; j < t.dep_count; ++j) {
+        const std::uint32_t d = prog.deps[t.dep_begin + j];
+        if (prog.tasks[d].stream == t.stream) continue;
+        bool found = false;
+        for (int e : waits_of[i]) found |= recorded_after[e] == d;
+        EXPECT_TRUE(found) << "rank " << rank << ": `" << prog.task_name(t) << "` (task " << i
+                           << ") does not wait for task " << d;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST_P(LaunchPlanTest, EverySendHasTheMatchingReceive) {
+  const FakeJob r = run_fake(GetParam());
+  // (sender, receiver, stream of the send) → the sends' (comm, bytes), and the receives'.
+  std::map<std::tuple<int, int, int>, std::vector<std::pair<int, double>>> sends, recvs;
+  for (int rank = 0; rank < 8; ++rank) {
+    for (const FakeCall& c : first_iteration(*r.dev[static_cast<std::size_t>(rank)])) {
+      if (c.what != "send" && c.what != "recv") continue;
+      const int peer = r.table.groups.at(static_cast<std::size_t>(c.id))
+                           .members.at(static_cast<std::size_t>(c.peer_index));
+      if (c.what == "send") {
+        sends[{rank, peer, static_cast<int>(c.stream)}].push_back({c.id, c.bytes});
+      } else {
+        // recv-prev pairs with the peer's send-next, recv-next with its send-prev.
+        const Stream send =
+            c.stream == Stream::kPpRecvPrev ? Stream::kPpSendNext : Stream::kPpSendPrev;
+        recvs[{peer, rank, static_cast<int>(send)}].push_back({c.id, c.bytes});
+      }
+    }
+  }
+  EXPECT_FALSE(sends.empty());
+  EXPECT_EQ(sends, recvs);
+}
+
+TEST_P(LaunchPlanTest, MeasuresBecomeAResult) {
+  const FakeJob r = run_fake(GetParam());
+  const exec::Result res = measured_result(r.ps, r.measures, {0, 7});
+  EXPECT_EQ(res.fidelity, "real");
+  EXPECT_GT(res.iteration_time_s, 0);
+  EXPECT_NEAR(res.breakdown.total(), res.iteration_time_s, 1e-9);
+  ASSERT_FALSE(res.task_kinds.empty());
+  long tasks = 0;
+  for (const auto& k : res.task_kinds) tasks += k.count;
+  const int crit_stage = r.ps.coord(res.exec.critical_rank).pp;
+  EXPECT_EQ(tasks,
+            static_cast<long>(r.ps.roles[static_cast<std::size_t>(crit_stage)].tasks.size()));
+  EXPECT_EQ(res.timeline.ranks, (std::vector<int>{0, 7}));
+  for (const auto& s : res.timeline.spans) {
+    EXPECT_GE(s.end_s, s.start_s);
+    EXPECT_LE(s.end_s, res.iteration_time_s + 1e-12);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, LaunchPlanTest, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "LeversOn" : "LeversOff"; });
+
+TEST(LaunchPlan, GemmShapesPerPart) {
+  plan::Program p;
+  model::Op op;
+  op.name = "fc1";
+  op.kind = model::OpKind::kGemm;
+  op.m = 128, op.n = 512, op.k = 256;
+  p.ops.push_back(op);
+  Task t;
+  t.op = 0;
+  t.part = plan::Part::kForward;
+  KernelLaunch k = kernel_launch(p, t);
+  EXPECT_EQ(std::vector<double>({k.m, k.n, k.k}), (std::vector<double>{128, 512, 256}));
+  t.part = plan::Part::kDgrad;
+  k = kernel_launch(p, t);
+  EXPECT_EQ(std::vector<double>({k.m, k.n, k.k}), (std::vector<double>{128, 256, 512}));
+  t.part = plan::Part::kWgrad;
+  t.fraction = 0.5;  // a TP-overlap chunk: half the tokens
+  k = kernel_launch(p, t);
+  EXPECT_EQ(std::vector<double>({k.m, k.n, k.k}), (std::vector<double>{256, 512, 64}));
+  EXPECT_EQ(k.flops, 2.0 * 256 * 512 * 64);
+}
+
+class Procs : public ProcessGroup {
+ public:
+  Procs(int index, int count, int local) : i_(index), n_(count), l_(local) {}
+  int index() const override { return i_; }
+  int count() const override { return n_; }
+  int local_index() const override { return l_; }
+  void broadcast(std::string&) override {}
+  std::vector<std::string> allgather(const std::string& m) override { return {m}; }
+  void abort(int) override {}
+
+ private:
+  int i_, n_, l_;
+};
+
+TEST(LaunchPlan, RankToGpuMapping) {
+  // One process per node of 4 GPUs: process 1 runs ranks 4..7 on devices 0..3.
+  Placement p = place(8, Procs(1, 2, 0), 4);
+  EXPECT_EQ(p.ranks, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(p.devices, (std::vector<int>{0, 1, 2, 3}));
+  // One process per GPU, 8 per node: process 5 (local 5) runs rank 5 on device 5.
+  p = place(8, Procs(5, 8, 5), 8);
+  EXPECT_EQ(p.ranks, std::vector<int>{5});
+  EXPECT_EQ(p.devices, std::vector<int>{5});
+  // More GPUs than the machine has: infeasible (exit 3).
+  try {
+    place(8, Procs(0, 1, 0), 4);
+    FAIL() << "expected an infeasible-configuration error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInfeasible);
+    EXPECT_NE(std::string(e.what()).find("needs 8 GPUs"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(place(8, Procs(0, 3, 0), 8), Error);  // 8 ranks over 3 processes
+}
+
+}  // namespace
+}  // namespace trainsim::kexec
