@@ -1,0 +1,185 @@
+#include "cli/execute_command.h"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/default_scenario.h"
+#include "cli/output.h"
+#include "kernels/device_info.h"
+#include "kernels/exec/cuda_device.h"
+#include "kernels/exec/job.h"
+#include "reports/summary.h"
+#include "reports/trace.h"
+#include "scenarios/run_config.h"
+#include "scenarios/scenario.h"
+#include "sim/core/error.h"
+#include "sim/exec/analytic.h"
+#include "sim/plan/program.h"
+
+namespace trainsim::cli {
+
+std::vector<int> parse_rank_list(const std::string& list, const std::string& field) {
+  std::vector<int> out;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const std::size_t comma = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, comma - at);
+    const std::size_t dash = item.find('-');
+    try {
+      std::size_t used = 0;
+      if (dash == std::string::npos) {
+        out.push_back(std::stoi(item, &used));
+        if (used != item.size()) throw std::invalid_argument(item);
+      } else {
+        const int a = std::stoi(item.substr(0, dash), &used);
+        if (used != dash) throw std::invalid_argument(item);
+        const std::string rest = item.substr(dash + 1);
+        const int b = std::stoi(rest, &used);
+        if (used != rest.size() || b < a) throw std::invalid_argument(item);
+        for (int r = a; r <= b; ++r) out.push_back(r);
+      }
+    } catch (const std::logic_error&) {
+      throw_input("`" + item + "` is not a rank or a range of ranks", {"", 0, field},
+                  "write ranks like 0,1,8-15");
+    }
+    at = comma + 1;
+  }
+  return out;
+}
+
+CLI::App* add_execute_command(CLI::App& app, ExecuteArgs& a) {
+  CLI::App* c = app.add_subcommand(
+      "execute",
+      "Run a scenario's Program on this machine's GPUs and measure it (docs/execute.md)");
+  c->add_option("scenario", a.scenario,
+                "Scenario YAML file (default: the built-in MegaScale 175B on 12,288 GPUs)");
+  c->add_option("--set", a.sets, "Override a scenario key: key.path=value (repeatable)")
+      ->type_name("KEY=VALUE");
+  c->add_option("--iterations", a.iterations, "Measured iterations (default 5)")
+      ->check(CLI::Range(1, 1000000));
+  c->add_option("--warmup", a.warmup, "Unmeasured iterations before them (default 2)")
+      ->check(CLI::Range(0, 1000000));
+  c->add_option("--timeout", a.timeout_s,
+                "Seconds an iteration or a communicator creation may take before the job is "
+                "aborted (default 300)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("-o,--out,--output", a.output, "Write the result JSON to FILE instead of stdout");
+  c->add_option("--trace", a.trace, "Write a Chrome/Perfetto trace of the measured spans to FILE");
+  c->add_option("--trace-ranks", a.trace_ranks, "Ranks in the trace, e.g. 0,1,8-15 (default: all)");
+  return c;
+}
+
+int run_execute_command(const ExecuteArgs& a) {
+  const scen::Scenario s =
+      a.scenario.empty()
+          ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
+          : scen::load_scenario_file(a.scenario, a.sets);
+  const exec::RunConfig cfg = scen::make_run_config(s);
+  const plan::ProgramSet ps =
+      plan::build_programs(cfg.model, cfg.cluster, cfg.parallel, cfg.training, cfg.opt);
+  std::vector<int> trace_ranks;
+  if (!a.trace_ranks.empty()) {
+    trace_ranks = parse_rank_list(a.trace_ranks, "--trace-ranks");
+    for (int r : trace_ranks) {
+      if (r < 0 || r >= ps.world()) {
+        throw_input(fmt::format("rank {} is outside the job's {} ranks", r, ps.world()),
+                    {"", 0, "--trace-ranks"});
+      }
+    }
+  } else if (!a.trace.empty()) {
+    for (int r = 0; r < ps.world(); ++r) trace_ranks.push_back(r);
+  }
+
+  std::string why;
+  const int gpus = kexec::cuda_devices(&why);
+  if (gpus == 0) {
+    throw Error(ErrorKind::kRuntime, "no CUDA device found (" + why + ")", {},
+                "run `trainsim execute` on a GPU machine; `trainsim run` simulates without one");
+  }
+  std::unique_ptr<kexec::ProcessGroup> group = kexec::make_process_group();
+  kexec::Backend cuda;
+  cuda.name = "cuda";
+  cuda.devices = gpus;
+  cuda.make_id = kexec::cuda_comm_id;
+  const double timeout = a.timeout_s;
+  cuda.factory = [timeout](int rank, int device) {
+    return kexec::make_cuda_device(device, rank, timeout);
+  };
+  kexec::ExecuteOptions opt;
+  opt.iterations = a.iterations;
+  opt.warmup = a.warmup;
+  opt.timeout_s = a.timeout_s;
+  std::vector<kexec::RankMeasure> measures;
+  try {
+    measures = kexec::execute_job(ps, *group, cuda, opt);
+  } catch (const Error& e) {
+    // One process failing must not leave the others waiting in MPI forever.
+    std::cerr << "trainsim: process " << group->index() << ": " << e.what() << "\n";
+    group->abort(e.exit_code());
+    throw;
+  }
+  exec::Result r = kexec::measured_result(ps, measures, trace_ranks);
+
+  // FLOPs, parameters and memory are the model's (the same numbers as `run`); times are measured.
+  exec::AnalyticOptions relaxed;
+  relaxed.enforce_memory = false;
+  const exec::Result model = exec::run_analytic(cfg, relaxed);
+  r.profile_name = "measured";
+  r.profile_version = kernels::query_devices().cuda_version;
+  r.model_flops_per_iteration = model.model_flops_per_iteration;
+  r.hardware_flops_per_iteration = model.hardware_flops_per_iteration;
+  r.parameters = model.parameters;
+  r.peak_flops_per_gpu = model.peak_flops_per_gpu;
+  r.memory = model.memory;
+  r.pipeline = model.pipeline;
+  r.startup = model.startup;
+  const double t = r.iteration_time_s;
+  if (t > 0) {
+    const double tokens = static_cast<double>(cfg.training.global_batch) * cfg.model.seq_len;
+    r.tokens_per_s = tokens / t;
+    r.tflops_per_gpu = r.model_flops_per_iteration / t / r.gpus / 1e12;
+    r.hw_tflops_per_gpu = r.hardware_flops_per_iteration / t / r.gpus / 1e12;
+    r.mfu = r.model_flops_per_iteration / (r.peak_flops_per_gpu * t * r.gpus);
+    r.hfu = r.hardware_flops_per_iteration / (r.peak_flops_per_gpu * t * r.gpus);
+  }
+  const kernels::DeviceReport d = kernels::query_devices();
+  r.notes.push_back(fmt::format(
+      "measured: mean of {} iterations after {} warm-up on {} GPU(s) ({}), {} process(es); "
+      "synthetic data of each op's exact shape",
+      a.iterations, a.warmup, r.gpus, d.devices.empty() ? "?" : d.devices.front().name,
+      group->count()));
+  r.notes.push_back(
+      "memory-bound ops run as copy kernels of the op's byte count; data loading launches "
+      "nothing; network statistics are not measured (zero)");
+  if (group->index() != 0) return 0;
+
+  nlohmann::ordered_json j = reports::result_json(r, s, cfg.profile);
+  j["calibration"]["gpu"] = d.devices.empty() ? "" : d.devices.front().name;
+  j["calibration"]["provenance"] = "measured by trainsim execute";
+  if (!j.contains("task_kinds")) {
+    nlohmann::ordered_json kinds = nlohmann::ordered_json::array();
+    for (const exec::TaskKindTime& k : r.task_kinds) {
+      kinds.push_back(
+          {{"name", k.name}, {"category", k.category}, {"count", k.count}, {"total_s", k.total_s}});
+    }
+    j["task_kinds"] = kinds;
+  }
+  j["execution"] = {{"iterations", a.iterations},
+                    {"warmup", a.warmup},
+                    {"processes", group->count()},
+                    {"critical_rank", r.exec.critical_rank}};
+  write_output(j.dump(2) + "\n", a.output);
+  if (!a.trace.empty()) {
+    reports::TraceMeta meta;
+    meta.scenario = s.source;
+    meta.fidelity = "real";
+    meta.model_version = "measured";
+    meta.profile = "measured";
+    meta.ranks_per_stage = cfg.parallel.tp * cfg.parallel.cp * cfg.parallel.dp;
+    write_output(reports::trace_event_json(r.timeline, meta), a.trace);
+  }
+  return 0;
+}
+
+}  // namespace trainsim::cli

@@ -1,0 +1,177 @@
+// `trainsim execute` and `trainsim compare` run as processes.
+//
+// execute: on a machine without a GPU (or a build without CUDA) it exits 4 saying "no CUDA device
+// found"; a Program that needs more GPUs than the machine has exits 3.
+//
+// compare: two hand-written result documents, the errors derived by hand:
+//   iteration     sim 1.2 s, real 1.0 s              → +20.0 %
+//   qkv fwd       sim 0.30, real 0.25                → +20.0 %
+//   all-gather tp sim 0.20, real 0.25                → −20.0 %
+//   optimizer     sim 0.05, real 0.05                → +0.0 %
+//   attention fwd only measured: sim 0, real 0.10    → −100.0 %
+//   category compute: sim 0.30, real 0.35            → −14.3 % (−0.05/0.35)
+//   weighted |error| over op kinds: (0.05 + 0.05 + 0 + 0.10) / 0.65 = 30.8 %
+//   exposed comm: sim tp 0.10 + pp 0.05 + dp 0.05 = 0.20, real 0.05 + 0.05 + 0.10 = 0.20 → 0;
+//   exposed tp alone +0.05 s, +100.0 %.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "kernels/device_info.h"
+#include "tests/support/cli_runner.h"
+
+namespace {
+
+using nlohmann::json;
+using trainsim::testing::CliRun;
+using trainsim::testing::temp_path;
+using trainsim::testing::trainsim;
+
+const std::string kTiny =
+    " --set model.layers=4 --set model.hidden=256 --set model.heads=8 --set model.seq_len=128"
+    " --set model.vocab=1024 --set parallel.vpp=1 --set parallel.tp=2 --set parallel.pp=2 --set "
+    "parallel.dp=2"
+    " --set training.global_batch=8 --set training.micro_batch=1";
+
+TEST(ExecuteCli, WithoutAGpuExits4) {
+  if (!trainsim::kernels::query_devices().devices.empty()) {
+    GTEST_SKIP() << "a CUDA device is present: this test is about machines without one";
+  }
+  const std::string out = temp_path("real.json");
+  const CliRun r = trainsim("execute scenarios/megascale-175b-12288.yaml" + kTiny +
+                            " --set cluster.gpus=8 --out " + out);
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.err.find("no CUDA device found"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+}
+
+TEST(ExecuteCli, BadArgumentsExit2) {
+  const CliRun r = trainsim("execute scenarios/megascale-175b-12288.yaml --iterations 0");
+  EXPECT_EQ(r.code, 2) << r.err;
+}
+
+std::string write(const std::string& name, const json& j) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << j.dump(2);
+  return path;
+}
+
+json sim_doc() {
+  return json::parse(R"({
+    "fidelity": "flow", "gpus": 8, "iteration_time_s": 1.2,
+    "breakdown": {"compute_s": 0.8,
+                  "exposed_comm_s": {"tp": 0.1, "cp": 0, "ep": 0, "pp": 0.05, "dp": 0.05},
+                  "pipeline_bubble_s": 0.15, "optimizer_s": 0.05, "data_loading_s": 0},
+    "task_kinds": [
+      {"name": "qkv fwd", "category": "compute", "count": 8, "total_s": 0.3},
+      {"name": "all-gather tp", "category": "tp", "count": 16, "total_s": 0.2},
+      {"name": "optimizer", "category": "optimizer", "count": 1, "total_s": 0.05}],
+    "config": {"parallel.tp": "2", "model.layers": "4", "simulation.fidelity": "flow"}
+  })");
+}
+
+json real_doc() {
+  return json::parse(R"({
+    "fidelity": "real", "gpus": 8, "iteration_time_s": 1.0,
+    "breakdown": {"compute_s": 0.7,
+                  "exposed_comm_s": {"tp": 0.05, "cp": 0, "ep": 0, "pp": 0.05, "dp": 0.1},
+                  "pipeline_bubble_s": 0.05, "optimizer_s": 0.05, "data_loading_s": 0},
+    "task_kinds": [
+      {"name": "qkv fwd", "category": "compute", "count": 8, "total_s": 0.25},
+      {"name": "all-gather tp", "category": "tp", "count": 16, "total_s": 0.25},
+      {"name": "attention fwd", "category": "compute", "count": 8, "total_s": 0.1},
+      {"name": "optimizer", "category": "optimizer", "count": 1, "total_s": 0.05}],
+    "config": {"parallel.tp": "2", "model.layers": "4", "simulation.fidelity": "real"}
+  })");
+}
+
+const json* find(const json& rows, const std::string& key, const std::string& value) {
+  for (const json& r : rows) {
+    if (r.at(key) == value) return &r;
+  }
+  return nullptr;
+}
+
+TEST(CompareCli, JsonErrorsAreTheHandDerivedOnes) {
+  const std::string sim = write("sim.json", sim_doc()), real = write("real.json", real_doc());
+  const CliRun r = trainsim("compare " + sim + " " + real + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_NEAR(j.at("iteration_time").at("error").get<double>(), 0.2, 1e-12);
+  const json& kinds = j.at("op_kinds");
+  ASSERT_EQ(kinds.size(), 4u);
+  EXPECT_NEAR(find(kinds, "name", "qkv fwd")->at("error").get<double>(), 0.2, 1e-12);
+  EXPECT_NEAR(find(kinds, "name", "all-gather tp")->at("error").get<double>(), -0.2, 1e-12);
+  EXPECT_NEAR(find(kinds, "name", "optimizer")->at("error").get<double>(), 0, 1e-12);
+  const json* att = find(kinds, "name", "attention fwd");
+  EXPECT_NEAR(att->at("error").get<double>(), -1, 1e-12);
+  EXPECT_EQ(att->at("note"), "only measured");
+  EXPECT_EQ(att->at("real_count"), 8);
+  // Rows by measured time, ties by simulated time: qkv fwd, all-gather tp, attention, optimizer.
+  EXPECT_EQ(kinds[0].at("name"), "qkv fwd");
+  EXPECT_EQ(kinds[2].at("name"), "attention fwd");
+  EXPECT_EQ(kinds[3].at("name"), "optimizer");
+  const json* compute = find(j.at("categories"), "category", "compute");
+  EXPECT_NEAR(compute->at("error").get<double>(), -0.05 / 0.35, 1e-12);
+  EXPECT_NEAR(j.at("summary").at("op_kind_weighted_abs_error").get<double>(), 0.2 / 0.65, 1e-12);
+  EXPECT_NEAR(j.at("exposed_comm").at("diff_s").get<double>(), 0, 1e-12);
+  const json* tp = find(j.at("breakdown"), "key", "exposed_comm_s.tp");
+  EXPECT_NEAR(tp->at("diff_s").get<double>(), 0.05, 1e-12);
+  EXPECT_NEAR(tp->at("error").get<double>(), 1.0, 1e-12);
+  const json* cp = find(j.at("breakdown"), "key", "exposed_comm_s.cp");
+  EXPECT_EQ(cp->at("error"), 0);  // 0 against 0 is no error
+}
+
+TEST(CompareCli, TextAndMarkdown) {
+  const std::string sim = write("sim.json", sim_doc()), real = write("real.json", real_doc());
+  const CliRun t = trainsim("compare " + sim + " " + real);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("error +20.0 %"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("-14.3 %"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("-100.0 %"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("weighted absolute error 30.8 %"), std::string::npos) << t.out;
+  const std::string md = temp_path("compare.md");
+  const CliRun m = trainsim("compare " + sim + " " + real + " --format markdown --out " + md);
+  ASSERT_EQ(m.code, 0) << m.err;
+  const std::string doc = trainsim::testing::slurp(md);
+  EXPECT_NE(doc.find("# Simulation vs measurement"), std::string::npos) << doc;
+  EXPECT_NE(doc.find("| qkv fwd "), std::string::npos) << doc;
+  EXPECT_NE(doc.find("| ---"), std::string::npos) << doc;  // the header rule
+}
+
+TEST(CompareCli, BadInputNamesFileAndField) {
+  const std::string sim = write("sim.json", sim_doc());
+  json no_iter = real_doc();
+  no_iter.erase("iteration_time_s");
+  const std::string a = write("no_iter.json", no_iter);
+  CliRun r = trainsim("compare " + sim + " " + a);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(a + ": `iteration_time_s`"), std::string::npos) << r.err;
+
+  json bad_kind = real_doc();
+  bad_kind["task_kinds"][1]["total_s"] = "slow";
+  const std::string b = write("bad_kind.json", bad_kind);
+  r = trainsim("compare " + sim + " " + b);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(b + ": `task_kinds[1].total_s`"), std::string::npos) << r.err;
+
+  json other_tp = real_doc();
+  other_tp["config"]["parallel.tp"] = "4";
+  const std::string c = write("other_tp.json", other_tp);
+  r = trainsim("compare " + sim + " " + c);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(c + ": `config.parallel.tp`"), std::string::npos) << r.err;
+
+  const std::string d = temp_path("not_json.json");
+  std::ofstream(d) << "iteration_time_s: 1\n";
+  r = trainsim("compare " + sim + " " + d);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(d + ": not valid JSON"), std::string::npos) << r.err;
+
+  r = trainsim("compare " + sim + " /nonexistent/real.json");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("/nonexistent/real.json"), std::string::npos) << r.err;
+}
+
+}  // namespace
