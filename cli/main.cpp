@@ -14,6 +14,7 @@
 #include "cli/calibrate_command.h"
 #include "cli/collective_command.h"
 #include "cli/compare_command.h"
+#include "cli/execute_command.h"
 #include "cli/output.h"
 #include "cli/default_scenario.h"
 #include "cli/sweep_command.h"
@@ -191,6 +192,9 @@ int main(int argc, char** argv) {
     calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);
   }
 
+  trainsim::cli::ExecuteArgs execute_args;
+  CLI::App* execute = trainsim::cli::add_execute_command(app, execute_args);
+
   trainsim::cli::CompareArgs compare_args;
   CLI::App* compare = trainsim::cli::add_compare_command(app, compare_args);
 
@@ -218,6 +222,7 @@ int main(int argc, char** argv) {
     if (*collective) return trainsim::cli::run_collective_command(collective_args);
     if (*topo) return trainsim::cli::run_topo_command(topo_args);
     if (*calibrate) return trainsim::cli::run_calibrate_command(calibrate_args);
+    if (*execute) return trainsim::cli::run_execute_command(execute_args);
     if (*compare) return trainsim::cli::run_compare_command(compare_args);
     std::cout << app.help();
     return 2;
