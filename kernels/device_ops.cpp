@@ -144,6 +144,11 @@ bool device_available(std::string* why) {
   return true;
 }
 
+bool gemm_supported(DType t) {
+  check_cuda(cudaSetDevice(0), "cudaSetDevice");
+  return GemmRunner::supported(t);
+}
+
 std::vector<float> gemm_nt(const std::vector<float>& x, const std::vector<float>& w, int m,
                            int n, int k, int batch, DType t) {
   const Buf bx = up(x, t), bw = up(w, t);

@@ -20,6 +20,9 @@ namespace trainsim::kernels::dev {
 /// True when a CUDA device can run kernels; otherwise `why` (if given) says why not.
 bool device_available(std::string* why = nullptr);
 
+/// Whether device 0 runs `t` GEMMs (fp8: compute capability 8.9 or later).
+bool gemm_supported(DType t);
+/// C = X·Wᵀ through cuBLASLt (kernels/gemm.h); fp8 inputs give a bf16 result.
 std::vector<float> gemm_nt(const std::vector<float>& x, const std::vector<float>& w, int m,
                            int n, int k, int batch, DType t);
 std::vector<float> layernorm(const std::vector<float>& x, const std::vector<float>& gamma,

@@ -19,6 +19,7 @@ bool device_available(std::string* why) {
   return false;
 }
 
+bool gemm_supported(DType) { no_cuda(); }
 std::vector<float> gemm_nt(const std::vector<float>&, const std::vector<float>&, int, int, int,
                            int, DType) { no_cuda(); }
 std::vector<float> layernorm(const std::vector<float>&, const std::vector<float>&,

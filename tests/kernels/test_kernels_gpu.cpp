@@ -77,6 +77,19 @@ TEST(KernelsGpu, GemmMatchesReference) {
   }
 }
 
+// fp8 (E4M3) inputs, bf16 output: the reference runs on the E4M3-rounded inputs, so only the
+// bf16 rounding of the result and the accumulation order remain. Dimensions multiples of 16.
+TEST(KernelsGpu, Fp8GemmMatchesReference) {
+  REQUIRE_DEVICE();
+  if (!dev::gemm_supported(DType::kFp8)) GTEST_SKIP() << "fp8 GEMMs need sm_89+ (this GPU is older)";
+  const int m = 64, n = 48, k = 128;
+  const auto x = ref::round_to(random_vector(std::size_t(m) * k, 3), DType::kFp8);
+  const auto w = ref::round_to(random_vector(std::size_t(n) * k, 4), DType::kFp8);
+  std::vector<float> want(std::size_t(m) * n);
+  ref::gemm_nt(x.data(), w.data(), want.data(), m, n, k);
+  expect_close(dev::gemm_nt(x, w, m, n, k, 1, DType::kFp8), want, DType::kBf16, "fp8 gemm");
+}
+
 TEST(KernelsGpu, LayerNormAndRmsNorm) {
   REQUIRE_DEVICE();
   const int rows = 37, cols = 1000;  // cols not a multiple of the block
