@@ -1,9 +1,10 @@
 #include "calibrate/gemm_fit.h"
 
+#include <fmt/format.h>
+
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "sim/core/error.h"
 
@@ -119,9 +120,9 @@ BandwidthFit fit_memory_bandwidth(const std::vector<std::pair<double, double>>& 
   for (Eigen::Index i = 0; i < n; ++i) {
     const auto [bytes, t] = bs[static_cast<std::size_t>(i)];
     if (!(bytes > 0 && t > 0)) {
-      throw_input(fmt::format("memory sample {} ({} B, {} s) must have bytes and time > 0", i,
-                              bytes, t),
-                  {"", 0, "memory"});
+      throw_input(
+          fmt::format("memory sample {} ({} B, {} s) must have bytes and time > 0", i, bytes, t),
+          {"", 0, "memory"});
     }
     a(i, 0) = 1.0 / t;
     a(i, 1) = bytes / t;
@@ -149,8 +150,8 @@ double fit_flops_efficiency(const std::vector<std::pair<double, double>>& fs, do
   for (std::size_t i = 0; i < fs.size(); ++i) {
     const double t = fs[i].second - overhead_s;
     if (!(fs[i].first > 0 && t > 0 && peak_flops > 0)) {
-      throw_input(fmt::format("sample {} ({} FLOPs, {} s) is not usable after the {} s overhead",
-                              i, fs[i].first, fs[i].second, overhead_s),
+      throw_input(fmt::format("sample {} ({} FLOPs, {} s) is not usable after the {} s overhead", i,
+                              fs[i].first, fs[i].second, overhead_s),
                   {"", 0, "attention"});
     }
     a[static_cast<Eigen::Index>(i)] = fs[i].first / (peak_flops * t);
@@ -174,8 +175,7 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
     gemm_peak = peaks.dense_16bit_flops;
   }
   if (!(gemm_peak > 0)) {
-    throw_input("no peak FLOP/s for GEMM dtype `" + gemm_dtype + "` on this GPU",
-                {"", 0, "gemm"});
+    throw_input("no peak FLOP/s for GEMM dtype `" + gemm_dtype + "` on this GPU", {"", 0, "gemm"});
   }
   for (const MeasuredKernel& k : samples) {
     if (is_memory_bound_kernel(k.op)) {
@@ -208,9 +208,10 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
   }
   auto clamp_note = [&](double v, const char* name) {
     if (v > 1.0) {
-      f.notes.push_back(fmt::format("{} fitted as {:.3f} > 1 (peak too low for this GPU?): "
-                                    "written as 1",
-                                    name, v));
+      f.notes.push_back(
+          fmt::format("{} fitted as {:.3f} > 1 (peak too low for this GPU?): "
+                      "written as 1",
+                      name, v));
     }
   };
   clamp_note(f.memory.efficiency, "memory_bw_efficiency");

@@ -31,8 +31,8 @@ std::string get_string(const json& j, const char* key, const std::string& file) 
   return j.at(key).get<std::string>();
 }
 
-void reject_unknown(const json& j, std::initializer_list<const char*> known, const std::string& file,
-                    const std::string& path) {
+void reject_unknown(const json& j, std::initializer_list<const char*> known,
+                    const std::string& file, const std::string& path) {
   for (const auto& [k, v] : j.items()) {
     bool ok = false;
     for (const char* name : known) ok = ok || k == name;
@@ -101,9 +101,10 @@ void load_measured(const json& j, const std::string& file, Profile& p) {
 }
 
 constexpr const char* kKernelOps[] = {
-    "gemm",        "attention_fwd", "attention_bwd", "layernorm", "rmsnorm",
-    "softmax",     "dropout",       "bias_dropout_add", "bias_gelu", "swiglu",
-    "embedding",   "cross_entropy", "adam",          "lamb"};
+    "gemm",      "attention_fwd", "attention_bwd", "layernorm",
+    "rmsnorm",   "softmax",       "dropout",       "bias_dropout_add",
+    "bias_gelu", "swiglu",        "embedding",     "cross_entropy",
+    "adam",      "lamb"};
 constexpr const char* kKernelDtypes[] = {"fp32", "fp16", "bf16", "fp8"};
 
 template <std::size_t N>
@@ -171,10 +172,9 @@ void load_kernels_measured(const json& j, const std::string& file, Profile& p) {
   }
   const json& v = j[at];
   if (!v.is_object()) throw_input("expected an object", {file, 0, at});
-  reject_unknown(v,
-                 {"gpu_name", "driver_version", "cuda_version", "nccl_version", "date",
-                  "command_line"},
-                 file, at);
+  reject_unknown(
+      v, {"gpu_name", "driver_version", "cuda_version", "nccl_version", "date", "command_line"},
+      file, at);
   KernelProvenance& pv = p.kernels_provenance;
   pv.gpu_name = get_string_at(v, "gpu_name", file, at);
   pv.driver_version = get_string_at(v, "driver_version", file, at);
@@ -208,8 +208,8 @@ Profile load_profile(const std::string& path) {
   }
   if (!j.is_object()) throw_input("a profile is a JSON object", {path, 0, ""});
   reject_unknown(j,
-                 {"format_version", "name", "version", "gpu", "provenance", "compute", "collectives",
-                  "host", "collectives_measured", "collectives_measured_provenance",
+                 {"format_version", "name", "version", "gpu", "provenance", "compute",
+                  "collectives", "host", "collectives_measured", "collectives_measured_provenance",
                   "kernels_measured", "kernels_measured_provenance"},
                  path, "");
   if (!j.contains("format_version") || !j["format_version"].is_number_integer()) {
@@ -246,8 +246,8 @@ Profile load_profile(const std::string& path) {
   for (const char* key : {"gemm_peak_efficiency", "attention_fwd_efficiency",
                           "attention_bwd_efficiency", "memory_bw_efficiency"}) {
     if (c[key].get<double>() > 1.0) {
-      throw_input("an efficiency is a fraction of peak, at most 1", {path, 0,
-                  std::string("compute.") + key});
+      throw_input("an efficiency is a fraction of peak, at most 1",
+                  {path, 0, std::string("compute.") + key});
     }
   }
   const json& k = j["collectives"];
@@ -271,8 +271,8 @@ Profile load_profile(const std::string& path) {
   if (j.contains("kernels_measured")) {
     load_kernels_measured(j, path, p);
   } else if (j.contains("kernels_measured_provenance")) {
-    throw_input("provenance without a kernels_measured section", {path, 0,
-                "kernels_measured_provenance"});
+    throw_input("provenance without a kernels_measured section",
+                {path, 0, "kernels_measured_provenance"});
   }
   return p;
 }

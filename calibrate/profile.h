@@ -27,8 +27,8 @@ struct ScopeParams {
 /// α–β fit of one collective at one group size, measured with nccl-tests (calibrate/nccl_tests.h):
 /// time = alpha_s + size · busbw_factor(op, ranks) / busbw_Bps.
 struct MeasuredCollective {
-  std::string op;   // all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | reduce |
-                    // sendrecv
+  std::string op;  // all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | reduce |
+                   // sendrecv
   int ranks = 0;
   double alpha_s = 0;
   double busbw_Bps = 0;
@@ -92,9 +92,9 @@ struct Profile {
   // Fixed cost per kernel on the GPU timeline (launch + tail), seconds.
   double kernel_overhead_s = 4e-6;
 
-  ScopeParams nvlink;           // intra-server ring collectives
-  double nvls_busbw_Bps = 0;    // NVLS all-reduce bus bandwidth; 0 = not available
-  double nic_efficiency = 0.95; // achieved / line rate per NIC for large transfers
+  ScopeParams nvlink;                 // intra-server ring collectives
+  double nvls_busbw_Bps = 0;          // NVLS all-reduce bus bandwidth; 0 = not available
+  double nic_efficiency = 0.95;       // achieved / line rate per NIC for large transfers
   double net_step_latency_s = 14e-6;  // per inter-node ring step (NCCL Ring/Simple NET hwLat)
   double collective_base_latency_s = 8.4e-6;  // per collective launch (NCCL baseLat Ring/Simple)
 

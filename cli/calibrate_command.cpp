@@ -50,7 +50,8 @@ calib::Profile base_profile(const CalibrateArgs& a, const std::string& preset_fl
   if (gpu.empty()) {
     throw_input("cannot tell the GPU preset of" +
                     (gpu_name.empty() ? std::string(" the measurement") : " `" + gpu_name + "`"),
-                {"", 0, flag_name}, std::string("pass ") + flag_name + " PRESET or --base PROFILE.json");
+                {"", 0, flag_name},
+                std::string("pass ") + flag_name + " PRESET or --base PROFILE.json");
   }
   return calib::builtin_profile(gpu);
 }
@@ -95,14 +96,14 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
                            "busbw_GB/s", "max_err_>=1MiB_%");
   for (const auto& f : fits) {
     std::cout << fmt::format("{:<15} {:>5} {:>10.2f} {:>12.1f} {:>17.2f}\n", f.measured.op,
-                             f.measured.ranks, f.measured.alpha_s * 1e6,
-                             f.measured.busbw_Bps / 1e9, f.max_rel_error * 100);
+                             f.measured.ranks, f.measured.alpha_s * 1e6, f.measured.busbw_Bps / 1e9,
+                             f.max_rel_error * 100);
   }
   std::cout << fmt::format("nvlink_busbw_Bps: {}\nwrote {}\n",
-                           nvlink ? fmt::format("{:.4g} (from {} over {} ranks)",
-                                                p.nvlink.busbw_Bps, nvlink->measured.op,
-                                                nvlink->measured.ranks)
-                                  : std::string("kept (no single-node all_reduce/all_gather)"),
+                           nvlink
+                               ? fmt::format("{:.4g} (from {} over {} ranks)", p.nvlink.busbw_Bps,
+                                             nvlink->measured.op, nvlink->measured.ranks)
+                               : std::string("kept (no single-node all_reduce/all_gather)"),
                            a.out);
   return 0;
 }
@@ -205,7 +206,8 @@ int measure_kernels(const CalibrateArgs& a) {
       items.push_back(std::move(b));
     }
   }
-  if (items.empty()) throw_input("nothing to time: --no-grid without --scenario", {"", 0, "--no-grid"});
+  if (items.empty())
+    throw_input("nothing to time: --no-grid without --scenario", {"", 0, "--no-grid"});
 
   kernels::BenchOptions o;
   o.device = a.device;
@@ -215,9 +217,9 @@ int measure_kernels(const CalibrateArgs& a) {
                            a.device, gpu_name, o.repeats);
   const kernels::BenchResult r =
       kernels::run_kernel_bench(items, o, [](const calib::MeasuredKernel& k) {
-        std::cerr << fmt::format("  {:<16} {:<22} {:<5} {:>8.0f} {:>8.0f} {:>8.0f} x{:<5.0f} {:>10.2f} us\n",
-                                 k.op, k.label, k.dtype, k.m, k.n, k.k, k.batch,
-                                 k.median_s * 1e6);
+        std::cerr << fmt::format(
+            "  {:<16} {:<22} {:<5} {:>8.0f} {:>8.0f} {:>8.0f} x{:<5.0f} {:>10.2f} us\n", k.op,
+            k.label, k.dtype, k.m, k.n, k.k, k.batch, k.median_s * 1e6);
       });
   for (const std::string& s : r.skipped) std::cerr << "skipped: " << s << "\n";
   p.kernels_measured = r.samples;
@@ -283,16 +285,16 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       ->required()
       ->check(CLI::ExistingFile);
   a.import_nccl_tests->add_option("--out", a.out, "Profile JSON to write")->required();
-  auto* base = a.import_nccl_tests->add_option("--base", a.base,
-                                               "Profile JSON to start from")
+  auto* base = a.import_nccl_tests->add_option("--base", a.base, "Profile JSON to start from")
                    ->check(CLI::ExistingFile);
   a.import_nccl_tests
       ->add_option("--gpu", a.gpu,
                    "GPU preset whose built-in profile to start from (default: from the files)")
       ->excludes(base);
   a.kernels = c->add_subcommand(
-      "kernels", "Time the compute kernels of a scenario and a shape grid on a local GPU, fit "
-                 "the compute fields of a profile");
+      "kernels",
+      "Time the compute kernels of a scenario and a shape grid on a local GPU, fit "
+      "the compute fields of a profile");
   a.kernels->add_option("--scenario", a.scenario, "Scenario whose ops to time (exact shapes)")
       ->check(CLI::ExistingFile);
   a.kernels->add_option("--set", a.sets, "Scenario override key.path=value (repeatable)");
@@ -327,8 +329,8 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
   a.nccl->add_option("--warmup", a.warmup, "Untimed launches per size")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
-  auto* nbase = a.nccl->add_option("--base", a.base, "Profile JSON to start from")
-                    ->check(CLI::ExistingFile);
+  auto* nbase =
+      a.nccl->add_option("--base", a.base, "Profile JSON to start from")->check(CLI::ExistingFile);
   a.nccl->add_option("--gpu-preset", a.gpu_preset, "GPU preset of the base profile")
       ->excludes(nbase);
 
@@ -339,8 +341,9 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       ->check(CLI::ExistingFile);
   a.refit->add_option("--out", a.out, "Profile JSON to write")->required();
   a.refit->add_option("--dtype", a.dtype, "GEMM dtype whose samples to fit (default bf16)");
-  a.refit->add_option("--gpu-preset", a.gpu_preset, "GPU preset for the peaks (default: the "
-                                                    "profile's gpu)");
+  a.refit->add_option("--gpu-preset", a.gpu_preset,
+                      "GPU preset for the peaks (default: the "
+                      "profile's gpu)");
   return c;
 }
 

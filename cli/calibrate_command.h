@@ -13,21 +13,21 @@ namespace trainsim::cli {
 struct CalibrateArgs {
   std::vector<std::string> files;
   std::string out;
-  std::string base;  // profile JSON to start from
-  std::string gpu;   // GPU preset whose built-in profile to start from
+  std::string base;          // profile JSON to start from
+  std::string gpu;           // GPU preset whose built-in profile to start from
   std::string command_line;  // recorded as provenance
   // kernels / nccl / refit
-  std::string scenario;            // kernels: time the ops of this scenario (plus the grid)
-  std::vector<std::string> sets;   // kernels: --set overrides of the scenario
-  int device = 0;                  // kernels: CUDA device index (--gpu N)
-  std::string dtype;               // kernels/refit: GEMM dtype (default: scenario precision/bf16)
+  std::string scenario;           // kernels: time the ops of this scenario (plus the grid)
+  std::vector<std::string> sets;  // kernels: --set overrides of the scenario
+  int device = 0;                 // kernels: CUDA device index (--gpu N)
+  std::string dtype;              // kernels/refit: GEMM dtype (default: scenario precision/bf16)
   int repeats = 30;
   int warmup = 5;
-  bool no_grid = false;            // kernels: only the scenario's ops
-  int gpus = 0;                    // nccl: first N GPUs (0 = all)
+  bool no_grid = false;                             // kernels: only the scenario's ops
+  int gpus = 0;                                     // nccl: first N GPUs (0 = all)
   std::string min_bytes = "64K", max_bytes = "1G";  // nccl
-  std::string profile;             // refit: the profile with kernels_measured
-  std::string gpu_preset;          // kernels/nccl/refit: GPU preset for peaks and the base
+  std::string profile;                              // refit: the profile with kernels_measured
+  std::string gpu_preset;  // kernels/nccl/refit: GPU preset for peaks and the base
   CLI::App* import_nccl_tests = nullptr;
   CLI::App* kernels = nullptr;
   CLI::App* nccl = nullptr;

@@ -20,10 +20,10 @@
 namespace trainsim::kernels {
 namespace {
 
-constexpr int kFwdRows = 64;   // queries per forward block (= threads)
-constexpr int kFwdKeys = 64;   // keys per shared-memory tile
-constexpr int kBwdKeys = 64;   // keys per backward block (= threads)
-constexpr int kBwdRows = 32;   // queries per backward tile
+constexpr int kFwdRows = 64;  // queries per forward block (= threads)
+constexpr int kFwdKeys = 64;  // keys per shared-memory tile
+constexpr int kBwdKeys = 64;  // keys per backward block (= threads)
+constexpr int kBwdRows = 32;  // queries per backward tile
 
 __device__ __forceinline__ bool visible(int i, int j, int off, int causal, int window) {
   if (!causal) return true;
@@ -123,8 +123,8 @@ __global__ void __launch_bounds__(kBwdKeys)
   const std::size_t kbase = static_cast<std::size_t>(bh) * sk * D;
   const std::size_t qbase = static_cast<std::size_t>(bh) * sq * D;
   for (int idx = threadIdx.x; idx < kBwdKeys * D; idx += blockDim.x) {
-    ks[idx] = k0 + idx / D < sk ? k[kbase + static_cast<std::size_t>(k0) * D + idx]
-                                : from_f<T>(0.0f);
+    ks[idx] =
+        k0 + idx / D < sk ? k[kbase + static_cast<std::size_t>(k0) * D + idx] : from_f<T>(0.0f);
   }
   float kr[D], vr[D], gk[D], gv[D];
 #pragma unroll
@@ -227,13 +227,12 @@ void dispatch_attention(const ref::AttentionShape& s, DType t, F&& f) {
 }  // namespace
 
 bool attention_supported(const ref::AttentionShape& s, DType t) {
-  return (t == DType::kF16 || t == DType::kBf16) && (s.d == 64 || s.d == 96 || s.d == 128) && s.bh > 0 &&
-         s.bh <= 65535 && s.sq > 0 && s.sk > 0 && (!s.causal || s.sk >= s.sq);
+  return (t == DType::kF16 || t == DType::kBf16) && (s.d == 64 || s.d == 96 || s.d == 128) &&
+         s.bh > 0 && s.bh <= 65535 && s.sq > 0 && s.sk > 0 && (!s.causal || s.sk >= s.sq);
 }
 
-void launch_attention_forward(DType t, const ref::AttentionShape& s, const void* q,
-                              const void* k, const void* v, void* o, float* lse,
-                              cudaStream_t stream) {
+void launch_attention_forward(DType t, const ref::AttentionShape& s, const void* q, const void* k,
+                              const void* v, void* o, float* lse, cudaStream_t stream) {
   check_shape(s, t);
   const dim3 grid((s.sq + kFwdRows - 1) / kFwdRows, s.bh);
   dispatch_attention(s, t, [&](auto tag, auto dim) {
@@ -251,10 +250,9 @@ std::size_t attention_backward_workspace_bytes(const ref::AttentionShape& s) {
   return rows * s.d * sizeof(float) + rows * sizeof(float);
 }
 
-void launch_attention_backward(DType t, const ref::AttentionShape& s, const void* q,
-                               const void* k, const void* v, const void* o, const void* d_o,
-                               const float* lse, void* dq, void* dk, void* dv, void* workspace,
-                               cudaStream_t stream) {
+void launch_attention_backward(DType t, const ref::AttentionShape& s, const void* q, const void* k,
+                               const void* v, const void* o, const void* d_o, const float* lse,
+                               void* dq, void* dk, void* dv, void* workspace, cudaStream_t stream) {
   check_shape(s, t);
   const std::size_t rows = static_cast<std::size_t>(s.bh) * s.sq;
   float* dq_acc = static_cast<float*>(workspace);

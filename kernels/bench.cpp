@@ -79,8 +79,14 @@ Setup setup_for(const BenchItem& b, GemmRunner& gemm, std::string& why_not) {
         launch_attention_forward(t, a, p[0], p[1], p[2], p[3], static_cast<float*>(p[4]), st);
       };
     } else {
-      s.specs = {tensor(nq, t), tensor(nk, t), tensor(nk, t), tensor(nq, t, Fill::kNone), lse,
-                 tensor(nq, t), tensor(nq, t, Fill::kNone), tensor(nk, t, Fill::kNone),
+      s.specs = {tensor(nq, t),
+                 tensor(nk, t),
+                 tensor(nk, t),
+                 tensor(nq, t, Fill::kNone),
+                 lse,
+                 tensor(nq, t),
+                 tensor(nq, t, Fill::kNone),
+                 tensor(nk, t, Fill::kNone),
                  tensor(nk, t, Fill::kNone),
                  {attention_backward_workspace_bytes(a), DType::kF32, Fill::kNone, 0}};
       // O and lse come from a real forward pass, so P = exp(S − lse) is a true softmax.
@@ -133,13 +139,16 @@ Setup setup_for(const BenchItem& b, GemmRunner& gemm, std::string& why_not) {
   } else if (b.op == "embedding") {
     const int vocab = std::max(rows, 32000);
     s.specs = {{elems(b.m) * 4, DType::kF32, Fill::kTokens, vocab},
-               tensor(double(vocab) * b.n, t), tensor(n, t, Fill::kNone)};
+               tensor(double(vocab) * b.n, t),
+               tensor(n, t, Fill::kNone)};
     s.launch = [t, rows, cols](const std::vector<void*>& p, cudaStream_t st) {
       launch_embedding(t, static_cast<const std::int32_t*>(p[0]), p[1], p[2], rows, cols, st);
     };
   } else if (b.op == "cross_entropy") {
-    s.specs = {tensor(n, t), {elems(b.m) * 4, DType::kF32, Fill::kTokens, cols},
-               tensor(b.m, DType::kF32, Fill::kNone), tensor(n, t, Fill::kNone)};
+    s.specs = {tensor(n, t),
+               {elems(b.m) * 4, DType::kF32, Fill::kTokens, cols},
+               tensor(b.m, DType::kF32, Fill::kNone),
+               tensor(n, t, Fill::kNone)};
     s.launch = [t, rows, cols](const std::vector<void*>& p, cudaStream_t st) {
       launch_cross_entropy(t, p[0], static_cast<const std::int32_t*>(p[1]),
                            static_cast<float*>(p[2]), p[3], rows, cols, st);
@@ -147,9 +156,12 @@ Setup setup_for(const BenchItem& b, GemmRunner& gemm, std::string& why_not) {
   } else if (b.op == "adam" || b.op == "lamb") {
     const std::size_t params = elems(b.n);
     // Moments start positive (v must be ≥ 0); gradients and weights uniform.
-    s.specs = {tensor(b.n, DType::kF32), tensor(b.n, DType::kF32),
-               tensor(b.n, DType::kF32), tensor(b.n, DType::kF32, Fill::kSmallPositive),
-               tensor(b.n, DType::kBf16, Fill::kNone), {16, DType::kF32, Fill::kZero, 0}};
+    s.specs = {tensor(b.n, DType::kF32),
+               tensor(b.n, DType::kF32),
+               tensor(b.n, DType::kF32),
+               tensor(b.n, DType::kF32, Fill::kSmallPositive),
+               tensor(b.n, DType::kBf16, Fill::kNone),
+               {16, DType::kF32, Fill::kZero, 0}};
     const bool lamb = b.op == "lamb";
     s.launch = [params, lamb](const std::vector<void*>& p, cudaStream_t st) {
       ref::AdamParams ap;
@@ -243,7 +255,8 @@ BenchResult run_kernel_bench(const std::vector<BenchItem>& items, const BenchOpt
         set.push_back(p);
         const std::size_t count = b.bytes / dtype_bytes(b.type);
         switch (b.fill) {
-          case Fill::kUniform: launch_fill_uniform(b.type, p, count, -1.0f, 1.0f, ++seed, stream);
+          case Fill::kUniform:
+            launch_fill_uniform(b.type, p, count, -1.0f, 1.0f, ++seed, stream);
             break;
           case Fill::kSmallPositive:
             launch_fill_uniform(b.type, p, count, 1e-4f, 1e-2f, ++seed, stream);
@@ -255,7 +268,8 @@ BenchResult run_kernel_bench(const std::vector<BenchItem>& items, const BenchOpt
           case Fill::kZero:
             check_cuda(cudaMemsetAsync(p, 0, b.bytes, stream), "cudaMemset");
             break;
-          case Fill::kNone: break;
+          case Fill::kNone:
+            break;
         }
       }
       if (s.prepare) s.prepare(set, stream);

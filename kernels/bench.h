@@ -19,16 +19,16 @@
 namespace trainsim::kernels {
 
 struct BenchOptions {
-  int device = 0;              // CUDA device index
-  int warmup = 5;              // untimed launches per item
-  int repeats = 30;            // timed launches per item (the median is kept)
-  double rotate_bytes = 256e6; // buffer copies per item fill at least this much (cap 32 copies)
+  int device = 0;                // CUDA device index
+  int warmup = 5;                // untimed launches per item
+  int repeats = 30;              // timed launches per item (the median is kept)
+  double rotate_bytes = 256e6;   // buffer copies per item fill at least this much (cap 32 copies)
   double memory_fraction = 0.6;  // of the free device memory an item may use, copies included
 };
 
 struct BenchResult {
   std::vector<calib::MeasuredKernel> samples;
-  std::vector<std::string> skipped;  // "label op: why" for items that could not run here
+  std::vector<std::string> skipped;    // "label op: why" for items that could not run here
   calib::KernelProvenance provenance;  // GPU, driver, CUDA runtime, NCCL (date, command: caller)
 };
 

@@ -66,8 +66,8 @@ double memory_kernel_bytes(const std::string& op, double rows, double cols, DTyp
   if (op == "dropout") return n * (2 * e + 1);  // x in, y out, 1-byte mask out
   if (op == "bias_dropout_add") return n * (3 * e + 1) + cols * e;
   if (op == "bias_gelu") return 2 * n * e + cols * e;
-  if (op == "swiglu") return 3 * n * e;  // gate and up in, one out
-  if (op == "embedding") return 2 * n * e + 4 * rows;  // rows gathered, written; token ids
+  if (op == "swiglu") return 3 * n * e;                    // gate and up in, one out
+  if (op == "embedding") return 2 * n * e + 4 * rows;      // rows gathered, written; token ids
   if (op == "cross_entropy") return 2 * n * e + 8 * rows;  // logits in, gradient out; loss
   // Optimizers over `cols` fp32 parameters (kernels/elementwise.cu): Adam reads w, g, m, v and
   // writes w, m, v and the bf16 copy; LAMB's second pass reads w, m, v again.
@@ -76,9 +76,8 @@ double memory_kernel_bytes(const std::string& op, double rows, double cols, DTyp
   throw Error(ErrorKind::kInput, "`" + op + "` is not a memory-bound kernel");
 }
 
-std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m,
-                                             const model::Sharding& s, DType act,
-                                             DType gemm_dtype) {
+std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const model::Sharding& s,
+                                             DType act, DType gemm_dtype) {
   std::vector<model::Op> ops = model::embedding_forward_ops(m, s);
   for (int layer = 0; layer < std::max(1, m.moe_every); ++layer) {  // a dense and an MoE layer
     for (model::Op& op : model::layer_forward_ops(m, s, layer)) ops.push_back(std::move(op));
@@ -101,11 +100,10 @@ std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m,
       case model::OpKind::kAttention:
         // The kernel runs causal over the whole (context-parallel) sequence; a sliding window
         // limits the keys. sk ≥ sq keeps the bottom-right causal alignment.
-        attention_items(out, op.name, op.batch, op.m, std::max(op.m, op.n), op.k,
-                        m.attention_window > 0 && m.attention_window < m.seq_len
-                            ? m.attention_window
-                            : 0,
-                        op.flops, act);
+        attention_items(
+            out, op.name, op.batch, op.m, std::max(op.m, op.n), op.k,
+            m.attention_window > 0 && m.attention_window < m.seq_len ? m.attention_window : 0,
+            op.flops, act);
         break;
       case model::OpKind::kMemory: {
         const std::string& n = op.name;
@@ -119,16 +117,15 @@ std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m,
           const double keys = m.attended_tokens();
           out.push_back(memory_item("dropout", n, rows_of(op, keys * (2 * e + 1)), keys, act));
         } else if (n == "attn_bias_dropout_add" || n == "mlp_bias_dropout_add") {
-          out.push_back(
-              memory_item("bias_dropout_add", n, rows_of(op, h * (3 * e + 1)), h, act));
+          out.push_back(memory_item("bias_dropout_add", n, rows_of(op, h * (3 * e + 1)), h, act));
         } else if (n == "bias_gelu") {
           out.push_back(memory_item("bias_gelu", n, rows_of(op, 2 * f_tp * e), f_tp, act));
         } else if (n == "swiglu") {
           out.push_back(memory_item("swiglu", n, rows_of(op, 3 * f_tp * e), f_tp, act));
         } else if (n == "router_topk") {
           // Softmax over the experts in fp32 (read and write 4 B each: the op's 8 B per entry).
-          out.push_back(memory_item("softmax", n, rows_of(op, 8.0 * m.experts), m.experts,
-                                    DType::kF32));
+          out.push_back(
+              memory_item("softmax", n, rows_of(op, 8.0 * m.experts), m.experts, DType::kF32));
         } else if (n == "embedding") {
           out.push_back(memory_item("embedding", n, rows_of(op, 2 * h * e), h, act));
         } else if (n == "cross_entropy") {
@@ -160,7 +157,8 @@ std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype) {
   for (double m : dims) {
     for (double n : dims) {
       for (double k : dims) {
-        if (m * n * k <= std::ldexp(1.0, 38)) g.push_back(gemm_item("grid", m, n, k, 1, gemm_dtype));
+        if (m * n * k <= std::ldexp(1.0, 38))
+          g.push_back(gemm_item("grid", m, n, k, 1, gemm_dtype));
       }
     }
   }

@@ -24,7 +24,7 @@ struct BenchItem {
   DType dtype = DType::kBf16;
   double m = 0, n = 0, k = 0, batch = 1;
   double flops = 0;  // the simulator's count (GEMM 2mnk·batch; attention 4·b·h·s·keys·d, ×2 bwd)
-  double bytes = 0;  // HBM bytes the kernel moves (memory-bound kinds)
+  double bytes = 0;    // HBM bytes the kernel moves (memory-bound kinds)
   bool causal = true;  // attention
   int window = 0;      // attention: sliding window, 0 = none
 };
@@ -35,9 +35,8 @@ struct BenchItem {
 /// activations, residual adds, embedding and cross-entropy. GEMMs run in `gemm_dtype`
 /// (batched ones in `act`), element-wise kernels in `act`. Duplicate shapes are timed once.
 /// Throws trainsim::Error(kInput) for a model op with no kernel here, naming it.
-std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m,
-                                             const model::Sharding& s, DType act,
-                                             DType gemm_dtype);
+std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const model::Sharding& s,
+                                             DType act, DType gemm_dtype);
 
 /// The standard grid: GEMMs over m, n, k ∈ {256, 1024, 4096, 16384} (up to 2^38 multiply-adds)
 /// in `gemm_dtype`, causal attention over 1K–8K tokens at head dims 64 and 128, memory-bound

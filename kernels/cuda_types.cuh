@@ -18,9 +18,13 @@ __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float
 template <typename T>
 __device__ __forceinline__ T from_f(float x);
 template <>
-__device__ __forceinline__ float from_f<float>(float x) { return x; }
+__device__ __forceinline__ float from_f<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __half from_f<__half>(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ __half from_f<__half>(float x) {
+  return __float2half_rn(x);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
@@ -30,13 +34,20 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
 template <typename F>
 void dispatch_storage(DType t, const char* what, F&& f) {
   switch (t) {
-    case DType::kF32: f(float{}); return;
-    case DType::kF16: f(__half{}); return;
-    case DType::kBf16: f(__nv_bfloat16{}); return;
-    case DType::kFp8: break;
+    case DType::kF32:
+      f(float{});
+      return;
+    case DType::kF16:
+      f(__half{});
+      return;
+    case DType::kBf16:
+      f(__nv_bfloat16{});
+      return;
+    case DType::kFp8:
+      break;
   }
-  throw Error(ErrorKind::kRuntime, std::string(what) + " has no " + dtype_name(t) + " kernel",
-              {}, "fp8 is for GEMM inputs; run it in bf16 or fp16");
+  throw Error(ErrorKind::kRuntime, std::string(what) + " has no " + dtype_name(t) + " kernel", {},
+              "fp8 is for GEMM inputs; run it in bf16 or fp16");
 }
 
 /// Block-wide sum of one float per thread (blockDim.x a multiple of 32, at most 1024).

@@ -16,9 +16,8 @@ namespace trainsim::kernels {
 
 [[noreturn]] void throw_cuda(cudaError_t err, const char* what) {
   cudaGetLastError();  // clear a non-sticky error so later calls start clean
-  throw Error(ErrorKind::kRuntime,
-              std::string("CUDA: ") + what + ": " + cudaGetErrorName(err) + " (" +
-                  cudaGetErrorString(err) + ")");
+  throw Error(ErrorKind::kRuntime, std::string("CUDA: ") + what + ": " + cudaGetErrorName(err) +
+                                       " (" + cudaGetErrorString(err) + ")");
 }
 
 namespace dev {
@@ -44,7 +43,9 @@ std::vector<unsigned char> encode(const std::vector<float>& x, DType t) {
   for (std::size_t i = 0; i < x.size(); ++i) {
     const float r = ref::round_to(x[i], t);
     switch (t) {
-      case DType::kF32: std::memcpy(&out[i * 4], &r, 4); break;
+      case DType::kF32:
+        std::memcpy(&out[i * 4], &r, 4);
+        break;
       case DType::kF16: {
         const _Float16 h = static_cast<_Float16>(r);
         std::memcpy(&out[i * 2], &h, 2);
@@ -55,7 +56,9 @@ std::vector<unsigned char> encode(const std::vector<float>& x, DType t) {
         std::memcpy(&out[i * 2], &u, 2);
         break;
       }
-      case DType::kFp8: out[i] = encode_e4m3(r); break;
+      case DType::kFp8:
+        out[i] = encode_e4m3(r);
+        break;
     }
   }
   return out;
@@ -66,7 +69,9 @@ std::vector<float> decode(const std::vector<unsigned char>& b, DType t) {
   std::vector<float> y(n);
   for (std::size_t i = 0; i < n; ++i) {
     switch (t) {
-      case DType::kF32: std::memcpy(&y[i], &b[i * 4], 4); break;
+      case DType::kF32:
+        std::memcpy(&y[i], &b[i * 4], 4);
+        break;
       case DType::kF16: {
         _Float16 h;
         std::memcpy(&h, &b[i * 2], 2);
@@ -79,7 +84,8 @@ std::vector<float> decode(const std::vector<unsigned char>& b, DType t) {
         y[i] = std::bit_cast<float>(static_cast<std::uint32_t>(u) << 16);
         break;
       }
-      case DType::kFp8: throw Error(ErrorKind::kRuntime, "fp8 outputs are not read back");
+      case DType::kFp8:
+        throw Error(ErrorKind::kRuntime, "fp8 outputs are not read back");
     }
   }
   return y;
@@ -99,7 +105,9 @@ class Buf {
   Buf& operator=(const Buf&) = delete;
   void* get() const { return p_; }
   template <typename U>
-  U* as() const { return static_cast<U*>(p_); }
+  U* as() const {
+    return static_cast<U*>(p_);
+  }
   std::vector<unsigned char> bytes() const {
     std::vector<unsigned char> b(bytes_);
     check_cuda(cudaMemcpy(b.data(), p_, bytes_, cudaMemcpyDeviceToHost), "download");
@@ -134,9 +142,9 @@ bool device_available(std::string* why) {
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
     if (why) {
-      *why = err != cudaSuccess ? std::string(cudaGetErrorName(err)) + ": " +
-                                      cudaGetErrorString(err)
-                                : "cudaGetDeviceCount found 0 devices";
+      *why = err != cudaSuccess
+                 ? std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err)
+                 : "cudaGetDeviceCount found 0 devices";
     }
     cudaGetLastError();
     return false;
@@ -149,8 +157,8 @@ bool gemm_supported(DType t) {
   return GemmRunner::supported(t);
 }
 
-std::vector<float> gemm_nt(const std::vector<float>& x, const std::vector<float>& w, int m,
-                           int n, int k, int batch, DType t) {
+std::vector<float> gemm_nt(const std::vector<float>& x, const std::vector<float>& w, int m, int n,
+                           int k, int batch, DType t) {
   const Buf bx = up(x, t), bw = up(w, t);
   const DType ot = GemmRunner::output_type(t);
   Buf c(static_cast<std::size_t>(batch) * m * n * dtype_bytes(ot));
@@ -180,8 +188,7 @@ std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>
   return down(y, t);
 }
 
-std::vector<float> softmax(const std::vector<float>& x, int rows, int cols, float scale,
-                           DType t) {
+std::vector<float> softmax(const std::vector<float>& x, int rows, int cols, float scale, DType t) {
   const Buf bx = up(x, t);
   Buf y(x.size() * dtype_bytes(t));
   launch_softmax(t, bx.get(), y.get(), rows, cols, scale, nullptr);
@@ -189,8 +196,8 @@ std::vector<float> softmax(const std::vector<float>& x, int rows, int cols, floa
   return down(y, t);
 }
 
-std::vector<float> bias_gelu(const std::vector<float>& x, const std::vector<float>& bias,
-                             int rows, int cols, DType t) {
+std::vector<float> bias_gelu(const std::vector<float>& x, const std::vector<float>& bias, int rows,
+                             int cols, DType t) {
   const Buf bx = up(x, t), bb = up(bias, t);
   Buf y(x.size() * dtype_bytes(t));
   launch_bias_gelu(t, bx.get(), bb.get(), y.get(), rows, cols, nullptr);
@@ -238,8 +245,7 @@ std::vector<float> embedding(const std::vector<std::int32_t>& tokens,
 }
 
 CrossEntropy cross_entropy(const std::vector<float>& logits,
-                           const std::vector<std::int32_t>& targets, int rows, int vocab,
-                           DType t) {
+                           const std::vector<std::int32_t>& targets, int rows, int vocab, DType t) {
   const Buf bl = up(logits, t), bt = up_raw(targets);
   Buf loss(static_cast<std::size_t>(rows) * 4), grad(logits.size() * dtype_bytes(t));
   launch_cross_entropy(t, bl.get(), bt.as<std::int32_t>(), loss.as<float>(), grad.get(), rows,
@@ -282,8 +288,8 @@ OptimizerState optimizer_step(const OptimizerState& in, const std::vector<float>
     launch_lamb(w.as<float>(), bg.as<float>(), m.as<float>(), v.as<float>(), w16.get(),
                 norms.as<double>(), in.w.size(), p, nullptr);
   } else {
-    launch_adam(w.as<float>(), bg.as<float>(), m.as<float>(), v.as<float>(), w16.get(),
-                in.w.size(), p, nullptr);
+    launch_adam(w.as<float>(), bg.as<float>(), m.as<float>(), v.as<float>(), w16.get(), in.w.size(),
+                p, nullptr);
   }
   sync();
   return {down_f32(w), down_f32(m), down_f32(v), down(w16, DType::kBf16)};

@@ -23,16 +23,16 @@ bool device_available(std::string* why = nullptr);
 /// Whether device 0 runs `t` GEMMs (fp8: compute capability 8.9 or later).
 bool gemm_supported(DType t);
 /// C = X·Wᵀ through cuBLASLt (kernels/gemm.h); fp8 inputs give a bf16 result.
-std::vector<float> gemm_nt(const std::vector<float>& x, const std::vector<float>& w, int m,
-                           int n, int k, int batch, DType t);
+std::vector<float> gemm_nt(const std::vector<float>& x, const std::vector<float>& w, int m, int n,
+                           int k, int batch, DType t);
 std::vector<float> layernorm(const std::vector<float>& x, const std::vector<float>& gamma,
                              const std::vector<float>& beta, int rows, int cols, float eps,
                              DType t);
 std::vector<float> rmsnorm(const std::vector<float>& x, const std::vector<float>& gamma, int rows,
                            int cols, float eps, DType t);
 std::vector<float> softmax(const std::vector<float>& x, int rows, int cols, float scale, DType t);
-std::vector<float> bias_gelu(const std::vector<float>& x, const std::vector<float>& bias,
-                             int rows, int cols, DType t);
+std::vector<float> bias_gelu(const std::vector<float>& x, const std::vector<float>& bias, int rows,
+                             int cols, DType t);
 std::vector<float> swiglu(const std::vector<float>& gate_up, int rows, int cols, DType t);
 
 struct Masked {
@@ -50,8 +50,7 @@ struct CrossEntropy {
   std::vector<float> loss, grad;
 };
 CrossEntropy cross_entropy(const std::vector<float>& logits,
-                           const std::vector<std::int32_t>& targets, int rows, int vocab,
-                           DType t);
+                           const std::vector<std::int32_t>& targets, int rows, int vocab, DType t);
 
 struct Attention {
   std::vector<float> o, lse;

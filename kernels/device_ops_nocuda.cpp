@@ -1,7 +1,6 @@
 // device_ops.h and bench.h in a build without CUDA: every kernel call says so.
 #include "kernels/bench.h"
 #include "kernels/device_ops.h"
-
 #include "sim/core/error.h"
 
 namespace trainsim::kernels::dev {
@@ -20,15 +19,23 @@ bool device_available(std::string* why) {
 }
 
 bool gemm_supported(DType) { no_cuda(); }
-std::vector<float> gemm_nt(const std::vector<float>&, const std::vector<float>&, int, int, int,
-                           int, DType) { no_cuda(); }
+std::vector<float> gemm_nt(const std::vector<float>&, const std::vector<float>&, int, int, int, int,
+                           DType) {
+  no_cuda();
+}
 std::vector<float> layernorm(const std::vector<float>&, const std::vector<float>&,
-                             const std::vector<float>&, int, int, float, DType) { no_cuda(); }
+                             const std::vector<float>&, int, int, float, DType) {
+  no_cuda();
+}
 std::vector<float> rmsnorm(const std::vector<float>&, const std::vector<float>&, int, int, float,
-                           DType) { no_cuda(); }
+                           DType) {
+  no_cuda();
+}
 std::vector<float> softmax(const std::vector<float>&, int, int, float, DType) { no_cuda(); }
 std::vector<float> bias_gelu(const std::vector<float>&, const std::vector<float>&, int, int,
-                             DType) { no_cuda(); }
+                             DType) {
+  no_cuda();
+}
 std::vector<float> swiglu(const std::vector<float>&, int, int, DType) { no_cuda(); }
 Masked dropout(const std::vector<float>&, float, std::uint64_t, DType) { no_cuda(); }
 Masked bias_dropout_add(const std::vector<float>&, const std::vector<float>&,
@@ -36,9 +43,13 @@ Masked bias_dropout_add(const std::vector<float>&, const std::vector<float>&,
   no_cuda();
 }
 std::vector<float> embedding(const std::vector<std::int32_t>&, const std::vector<float>&, int,
-                             DType) { no_cuda(); }
+                             DType) {
+  no_cuda();
+}
 CrossEntropy cross_entropy(const std::vector<float>&, const std::vector<std::int32_t>&, int, int,
-                           DType) { no_cuda(); }
+                           DType) {
+  no_cuda();
+}
 Attention attention_forward(const ref::AttentionShape&, const std::vector<float>&,
                             const std::vector<float>&, const std::vector<float>&, DType) {
   no_cuda();
@@ -46,11 +57,15 @@ Attention attention_forward(const ref::AttentionShape&, const std::vector<float>
 AttentionGrads attention_backward(const ref::AttentionShape&, const std::vector<float>&,
                                   const std::vector<float>&, const std::vector<float>&,
                                   const std::vector<float>&, const std::vector<float>&,
-                                  const std::vector<float>&, DType) { no_cuda(); }
-OptimizerState adam_step(const OptimizerState&, const std::vector<float>&,
-                         const ref::AdamParams&) { no_cuda(); }
-OptimizerState lamb_step(const OptimizerState&, const std::vector<float>&,
-                         const ref::AdamParams&) { no_cuda(); }
+                                  const std::vector<float>&, DType) {
+  no_cuda();
+}
+OptimizerState adam_step(const OptimizerState&, const std::vector<float>&, const ref::AdamParams&) {
+  no_cuda();
+}
+OptimizerState lamb_step(const OptimizerState&, const std::vector<float>&, const ref::AdamParams&) {
+  no_cuda();
+}
 
 }  // namespace trainsim::kernels::dev
 

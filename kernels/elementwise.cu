@@ -168,20 +168,20 @@ void launch_fill_uniform(DType t, void* p, std::size_t n, float lo, float hi, st
   if (n == 0) return;
   switch (t) {
     case DType::kF32:
-      fill_kernel<float><<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(p), n, lo, hi,
-                                                            seed);
+      fill_kernel<float>
+          <<<blocks_for(n), kThreads, 0, s>>>(static_cast<float*>(p), n, lo, hi, seed);
       break;
     case DType::kF16:
-      fill_kernel<__half><<<blocks_for(n), kThreads, 0, s>>>(static_cast<__half*>(p), n, lo, hi,
-                                                             seed);
+      fill_kernel<__half>
+          <<<blocks_for(n), kThreads, 0, s>>>(static_cast<__half*>(p), n, lo, hi, seed);
       break;
     case DType::kBf16:
-      fill_kernel<__nv_bfloat16><<<blocks_for(n), kThreads, 0, s>>>(
-          static_cast<__nv_bfloat16*>(p), n, lo, hi, seed);
+      fill_kernel<__nv_bfloat16>
+          <<<blocks_for(n), kThreads, 0, s>>>(static_cast<__nv_bfloat16*>(p), n, lo, hi, seed);
       break;
     case DType::kFp8:
-      fill_kernel<__nv_fp8_e4m3><<<blocks_for(n), kThreads, 0, s>>>(
-          static_cast<__nv_fp8_e4m3*>(p), n, lo, hi, seed);
+      fill_kernel<__nv_fp8_e4m3>
+          <<<blocks_for(n), kThreads, 0, s>>>(static_cast<__nv_fp8_e4m3*>(p), n, lo, hi, seed);
       break;
   }
   check_launch("fill_uniform");
@@ -242,8 +242,8 @@ void launch_bias_dropout_add(DType t, const void* x, const void* bias, const voi
   check_launch("bias_dropout_add");
 }
 
-void launch_embedding(DType t, const std::int32_t* tokens, const void* table, void* y,
-                      int n_tokens, int hidden, cudaStream_t s) {
+void launch_embedding(DType t, const std::int32_t* tokens, const void* table, void* y, int n_tokens,
+                      int hidden, cudaStream_t s) {
   if (n_tokens <= 0) return;
   dispatch_storage(t, "embedding", [&](auto tag) {
     using T = decltype(tag);
@@ -256,8 +256,8 @@ void launch_embedding(DType t, const std::int32_t* tokens, const void* table, vo
 void launch_adam(float* w, const float* g, float* m, float* v, void* w_bf16, std::size_t n,
                  const ref::AdamParams& p, cudaStream_t s) {
   if (n == 0) return;
-  adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, m, v, static_cast<__nv_bfloat16*>(w_bf16),
-                                                 n, adam_consts(p));
+  adam_kernel<<<blocks_for(n), kThreads, 0, s>>>(w, g, m, v, static_cast<__nv_bfloat16*>(w_bf16), n,
+                                                 adam_consts(p));
   check_launch("adam");
 }
 

@@ -12,18 +12,21 @@ namespace {
 
 void check_lt(cublasStatus_t st, const char* what) {
   if (st != CUBLAS_STATUS_SUCCESS) {
-    throw Error(ErrorKind::kRuntime,
-                std::string("cuBLASLt: ") + what + " failed (status " +
-                    std::to_string(static_cast<int>(st)) + ")");
+    throw Error(ErrorKind::kRuntime, std::string("cuBLASLt: ") + what + " failed (status " +
+                                         std::to_string(static_cast<int>(st)) + ")");
   }
 }
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::kF32: return CUDA_R_32F;
-    case DType::kF16: return CUDA_R_16F;
-    case DType::kBf16: return CUDA_R_16BF;
-    case DType::kFp8: return CUDA_R_8F_E4M3;
+    case DType::kF32:
+      return CUDA_R_32F;
+    case DType::kF16:
+      return CUDA_R_16F;
+    case DType::kBf16:
+      return CUDA_R_16BF;
+    case DType::kFp8:
+      return CUDA_R_8F_E4M3;
   }
   return CUDA_R_32F;
 }
@@ -103,9 +106,9 @@ GemmRunner::Plan& GemmRunner::plan(DType t, int m, int n, int k, int batch) {
            "preference workspace");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      static_cast<cublasLtHandle_t>(handle_), p->desc, p->a, p->b, p->c, p->c, pref, 1, &result,
-      &found);
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(handle_), p->desc, p->a, p->b,
+                                     p->c, p->c, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     throw Error(ErrorKind::kRuntime,
@@ -118,8 +121,8 @@ GemmRunner::Plan& GemmRunner::plan(DType t, int m, int n, int k, int batch) {
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
-void GemmRunner::run(DType t, int m, int n, int k, int batch, const void* x, const void* w,
-                     void* c, cudaStream_t s) {
+void GemmRunner::run(DType t, int m, int n, int k, int batch, const void* x, const void* w, void* c,
+                     cudaStream_t s) {
   Plan& p = plan(t, m, n, k, batch);
   const float alpha = 1.0f, beta = 0.0f;
   check_lt(cublasLtMatmul(static_cast<cublasLtHandle_t>(handle_), p.desc, &alpha, w, p.a, x, p.b,

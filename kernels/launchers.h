@@ -36,8 +36,8 @@ void launch_dropout(DType t, const void* x, void* y, std::uint8_t* mask, std::si
 void launch_bias_dropout_add(DType t, const void* x, const void* bias, const void* residual,
                              void* y, std::uint8_t* mask, int rows, int cols, float p,
                              std::uint64_t seed, cudaStream_t s);
-void launch_embedding(DType t, const std::int32_t* tokens, const void* table, void* y,
-                      int n_tokens, int hidden, cudaStream_t s);
+void launch_embedding(DType t, const std::int32_t* tokens, const void* table, void* y, int n_tokens,
+                      int hidden, cudaStream_t s);
 /// fp32 master weights, gradients and moments; `w_bf16` (may be null) receives the bf16 copy of
 /// the updated weights that the next forward reads.
 void launch_adam(float* w, const float* g, float* m, float* v, void* w_bf16, std::size_t n,

@@ -19,8 +19,7 @@ namespace {
 
 void check_nccl(ncclResult_t r, const char* what) {
   if (r != ncclSuccess) {
-    throw Error(ErrorKind::kRuntime,
-                std::string("NCCL: ") + what + ": " + ncclGetErrorString(r));
+    throw Error(ErrorKind::kRuntime, std::string("NCCL: ") + what + ": " + ncclGetErrorString(r));
   }
 }
 
@@ -57,12 +56,12 @@ void launch(const std::string& op, std::size_t bytes, int rank, int ranks, void*
   } else if (op == "all_to_all") {
     check_nccl(ncclGroupStart(), "ncclGroupStart");
     for (int peer = 0; peer < ranks; ++peer) {
-      check_nccl(ncclSend(static_cast<float*>(send) + peer * per_rank, per_rank, ncclFloat, peer,
-                          comm, s),
-                 "ncclSend");
-      check_nccl(ncclRecv(static_cast<float*>(recv) + peer * per_rank, per_rank, ncclFloat, peer,
-                          comm, s),
-                 "ncclRecv");
+      check_nccl(
+          ncclSend(static_cast<float*>(send) + peer * per_rank, per_rank, ncclFloat, peer, comm, s),
+          "ncclSend");
+      check_nccl(
+          ncclRecv(static_cast<float*>(recv) + peer * per_rank, per_rank, ncclFloat, peer, comm, s),
+          "ncclRecv");
     }
     check_nccl(ncclGroupEnd(), "ncclGroupEnd");
   } else {
@@ -123,8 +122,8 @@ std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
   }
   // times[op][size][rank] in µs
   std::vector<std::vector<std::vector<double>>> times(
-      o.ops.size(), std::vector<std::vector<double>>(sizes.size(),
-                                                     std::vector<double>(devices.size(), 0)));
+      o.ops.size(),
+      std::vector<std::vector<double>>(sizes.size(), std::vector<double>(devices.size(), 0)));
   Comms comms(devices);
   std::barrier sync(ranks);
   std::mutex error_mutex;
@@ -145,7 +144,8 @@ std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
       ncclComm_t comm = comms.comms[static_cast<std::size_t>(rank)];
       for (std::size_t oi = 0; oi < o.ops.size(); ++oi) {
         for (std::size_t si = 0; si < sizes.size(); ++si) {
-          for (int w = 0; w < o.warmup; ++w) launch(o.ops[oi], sizes[si], rank, ranks, send, recv, comm, s);
+          for (int w = 0; w < o.warmup; ++w)
+            launch(o.ops[oi], sizes[si], rank, ranks, send, recv, comm, s);
           std::vector<float> ms(static_cast<std::size_t>(o.repeats));
           for (int i = 0; i < o.repeats; ++i) {
             check_cuda(cudaStreamSynchronize(s), "synchronize");
@@ -218,8 +218,8 @@ std::vector<float> nccl_all_reduce_check(const std::vector<float>& values, int n
         void* buf = nullptr;
         check_cuda(cudaMalloc(&buf, bytes), "cudaMalloc");
         check_cuda(cudaMemcpy(buf, values.data(), bytes, cudaMemcpyHostToDevice), "upload");
-        launch("all_reduce", bytes, r, n_devices, buf, buf, comms.comms[static_cast<std::size_t>(r)],
-               nullptr);
+        launch("all_reduce", bytes, r, n_devices, buf, buf,
+               comms.comms[static_cast<std::size_t>(r)], nullptr);
         check_cuda(cudaDeviceSynchronize(), "all_reduce");
         if (r == 0) {
           check_cuda(cudaMemcpy(out.data(), buf, bytes, cudaMemcpyDeviceToHost), "download");

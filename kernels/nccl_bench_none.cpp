@@ -1,6 +1,5 @@
 // nccl_bench.h in a build without NCCL (or without CUDA).
 #include "kernels/nccl_bench.h"
-
 #include "sim/core/error.h"
 
 namespace trainsim::kernels {

@@ -38,8 +38,7 @@ __global__ void layernorm_kernel(const T* x, const T* gamma, const T* beta, T* y
 }
 
 template <typename T>
-__global__ void rmsnorm_kernel(const T* x, const T* gamma, T* y, float* rstd, int cols,
-                               float eps) {
+__global__ void rmsnorm_kernel(const T* x, const T* gamma, T* y, float* rstd, int cols, float eps) {
   __shared__ float red[32];
   const std::size_t row = blockIdx.x;
   const T* xr = x + row * cols;
@@ -99,10 +98,9 @@ void launch_layernorm(DType t, const void* x, const void* gamma, const void* bet
   if (rows <= 0) return;
   dispatch_storage(t, "layernorm", [&](auto tag) {
     using T = decltype(tag);
-    layernorm_kernel<T><<<rows, kThreads, 0, s>>>(static_cast<const T*>(x),
-                                                  static_cast<const T*>(gamma),
-                                                  static_cast<const T*>(beta),
-                                                  static_cast<T*>(y), mean, rstd, cols, eps);
+    layernorm_kernel<T><<<rows, kThreads, 0, s>>>(
+        static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta),
+        static_cast<T*>(y), mean, rstd, cols, eps);
   });
   check_launch("layernorm");
 }
@@ -124,8 +122,8 @@ void launch_softmax(DType t, const void* x, void* y, int rows, int cols, float s
   if (rows <= 0) return;
   dispatch_storage(t, "softmax", [&](auto tag) {
     using T = decltype(tag);
-    softmax_kernel<T><<<rows, kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y),
-                                                cols, scale);
+    softmax_kernel<T>
+        <<<rows, kThreads, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(y), cols, scale);
   });
   check_launch("softmax");
 }
@@ -135,8 +133,8 @@ void launch_cross_entropy(DType t, const void* logits, const std::int32_t* targe
   if (rows <= 0) return;
   dispatch_storage(t, "cross_entropy", [&](auto tag) {
     using T = decltype(tag);
-    cross_entropy_kernel<T><<<rows, kThreads, 0, s>>>(static_cast<const T*>(logits), targets,
-                                                      loss, static_cast<T*>(grad), vocab);
+    cross_entropy_kernel<T><<<rows, kThreads, 0, s>>>(static_cast<const T*>(logits), targets, loss,
+                                                      static_cast<T*>(grad), vocab);
   });
   check_launch("cross_entropy");
 }

@@ -12,20 +12,27 @@ namespace trainsim::kernels {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "fp32";
-    case DType::kF16: return "fp16";
-    case DType::kBf16: return "bf16";
-    case DType::kFp8: return "fp8";
+    case DType::kF32:
+      return "fp32";
+    case DType::kF16:
+      return "fp16";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp8:
+      return "fp8";
   }
   return "?";
 }
 
 std::size_t dtype_bytes(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
+    case DType::kF32:
+      return 4;
     case DType::kF16:
-    case DType::kBf16: return 2;
-    case DType::kFp8: return 1;
+    case DType::kBf16:
+      return 2;
+    case DType::kFp8:
+      return 1;
   }
   return 0;
 }
@@ -59,15 +66,18 @@ float round_generic(float x, int mant, int emin, int emax, float max_value) {
 
 float round_to(float x, DType t) {
   switch (t) {
-    case DType::kF32: return x;
-    case DType::kF16: return round_generic(x, 10, -14, 15, 65504.0f);
+    case DType::kF32:
+      return x;
+    case DType::kF16:
+      return round_generic(x, 10, -14, 15, 65504.0f);
     case DType::kBf16: {
       if (!std::isfinite(x)) return x;
       std::uint32_t u = std::bit_cast<std::uint32_t>(x);
       u += 0x7FFFu + ((u >> 16) & 1u);  // round to nearest even on the dropped 16 bits
       return std::bit_cast<float>(u & 0xFFFF0000u);
     }
-    case DType::kFp8: return round_generic(x, 3, -6, 8, 448.0f);
+    case DType::kFp8:
+      return round_generic(x, 3, -6, 8, 448.0f);
   }
   return x;
 }
@@ -189,8 +199,7 @@ void bias_dropout_add(const float* x, const float* bias, const float* residual, 
   }
 }
 
-void embedding(const std::int32_t* tokens, const float* table, float* y, int n_tokens,
-               int hidden) {
+void embedding(const std::int32_t* tokens, const float* table, float* y, int n_tokens, int hidden) {
   for (int t = 0; t < n_tokens; ++t) {
     std::copy_n(table + static_cast<std::size_t>(tokens[t]) * hidden, hidden,
                 y + static_cast<std::size_t>(t) * hidden);
@@ -254,9 +263,9 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
         for (int j = 0; j < s.sk; ++j) acc += p[static_cast<std::size_t>(j)] * vb[j * s.d + c];
         orow[c] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
       }
-      lse[static_cast<std::size_t>(b) * s.sq + i] =
-          sum > 0 ? static_cast<float>(mx + std::log(sum))
-                  : -std::numeric_limits<float>::infinity();
+      lse[static_cast<std::size_t>(b) * s.sq + i] = sum > 0
+                                                        ? static_cast<float>(mx + std::log(sum))
+                                                        : -std::numeric_limits<float>::infinity();
     }
   }
 }

@@ -48,8 +48,7 @@ void dropout(const float* x, float* y, std::uint8_t* mask, std::size_t n, float 
 void bias_dropout_add(const float* x, const float* bias, const float* residual, float* y,
                       std::uint8_t* mask, int rows, int cols, float p, std::uint64_t seed);
 /// y[t] = table[tokens[t]] ([n_tokens × hidden]).
-void embedding(const std::int32_t* tokens, const float* table, float* y, int n_tokens,
-               int hidden);
+void embedding(const std::int32_t* tokens, const float* table, float* y, int n_tokens, int hidden);
 /// Per-row loss = logsumexp(row) − row[target]; grad [rows×vocab] (may be null) =
 /// softmax(row) − onehot(target), the gradient of the loss.
 void cross_entropy(const float* logits, const std::int32_t* targets, float* loss, float* grad,

@@ -5,14 +5,13 @@
 // noise, within a few percent with 2.5 % log-normal noise. The recorded file
 // tests/calibrate/data/kernels_h100_synthetic.json was generated the same way (its provenance
 // says so) with gemm 0.78 / d0 110, memory 0.86 at 2.7 µs overhead, attention 0.52 / 0.41.
-#include "calibrate/gemm_fit.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 #include <random>
 
+#include "calibrate/gemm_fit.h"
 #include "calibrate/profile.h"
 #include "sim/core/error.h"
 
@@ -60,7 +59,8 @@ TEST(GemmFit, RecoversSurfaceWithNoiseAndOverhead) {
 TEST(GemmFit, NoShapePenaltyFitsHalfDimZero) {
   // Time exactly proportional to FLOPs: d0 = 0 is the best fit and e_max the constant ratio.
   std::vector<GemmSample> s;
-  for (double d : {512.0, 1024.0, 4096.0}) s.push_back({d, d, d, 1, kPeak, 2 * d * d * d / (kPeak * 0.6)});
+  for (double d : {512.0, 1024.0, 4096.0})
+    s.push_back({d, d, d, 1, kPeak, 2 * d * d * d / (kPeak * 0.6)});
   const GemmFit f = fit_gemm_surface(s);
   EXPECT_NEAR(f.half_dim, 0, 0.5);
   EXPECT_NEAR(f.peak_efficiency, 0.6, 1e-3);
@@ -71,9 +71,9 @@ TEST(GemmFit, RejectsTooFewOrBadSamples) {
   EXPECT_THROW(fit_gemm_surface({{512, 512, 512, 1, kPeak, 1e-4}, {512, 0, 512, 1, kPeak, 1e-4}}),
                Error);
   // Time below the overhead: nothing left to attribute to the GEMM.
-  EXPECT_THROW(fit_gemm_surface({{512, 512, 512, 1, kPeak, 1e-6}, {1024, 512, 512, 1, kPeak, 1e-4}},
-                                2e-6),
-               Error);
+  EXPECT_THROW(
+      fit_gemm_surface({{512, 512, 512, 1, kPeak, 1e-6}, {1024, 512, 512, 1, kPeak, 1e-4}}, 2e-6),
+      Error);
 }
 
 TEST(BandwidthFit, RecoversEfficiencyAndOverhead) {
@@ -198,7 +198,11 @@ Profile with_kernels() {
   n.median_s = 4.1e-5;
   n.repeats = 50;
   p.kernels_measured = {g, n};
-  p.kernels_provenance = {"NVIDIA H200", "13.0", "13.0", "2.27.7", "2026-11-30T10:00:00Z",
+  p.kernels_provenance = {"NVIDIA H200",
+                          "13.0",
+                          "13.0",
+                          "2.27.7",
+                          "2026-11-30T10:00:00Z",
                           "trainsim calibrate kernels --out x.json"};
   return p;
 }

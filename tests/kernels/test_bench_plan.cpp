@@ -1,13 +1,12 @@
 // kernels/bench_plan: the kernels `calibrate kernels` times for a scenario. Expected shapes by
 // hand for MegaScale 175B at TP 8 (h 12288, 96 heads, s 2048, micro-batch 1): qkv is
 // [2048 × 12288]·[12288 × 3·12288/8 = 4608], attention 96/8 = 12 heads of 128 over 2048 tokens.
-#include "kernels/bench_plan.h"
-
 #include <gtest/gtest.h>
 
 #include <map>
 
 #include "calibrate/gemm_fit.h"
+#include "kernels/bench_plan.h"
 #include "sim/core/error.h"
 
 namespace trainsim::kernels {
@@ -144,9 +143,9 @@ TEST(BenchPlan, GridCoversEveryKernelAndFitsItsOwnModel) {
   const auto g = standard_grid(DType::kBf16, DType::kBf16);
   std::map<std::string, int> kinds;
   for (const BenchItem& b : g) ++kinds[b.op];
-  for (const char* k : {"gemm", "attention_fwd", "attention_bwd", "layernorm", "rmsnorm",
-                        "softmax", "dropout", "bias_dropout_add", "bias_gelu", "swiglu",
-                        "embedding", "cross_entropy", "adam", "lamb"}) {
+  for (const char* k :
+       {"gemm", "attention_fwd", "attention_bwd", "layernorm", "rmsnorm", "softmax", "dropout",
+        "bias_dropout_add", "bias_gelu", "swiglu", "embedding", "cross_entropy", "adam", "lamb"}) {
     EXPECT_GT(kinds[k], 0) << k;
   }
   EXPECT_GE(kinds["gemm"], 40);

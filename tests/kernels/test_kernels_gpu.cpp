@@ -15,9 +15,9 @@
 namespace trainsim::kernels {
 namespace {
 
-#define REQUIRE_DEVICE()                                                      \
-  do {                                                                        \
-    std::string why;                                                          \
+#define REQUIRE_DEVICE()                                                         \
+  do {                                                                           \
+    std::string why;                                                             \
     if (!dev::device_available(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
   } while (0)
 
@@ -32,10 +32,14 @@ std::vector<float> random_vector(std::size_t n, unsigned seed, float lo = -2, fl
 // Relative bound by dtype for values of order 1 (scaled by the largest reference magnitude).
 double tolerance(DType t) {
   switch (t) {
-    case DType::kF32: return 2e-5;
-    case DType::kF16: return 4e-3;
-    case DType::kBf16: return 2.5e-2;
-    case DType::kFp8: return 0.15;
+    case DType::kF32:
+      return 2e-5;
+    case DType::kF16:
+      return 4e-3;
+    case DType::kBf16:
+      return 2.5e-2;
+    case DType::kFp8:
+      return 0.15;
   }
   return 0;
 }
@@ -81,7 +85,8 @@ TEST(KernelsGpu, GemmMatchesReference) {
 // bf16 rounding of the result and the accumulation order remain. Dimensions multiples of 16.
 TEST(KernelsGpu, Fp8GemmMatchesReference) {
   REQUIRE_DEVICE();
-  if (!dev::gemm_supported(DType::kFp8)) GTEST_SKIP() << "fp8 GEMMs need sm_89+ (this GPU is older)";
+  if (!dev::gemm_supported(DType::kFp8))
+    GTEST_SKIP() << "fp8 GEMMs need sm_89+ (this GPU is older)";
   const int m = 64, n = 48, k = 128;
   const auto x = ref::round_to(random_vector(std::size_t(m) * k, 3), DType::kFp8);
   const auto w = ref::round_to(random_vector(std::size_t(n) * k, 4), DType::kFp8);
@@ -173,10 +178,8 @@ TEST(KernelsGpu, FlashAttentionForwardAndBackward) {
   };
   // Odd lengths (partial tiles), causal with sk > sq, sliding window, both head dims.
   const ref::AttentionShape shapes[] = {
-      {3, 77, 77, 64, true, 0, 0.125f},
-      {2, 50, 130, 128, true, 0, 0.0883883f},
-      {2, 100, 100, 64, true, 33, 0.125f},
-      {1, 65, 90, 128, false, 0, 0.0883883f},
+      {3, 77, 77, 64, true, 0, 0.125f},     {2, 50, 130, 128, true, 0, 0.0883883f},
+      {2, 100, 100, 64, true, 33, 0.125f},  {1, 65, 90, 128, false, 0, 0.0883883f},
       {2, 70, 70, 96, true, 0, 0.1020621f},
   };
   for (DType t : {DType::kF16, DType::kBf16}) {
@@ -188,9 +191,8 @@ TEST(KernelsGpu, FlashAttentionForwardAndBackward) {
       const auto d_o = ref::round_to(random_vector(nq, 23), t);
       std::vector<float> o(nq), lse(std::size_t(s.bh) * s.sq);
       ref::attention_forward(s, q.data(), k.data(), v.data(), o.data(), lse.data());
-      const std::string name = "attention d" + std::to_string(s.d) + " sq" +
-                               std::to_string(s.sq) + " sk" + std::to_string(s.sk) + " w" +
-                               std::to_string(s.window);
+      const std::string name = "attention d" + std::to_string(s.d) + " sq" + std::to_string(s.sq) +
+                               " sk" + std::to_string(s.sk) + " w" + std::to_string(s.window);
       const dev::Attention got = dev::attention_forward(s, q, k, v, t);
       expect_close(got.o, o, t, name + " O", 2);
       expect_close(got.lse, lse, DType::kF32, name + " lse", 100);

@@ -1,14 +1,13 @@
 // kernels/reference: the CPU yardsticks of the GPU kernels, checked against values derived by hand
 // (each test states the derivation) and, for the attention backward, against finite differences
 // of the forward.
-#include "kernels/reference.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
 #include "kernels/dropout_hash.h"
+#include "kernels/reference.h"
 
 namespace trainsim::kernels::ref {
 namespace {
@@ -122,7 +121,8 @@ TEST(Reference, DropoutKeepsExpectedFractionAndScales) {
   // The mask is a function of (seed, index): same seed, same mask; another seed, another mask.
   EXPECT_EQ(dropout_keep(42, 7, 0.1f), mask[7] == 1);
   int same = 0;
-  for (std::size_t i = 0; i < 1000; ++i) same += dropout_keep(43, i, 0.5f) == dropout_keep(42, i, 0.5f);
+  for (std::size_t i = 0; i < 1000; ++i)
+    same += dropout_keep(43, i, 0.5f) == dropout_keep(42, i, 0.5f);
   EXPECT_LT(same, 600);
   // bias_dropout_add with p = 0: residual + x + bias.
   const float a[] = {1, 2}, b[] = {10, 20}, r[] = {100, 200};
