@@ -12,7 +12,8 @@
 #       On the GPU machine, from the repository root: run the GPU tests (kernels vs CPU
 #       references), the CPU tests of the references and fits, `trainsim calibrate kernels` for
 #       the MegaScale 175B scenario's shapes plus the standard grid and for a small GPT, a refit
-#       of the recorded samples, and `calibrate nccl` (needs 2+ GPUs; on one it must exit 4).
+#       of the recorded samples, a Llama 3 8B simulation with the datasheet and with the measured
+#       profile, and `calibrate nccl` (needs 2+ GPUs; on one it must exit 4).
 #       Everything goes to $OUT (default out/gpu-check): test XML/JSON, profiles, logs, and
 #       summary.txt with one line per step. Exit status: 0 when every step did what it should.
 set -u -o pipefail
@@ -86,6 +87,16 @@ run() {
     --out "$out/profile-megatron-1.7b.json"
   step refit_megascale 0 60 "$ts" calibrate refit "$out/profile-megascale-175b.json" \
     --out "$out/profile-megascale-175b-refit.json"
+  # The simulator reads the measured profile: the same Llama 3 8B run on this GPU with the
+  # built-in datasheet profile and with the measured one.
+  local prof=$out/profile-megascale-175b.json preset
+  preset=$(sed -n 's/^  "gpu": "\(.*\)",$/\1/p' "$prof" 2>/dev/null | head -1)
+  if [[ -n $preset ]]; then
+    step run_llama3_8b_datasheet 0 60 "$ts" run scenarios/examples/llama3-8b-64xh100.yaml \
+      --set cluster.gpu="$preset" --format json
+    step run_llama3_8b_measured 0 60 "$ts" run scenarios/examples/llama3-8b-64xh100.yaml \
+      --set cluster.gpu="$preset" --set calibration.profile="$prof" --format json
+  fi
   local gpus
   gpus=$(nvidia-smi -L 2>/dev/null | wc -l)
   if [[ $gpus -ge 2 ]]; then
