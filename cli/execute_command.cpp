@@ -8,6 +8,7 @@
 #include "cli/output.h"
 #include "kernels/device_info.h"
 #include "kernels/exec/cuda_device.h"
+#include "kernels/exec/fake_device.h"
 #include "kernels/exec/job.h"
 #include "reports/summary.h"
 #include "reports/trace.h"
@@ -67,6 +68,13 @@ CLI::App* add_execute_command(CLI::App& app, ExecuteArgs& a) {
   c->add_option("-o,--out,--output", a.output, "Write the result JSON to FILE instead of stdout");
   c->add_option("--trace", a.trace, "Write a Chrome/Perfetto trace of the measured spans to FILE");
   c->add_option("--trace-ranks", a.trace_ranks, "Ranks in the trace, e.g. 0,1,8-15 (default: all)");
+  c->add_option("--backend", a.backend,
+                "cuda (default), or fake: a recording fake GPU where every op takes 1 µs, to try "
+                "the launch path without a GPU")
+      ->check(CLI::IsMember({"cuda", "fake"}));
+  c->add_option("--fake-gpus", a.fake_gpus,
+                "GPUs the fake backend pretends this machine has (default: as many as needed)")
+      ->check(CLI::NonNegativeNumber);
   return c;
 }
 
@@ -91,28 +99,42 @@ int run_execute_command(const ExecuteArgs& a) {
     for (int r = 0; r < ps.world(); ++r) trace_ranks.push_back(r);
   }
 
-  std::string why;
-  const int gpus = kexec::cuda_devices(&why);
-  if (gpus == 0) {
-    throw Error(ErrorKind::kRuntime, "no CUDA device found (" + why + ")", {},
-                "run `trainsim execute` on a GPU machine; `trainsim run` simulates without one");
+  std::unique_ptr<kexec::ProcessGroup> group;
+  kexec::Backend backend;
+  backend.name = a.backend;
+  if (a.backend == "fake") {
+    group = kexec::make_process_group();
+    backend.devices = a.fake_gpus > 0 ? a.fake_gpus : ps.world();
+    auto made = std::make_shared<int>(0);
+    backend.make_id = [made] {
+      kexec::CommId id{};
+      const std::string text = fmt::format("fake-{}", (*made)++);
+      std::copy(text.begin(), text.end(), id.begin());
+      return id;
+    };
+    backend.factory = [](int rank, int) { return std::make_shared<kexec::FakeDevice>(rank); };
+  } else {
+    std::string why;
+    const int gpus = kexec::cuda_devices(&why);
+    if (gpus == 0) {
+      throw Error(ErrorKind::kRuntime, "no CUDA device found (" + why + ")", {},
+                  "run `trainsim execute` on a GPU machine; `trainsim run` simulates without one");
+    }
+    group = kexec::make_process_group();
+    backend.devices = gpus;
+    backend.make_id = kexec::cuda_comm_id;
+    const double timeout = a.timeout_s;
+    backend.factory = [timeout](int rank, int device) {
+      return kexec::make_cuda_device(device, rank, timeout);
+    };
   }
-  std::unique_ptr<kexec::ProcessGroup> group = kexec::make_process_group();
-  kexec::Backend cuda;
-  cuda.name = "cuda";
-  cuda.devices = gpus;
-  cuda.make_id = kexec::cuda_comm_id;
-  const double timeout = a.timeout_s;
-  cuda.factory = [timeout](int rank, int device) {
-    return kexec::make_cuda_device(device, rank, timeout);
-  };
   kexec::ExecuteOptions opt;
   opt.iterations = a.iterations;
   opt.warmup = a.warmup;
   opt.timeout_s = a.timeout_s;
   std::vector<kexec::RankMeasure> measures;
   try {
-    measures = kexec::execute_job(ps, *group, cuda, opt);
+    measures = kexec::execute_job(ps, *group, backend, opt);
   } catch (const Error& e) {
     // One process failing must not leave the others waiting in MPI forever.
     std::cerr << "trainsim: process " << group->index() << ": " << e.what() << "\n";
@@ -143,7 +165,11 @@ int run_execute_command(const ExecuteArgs& a) {
     r.mfu = r.model_flops_per_iteration / (r.peak_flops_per_gpu * t * r.gpus);
     r.hfu = r.hardware_flops_per_iteration / (r.peak_flops_per_gpu * t * r.gpus);
   }
-  const kernels::DeviceReport d = kernels::query_devices();
+  kernels::DeviceReport d = kernels::query_devices();
+  if (a.backend == "fake") {
+    d.devices.assign(1, kernels::DeviceInfo{0, "fake GPU (every op 1 µs)", 0, 0, 0, 0});
+    r.fidelity = "fake";
+  }
   r.notes.push_back(fmt::format(
       "measured: mean of {} iterations after {} warm-up on {} GPU(s) ({}), {} process(es); "
       "synthetic data of each op's exact shape",
@@ -173,7 +199,7 @@ int run_execute_command(const ExecuteArgs& a) {
   if (!a.trace.empty()) {
     reports::TraceMeta meta;
     meta.scenario = s.source;
-    meta.fidelity = "real";
+    meta.fidelity = r.fidelity;
     meta.model_version = "measured";
     meta.profile = "measured";
     meta.ranks_per_stage = cfg.parallel.tp * cfg.parallel.cp * cfg.parallel.dp;

@@ -22,6 +22,10 @@ struct ExecuteArgs {
   std::string output;       // result JSON; empty or "-" = stdout
   std::string trace;        // Chrome/Perfetto trace file
   std::string trace_ranks;  // "0,1,8-15"; empty = every rank
+  // "cuda", or "fake": the recording fake GPU of the tests (every op takes 1 µs; no GPU needed)
+  // on `fake_gpus` devices (0: as many as the Program needs).
+  std::string backend = "cuda";
+  int fake_gpus = 0;
 };
 
 CLI::App* add_execute_command(CLI::App& app, ExecuteArgs& args);

@@ -1,7 +1,8 @@
 // `trainsim execute` and `trainsim compare` run as processes.
 //
 // execute: on a machine without a GPU (or a build without CUDA) it exits 4 saying "no CUDA device
-// found"; a Program that needs more GPUs than the machine has exits 3.
+// found"; a Program that needs more GPUs than the machine has exits 3 (shown with the fake
+// backend pretending 4 GPUs for 8 ranks).
 //
 // compare: two hand-written result documents, the errors derived by hand:
 //   iteration     sim 1.2 s, real 1.0 s              → +20.0 %
@@ -17,6 +18,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "kernels/device_info.h"
 #include "tests/support/cli_runner.h"
@@ -44,6 +46,53 @@ TEST(ExecuteCli, WithoutAGpuExits4) {
   EXPECT_EQ(r.code, 4) << r.err;
   EXPECT_NE(r.err.find("no CUDA device found"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
+}
+
+// The fake backend runs the same launch path without a GPU (every op 1 µs): the document has
+// every key of `run --format json`, the op kinds of the same Program, and a trace with one
+// process per traced rank.
+TEST(ExecuteCli, FakeBackendWritesTheRunDocumentAndTrace) {
+  const std::string sim = temp_path("sim_run.json"), real = temp_path("fake_real.json");
+  const std::string trace = temp_path("fake_trace.json");
+  const std::string scenario = "scenarios/megascale-175b-12288.yaml --set cluster.gpus=8" + kTiny;
+  CliRun r = trainsim("run " + scenario + " --fidelity schedule --format json -o " + sim);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = trainsim("execute " + scenario + " --backend fake --iterations 2 --warmup 1 --out " + real +
+               " --trace " + trace + " --trace-ranks 0,4-5");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json s = json::parse(trainsim::testing::slurp(sim));
+  const json x = json::parse(trainsim::testing::slurp(real));
+  for (const auto& [key, value] : s.items()) EXPECT_TRUE(x.contains(key)) << key;
+  EXPECT_EQ(x.at("fidelity"), "fake");
+  EXPECT_GT(x.at("iteration_time_s").get<double>(), 0);
+  std::set<std::string> sim_kinds, real_kinds;
+  for (const json& k : s.at("task_kinds")) sim_kinds.insert(k.at("name").get<std::string>());
+  for (const json& k : x.at("task_kinds")) real_kinds.insert(k.at("name").get<std::string>());
+  // Each side lists its critical rank's kinds: the simulation's is on the first stage, the fake's
+  // (every op 1 µs) on the last, so the layers' kinds are shared and the ends differ.
+  for (const char* k :
+       {"qkv fwd", "attention bwd", "all_gather tp", "reduce_scatter dp", "optimizer"}) {
+    EXPECT_TRUE(sim_kinds.count(k) && real_kinds.count(k)) << k;
+  }
+  std::set<std::string> both = sim_kinds;
+  both.insert(real_kinds.begin(), real_kinds.end());
+  const json t = json::parse(trainsim::testing::slurp(trace));
+  std::set<int> pids;
+  for (const json& e : t.at("traceEvents")) {
+    if (e.at("ph") == "X") pids.insert(e.at("pid").get<int>());
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 4, 5}));
+  EXPECT_EQ(t.at("otherData").at("fidelity"), "fake");
+  r = trainsim("compare " + sim + " " + real + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).at("op_kinds").size(), both.size());
+}
+
+TEST(ExecuteCli, MoreGpusThanTheMachineExits3) {
+  const CliRun r = trainsim("execute scenarios/megascale-175b-12288.yaml --set cluster.gpus=8" +
+                            kTiny + " --backend fake --fake-gpus 4");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("needs 8 GPUs"), std::string::npos) << r.err;
 }
 
 TEST(ExecuteCli, BadArgumentsExit2) {
