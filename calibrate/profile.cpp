@@ -147,7 +147,8 @@ void load_kernels_measured(const json& j, const std::string& file, Profile& p) {
     m.m = get_number(sh, "m", file, sat, 0, false);
     m.n = get_number(sh, "n", file, sat, 0, true);
     m.k = get_number(sh, "k", file, sat, 0, false);
-    m.batch = get_number(sh, "batch", file, sat, 1, true);
+    m.batch = get_number(sh, "batch", file, sat, 0, true);
+    if (m.batch < 1) throw_input("a batch count is at least 1", {file, 0, sat + ".batch"});
     m.flops = get_number(e, "flops", file, at, 0, false);
     m.bytes = get_number(e, "bytes", file, at, 0, false);
     m.median_s = get_number(e, "median_s", file, at, 0, true);
