@@ -7,6 +7,7 @@
 
 #include "calibrate/gemm_fit.h"
 #include "kernels/bench_plan.h"
+#include "scenarios/scenario.h"
 #include "sim/core/error.h"
 
 namespace trainsim::kernels {
@@ -137,6 +138,34 @@ TEST(BenchPlan, SlidingWindowAttentionKeepsFullKeysAndWindow) {
   EXPECT_EQ(a->n, 2048);
   EXPECT_EQ(a->window, 512);
   EXPECT_DOUBLE_EQ(a->flops, 4.0 * 12 * 2048 * 512 * 128);  // the model's count
+}
+
+// Every scenario shipped in the repository, on both operator paths, maps to kernels the attention
+// kernel and cuBLASLt can run (head dims 64/96/128).
+TEST(BenchPlan, EveryShippedScenarioMaps) {
+  const std::string dir = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/";
+  for (const char* f :
+       {"megascale-175b-12288.yaml", "examples/llama3-8b-64xh100.yaml",
+        "examples/megascale-175b-256-ablation.yaml", "examples/megatron-1.7b-32xa100.yaml"}) {
+    const scen::Scenario sc = scen::load_scenario_file(dir + f);
+    for (bool fused : {false, true}) {
+      model::Sharding s;
+      s.micro_batch = sc.training.micro_batch;
+      s.tp = sc.parallel.tp;
+      s.cp = sc.parallel.cp;
+      s.sp = sc.parallel.sp && sc.parallel.tp > 1;
+      s.fused_attention = s.fused_elementwise = fused;
+      std::vector<BenchItem> items;
+      ASSERT_NO_THROW(items = bench_items_for_model(sc.model, s, DType::kBf16, DType::kBf16)) << f;
+      EXPECT_GE(items.size(), 15u) << f;
+      for (const BenchItem& b : items) {
+        EXPECT_GT(b.m * b.n * b.batch, 0) << f << " " << b.label;
+        if (b.op == "attention_fwd") {
+          EXPECT_TRUE(b.k == 64 || b.k == 96 || b.k == 128) << f << " head dim " << b.k;
+        }
+      }
+    }
+  }
 }
 
 TEST(BenchPlan, GridCoversEveryKernelAndFitsItsOwnModel) {
