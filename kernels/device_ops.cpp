@@ -23,72 +23,12 @@ namespace trainsim::kernels {
 namespace dev {
 namespace {
 
-// Host encodings of the storage types, from values already rounded by ref::round_to.
-std::uint8_t encode_e4m3(float x) {
-  if (x == 0) return std::signbit(x) ? 0x80 : 0;
-  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0;
-  const float a = std::fabs(x);
-  int e = 0;
-  const float f = std::frexp(a, &e);  // a = f·2^e, f in [0.5, 1)
-  const int exp = e - 1;
-  if (exp < -6) {  // subnormal: a = mant · 2^-9
-    return sign | static_cast<std::uint8_t>(std::lround(a * 512.0f));
-  }
-  const int mant = static_cast<int>(std::lround((f * 2 - 1) * 8));
-  return sign | static_cast<std::uint8_t>(((exp + 7) << 3) | mant);
-}
-
 std::vector<unsigned char> encode(const std::vector<float>& x, DType t) {
-  std::vector<unsigned char> out(x.size() * dtype_bytes(t));
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const float r = ref::round_to(x[i], t);
-    switch (t) {
-      case DType::kF32:
-        std::memcpy(&out[i * 4], &r, 4);
-        break;
-      case DType::kF16: {
-        const _Float16 h = static_cast<_Float16>(r);
-        std::memcpy(&out[i * 2], &h, 2);
-        break;
-      }
-      case DType::kBf16: {
-        const auto u = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(r) >> 16);
-        std::memcpy(&out[i * 2], &u, 2);
-        break;
-      }
-      case DType::kFp8:
-        out[i] = encode_e4m3(r);
-        break;
-    }
-  }
-  return out;
+  return ref::encode(x, t);
 }
 
 std::vector<float> decode(const std::vector<unsigned char>& b, DType t) {
-  const std::size_t n = b.size() / dtype_bytes(t);
-  std::vector<float> y(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    switch (t) {
-      case DType::kF32:
-        std::memcpy(&y[i], &b[i * 4], 4);
-        break;
-      case DType::kF16: {
-        _Float16 h;
-        std::memcpy(&h, &b[i * 2], 2);
-        y[i] = static_cast<float>(h);
-        break;
-      }
-      case DType::kBf16: {
-        std::uint16_t u;
-        std::memcpy(&u, &b[i * 2], 2);
-        y[i] = std::bit_cast<float>(static_cast<std::uint32_t>(u) << 16);
-        break;
-      }
-      case DType::kFp8:
-        throw Error(ErrorKind::kRuntime, "fp8 outputs are not read back");
-    }
-  }
-  return y;
+  return ref::decode(b, t);
 }
 
 // A device allocation freed on scope exit.

@@ -19,6 +19,11 @@ namespace trainsim::kernels::ref {
 /// The value `x` becomes when stored in `t` (round to nearest even; fp8 = E4M3, saturating).
 float round_to(float x, DType t);
 std::vector<float> round_to(const std::vector<float>& x, DType t);
+/// The bytes of x stored in `t` (after round_to): IEEE fp32/fp16, bf16 = the top half of the fp32
+/// bits, fp8 = E4M3 (bias 7, no infinities, S.1111.111 is NaN). What the GPU kernels read.
+std::vector<unsigned char> encode(const std::vector<float>& x, DType t);
+/// The values of bytes stored in `t`.
+std::vector<float> decode(const std::vector<unsigned char>& bytes, DType t);
 
 /// C[m×n] = X[m×k] · Wᵀ with W [n×k] (a linear layer: weight [out × in]); `batch` independent
 /// products at strides m·k, n·k, m·n.

@@ -27,6 +27,37 @@ TEST(Reference, RoundToStorageTypes) {
   EXPECT_EQ(round_to(0.3f, DType::kF32), 0.3f);
 }
 
+// The bytes the GPU reads: hand-derived bit patterns. fp16 1.0 = 0x3C00 (exponent 15), −2 =
+// 0xC000; bf16 1.0 = 0x3F80 (top half of fp32 0x3F800000); E4M3 1.0 = 0 0111 000 = 0x38, 448 =
+// 0 1111 110 = 0x7E (the largest finite), −2 = 1 1000 000 = 0xC0, 2^-9 = subnormal 0x01,
+// 0.75·2^-6 = subnormal 0 0000 110 = 0x06.
+TEST(Reference, StorageEncodings) {
+  auto bytes16 = [](const std::vector<unsigned char>& b, std::size_t i) {
+    return b[2 * i] | (b[2 * i + 1] << 8);  // little-endian
+  };
+  const std::vector<float> x = {1.0f, -2.0f};
+  const auto h = encode(x, DType::kF16);
+  EXPECT_EQ(bytes16(h, 0), 0x3C00);
+  EXPECT_EQ(bytes16(h, 1), 0xC000);
+  const auto b = encode(x, DType::kBf16);
+  EXPECT_EQ(bytes16(b, 0), 0x3F80);
+  EXPECT_EQ(bytes16(b, 1), 0xC000);
+  const std::vector<float> f8 = {1.0f, 448.0f, -2.0f, std::ldexp(1.0f, -9), 0.75f / 64, 0.0f};
+  const auto e = encode(f8, DType::kFp8);
+  const std::vector<unsigned char> want = {0x38, 0x7E, 0xC0, 0x01, 0x06, 0x00};
+  EXPECT_EQ(e, want);
+  EXPECT_EQ(decode(e, DType::kFp8), f8);
+  // Round trip of random values through every type equals round_to.
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-300, 300);
+  std::vector<float> r(1000);
+  for (float& v : r) v = u(rng) * std::pow(10.0f, static_cast<float>(rng() % 5) - 3.0f);
+  for (DType t : {DType::kF32, DType::kF16, DType::kBf16, DType::kFp8}) {
+    EXPECT_EQ(decode(encode(r, t), t), round_to(r, t)) << dtype_name(t);
+  }
+  EXPECT_TRUE(std::isnan(decode({0x7F}, DType::kFp8)[0]));
+}
+
 TEST(Reference, GemmOfSmallMatrices) {
   // X = [[1,2],[3,4]], W = [[5,6],[7,8]] (rows are output features): C = X·Wᵀ =
   // [[1·5+2·6, 1·7+2·8], [3·5+4·6, 3·7+4·8]] = [[17, 23], [39, 53]].
