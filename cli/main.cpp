@@ -22,6 +22,7 @@
 #include "kernels/device_info.h"
 #include "reports/html_report.h"
 #include "reports/summary.h"
+#include "reports/trace.h"
 #include "reports/validation_report.h"
 #include "scenarios/presets.h"
 #include "scenarios/run_config.h"
@@ -53,7 +54,58 @@ struct RunArgs {
   std::string format = "text";
   std::string output;
   std::string report;
+  std::string trace;
+  std::string trace_ranks;
 };
+
+// "--trace-ranks": `all`, or a list of ranks and ranges (`0,8,16-23`); empty: the first rank of
+// every pipeline stage.
+std::vector<int> parse_trace_ranks(const std::string& text, const scen::Scenario& s) {
+  const int world = s.parallel.world();
+  const int per_stage = world / std::max(1, s.parallel.pp);
+  std::vector<int> out;
+  if (text.empty()) {
+    for (int st = 0; st < s.parallel.pp; ++st) out.push_back(st * per_stage);
+    return out;
+  }
+  if (text == "all") {
+    if (world > 4096) {
+      throw_input(fmt::format("a trace of all {} ranks would be too large", world),
+                  {"", 0, "--trace-ranks"}, "list ranks, e.g. 0,64,128-135");
+    }
+    for (int r = 0; r < world; ++r) out.push_back(r);
+    return out;
+  }
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = text.find(',', pos);
+    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::size_t dash = item.find('-');
+    int lo = 0, hi = 0;
+    try {
+      std::size_t used = 0;
+      lo = std::stoi(item, &used);
+      if (dash == std::string::npos) {
+        if (used != item.size()) throw std::invalid_argument(item);
+        hi = lo;
+      } else {
+        hi = std::stoi(item.substr(dash + 1), &used);
+        if (dash + 1 + used != item.size()) throw std::invalid_argument(item);
+      }
+    } catch (const std::exception&) {
+      throw_input("`" + item + "` is not a rank or a range of ranks", {"", 0, "--trace-ranks"},
+                  "e.g. 0,8,16-23 or all");
+    }
+    if (lo < 0 || hi < lo || hi >= world) {
+      throw_input(fmt::format("`{}` is outside the job's ranks 0-{}", item, world - 1),
+                  {"", 0, "--trace-ranks"});
+    }
+    for (int r = lo; r <= hi; ++r) out.push_back(r);
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
 
 int cmd_run(const RunArgs& a) {
   std::vector<std::string> sets = a.sets;
@@ -63,7 +115,24 @@ int cmd_run(const RunArgs& a) {
           ? scen::load_scenario_string(cli::kDefaultScenarioYaml, cli::kDefaultScenarioName, sets)
           : scen::load_scenario_file(a.scenario, sets);
   const exec::RunConfig cfg = scen::make_run_config(s);
-  const exec::Result r = scen::run_scenario(s, cfg);
+  std::vector<int> trace_ranks;
+  if (!a.trace.empty()) {
+    if (s.fidelity != "schedule" && s.fidelity != "flow") {
+      throw_input("a trace needs an event-driven fidelity; the analytic one has no timeline",
+                  {"", 0, "--trace"}, "add --fidelity schedule or --fidelity flow");
+    }
+    trace_ranks = parse_trace_ranks(a.trace_ranks, s);
+  }
+  const exec::Result r = scen::run_scenario(s, cfg, {}, trace_ranks);
+  if (!a.trace.empty()) {
+    reports::TraceMeta meta;
+    meta.scenario = s.source;
+    meta.fidelity = r.fidelity;
+    meta.model_version = r.model_version;
+    meta.profile = r.profile_name;
+    meta.ranks_per_stage = s.parallel.world() / std::max(1, s.parallel.pp);
+    write_output(reports::trace_event_json(r.timeline, meta), a.trace);
+  }
   write_output(a.format == "json" ? reports::result_json_text(r, s, cfg.profile)
                                   : reports::result_text(r, s, cfg.profile),
                a.output);
@@ -72,8 +141,8 @@ int cmd_run(const RunArgs& a) {
 }
 
 int cmd_validate(const std::string& csv, const std::string& format, const std::string& output,
-                 const std::string& report) {
-  const auto rows = scen::validate_runs(csv);
+                 const std::string& report, const std::string& fidelity) {
+  const auto rows = scen::validate_runs(csv, fidelity.empty() ? "analytic" : fidelity);
   const auto summary = scen::summarize(rows);
   write_output(format == "json" ? reports::validation_json(rows, summary).dump(2) + "\n"
                                 : reports::validation_text(rows, summary),
@@ -155,19 +224,27 @@ int main(int argc, char** argv) {
                   "Scenario YAML file (default: the built-in MegaScale 175B on 12,288 GPUs)");
   run->add_option("--set", run_args.sets, "Override a scenario key: key.path=value (repeatable)")
       ->type_name("KEY=VALUE");
-  run->add_option("--fidelity", run_args.fidelity, "analytic | flow | packet")
-      ->check(CLI::IsMember({"analytic", "flow", "packet"}));
+  run->add_option("--fidelity", run_args.fidelity, "analytic | schedule | flow | packet")
+      ->check(CLI::IsMember({"analytic", "schedule", "flow", "packet"}));
+  run->add_option("--trace", run_args.trace,
+                  "Write a Chrome/Perfetto trace (trace-event JSON) of the iteration to FILE "
+                  "(schedule and flow fidelities)");
+  run->add_option("--trace-ranks", run_args.trace_ranks,
+                  "Ranks in the trace: all, or a list like 0,8,16-23 (default: the first rank "
+                  "of every pipeline stage)");
   run->add_option("--format", run_args.format, "text | json")->check(CLI::IsMember(formats));
   run->add_option("-o,--output", run_args.output, "Write the result to FILE instead of stdout");
   run->add_option("--report", run_args.report,
                   "Write an HTML report with charts, results.csv and results.json to DIR");
 
-  std::string csv, vformat = "text", voutput, vreport;
+  std::string csv, vformat = "text", voutput, vreport, vfidelity;
   CLI::App* validate =
       app.add_subcommand("validate", "Compare predictions with published training runs (CSV)");
   validate->add_option("runs", csv, "CSV in the format of scenarios/validation/published-runs.csv")
       ->required();
   validate->add_option("--format", vformat, "text | json")->check(CLI::IsMember(formats));
+  validate->add_option("--fidelity", vfidelity, "analytic | schedule | flow (default analytic)")
+      ->check(CLI::IsMember({"analytic", "schedule", "flow"}));
   validate->add_option("-o,--output", voutput, "Write the table to FILE instead of stdout");
   validate->add_option("--report", vreport,
                        "Write an HTML report with charts, results.csv and results.json to DIR");
@@ -215,7 +292,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*run) return cmd_run(run_args);
-    if (*validate) return cmd_validate(csv, vformat, voutput, vreport);
+    if (*validate) return cmd_validate(csv, vformat, voutput, vreport, vfidelity);
     if (*sweep) return trainsim::cli::run_sweep_command(sweep_args);
     if (*explain) return cmd_explain(key, eformat);
     if (*info) return cmd_info(iformat);

@@ -184,7 +184,8 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
       n.has_ecmp ? fmt::format("imbalance {:.2f} (busiest / mean switch uplink), busiest link "
                                "{:.1f} % busy",
                                n.ecmp_imbalance, 100 * n.max_link_utilization)
-                 : std::string("not modelled at this fidelity"));
+                 : r.fidelity == "flow" ? std::string("no traffic crossed the switch tiers")
+                                        : std::string("not modelled at this fidelity"));
   o += fmt::format(
       "  start-up         communicator initialization {:.1f} s ({} store, {} group creation, {} "
       "process groups)\n",

@@ -76,15 +76,16 @@ std::optional<double> number(const std::string& text, const std::string& file, i
 
 const std::vector<std::string>& validation_columns() { return kColumns; }
 
-std::vector<ValidationRow> validate_runs(const std::string& csv_path) {
+std::vector<ValidationRow> validate_runs(const std::string& csv_path, const std::string& fidelity) {
   std::ifstream in(csv_path);
   if (!in) throw_input("cannot open the runs file", {csv_path, 0, ""});
   std::stringstream ss;
   ss << in.rdbuf();
-  return validate_runs_text(ss.str(), csv_path);
+  return validate_runs_text(ss.str(), csv_path, fidelity);
 }
 
-std::vector<ValidationRow> validate_runs_text(const std::string& text, const std::string& file) {
+std::vector<ValidationRow> validate_runs_text(const std::string& text, const std::string& file,
+                                              const std::string& fidelity) {
   std::istringstream in(text);
   std::string line;
   int line_no = 0;
@@ -241,6 +242,14 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text, const std
         shortfall = exec::memory_shortfall_message(res.memory);
       }
       if (!found) throw_infeasible(shortfall, {file, line_no, "recompute"});
+      if (fidelity != "analytic") {
+        // The recompute choice is a memory question (fidelity-independent); the timing is
+        // re-run at the asked fidelity.
+        chosen.fidelity = fidelity;
+        exec::AnalyticOptions opts;
+        opts.enforce_memory = false;
+        res = run_scenario(chosen, make_run_config(chosen), opts);
+      }
 
       const double tokens_per_iter = std::stod(v["training.global_batch"]) * chosen.model.seq_len;
       const double gpus = chosen.cluster.gpus;

@@ -45,9 +45,12 @@ struct ValidationSummary {
 
 /// Reads the CSV; malformed files (missing columns, bad numbers) throw trainsim::Error naming the
 /// file, line and column. Rows that parse but cannot be simulated carry `error_message`.
-std::vector<ValidationRow> validate_runs(const std::string& csv_path);
+/// `fidelity`: analytic, schedule or flow (the recompute choice is made at analytic fidelity).
+std::vector<ValidationRow> validate_runs(const std::string& csv_path,
+                                         const std::string& fidelity = "analytic");
 /// Same, from CSV text (`name` is used in messages).
-std::vector<ValidationRow> validate_runs_text(const std::string& csv_text, const std::string& name);
+std::vector<ValidationRow> validate_runs_text(const std::string& csv_text, const std::string& name,
+                                              const std::string& fidelity = "analytic");
 
 ValidationSummary summarize(const std::vector<ValidationRow>& rows);
 

@@ -137,9 +137,17 @@ TEST(Cli, UsageErrors) {
   const CliRun missing = trainsim("run /nonexistent/scenario.yaml");
   EXPECT_EQ(missing.code, 2);
   EXPECT_TRUE(has(missing.err, "/nonexistent/scenario.yaml")) << missing.err;
-  const CliRun flow = trainsim(std::string("run ") + kScenario + " --fidelity flow");
-  EXPECT_EQ(flow.code, 2);
-  EXPECT_TRUE(has(flow.err, "simulation.fidelity")) << flow.err;
+  const CliRun packet = trainsim(std::string("run ") + kScenario + " --fidelity packet");
+  EXPECT_EQ(packet.code, 2);
+  EXPECT_TRUE(has(packet.err, "simulation.fidelity")) << packet.err;
+  // A straggler needs an event-driven fidelity; a trace too.
+  const CliRun straggler = trainsim(std::string("run ") + kScenario +
+                                    " --set simulation.straggler_rank=3 --set simulation.straggler_factor=2");
+  EXPECT_EQ(straggler.code, 2);
+  EXPECT_TRUE(has(straggler.err, "event-driven")) << straggler.err;
+  const CliRun trace = trainsim(std::string("run ") + kScenario + " --trace /tmp/x.json");
+  EXPECT_EQ(trace.code, 2);
+  EXPECT_TRUE(has(trace.err, "--trace")) << trace.err;
 }
 
 TEST(Cli, CorruptCalibrationProfileNamesFileAndField) {

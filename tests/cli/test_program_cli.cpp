@@ -1,0 +1,129 @@
+// `trainsim run --fidelity schedule|flow` through the real CLI: result JSON of the event-driven
+// fidelities, the Chrome/Perfetto trace of a 64-GPU run parsed back, validation at schedule
+// fidelity, and bad input.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "tests/support/cli_runner.h"
+
+namespace trainsim {
+namespace {
+
+using testing::CliRun;
+using testing::slurp;
+using testing::temp_path;
+using testing::trainsim;
+
+bool has(const std::string& s, const std::string& what) { return s.find(what) != std::string::npos; }
+
+// Llama 3 8B on 64 H100s, reshaped to TP 2 · PP 2 · DP 16 so that every kind of stream shows.
+const std::string k64 =
+    "scenarios/examples/llama3-8b-64xh100.yaml --set parallel.pp=2 --set parallel.vpp=2 "
+    "--set model.layers=8";
+
+TEST(ProgramCli, TraceOf64GpusIsValidTraceEventJson) {
+  const std::string trace = temp_path("trace64.json");
+  const CliRun r = trainsim("run " + k64 + " --fidelity flow --format json --trace " + trace +
+                            " --trace-ranks 0-3,30-33,60-63");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto result = nlohmann::json::parse(r.out);
+  const double iter_us = result["iteration_time_s"].get<double>() * 1e6;
+  const auto doc = nlohmann::json::parse(slurp(trace));
+  ASSERT_TRUE(doc.contains("traceEvents"));
+  EXPECT_EQ(doc["otherData"]["fidelity"], "flow");
+  std::set<int> pids;
+  std::set<std::string> threads, names, cats;
+  std::size_t spans = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "process_name") pids.insert(e["pid"].get<int>());
+    if (ph == "M" && e["name"] == "thread_name") threads.insert(e["args"]["name"].get<std::string>());
+    if (ph != "X") continue;
+    ++spans;
+    names.insert(e["name"].get<std::string>());
+    cats.insert(e["cat"].get<std::string>());
+    const int pid = e["pid"].get<int>();
+    EXPECT_GE(pid, 0);
+    EXPECT_LT(pid, 64);
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+    EXPECT_LE(e["ts"].get<double>() + e["dur"].get<double>(), iter_us * (1 + 1e-9) + 1e-3);
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 1, 2, 3, 30, 31, 32, 33, 60, 61, 62, 63}));
+  for (const char* s : {"compute", "tp", "dp", "pp-send-next", "pp-recv-prev", "pp-send-prev",
+                        "pp-recv-next"}) {
+    EXPECT_TRUE(threads.count(s)) << s;
+  }
+  for (const char* n : {"qkv fwd", "qkv dgrad", "qkv wgrad", "attention fwd", "attention bwd",
+                        "mlp_down fwd", "logits fwd", "embedding fwd", "optimizer",
+                        "all_gather tp", "reduce_scatter tp", "reduce_scatter dp", "send-next pp",
+                        "recv-prev pp"}) {
+    EXPECT_TRUE(names.count(n)) << n;
+  }
+  for (const char* c : {"compute", "tp", "dp", "pp", "optimizer"}) EXPECT_TRUE(cats.count(c)) << c;
+  EXPECT_GT(spans, 12u * 100);
+}
+
+TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
+  const CliRun r = trainsim("run " + k64 + " --fidelity flow --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["fidelity"], "flow");
+  EXPECT_EQ(j["model_version"], "program-1");
+  ASSERT_TRUE(j.contains("task_kinds"));
+  double compute_kinds = 0;
+  for (const auto& k : j["task_kinds"]) {
+    if (k["category"] == "compute") compute_kinds += k["total_s"].get<double>();
+  }
+  // The critical rank's compute-kind times add up to the breakdown's compute.
+  EXPECT_NEAR(compute_kinds, j["breakdown"]["compute_s"].get<double>(),
+              1e-6 * compute_kinds);
+  EXPECT_GT(j["execution"]["flows"].get<long>(), 0);
+  EXPECT_TRUE(j["execution"]["symmetry_shortcut"].get<bool>());
+  EXPECT_GT(j["network"]["max_link_utilization"].get<double>(), 0.0);
+  const auto& b = j["breakdown"];
+  double sum = b["compute_s"].get<double>() + b["pipeline_bubble_s"].get<double>() +
+               b["optimizer_s"].get<double>() + b["data_loading_s"].get<double>();
+  for (const auto& [k, v] : b["exposed_comm_s"].items()) sum += v.get<double>();
+  EXPECT_NEAR(sum, j["iteration_time_s"].get<double>(), 1e-9 * sum);
+}
+
+// A straggler through scenario keys: the run names it in the result and takes longer.
+TEST(ProgramCli, StragglerThroughScenarioKeys) {
+  const CliRun base = trainsim("run " + k64 + " --fidelity schedule --format json");
+  const CliRun slow = trainsim("run " + k64 +
+                               " --fidelity schedule --format json --set simulation.straggler_rank=5"
+                               " --set simulation.straggler_factor=1.2");
+  ASSERT_EQ(base.code, 0) << base.err;
+  ASSERT_EQ(slow.code, 0) << slow.err;
+  const auto a = nlohmann::json::parse(base.out), b = nlohmann::json::parse(slow.out);
+  EXPECT_GT(b["iteration_time_s"].get<double>(), a["iteration_time_s"].get<double>());
+  EXPECT_FALSE(b["execution"]["symmetry_shortcut"].get<bool>());
+  EXPECT_EQ(b["execution"]["actors"].get<long>(), 64);
+}
+
+TEST(ProgramCli, BadTraceRanksAndStragglers) {
+  const CliRun r = trainsim("run " + k64 + " --fidelity schedule --trace " +
+                            temp_path("t.json") + " --trace-ranks 0,99");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "--trace-ranks")) << r.err;
+  const CliRun s = trainsim("run " + k64 + " --fidelity schedule --set simulation.straggler_rank=64"
+                            " --set simulation.straggler_factor=2");
+  EXPECT_EQ(s.code, 2);
+  EXPECT_TRUE(has(s.err, "simulation.straggler_rank")) << s.err;
+}
+
+// The published runs at schedule fidelity (every rank's Program on the event core).
+TEST(ProgramCli, ValidateAtScheduleFidelity) {
+  const CliRun r = trainsim(
+      "validate scenarios/validation/published-runs.csv --fidelity schedule --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_LE(j["summary"]["median_abs_mfu_err_pts"].get<double>(), 3.0);
+  EXPECT_LE(j["summary"]["max_abs_mfu_err_pts"].get<double>(), 6.0);
+}
+
+}  // namespace
+}  // namespace trainsim
