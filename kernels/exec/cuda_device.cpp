@@ -130,8 +130,6 @@ class CudaDevice : public Device {
     if (order_.empty()) throw Error(ErrorKind::kRuntime, "the Program has no streams");
   }
 
-  CommId make_comm_id() override { return cuda_comm_id(); }
-
   void create_comm(int comm, const CommGroup& group, int my_index, const CommId& id) override {
     ncclUniqueId uid;
     static_assert(sizeof uid == sizeof(CommId));

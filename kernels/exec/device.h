@@ -20,8 +20,9 @@
 
 namespace trainsim::kexec {
 
-/// An opaque communicator id (NCCL's ncclUniqueId is 128 bytes), made by one process and handed
-/// to every member before they create the communicator.
+/// An opaque communicator id (NCCL's ncclUniqueId is 128 bytes), made by process 0
+/// (Backend::make_id in kernels/exec/job.h) and handed to every member before they create the
+/// communicator.
 using CommId = std::array<char, 128>;
 
 /// A collective call: the Program's buffer size S (nccl-tests convention: the all-reduce buffer,
@@ -38,8 +39,6 @@ class Device {
 
   /// Streams the plan uses; called once, before anything else.
   virtual void create_streams(const std::vector<plan::Stream>& streams) = 0;
-  /// Makes a communicator id (called on one process per communicator).
-  virtual CommId make_comm_id() = 0;
   /// Joins communicator `comm` (a CommTable index) as member `my_index` of `group`. Blocking.
   virtual void create_comm(int comm, const CommGroup& group, int my_index, const CommId& id) = 0;
   /// Events of the plan (ids 0 .. count-1) and timing markers (ids 0 .. markers-1).

@@ -1,7 +1,6 @@
 #include "kernels/exec/fake_device.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "sim/core/error.h"
 
@@ -12,15 +11,6 @@ void FakeDevice::create_streams(const std::vector<plan::Stream>& streams) {
     calls_.push_back({"create_streams", s, "", {}, -1, -1, 0, {}});
     clock_[s] = 0;
   }
-}
-
-CommId FakeDevice::make_comm_id() {
-  // Distinct and deterministic: the maker's rank and a counter.
-  CommId id{};
-  const int n = ids_made_++;
-  std::memcpy(id.data(), &rank_, sizeof rank_);
-  std::memcpy(id.data() + sizeof rank_, &n, sizeof n);
-  return id;
 }
 
 void FakeDevice::create_comm(int comm, const CommGroup& group, int my_index, const CommId& id) {

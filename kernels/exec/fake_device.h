@@ -33,7 +33,6 @@ class FakeDevice : public Device {
   explicit FakeDevice(int rank, double op_seconds = 1e-6) : rank_(rank), op_s_(op_seconds) {}
 
   void create_streams(const std::vector<plan::Stream>& streams) override;
-  CommId make_comm_id() override;
   void create_comm(int comm, const CommGroup& group, int my_index, const CommId& id) override;
   void create_events(int count, int markers) override;
   void set_sizing(bool on) override { sizing_ = on; }
@@ -56,7 +55,6 @@ class FakeDevice : public Device {
   void run(plan::Stream s);  // advances the stream's clock by one op
   int rank_;
   double op_s_;
-  int ids_made_ = 0;
   bool sizing_ = false;  // while sizing, calls are not recorded and the clock stands still
   std::vector<FakeCall> calls_;
   std::map<plan::Stream, double> clock_;

@@ -1,6 +1,7 @@
 // Two real processes under `mpirun -np 2`, 4 fake GPUs each, run the 8 ranks of a tiny GPT
 // (TP 2 · PP 2 · DP 2) through the executor's job runner and agree on every communicator (the
-// helper tests/kernels/launch_plan_mpi_peer.cpp checks; here: both exit 0 and say "agree").
+// helper tests/kernels/launch_plan_mpi_peer.cpp checks; here: both exit 0 and say "agree"), and
+// `trainsim execute --backend fake` gives the same document under mpirun -np 2 as alone.
 // Skipped, saying so, when mpirun is not installed or the build has no MPI.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -41,6 +42,39 @@ TEST(LaunchPlanMpi, TwoProcessesAgreeOnTheCommunicators) {
     ++agree;
   }
   EXPECT_EQ(agree, 2u) << o;
+}
+
+// `trainsim execute --backend fake` under mpirun -np 2 (ranks 0..3 in one process, 4..7 in the
+// other, ids broadcast, measures all-gathered): the fake times are deterministic, so process 0
+// writes the single-process document but for the process count.
+TEST(LaunchPlanMpi, ExecuteUnderMpirunGivesTheSingleProcessResult) {
+  if (shell("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found";
+#if !TRAINSIM_WITH_MPI
+  GTEST_SKIP() << "this build has no MPI";
+#endif
+  const std::string args =
+      " execute scenarios/megascale-175b-12288.yaml --set cluster.gpus=8 --set model.layers=4"
+      " --set model.hidden=256 --set model.heads=8 --set model.seq_len=128 --set model.vocab=1024"
+      " --set parallel.vpp=1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.dp=2"
+      " --set training.global_batch=8 --set training.micro_batch=1 --backend fake"
+      " --iterations 2 --warmup 1 --out ";
+  const std::string one = trainsim::testing::temp_path("exec1.json");
+  const std::string two = trainsim::testing::temp_path("exec2.json");
+  const std::string err = trainsim::testing::temp_path("exec2.err");
+  ASSERT_EQ(shell(std::string(TRAINSIM_BINARY) + args + one), 0);
+  ASSERT_EQ(shell(std::string("mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ") +
+                  TRAINSIM_BINARY + args + two + " 2> " + err),
+            0)
+      << trainsim::testing::slurp(err);
+  std::string a = trainsim::testing::slurp(one), b = trainsim::testing::slurp(two);
+  ASSERT_FALSE(a.empty());
+  const std::string p1 = "\"processes\": 1", p2 = "\"processes\": 2";
+  ASSERT_NE(b.find(p2), std::string::npos) << b;
+  b.replace(b.find(p2), p2.size(), p1);
+  const std::string n1 = "GPU(s) (fake GPU (every op 1 µs)), 1 process",
+                    n2 = "GPU(s) (fake GPU (every op 1 µs)), 2 process";
+  if (b.find(n2) != std::string::npos) b.replace(b.find(n2), n2.size(), n1);
+  EXPECT_EQ(a, b);
 }
 
 }  // namespace
