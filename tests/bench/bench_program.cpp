@@ -1,0 +1,45 @@
+// Speed of the event-driven fidelities (issue: schedules): the default MegaScale 175B iteration
+// at `schedule` and `flow` fidelity for a range of GPU counts (global batch scaled with DP so that
+// every pipeline runs 32 micro-batches). Counters: Program tasks, task instances executed, flows
+// started, events. docs/performance.md quotes the medians of a full run.
+#include <benchmark/benchmark.h>
+
+#include <string>
+
+#include "scenarios/run_config.h"
+#include "scenarios/scenario.h"
+#include "sim/exec/program_exec.h"
+
+namespace {
+
+using namespace trainsim;
+
+void run(benchmark::State& state, const char* fidelity) {
+  const int gpus = static_cast<int>(state.range(0));
+  const scen::Scenario s = scen::load_scenario_file(
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/megascale-175b-12288.yaml",
+      {"cluster.gpus=" + std::to_string(gpus),
+       "training.global_batch=" + std::to_string(gpus / 2),
+       std::string("simulation.fidelity=") + fidelity});
+  const exec::RunConfig cfg = scen::make_run_config(s);
+  exec::Result r;
+  for (auto _ : state) {
+    r = scen::run_scenario(s, cfg);
+    benchmark::DoNotOptimize(r.mfu);
+  }
+  state.counters["tasks_per_program"] = static_cast<double>(r.exec.tasks_per_role);
+  state.counters["task_instances"] = static_cast<double>(r.exec.task_instances);
+  state.counters["flows"] = static_cast<double>(r.exec.flows);
+  state.counters["events"] = static_cast<double>(r.exec.events);
+  state.counters["mfu_pct"] = 100.0 * r.mfu;
+}
+
+void BM_Schedule175B(benchmark::State& state) { run(state, "schedule"); }
+void BM_Flow175B(benchmark::State& state) { run(state, "flow"); }
+
+BENCHMARK(BM_Schedule175B)->Arg(256)->Arg(1536)->Arg(12288)->Arg(32768)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Flow175B)->Arg(256)->Arg(1536)->Arg(3072)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+}  // namespace
+
+BENCHMARK_MAIN();
