@@ -65,7 +65,9 @@ CLI::App* add_execute_command(CLI::App& app, ExecuteArgs& a) {
                 "Seconds an iteration or a communicator creation may take before the job is "
                 "aborted (default 300)")
       ->check(CLI::PositiveNumber);
-  c->add_option("-o,--out,--output", a.output, "Write the result JSON to FILE instead of stdout");
+  c->add_option("--format", a.format, "json (default: the document compare reads) | text")
+      ->check(CLI::IsMember({"text", "json"}));
+  c->add_option("-o,--out,--output", a.output, "Write the result to FILE instead of stdout");
   c->add_option("--trace", a.trace, "Write a Chrome/Perfetto trace of the measured spans to FILE");
   c->add_option("--trace-ranks", a.trace_ranks, "Ranks in the trace, e.g. 0,1,8-15 (default: all)");
   c->add_option("--backend", a.backend,
@@ -169,6 +171,7 @@ int run_execute_command(const ExecuteArgs& a) {
   if (a.backend == "fake") {
     d.devices.assign(1, kernels::DeviceInfo{0, "fake GPU (every op 1 µs)", 0, 0, 0, 0});
     r.fidelity = "fake";
+    r.profile_version = "";
   }
   r.notes.push_back(fmt::format(
       "measured: mean of {} iterations after {} warm-up on {} GPU(s) ({}), {} process(es); "
@@ -195,7 +198,8 @@ int run_execute_command(const ExecuteArgs& a) {
                     {"warmup", a.warmup},
                     {"processes", group->count()},
                     {"critical_rank", r.exec.critical_rank}};
-  write_output(j.dump(2) + "\n", a.output);
+  write_output(a.format == "text" ? reports::result_text(r, s, cfg.profile) : j.dump(2) + "\n",
+               a.output);
   if (!a.trace.empty()) {
     reports::TraceMeta meta;
     meta.scenario = s.source;

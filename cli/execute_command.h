@@ -19,9 +19,10 @@ struct ExecuteArgs {
   int iterations = 5;
   int warmup = 2;
   double timeout_s = 300;
-  std::string output;       // result JSON; empty or "-" = stdout
-  std::string trace;        // Chrome/Perfetto trace file
-  std::string trace_ranks;  // "0,1,8-15"; empty = every rank
+  std::string format = "json";  // json (the document `compare` reads) | text (the run summary)
+  std::string output;           // result; empty or "-" = stdout
+  std::string trace;            // Chrome/Perfetto trace file
+  std::string trace_ranks;      // "0,1,8-15"; empty = every rank
   // "cuda", or "fake": the recording fake GPU of the tests (every op takes 1 µs; no GPU needed)
   // on `fake_gpus` devices (0: as many as the Program needs).
   std::string backend = "cuda";

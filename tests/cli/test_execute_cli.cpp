@@ -86,6 +86,9 @@ TEST(ExecuteCli, FakeBackendWritesTheRunDocumentAndTrace) {
   r = trainsim("compare " + sim + " " + real + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out).at("op_kinds").size(), both.size());
+  r = trainsim("execute " + scenario + " --backend fake --iterations 1 --warmup 0 --format text");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("iteration time"), std::string::npos) << r.out;
 }
 
 TEST(ExecuteCli, MoreGpusThanTheMachineExits3) {
