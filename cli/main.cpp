@@ -32,6 +32,7 @@
 #include "sim/core/error.h"
 #include "sim/core/version.h"
 #include "sim/exec/analytic.h"
+#include "sim/exec/program_exec.h"
 
 namespace {
 
@@ -179,6 +180,7 @@ int cmd_info(const std::string& format) {
     nlohmann::ordered_json j;
     j["trainsim_version"] = kVersion;
     j["analytic_model_version"] = exec::kAnalyticModelVersion;
+    j["program_model_version"] = exec::kProgramModelVersion;
     j["builtin_profiles"] = calib::builtin_profile_names();
     j["cuda_compiled"] = d.cuda_compiled;
     j["cuda_version"] = d.cuda_version;
@@ -194,8 +196,11 @@ int cmd_info(const std::string& format) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
-  std::cout << fmt::format("trainsim {}\nanalytic model {}\nbuilt-in profiles: {}\n", kVersion,
-                           exec::kAnalyticModelVersion, calib::builtin_profile_names());
+  std::cout << fmt::format(
+      "trainsim {}\nanalytic model {}\nevent-driven model {} (schedule and flow fidelities)\n"
+      "built-in profiles: {}\n",
+      kVersion, exec::kAnalyticModelVersion, exec::kProgramModelVersion,
+      calib::builtin_profile_names());
   std::cout << fmt::format("CUDA: {}\n", d.cuda_compiled ? "compiled with CUDA " + d.cuda_version
                                                          : std::string("not compiled"));
   std::cout << fmt::format("devices: {}\n", d.status);

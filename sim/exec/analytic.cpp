@@ -12,6 +12,7 @@
 #include "sim/model/ops.h"
 #include "sim/plan/layout.h"
 #include "sim/plan/memory.h"
+#include "sim/exec/collective_model.h"
 #include "sim/exec/compute_model.h"
 
 namespace trainsim::exec {
@@ -43,7 +44,7 @@ struct Context {
     coll::Choice c;
     if (k == Kind::kAllReduce) c.algorithm = cfg.collectives.algorithm;
     if (k != Kind::kAllToAll && k != Kind::kSendRecv) c.protocol = cfg.collectives.protocol;
-    return coll::collective_cost(k, bytes, g, links, c);
+    return priced_collective(cfg.profile, k, bytes, g, links, c);
   }
 };
 

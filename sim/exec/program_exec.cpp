@@ -13,6 +13,7 @@
 #include "sim/collective/flow.h"
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
+#include "sim/exec/collective_model.h"
 #include "sim/exec/compute_model.h"
 #include "sim/network/flow_network.h"
 #include "sim/plan/program.h"
@@ -205,7 +206,8 @@ double Executor::analytic_time(const Task& t) const {
     if (t.dim == Dim::kTp) pieces = L_.par.tp;
     if (t.dim == Dim::kCp) pieces = L_.par.cp - 1;
   }
-  return coll::collective_cost(k, t.bytes * pieces, shape(t.dim), links_, c).time_s / pieces;
+  return priced_collective(cfg_.profile, k, t.bytes * pieces, shape(t.dim), links_, c).time_s /
+         pieces;
 }
 
 void Executor::setup_roles() {

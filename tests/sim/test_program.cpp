@@ -101,7 +101,7 @@ TEST(Program, GpipeBubbleMatchesOneFOneB) {
 
 // Every schedule runs to the end whatever the stage count, chunks, micro-batches and PP overlap
 // (a deadlock throws), and its breakdown adds up.
-TEST(Program, EverySchedulCompletes) {
+TEST(Program, EveryScheduleCompletes) {
   for (bool overlap : {false, true}) {
     for (int p : {2, 3, 4}) {
       for (int v : {1, 2, 3}) {
@@ -139,6 +139,20 @@ TEST(Program, DataParallelWithoutOverlapIsComputePlusClosedForm) {
   EXPECT_NEAR(r.iteration_time_s, no_comm.iteration_time_s + ar.time_s, 1e-9);
   EXPECT_NEAR(no_comm.iteration_time_s,
               r.breakdown.data_loading_s + r.breakdown.compute_s + r.breakdown.optimizer_s, 1e-9);
+}
+
+// A profile with a measured all-reduce for 16 ranks (as `calibrate import-nccl-tests` writes it)
+// prices the DP reduction with that α–β fit at every fidelity: α + S · 2(n−1)/n / busbw.
+TEST(Program, MeasuredCollectivesReplaceTheModel) {
+  RunConfig c = config(16, 1, 1, 16, 2, 4);
+  c.opt.dp_overlap = false;
+  c.profile.collectives_measured.push_back({"all_reduce", 16, 1e-3, 10e9, {}});
+  const double bytes = model::count_parameters(c.model).total * 4.0;
+  const double expected = 1e-3 + bytes * 2.0 * 15.0 / 16.0 / 10e9;
+  const Result sched = exec::run_program(c, ExecOptions{});
+  EXPECT_NEAR(sched.breakdown.exposed_dp_s, expected, 1e-9);
+  const Result closed = exec::run_analytic(c);
+  EXPECT_NEAR(closed.breakdown.exposed_dp_s, expected, 1e-9);
 }
 
 // TP overlap off: every TP collective blocks the compute stream, so the exposed TP time is the
