@@ -29,7 +29,7 @@ pack() {
   local prog
   for prog in "$build/cli/trainsim" "${tests[@]/#/$build/tests/}"; do
     [[ -x $prog ]] || { echo "missing $prog (build it first)" >&2; return 1; }
-    strip --strip-debug -o "$dest/$(basename "$prog")" "$prog"
+    strip --strip-unneeded -o "$dest/$(basename "$prog")" "$prog"
   done
   # Shared libraries other than glibc's and CUDA's: the GPU machine may not have them installed.
   local lib
