@@ -320,7 +320,12 @@ class CudaDevice : public Device {
           done = false;
           break;
         }
-        check_cuda(q, "the iteration's kernels (cudaEventQuery)");
+        if (q != cudaSuccess) {
+          // A kernel failed: the peers may wait on this rank forever, so abort, then report.
+          failed_ = true;
+          abort_all();
+          check_cuda(q, "the iteration's kernels (cudaEventQuery)");
+        }
       }
       if (done) break;
       for (ncclComm_t c : comms_) {
