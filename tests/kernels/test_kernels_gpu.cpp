@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <random>
 
+#include "kernels/bench.h"
 #include "kernels/device_ops.h"
 #include "kernels/nccl_bench.h"
 #include "kernels/reference.h"
@@ -242,6 +244,35 @@ TEST(KernelsGpu, AdamAndLambSteps) {
     expect_close(got.w_bf16, ref::round_to(want.w, DType::kBf16), DType::kBf16,
                  std::string(name) + " bf16 copy");
   }
+}
+
+// The timing driver of `calibrate kernels` on the smallest grid item of every kernel kind: each
+// gives one finite, positive median and nothing is skipped.
+TEST(KernelsGpu, BenchDriverTimesEveryKind) {
+  REQUIRE_DEVICE();
+  std::map<std::string, BenchItem> smallest;
+  for (const BenchItem& b : standard_grid(DType::kBf16, DType::kBf16)) {
+    const double size = b.flops + b.bytes;
+    auto it = smallest.find(b.op);
+    if (it == smallest.end() || size < it->second.flops + it->second.bytes) smallest[b.op] = b;
+  }
+  std::vector<BenchItem> items;
+  for (const auto& [op, b] : smallest) items.push_back(b);
+  BenchOptions o;
+  o.repeats = 3;
+  o.warmup = 1;
+  o.rotate_bytes = 1e6;
+  int seen = 0;
+  const BenchResult r = run_kernel_bench(items, o, [&](const calib::MeasuredKernel&) { ++seen; });
+  for (const std::string& s : r.skipped) ADD_FAILURE() << "skipped: " << s;
+  ASSERT_EQ(r.samples.size(), items.size());
+  EXPECT_EQ(seen, static_cast<int>(items.size()));
+  for (const calib::MeasuredKernel& k : r.samples) {
+    EXPECT_TRUE(std::isfinite(k.median_s) && k.median_s > 0) << k.op << " " << k.median_s;
+    EXPECT_LT(k.median_s, 1.0) << k.op;
+  }
+  EXPECT_FALSE(r.provenance.gpu_name.empty());
+  EXPECT_FALSE(r.provenance.driver_version.empty());
 }
 
 TEST(KernelsGpu, NcclAllReduceOverLocalGpus) {
