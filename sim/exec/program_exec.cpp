@@ -142,6 +142,8 @@ class Executor final : public EventTarget {
   coll::GroupShape shape(Dim d) const;
   std::vector<std::vector<int>> concrete_groups(int a, Dim d) const;
   bool inside_server(const std::vector<int>& ranks) const;
+  bool group_inside_server(int a, Dim d);
+  void start_cached_flows(std::size_t id, int send_actor, int dir, const Task& t);
   int actor_of_rank(int rank) const;
   int actor_of_peer(int a, int stage) const;
 
@@ -172,6 +174,19 @@ class Executor final : public EventTarget {
   std::vector<double> link_bytes_;
   std::vector<topo::LinkId> path_;
   long flows_started_ = 0;
+  // Whether actor a's groups of dimension d stay inside one server ((a·8 + d) → 0/1, −1 unknown).
+  std::vector<std::int8_t> inside_cache_;
+  // The routed flows of a pipeline transfer (fixed size per Program), per (sender actor, direction):
+  // every transfer of the same sender and direction starts the same flows on the same paths.
+  struct CachedFlows {
+    bool ready = false;
+    bool inside = false;
+    double latency_s = 0;
+    std::vector<std::int64_t> bytes;
+    std::vector<std::uint32_t> offset;  // into links, one more than flows
+    std::vector<topo::LinkId> links;
+  };
+  std::vector<CachedFlows> transfer_cache_;
   long task_instances_ = 0;
   double nvlink_bytes_ = 0, nic_bytes_ = 0;  // critical-actor traffic estimate (analytic costs)
 };
@@ -376,6 +391,83 @@ bool Executor::inside_server(const std::vector<int>& ranks) const {
   return true;
 }
 
+bool Executor::group_inside_server(int a, Dim d) {
+  const std::size_t key = static_cast<std::size_t>(a) * 8 + static_cast<std::size_t>(d);
+  if (inside_cache_.size() <= key) inside_cache_.resize(actors_.size() * 8, -1);
+  if (inside_cache_[key] < 0) {
+    const Actor& act = actors_[static_cast<std::size_t>(a)];
+    inside_cache_[key] = inside_server(ps_.group(d, act.rank)) ? 1 : 0;
+  }
+  return inside_cache_[key] == 1;
+}
+
+void Executor::start_cached_flows(std::size_t id, int send_actor, int dir, const Task& t) {
+  const std::size_t key = static_cast<std::size_t>(send_actor) * 2 + static_cast<std::size_t>(dir);
+  if (transfer_cache_.size() <= key) transfer_cache_.resize(actors_.size() * 2);
+  CachedFlows& cf = transfer_cache_[key];
+  if (!cf.ready) {
+    cf.ready = true;
+    const Actor& sa = actors_[static_cast<std::size_t>(send_actor)];
+    const int peer_stage = dir == 0 ? ps_.next_stage(sa.stage) : ps_.prev_stage(sa.stage);
+    std::vector<std::pair<int, int>> pairs;
+    if (sa.all_stage) {
+      const auto& p = L_.par;
+      for (int dp = 0; dp < p.dp; ++dp)
+        for (int cp = 0; cp < p.cp; ++cp)
+          for (int tp = 0; tp < p.tp; ++tp) {
+            const int r = ps_.rank_of({tp, cp, dp, sa.stage});
+            pairs.emplace_back(r, ps_.peer_on_stage(r, peer_stage));
+          }
+    } else {
+      pairs.emplace_back(sa.rank, ps_.peer_on_stage(sa.rank, peer_stage));
+    }
+    cf.inside = inside_server({pairs.front().first, pairs.front().second});
+    cf.offset.push_back(0);
+    if (!cf.inside) {
+      const int Q = std::max(1, opt_.routing.qps_per_connection);
+      for (const auto& [src, dst] : pairs) {
+        coll::FlowCollectiveRequest req{coll::Kind::kSendRecv, t.bytes, {src, dst}};
+        const coll::CollectiveFlows plan = coll::plan_collective_flows(req, *graph_, links_, {}, 0);
+        cf.latency_s = std::max(cf.latency_s, plan.result.latency_s);
+        for (const auto& conn : plan.conns) {
+          const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * plan.wire));
+          for (int q = 0; q < Q; ++q) {
+            const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
+            if (share <= 0) continue;
+            if (!router_->route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path_)) {
+              throw_infeasible(fmt::format("no path from GPU {} to GPU {}: {}", conn.src, conn.dst,
+                                           router_->why_unreachable(conn.src, conn.dst)),
+                               {"", 0, ""});
+            }
+            cf.bytes.push_back(share);
+            cf.links.insert(cf.links.end(), path_.begin(), path_.end());
+            cf.offset.push_back(static_cast<std::uint32_t>(cf.links.size()));
+          }
+        }
+      }
+    }
+  }
+  Comm& c = *comms_[id];
+  if (cf.inside) {
+    sim_.schedule(sim_.now() + TimePs::from_seconds(analytic_time(t)), *this, kCommTag | id);
+    return;
+  }
+  for (std::size_t f = 0; f < cf.bytes.size(); ++f) {
+    const std::span<const topo::LinkId> path(cf.links.data() + cf.offset[f],
+                                             cf.offset[f + 1] - cf.offset[f]);
+    for (topo::LinkId l : path) link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(cf.bytes[f]);
+    net::FlowSpec spec;
+    spec.path = path;
+    spec.bytes = cf.bytes[f];
+    spec.tag = id;
+    network_->start_flow(spec);
+    ++c.flows_left;
+    ++flows_started_;
+  }
+  c.latency = TimePs::from_seconds(cf.latency_s);
+  if (c.flows_left == 0) sim_.schedule(sim_.now() + c.latency, *this, kCommTag | id);
+}
+
 // The concrete groups a communication of actor `a` stands for: its rank's group, or (symmetry
 // shortcut) every group of the dimension on the actor's stage.
 std::vector<std::vector<int>> Executor::concrete_groups(int a, Dim d) const {
@@ -536,8 +628,8 @@ void Executor::begin_comm(std::size_t id, const Task& t, int a) {
     return;
   }
   if (opt_.backend == NetworkBackend::kFlow) {
-    std::vector<std::vector<int>> groups = concrete_groups(a, t.dim);
-    if (!groups.empty() && !inside_server(groups.front())) {
+    if (!group_inside_server(a, t.dim)) {
+      const std::vector<std::vector<int>> groups = concrete_groups(a, t.dim);
       double latency = 0;
       const int Q = std::max(1, opt_.routing.qps_per_connection);
       for (const auto& g : groups) {
@@ -622,53 +714,8 @@ void Executor::begin_transfer(int send_actor, int recv_actor, const Task& t,
     return;
   }
   if (opt_.backend == NetworkBackend::kFlow) {
-    const Actor& sa = actors_[static_cast<std::size_t>(send_actor)];
-    const Actor& ra = actors_[static_cast<std::size_t>(recv_actor)];
-    std::vector<std::pair<int, int>> pairs;
-    if (sa.all_stage) {
-      const auto& p = L_.par;
-      for (int dp = 0; dp < p.dp; ++dp)
-        for (int cp = 0; cp < p.cp; ++cp)
-          for (int tp = 0; tp < p.tp; ++tp) {
-            const int r = ps_.rank_of({tp, cp, dp, sa.stage});
-            pairs.emplace_back(r, ps_.peer_on_stage(r, ra.stage));
-          }
-    } else {
-      pairs.emplace_back(sa.rank, ra.rank);
-    }
-    if (!inside_server({pairs.front().first, pairs.front().second})) {
-      const int Q = std::max(1, opt_.routing.qps_per_connection);
-      double latency = 0;
-      for (const auto& [src, dst] : pairs) {
-        coll::FlowCollectiveRequest req{coll::Kind::kSendRecv, t.bytes, {src, dst}};
-        const coll::CollectiveFlows cf = coll::plan_collective_flows(req, *graph_, links_, {}, 0);
-        latency = std::max(latency, cf.result.latency_s);
-        for (const auto& conn : cf.conns) {
-          const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * cf.wire));
-          for (int q = 0; q < Q; ++q) {
-            const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
-            if (share <= 0) continue;
-            if (!router_->route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path_)) {
-              throw_infeasible(fmt::format("no path from GPU {} to GPU {}: {}", conn.src, conn.dst,
-                                           router_->why_unreachable(conn.src, conn.dst)),
-                               {"", 0, ""});
-            }
-            for (topo::LinkId l : path_) link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(share);
-            net::FlowSpec spec;
-            spec.path = path_;
-            spec.bytes = share;
-            spec.tag = id;
-            network_->start_flow(spec);
-            ++c.flows_left;
-            ++flows_started_;
-          }
-        }
-      }
-      c.latency = TimePs::from_seconds(latency);
-      if (c.flows_left > 0) return;
-      sim_.schedule(sim_.now() + c.latency, *this, kCommTag | id);
-      return;
-    }
+    start_cached_flows(id, send_actor, dir, t);
+    return;
   }
   sim_.schedule(sim_.now() + TimePs::from_seconds(analytic_time(t)), *this, kCommTag | id);
 }
