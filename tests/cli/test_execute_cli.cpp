@@ -99,8 +99,16 @@ TEST(ExecuteCli, MoreGpusThanTheMachineExits3) {
 }
 
 TEST(ExecuteCli, BadArgumentsExit2) {
-  const CliRun r = trainsim("execute scenarios/megascale-175b-12288.yaml --iterations 0");
+  CliRun r = trainsim("execute scenarios/megascale-175b-12288.yaml --iterations 0");
   EXPECT_EQ(r.code, 2) << r.err;
+  r = trainsim("execute scenarios/megascale-175b-12288.yaml --set cluster.gpus=8" + kTiny +
+               " --backend fake --trace-ranks 0,x");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("`--trace-ranks`: `x` is not a rank"), std::string::npos) << r.err;
+  r = trainsim("execute scenarios/megascale-175b-12288.yaml --set cluster.gpus=8" + kTiny +
+               " --backend fake --trace-ranks 9");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("outside the job's 8 ranks"), std::string::npos) << r.err;
 }
 
 std::string write(const std::string& name, const json& j) {
@@ -190,6 +198,20 @@ TEST(CompareCli, TextAndMarkdown) {
   EXPECT_NE(doc.find("# Simulation vs measurement"), std::string::npos) << doc;
   EXPECT_NE(doc.find("| qkv fwd "), std::string::npos) << doc;
   EXPECT_NE(doc.find("| ---"), std::string::npos) << doc;  // the header rule
+}
+
+// An analytic-fidelity document has no task_kinds: the comparison says so and keeps the rest.
+TEST(CompareCli, WithoutTaskKindsComparesTheRest) {
+  json analytic = sim_doc();
+  analytic.erase("task_kinds");
+  const std::string sim = write("analytic.json", analytic), real = write("real.json", real_doc());
+  const CliRun r = trainsim("compare " + sim + " " + real + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j.at("op_kinds").empty());
+  EXPECT_TRUE(j.at("summary").at("op_kind_weighted_abs_error").is_null());
+  EXPECT_NE(j.at("notes").at(0).get<std::string>().find("no `task_kinds`"), std::string::npos);
+  EXPECT_NEAR(j.at("iteration_time").at("error").get<double>(), 0.2, 1e-12);
 }
 
 TEST(CompareCli, BadInputNamesFileAndField) {
