@@ -134,9 +134,11 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
   }
   if (a.refine > 0) {
     throw_input(
-        "re-evaluating the top points needs flow fidelity, which this build does not "
-        "have (only analytic)",
-        {"--refine", 0, ""}, "drop --refine: every point is ranked at analytic fidelity");
+        "re-evaluating the top points inside a sweep is not built yet; every point is ranked "
+        "at analytic fidelity",
+        {"--refine", 0, ""},
+        "drop --refine and re-run the points you want with `trainsim run SCENARIO --set ... "
+        "--fidelity flow` (or `--fidelity schedule`, a fraction of a second each)");
   }
   const scen::Scenario base =
       a.scenario.empty()
@@ -183,7 +185,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
                   "Price of one GPU for one hour with its currency, e.g. 2.5USD or 2.5EUR/h: adds "
                   "the cost per million tokens");
   cmd->add_option("--refine", a.refine,
-                  "Re-evaluate the top K at flow fidelity (not available in this build)")
+                  "Re-evaluate the top K at flow fidelity (not built yet: use run --fidelity flow)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("-j,--jobs", a.jobs, "Threads per process (default: the cores)")
       ->check(CLI::PositiveNumber);

@@ -144,7 +144,8 @@ TEST(SweepCli, BadInputIsAClearError) {
   EXPECT_TRUE(has(price.err, "e.g. 2.5USD")) << price.err;
   const CliRun refine = trainsim(base + " --vary parallel.pp=4,8 --refine 5");
   EXPECT_EQ(refine.code, 2);
-  EXPECT_TRUE(has(refine.err, "needs flow fidelity, which this build does not have")) << refine.err;
+  EXPECT_TRUE(has(refine.err, "not built yet")) << refine.err;
+  EXPECT_TRUE(has(refine.err, "--fidelity flow")) << refine.err;
   const CliRun cost = trainsim(base + " --vary parallel.pp=4,8 --rank-by cost");
   EXPECT_EQ(cost.code, 2);
   EXPECT_TRUE(has(cost.err, "--gpu-hour-price")) << cost.err;
