@@ -178,15 +178,19 @@ class Executor final : public EventTarget {
   std::vector<std::int8_t> inside_cache_;
   // The routed flows of a pipeline transfer (fixed size per Program), per (sender actor, direction):
   // every transfer of the same sender and direction starts the same flows on the same paths.
-  struct CachedFlows {
+  // Routed flows, ready to start: flow f carries bytes[f] over links[offset[f], offset[f+1]).
+  struct RoutedFlows {
     bool ready = false;
-    bool inside = false;
+    bool inside = false;  // inside one server: priced in closed form instead
     double latency_s = 0;
     std::vector<std::int64_t> bytes;
-    std::vector<std::uint32_t> offset;  // into links, one more than flows
+    std::vector<std::uint32_t> offset{0};
     std::vector<topo::LinkId> links;
   };
-  std::vector<CachedFlows> transfer_cache_;
+  std::vector<RoutedFlows> transfer_cache_;
+  RoutedFlows scratch_flows_;
+  void route(const coll::CollectiveFlows& plan, RoutedFlows& out);
+  void start_routed(std::size_t id, const RoutedFlows& flows);
   long task_instances_ = 0;
   double nvlink_bytes_ = 0, nic_bytes_ = 0;  // critical-actor traffic estimate (analytic costs)
 };
@@ -401,10 +405,52 @@ bool Executor::group_inside_server(int a, Dim d) {
   return inside_cache_[key] == 1;
 }
 
+// Routes every queue pair of every connection of a planned collective and appends the flows.
+void Executor::route(const coll::CollectiveFlows& plan, RoutedFlows& out) {
+  const int Q = std::max(1, opt_.routing.qps_per_connection);
+  out.latency_s = std::max(out.latency_s, plan.result.latency_s);
+  for (const auto& conn : plan.conns) {
+    const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * plan.wire));
+    for (int q = 0; q < Q; ++q) {
+      const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
+      if (share <= 0) continue;
+      if (!router_->route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path_)) {
+        throw_infeasible(fmt::format("no path from GPU {} to GPU {}: {}", conn.src, conn.dst,
+                                     router_->why_unreachable(conn.src, conn.dst)),
+                         {"", 0, ""});
+      }
+      out.bytes.push_back(share);
+      out.links.insert(out.links.end(), path_.begin(), path_.end());
+      out.offset.push_back(static_cast<std::uint32_t>(out.links.size()));
+    }
+  }
+}
+
+// Starts routed flows for communication `id`; it completes `latency` after its last flow.
+void Executor::start_routed(std::size_t id, const RoutedFlows& flows) {
+  Comm& c = *comms_[id];
+  for (std::size_t f = 0; f < flows.bytes.size(); ++f) {
+    const std::span<const topo::LinkId> path(flows.links.data() + flows.offset[f],
+                                             flows.offset[f + 1] - flows.offset[f]);
+    for (topo::LinkId l : path) {
+      link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(flows.bytes[f]);
+    }
+    net::FlowSpec spec;
+    spec.path = path;
+    spec.bytes = flows.bytes[f];
+    spec.tag = id;
+    network_->start_flow(spec);
+    ++c.flows_left;
+    ++flows_started_;
+  }
+  c.latency = TimePs::from_seconds(flows.latency_s);
+  if (c.flows_left == 0) sim_.schedule(sim_.now() + c.latency, *this, kCommTag | id);
+}
+
 void Executor::start_cached_flows(std::size_t id, int send_actor, int dir, const Task& t) {
   const std::size_t key = static_cast<std::size_t>(send_actor) * 2 + static_cast<std::size_t>(dir);
   if (transfer_cache_.size() <= key) transfer_cache_.resize(actors_.size() * 2);
-  CachedFlows& cf = transfer_cache_[key];
+  RoutedFlows& cf = transfer_cache_[key];
   if (!cf.ready) {
     cf.ready = true;
     const Actor& sa = actors_[static_cast<std::size_t>(send_actor)];
@@ -422,50 +468,18 @@ void Executor::start_cached_flows(std::size_t id, int send_actor, int dir, const
       pairs.emplace_back(sa.rank, ps_.peer_on_stage(sa.rank, peer_stage));
     }
     cf.inside = inside_server({pairs.front().first, pairs.front().second});
-    cf.offset.push_back(0);
     if (!cf.inside) {
-      const int Q = std::max(1, opt_.routing.qps_per_connection);
       for (const auto& [src, dst] : pairs) {
         coll::FlowCollectiveRequest req{coll::Kind::kSendRecv, t.bytes, {src, dst}};
-        const coll::CollectiveFlows plan = coll::plan_collective_flows(req, *graph_, links_, {}, 0);
-        cf.latency_s = std::max(cf.latency_s, plan.result.latency_s);
-        for (const auto& conn : plan.conns) {
-          const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * plan.wire));
-          for (int q = 0; q < Q; ++q) {
-            const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
-            if (share <= 0) continue;
-            if (!router_->route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path_)) {
-              throw_infeasible(fmt::format("no path from GPU {} to GPU {}: {}", conn.src, conn.dst,
-                                           router_->why_unreachable(conn.src, conn.dst)),
-                               {"", 0, ""});
-            }
-            cf.bytes.push_back(share);
-            cf.links.insert(cf.links.end(), path_.begin(), path_.end());
-            cf.offset.push_back(static_cast<std::uint32_t>(cf.links.size()));
-          }
-        }
+        route(coll::plan_collective_flows(req, *graph_, links_, {}, 0), cf);
       }
     }
   }
-  Comm& c = *comms_[id];
   if (cf.inside) {
     sim_.schedule(sim_.now() + TimePs::from_seconds(analytic_time(t)), *this, kCommTag | id);
     return;
   }
-  for (std::size_t f = 0; f < cf.bytes.size(); ++f) {
-    const std::span<const topo::LinkId> path(cf.links.data() + cf.offset[f],
-                                             cf.offset[f + 1] - cf.offset[f]);
-    for (topo::LinkId l : path) link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(cf.bytes[f]);
-    net::FlowSpec spec;
-    spec.path = path;
-    spec.bytes = cf.bytes[f];
-    spec.tag = id;
-    network_->start_flow(spec);
-    ++c.flows_left;
-    ++flows_started_;
-  }
-  c.latency = TimePs::from_seconds(cf.latency_s);
-  if (c.flows_left == 0) sim_.schedule(sim_.now() + c.latency, *this, kCommTag | id);
+  start_routed(id, cf);
 }
 
 // The concrete groups a communication of actor `a` stands for: its rank's group, or (symmetry
@@ -629,41 +643,16 @@ void Executor::begin_comm(std::size_t id, const Task& t, int a) {
   }
   if (opt_.backend == NetworkBackend::kFlow) {
     if (!group_inside_server(a, t.dim)) {
-      const std::vector<std::vector<int>> groups = concrete_groups(a, t.dim);
-      double latency = 0;
-      const int Q = std::max(1, opt_.routing.qps_per_connection);
-      for (const auto& g : groups) {
+      RoutedFlows& rf = scratch_flows_;
+      rf = RoutedFlows{};
+      coll::Choice choice;
+      if (t.collective != coll::Kind::kAllToAll) choice.protocol = cfg_.collectives.protocol;
+      for (const auto& g : concrete_groups(a, t.dim)) {
         coll::FlowCollectiveRequest req{t.collective, t.bytes,
                                         std::vector<topo::GpuId>(g.begin(), g.end())};
-        coll::Choice choice;
-        if (t.collective != coll::Kind::kAllToAll) choice.protocol = cfg_.collectives.protocol;
-        const coll::CollectiveFlows cf =
-            coll::plan_collective_flows(req, *graph_, links_, choice, 0);
-        latency = std::max(latency, cf.result.latency_s);
-        for (const auto& conn : cf.conns) {
-          const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * cf.wire));
-          for (int q = 0; q < Q; ++q) {
-            const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
-            if (share <= 0) continue;
-            if (!router_->route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path_)) {
-              throw_infeasible(fmt::format("no path from GPU {} to GPU {}: {}", conn.src, conn.dst,
-                                           router_->why_unreachable(conn.src, conn.dst)),
-                               {"", 0, ""});
-            }
-            for (topo::LinkId l : path_) link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(share);
-            net::FlowSpec spec;
-            spec.path = path_;
-            spec.bytes = share;
-            spec.tag = id;
-            network_->start_flow(spec);
-            ++c.flows_left;
-            ++flows_started_;
-          }
-        }
+        route(coll::plan_collective_flows(req, *graph_, links_, choice, 0), rf);
       }
-      c.latency = TimePs::from_seconds(latency);
-      if (c.flows_left > 0) return;
-      sim_.schedule(sim_.now() + c.latency, *this, kCommTag | id);
+      start_routed(id, rf);
       return;
     }
   }
