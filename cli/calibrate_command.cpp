@@ -1,11 +1,16 @@
 #include "cli/calibrate_command.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 
 #include "calibrate/gemm_fit.h"
@@ -14,6 +19,7 @@
 #include "kernels/bench.h"
 #include "kernels/bench_plan.h"
 #include "kernels/device_info.h"
+#include "kernels/exec/process_group.h"
 #include "kernels/nccl_bench.h"
 #include "scenarios/presets.h"
 #include "scenarios/scenario.h"
@@ -241,7 +247,111 @@ int measure_kernels(const CalibrateArgs& a) {
   return 0;
 }
 
+void nccl_sizes(const CalibrateArgs& a, kernels::NcclBenchOptions& o) {
+  o.min_bytes = static_cast<double>(scen::parse_size(a.min_bytes, {"", 0, "--min-bytes"}));
+  o.max_bytes = static_cast<double>(scen::parse_size(a.max_bytes, {"", 0, "--max-bytes"}));
+  o.repeats = a.repeats;
+  o.warmup = a.warmup;
+}
+
+// `calibrate nccl` under mpirun: every process drives L GPUs of its machine (L = --gpus, default
+// the machine's GPUs / its processes), mapped like `execute`: the process of local rank `l` uses
+// devices l·L … l·L+L−1 and is ranks p·L … p·L+L−1 of one communicator. Every check below is
+// decided from one all-gather that every process sees alike, so all exit with the same code
+// (4 with "no CUDA device found" when any process has none) and none waits on another.
+int measure_nccl_mpi(const CalibrateArgs& a, kexec::ProcessGroup& group) {
+  const kernels::DeviceReport d = kernels::query_devices();
+  char host_buf[256] = {};
+  if (gethostname(host_buf, sizeof host_buf - 1) != 0)
+    std::snprintf(host_buf, sizeof host_buf, "?");
+  const std::string me = fmt::format("{}\t{}\t{}", host_buf, d.devices.size(), group.local_index());
+  struct Peer {
+    std::string host;
+    int devices = 0, local = 0;
+  };
+  std::vector<Peer> peers;
+  for (const std::string& line : group.allgather(me)) {
+    Peer p;
+    const std::size_t t1 = line.find('\t'), t2 = line.rfind('\t');
+    p.host = line.substr(0, t1);
+    p.devices = std::atoi(line.substr(t1 + 1, t2 - t1 - 1).c_str());
+    p.local = std::atoi(line.substr(t2 + 1).c_str());
+    peers.push_back(std::move(p));
+  }
+  for (std::size_t q = 0; q < peers.size(); ++q) {
+    if (peers[q].devices > 0) continue;
+    // This process's own reason first; else the first process that has none.
+    const std::string why =
+        d.devices.empty() ? d.status : fmt::format("on process {} ({})", q, peers[q].host);
+    throw Error(ErrorKind::kRuntime, "no CUDA device found (" + why + ")", {},
+                "run it on GPU machines, or import nccl-tests output with `calibrate "
+                "import-nccl-tests`");
+  }
+  if (a.out.empty()) throw_input("--out PROFILE.json is required", {"", 0, "--out"});
+  std::vector<std::string> hosts;  // distinct, in process order
+  int per = 0;
+  for (const Peer& p : peers) {
+    if (std::find(hosts.begin(), hosts.end(), p.host) == hosts.end()) hosts.push_back(p.host);
+    const auto on_host =
+        std::count_if(peers.begin(), peers.end(), [&](const Peer& o) { return o.host == p.host; });
+    const int l = a.gpus > 0 ? a.gpus : p.devices / static_cast<int>(on_host);
+    if (per != 0 && l != per) {
+      throw_infeasible(
+          fmt::format("the processes would drive different GPU counts ({} and {})", per, l),
+          {"", 0, "--gpus"}, "start as many processes on every machine, or pass --gpus");
+    }
+    per = l;
+    if (per < 1 || (p.local + 1) * per > p.devices) {
+      throw_infeasible(
+          fmt::format("process {} on {} (local rank {}) would use devices {}..{}; it has {}",
+                      &p - peers.data(), p.host, p.local, p.local * per, (p.local + 1) * per - 1,
+                      p.devices),
+          {"", 0, "--gpus"}, "start at most as many processes per machine as it has GPUs");
+    }
+  }
+  kernels::NcclBenchOptions o;
+  for (int i = 0; i < per; ++i) o.devices.push_back(group.local_index() * per + i);
+  nccl_sizes(a, o);
+  const std::string gpu_name = d.devices[static_cast<std::size_t>(o.devices.front())].name;
+  const calib::Profile p = base_profile(a, a.gpu_preset, gpu_name, "--gpu-preset");
+  std::string host_list;
+  for (const std::string& h : hosts) host_list += (host_list.empty() ? "" : ", ") + h;
+  kernels::NcclBenchProcesses procs;
+  procs.index = group.index();
+  procs.count = group.count();
+  procs.nodes = static_cast<int>(hosts.size());
+  procs.where = fmt::format("mpirun: world size {}, {} GPU{} per process, hosts {}", group.count(),
+                            per, per == 1 ? "" : "s", host_list);
+  procs.broadcast = [&group](std::string& bytes) { group.broadcast(bytes); };
+  procs.allgather = [&group](const std::string& mine) { return group.allgather(mine); };
+  if (group.index() == 0) {
+    std::cerr << fmt::format("timing NCCL over {} GPUs: {}\n", per * group.count(), procs.where);
+  }
+  std::vector<calib::NcclTestsRun> runs;
+  try {
+    runs = kernels::run_nccl_bench(o, procs);
+  } catch (const Error& e) {
+    // The other processes may be waiting in NCCL or MPI for this one: end the job.
+    std::cerr << "trainsim: process " << group.index() << ": " << e.what() << "\n";
+    group.abort(e.exit_code());
+    throw;
+  } catch (const std::exception& e) {
+    std::cerr << "trainsim: process " << group.index() << ": " << e.what() << "\n";
+    group.abort(4);
+    throw;
+  }
+  if (group.index() != 0) return 0;  // process 0 fits and writes
+  return write_collective_fits(a, runs, p, gpu_name,
+                               {fmt::format("trainsim calibrate nccl (NCCL {}) under {}",
+                                            kernels::nccl_version(), procs.where)},
+                               "nccl-measured");
+}
+
 int measure_nccl(const CalibrateArgs& a) {
+  // Under mpirun (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK) with more than one process, the
+  // processes join one communicator; otherwise one process drives the local GPUs with threads.
+  const std::unique_ptr<kexec::ProcessGroup> group = kexec::make_process_group();
+  if (group->count() > 1) return measure_nccl_mpi(a, *group);
   const kernels::DeviceReport d = require_device();
   if (a.out.empty()) throw_input("--out PROFILE.json is required", {"", 0, "--out"});
   kernels::NcclBenchOptions o;
@@ -250,10 +360,7 @@ int measure_nccl(const CalibrateArgs& a) {
     throw_input(fmt::format("{} GPUs asked, {} present", n, d.devices.size()), {"", 0, "--gpus"});
   }
   for (int i = 0; i < n; ++i) o.devices.push_back(i);
-  o.min_bytes = static_cast<double>(scen::parse_size(a.min_bytes, {"", 0, "--min-bytes"}));
-  o.max_bytes = static_cast<double>(scen::parse_size(a.max_bytes, {"", 0, "--max-bytes"}));
-  o.repeats = a.repeats;
-  o.warmup = a.warmup;
+  nccl_sizes(a, o);
   const std::string gpu_name = d.devices.front().name;
   const calib::Profile p = base_profile(a, a.gpu_preset, gpu_name, "--gpu-preset");
   const std::vector<calib::NcclTestsRun> runs = kernels::run_nccl_bench(o);
@@ -317,9 +424,13 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       ->excludes(kbase);
 
   a.nccl = c->add_subcommand(
-      "nccl", "Time collectives with NCCL over the local GPUs (a thread per GPU), fit alpha-beta");
+      "nccl",
+      "Time collectives with NCCL over the local GPUs (a thread per GPU), or under mpirun over "
+      "every process's GPUs (one communicator), fit alpha-beta");
   a.nccl->add_option("--out", a.out, "Profile JSON to write (required)");
-  a.nccl->add_option("--gpus", a.gpus, "Use the first N GPUs (default: all)");
+  a.nccl->add_option("--gpus", a.gpus,
+                     "Use the first N GPUs (default: all); under mpirun, N GPUs per process "
+                     "(default: the machine's GPUs / its processes)");
   a.nccl->add_option("--min-bytes", a.min_bytes, "Smallest size (8, 64K, 1M, ...)")
       ->capture_default_str();
   a.nccl->add_option("--max-bytes", a.max_bytes, "Largest size")->capture_default_str();

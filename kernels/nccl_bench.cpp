@@ -4,9 +4,11 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -30,6 +32,17 @@ struct Comms {
   explicit Comms(const std::vector<int>& devices) : comms(devices.size()) {
     check_nccl(ncclCommInitAll(comms.data(), static_cast<int>(devices.size()), devices.data()),
                "ncclCommInitAll");
+  }
+  // This process's share of a communicator of `world` ranks: devices[i] is rank first + i.
+  Comms(const std::vector<int>& devices, int world, int first, const ncclUniqueId& id)
+      : comms(devices.size()) {
+    check_nccl(ncclGroupStart(), "ncclGroupStart");
+    for (std::size_t i = 0; i < devices.size(); ++i) {
+      check_cuda(cudaSetDevice(devices[i]), "cudaSetDevice");
+      check_nccl(ncclCommInitRank(&comms[i], world, id, first + static_cast<int>(i)),
+                 "ncclCommInitRank");
+    }
+    check_nccl(ncclGroupEnd(), "ncclCommInitRank (group)");
   }
   ~Comms() {
     if (aborted) return;
@@ -91,9 +104,16 @@ std::string nccl_version() {
 
 bool nccl_built() { return true; }
 
-std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
-  const std::vector<int> devices = resolve_devices(o.devices);
-  const int ranks = static_cast<int>(devices.size());
+namespace {
+
+// The sweep over this process's `devices`; with several processes, `procs` joins them into one
+// communicator (process p's i-th device is rank p·L+i) and the times are maxed over all of them.
+std::vector<calib::NcclTestsRun> bench(const NcclBenchOptions& o, const std::vector<int>& devices,
+                                       const NcclBenchProcesses* procs) {
+  const int local = static_cast<int>(devices.size());
+  const bool multi = procs != nullptr && procs->count > 1;
+  const int ranks = multi ? local * procs->count : local;
+  const int first_rank = multi ? local * procs->index : 0;
   if (ranks < 2) {
     throw Error(ErrorKind::kRuntime,
                 "calibrate nccl needs at least 2 GPUs; " + std::to_string(ranks) + " visible", {},
@@ -113,10 +133,11 @@ std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
     run.path = "nccl:" + op;
     run.op = op;
     run.ranks = ranks;
-    run.nodes = 1;
+    run.nodes = multi ? procs->nodes : 1;
     run.gpu_name = prop.name;
-    run.version_line = "# trainsim calibrate nccl: nThread " + std::to_string(ranks) +
+    run.version_line = "# trainsim calibrate nccl: nThread " + std::to_string(local) +
                        " nGpus 1 NCCL " + nccl_version();
+    if (multi) run.version_line += " (" + procs->where + ")";
     run.rows.resize(sizes.size());
     runs.push_back(std::move(run));
   }
@@ -124,8 +145,38 @@ std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
   std::vector<std::vector<std::vector<double>>> times(
       o.ops.size(),
       std::vector<std::vector<double>>(sizes.size(), std::vector<double>(devices.size(), 0)));
-  Comms comms(devices);
-  std::barrier sync(ranks);
+  std::unique_ptr<Comms> made;
+  if (multi) {
+    // Process 0 makes the id; every process joins with its ranks.
+    std::string id_bytes;
+    if (procs->index == 0) {
+      ncclUniqueId id{};
+      check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      id_bytes.assign(reinterpret_cast<const char*>(&id), sizeof id);
+    }
+    procs->broadcast(id_bytes);
+    if (id_bytes.size() != sizeof(ncclUniqueId)) {
+      throw Error(ErrorKind::kRuntime, "the NCCL id broadcast from process 0 is truncated");
+    }
+    ncclUniqueId id{};
+    std::memcpy(&id, id_bytes.data(), sizeof id);
+    made = std::make_unique<Comms>(devices, ranks, first_rank, id);
+  } else {
+    made = std::make_unique<Comms>(devices);
+  }
+  Comms& comms = *made;
+  // Before each repeat the local threads meet; the last to arrive also meets the other
+  // processes (an all-gather of nothing), unless a rank failed (the caller then ends the job).
+  std::atomic<bool> failed{false};
+  auto across = [&]() noexcept {
+    if (!multi || failed.load()) return;
+    try {
+      procs->allgather("");
+    } catch (...) {
+      failed.store(true);
+    }
+  };
+  std::barrier sync(local, across);
   std::mutex error_mutex;
   std::exception_ptr error;
   auto worker = [&](int rank) {
@@ -171,6 +222,7 @@ std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
       // A failed rank would leave the others blocked in NCCL or at the barrier: the first
       // failure aborts the communicators (their pending calls then fail too) and every failed
       // rank leaves the barrier, so all threads return and the error surfaces after join.
+      failed.store(true);
       bool first = false;
       {
         std::lock_guard<std::mutex> lock(error_mutex);
@@ -185,9 +237,31 @@ std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
     }
   };
   std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) threads.emplace_back(worker, r);
+  for (int r = 0; r < local; ++r) threads.emplace_back(worker, r);
   for (std::thread& t : threads) t.join();
   if (error) std::rethrow_exception(error);
+  if (failed.load()) throw Error(ErrorKind::kRuntime, "the barrier across processes failed");
+  // The slowest rank counts: the max over this process's ranks, then over all processes.
+  std::vector<double> slowest;
+  for (const auto& op_times : times) {
+    for (const auto& size_times : op_times) {
+      slowest.push_back(*std::max_element(size_times.begin(), size_times.end()));
+    }
+  }
+  if (multi) {
+    const std::string mine(reinterpret_cast<const char*>(slowest.data()),
+                           slowest.size() * sizeof(double));
+    for (const std::string& theirs : procs->allgather(mine)) {
+      if (theirs.size() != mine.size()) {
+        throw Error(ErrorKind::kRuntime, "the timings gathered from the processes differ in size");
+      }
+      for (std::size_t i = 0; i < slowest.size(); ++i) {
+        double t = 0;
+        std::memcpy(&t, theirs.data() + i * sizeof(double), sizeof t);
+        slowest[i] = std::max(slowest[i], t);
+      }
+    }
+  }
   for (std::size_t oi = 0; oi < o.ops.size(); ++oi) {
     for (std::size_t si = 0; si < sizes.size(); ++si) {
       calib::NcclTestsRow& row = runs[oi].rows[si];
@@ -196,10 +270,21 @@ std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
       row.type = "float";
       row.redop = o.ops[oi] == "all_reduce" || o.ops[oi] == "reduce_scatter" ? "sum" : "none";
       row.root = o.ops[oi] == "broadcast" ? 0 : -1;
-      row.out_of_place_us = *std::max_element(times[oi][si].begin(), times[oi][si].end());
+      row.out_of_place_us = slowest[oi * sizes.size() + si];
     }
   }
   return runs;
+}
+
+}  // namespace
+
+std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o) {
+  return bench(o, resolve_devices(o.devices), nullptr);
+}
+
+std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions& o,
+                                                const NcclBenchProcesses& processes) {
+  return bench(o, resolve_devices(o.devices), &processes);
 }
 
 std::vector<float> nccl_all_reduce_check(const std::vector<float>& values, int n_devices) {

@@ -14,6 +14,10 @@ namespace {
 }  // namespace
 
 std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions&) { no_nccl(); }
+std::vector<calib::NcclTestsRun> run_nccl_bench(const NcclBenchOptions&,
+                                                const NcclBenchProcesses&) {
+  no_nccl();
+}
 std::string nccl_version() { return ""; }
 bool nccl_built() { return false; }
 std::vector<float> nccl_all_reduce_check(const std::vector<float>&, int) { no_nccl(); }

@@ -22,7 +22,10 @@ class Mpi : public ProcessGroup {
     int inited = 0;
     MPI_Initialized(&inited);
     if (!inited) {
-      MPI_Init(nullptr, nullptr);
+      // SERIALIZED: `calibrate nccl` meets the other processes from whichever of its GPU threads
+      // arrives last at the local barrier (one at a time, never concurrently).
+      int provided = 0;
+      MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       owner_ = true;
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
