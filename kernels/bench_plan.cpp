@@ -76,6 +76,48 @@ double memory_kernel_bytes(const std::string& op, double rows, double cols, DTyp
   throw Error(ErrorKind::kInput, "`" + op + "` is not a memory-bound kernel");
 }
 
+BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& s,
+                            const model::Op& op, DType act) {
+  const double e = static_cast<double>(dtype_bytes(act));
+  const double h = m.hidden;
+  const double f_tp = static_cast<double>(m.ffn_hidden) / s.tp;
+  const std::string& n = op.name;
+  if (n == "norm_attn" || n == "norm_mlp" || n == "final_norm") {
+    const char* kind = m.norm == model::NormKind::kRmsNorm ? "rmsnorm" : "layernorm";
+    return memory_item(kind, n, rows_of(op, 2 * h * e), h, act);
+  }
+  if (n == "softmax") {
+    const double keys = m.attended_tokens();
+    return memory_item("softmax", n, rows_of(op, 2 * keys * e), keys, act);
+  }
+  if (n == "attn_dropout") {
+    const double keys = m.attended_tokens();
+    return memory_item("dropout", n, rows_of(op, keys * (2 * e + 1)), keys, act);
+  }
+  if (n == "attn_bias_dropout_add" || n == "mlp_bias_dropout_add") {
+    return memory_item("bias_dropout_add", n, rows_of(op, h * (3 * e + 1)), h, act);
+  }
+  if (n == "bias_gelu") {
+    return memory_item("bias_gelu", n, rows_of(op, 2 * f_tp * e), f_tp, act);
+  }
+  if (n == "swiglu") {
+    return memory_item("swiglu", n, rows_of(op, 3 * f_tp * e), f_tp, act);
+  }
+  if (n == "router_topk") {
+    // Softmax over the experts in fp32 (read and write 4 B each: the op's 8 B per entry).
+    return memory_item("softmax", n, rows_of(op, 8.0 * m.experts), m.experts, DType::kF32);
+  }
+  if (n == "embedding") {
+    return memory_item("embedding", n, rows_of(op, 2 * h * e), h, act);
+  }
+  if (n == "cross_entropy") {
+    const double v_tp = static_cast<double>(m.vocab) / s.tp;
+    return memory_item("cross_entropy", n, rows_of(op, v_tp * (e + 12)), v_tp, act);
+  }
+  throw Error(ErrorKind::kInput, "no kernel to time for model op `" + n + "`", {},
+              "kernels/bench_plan.cpp maps each memory-bound op of sim/model/ops.cpp");
+}
+
 std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const model::Sharding& s,
                                              DType act, DType gemm_dtype) {
   std::vector<model::Op> ops = model::embedding_forward_ops(m, s);
@@ -84,9 +126,6 @@ std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const 
   }
   for (model::Op& op : model::head_forward_ops(m, s)) ops.push_back(std::move(op));
 
-  const double e = static_cast<double>(dtype_bytes(act));
-  const double h = m.hidden;
-  const double f_tp = static_cast<double>(m.ffn_hidden) / s.tp;
   std::vector<BenchItem> out;
   for (const model::Op& op : ops) {
     switch (op.kind) {
@@ -105,38 +144,9 @@ std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const 
             m.attention_window > 0 && m.attention_window < m.seq_len ? m.attention_window : 0,
             op.flops, act);
         break;
-      case model::OpKind::kMemory: {
-        const std::string& n = op.name;
-        if (n == "norm_attn" || n == "norm_mlp" || n == "final_norm") {
-          const char* kind = m.norm == model::NormKind::kRmsNorm ? "rmsnorm" : "layernorm";
-          out.push_back(memory_item(kind, n, rows_of(op, 2 * h * e), h, act));
-        } else if (n == "softmax") {
-          const double keys = m.attended_tokens();
-          out.push_back(memory_item("softmax", n, rows_of(op, 2 * keys * e), keys, act));
-        } else if (n == "attn_dropout") {
-          const double keys = m.attended_tokens();
-          out.push_back(memory_item("dropout", n, rows_of(op, keys * (2 * e + 1)), keys, act));
-        } else if (n == "attn_bias_dropout_add" || n == "mlp_bias_dropout_add") {
-          out.push_back(memory_item("bias_dropout_add", n, rows_of(op, h * (3 * e + 1)), h, act));
-        } else if (n == "bias_gelu") {
-          out.push_back(memory_item("bias_gelu", n, rows_of(op, 2 * f_tp * e), f_tp, act));
-        } else if (n == "swiglu") {
-          out.push_back(memory_item("swiglu", n, rows_of(op, 3 * f_tp * e), f_tp, act));
-        } else if (n == "router_topk") {
-          // Softmax over the experts in fp32 (read and write 4 B each: the op's 8 B per entry).
-          out.push_back(
-              memory_item("softmax", n, rows_of(op, 8.0 * m.experts), m.experts, DType::kF32));
-        } else if (n == "embedding") {
-          out.push_back(memory_item("embedding", n, rows_of(op, 2 * h * e), h, act));
-        } else if (n == "cross_entropy") {
-          const double v_tp = static_cast<double>(m.vocab) / s.tp;
-          out.push_back(memory_item("cross_entropy", n, rows_of(op, v_tp * (e + 12)), v_tp, act));
-        } else {
-          throw Error(ErrorKind::kInput, "no kernel to time for model op `" + n + "`", {},
-                      "kernels/bench_plan.cpp maps each memory-bound op of sim/model/ops.cpp");
-        }
+      case model::OpKind::kMemory:
+        out.push_back(memory_bench_item(m, s, op, act));
         break;
-      }
     }
   }
   // One sample per distinct launch: MoE layers repeat shapes of the dense ones, a parallel block

@@ -38,6 +38,13 @@ struct BenchItem {
 std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const model::Sharding& s,
                                              DType act, DType gemm_dtype);
 
+/// The kernel of one memory-bound model op (sim/model/ops.cpp, by name) at the shape one GPU
+/// sees under `shard`: its kind ("layernorm", "softmax", "swiglu", ...) and m rows × n columns,
+/// the rows recovered from the op's bytes. The mapping bench_items_for_model uses, and the one
+/// the real executor (kernels/exec) launches. Throws trainsim::Error(kInput) for an op with none.
+BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& shard,
+                            const model::Op& op, DType act);
+
 /// The standard grid: GEMMs over m, n, k ∈ {256, 1024, 4096, 16384} (up to 2^38 multiply-adds)
 /// in `gemm_dtype`, causal attention over 1K–8K tokens at head dims 64 and 128, memory-bound
 /// kernels from 16 KiB to 1 GiB, Adam and LAMB from 1M to 128M parameters.

@@ -93,6 +93,72 @@ class Scratch {
   std::size_t size_ = 0;
 };
 
+std::size_t dims(double x) { return static_cast<std::size_t>(dim(x)); }
+
+// Offsets of the pieces of one launch in a buffer, each 256-byte aligned.
+struct Layout {
+  std::size_t size = 0;
+  std::size_t add(std::size_t bytes) {
+    const std::size_t at = size;
+    size += ((bytes + 255) / 256) * 256;
+    return at;
+  }
+};
+
+// The random inputs of a stream's memory-bound launchers (KernelLaunch::launcher): activations
+// (uniform in [-1, 1)), optimizer state (fp32, uniform in [0, 1), so the second moment is
+// non-negative) and token ids (in [0, the smallest table seen)). Sized during the sizing pass,
+// then allocated and filled once (launch_fill_uniform / launch_fill_tokens; again only if a later
+// launch needs more); launches only read them, so no launcher runs on zeros. Activations are
+// filled in the narrowest type any launch reads them as: wider reads of 16-bit random values
+// (the fp32 router softmax) stay finite, the reverse would not.
+class OpInputs {
+ public:
+  char* activations(std::size_t bytes, kernels::DType t, bool sizing, cudaStream_t s) {
+    if (kernels::dtype_bytes(t) < kernels::dtype_bytes(act_type_)) act_type_ = t;
+    return static_cast<char*>(get(act_, bytes, sizing, s));
+  }
+  char* state(std::size_t bytes, bool sizing, cudaStream_t s) {
+    return static_cast<char*>(get(state_, bytes, sizing, s));
+  }
+  const std::int32_t* tokens(std::size_t count, int bound, bool sizing, cudaStream_t s) {
+    bound_ = bound_ > 0 ? std::min(bound_, bound) : bound;
+    return static_cast<const std::int32_t*>(get(tok_, count * 4, sizing, s));
+  }
+  /// After sizing: allocates and fills every buffer at the size the plan needs.
+  void allocate(cudaStream_t s) {
+    for (Buffer* b : {&act_, &state_, &tok_}) get(*b, b->need, false, s);
+  }
+
+ private:
+  struct Buffer {
+    Scratch mem;
+    std::size_t need = 0, filled = 0;
+    int kind = 0;  // 0 activations, 1 optimizer state, 2 token ids
+  };
+  void* get(Buffer& b, std::size_t bytes, bool sizing, cudaStream_t s) {
+    b.need = std::max(b.need, bytes);
+    if (sizing || b.need == 0) return nullptr;
+    void* p = b.mem.get(b.need, "launcher inputs");
+    if (b.filled < b.need) {
+      if (b.kind == 0) {
+        kernels::launch_fill_uniform(act_type_, p, b.need / kernels::dtype_bytes(act_type_),
+                                     -1.0f, 1.0f, 0x5eed1, s);
+      } else if (b.kind == 1) {
+        kernels::launch_fill_uniform(kernels::DType::kF32, p, b.need / 4, 0.0f, 1.0f, 0x5eed2, s);
+      } else {
+        kernels::launch_fill_tokens(static_cast<std::int32_t*>(p), b.need / 4, std::max(1, bound_),
+                                    0x5eed3, s);
+      }
+      b.filled = b.need;
+    }
+    return p;
+  }
+  kernels::DType act_type_ = kernels::DType::kF32;
+  int bound_ = 0;
+  Buffer act_, state_{{}, 0, 0, 1}, tok_{{}, 0, 0, 2};
+};
+
 class CudaDevice : public Device {
  public:
   CudaDevice(int device, int rank, double timeout_s)
@@ -116,6 +182,7 @@ class CudaDevice : public Device {
     if (begin_) cudaEventDestroy(begin_);
     gemm_.reset();
     scratch_.clear();
+    inputs_.clear();
     for (auto& [s, cs] : streams_) cudaStreamDestroy(cs);
   }
 
@@ -177,7 +244,13 @@ class CudaDevice : public Device {
   void set_sizing(bool on) override {
     sizing_ = on;
     if (on) return;
-    for (const auto& [s, bytes] : need_) scratch(s).get(bytes, "the stream's scratch buffer");
+    for (const auto& [s, bytes] : need_) {
+      // GEMM and attention operands: random too (16-bit values in [-1, 1)), filled once.
+      void* p = scratch(s).get(bytes, "the stream's scratch buffer");
+      kernels::launch_fill_uniform(kernels::DType::kBf16, p, bytes / 2, -1.0f, 1.0f, 0x5eed0,
+                                   stream(s));
+    }
+    for (auto& [s, b] : inputs_) b.allocate(stream(s));
     if (!gemm_) gemm_ = std::make_unique<kernels::GemmRunner>();
   }
 
@@ -216,6 +289,10 @@ class CudaDevice : public Device {
         break;
       }
       case model::OpKind::kMemory: {
+        if (!k.launcher.empty()) {
+          launcher(k, k.f32 ? kernels::DType::kF32 : act_type(t), s);
+          break;
+        }
         const auto bytes = static_cast<std::size_t>(std::max(0.0, k.bytes));
         const int launches = std::max(1, k.kernels);
         const std::size_t each = bytes / static_cast<std::size_t>(launches);
@@ -438,6 +515,96 @@ class CudaDevice : public Device {
     kernels::launch_attention_backward(t, sh, qp, kp, vp, op_, dop, lp, dq, dk, dv, wsp, cs);
   }
 
+  // Storage type of the element-wise launchers (they take fp32, fp16 or bf16).
+  static kernels::DType act_type(kernels::DType t) {
+    return t == kernels::DType::kFp8 ? kernels::DType::kBf16 : t;
+  }
+
+  // One memory-bound task on its kernels/launchers.h launcher (KernelLaunch::launcher) at
+  // rows × cols, reading the stream's random inputs (OpInputs) and writing its scratch buffer.
+  void launcher(const KernelLaunch& k, kernels::DType t, plan::Stream s) {
+    using kernels::DType;
+    const std::string& name = k.launcher;
+    const int rows = dim(k.rows), cols = dim(k.cols);
+    const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+    const std::size_t e = kernels::dtype_bytes(t);
+    const std::size_t c = static_cast<std::size_t>(cols), r = static_cast<std::size_t>(rows);
+    OpInputs& in = inputs_[s];
+    // Inputs (random, filled once) and outputs (the scratch buffer), 256-byte aligned pieces.
+    Layout inl, outl;
+    const bool norm = name == "layernorm" || name == "rmsnorm";
+    if (name == "adam" || name == "lamb") {
+      // fp32 master weights, gradients and moments in the state buffer; the bf16 copy out.
+      const std::size_t w = inl.add(n * 4), g = inl.add(n * 4), m = inl.add(n * 4),
+                        v = inl.add(n * 4);
+      const std::size_t wb = outl.add(n * 2), nrm = outl.add(2 * sizeof(double));
+      char* st = in.state(inl.size, sizing_, sizing_ ? nullptr : stream(s));
+      char* out = static_cast<char*>(buffer(s, outl.size, name.c_str()));
+      if (sizing_) return;
+      auto* wp = reinterpret_cast<float*>(st + w);
+      auto* gp = reinterpret_cast<const float*>(st + g);
+      auto* mp = reinterpret_cast<float*>(st + m);
+      auto* vp = reinterpret_cast<float*>(st + v);
+      kernels::ref::AdamParams p;
+      if (name == "adam") {
+        kernels::launch_adam(wp, gp, mp, vp, out + wb, n, p, stream(s));
+      } else {
+        kernels::launch_lamb(wp, gp, mp, vp, out + wb, reinterpret_cast<double*>(out + nrm), n, p,
+                             stream(s));
+      }
+      return;
+    }
+    // Activations: x (and a second input: residual / the up half of SwiGLU), then the
+    // per-column parameters (gamma, beta, bias).
+    const std::size_t x = inl.add((name == "swiglu" ? 2 : 1) * n * e);
+    const std::size_t x2 = inl.add(name == "bias_dropout_add" ? n * e : 0);
+    const std::size_t p1 = inl.add(c * e), p2 = inl.add(c * e);
+    const std::size_t table = inl.add(name == "embedding" ? dims(k.table) * c * e : 0);
+    const std::size_t y = outl.add(n * e);
+    const std::size_t mask = outl.add(name == "dropout" || name == "bias_dropout_add" ? n : 0);
+    const std::size_t stat1 = outl.add(r * 4), stat2 = outl.add(r * 4);
+    const bool tokens = name == "embedding" || name == "cross_entropy";
+    const int bound = dim(k.table);
+    cudaStream_t fill = sizing_ ? nullptr : stream(s);
+    const char* a = in.activations(inl.size, t, sizing_, fill);
+    const std::int32_t* ids = tokens ? in.tokens(r, bound, sizing_, fill) : nullptr;
+    char* out = static_cast<char*>(buffer(s, outl.size, name.c_str()));
+    if (sizing_) return;
+    cudaStream_t cs = stream(s);
+    const std::uint64_t seed = ++launches_;
+    auto* st1 = reinterpret_cast<float*>(out + stat1);
+    auto* st2 = reinterpret_cast<float*>(out + stat2);
+    if (norm) {
+      if (name == "layernorm") {
+        kernels::launch_layernorm(t, a + x, a + p1, a + p2, out + y, st1, st2, rows, cols, 1e-5f,
+                                  cs);
+      } else {
+        kernels::launch_rmsnorm(t, a + x, a + p1, out + y, st2, rows, cols, 1e-5f, cs);
+      }
+    } else if (name == "softmax") {
+      kernels::launch_softmax(t, a + x, out + y, rows, cols, 1.0f, cs);
+    } else if (name == "dropout") {
+      kernels::launch_dropout(t, a + x, out + y, reinterpret_cast<std::uint8_t*>(out + mask), n,
+                              0.1f, seed, cs);
+    } else if (name == "bias_dropout_add") {
+      kernels::launch_bias_dropout_add(t, a + x, a + p1, a + x2, out + y,
+                                       reinterpret_cast<std::uint8_t*>(out + mask), rows, cols,
+                                       0.1f, seed, cs);
+    } else if (name == "bias_gelu") {
+      kernels::launch_bias_gelu(t, a + x, a + p1, out + y, rows, cols, cs);
+    } else if (name == "swiglu") {
+      kernels::launch_swiglu(t, a + x, out + y, rows, cols, cs);
+    } else if (name == "embedding") {
+      kernels::launch_embedding(t, ids, a + table, out + y, rows, cols, cs);
+    } else if (name == "cross_entropy") {
+      // The backward task writes the logits gradient (the launcher's `grad`).
+      kernels::launch_cross_entropy(t, a + x, ids, st1, k.backward ? out + y : nullptr, rows,
+                                    cols, cs);
+    } else {
+      throw Error(ErrorKind::kRuntime, fmt::format("no launcher `{}` in the CUDA device", name));
+    }
+  }
+
   // Checks an NCCL call on a non-blocking communicator: ncclInProgress is waited out.
   void nccl(ncclResult_t r, ncclComm_t c, const std::string& what) {
     if (r == ncclSuccess) return;
@@ -484,12 +651,14 @@ class CudaDevice : public Device {
   bool failed_ = false;
   bool sizing_ = false;
   std::map<plan::Stream, std::size_t> need_;
+  std::uint64_t launches_ = 0;  // dropout seeds
   std::map<plan::Stream, cudaStream_t> streams_;
   std::vector<plan::Stream> order_;
   std::vector<ncclComm_t> comms_;
   std::vector<cudaEvent_t> events_, markers_, ends_;
   cudaEvent_t begin_ = nullptr;
   std::map<plan::Stream, std::unique_ptr<Scratch>> scratch_;
+  std::map<plan::Stream, OpInputs> inputs_;
   std::unique_ptr<kernels::GemmRunner> gemm_;
 };
 

@@ -68,10 +68,8 @@ RankMeasure run_plan(const plan::ProgramSet& ps, const LaunchPlan& lp, Device& d
       dev.mark(c.stream, mark);
       switch (c.type) {
         case CmdType::kKernel: {
-          KernelLaunch k = kernel_launch(prog, t);
           // Data loading is the host pipeline's stall: an empty kernel stands for it.
-          if (t.pass == plan::Pass::kData)
-            k = KernelLaunch{model::OpKind::kMemory, 0, 0, 0, 1, 0, 0, false, 0};
+          const KernelLaunch k = kernel_launch(ps, prog, t);
           dev.kernel(c.stream, prog.ops[static_cast<std::size_t>(t.op)].name, k,
                      ps.training.precision);
           break;

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include "kernels/bench_plan.h"
 #include "sim/core/error.h"
 
 namespace trainsim::kexec {
@@ -103,6 +105,46 @@ KernelLaunch kernel_launch(const plan::Program& prog, const Task& t) {
     case model::OpKind::kMemory:
       k.bytes = op.bytes * f * (k.backward ? 2.0 : 1.0);
       break;
+  }
+  return k;
+}
+
+KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog,
+                           const Task& t) {
+  KernelLaunch k = kernel_launch(prog, t);
+  if (t.pass == plan::Pass::kData) {
+    // The host pipeline's stall: an empty kernel stands for it.
+    KernelLaunch empty;
+    empty.kernels = 0;
+    return empty;
+  }
+  if (k.kind != model::OpKind::kMemory) return k;
+  const model::Op& op = prog.ops[static_cast<std::size_t>(t.op)];
+  if (t.pass == plan::Pass::kOptimizer) {
+    k.launcher = ps.training.optimizer == plan::Optimizer::kLamb ? "lamb" : "adam";
+    k.rows = 1;
+    k.cols = std::round(op.m);
+    k.f32 = true;
+    return k;
+  }
+  // Element-wise ops have no backward launcher; cross-entropy's writes the logits gradient.
+  if (k.backward && op.name != "cross_entropy") return k;
+  model::Sharding shard;
+  shard.micro_batch = ps.training.micro_batch;
+  shard.tp = ps.layout.par.tp;
+  shard.cp = ps.layout.par.cp;
+  shard.sp = ps.layout.par.sp && ps.layout.par.tp > 1;
+  shard.fused_attention = ps.opt.efficient_operators;
+  shard.fused_elementwise = ps.opt.efficient_operators;
+  // ops.cpp counts activation bytes at 2 per element: recover the rows in bf16.
+  const kernels::BenchItem b =
+      kernels::memory_bench_item(ps.model, shard, op, kernels::DType::kBf16);
+  k.launcher = b.op;
+  k.rows = std::max(1.0, std::round(b.m * t.fraction));
+  k.cols = b.n;
+  k.f32 = b.dtype == kernels::DType::kF32;
+  if (b.op == "embedding" || b.op == "cross_entropy") {
+    k.table = static_cast<double>(ps.model.vocab) / shard.tp;
   }
   return k;
 }

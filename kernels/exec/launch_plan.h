@@ -56,6 +56,16 @@ struct KernelLaunch {
   double flops = 0;  // of this launch
   bool backward = false;
   int kernels = 1;  // kernels the op stands for (the executor launches one per launch)
+  // Memory-bound ops: the kernels/launchers.h launcher that runs the task ("layernorm",
+  // "rmsnorm", "softmax", "dropout", "bias_dropout_add", "bias_gelu", "swiglu", "embedding",
+  // "cross_entropy", "adam", "lamb"), or "" for a copy kernel of `bytes` (the backward of an
+  // element-wise op, which has no launcher; see docs/execute.md). Shape: rows × cols (optimizers:
+  // rows 1, cols the parameters updated); `table` the embedding table's rows (vocab / tp), which
+  // also bounds the token ids of the embedding and the cross-entropy targets; `f32` the launcher
+  // runs in fp32 (router softmax; optimizers always keep fp32 state).
+  std::string launcher;
+  double rows = 0, cols = 0, table = 0;
+  bool f32 = false;
 };
 
 /// The shape a task runs: the op's shape for its part (forward [m×k]·[k×n]; dgrad [m×n]·[n×k];
@@ -63,6 +73,15 @@ struct KernelLaunch {
 /// memory-bound op moves twice the forward bytes (reads the saved input and the gradient, writes
 /// the input gradient); a fused-attention backward is 2.5× the forward FLOPs (FlashAttention-2).
 KernelLaunch kernel_launch(const plan::Program& prog, const plan::Task& t);
+
+/// The same, with the launcher of a memory-bound op chosen from the op's name through
+/// kernels::memory_bench_item (the mapping `calibrate kernels` times) at the shape of the
+/// ProgramSet's model, parallel and training config: rows scaled by the task's fraction; the
+/// optimizer step is adam or lamb over op.m parameters; a backward of an element-wise op stays a
+/// copy kernel (launcher ""), except cross-entropy, whose launcher writes the logits gradient.
+/// Data loading launches nothing (kernels 0, bytes 0).
+KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog,
+                           const plan::Task& t);
 
 enum class CmdType : std::uint8_t { kKernel, kCollective, kSend, kRecv, kRecord, kWait };
 const char* to_string(CmdType c);

@@ -16,6 +16,7 @@
 //     communicator and bytes;
 //   - every member of a communicator got the same id, and ids differ between communicators.
 // Shapes: a GEMM [m×k]·[k×n] runs as m×n×k forward, m×k×n dgrad, k×n×m wgrad.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -333,6 +334,142 @@ TEST_P(LaunchPlanTest, MeasuresBecomeAResult) {
     EXPECT_GE(s.end_s, s.start_s);
     EXPECT_LE(s.end_s, res.iteration_time_s + 1e-12);
   }
+}
+
+// The launcher each compute task of `fake` ran, keyed "op fwd" / "op bwd", with the set of
+// shapes seen (rows × cols), checking on the way that only the documented tasks fall back to a
+// copy kernel: data loading (nothing runs) and the backward of element-wise ops other than
+// cross-entropy (kernels/launchers.h has no backward for them; docs/execute.md).
+struct Launched {
+  std::string launcher;
+  std::set<std::pair<double, double>> shapes;
+  std::set<double> tables;
+  bool f32 = false;
+};
+std::map<std::string, Launched> launchers_of(const plan::ProgramSet& ps, const FakeDevice& dev) {
+  std::map<std::string, Launched> out;
+  for (const FakeCall& c : first_iteration(dev)) {
+    if (c.what != "kernel") continue;
+    const KernelLaunch& k = c.launch;
+    if (k.kind != model::OpKind::kMemory) {
+      EXPECT_TRUE(k.launcher.empty()) << c.op;  // GEMMs and attention: gemm.h / attention
+      continue;
+    }
+    const std::string key = c.op + (k.backward ? " bwd" : " fwd");
+    if (c.op == "data_loading") {
+      EXPECT_TRUE(k.launcher.empty());
+      EXPECT_EQ(k.kernels, 0);
+      EXPECT_EQ(k.bytes, 0);
+      continue;
+    }
+    if (k.backward && c.op != "cross_entropy") {
+      EXPECT_TRUE(k.launcher.empty()) << key << " runs `" << k.launcher << "`";
+      EXPECT_GT(k.bytes, 0) << key;  // the copy kernel of the simulator's bytes
+      continue;
+    }
+    EXPECT_FALSE(k.launcher.empty()) << key << " falls back to a copy kernel";
+    Launched& l = out[key];
+    if (!l.launcher.empty()) {
+      EXPECT_EQ(l.launcher, k.launcher) << key;
+    }
+    l.launcher = k.launcher;
+    l.shapes.insert({k.rows, k.cols});
+    l.tables.insert(k.table);
+    l.f32 = k.f32;
+  }
+  (void)ps;
+  return out;
+}
+
+using Shapes = std::set<std::pair<double, double>>;
+
+// Hand-derived shapes for the tiny GPT (hidden 256, 8 heads, seq 128, vocab 1024, ffn 4·256,
+// micro-batch 1, TP 2 with sequence parallelism under the Megatron system, unfused attention):
+// tokens = 128 on every GPU (CP 1), norms and residual adds on tokens/tp = 64 rows under SP,
+// softmax and attention dropout on batch·heads/tp·seq = 4·128 = 512 rows of 128 keys, bias-GeLU
+// on tokens × ffn/tp = 128 × 512, embedding and cross-entropy on 128 tokens of a vocab/tp = 512
+// shard; with the levers on, TP overlap splits the embedding into tp = 2 chunks of half the
+// tokens.
+TEST_P(LaunchPlanTest, EveryComputeTaskRunsItsLauncherAtItsShape) {
+  const bool levers = GetParam();
+  const FakeJob r = run_fake(levers, 1, 0);
+  for (int rank = 0; rank < 8; ++rank) {
+    const int stage = r.ps.coord(rank).pp;
+    const auto got = launchers_of(r.ps, *r.dev[static_cast<std::size_t>(rank)]);
+    std::map<std::string, std::pair<std::string, Shapes>> want = {
+        {"norm_attn fwd", {"layernorm", {{64, 256}}}},
+        {"norm_mlp fwd", {"layernorm", {{64, 256}}}},
+        {"softmax fwd", {"softmax", {{512, 128}}}},
+        {"attn_dropout fwd", {"dropout", {{512, 128}}}},
+        {"attn_bias_dropout_add fwd", {"bias_dropout_add", {{64, 256}}}},
+        {"bias_gelu fwd", {"bias_gelu", {{128, 512}}}},
+        {"mlp_bias_dropout_add fwd", {"bias_dropout_add", {{64, 256}}}},
+        {"optimizer fwd", {"adam", {}}},
+    };
+    if (stage == 0) want["embedding fwd"] = {"embedding", {{levers ? 64.0 : 128.0, 256}}};
+    if (stage == 1) {
+      want["final_norm fwd"] = {"layernorm", {{64, 256}}};
+      want["cross_entropy fwd"] = {"cross_entropy", {{128, 512}}};
+      want["cross_entropy bwd"] = {"cross_entropy", {{128, 512}}};
+    }
+    ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
+    for (const auto& [key, w] : want) {
+      const auto it = got.find(key);
+      ASSERT_NE(it, got.end()) << "rank " << rank << ": no " << key;
+      EXPECT_EQ(it->second.launcher, w.first) << key;
+      if (key != "optimizer fwd") {
+        EXPECT_EQ(it->second.shapes, w.second) << key;
+      }
+    }
+    if (stage == 0) {
+      EXPECT_EQ(got.at("embedding fwd").tables, std::set<double>{512});
+    } else {
+      EXPECT_EQ(got.at("cross_entropy fwd").tables, std::set<double>{512});
+    }
+    // The optimizer step: Adam over the parameters the optimizer task updates (op.m), in fp32.
+    const plan::Program& prog = r.ps.roles[static_cast<std::size_t>(stage)];
+    double params = -1;
+    for (const model::Op& op : prog.ops) {
+      if (op.name == "optimizer") params = op.m;
+    }
+    ASSERT_GT(params, 0);
+    EXPECT_EQ(got.at("optimizer fwd").shapes, (Shapes{{1, params}}));
+    EXPECT_TRUE(got.at("optimizer fwd").f32);
+    EXPECT_FALSE(got.at("norm_attn fwd").f32);
+  }
+}
+
+// A Llama-style MoE variant: RMSNorm, SwiGLU, 4 experts with top-2 routing on every layer,
+// LAMB. SwiGLU runs on the expert rows (tokens · top_k = 256) × ffn/tp = 512, the router softmax
+// in fp32 on tokens × experts = 128 × 4.
+TEST(LaunchPlan, SwigluRmsnormRouterAndLambLaunchers) {
+  std::vector<std::string> sets = tiny_sets(false);
+  for (const char* s : {"model.mlp=swiglu", "model.ffn_hidden=1024", "model.norm=rmsnorm",
+                        "model.experts=4", "model.top_k=2", "model.moe_every=1",
+                        "optimizations.lamb=true"}) {
+    sets.push_back(s);
+  }
+  const scen::Scenario sc = scen::load_scenario_string("", "tiny-gpt", sets);
+  const plan::ProgramSet ps =
+      plan::build_programs(sc.model, sc.cluster, sc.parallel, sc.training, sc.opt);
+  std::map<std::string, std::pair<std::string, Shapes>> seen;
+  for (const plan::Program& prog : ps.roles) {
+    for (const Task& t : prog.tasks) {
+      if (t.type != TaskType::kCompute) continue;
+      const KernelLaunch k = kernel_launch(ps, prog, t);
+      if (k.kind != model::OpKind::kMemory || k.launcher.empty()) continue;
+      auto& e = seen[prog.ops[static_cast<std::size_t>(t.op)].name];
+      e.first = k.launcher;
+      e.second.insert({k.rows, k.cols});
+      // Only the router's softmax runs in fp32 (besides the optimizer).
+      EXPECT_EQ(k.f32, e.first == "lamb" || prog.ops[static_cast<std::size_t>(t.op)].name ==
+                                               "router_topk");
+    }
+  }
+  EXPECT_EQ(seen.at("swiglu"), (std::pair<std::string, Shapes>{"swiglu", {{256, 512}}}));
+  EXPECT_EQ(seen.at("norm_attn"), (std::pair<std::string, Shapes>{"rmsnorm", {{64, 256}}}));
+  EXPECT_EQ(seen.at("router_topk"), (std::pair<std::string, Shapes>{"softmax", {{128, 4}}}));
+  EXPECT_EQ(seen.at("optimizer").first, "lamb");
 }
 
 INSTANTIATE_TEST_SUITE_P(Overlap, LaunchPlanTest, ::testing::Bool(),
