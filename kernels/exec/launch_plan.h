@@ -5,7 +5,8 @@
 // commands, in the Program's issue order:
 //   - one device stream per Program stream that has tasks;
 //   - a compute task → one kernel launch of the op's shape (KernelLaunch: GEMM m×n×k, fused
-//     attention, or a memory-bound kernel of the op's byte count);
+//     attention, or the kernels/launchers.h launcher of a memory-bound op at rows × cols — a copy
+//     kernel of the op's byte count only for the backward of element-wise ops);
 //   - a collective → one call on the communicator of the rank's group of that dimension
 //     (ProgramSet::group; members in ring order);
 //   - a send/recv → one point-to-point call on the communicator of that pipeline edge: a two-rank
