@@ -56,7 +56,8 @@ ncclDataType_t nccl_type(Precision p) {
   return ncclBfloat16;
 }
 
-int dim(double x) { return static_cast<int>(std::max(1.0, std::round(x))); }
+// A kernel dimension as int (clamped: a parameter count above 2^31 must go through dims()).
+int dim(double x) { return static_cast<int>(std::min(2147483647.0, std::max(1.0, std::round(x)))); }
 
 // A device allocation that only grows (synthetic data: its content never matters).
 class Scratch {
@@ -93,7 +94,7 @@ class Scratch {
   std::size_t size_ = 0;
 };
 
-std::size_t dims(double x) { return static_cast<std::size_t>(dim(x)); }
+std::size_t dims(double x) { return static_cast<std::size_t>(std::max(1.0, std::round(x))); }
 
 // Offsets of the pieces of one launch in a buffer, each 256-byte aligned.
 struct Layout {
@@ -526,7 +527,8 @@ class CudaDevice : public Device {
     using kernels::DType;
     const std::string& name = k.launcher;
     const int rows = dim(k.rows), cols = dim(k.cols);
-    const std::size_t n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols);
+    // Element count in size_t: the optimizer step of a large stage updates billions of parameters.
+    const std::size_t n = dims(k.rows) * dims(k.cols);
     const std::size_t e = kernels::dtype_bytes(t);
     const std::size_t c = static_cast<std::size_t>(cols), r = static_cast<std::size_t>(rows);
     OpInputs& in = inputs_[s];
