@@ -6,6 +6,7 @@
 #
 #   here:   scripts/gpu-record.sh pack            # strip trainsim + the GPU test, copy non-CUDA libs
 #   there:  OUT=/some/dir scripts/gpu-record.sh run   # → $OUT/gpu-record.tgz
+#           PROFILE=measured.json OUT=... scripts/gpu-record.sh run   # only run/execute/compare
 set -u -o pipefail
 mode=${1:-run}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,12 +46,16 @@ run() {
   }
   { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
     git -C "$root" rev-parse HEAD; } >"$out/machine.txt" 2>&1
+  if [[ -n ${PROFILE:-} ]]; then
+    cp "$PROFILE" "$out/profile-h200-megascale-175b.json"   # a profile measured earlier: skip to the comparisons
+  else
   step kernels_gpu_tests 90 "$pack_dir/kernels_test_kernels_gpu" --gtest_output="json:$out/kernels_gpu_tests.json"
   step calibrate_175b 170 "$ts" calibrate kernels --scenario scenarios/megascale-175b-12288.yaml \
     --set optimizations.efficient_operators=false --repeats 10 --warmup 3 \
     --out "$out/profile-h200-megascale-175b.json"
   step calibrate_small_gpt 60 "$ts" calibrate kernels --scenario scenarios/examples/megatron-1.7b-32xa100.yaml \
     --set cluster.gpu=h200-sxm --no-grid --repeats 10 --warmup 3 --out "$out/profile-h200-gpt-1.7b.json"
+  fi
   local prof=$out/profile-h200-megascale-175b.json
   local base="scenarios/megascale-175b-12288.yaml --set cluster.gpu=h200-sxm --set cluster.gpus=1"
   base+=" --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1 --set parallel.dp=1"

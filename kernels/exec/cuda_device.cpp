@@ -291,7 +291,9 @@ class CudaDevice : public Device {
       }
       case model::OpKind::kMemory: {
         if (!k.launcher.empty()) {
-          launcher(k, k.f32 ? kernels::DType::kF32 : act_type(t), s);
+          for (int rep = 0; rep < std::max(1, k.repeats); ++rep) {
+            launcher(k, k.f32 ? kernels::DType::kF32 : act_type(t), s);
+          }
           break;
         }
         const auto bytes = static_cast<std::size_t>(std::max(0.0, k.bytes));

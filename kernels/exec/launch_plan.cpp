@@ -127,8 +127,10 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
     k.f32 = true;
     return k;
   }
-  // Element-wise ops have no backward launcher; cross-entropy's writes the logits gradient.
-  if (k.backward && op.name != "cross_entropy") return k;
+  // Element-wise ops have no backward launcher: their backward runs the forward launcher twice
+  // (the same 2× bytes the simulator prices, through the kernel the calibration timed);
+  // cross-entropy's launcher writes the logits gradient itself.
+  const bool twice = k.backward && op.name != "cross_entropy";
   model::Sharding shard;
   shard.micro_batch = ps.training.micro_batch;
   shard.tp = ps.layout.par.tp;
@@ -146,6 +148,7 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   if (b.op == "embedding" || b.op == "cross_entropy") {
     k.table = static_cast<double>(ps.model.vocab) / shard.tp;
   }
+  if (twice) k.repeats = 2;
   return k;
 }
 

@@ -59,14 +59,17 @@ struct KernelLaunch {
   int kernels = 1;  // kernels the op stands for (the executor launches one per launch)
   // Memory-bound ops: the kernels/launchers.h launcher that runs the task ("layernorm",
   // "rmsnorm", "softmax", "dropout", "bias_dropout_add", "bias_gelu", "swiglu", "embedding",
-  // "cross_entropy", "adam", "lamb"), or "" for a copy kernel of `bytes` (the backward of an
-  // element-wise op, which has no launcher; see docs/execute.md). Shape: rows × cols (optimizers:
+  // "cross_entropy", "adam", "lamb"), or "" for a copy kernel of `bytes`. Shape: rows × cols (optimizers:
   // rows 1, cols the parameters updated); `table` the embedding table's rows (vocab / tp), which
   // also bounds the token ids of the embedding and the cross-entropy targets; `f32` the launcher
   // runs in fp32 (router softmax; optimizers always keep fp32 state).
   std::string launcher;
   double rows = 0, cols = 0, table = 0;
   bool f32 = false;
+  // Times the launcher runs for this task: 2 for the backward of an element-wise op (no backward
+  // launcher exists yet; its forward launcher twice moves the backward's 2× bytes through the
+  // same kernel the calibration timed, docs/execute.md), else 1.
+  int repeats = 1;
 };
 
 /// The shape a task runs: the op's shape for its part (forward [m×k]·[k×n]; dgrad [m×n]·[n×k];
