@@ -134,8 +134,9 @@ class Executor final : public EventTarget {
   void post_collective(int a, Stream st, std::uint32_t ti);
   void post_p2p(int a, Stream st, std::uint32_t ti);
   void begin_comm(std::size_t id, const Task& t, int a);
+  bool start_clock(std::size_t id);
   void begin_transfer(int send_actor, int recv_actor, const Task& t, std::uint32_t send_task,
-                      std::uint32_t recv_task, int dir);
+                      int dir);
   void finish_comm(std::size_t id);
   std::size_t new_comm();
   double analytic_time(const Task& t) const;
@@ -633,14 +634,21 @@ void Executor::post_collective(int a, Stream st, std::uint32_t ti) {
   begin_comm(id, t, a);
 }
 
-void Executor::begin_comm(std::size_t id, const Task& t, int a) {
+// A communication begins now: its members' streams record the start; with free communication
+// it completes at once (returns true).
+bool Executor::start_clock(std::size_t id) {
   Comm& c = *comms_[id];
   c.start = sim_.now();
-  for (const auto& m : c.members) actors_[static_cast<std::size_t>(m.actor)].s[static_cast<int>(m.stream)].start = c.start;
-  if (opt_.free_communication) {
-    sim_.schedule(sim_.now(), *this, kCommTag | id);
-    return;
+  for (const auto& m : c.members) {
+    actors_[static_cast<std::size_t>(m.actor)].s[static_cast<int>(m.stream)].start = c.start;
   }
+  if (!opt_.free_communication) return false;
+  sim_.schedule(sim_.now(), *this, kCommTag | id);
+  return true;
+}
+
+void Executor::begin_comm(std::size_t id, const Task& t, int a) {
+  if (start_clock(id)) return;
   if (opt_.backend == NetworkBackend::kFlow) {
     if (!group_inside_server(a, t.dim)) {
       RoutedFlows& rf = scratch_flows_;
@@ -666,42 +674,31 @@ void Executor::post_p2p(int a, Stream st, std::uint32_t ti) {
   const bool send = t.type == TaskType::kSend;
   // Direction 0: activations (send-next / recv-prev), 1: gradients (send-prev / recv-next).
   const int dir = (st == Stream::kPpSendNext || st == Stream::kPpRecvPrev) ? 0 : 1;
+  // The k-th send of a direction pairs with the peer's k-th receive (both streams are in order):
+  // the transfer begins when the later of the two is posted.
+  const int peer_stage = (dir == 0) == send ? ps_.next_stage(act.stage) : ps_.prev_stage(act.stage);
+  const int b = actor_of_peer(a, peer_stage);
+  Actor& peer = actors_[static_cast<std::size_t>(b)];
+  const std::uint32_t k = send ? act.posted_send[dir]++ : act.posted_recv[dir]++;
+  if ((send ? peer.posted_recv[dir] : peer.posted_send[dir]) <= k) return;
   if (send) {
-    const int peer_stage = dir == 0 ? ps_.next_stage(act.stage) : ps_.prev_stage(act.stage);
-    const int b = actor_of_peer(a, peer_stage);
-    const std::uint32_t k = act.posted_send[dir]++;
-    Actor& peer = actors_[static_cast<std::size_t>(b)];
-    if (peer.posted_recv[dir] > k) {
-      const Stream rs = dir == 0 ? Stream::kPpRecvPrev : Stream::kPpRecvNext;
-      const Role& PR = roles_[static_cast<std::size_t>(peer.stage)];
-      begin_transfer(a, b, t, ti, PR.stream_list[static_cast<int>(rs)][peer.s[static_cast<int>(rs)].next], dir);
-    }
+    begin_transfer(a, b, t, ti, dir);
   } else {
-    const int peer_stage = dir == 0 ? ps_.prev_stage(act.stage) : ps_.next_stage(act.stage);
-    const int b = actor_of_peer(a, peer_stage);
-    const std::uint32_t k = act.posted_recv[dir]++;
-    Actor& peer = actors_[static_cast<std::size_t>(b)];
-    if (peer.posted_send[dir] > k) {
-      const Stream ss = dir == 0 ? Stream::kPpSendNext : Stream::kPpSendPrev;
-      const Role& PR = roles_[static_cast<std::size_t>(peer.stage)];
-      begin_transfer(b, a, t, PR.stream_list[static_cast<int>(ss)][peer.s[static_cast<int>(ss)].next], ti, dir);
-    }
+    const Stream ss = dir == 0 ? Stream::kPpSendNext : Stream::kPpSendPrev;
+    const Role& PR = roles_[static_cast<std::size_t>(peer.stage)];
+    begin_transfer(b, a, t, PR.stream_list[static_cast<int>(ss)][peer.s[static_cast<int>(ss)].next],
+                   dir);
   }
 }
 
 void Executor::begin_transfer(int send_actor, int recv_actor, const Task& t,
-                              std::uint32_t send_task, std::uint32_t /*recv_task*/, int dir) {
+                              std::uint32_t send_task, int dir) {
   const std::size_t id = new_comm();
   Comm& c = *comms_[id];
   c.task = send_task;
   c.members.push_back({send_actor, dir == 0 ? Stream::kPpSendNext : Stream::kPpSendPrev});
   c.members.push_back({recv_actor, dir == 0 ? Stream::kPpRecvPrev : Stream::kPpRecvNext});
-  c.start = sim_.now();
-  for (const auto& m : c.members) actors_[static_cast<std::size_t>(m.actor)].s[static_cast<int>(m.stream)].start = c.start;
-  if (opt_.free_communication) {
-    sim_.schedule(sim_.now(), *this, kCommTag | id);
-    return;
-  }
+  if (start_clock(id)) return;
   if (opt_.backend == NetworkBackend::kFlow) {
     start_cached_flows(id, send_actor, dir, t);
     return;
