@@ -15,29 +15,18 @@
 
 #include "kernels/device_info.h"
 
+#include "tests/support/cli_runner.h"
+
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using trainsim::testing::shell;
+using trainsim::testing::slurp;
+using trainsim::testing::temp_path;
 
-int shell(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
-}
-
-// As in test_sweep_mpi.cpp: root needs --allow-run-as-root, few cores --oversubscribe.
-const char* kMpirun = "timeout 90 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ";
+const std::string kMpirun = std::string("timeout 90 ") + trainsim::testing::kMpirun2;
 
 TEST(CalibrateNcclMpi, WithoutAGpuEveryRankExits4) {
-  if (shell("command -v mpirun > /dev/null 2>&1") != 0) {
+  if (!trainsim::testing::have_mpirun()) {
     GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup-deps.sh does) to run "
                     "the mpirun test of calibrate nccl";
   }

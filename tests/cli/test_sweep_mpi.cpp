@@ -10,31 +10,19 @@
 #include <sstream>
 #include <string>
 
+#include "tests/support/cli_runner.h"
+
 namespace {
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using trainsim::testing::shell;
+using trainsim::testing::slurp;
+using trainsim::testing::temp_path;
 
-int shell(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-std::string temp_path(const std::string& name) {
-  return ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
-}
-
-// As root (CI) OpenMPI needs --allow-run-as-root; in containers with fewer cores than ranks,
-// --oversubscribe; --bind-to none keeps the two ranks from being pinned to one core.
-const char* kMpirun = "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ";
+const std::string kMpirun = trainsim::testing::kMpirun2;
 
 // The sweep: every factorization of MegaScale's 12,288 GPUs (286,920 points).
 TEST(SweepMpi, TwoRanksGiveTheSingleProcessResult) {
-  if (shell("command -v mpirun > /dev/null 2>&1") != 0) {
+  if (!trainsim::testing::have_mpirun()) {
     GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup-deps.sh does) to run "
                     "the distributed sweep test";
   }

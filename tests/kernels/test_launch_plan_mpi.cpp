@@ -14,13 +14,11 @@
 
 namespace {
 
-int shell(const std::string& cmd) {
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using trainsim::testing::have_mpirun;
+using trainsim::testing::shell;
 
 TEST(LaunchPlanMpi, TwoProcessesAgreeOnTheCommunicators) {
-  if (shell("command -v mpirun > /dev/null 2>&1") != 0) {
+  if (!have_mpirun()) {
     GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup-deps.sh does) to run "
                     "the two-process executor test";
   }
@@ -29,10 +27,8 @@ TEST(LaunchPlanMpi, TwoProcessesAgreeOnTheCommunicators) {
 #endif
   const std::string out = trainsim::testing::temp_path("peer.out");
   const std::string err = trainsim::testing::temp_path("peer.err");
-  // As in tests/cli/test_sweep_mpi.cpp: root in CI, fewer cores than ranks, no pinning.
-  const int code = shell(std::string("mpirun --allow-run-as-root --oversubscribe --bind-to none "
-                                     "-np 2 ") +
-                         TRAINSIM_LAUNCH_PLAN_PEER + " > " + out + " 2> " + err);
+  const int code = shell(std::string(trainsim::testing::kMpirun2) + TRAINSIM_LAUNCH_PLAN_PEER +
+                         " > " + out + " 2> " + err);
   const std::string o = trainsim::testing::slurp(out);
   ASSERT_EQ(code, 0) << o << trainsim::testing::slurp(err);
   EXPECT_NE(o.find("process 0 of 2: ranks 0..3"), std::string::npos) << o;
@@ -48,7 +44,7 @@ TEST(LaunchPlanMpi, TwoProcessesAgreeOnTheCommunicators) {
 // other, ids broadcast, measures all-gathered): the fake times are deterministic, so process 0
 // writes the single-process document but for the process count.
 TEST(LaunchPlanMpi, ExecuteUnderMpirunGivesTheSingleProcessResult) {
-  if (shell("command -v mpirun > /dev/null 2>&1") != 0) GTEST_SKIP() << "mpirun not found";
+  if (!have_mpirun()) GTEST_SKIP() << "mpirun not found";
 #if !TRAINSIM_WITH_MPI
   GTEST_SKIP() << "this build has no MPI";
 #endif
@@ -62,7 +58,7 @@ TEST(LaunchPlanMpi, ExecuteUnderMpirunGivesTheSingleProcessResult) {
   const std::string two = trainsim::testing::temp_path("exec2.json");
   const std::string err = trainsim::testing::temp_path("exec2.err");
   ASSERT_EQ(shell(std::string(TRAINSIM_BINARY) + args + one), 0);
-  ASSERT_EQ(shell(std::string("mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ") +
+  ASSERT_EQ(shell(std::string(trainsim::testing::kMpirun2) +
                   TRAINSIM_BINARY + args + two + " 2> " + err),
             0)
       << trainsim::testing::slurp(err);

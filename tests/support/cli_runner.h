@@ -33,6 +33,19 @@ inline std::string temp_path(const std::string& name) {
   return ::testing::TempDir() + std::to_string(::getpid()) + "_" + name;
 }
 
+/// Exit code of a shell command (-1 when it did not exit normally).
+inline int shell(const std::string& cmd) {
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// Whether `mpirun` is on the PATH (MPI tests skip visibly without it).
+inline bool have_mpirun() { return shell("command -v mpirun > /dev/null 2>&1") == 0; }
+
+/// Two MPI ranks: as root (CI) OpenMPI needs --allow-run-as-root; with fewer cores than ranks
+/// --oversubscribe; --bind-to none keeps both ranks off one pinned core.
+inline constexpr const char* kMpirun2 = "mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 ";
+
 /// `trainsim ARGS` through the shell (so ARGS may hold quoting and redirections).
 inline CliRun trainsim(const std::string& args) {
   const std::string out = temp_path("cli_out"), err = temp_path("cli_err");
