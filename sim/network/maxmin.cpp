@@ -115,14 +115,17 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
     flows.push_back(f);
     link_hop_[static_cast<std::size_t>(l)].push_back(hop);
   }
-  // Any one link reaches the flow and through it all its links.
+  // Any one link reaches the flow and through it all its links. A new flow competes from level 0.
   mark_dirty(path.front());
+  lower_change_level(0.0);
   ++flow_count_;
   return f;
 }
 
 void MaxMinSolver::remove_flow(FlowIndex f) {
   const auto i = static_cast<std::size_t>(f);
+  // Nothing below the leaving flow's rate can change.
+  lower_change_level(rate_[i]);
   const std::int64_t offset = slots_[i].path_offset;
   for (std::int32_t hop = 0; hop < slots_[i].path_length; ++hop) {
     const auto at = static_cast<std::size_t>(offset + hop);
@@ -155,8 +158,17 @@ void MaxMinSolver::set_link_capacity(topo::LinkId l, double capacity_Bps) {
   if (!(capacity_Bps >= 0) || !std::isfinite(capacity_Bps)) {
     throw_input("link " + std::to_string(l) + ": capacity must be finite and >= 0");
   }
-  if (capacity_[static_cast<std::size_t>(l)] == capacity_Bps) return;
-  capacity_[static_cast<std::size_t>(l)] = capacity_Bps;
+  const auto li = static_cast<std::size_t>(l);
+  if (capacity_[li] == capacity_Bps) return;
+  if (capacity_Bps > capacity_[li]) {
+    // More capacity matters only from the level where the link saturated: its largest rate.
+    double level = 0;
+    for (const FlowIndex f : link_flows_[li]) level = std::max(level, rate_[static_cast<std::size_t>(f)]);
+    lower_change_level(level);
+  } else {
+    lower_change_level(0.0);
+  }
+  capacity_[li] = capacity_Bps;
   mark_dirty(l);
 }
 
@@ -164,6 +176,7 @@ void MaxMinSolver::set_flow_cap(FlowIndex f, double cap_Bps) {
   if (!(cap_Bps >= 0)) throw_input("a flow's rate bound must be >= 0");
   const auto i = static_cast<std::size_t>(f);
   if (cap_[i] == cap_Bps) return;
+  lower_change_level(std::min(rate_[i], cap_Bps));
   cap_[i] = cap_Bps;
   mark_dirty(pool_link_[static_cast<std::size_t>(slots_[i].path_offset)]);
 }
@@ -181,6 +194,10 @@ void MaxMinSolver::next_epoch() {
 }
 
 std::span<const FlowIndex> MaxMinSolver::solve() {
+  // Flows strictly below λ* keep their rates; the relative margin only adds flows (exact either
+  // way) so that a flow frozen at λ* by a different rounding of the same sum is re-filled too.
+  const double threshold = change_level_ * (1 - 1e-9);
+  change_level_ = kUnlimited;
   next_epoch();
   comp_links_.clear();
   comp_flows_.clear();
@@ -201,7 +218,7 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
   for (std::size_t next = 0; next < comp_links_.size(); ++next) {
     for (const FlowIndex f : link_flows_[static_cast<std::size_t>(comp_links_[next])]) {
       const auto fi = static_cast<std::size_t>(f);
-      if (slots_[fi].visit_stamp == epoch_) continue;
+      if (slots_[fi].visit_stamp == epoch_ || rate_[fi] < threshold) continue;
       slots_[fi].visit_stamp = epoch_;
       comp_flows_.push_back(f);
       if (static_cast<std::int64_t>(comp_flows_.size()) > full_solve_at) return solve_all();
@@ -215,11 +232,12 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
       }
     }
   }
-  fill();
+  fill(threshold);
   return collect_changed();
 }
 
 std::span<const FlowIndex> MaxMinSolver::solve_all() {
+  change_level_ = kUnlimited;
   next_epoch();
   for (const topo::LinkId l : dirty_links_) link_dirty_[static_cast<std::size_t>(l)] = 0;
   dirty_links_.clear();
@@ -229,9 +247,12 @@ std::span<const FlowIndex> MaxMinSolver::solve_all() {
     if (!link_flows_[static_cast<std::size_t>(l)].empty()) comp_links_.push_back(l);
   }
   for (FlowIndex f = 0; f < flow_slots(); ++f) {
-    if (alive_[static_cast<std::size_t>(f)] != 0) comp_flows_.push_back(f);
+    if (alive_[static_cast<std::size_t>(f)] != 0) {
+      slots_[static_cast<std::size_t>(f)].visit_stamp = epoch_;
+      comp_flows_.push_back(f);
+    }
   }
-  fill();
+  fill(0.0);
   return collect_changed();
 }
 
@@ -247,8 +268,10 @@ void MaxMinSolver::freeze(FlowIndex f, double rate) {
   }
 }
 
-// Progressive filling over comp_links_/comp_flows_, which must be closed: every flow on a listed
-// link is listed, and every link of a listed flow is listed.
+// Progressive filling over comp_links_/comp_flows_ (the flows stamped by this solve): every link
+// of a listed flow is listed, and every flow on a listed link is listed or has a rate below
+// `threshold`, which it keeps (its rate is subtracted from the link's capacity: the residual
+// problem of the level-restricted re-solve). With threshold 0 the lists are closed components.
 //
 // The initial keys are sorted once; keys refreshed during the fill go to a small heap, and the
 // next key is the smaller of the two fronts. Sorting once is cheaper than a heap of all links,
@@ -259,14 +282,27 @@ void MaxMinSolver::freeze(FlowIndex f, double rate) {
 //   * a flow's bound gets a key only when it is below the capacity of every shared link on its
 //     path: otherwise a shared link it crosses never lets it reach the bound, or saturates
 //     with it exactly there and bottlenecks it just as well.
-void MaxMinSolver::fill() {
+void MaxMinSolver::fill(double threshold) {
   sorted_.clear();
   heap_.clear();
   for (const topo::LinkId l : comp_links_) {
     const auto li = static_cast<std::size_t>(l);
-    const auto n = static_cast<std::int32_t>(link_flows_[li].size());
-    scratch_[li] = LinkScratch{capacity_[li], n};
-    if (n > 1) sorted_.push_back(HeapEntry{capacity_[li] / n, l});
+    auto n = static_cast<std::int32_t>(link_flows_[li].size());
+    double remaining = capacity_[li];
+    if (threshold > 0) {
+      n = 0;
+      for (const FlowIndex f : link_flows_[li]) {
+        const auto fi = static_cast<std::size_t>(f);
+        if (slots_[fi].visit_stamp == epoch_) {
+          ++n;
+        } else {
+          remaining -= rate_[fi];
+        }
+      }
+      remaining = std::max(0.0, remaining);
+    }
+    scratch_[li] = LinkScratch{remaining, n};
+    if (n > 1) sorted_.push_back(HeapEntry{remaining / n, l});
   }
   for (const FlowIndex f : comp_flows_) {
     const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
@@ -276,7 +312,7 @@ void MaxMinSolver::fill() {
     for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
       const LinkScratch& s = scratch_[static_cast<std::size_t>(links[hop])];
       if (s.unfrozen == 1) {
-        bound = std::min(bound, s.remaining);
+        bound = std::min(bound, std::max(0.0, s.remaining));
       } else {
         shared = std::min(shared, s.remaining);
       }
@@ -322,7 +358,8 @@ void MaxMinSolver::fill() {
       continue;
     }
     for (const FlowIndex f : link_flows_[li]) {
-      if (slots_[static_cast<std::size_t>(f)].frozen_stamp != epoch_) {
+      const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+      if (slot.visit_stamp == epoch_ && slot.frozen_stamp != epoch_) {
         freeze(f, share);
         --unfrozen;
       }

@@ -14,6 +14,17 @@
 // returns the flows whose rate changed. Max-min allocations of disjoint components are
 // independent, so this equals a full re-solve (the tests check that).
 //
+// Level-restricted re-solves. Progressive filling freezes flows in increasing order of rate, and
+// a change that can only free capacity leaves the filling unchanged below the level λ* where it
+// first matters: removing flow f (λ* ≤ its rate), raising link l's capacity (λ* ≤ the largest
+// rate on l, its saturation level), changing f's bound to b (λ* ≤ min(rate, b)). Every flow
+// frozen strictly below λ* keeps its rate (up to λ*, the filling of the changed problem makes
+// exactly the same steps), so `solve()` re-fills only the flows at or above λ* that are
+// connected to a change through links carrying such flows, over the capacity the lower flows
+// leave. Adding a flow or lowering a capacity sets λ* = 0: the whole component. This is what
+// keeps completions cheap: the copies of a transfer finish fastest-first, and each completion
+// re-fills only the flows at least as fast as the one that left, not the whole fabric.
+//
 // Storage is flat and reused: flow paths live in one pool with power-of-two size classes and free
 // lists, each link keeps the list of its flows (swap-remove, with back-pointers), and all solve
 // scratch is preallocated per link and per flow slot. After warm-up nothing allocates.
@@ -21,6 +32,7 @@
 #pragma once
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -105,10 +117,11 @@ class MaxMinSolver {
   };
 
   void mark_dirty(topo::LinkId l);
+  void lower_change_level(double level) { change_level_ = std::min(change_level_, level); }
   std::int64_t alloc_path(std::int32_t length, std::int8_t* size_class);
   void free_path(std::int64_t offset, std::int8_t size_class);
   void next_epoch();
-  void fill();
+  void fill(double threshold);
   void freeze(FlowIndex f, double rate);
   std::span<const FlowIndex> collect_changed();
   std::string check(std::span<const topo::LinkId> links, std::span<const FlowIndex> flows,
@@ -120,6 +133,8 @@ class MaxMinSolver {
   std::vector<std::vector<std::int32_t>> link_hop_;  // hop of that flow at which it crosses
   std::vector<std::uint8_t> link_dirty_;
   std::vector<topo::LinkId> dirty_links_;
+  // λ* of the changes since the last solve (see above); kUnlimited when nothing lowered it.
+  double change_level_ = kUnlimited;
   std::vector<std::uint32_t> link_stamp_;
   std::vector<LinkScratch> scratch_;
 

@@ -334,6 +334,99 @@ TEST(MaxMin, IncrementalTouchesOnlyTheAffectedComponent) {
   EXPECT_TRUE(s.solve().empty());  // nothing dirty
 }
 
+// Level-restricted re-solves. Links 0 (10), 1 (2), 2 (100); flows a {0}, b {0,1}, c {1,2}, d {2}.
+// Link 1 saturates first at 1 (b = c = 1), then a takes the 9 left on link 0 and d the 99 left on
+// link 2. A flow that leaves can only change flows at least as fast as it was: removing a (9) or
+// d (99) re-fills nothing (b and c, at 1, are held by link 1); removing c (1) re-fills b alone,
+// which takes link 1's 2.
+TEST(MaxMin, RemovalReFillsOnlyFlowsAtOrAboveItsRate) {
+  MaxMinSolver s({10, 2, 100});
+  const FlowIndex a = s.add_flow(Path{0});
+  const FlowIndex b = s.add_flow(Path{0, 1});
+  const FlowIndex c = s.add_flow(Path{1, 2});
+  const FlowIndex d = s.add_flow(Path{2});
+  s.solve();
+  expect_rates(s, {a, b, c, d}, {9, 1, 1, 99});
+  s.remove_flow(a);
+  EXPECT_TRUE(s.solve().empty());
+  EXPECT_TRUE(s.last_flows().empty());
+  s.remove_flow(d);
+  EXPECT_TRUE(s.solve().empty());
+  EXPECT_TRUE(s.last_flows().empty());
+  expect_rates(s, {b, c}, {1, 1});
+  s.remove_flow(c);
+  const auto changed = s.solve();
+  ASSERT_EQ(s.last_flows().size(), 1u);
+  EXPECT_EQ(s.last_flows()[0], b);
+  EXPECT_EQ(std::vector<FlowIndex>(changed.begin(), changed.end()), std::vector<FlowIndex>{b});
+  expect_rates(s, {b}, {2});
+  // Raising link 1 to 20 matters from its saturation level (2, b's rate): b re-fills to 10.
+  s.set_link_capacity(1, 20);
+  s.solve();
+  expect_rates(s, {b}, {10});
+  // Adding a flow re-fills its whole component from level 0.
+  const FlowIndex e = s.add_flow(Path{1});
+  s.solve();
+  EXPECT_EQ(s.last_flows().size(), 2u);
+  expect_rates(s, {b, e}, {10, 10});
+}
+
+// The same against full re-solves on dense random networks (one large component, most flows
+// crossing several shared links), where removals, capacity rises and bound changes dominate:
+// every operation takes the level-restricted path.
+TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
+  Rng rng(7);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int links = 10;
+    std::vector<double> capacity;
+    for (int l = 0; l < links; ++l) capacity.push_back(1 + static_cast<double>(rng.uniform_below(12)));
+    MaxMinSolver inc(capacity);
+    std::map<FlowIndex, std::pair<Path, double>> live;
+    for (int f = 0; f < 60; ++f) {
+      Path all(static_cast<std::size_t>(links));
+      for (int l = 0; l < links; ++l) all[static_cast<std::size_t>(l)] = l;
+      rng.shuffle(all.begin(), all.end());
+      const Path p(all.begin(), all.begin() + 1 + static_cast<long>(rng.uniform_below(4)));
+      const double cap = rng.uniform_below(3) == 0 ? 0.5 + static_cast<double>(rng.uniform_below(6))
+                                                   : kUnlimited;
+      live[inc.add_flow(p, cap)] = {p, cap};
+    }
+    inc.solve();
+    std::int64_t restricted = 0;
+    for (int op = 0; op < 50 && !live.empty(); ++op) {
+      const std::uint64_t kind = rng.uniform_below(6);
+      if (kind <= 3) {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
+        inc.remove_flow(it->first);
+        live.erase(it);
+      } else if (kind == 4) {
+        const LinkId l = static_cast<LinkId>(rng.uniform_below(links));
+        capacity[static_cast<std::size_t>(l)] += static_cast<double>(rng.uniform_below(4));
+        inc.set_link_capacity(l, capacity[static_cast<std::size_t>(l)]);
+      } else {
+        auto it = live.begin();
+        std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
+        it->second.second = 0.25 * static_cast<double>(1 + rng.uniform_below(24));
+        inc.set_flow_cap(it->first, it->second.second);
+      }
+      inc.solve();
+      restricted += static_cast<std::int64_t>(live.size() - inc.last_flows().size());
+      ASSERT_EQ(inc.check_invariants(), "") << "trial " << trial << " op " << op;
+      MaxMinSolver full(capacity);
+      std::map<FlowIndex, FlowIndex> twin;
+      for (const auto& [id, flow] : live) twin[id] = full.add_flow(flow.first, flow.second);
+      full.solve_all();
+      for (const auto& [id, other] : twin) {
+        ASSERT_NEAR(inc.rate(id), full.rate(other), 1e-9 * std::max(1.0, full.rate(other)))
+            << "trial " << trial << " op " << op;
+      }
+    }
+    // The restriction did leave flows out (else this test would not exercise it).
+    EXPECT_GT(restricted, 0) << "trial " << trial;
+  }
+}
+
 // When the touched components hold more than half of a large network (kFullSolveMinFlows), the
 // incremental solve becomes a full solve: the same rates as a from-scratch solve.
 TEST(MaxMin, LargeComponentFallsBackToAFullSolve) {
