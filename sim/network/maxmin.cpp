@@ -24,19 +24,16 @@ bool exceeds(double value, double limit, double rel_tol) {
 
 }  // namespace
 
-MaxMinSolver::MaxMinSolver(std::vector<double> capacity_Bps) : capacity_(std::move(capacity_Bps)) {
-  for (std::size_t l = 0; l < capacity_.size(); ++l) {
-    if (!(capacity_[l] >= 0) || !std::isfinite(capacity_[l])) {
-      throw_input("link " + std::to_string(l) + " has capacity " + std::to_string(capacity_[l]) +
+MaxMinSolver::MaxMinSolver(std::vector<double> capacity_Bps) {
+  for (std::size_t l = 0; l < capacity_Bps.size(); ++l) {
+    if (!(capacity_Bps[l] >= 0) || !std::isfinite(capacity_Bps[l])) {
+      throw_input("link " + std::to_string(l) + " has capacity " + std::to_string(capacity_Bps[l]) +
                   " B/s; capacities must be finite and >= 0");
     }
   }
-  const std::size_t n = capacity_.size();
-  link_flows_.resize(n);
-  link_hop_.resize(n);
-  link_dirty_.assign(n, 0);
-  link_stamp_.assign(n, 0);
-  scratch_.assign(n, LinkScratch{0, 0});
+  links_.resize(capacity_Bps.size());
+  for (std::size_t l = 0; l < capacity_Bps.size(); ++l) links_[l].capacity = capacity_Bps[l];
+  link_hop_.resize(capacity_Bps.size());
 }
 
 std::span<const topo::LinkId> MaxMinSolver::path(FlowIndex f) const {
@@ -46,8 +43,9 @@ std::span<const topo::LinkId> MaxMinSolver::path(FlowIndex f) const {
 }
 
 void MaxMinSolver::mark_dirty(topo::LinkId l) {
-  if (link_dirty_[static_cast<std::size_t>(l)] == 0) {
-    link_dirty_[static_cast<std::size_t>(l)] = 1;
+  Link& link = links_[static_cast<std::size_t>(l)];
+  if (link.dirty == 0) {
+    link.dirty = 1;
     dirty_links_.push_back(l);
   }
 }
@@ -92,9 +90,6 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
   if (free_flows_.empty()) {
     f = flow_slots();
     slots_.push_back(FlowSlot{});
-    cap_.push_back(0);
-    rate_.push_back(0);
-    alive_.push_back(0);
   } else {
     f = free_flows_.back();
     free_flows_.pop_back();
@@ -103,13 +98,17 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
   const auto length = static_cast<std::int32_t>(path.size());
   std::int8_t cls = 0;
   const std::int64_t offset = alloc_path(length, &cls);
-  slots_[i] = FlowSlot{offset, length, 0, 0, cls, 0.0};
-  cap_[i] = cap_Bps;
-  rate_[i] = 0;
-  alive_[i] = 1;
+  FlowSlot& slot = slots_[i];
+  slot.path_offset = offset;
+  slot.path_length = length;
+  slot.path_class = cls;
+  slot.alive = 1;
+  slot.next_rate = 0;
+  slot.rate = 0;
+  slot.cap = cap_Bps;
   for (std::int32_t hop = 0; hop < length; ++hop) {
     const topo::LinkId l = path[static_cast<std::size_t>(hop)];
-    auto& flows = link_flows_[static_cast<std::size_t>(l)];
+    auto& flows = links_[static_cast<std::size_t>(l)].flows;
     pool_link_[static_cast<std::size_t>(offset + hop)] = l;
     pool_pos_[static_cast<std::size_t>(offset + hop)] = static_cast<std::int32_t>(flows.size());
     flows.push_back(f);
@@ -125,14 +124,14 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
 void MaxMinSolver::remove_flow(FlowIndex f) {
   const auto i = static_cast<std::size_t>(f);
   // Nothing below the leaving flow's rate can change.
-  lower_change_level(rate_[i]);
+  lower_change_level(slots_[i].rate);
   const std::int64_t offset = slots_[i].path_offset;
   for (std::int32_t hop = 0; hop < slots_[i].path_length; ++hop) {
     const auto at = static_cast<std::size_t>(offset + hop);
     const topo::LinkId l = pool_link_[at];
     const auto li = static_cast<std::size_t>(l);
     const std::int32_t pos = pool_pos_[at];
-    auto& flows = link_flows_[li];
+    auto& flows = links_[li].flows;
     auto& hops = link_hop_[li];
     const FlowIndex moved = flows.back();
     const std::int32_t moved_hop = hops.back();
@@ -146,9 +145,9 @@ void MaxMinSolver::remove_flow(FlowIndex f) {
     mark_dirty(l);
   }
   free_path(offset, slots_[i].path_class);
-  alive_[i] = 0;
-  rate_[i] = 0;
-  cap_[i] = 0;
+  slots_[i].alive = 0;
+  slots_[i].rate = 0;
+  slots_[i].cap = 0;
   slots_[i].path_length = 0;
   free_flows_.push_back(f);
   --flow_count_;
@@ -158,33 +157,33 @@ void MaxMinSolver::set_link_capacity(topo::LinkId l, double capacity_Bps) {
   if (!(capacity_Bps >= 0) || !std::isfinite(capacity_Bps)) {
     throw_input("link " + std::to_string(l) + ": capacity must be finite and >= 0");
   }
-  const auto li = static_cast<std::size_t>(l);
-  if (capacity_[li] == capacity_Bps) return;
-  if (capacity_Bps > capacity_[li]) {
+  Link& link = links_[static_cast<std::size_t>(l)];
+  if (link.capacity == capacity_Bps) return;
+  if (capacity_Bps > link.capacity) {
     // More capacity matters only from the level where the link saturated: its largest rate.
     double level = 0;
-    for (const FlowIndex f : link_flows_[li]) level = std::max(level, rate_[static_cast<std::size_t>(f)]);
+    for (const FlowIndex f : link.flows) level = std::max(level, rate(f));
     lower_change_level(level);
   } else {
     lower_change_level(0.0);
   }
-  capacity_[li] = capacity_Bps;
+  link.capacity = capacity_Bps;
   mark_dirty(l);
 }
 
 void MaxMinSolver::set_flow_cap(FlowIndex f, double cap_Bps) {
   if (!(cap_Bps >= 0)) throw_input("a flow's rate bound must be >= 0");
-  const auto i = static_cast<std::size_t>(f);
-  if (cap_[i] == cap_Bps) return;
-  lower_change_level(std::min(rate_[i], cap_Bps));
-  cap_[i] = cap_Bps;
-  mark_dirty(pool_link_[static_cast<std::size_t>(slots_[i].path_offset)]);
+  FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+  if (slot.cap == cap_Bps) return;
+  lower_change_level(std::min(slot.rate, cap_Bps));
+  slot.cap = cap_Bps;
+  mark_dirty(pool_link_[static_cast<std::size_t>(slot.path_offset)]);
 }
 
 void MaxMinSolver::next_epoch() {
   if (++epoch_ == 0) {
     // Stamps wrapped around: clear them so that no old stamp equals a new epoch.
-    std::fill(link_stamp_.begin(), link_stamp_.end(), 0);
+    for (Link& link : links_) link.stamp = 0;
     for (FlowSlot& slot : slots_) {
       slot.visit_stamp = 0;
       slot.frozen_stamp = 0;
@@ -202,119 +201,124 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
   comp_links_.clear();
   comp_flows_.clear();
   for (const topo::LinkId l : dirty_links_) {
-    link_dirty_[static_cast<std::size_t>(l)] = 0;
-    if (link_stamp_[static_cast<std::size_t>(l)] != epoch_) {
-      link_stamp_[static_cast<std::size_t>(l)] = epoch_;
+    Link& link = links_[static_cast<std::size_t>(l)];
+    link.dirty = 0;
+    if (link.stamp != epoch_) {
+      link.stamp = epoch_;
       comp_links_.push_back(l);
     }
   }
   dirty_links_.clear();
-  // Breadth-first over link → flow → link: the union of the dirty components. When they turn
-  // out to hold most of a large network, a full solve is cheaper: it skips the rest of the
+  // Breadth-first over link → flow → link: the union of the dirty components (restricted to the
+  // flows at or above λ*). Each listed link is set up for the fill as it is scanned: its flows
+  // below λ* keep their rates and leave their capacity, the others are counted. When the search
+  // turns out to hold most of a large network, a full solve is cheaper: it skips the rest of the
   // search and walks flows and links in index order instead of search order (solving components
   // that did not change is exact too, they just come out the same).
   const std::int64_t full_solve_at =
       flow_count_ >= kFullSolveMinFlows ? flow_count_ / 2 : flow_count_ + 1;
   for (std::size_t next = 0; next < comp_links_.size(); ++next) {
-    for (const FlowIndex f : link_flows_[static_cast<std::size_t>(comp_links_[next])]) {
-      const auto fi = static_cast<std::size_t>(f);
-      if (slots_[fi].visit_stamp == epoch_ || rate_[fi] < threshold) continue;
-      slots_[fi].visit_stamp = epoch_;
+    Link& link = links_[static_cast<std::size_t>(comp_links_[next])];
+    double remaining = link.capacity;
+    std::int32_t unfrozen = 0;
+    for (const FlowIndex f : link.flows) {
+      FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+      if (slot.rate < threshold) {
+        remaining -= slot.rate;
+        continue;
+      }
+      ++unfrozen;
+      if (slot.visit_stamp == epoch_) continue;
+      slot.visit_stamp = epoch_;
       comp_flows_.push_back(f);
       if (static_cast<std::int64_t>(comp_flows_.size()) > full_solve_at) return solve_all();
-      const topo::LinkId* links = pool_link_.data() + slots_[fi].path_offset;
-      for (std::int32_t hop = 0; hop < slots_[fi].path_length; ++hop) {
-        const auto li = static_cast<std::size_t>(links[hop]);
-        if (link_stamp_[li] != epoch_) {
-          link_stamp_[li] = epoch_;
-          comp_links_.push_back(links[hop]);
+      const topo::LinkId* path = pool_link_.data() + slot.path_offset;
+      for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
+        Link& other = links_[static_cast<std::size_t>(path[hop])];
+        if (other.stamp != epoch_) {
+          other.stamp = epoch_;
+          comp_links_.push_back(path[hop]);
         }
       }
     }
+    link.remaining = std::max(0.0, remaining);
+    link.unfrozen = unfrozen;
   }
-  fill(threshold);
+  fill();
   return collect_changed();
 }
 
 std::span<const FlowIndex> MaxMinSolver::solve_all() {
   change_level_ = kUnlimited;
   next_epoch();
-  for (const topo::LinkId l : dirty_links_) link_dirty_[static_cast<std::size_t>(l)] = 0;
+  for (const topo::LinkId l : dirty_links_) links_[static_cast<std::size_t>(l)].dirty = 0;
   dirty_links_.clear();
   comp_links_.clear();
   comp_flows_.clear();
   for (topo::LinkId l = 0; l < link_count(); ++l) {
-    if (!link_flows_[static_cast<std::size_t>(l)].empty()) comp_links_.push_back(l);
+    Link& link = links_[static_cast<std::size_t>(l)];
+    if (link.flows.empty()) continue;
+    link.stamp = epoch_;
+    link.remaining = link.capacity;
+    link.unfrozen = static_cast<std::int32_t>(link.flows.size());
+    comp_links_.push_back(l);
   }
   for (FlowIndex f = 0; f < flow_slots(); ++f) {
-    if (alive_[static_cast<std::size_t>(f)] != 0) {
-      slots_[static_cast<std::size_t>(f)].visit_stamp = epoch_;
+    FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+    if (slot.alive != 0) {
+      slot.visit_stamp = epoch_;
       comp_flows_.push_back(f);
     }
   }
-  fill(0.0);
+  fill();
   return collect_changed();
 }
 
 void MaxMinSolver::freeze(FlowIndex f, double rate) {
-  const auto fi = static_cast<std::size_t>(f);
-  slots_[fi].frozen_stamp = epoch_;
-  slots_[fi].next_rate = rate;
-  const topo::LinkId* links = pool_link_.data() + slots_[fi].path_offset;
-  for (std::int32_t hop = 0; hop < slots_[fi].path_length; ++hop) {
-    LinkScratch& s = scratch_[static_cast<std::size_t>(links[hop])];
-    s.remaining -= rate;
-    --s.unfrozen;
+  FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+  slot.frozen_stamp = epoch_;
+  slot.next_rate = rate;
+  const topo::LinkId* path = pool_link_.data() + slot.path_offset;
+  for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
+    Link& link = links_[static_cast<std::size_t>(path[hop])];
+    link.remaining -= rate;
+    --link.unfrozen;
   }
 }
 
-// Progressive filling over comp_links_/comp_flows_ (the flows stamped by this solve): every link
-// of a listed flow is listed, and every flow on a listed link is listed or has a rate below
-// `threshold`, which it keeps (its rate is subtracted from the link's capacity: the residual
-// problem of the level-restricted re-solve). With threshold 0 the lists are closed components.
+// Progressive filling over comp_links_/comp_flows_ (the flows stamped by this solve), whose
+// `remaining` and `unfrozen` the search set up: every link of a listed flow is listed, and every
+// flow on a listed link is listed or keeps its rate (below the level-restricted solve's λ*; its
+// rate was subtracted from the link's capacity: the residual problem). With λ* = 0 the lists
+// are closed components.
 //
 // The initial keys are sorted once; keys refreshed during the fill go to a small heap, and the
 // next key is the smaller of the two fronts. Sorting once is cheaper than a heap of all links,
 // most of which are never refreshed. Two exact reductions keep the sorted list short:
-//   * a link crossed by one flow is just a bound on that flow (x_f ≤ C_l), so it gets no key of
-//     its own: it lowers the flow's bound instead (most NIC, PCIe and ToR-port links of
+//   * a link crossed by one (unfrozen) flow is just a bound on that flow (x_f ≤ C_l), so it gets
+//     no key of its own: it lowers the flow's bound instead (most NIC, PCIe and ToR-port links of
 //     ring-like traffic carry one flow);
 //   * a flow's bound gets a key only when it is below the capacity of every shared link on its
 //     path: otherwise a shared link it crosses never lets it reach the bound, or saturates
 //     with it exactly there and bottlenecks it just as well.
-void MaxMinSolver::fill(double threshold) {
+void MaxMinSolver::fill() {
   sorted_.clear();
   heap_.clear();
   for (const topo::LinkId l : comp_links_) {
-    const auto li = static_cast<std::size_t>(l);
-    auto n = static_cast<std::int32_t>(link_flows_[li].size());
-    double remaining = capacity_[li];
-    if (threshold > 0) {
-      n = 0;
-      for (const FlowIndex f : link_flows_[li]) {
-        const auto fi = static_cast<std::size_t>(f);
-        if (slots_[fi].visit_stamp == epoch_) {
-          ++n;
-        } else {
-          remaining -= rate_[fi];
-        }
-      }
-      remaining = std::max(0.0, remaining);
-    }
-    scratch_[li] = LinkScratch{remaining, n};
-    if (n > 1) sorted_.push_back(HeapEntry{remaining / n, l});
+    const Link& link = links_[static_cast<std::size_t>(l)];
+    if (link.unfrozen > 1) sorted_.push_back(HeapEntry{link.remaining / link.unfrozen, l});
   }
   for (const FlowIndex f : comp_flows_) {
     const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
-    const topo::LinkId* links = pool_link_.data() + slot.path_offset;
-    double bound = cap_[static_cast<std::size_t>(f)];
+    const topo::LinkId* path = pool_link_.data() + slot.path_offset;
+    double bound = slot.cap;
     double shared = kUnlimited;
     for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
-      const LinkScratch& s = scratch_[static_cast<std::size_t>(links[hop])];
-      if (s.unfrozen == 1) {
-        bound = std::min(bound, std::max(0.0, s.remaining));
+      const Link& link = links_[static_cast<std::size_t>(path[hop])];
+      if (link.unfrozen == 1) {
+        bound = std::min(bound, link.remaining);
       } else {
-        shared = std::min(shared, s.remaining);
+        shared = std::min(shared, link.remaining);
       }
     }
     if (bound < shared) sorted_.push_back(HeapEntry{bound, ~f});
@@ -344,10 +348,9 @@ void MaxMinSolver::fill(double threshold) {
       }
       continue;
     }
-    const auto li = static_cast<std::size_t>(top.id);
-    const LinkScratch s = scratch_[li];
-    if (s.unfrozen == 0) continue;
-    const double share = std::max(0.0, s.remaining) / s.unfrozen;
+    const Link& link = links_[static_cast<std::size_t>(top.id)];
+    if (link.unfrozen == 0) continue;
+    const double share = std::max(0.0, link.remaining) / link.unfrozen;
     double next_key = kUnlimited;
     if (next < sorted_.size()) next_key = sorted_[next].key;
     if (!heap_.empty()) next_key = std::min(next_key, heap_.front().key);
@@ -357,7 +360,7 @@ void MaxMinSolver::fill(double threshold) {
       std::push_heap(heap_.begin(), heap_.end(), Later{});
       continue;
     }
-    for (const FlowIndex f : link_flows_[li]) {
+    for (const FlowIndex f : link.flows) {
       const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
       if (slot.visit_stamp == epoch_ && slot.frozen_stamp != epoch_) {
         freeze(f, share);
@@ -370,9 +373,9 @@ void MaxMinSolver::fill(double threshold) {
 std::span<const FlowIndex> MaxMinSolver::collect_changed() {
   changed_.clear();
   for (const FlowIndex f : comp_flows_) {
-    const auto fi = static_cast<std::size_t>(f);
-    if (slots_[fi].next_rate != rate_[fi]) {
-      rate_[fi] = slots_[fi].next_rate;
+    FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+    if (slot.next_rate != slot.rate) {
+      slot.rate = slot.next_rate;
       changed_.push_back(f);
     }
   }
@@ -397,16 +400,16 @@ std::string MaxMinSolver::check(std::span<const topo::LinkId> links,
                                 std::span<const FlowIndex> flows, double rel_tol) const {
   std::ostringstream out;
   // Per link: total rate and largest rate of the flows on it.
-  std::vector<double> load(capacity_.size(), 0.0);
-  std::vector<double> largest(capacity_.size(), 0.0);
+  std::vector<double> load(links_.size(), 0.0);
+  std::vector<double> largest(links_.size(), 0.0);
   for (const topo::LinkId l : links) {
     const auto li = static_cast<std::size_t>(l);
-    for (const FlowIndex f : link_flows_[li]) {
+    for (const FlowIndex f : links_[li].flows) {
       load[li] += rate(f);
       largest[li] = std::max(largest[li], rate(f));
     }
-    if (exceeds(load[li], capacity_[li], rel_tol)) {
-      out << "link " << l << " carries " << load[li] << " B/s, above its capacity " << capacity_[li]
+    if (exceeds(load[li], links_[li].capacity, rel_tol)) {
+      out << "link " << l << " carries " << load[li] << " B/s, above its capacity " << links_[li].capacity
           << " B/s";
       return out.str();
     }
@@ -421,7 +424,7 @@ std::string MaxMinSolver::check(std::span<const topo::LinkId> links,
     bool bottlenecked = false;
     for (const topo::LinkId l : path(f)) {
       const auto li = static_cast<std::size_t>(l);
-      const bool saturated = !exceeds(capacity_[li], load[li], rel_tol);
+      const bool saturated = !exceeds(links_[li].capacity, load[li], rel_tol);
       if (saturated && !exceeds(largest[li], r, rel_tol)) {
         bottlenecked = true;
         break;
@@ -436,17 +439,12 @@ std::string MaxMinSolver::check(std::span<const topo::LinkId> links,
 }
 
 std::size_t MaxMinSolver::memory_bytes() const {
-  std::size_t bytes = capacity_.capacity() * sizeof(double) +
-                      link_flows_.capacity() * sizeof(std::vector<FlowIndex>) +
+  std::size_t bytes = links_.capacity() * sizeof(Link) +
                       link_hop_.capacity() * sizeof(std::vector<std::int32_t>) +
-                      link_dirty_.capacity() + dirty_links_.capacity() * sizeof(topo::LinkId) +
-                      link_stamp_.capacity() * sizeof(std::uint32_t) +
-                      scratch_.capacity() * sizeof(LinkScratch);
-  for (const auto& v : link_flows_) bytes += v.capacity() * sizeof(FlowIndex);
+                      dirty_links_.capacity() * sizeof(topo::LinkId);
+  for (const Link& link : links_) bytes += link.flows.capacity() * sizeof(FlowIndex);
   for (const auto& v : link_hop_) bytes += v.capacity() * sizeof(std::int32_t);
-  bytes += slots_.capacity() * sizeof(FlowSlot) +
-           (cap_.capacity() + rate_.capacity()) * sizeof(double) + alive_.capacity() +
-           free_flows_.capacity() * sizeof(FlowIndex);
+  bytes += slots_.capacity() * sizeof(FlowSlot) + free_flows_.capacity() * sizeof(FlowIndex);
   bytes +=
       pool_link_.capacity() * sizeof(topo::LinkId) + pool_pos_.capacity() * sizeof(std::int32_t);
   for (const auto& v : free_blocks_) bytes += v.capacity() * sizeof(std::int64_t);
