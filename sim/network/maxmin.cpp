@@ -274,6 +274,37 @@ std::span<const FlowIndex> MaxMinSolver::solve_all() {
   return collect_changed();
 }
 
+// Ascending keys, ties in (key, id) order. Large lists (the components an arrival re-solves)
+// go through a least-significant-digit radix sort: keys are finite and >= 0, so their IEEE bit
+// patterns order as unsigned integers; passes over bytes that every key shares are skipped. The
+// ids are sorted first so that the stable key passes leave ties in id order, as std::sort does.
+void MaxMinSolver::sort_keys() {
+  const std::size_t n = sorted_.size();
+  if (n < 1024) {
+    std::sort(sorted_.begin(), sorted_.end(),
+              [](const HeapEntry& a, const HeapEntry& b) { return Later{}(b, a); });
+    return;
+  }
+  radix_tmp_.resize(n);
+  const auto digit_pass = [&](auto&& digit_of, int shift) {
+    std::size_t count[257] = {};
+    for (const HeapEntry& e : sorted_) ++count[((digit_of(e) >> shift) & 0xff) + 1];
+    for (int d = 0; d < 256; ++d) {
+      if (count[d + 1] == n) return;  // every entry has this byte: the pass would not move them
+    }
+    for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
+    for (const HeapEntry& e : sorted_) radix_tmp_[count[(digit_of(e) >> shift) & 0xff]++] = e;
+    sorted_.swap(radix_tmp_);
+  };
+  // Ids: ~flow (negative) before links, each ascending, as the signed comparison orders them.
+  const auto id_of = [](const HeapEntry& e) {
+    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(e.id) ^ 0x80000000u);
+  };
+  const auto key_of = [](const HeapEntry& e) { return std::bit_cast<std::uint64_t>(e.key + 0.0); };
+  for (int shift = 0; shift < 32; shift += 8) digit_pass(id_of, shift);
+  for (int shift = 0; shift < 64; shift += 8) digit_pass(key_of, shift);
+}
+
 void MaxMinSolver::freeze(FlowIndex f, double rate) {
   FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
   slot.frozen_stamp = epoch_;
@@ -323,8 +354,7 @@ void MaxMinSolver::fill() {
     }
     if (bound < shared) sorted_.push_back(HeapEntry{bound, ~f});
   }
-  std::sort(sorted_.begin(), sorted_.end(),
-            [](const HeapEntry& a, const HeapEntry& b) { return Later{}(b, a); });
+  sort_keys();
   std::size_t next = 0;
   std::size_t unfrozen = comp_flows_.size();
   while (unfrozen > 0) {

@@ -118,6 +118,7 @@ class MaxMinSolver {
   void free_path(std::int64_t offset, std::int8_t size_class);
   void next_epoch();
   void fill();
+  void sort_keys();
   void freeze(FlowIndex f, double rate);
   std::span<const FlowIndex> collect_changed();
   std::string check(std::span<const topo::LinkId> links, std::span<const FlowIndex> flows,
@@ -166,6 +167,7 @@ class MaxMinSolver {
   std::vector<FlowIndex> comp_flows_;
   std::vector<HeapEntry> sorted_;  // initial keys, ascending
   std::vector<HeapEntry> heap_;    // refreshed keys, a min-heap
+  std::vector<HeapEntry> radix_tmp_;
   std::vector<FlowIndex> changed_;
 };
 

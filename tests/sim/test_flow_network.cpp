@@ -371,6 +371,30 @@ TEST(MaxMin, RemovalReFillsOnlyFlowsAtOrAboveItsRate) {
   expect_rates(s, {b, e}, {10, 10});
 }
 
+// Water-filling with 2,000 bounded flows on one link (enough keys for the radix sort of the fill):
+// flow i (bound i, from a private link of capacity i) shares link 0 of capacity
+// Σ_{i=1}^{1000} i + 1000 · 1000.5, so the water level is 1000.5: flows 1…1000 reach their
+// bounds, flows 1001…2000 get 1000.5. A key taken out of order would freeze a flow above the level.
+TEST(MaxMin, WaterFillingOverThousandsOfBounds) {
+  const int n = 2000;
+  std::vector<double> capacity{1000.0 * 1001.0 / 2.0 + 1000.0 * 1000.5};
+  for (int i = 1; i <= n; ++i) capacity.push_back(i);
+  MaxMinSolver s(capacity);
+  std::vector<FlowIndex> flows;
+  // Added in a scrambled order so that the keys do not arrive sorted.
+  for (int k = 0; k < n; ++k) {
+    const int i = 1 + (k * 7919) % n;
+    flows.push_back(s.add_flow(Path{0, static_cast<LinkId>(i)}));
+  }
+  s.solve();
+  for (int k = 0; k < n; ++k) {
+    const int i = 1 + (k * 7919) % n;
+    const double expected = i <= 1000 ? i : 1000.5;
+    ASSERT_NEAR(s.rate(flows[static_cast<std::size_t>(k)]), expected, 1e-9 * expected) << i;
+  }
+  EXPECT_EQ(s.check_invariants(), "");
+}
+
 // The same against full re-solves on dense random networks (one large component, most flows
 // crossing several shared links), where removals, capacity rises and bound changes dominate:
 // every operation takes the level-restricted path.
