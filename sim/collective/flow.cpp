@@ -23,6 +23,31 @@ std::vector<double> calibrated_capacities(const topo::ClusterGraph& graph, doubl
   return cap;
 }
 
+std::vector<std::uint8_t> implied_links(const topo::ClusterGraph& graph,
+                                        std::span<const double> capacities) {
+  std::vector<std::uint8_t> implied(static_cast<std::size_t>(graph.link_count()), 0);
+  const auto cap = [&](topo::LinkId l) { return capacities[static_cast<std::size_t>(l)]; };
+  for (int i = 0; i < graph.nic_count(); ++i) {
+    const topo::NodeId nic = graph.nic_node(i);
+    topo::LinkId to_gpu = topo::kNoLink, up = topo::kNoLink;
+    int pcie = 0, uplinks = 0, other = 0;
+    for (const topo::LinkId l : graph.out_links(nic)) {
+      switch (graph.link_kind(l)) {
+        case topo::LinkKind::kPcie: to_gpu = l; ++pcie; break;
+        case topo::LinkKind::kNicUp: up = l; ++uplinks; break;
+        default: ++other; break;
+      }
+    }
+    if (pcie != 1 || uplinks != 1 || other != 0) continue;
+    // Every cable is two links, each the other's reverse: GPU → NIC and the downlink.
+    const topo::LinkId from_gpu = topo::ClusterGraph::reverse(to_gpu);
+    const topo::LinkId down = topo::ClusterGraph::reverse(up);
+    if (cap(from_gpu) >= cap(up)) implied[static_cast<std::size_t>(from_gpu)] = 1;
+    if (cap(to_gpu) >= cap(down)) implied[static_cast<std::size_t>(to_gpu)] = 1;
+  }
+  return implied;
+}
+
 namespace {
 using Connection = FlowConnection;
 using Prepared = CollectiveFlows;

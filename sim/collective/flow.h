@@ -42,6 +42,18 @@ struct FlowCollectiveResult {
 std::vector<double> calibrated_capacities(const topo::ClusterGraph& graph, double nvlink_factor,
                                           double nic_factor);
 
+/// Links whose max-min constraint is implied by another link on every path through them, so
+/// that a flow solver may leave them out of its paths without changing any rate (1 = implied):
+/// a PCIe hop GPU → NIC when the NIC has exactly one PCIe link each way (one GPU) and one uplink
+/// — a path entering the NIC from its GPU can only leave through the uplink (going back would
+/// revisit the GPU), so every flow on the hop is on the uplink too — and its capacity is at least
+/// the uplink's; likewise NIC → GPU behind the NIC's one downlink. The feasible set, hence the
+/// max-min allocation, is unchanged. Not valid under congestion control that derates each link
+/// by its own flow count. Dropping two of the eight hops of a cross-pod path saves a quarter of
+/// the solver's work.
+std::vector<std::uint8_t> implied_links(const topo::ClusterGraph& graph,
+                                        std::span<const double> capacities);
+
 /// One collective of a batch that runs concurrently on the fabric.
 struct FlowCollectiveRequest {
   Kind kind = Kind::kAllReduce;

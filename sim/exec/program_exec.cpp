@@ -174,6 +174,10 @@ class Executor final : public EventTarget {
   net::FlowNetwork* network_ = nullptr;
   std::vector<double> link_bytes_;
   std::vector<topo::LinkId> path_;
+  // Links whose max-min constraint another link on every path through them implies (see
+  // setup_network): left out of the paths the flow network solves, kept in the statistics.
+  std::vector<std::uint8_t> implied_;
+  std::vector<topo::LinkId> net_path_;
   long flows_started_ = 0;
   // Whether actor a's groups of dimension d stay inside one server ((a·8 + d) → 0/1, −1 unknown).
   std::vector<std::int8_t> inside_cache_;
@@ -366,6 +370,13 @@ void Executor::setup_network() {
       *graph_, cfg_.profile.nvlink.busbw_Bps / cfg_.cluster.gpu.nvlink_Bps,
       cfg_.profile.nic_efficiency);
   link_bytes_.assign(caps.size(), 0.0);
+  // PCIe hops whose constraint the NIC's link implies (coll::implied_links) are left out of the
+  // solver's paths when no congestion control derates links by their flow count.
+  if (net::CongestionModel(opt_.network).active()) {
+    implied_.assign(caps.size(), 0);
+  } else {
+    implied_ = coll::implied_links(*graph_, caps);
+  }
   net::FlowNetworkOptions fo;
   fo.config = opt_.network;
   fo.check_invariants = false;
@@ -433,11 +444,13 @@ void Executor::start_routed(std::size_t id, const RoutedFlows& flows) {
   for (std::size_t f = 0; f < flows.bytes.size(); ++f) {
     const std::span<const topo::LinkId> path(flows.links.data() + flows.offset[f],
                                              flows.offset[f + 1] - flows.offset[f]);
+    net_path_.clear();
     for (topo::LinkId l : path) {
       link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(flows.bytes[f]);
+      if (implied_[static_cast<std::size_t>(l)] == 0) net_path_.push_back(l);
     }
     net::FlowSpec spec;
-    spec.path = path;
+    spec.path = net_path_;
     spec.bytes = flows.bytes[f];
     spec.tag = id;
     network_->start_flow(spec);

@@ -141,8 +141,9 @@ void MaxMinSolver::remove_flow(FlowIndex f) {
     pool_pos_[static_cast<std::size_t>(moved_at)] = pos;
     flows.pop_back();
     hops.pop_back();
-    // Removing a flow can split its component: every link it crossed seeds a re-solve.
-    mark_dirty(l);
+    // Removing a flow can split its component: every link it crossed that still carries flows
+    // seeds a re-solve (a link left empty has nothing to re-solve).
+    if (!flows.empty()) mark_dirty(l);
   }
   free_path(offset, slots_[i].path_class);
   slots_[i].alive = 0;

@@ -5,12 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "calibrate/profile.h"
 #include "sim/core/error.h"
 #include "scenarios/presets.h"
 #include "sim/exec/analytic.h"
+#include "sim/network/maxmin.h"
 #include "topology/clos.h"
 
 namespace trainsim::coll {
@@ -124,6 +126,83 @@ TEST(CollectiveFlow, AllToAllAndErrors) {
   EXPECT_THROW(collective_flow(Kind::kAllReduce, S, packed(8), f.graph, router, f.caps, f.links,
                                Choice{Algorithm::kNvls, {}}, {}),
                Error);
+}
+
+// Implied links: on megascale-ampere (8 GPUs, 8 NICs per server, one uplink per NIC, PCIe above
+// the NIC rate) every PCIe hop is implied by its NIC's uplink or downlink and nothing else is;
+// with PCIe below the NIC rate, or two GPUs per NIC, none is.
+TEST(CollectiveFlow, ImpliedLinksArePcieHopsBehindOneNicLink) {
+  Fixture f("megascale-ampere", 64);
+  const std::vector<std::uint8_t> implied = implied_links(f.graph, f.caps);
+  int pcie = 0, flagged = 0;
+  for (topo::LinkId l = 0; l < f.graph.link_count(); ++l) {
+    const bool is_pcie = f.graph.link_kind(l) == topo::LinkKind::kPcie;
+    pcie += is_pcie ? 1 : 0;
+    flagged += implied[static_cast<std::size_t>(l)];
+    if (!is_pcie) {
+      EXPECT_EQ(implied[static_cast<std::size_t>(l)], 0) << f.graph.link_name(l);
+    }
+  }
+  EXPECT_EQ(pcie, 2 * 64);
+  EXPECT_EQ(flagged, pcie);
+
+  std::vector<double> slow = f.caps;
+  for (topo::LinkId l = 0; l < f.graph.link_count(); ++l) {
+    if (f.graph.link_kind(l) == topo::LinkKind::kPcie) slow[static_cast<std::size_t>(l)] = 1e9;
+  }
+  const std::vector<std::uint8_t> none = implied_links(f.graph, slow);
+  EXPECT_EQ(std::count(none.begin(), none.end(), 1), 0);
+
+  topo::ClusterSpec shared = f.spec;
+  shared.nics_per_node = 4;  // GPUs 2i and 2i+1 share NIC i
+  const topo::ClusterGraph g2 = topo::build_cluster_graph(shared);
+  const std::vector<std::uint8_t> none2 =
+      implied_links(g2, calibrated_capacities(g2, 1.0, f.profile.nic_efficiency));
+  EXPECT_EQ(std::count(none2.begin(), none2.end(), 1), 0);
+}
+
+// Leaving the implied links out changes no rate: a random permutation of 512 GPUs, 2 QPs per
+// pair, solved with full paths and with the implied hops removed.
+TEST(CollectiveFlow, ImpliedLinksLeaveEveryRateUnchanged) {
+  Fixture f("megascale-ampere", 512);
+  // PCIe exactly at the NIC rate on half the servers: equality still implies.
+  std::vector<double> caps = f.caps;
+  double nic = 0;
+  for (topo::LinkId l = 0; l < f.graph.link_count(); ++l) {
+    if (f.graph.link_kind(l) == topo::LinkKind::kNicUp) nic = caps[static_cast<std::size_t>(l)];
+  }
+  for (topo::LinkId l = 0; l < f.graph.link_count(); ++l) {
+    if (f.graph.link_kind(l) == topo::LinkKind::kPcie && f.graph.link_src(l) % 2 == 0) {
+      caps[static_cast<std::size_t>(l)] = nic;
+    }
+  }
+  const std::vector<std::uint8_t> implied = implied_links(f.graph, caps);
+  topo::RoutingConfig rc;
+  rc.qps_per_connection = 2;
+  topo::Router router(f.graph, rc);
+  net::MaxMinSolver full(caps), trimmed(caps);
+  std::vector<topo::LinkId> path, cut;
+  int dropped = 0;
+  for (int g = 0; g < 512; ++g) {
+    const int dst = (g * 301 + 17) % 512;
+    if (dst / 8 == g / 8) continue;  // across servers only
+    for (int q = 0; q < 2; ++q) {
+      ASSERT_TRUE(router.route(topo::Flow{g, dst, q}, path));
+      cut.clear();
+      for (const topo::LinkId l : path) {
+        if (implied[static_cast<std::size_t>(l)] == 0) cut.push_back(l);
+      }
+      dropped += static_cast<int>(path.size() - cut.size());
+      full.add_flow(path);
+      trimmed.add_flow(cut);
+    }
+  }
+  EXPECT_GT(dropped, 0);
+  full.solve();
+  trimmed.solve();
+  for (net::FlowIndex i = 0; i < full.flow_slots(); ++i) {
+    ASSERT_NEAR(full.rate(i), trimmed.rate(i), 1e-12 * full.rate(i)) << i;
+  }
 }
 
 }  // namespace
