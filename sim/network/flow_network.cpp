@@ -65,7 +65,7 @@ void FlowNetwork::refresh_cap(FlowId f) { solver_.set_flow_cap(f, effective_cap(
 void FlowNetwork::refresh_link_efficiency(topo::LinkId l) {
   const auto li = static_cast<std::size_t>(l);
   if (!cc_.active() || sender_link_[li] != 0) return;
-  const auto n = static_cast<int>(solver_.flows_on(l).size());
+  const int n = solver_.flow_count_on(l);
   solver_.set_link_capacity(l, base_capacity_[li] * cc_.link_efficiency(n));
 }
 

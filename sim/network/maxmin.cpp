@@ -33,7 +33,12 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity_Bps) {
   }
   links_.resize(capacity_Bps.size());
   for (std::size_t l = 0; l < capacity_Bps.size(); ++l) links_[l].capacity = capacity_Bps[l];
-  link_hop_.resize(capacity_Bps.size());
+}
+
+std::vector<FlowIndex> MaxMinSolver::flows_on(topo::LinkId l) const {
+  std::vector<FlowIndex> out;
+  for (const Entry& e : links_[static_cast<std::size_t>(l)].flows) out.push_back(e.flow);
+  return out;
 }
 
 std::span<const topo::LinkId> MaxMinSolver::path(FlowIndex f) const {
@@ -62,6 +67,9 @@ std::int64_t MaxMinSolver::alloc_path(std::int32_t length, std::int8_t* size_cla
   }
   const auto offset = static_cast<std::int64_t>(pool_link_.size());
   const std::size_t block = std::size_t{1} << cls;
+  if (pool_link_.size() + block > std::numeric_limits<std::uint32_t>::max()) {
+    throw_input("more than 2^32 path elements in flight: too many concurrent flows");
+  }
   pool_link_.resize(pool_link_.size() + block, topo::kNoLink);
   pool_pos_.resize(pool_pos_.size() + block, -1);
   return offset;
@@ -111,8 +119,7 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
     auto& flows = links_[static_cast<std::size_t>(l)].flows;
     pool_link_[static_cast<std::size_t>(offset + hop)] = l;
     pool_pos_[static_cast<std::size_t>(offset + hop)] = static_cast<std::int32_t>(flows.size());
-    flows.push_back(f);
-    link_hop_[static_cast<std::size_t>(l)].push_back(hop);
+    flows.push_back(Entry{f, static_cast<std::uint32_t>(offset + hop)});
   }
   // Any one link reaches the flow and through it all its links. A new flow competes from level 0.
   mark_dirty(path.front());
@@ -132,15 +139,10 @@ void MaxMinSolver::remove_flow(FlowIndex f) {
     const auto li = static_cast<std::size_t>(l);
     const std::int32_t pos = pool_pos_[at];
     auto& flows = links_[li].flows;
-    auto& hops = link_hop_[li];
-    const FlowIndex moved = flows.back();
-    const std::int32_t moved_hop = hops.back();
+    const Entry moved = flows.back();
     flows[static_cast<std::size_t>(pos)] = moved;
-    hops[static_cast<std::size_t>(pos)] = moved_hop;
-    const std::int64_t moved_at = slots_[static_cast<std::size_t>(moved)].path_offset + moved_hop;
-    pool_pos_[static_cast<std::size_t>(moved_at)] = pos;
+    pool_pos_[moved.at] = pos;
     flows.pop_back();
-    hops.pop_back();
     // Removing a flow can split its component: every link it crossed that still carries flows
     // seeds a re-solve (a link left empty has nothing to re-solve).
     if (!flows.empty()) mark_dirty(l);
@@ -163,7 +165,7 @@ void MaxMinSolver::set_link_capacity(topo::LinkId l, double capacity_Bps) {
   if (capacity_Bps > link.capacity) {
     // More capacity matters only from the level where the link saturated: its largest rate.
     double level = 0;
-    for (const FlowIndex f : link.flows) level = std::max(level, rate(f));
+    for (const Entry& e : link.flows) level = std::max(level, rate(e.flow));
     lower_change_level(level);
   } else {
     lower_change_level(0.0);
@@ -222,7 +224,8 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
     Link& link = links_[static_cast<std::size_t>(comp_links_[next])];
     double remaining = link.capacity;
     std::int32_t unfrozen = 0;
-    for (const FlowIndex f : link.flows) {
+    for (const Entry& e : link.flows) {
+      const FlowIndex f = e.flow;
       FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
       if (slot.rate < threshold) {
         remaining -= slot.rate;
@@ -391,7 +394,8 @@ void MaxMinSolver::fill() {
       std::push_heap(heap_.begin(), heap_.end(), Later{});
       continue;
     }
-    for (const FlowIndex f : link.flows) {
+    for (const Entry& e : link.flows) {
+      const FlowIndex f = e.flow;
       const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
       if (slot.visit_stamp == epoch_ && slot.frozen_stamp != epoch_) {
         freeze(f, share);
@@ -435,7 +439,8 @@ std::string MaxMinSolver::check(std::span<const topo::LinkId> links,
   std::vector<double> largest(links_.size(), 0.0);
   for (const topo::LinkId l : links) {
     const auto li = static_cast<std::size_t>(l);
-    for (const FlowIndex f : links_[li].flows) {
+    for (const Entry& e : links_[li].flows) {
+      const FlowIndex f = e.flow;
       load[li] += rate(f);
       largest[li] = std::max(largest[li], rate(f));
     }
@@ -471,10 +476,8 @@ std::string MaxMinSolver::check(std::span<const topo::LinkId> links,
 
 std::size_t MaxMinSolver::memory_bytes() const {
   std::size_t bytes = links_.capacity() * sizeof(Link) +
-                      link_hop_.capacity() * sizeof(std::vector<std::int32_t>) +
                       dirty_links_.capacity() * sizeof(topo::LinkId);
-  for (const Link& link : links_) bytes += link.flows.capacity() * sizeof(FlowIndex);
-  for (const auto& v : link_hop_) bytes += v.capacity() * sizeof(std::int32_t);
+  for (const Link& link : links_) bytes += link.flows.capacity() * sizeof(Entry);
   bytes += slots_.capacity() * sizeof(FlowSlot) + free_flows_.capacity() * sizeof(FlowIndex);
   bytes +=
       pool_link_.capacity() * sizeof(topo::LinkId) + pool_pos_.capacity() * sizeof(std::int32_t);

@@ -82,8 +82,10 @@ class MaxMinSolver {
   double flow_cap(FlowIndex f) const { return slots_[static_cast<std::size_t>(f)].cap; }
   std::span<const topo::LinkId> path(FlowIndex f) const;
   double link_capacity(topo::LinkId l) const { return links_[static_cast<std::size_t>(l)].capacity; }
-  std::span<const FlowIndex> flows_on(topo::LinkId l) const {
-    return links_[static_cast<std::size_t>(l)].flows;
+  /// The flows crossing link l (a copy, in no particular order).
+  std::vector<FlowIndex> flows_on(topo::LinkId l) const;
+  std::int32_t flow_count_on(topo::LinkId l) const {
+    return static_cast<std::int32_t>(links_[static_cast<std::size_t>(l)].flows.size());
   }
   /// One past the largest flow index in use.
   std::int32_t flow_slots() const { return static_cast<std::int32_t>(slots_.size()); }
@@ -126,8 +128,14 @@ class MaxMinSolver {
 
   // Links, indexed by topo::LinkId. What a solve reads and writes per link sits in one 64-byte
   // record, so that visiting a link costs one cache miss, not five.
+  // A flow on a link's list, with the pool position of its path element for that link (which
+  // holds the entry's position in the list: swap-removal updates it without visiting the flow).
+  struct Entry {
+    FlowIndex flow;
+    std::uint32_t at;
+  };
   struct alignas(64) Link {
-    std::vector<FlowIndex> flows;  // flows crossing the link
+    std::vector<Entry> flows;      // flows crossing the link
     double capacity = 0;
     double remaining = 0;          // solve scratch: capacity not yet given to frozen flows
     std::int32_t unfrozen = 0;     // solve scratch: flows on the link not frozen yet
@@ -135,7 +143,6 @@ class MaxMinSolver {
     std::uint8_t dirty = 0;
   };
   std::vector<Link> links_;
-  std::vector<std::vector<std::int32_t>> link_hop_;  // hop at which each listed flow crosses
   std::vector<topo::LinkId> dirty_links_;
   // λ* of the changes since the last solve (see above); kUnlimited when nothing lowered it.
   double change_level_ = kUnlimited;
