@@ -98,6 +98,7 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
   if (free_flows_.empty()) {
     f = flow_slots();
     slots_.push_back(FlowSlot{});
+    rate_.push_back(0);
   } else {
     f = free_flows_.back();
     free_flows_.pop_back();
@@ -112,7 +113,7 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
   slot.path_class = cls;
   slot.alive = 1;
   slot.next_rate = 0;
-  slot.rate = 0;
+  rate_[i] = 0;
   slot.cap = cap_Bps;
   for (std::int32_t hop = 0; hop < length; ++hop) {
     const topo::LinkId l = path[static_cast<std::size_t>(hop)];
@@ -131,7 +132,7 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
 void MaxMinSolver::remove_flow(FlowIndex f) {
   const auto i = static_cast<std::size_t>(f);
   // Nothing below the leaving flow's rate can change.
-  lower_change_level(slots_[i].rate);
+  lower_change_level(rate_[i]);
   const std::int64_t offset = slots_[i].path_offset;
   for (std::int32_t hop = 0; hop < slots_[i].path_length; ++hop) {
     const auto at = static_cast<std::size_t>(offset + hop);
@@ -149,7 +150,7 @@ void MaxMinSolver::remove_flow(FlowIndex f) {
   }
   free_path(offset, slots_[i].path_class);
   slots_[i].alive = 0;
-  slots_[i].rate = 0;
+  rate_[i] = 0;
   slots_[i].cap = 0;
   slots_[i].path_length = 0;
   free_flows_.push_back(f);
@@ -178,7 +179,7 @@ void MaxMinSolver::set_flow_cap(FlowIndex f, double cap_Bps) {
   if (!(cap_Bps >= 0)) throw_input("a flow's rate bound must be >= 0");
   FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
   if (slot.cap == cap_Bps) return;
-  lower_change_level(std::min(slot.rate, cap_Bps));
+  lower_change_level(std::min(rate_[static_cast<std::size_t>(f)], cap_Bps));
   slot.cap = cap_Bps;
   mark_dirty(pool_link_[static_cast<std::size_t>(slot.path_offset)]);
 }
@@ -226,12 +227,13 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
     std::int32_t unfrozen = 0;
     for (const Entry& e : link.flows) {
       const FlowIndex f = e.flow;
-      FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
-      if (slot.rate < threshold) {
-        remaining -= slot.rate;
+      const double rate = rate_[static_cast<std::size_t>(f)];
+      if (rate < threshold) {
+        remaining -= rate;
         continue;
       }
       ++unfrozen;
+      FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
       if (slot.visit_stamp == epoch_) continue;
       slot.visit_stamp = epoch_;
       comp_flows_.push_back(f);
@@ -409,8 +411,8 @@ std::span<const FlowIndex> MaxMinSolver::collect_changed() {
   changed_.clear();
   for (const FlowIndex f : comp_flows_) {
     FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
-    if (slot.next_rate != slot.rate) {
-      slot.rate = slot.next_rate;
+    if (slot.next_rate != rate_[static_cast<std::size_t>(f)]) {
+      rate_[static_cast<std::size_t>(f)] = slot.next_rate;
       changed_.push_back(f);
     }
   }
@@ -478,7 +480,7 @@ std::size_t MaxMinSolver::memory_bytes() const {
   std::size_t bytes = links_.capacity() * sizeof(Link) +
                       dirty_links_.capacity() * sizeof(topo::LinkId);
   for (const Link& link : links_) bytes += link.flows.capacity() * sizeof(Entry);
-  bytes += slots_.capacity() * sizeof(FlowSlot) + free_flows_.capacity() * sizeof(FlowIndex);
+  bytes += slots_.capacity() * sizeof(FlowSlot) + rate_.capacity() * sizeof(double) + free_flows_.capacity() * sizeof(FlowIndex);
   bytes +=
       pool_link_.capacity() * sizeof(topo::LinkId) + pool_pos_.capacity() * sizeof(std::int32_t);
   for (const auto& v : free_blocks_) bytes += v.capacity() * sizeof(std::int64_t);
