@@ -177,13 +177,14 @@ class Executor final : public EventTarget {
   // Links whose max-min constraint another link on every path through them implies (see
   // setup_network): left out of the paths the flow network solves, kept in the statistics.
   std::vector<std::uint8_t> implied_;
-  std::vector<topo::LinkId> net_path_;
   long flows_started_ = 0;
   // Whether actor a's groups of dimension d stay inside one server ((a·8 + d) → 0/1, −1 unknown).
   std::vector<std::int8_t> inside_cache_;
   // The routed flows of a pipeline transfer (fixed size per Program), per (sender actor, direction):
   // every transfer of the same sender and direction starts the same flows on the same paths.
   // Routed flows, ready to start: flow f carries bytes[f] over links[offset[f], offset[f+1]).
+  // `links` are the routed paths (for the link statistics), `net_links` the same without the
+  // implied links (what the flow network solves).
   struct RoutedFlows {
     bool ready = false;
     bool inside = false;  // inside one server: priced in closed form instead
@@ -191,11 +192,15 @@ class Executor final : public EventTarget {
     std::vector<std::int64_t> bytes;
     std::vector<std::uint32_t> offset{0};
     std::vector<topo::LinkId> links;
+    std::vector<std::uint32_t> net_offset{0};
+    std::vector<topo::LinkId> net_links;
+    long starts = 0;  // cached transfers: their bytes go into the link statistics at the end
   };
   std::vector<RoutedFlows> transfer_cache_;
   RoutedFlows scratch_flows_;
   void route(const coll::CollectiveFlows& plan, RoutedFlows& out);
-  void start_routed(std::size_t id, const RoutedFlows& flows);
+  void start_routed(std::size_t id, RoutedFlows& flows, bool cached);
+  void count_link_bytes(const RoutedFlows& flows, long times);
   long task_instances_ = 0;
   double nvlink_bytes_ = 0, nic_bytes_ = 0;  // critical-actor traffic estimate (analytic costs)
 };
@@ -434,23 +439,37 @@ void Executor::route(const coll::CollectiveFlows& plan, RoutedFlows& out) {
       out.bytes.push_back(share);
       out.links.insert(out.links.end(), path_.begin(), path_.end());
       out.offset.push_back(static_cast<std::uint32_t>(out.links.size()));
+      for (const topo::LinkId l : path_) {
+        if (implied_[static_cast<std::size_t>(l)] == 0) out.net_links.push_back(l);
+      }
+      out.net_offset.push_back(static_cast<std::uint32_t>(out.net_links.size()));
     }
   }
 }
 
-// Starts routed flows for communication `id`; it completes `latency` after its last flow.
-void Executor::start_routed(std::size_t id, const RoutedFlows& flows) {
-  Comm& c = *comms_[id];
+// Adds the bytes of `flows` to every link of their paths, `times` over.
+void Executor::count_link_bytes(const RoutedFlows& flows, long times) {
   for (std::size_t f = 0; f < flows.bytes.size(); ++f) {
-    const std::span<const topo::LinkId> path(flows.links.data() + flows.offset[f],
-                                             flows.offset[f + 1] - flows.offset[f]);
-    net_path_.clear();
-    for (topo::LinkId l : path) {
-      link_bytes_[static_cast<std::size_t>(l)] += static_cast<double>(flows.bytes[f]);
-      if (implied_[static_cast<std::size_t>(l)] == 0) net_path_.push_back(l);
+    const double bytes = static_cast<double>(flows.bytes[f]) * static_cast<double>(times);
+    for (std::uint32_t k = flows.offset[f]; k < flows.offset[f + 1]; ++k) {
+      link_bytes_[static_cast<std::size_t>(flows.links[k])] += bytes;
     }
+  }
+}
+
+// Starts routed flows for communication `id`; it completes `latency` after its last flow. A
+// cached transfer only counts its start (its link bytes are added once, at the end).
+void Executor::start_routed(std::size_t id, RoutedFlows& flows, bool cached) {
+  Comm& c = *comms_[id];
+  if (cached) {
+    ++flows.starts;
+  } else {
+    count_link_bytes(flows, 1);
+  }
+  for (std::size_t f = 0; f < flows.bytes.size(); ++f) {
     net::FlowSpec spec;
-    spec.path = net_path_;
+    spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[f],
+                                              flows.net_offset[f + 1] - flows.net_offset[f]);
     spec.bytes = flows.bytes[f];
     spec.tag = id;
     network_->start_flow(spec);
@@ -493,7 +512,7 @@ void Executor::start_cached_flows(std::size_t id, int send_actor, int dir, const
     sim_.schedule(sim_.now() + TimePs::from_seconds(analytic_time(t)), *this, kCommTag | id);
     return;
   }
-  start_routed(id, cf);
+  start_routed(id, cf, true);
 }
 
 // The concrete groups a communication of actor `a` stands for: its rank's group, or (symmetry
@@ -673,7 +692,7 @@ void Executor::begin_comm(std::size_t id, const Task& t, int a) {
                                         std::vector<topo::GpuId>(g.begin(), g.end())};
         route(coll::plan_collective_flows(req, *graph_, links_, choice, 0), rf);
       }
-      start_routed(id, rf);
+      start_routed(id, rf, false);
       return;
     }
   }
@@ -851,6 +870,7 @@ void Executor::run(Result& r) {
 
   // Network statistics (flow backend: every link's bytes over the iteration).
   if (opt_.backend == NetworkBackend::kFlow && graph_) {
+    for (const RoutedFlows& cf : transfer_cache_) count_link_bytes(cf, cf.starts);
     NetworkStats& ns = r.network;
     double max_u = 0, sum_u = 0, nic_sum = 0;
     int n = 0, nic_n = 0;
