@@ -37,27 +37,13 @@ FlowNetwork::FlowNetwork(Simulation& sim, std::vector<double> link_capacity_Bps,
 
 void FlowNetwork::ensure_slot(FlowId f) {
   const auto need = static_cast<std::size_t>(f) + 1;
-  if (bytes_.size() >= need) return;
-  bytes_.resize(need, 0);
-  remaining_.resize(need, 0);
-  last_update_.resize(need);
-  applied_rate_.resize(need, 0);
-  start_.resize(need);
-  tag_.resize(need, 0);
-  user_cap_.resize(need, kUnlimited);
-  hold_cap_.resize(need, kUnlimited);
-  timer_kind_.resize(need, Timer::kNone);
-  stall_start_.resize(need);
-  down_links_.resize(need, 0);
-  stalled_.resize(need, 0);
-  exempt_batch_.resize(need, 0);
-  touched_batch_.resize(need, 0);
+  if (st_.size() < need) st_.resize(need);
 }
 
 double FlowNetwork::effective_cap(FlowId f) const {
   const auto i = static_cast<std::size_t>(f);
-  if (stalled_[i] != 0) return 0.0;
-  return std::min(user_cap_[i], hold_cap_[i]);
+  if (st_[i].stalled != 0) return 0.0;
+  return std::min(st_[i].user_cap, st_[i].hold_cap);
 }
 
 void FlowNetwork::refresh_cap(FlowId f) { solver_.set_flow_cap(f, effective_cap(f)); }
@@ -82,25 +68,27 @@ FlowId FlowNetwork::start_flow(const FlowSpec& spec) {
   const FlowId f = solver_.add_flow(spec.path, down > 0 ? 0.0 : spec.cap_Bps);
   ensure_slot(f);
   const auto i = static_cast<std::size_t>(f);
-  bytes_[i] = spec.bytes;
-  remaining_[i] = static_cast<double>(spec.bytes);
-  last_update_[i] = now;
-  applied_rate_[i] = 0;
-  start_[i] = now;
-  tag_[i] = spec.tag;
-  user_cap_[i] = spec.cap_Bps;
-  hold_cap_[i] = kUnlimited;
-  timer_kind_[i] = Timer::kNone;
-  down_links_[i] = down;
-  stalled_[i] = down > 0 ? 1 : 0;
-  exempt_batch_[i] = 0;
-  touched_batch_[i] = 0;
+  st_[i].bytes = spec.bytes;
+  st_[i].remaining = static_cast<double>(spec.bytes);
+  st_[i].last_update = now;
+  st_[i].applied_rate = 0;
+  st_[i].start = now;
+  st_[i].tag = spec.tag;
+  st_[i].user_cap = spec.cap_Bps;
+  st_[i].hold_cap = kUnlimited;
+  st_[i].timer_kind = Timer::kNone;
+  st_[i].down_links = down;
+  st_[i].stalled = down > 0 ? 1 : 0;
+  st_[i].exempt_batch = 0;
+  st_[i].touched_batch = 0;
   if (down > 0) {
-    stall_start_[i] = now;
+    st_[i].stall_start = now;
     set_timer(f, Timer::kDeadline, now + cc_.retry_budget());
   }
   if (spec.bytes == 0) completion_.set(f, now);
-  for (const topo::LinkId l : spec.path) refresh_link_efficiency(l);
+  if (cc_.active()) {
+    for (const topo::LinkId l : spec.path) refresh_link_efficiency(l);
+  }
   ++stats_.flows_started;
   stats_.bytes_started += spec.bytes;
   request_flush();
@@ -108,15 +96,19 @@ FlowId FlowNetwork::start_flow(const FlowSpec& spec) {
 }
 
 void FlowNetwork::remove(FlowId f) {
-  const std::span<const topo::LinkId> path = solver_.path(f);
-  path_scratch_.assign(path.begin(), path.end());
+  if (cc_.active()) {
+    const std::span<const topo::LinkId> path = solver_.path(f);
+    path_scratch_.assign(path.begin(), path.end());
+  }
   solver_.remove_flow(f);
   completion_.erase(f);
   timers_.erase(f);
   const auto i = static_cast<std::size_t>(f);
-  timer_kind_[i] = Timer::kNone;
-  applied_rate_[i] = 0;
-  for (const topo::LinkId l : path_scratch_) refresh_link_efficiency(l);
+  st_[i].timer_kind = Timer::kNone;
+  st_[i].applied_rate = 0;
+  if (cc_.active()) {
+    for (const topo::LinkId l : path_scratch_) refresh_link_efficiency(l);
+  }
   request_flush();
 }
 
@@ -153,23 +145,23 @@ void FlowNetwork::set_link_up(topo::LinkId l, bool up) {
   for (const FlowId f : solver_.flows_on(l)) {
     const auto i = static_cast<std::size_t>(f);
     if (!up) {
-      if (++down_links_[i] > 1) continue;
-      if (stalled_[i] == 0) {
+      if (++st_[i].down_links > 1) continue;
+      if (st_[i].stalled == 0) {
         // A new stall episode: the in-flight data is lost and the retransmit timer starts.
-        stalled_[i] = 1;
-        stall_start_[i] = now;
-        hold_cap_[i] = kUnlimited;
+        st_[i].stalled = 1;
+        st_[i].stall_start = now;
+        st_[i].hold_cap = kUnlimited;
         refresh_cap(f);
       }
       // Down again before the resuming retransmission: the same episode, same retry budget.
-      set_timer(f, Timer::kDeadline, stall_start_[i] + cc_.retry_budget());
+      set_timer(f, Timer::kDeadline, st_[i].stall_start + cc_.retry_budget());
     } else {
-      if (--down_links_[i] > 0) continue;
+      if (--st_[i].down_links > 0) continue;
       // Retransmissions happen every RTO after the stall began; the first one after the link
       // is back gets through.
-      const std::int64_t elapsed = (now - stall_start_[i]).ps;
+      const std::int64_t elapsed = (now - st_[i].stall_start).ps;
       const std::int64_t attempts = std::max<std::int64_t>(1, ceil_div(elapsed, rto.ps));
-      set_timer(f, Timer::kResume, stall_start_[i] + rto * attempts);
+      set_timer(f, Timer::kResume, st_[i].stall_start + rto * attempts);
     }
   }
   request_flush();
@@ -182,23 +174,23 @@ void FlowNetwork::schedule_link_flap(topo::LinkId l, TimePs down_at, TimePs dura
 
 double FlowNetwork::remaining_bytes(FlowId id) const {
   const auto i = static_cast<std::size_t>(id);
-  const double elapsed_s = (sim_.now() - last_update_[i]).seconds();
-  return std::max(0.0, remaining_[i] - applied_rate_[i] * elapsed_s);
+  const double elapsed_s = (sim_.now() - st_[i].last_update).seconds();
+  return std::max(0.0, st_[i].remaining - st_[i].applied_rate * elapsed_s);
 }
 
 void FlowNetwork::advance(FlowId f, TimePs now) {
   const auto i = static_cast<std::size_t>(f);
-  if (applied_rate_[i] > 0) remaining_[i] -= applied_rate_[i] * (now - last_update_[i]).seconds();
-  last_update_[i] = now;
+  if (st_[i].applied_rate > 0) st_[i].remaining -= st_[i].applied_rate * (now - st_[i].last_update).seconds();
+  st_[i].last_update = now;
 }
 
 void FlowNetwork::set_timer(FlowId f, Timer kind, TimePs at) {
-  timer_kind_[static_cast<std::size_t>(f)] = kind;
+  st_[static_cast<std::size_t>(f)].timer_kind = kind;
   timers_.set(f, at);
 }
 
 void FlowNetwork::clear_timer(FlowId f) {
-  timer_kind_[static_cast<std::size_t>(f)] = Timer::kNone;
+  st_[static_cast<std::size_t>(f)].timer_kind = Timer::kNone;
   timers_.erase(f);
 }
 
@@ -206,19 +198,19 @@ void FlowNetwork::on_event(std::uint64_t) { request_flush(); }
 
 void FlowNetwork::handle_timer(FlowId f) {
   const auto i = static_cast<std::size_t>(f);
-  const Timer kind = timer_kind_[i];
-  timer_kind_[i] = Timer::kNone;
+  const Timer kind = st_[i].timer_kind;
+  st_[i].timer_kind = Timer::kNone;
   switch (kind) {
     case Timer::kNone:
       break;
     case Timer::kHold:
-      hold_cap_[i] = kUnlimited;
-      exempt_batch_[i] = batch_;
+      st_[i].hold_cap = kUnlimited;
+      st_[i].exempt_batch = batch_;
       refresh_cap(f);
       break;
     case Timer::kResume:
-      stalled_[i] = 0;
-      exempt_batch_[i] = batch_;
+      st_[i].stalled = 0;
+      st_[i].exempt_batch = batch_;
       refresh_cap(f);
       break;
     case Timer::kDeadline:
@@ -231,13 +223,13 @@ void FlowNetwork::complete(FlowId f) {
   const auto i = static_cast<std::size_t>(f);
   const TimePs now = sim_.now();
   advance(f, now);
-  const double residual = std::abs(remaining_[i]);
+  const double residual = std::abs(st_[i].remaining);
   stats_.max_residual_bytes = std::max(stats_.max_residual_bytes, residual);
   if (check_invariants_ && !(residual < 1.0)) {
     throw std::logic_error("flow " + std::to_string(f) + " completed with " +
-                           std::to_string(remaining_[i]) + " bytes unaccounted");
+                           std::to_string(st_[i].remaining) + " bytes unaccounted");
   }
-  const FlowDone done{f, tag_[i], start_[i], now, bytes_[i]};
+  const FlowDone done{f, st_[i].tag, st_[i].start, now, st_[i].bytes};
   remove(f);
   ++stats_.flows_done;
   stats_.bytes_done += done.bytes;
@@ -249,7 +241,7 @@ void FlowNetwork::fail(FlowId f) {
   const TimePs now = sim_.now();
   advance(f, now);
   const FlowFailed failed{
-      f, tag_[i], start_[i], stall_start_[i], now, std::llround(std::max(0.0, remaining_[i]))};
+      f, st_[i].tag, st_[i].start, st_[i].stall_start, now, std::llround(std::max(0.0, st_[i].remaining))};
   remove(f);
   ++stats_.flows_failed;
   flow_failed_.emit(failed);
@@ -292,20 +284,20 @@ void FlowNetwork::solve_and_apply() {
     bool new_hold = false;
     for (const FlowId f : changed) {
       const auto i = static_cast<std::size_t>(f);
-      if (touched_batch_[i] != batch_) {
-        touched_batch_[i] = batch_;
+      if (st_[i].touched_batch != batch_) {
+        st_[i].touched_batch = batch_;
         touched_.push_back(f);
       }
       // Congestion-control lag: a running flow whose share rose keeps its old rate for τ_up.
-      const double old_rate = applied_rate_[i];
+      const double old_rate = st_[i].applied_rate;
       const double target = solver_.rate(f);
-      if (!cc_.active() || old_rate <= 0 || exempt_batch_[i] == batch_ || stalled_[i] != 0 ||
-          hold_cap_[i] < kUnlimited || !(target > old_rate * (1 + kRiseTolerance))) {
+      if (!cc_.active() || old_rate <= 0 || st_[i].exempt_batch == batch_ || st_[i].stalled != 0 ||
+          st_[i].hold_cap < kUnlimited || !(target > old_rate * (1 + kRiseTolerance))) {
         continue;
       }
       const TimePs lag = cc_.increase_lag(old_rate, target);
       if (lag.ps <= 0) continue;
-      hold_cap_[i] = old_rate;
+      st_[i].hold_cap = old_rate;
       set_timer(f, Timer::kHold, sim_.now() + lag);
       refresh_cap(f);
       new_hold = true;
@@ -317,7 +309,7 @@ void FlowNetwork::solve_and_apply() {
   for (const FlowId f : touched_) {
     if (!solver_.alive(f)) continue;
     const double rate = solver_.rate(f);
-    if (rate != applied_rate_[static_cast<std::size_t>(f)]) apply_rate(f, rate);
+    if (rate != st_[static_cast<std::size_t>(f)].applied_rate) apply_rate(f, rate);
   }
 }
 
@@ -325,13 +317,13 @@ void FlowNetwork::apply_rate(FlowId f, double rate) {
   const auto i = static_cast<std::size_t>(f);
   const TimePs now = sim_.now();
   advance(f, now);
-  applied_rate_[i] = rate;
+  st_[i].applied_rate = rate;
   ++stats_.rate_changes;
   if (rate > 0) {
     // Round the completion up to the picosecond, ignoring relative rounding noise (1e-12) of
     // the byte count, so that at completion the flow has delivered its size to far less than
     // a byte.
-    const double exact_ps = std::max(0.0, remaining_[i]) * 1e12 / rate;
+    const double exact_ps = std::max(0.0, st_[i].remaining) * 1e12 / rate;
     const double ps = std::ceil(exact_ps * (1 - 1e-12) - 1e-6);
     const double horizon = static_cast<double>(TimePs::never().ps - now.ps);
     if (ps < horizon) {
@@ -342,7 +334,7 @@ void FlowNetwork::apply_rate(FlowId f, double rate) {
   } else {
     completion_.erase(f);
   }
-  if (!rate_changed_.empty()) rate_changed_.emit(FlowRateChanged{f, tag_[i], now, rate});
+  if (!rate_changed_.empty()) rate_changed_.emit(FlowRateChanged{f, st_[i].tag, now, rate});
 }
 
 void FlowNetwork::reschedule_wakeup() {
@@ -363,11 +355,7 @@ void FlowNetwork::reschedule_wakeup() {
 std::size_t FlowNetwork::memory_bytes() const {
   const auto bytes_of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
   return solver_.memory_bytes() + completion_.memory_bytes() + timers_.memory_bytes() +
-         bytes_of(base_capacity_) + bytes_of(down_) + bytes_of(sender_link_) + bytes_of(bytes_) +
-         bytes_of(remaining_) + bytes_of(last_update_) + bytes_of(applied_rate_) +
-         bytes_of(start_) + bytes_of(tag_) + bytes_of(user_cap_) + bytes_of(hold_cap_) +
-         bytes_of(timer_kind_) + bytes_of(stall_start_) + bytes_of(down_links_) +
-         bytes_of(stalled_) + bytes_of(exempt_batch_) + bytes_of(touched_batch_) +
+         bytes_of(base_capacity_) + bytes_of(down_) + bytes_of(sender_link_) + bytes_of(st_) +
          bytes_of(touched_) + bytes_of(path_scratch_);
 }
 

@@ -119,7 +119,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
 
   bool active(FlowId id) const { return solver_.alive(id); }
   /// Rate in effect now (0 while stalled or before the first solve).
-  double rate_Bps(FlowId id) const { return applied_rate_[static_cast<std::size_t>(id)]; }
+  double rate_Bps(FlowId id) const { return st_[static_cast<std::size_t>(id)].applied_rate; }
   /// Bytes not yet delivered, as of now.
   double remaining_bytes(FlowId id) const;
   std::int64_t active_flows() const { return solver_.flow_count(); }
@@ -169,21 +169,25 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   std::vector<std::uint8_t> down_;
   std::vector<std::uint8_t> sender_link_;
 
-  // Flows, indexed by FlowId (solver slot).
-  std::vector<std::int64_t> bytes_;
-  std::vector<double> remaining_;  // as of last_update_
-  std::vector<TimePs> last_update_;
-  std::vector<double> applied_rate_;
-  std::vector<TimePs> start_;
-  std::vector<std::uint64_t> tag_;
-  std::vector<double> user_cap_;
-  std::vector<double> hold_cap_;  // kUnlimited when no congestion-control hold
-  std::vector<Timer> timer_kind_;
-  std::vector<TimePs> stall_start_;
-  std::vector<std::int32_t> down_links_;     // down links on the path
-  std::vector<std::uint8_t> stalled_;        // waiting for a link or for its retransmission
-  std::vector<std::uint64_t> exempt_batch_;  // no new hold in this batch (just released)
-  std::vector<std::uint64_t> touched_batch_;
+  // Flows, indexed by FlowId (solver slot): one record per flow, so that starting, advancing and
+  // completing a flow touches one place.
+  struct FlowState {
+    std::int64_t bytes = 0;
+    double remaining = 0;  // as of last_update
+    TimePs last_update;
+    double applied_rate = 0;
+    TimePs start;
+    std::uint64_t tag = 0;
+    double user_cap = kUnlimited;
+    double hold_cap = kUnlimited;  // kUnlimited when no congestion-control hold
+    TimePs stall_start;
+    std::uint64_t exempt_batch = 0;   // no new hold in this batch (just released)
+    std::uint64_t touched_batch = 0;
+    std::int32_t down_links = 0;      // down links on the path
+    Timer timer_kind = Timer::kNone;
+    std::uint8_t stalled = 0;         // waiting for a link or for its retransmission
+  };
+  std::vector<FlowState> st_;
 
   IndexedMinHeap<TimePs> completion_;
   IndexedMinHeap<TimePs> timers_;
