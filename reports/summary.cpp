@@ -85,6 +85,7 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
                       {"flows", r.exec.flows},
                       {"events", r.exec.events},
                       {"flow_solves", r.exec.solves},
+                      {"flows_with_remembered_rates", r.exec.flows_memo},
                       {"critical_rank", r.exec.critical_rank}};
   }
   j["startup"] = {{"comm_init_s", r.startup.comm_init_s},

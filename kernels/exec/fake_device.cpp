@@ -5,10 +5,28 @@
 #include "sim/core/error.h"
 
 namespace trainsim::kexec {
+namespace {
+
+// Field by field rather than an aggregate initializer: GCC 12 at -O3 warns (-Wmaybe-uninitialized,
+// a false positive) on the temporary KernelLaunch of a braced FakeCall.
+FakeCall make_call(std::string what, plan::Stream s, std::string op = "", int id = -1,
+                   int peer = -1, double bytes = 0, std::vector<int> members = {}) {
+  FakeCall c;
+  c.what = std::move(what);
+  c.stream = s;
+  c.op = std::move(op);
+  c.id = id;
+  c.peer_index = peer;
+  c.bytes = bytes;
+  c.members = std::move(members);
+  return c;
+}
+
+}  // namespace
 
 void FakeDevice::create_streams(const std::vector<plan::Stream>& streams) {
   for (plan::Stream s : streams) {
-    calls_.push_back({"create_streams", s, "", {}, -1, -1, 0, {}});
+    calls_.push_back(make_call("create_streams", s));
     clock_[s] = 0;
   }
 }
@@ -19,7 +37,7 @@ void FakeDevice::create_comm(int comm, const CommGroup& group, int my_index, con
     throw Error(ErrorKind::kRuntime, "create_comm: rank is not the member it claims to be");
   }
   calls_.push_back(
-      {"comm", plan::Stream::kCompute, group.name, {}, comm, my_index, 0, group.members});
+      make_call("comm", plan::Stream::kCompute, group.name, comm, my_index, 0, group.members));
   comm_ids.push_back(id);
 }
 
@@ -29,7 +47,7 @@ void FakeDevice::create_events(int count, int markers) {
 }
 
 void FakeDevice::begin_iteration() {
-  calls_.push_back({"begin", plan::Stream::kCompute, "", {}, -1, -1, 0, {}});
+  calls_.push_back(make_call("begin", plan::Stream::kCompute));
   for (auto& [s, t] : clock_) t = 0;
 }
 
@@ -40,37 +58,39 @@ void FakeDevice::run(plan::Stream s) {
 
 void FakeDevice::kernel(plan::Stream s, const std::string& op, const KernelLaunch& k, Precision) {
   if (sizing_) return;
-  calls_.push_back({"kernel", s, op, k, -1, -1, k.bytes, {}});
+  FakeCall call = make_call("kernel", s, op, -1, -1, k.bytes);
+  call.launch = k;
+  calls_.push_back(std::move(call));
   run(s);
 }
 
 void FakeDevice::collective(plan::Stream s, int comm, const CollectiveCall& c) {
   if (sizing_) return;
-  calls_.push_back({"collective", s, coll::to_string(c.kind), {}, comm, -1, c.bytes, {}});
+  calls_.push_back(make_call("collective", s, coll::to_string(c.kind), comm, -1, c.bytes));
   run(s);
 }
 
 void FakeDevice::send(plan::Stream s, int comm, int peer_index, double bytes) {
   if (sizing_) return;
-  calls_.push_back({"send", s, "", {}, comm, peer_index, bytes, {}});
+  calls_.push_back(make_call("send", s, "", comm, peer_index, bytes));
   run(s);
 }
 
 void FakeDevice::recv(plan::Stream s, int comm, int peer_index, double bytes) {
   if (sizing_) return;
-  calls_.push_back({"recv", s, "", {}, comm, peer_index, bytes, {}});
+  calls_.push_back(make_call("recv", s, "", comm, peer_index, bytes));
   run(s);
 }
 
 void FakeDevice::record(plan::Stream s, int event) {
   if (sizing_) return;
-  calls_.push_back({"record", s, "", {}, event, -1, 0, {}});
+  calls_.push_back(make_call("record", s, "", event));
   events_.at(static_cast<std::size_t>(event)) = clock_.at(s);
 }
 
 void FakeDevice::wait(plan::Stream s, int event) {
   if (sizing_) return;
-  calls_.push_back({"wait", s, "", {}, event, -1, 0, {}});
+  calls_.push_back(make_call("wait", s, "", event));
   const double t = events_.at(static_cast<std::size_t>(event));
   if (t < 0) throw Error(ErrorKind::kRuntime, "wait on an event never recorded");
   clock_.at(s) = std::max(clock_.at(s), t);
@@ -82,7 +102,7 @@ void FakeDevice::mark(plan::Stream s, int marker) {
 }
 
 std::vector<double> FakeDevice::end_iteration(double) {
-  calls_.push_back({"end", plan::Stream::kCompute, "", {}, -1, -1, 0, {}});
+  calls_.push_back(make_call("end", plan::Stream::kCompute));
   std::vector<double> out = markers_;
   double end = 0;
   for (const auto& [s, t] : clock_) end = std::max(end, t);

@@ -199,7 +199,8 @@ class Executor final : public EventTarget {
   std::vector<RoutedFlows> transfer_cache_;
   RoutedFlows scratch_flows_;
   void route(const coll::CollectiveFlows& plan, RoutedFlows& out);
-  void start_routed(std::size_t id, RoutedFlows& flows, bool cached);
+  void start_routed(std::size_t id, RoutedFlows& flows, std::uint64_t memo_key);
+  std::vector<net::FlowSpec> specs_;
   void count_link_bytes(const RoutedFlows& flows, long times);
   long task_instances_ = 0;
   double nvlink_bytes_ = 0, nic_bytes_ = 0;  // critical-actor traffic estimate (analytic costs)
@@ -457,25 +458,28 @@ void Executor::count_link_bytes(const RoutedFlows& flows, long times) {
   }
 }
 
-// Starts routed flows for communication `id`; it completes `latency` after its last flow. A
-// cached transfer only counts its start (its link bytes are added once, at the end).
-void Executor::start_routed(std::size_t id, RoutedFlows& flows, bool cached) {
+// Starts routed flows for communication `id`; it completes `latency` after its last flow.
+// A cached transfer (memo_key != 0) only counts its start (its link bytes are added once, at
+// the end) and lets the network reuse the rates of an earlier isolated start of the same
+// transfer (FlowNetwork::start_group).
+void Executor::start_routed(std::size_t id, RoutedFlows& flows, std::uint64_t memo_key) {
   Comm& c = *comms_[id];
-  if (cached) {
+  if (memo_key != 0) {
     ++flows.starts;
   } else {
     count_link_bytes(flows, 1);
   }
+  specs_.resize(flows.bytes.size());
   for (std::size_t f = 0; f < flows.bytes.size(); ++f) {
-    net::FlowSpec spec;
+    net::FlowSpec& spec = specs_[f];
     spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[f],
                                               flows.net_offset[f + 1] - flows.net_offset[f]);
     spec.bytes = flows.bytes[f];
     spec.tag = id;
-    network_->start_flow(spec);
-    ++c.flows_left;
-    ++flows_started_;
   }
+  network_->start_group(specs_, memo_key);
+  c.flows_left += static_cast<int>(flows.bytes.size());
+  flows_started_ += static_cast<long>(flows.bytes.size());
   c.latency = TimePs::from_seconds(flows.latency_s);
   if (c.flows_left == 0) sim_.schedule(sim_.now() + c.latency, *this, kCommTag | id);
 }
@@ -512,7 +516,7 @@ void Executor::start_cached_flows(std::size_t id, int send_actor, int dir, const
     sim_.schedule(sim_.now() + TimePs::from_seconds(analytic_time(t)), *this, kCommTag | id);
     return;
   }
-  start_routed(id, cf, true);
+  start_routed(id, cf, key + 1);
 }
 
 // The concrete groups a communication of actor `a` stands for: its rank's group, or (symmetry
@@ -692,7 +696,7 @@ void Executor::begin_comm(std::size_t id, const Task& t, int a) {
                                         std::vector<topo::GpuId>(g.begin(), g.end())};
         route(coll::plan_collective_flows(req, *graph_, links_, choice, 0), rf);
       }
-      start_routed(id, rf, false);
+      start_routed(id, rf, 0);
       return;
     }
   }
@@ -914,6 +918,7 @@ void Executor::run(Result& r) {
   if (network_ != nullptr) {
     const net::FlowNetworkStats& st = network_->stats();
     r.exec.solves = st.solves;
+    r.exec.flows_memo = st.flows_memo;
     r.exec.flows_per_solve =
         st.solves > 0 ? static_cast<double>(st.flows_resolved) / static_cast<double>(st.solves) : 0;
   }

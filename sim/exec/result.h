@@ -132,6 +132,7 @@ struct Result {
     long flows = 0;          // network flows started (flow fidelity)
     long events = 0;         // events dispatched
     long solves = 0;         // flow network re-solves
+    long flows_memo = 0;     // flows that started with the remembered rates of an isolated start
     double flows_per_solve = 0;  // mean flows in the re-solved components
     bool symmetry = false;   // whether the symmetry shortcut was used
     int critical_rank = 0;   // representative rank of the actor that finished last

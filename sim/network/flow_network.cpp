@@ -57,7 +57,6 @@ void FlowNetwork::refresh_link_efficiency(topo::LinkId l) {
 
 FlowId FlowNetwork::start_flow(const FlowSpec& spec) {
   if (spec.bytes < 0) throw_input("a flow's size must be >= 0 bytes");
-  const TimePs now = sim_.now();
   std::int32_t down = 0;
   for (const topo::LinkId l : spec.path) {
     // Bad ids are reported by the solver below.
@@ -66,33 +65,90 @@ FlowId FlowNetwork::start_flow(const FlowSpec& spec) {
     }
   }
   const FlowId f = solver_.add_flow(spec.path, down > 0 ? 0.0 : spec.cap_Bps);
-  ensure_slot(f);
-  const auto i = static_cast<std::size_t>(f);
-  st_[i].bytes = spec.bytes;
-  st_[i].remaining = static_cast<double>(spec.bytes);
-  st_[i].last_update = now;
-  st_[i].applied_rate = 0;
-  st_[i].start = now;
-  st_[i].tag = spec.tag;
-  st_[i].user_cap = spec.cap_Bps;
-  st_[i].hold_cap = kUnlimited;
-  st_[i].timer_kind = Timer::kNone;
-  st_[i].down_links = down;
-  st_[i].stalled = down > 0 ? 1 : 0;
-  st_[i].exempt_batch = 0;
-  st_[i].touched_batch = 0;
-  if (down > 0) {
-    st_[i].stall_start = now;
-    set_timer(f, Timer::kDeadline, now + cc_.retry_budget());
-  }
-  if (spec.bytes == 0) completion_.set(f, now);
+  init_flow(f, spec, down);
   if (cc_.active()) {
     for (const topo::LinkId l : spec.path) refresh_link_efficiency(l);
   }
+  return f;
+}
+
+void FlowNetwork::init_flow(FlowId f, const FlowSpec& spec, std::int32_t down) {
+  const TimePs now = sim_.now();
+  ensure_slot(f);
+  FlowState& st = st_[static_cast<std::size_t>(f)];
+  st.bytes = spec.bytes;
+  st.remaining = static_cast<double>(spec.bytes);
+  st.last_update = now;
+  st.applied_rate = 0;
+  st.start = now;
+  st.tag = spec.tag;
+  st.user_cap = spec.cap_Bps;
+  st.hold_cap = kUnlimited;
+  st.timer_kind = Timer::kNone;
+  st.down_links = down;
+  st.stalled = down > 0 ? 1 : 0;
+  st.exempt_batch = 0;
+  st.touched_batch = 0;
+  if (down > 0) {
+    st.stall_start = now;
+    set_timer(f, Timer::kDeadline, now + cc_.retry_budget());
+  }
+  if (spec.bytes == 0) completion_.set(f, now);
   ++stats_.flows_started;
   stats_.bytes_started += spec.bytes;
+  ++batch_additions_;
   request_flush();
-  return f;
+}
+
+std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs,
+                                                 std::uint64_t memo_key) {
+  group_ids_.clear();
+  bool isolated = memo_key != 0 && !cc_.active();
+  for (std::size_t k = 0; isolated && k < specs.size(); ++k) {
+    if (specs[k].bytes < 0) throw_input("a flow's size must be >= 0 bytes");
+    for (const topo::LinkId l : specs[k].path) {
+      if (l < 0 || l >= solver_.link_count() || down_[static_cast<std::size_t>(l)] != 0 ||
+          solver_.flow_count_on(l) != 0) {
+        isolated = false;
+        break;
+      }
+    }
+  }
+  const auto it = isolated ? memo_.find(memo_key) : memo_.end();
+  if (it != memo_.end() && it->second.size() == specs.size()) {
+    for (std::size_t k = 0; k < specs.size(); ++k) {
+      const double rate = it->second[k];
+      const FlowId f = solver_.add_solved_flow(specs[k].path, specs[k].cap_Bps, rate);
+      init_flow(f, specs[k], 0);
+      if (specs[k].bytes > 0) apply_rate(f, rate);
+      group_ids_.push_back(f);
+    }
+    stats_.flows_memo += static_cast<std::int64_t>(specs.size());
+    return group_ids_;
+  }
+  for (const FlowSpec& spec : specs) group_ids_.push_back(start_flow(spec));
+  if (isolated && pending_key_ == 0) {
+    pending_key_ = memo_key;
+    pending_ids_ = group_ids_;
+  }
+  return group_ids_;
+}
+
+// After the solve of a batch in which an isolated group started and nothing else changed: its
+// rates are the max-min rates of the group alone.
+void FlowNetwork::record_memo() {
+  const bool alive = std::all_of(pending_ids_.begin(), pending_ids_.end(),
+                                 [&](FlowId f) { return solver_.alive(f); });
+  if (pending_key_ != 0 && alive && !batch_other_change_ &&
+      batch_additions_ == static_cast<std::int64_t>(pending_ids_.size())) {
+    std::vector<double>& rates = memo_[pending_key_];
+    rates.clear();
+    for (const FlowId f : pending_ids_) rates.push_back(solver_.rate(f));
+  }
+  pending_key_ = 0;
+  pending_ids_.clear();
+  batch_additions_ = 0;
+  batch_other_change_ = false;
 }
 
 void FlowNetwork::remove(FlowId f) {
@@ -125,6 +181,8 @@ void FlowNetwork::set_link_capacity(topo::LinkId l, double capacity_Bps) {
     throw_input("link " + std::to_string(l) + ": capacity must be finite and >= 0");
   }
   base_capacity_[static_cast<std::size_t>(l)] = capacity_Bps;
+  memo_.clear();
+  batch_other_change_ = true;
   if (cc_.active() && sender_link_[static_cast<std::size_t>(l)] == 0) {
     refresh_link_efficiency(l);
   } else {
@@ -140,6 +198,7 @@ void FlowNetwork::set_link_up(topo::LinkId l, bool up) {
   const auto li = static_cast<std::size_t>(l);
   if ((down_[li] == 0) == up) return;
   down_[li] = up ? 0 : 1;
+  batch_other_change_ = true;
   const TimePs now = sim_.now();
   const TimePs rto = cc_.retransmit_timeout();
   for (const FlowId f : solver_.flows_on(l)) {
@@ -262,6 +321,7 @@ void FlowNetwork::on_batch_end() {
     }
   }
   solve_and_apply();
+  record_memo();
   reschedule_wakeup();
 }
 

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/indexed_heap.h"
@@ -96,6 +97,7 @@ struct FlowNetworkStats {
   std::int64_t flows_failed = 0;
   std::int64_t bytes_started = 0;
   std::int64_t bytes_done = 0;
+  std::int64_t flows_memo = 0;      // flows started with remembered rates (start_group)
   double max_residual_bytes = 0;  // largest |size − ∫rate dt| seen at a completion
 };
 
@@ -107,6 +109,14 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
 
   /// Starts a flow now; its rate is set at the end of the current batch.
   FlowId start_flow(const FlowSpec& spec);
+  /// Starts a group of flows now (a transfer's queue pairs). With `memo_key` != 0, ideal
+  /// congestion control, and every link of the group up and carrying no other flow, the group is
+  /// its own components, whose max-min rates depend on nothing else: the first such start is
+  /// solved and its rates remembered under the key (when nothing else changed in its batch), and
+  /// later isolated starts of the same key (the caller guarantees the same paths and bounds, in
+  /// the same order) take those rates without a re-solve. Otherwise it is start_flow for each.
+  /// Returns the ids in order.
+  std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t memo_key);
   /// Removes an active flow without notification.
   void abort_flow(FlowId id);
 
@@ -158,6 +168,8 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   void reschedule_wakeup();
   void request_flush() { sim_.request_batch_end(*this); }
   void ensure_slot(FlowId f);
+  void init_flow(FlowId f, const FlowSpec& spec, std::int32_t down);
+  void record_memo();
 
   Simulation& sim_;
   CongestionModel cc_;
@@ -195,6 +207,15 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   std::uint64_t batch_ = 0;
   std::vector<FlowId> touched_;
   std::vector<topo::LinkId> path_scratch_;
+
+  // Group memo (start_group): rates of isolated groups by key; the group started isolated in the
+  // current batch, whose rates are remembered after the batch's solve when nothing else changed.
+  std::unordered_map<std::uint64_t, std::vector<double>> memo_;
+  std::uint64_t pending_key_ = 0;
+  std::vector<FlowId> pending_ids_;
+  std::int64_t batch_additions_ = 0;
+  bool batch_other_change_ = false;
+  std::vector<FlowId> group_ids_;
 
   Signal<FlowDone> flow_done_;
   Signal<FlowFailed> flow_failed_;

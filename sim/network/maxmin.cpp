@@ -80,6 +80,23 @@ void MaxMinSolver::free_path(std::int64_t offset, std::int8_t size_class) {
 }
 
 FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_Bps) {
+  const FlowIndex f = insert_flow(path, cap_Bps);
+  // Any one link reaches the flow and through it all its links. A new flow competes from level 0.
+  mark_dirty(path.front());
+  lower_change_level(0.0);
+  return f;
+}
+
+FlowIndex MaxMinSolver::add_solved_flow(std::span<const topo::LinkId> path, double cap_Bps,
+                                        double rate) {
+  if (!(rate >= 0) || rate > cap_Bps) throw_input("a solved flow's rate must be in [0, its bound]");
+  const FlowIndex f = insert_flow(path, cap_Bps);
+  rate_[static_cast<std::size_t>(f)] = rate;
+  slots_[static_cast<std::size_t>(f)].next_rate = rate;
+  return f;
+}
+
+FlowIndex MaxMinSolver::insert_flow(std::span<const topo::LinkId> path, double cap_Bps) {
   if (path.empty()) throw_input("a flow needs a non-empty path of links");
   if (!(cap_Bps >= 0)) throw_input("a flow's rate bound must be >= 0");
   for (std::size_t hop = 0; hop < path.size(); ++hop) {
@@ -122,9 +139,6 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
     pool_pos_[static_cast<std::size_t>(offset + hop)] = static_cast<std::int32_t>(flows.size());
     flows.push_back(Entry{f, static_cast<std::uint32_t>(offset + hop)});
   }
-  // Any one link reaches the flow and through it all its links. A new flow competes from level 0.
-  mark_dirty(path.front());
-  lower_change_level(0.0);
   ++flow_count_;
   return f;
 }

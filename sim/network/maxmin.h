@@ -63,6 +63,11 @@ class MaxMinSolver {
   /// `cap_Bps` (>= 0). Its rate is 0 until the next solve.
   /// Throws trainsim::Error (input) on a bad path or bound.
   FlowIndex add_flow(std::span<const topo::LinkId> path, double cap_Bps = kUnlimited);
+  /// Adds a flow with its rate already known, without a solve: for a group of flows that starts
+  /// on links no other flow crosses (so that the group is its own components) with the rates an
+  /// earlier solve of the same group gave. The caller guarantees both; later changes that reach
+  /// these flows re-solve them as usual.
+  FlowIndex add_solved_flow(std::span<const topo::LinkId> path, double cap_Bps, double rate);
   void remove_flow(FlowIndex f);
   void set_link_capacity(topo::LinkId l, double capacity_Bps);
   void set_flow_cap(FlowIndex f, double cap_Bps);
@@ -115,6 +120,7 @@ class MaxMinSolver {
   };
 
   void mark_dirty(topo::LinkId l);
+  FlowIndex insert_flow(std::span<const topo::LinkId> path, double cap_Bps);
   void lower_change_level(double level) { change_level_ = std::min(change_level_, level); }
   std::int64_t alloc_path(std::int32_t length, std::int8_t* size_class);
   void free_path(std::int64_t offset, std::int8_t size_class);

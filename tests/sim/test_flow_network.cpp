@@ -524,6 +524,58 @@ TEST(FlowNetwork, DumbbellCompletionTimes) {
 
 // Incast 8 → 1: 8 × 1 MB through a 25 GB/s downlink ends at 8 MB / 25 GB/s = 320 µs for all,
 // and the 8 completions of that picosecond are one batch (one re-solve, not eight).
+// Groups with remembered rates (start_group). Links 0 (10 GB/s), 1 (4), 2 (6); the group is
+// A {0,1} 40 MB and B {0,2} 60 MB: link 0 carries both (4 + 6 = 10), so A = 4 and B = 6 GB/s and
+// both end 10 ms after they start. The group starts at 0 (solved, remembered), at 20 ms
+// (isolated again: remembered rates, no solve) and at 40 ms while a flow C {0} occupies link 0
+// (not isolated: solved). At 22 ms a flow D {0} joins the remembered group: link 0 is shared
+// three ways, and every completion must be what plain start_flow calls give.
+std::vector<FlowDone> run_groups(bool grouped, FlowNetworkStats* stats) {
+  Simulation sim;
+  FlowNetwork& net =
+      sim.emplace<FlowNetwork>(std::vector<double>{10 * kG, 4 * kG, 6 * kG}, checked());
+  Done d(net);
+  static const Path a{0, 1}, b{0, 2}, c{0};
+  const auto group = [&net, grouped](std::uint64_t tag) {
+    const FlowSpec specs[] = {{a, 40'000'000, kUnlimited, tag}, {b, 60'000'000, kUnlimited, tag + 1}};
+    if (grouped) {
+      net.start_group(specs, 7);
+    } else {
+      for (const FlowSpec& s : specs) net.start_flow(s);
+    }
+  };
+  sim.schedule_call(TimePs::from_ms(0), [&] { group(10); });
+  sim.schedule_call(TimePs::from_ms(20), [&] { group(20); });
+  sim.schedule_call(TimePs::from_ms(22), [&] { net.start_flow({c, 10'000'000, kUnlimited, 30}); });
+  sim.schedule_call(TimePs::from_ms(39), [&] { net.start_flow({c, 50'000'000, kUnlimited, 31}); });
+  sim.schedule_call(TimePs::from_ms(40), [&] { group(40); });
+  sim.run();
+  if (stats != nullptr) *stats = net.stats();
+  return d.done;
+}
+
+TEST(FlowNetwork, GroupsReuseTheRatesOfAnIsolatedStart) {
+  FlowNetworkStats grouped_stats, plain_stats;
+  const std::vector<FlowDone> grouped = run_groups(true, &grouped_stats);
+  const std::vector<FlowDone> plain = run_groups(false, &plain_stats);
+  ASSERT_EQ(grouped.size(), 8u);
+  ASSERT_EQ(plain.size(), 8u);
+  for (std::size_t k = 0; k < grouped.size(); ++k) {
+    EXPECT_EQ(grouped[k].tag, plain[k].tag) << k;
+    EXPECT_LE(std::abs((grouped[k].end - plain[k].end).ps), 1) << "tag " << grouped[k].tag;
+  }
+  // Only the start at 20 ms was isolated with a remembered solve; it needed no solve of its own.
+  EXPECT_EQ(grouped_stats.flows_memo, 2);
+  EXPECT_EQ(plain_stats.flows_memo, 0);
+  EXPECT_LT(grouped_stats.solves, plain_stats.solves);
+  // By hand: the first group ends at 10 ms.
+  for (const FlowDone& f : grouped) {
+    if (f.tag == 10 || f.tag == 11) {
+      EXPECT_EQ(f.end, TimePs::from_ms(10)) << f.tag;
+    }
+  }
+}
+
 TEST(FlowNetwork, IncastCompletesTogetherInOneBatch) {
   Simulation sim;
   FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>(9, 25 * kG), checked());
