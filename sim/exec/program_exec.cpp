@@ -919,6 +919,8 @@ void Executor::run(Result& r) {
     const net::FlowNetworkStats& st = network_->stats();
     r.exec.solves = st.solves;
     r.exec.flows_memo = st.flows_memo;
+    r.exec.flows_replayed = st.flows_replayed;
+    r.exec.replays_materialized = st.replays_materialized;
     r.exec.flows_per_solve =
         st.solves > 0 ? static_cast<double>(st.flows_resolved) / static_cast<double>(st.solves) : 0;
   }

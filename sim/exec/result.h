@@ -133,6 +133,8 @@ struct Result {
     long events = 0;         // events dispatched
     long solves = 0;         // flow network re-solves
     long flows_memo = 0;     // flows that started with the remembered rates of an isolated start
+    long flows_replayed = 0; // flows that followed the recorded trajectory of an isolated start
+    long replays_materialized = 0;  // replayed transfers that other traffic reached mid-way
     double flows_per_solve = 0;  // mean flows in the re-solved components
     bool symmetry = false;   // whether the symmetry shortcut was used
     int critical_rank = 0;   // representative rank of the actor that finished last

@@ -12,6 +12,8 @@ namespace {
 
 // Rises smaller than this (relative) are rounding noise of a re-solve, not a freed share.
 constexpr double kRiseTolerance = 1e-9;
+// Tag bit of the events that end a replayed group (the rest of the tag is the owner).
+constexpr std::uint64_t kReplayTag = std::uint64_t{1} << 62;
 // Bound on the congestion-control hold rounds of one batch (each round holds at least one more
 // flow; in practice one or two rounds suffice).
 constexpr int kMaxHoldRounds = 32;
@@ -26,7 +28,8 @@ FlowNetwork::FlowNetwork(Simulation& sim, std::vector<double> link_capacity_Bps,
       solver_(link_capacity_Bps),
       base_capacity_(std::move(link_capacity_Bps)),
       down_(base_capacity_.size(), 0),
-      sender_link_(base_capacity_.size(), 0) {
+      sender_link_(base_capacity_.size(), 0),
+      link_owner_(base_capacity_.size(), -1) {
   for (const topo::LinkId l : options.sender_links) {
     if (l < 0 || static_cast<std::size_t>(l) >= base_capacity_.size()) {
       throw_input("sender link " + std::to_string(l) + " is not a link of the network");
@@ -64,6 +67,7 @@ FlowId FlowNetwork::start_flow(const FlowSpec& spec) {
       down += down_[static_cast<std::size_t>(l)];
     }
   }
+  touch_links(spec.path);
   const FlowId f = solver_.add_flow(spec.path, down > 0 ? 0.0 : spec.cap_Bps);
   init_flow(f, spec, down);
   if (cc_.active()) {
@@ -89,6 +93,7 @@ void FlowNetwork::init_flow(FlowId f, const FlowSpec& spec, std::int32_t down) {
   st.stalled = down > 0 ? 1 : 0;
   st.exempt_batch = 0;
   st.touched_batch = 0;
+  st.owner = -1;
   if (down > 0) {
     st.stall_start = now;
     set_timer(f, Timer::kDeadline, now + cc_.retry_budget());
@@ -103,15 +108,33 @@ void FlowNetwork::init_flow(FlowId f, const FlowSpec& spec, std::int32_t down) {
 std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs,
                                                  std::uint64_t memo_key) {
   group_ids_.clear();
-  bool isolated = memo_key != 0 && !cc_.active();
+  bool isolated = memo_key != 0 && !cc_.active() && !specs.empty();
   for (std::size_t k = 0; isolated && k < specs.size(); ++k) {
-    if (specs[k].bytes < 0) throw_input("a flow's size must be >= 0 bytes");
+    if (specs[k].bytes <= 0) isolated = false;
     for (const topo::LinkId l : specs[k].path) {
       if (l < 0 || l >= solver_.link_count() || down_[static_cast<std::size_t>(l)] != 0 ||
-          solver_.flow_count_on(l) != 0) {
+          solver_.flow_count_on(l) != 0 || link_owner_[static_cast<std::size_t>(l)] >= 0) {
         isolated = false;
         break;
       }
+    }
+  }
+  if (isolated) {
+    const auto t = trajectories_.find(memo_key);
+    if (t != trajectories_.end() && t->second->bytes.size() == specs.size() &&
+        std::equal(specs.begin(), specs.end(), t->second->bytes.begin(),
+                   [](const FlowSpec& a, std::int64_t b) { return a.bytes == b; })) {
+      const std::int32_t o = new_owner(memo_key, specs, true);
+      Owner& ow = owners_[static_cast<std::size_t>(o)];
+      ow.trajectory = t->second;
+      ow.end_event = sim_.schedule(sim_.now() + TimePs{t->second->last_end}, *this,
+                                   kReplayTag | static_cast<std::uint64_t>(o));
+      for (const FlowSpec& spec : specs) {
+        ++stats_.flows_started;
+        stats_.bytes_started += spec.bytes;
+      }
+      stats_.flows_replayed += static_cast<std::int64_t>(specs.size());
+      return group_ids_;
     }
   }
   const auto it = isolated ? memo_.find(memo_key) : memo_.end();
@@ -120,18 +143,220 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       const double rate = it->second[k];
       const FlowId f = solver_.add_solved_flow(specs[k].path, specs[k].cap_Bps, rate);
       init_flow(f, specs[k], 0);
-      if (specs[k].bytes > 0) apply_rate(f, rate);
+      apply_rate(f, rate);
       group_ids_.push_back(f);
     }
     stats_.flows_memo += static_cast<std::int64_t>(specs.size());
-    return group_ids_;
+  } else {
+    for (const FlowSpec& spec : specs) group_ids_.push_back(start_flow(spec));
+    if (isolated && pending_key_ == 0) {
+      pending_key_ = memo_key;
+      pending_ids_ = group_ids_;
+    }
   }
-  for (const FlowSpec& spec : specs) group_ids_.push_back(start_flow(spec));
-  if (isolated && pending_key_ == 0) {
-    pending_key_ = memo_key;
-    pending_ids_ = group_ids_;
+  if (isolated && recording_.find(memo_key) == recording_.end() &&
+      trajectories_.find(memo_key) == trajectories_.end()) {
+    // Record this start: its links are its own until its last flow ends or something reaches
+    // them. Rates are written down as they are applied (the first ones at the batch's solve).
+    const std::int32_t o = new_owner(memo_key, specs, false);
+    Owner& ow = owners_[static_cast<std::size_t>(o)];
+    ow.segs.assign(specs.size(), {});
+    ow.ends.assign(specs.size(), -1);
+    ow.ids = group_ids_;
+    for (std::size_t k = 0; k < group_ids_.size(); ++k) {
+      FlowState& st = st_[static_cast<std::size_t>(group_ids_[k])];
+      st.owner = o;
+      st.owner_index = static_cast<std::int32_t>(k);
+      if (st.applied_rate > 0) ow.segs[k].emplace_back(0, st.applied_rate);
+    }
+    recording_[memo_key] = o;
   }
   return group_ids_;
+}
+
+std::int32_t FlowNetwork::new_owner(std::uint64_t key, std::span<const FlowSpec> specs,
+                                    bool replay) {
+  std::int32_t o;
+  if (free_owners_.empty()) {
+    o = static_cast<std::int32_t>(owners_.size());
+    owners_.emplace_back();
+  } else {
+    o = free_owners_.back();
+    free_owners_.pop_back();
+  }
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  ow.live = true;
+  ow.replay = replay;
+  ow.key = key;
+  ow.start = sim_.now();
+  ow.links.clear();
+  ow.offset.assign(1, 0);
+  ow.bytes.clear();
+  ow.tags.clear();
+  ow.caps.clear();
+  ow.segs.clear();
+  ow.ends.clear();
+  ow.ids.clear();
+  ow.ended = 0;
+  ow.trajectory.reset();
+  for (const FlowSpec& spec : specs) {
+    for (const topo::LinkId l : spec.path) {
+      ow.links.push_back(l);
+      link_owner_[static_cast<std::size_t>(l)] = o;
+    }
+    ow.offset.push_back(static_cast<std::uint32_t>(ow.links.size()));
+    ow.bytes.push_back(spec.bytes);
+    ow.tags.push_back(spec.tag);
+    ow.caps.push_back(spec.cap_Bps);
+  }
+  return o;
+}
+
+void FlowNetwork::release_owner(std::int32_t o) {
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  for (const topo::LinkId l : ow.links) {
+    if (link_owner_[static_cast<std::size_t>(l)] == o) link_owner_[static_cast<std::size_t>(l)] = -1;
+  }
+  if (!ow.replay) {
+    const auto r = recording_.find(ow.key);
+    if (r != recording_.end() && r->second == o) recording_.erase(r);
+  }
+  ow.live = false;
+  ow.trajectory.reset();
+  free_owners_.push_back(o);
+}
+
+// Something is about to use links of `path`: the groups owning any of them lose their isolation.
+void FlowNetwork::touch_links(std::span<const topo::LinkId> path) {
+  for (const topo::LinkId l : path) {
+    if (l < 0 || static_cast<std::size_t>(l) >= link_owner_.size()) continue;
+    const std::int32_t o = link_owner_[static_cast<std::size_t>(l)];
+    if (o >= 0) contact(o);
+  }
+}
+
+void FlowNetwork::contact(std::int32_t o) {
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  if (ow.replay) {
+    materialize(o);
+    return;
+  }
+  // A recording that is no longer isolated: its flows carry on as ordinary flows.
+  for (const FlowId f : ow.ids) {
+    if (solver_.alive(f) && st_[static_cast<std::size_t>(f)].owner == o) {
+      st_[static_cast<std::size_t>(f)].owner = -1;
+    }
+  }
+  release_owner(o);
+}
+
+void FlowNetwork::record_rate(FlowId f, double rate) {
+  FlowState& st = st_[static_cast<std::size_t>(f)];
+  if (st.owner < 0) return;
+  Owner& ow = owners_[static_cast<std::size_t>(st.owner)];
+  if (!ow.live || ow.replay) {
+    st.owner = -1;
+    return;
+  }
+  ow.segs[static_cast<std::size_t>(st.owner_index)].emplace_back((sim_.now() - ow.start).ps, rate);
+}
+
+void FlowNetwork::record_end(FlowId f) {
+  FlowState& st = st_[static_cast<std::size_t>(f)];
+  const std::int32_t o = st.owner;
+  st.owner = -1;
+  if (o < 0) return;
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  if (!ow.live || ow.replay) return;
+  ow.ends[static_cast<std::size_t>(st.owner_index)] = (sim_.now() - ow.start).ps;
+  if (++ow.ended < static_cast<std::int64_t>(ow.ends.size())) return;
+  // The whole group ran alone: keep its trajectory.
+  auto t = std::make_shared<Trajectory>();
+  t->bytes = ow.bytes;
+  for (std::size_t k = 0; k < ow.ends.size(); ++k) {
+    for (const auto& [at, rate] : ow.segs[k]) {
+      t->seg_start.push_back(at);
+      t->seg_rate.push_back(rate);
+    }
+    t->seg_offset.push_back(static_cast<std::uint32_t>(t->seg_start.size()));
+    t->end.push_back(ow.ends[k]);
+    t->last_end = std::max(t->last_end, ow.ends[k]);
+  }
+  t->order.resize(ow.ends.size());
+  for (std::size_t k = 0; k < t->order.size(); ++k) t->order[k] = static_cast<std::uint32_t>(k);
+  std::stable_sort(t->order.begin(), t->order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return t->end[a] < t->end[b]; });
+  trajectories_[ow.key] = std::move(t);
+  release_owner(o);
+}
+
+// A replayed group ends: its flows complete at their recorded offsets.
+void FlowNetwork::finish_replay(std::int32_t o) {
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  const std::shared_ptr<const Trajectory> t = ow.trajectory;
+  const TimePs start = ow.start;
+  std::vector<FlowDone> done;
+  done.reserve(t->order.size());
+  for (const std::uint32_t k : t->order) {
+    done.push_back(FlowDone{-1, ow.tags[k], start, start + TimePs{t->end[k]}, ow.bytes[k]});
+  }
+  release_owner(o);
+  for (const FlowDone& d : done) {
+    ++stats_.flows_done;
+    stats_.bytes_done += d.bytes;
+    flow_done_.emit(d);
+  }
+}
+
+// Something reached a replayed group's links at `now`: its unfinished flows enter the solver
+// with the rate and the bytes left that the recording gives for this moment; those already
+// finished report their completion.
+void FlowNetwork::materialize(std::int32_t o) {
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  const std::shared_ptr<const Trajectory> t = ow.trajectory;
+  const TimePs now = sim_.now();
+  const TimePs start = ow.start;
+  const std::int64_t elapsed = (now - start).ps;
+  sim_.cancel(ow.end_event);
+  ++stats_.replays_materialized;
+  // Copies: release_owner frees the slot, and starting flows may not touch it again.
+  const std::vector<topo::LinkId> links = ow.links;
+  const std::vector<std::uint32_t> offset = ow.offset;
+  const std::vector<std::int64_t> bytes = ow.bytes;
+  const std::vector<std::uint64_t> tags = ow.tags;
+  const std::vector<double> caps = ow.caps;
+  release_owner(o);
+  std::vector<FlowDone> done;
+  for (const std::uint32_t k : t->order) {
+    if (t->end[k] <= elapsed) {
+      done.push_back(FlowDone{-1, tags[k], start, start + TimePs{t->end[k]}, bytes[k]});
+      continue;
+    }
+    double left = static_cast<double>(bytes[k]);
+    double rate = 0;
+    for (std::uint32_t i = t->seg_offset[k]; i < t->seg_offset[k + 1]; ++i) {
+      if (t->seg_start[i] >= elapsed) break;
+      const std::int64_t until =
+          i + 1 < t->seg_offset[k + 1] ? std::min(t->seg_start[i + 1], elapsed) : elapsed;
+      rate = t->seg_rate[i];
+      left -= rate * TimePs{until - t->seg_start[i]}.seconds();
+    }
+    const FlowSpec spec{std::span<const topo::LinkId>(links.data() + offset[k], offset[k + 1] - offset[k]),
+                        bytes[k], caps[k], tags[k]};
+    const FlowId f = solver_.add_solved_flow(spec.path, spec.cap_Bps, rate);
+    init_flow(f, spec, 0);
+    --stats_.flows_started;  // counted when the replay started
+    stats_.bytes_started -= spec.bytes;
+    FlowState& st = st_[static_cast<std::size_t>(f)];
+    st.start = start;
+    st.remaining = left;
+    apply_rate(f, rate);
+  }
+  for (const FlowDone& d : done) {
+    ++stats_.flows_done;
+    stats_.bytes_done += d.bytes;
+    flow_done_.emit(d);
+  }
 }
 
 // After the solve of a batch in which an isolated group started and nothing else changed: its
@@ -181,7 +406,11 @@ void FlowNetwork::set_link_capacity(topo::LinkId l, double capacity_Bps) {
     throw_input("link " + std::to_string(l) + ": capacity must be finite and >= 0");
   }
   base_capacity_[static_cast<std::size_t>(l)] = capacity_Bps;
+  // Remembered rates and trajectories assumed the old capacity; a group on this link is no
+  // longer alone with what it recorded.
+  touch_links(std::span<const topo::LinkId>(&l, 1));
   memo_.clear();
+  trajectories_.clear();
   batch_other_change_ = true;
   if (cc_.active() && sender_link_[static_cast<std::size_t>(l)] == 0) {
     refresh_link_efficiency(l);
@@ -199,6 +428,7 @@ void FlowNetwork::set_link_up(topo::LinkId l, bool up) {
   if ((down_[li] == 0) == up) return;
   down_[li] = up ? 0 : 1;
   batch_other_change_ = true;
+  touch_links(std::span<const topo::LinkId>(&l, 1));
   const TimePs now = sim_.now();
   const TimePs rto = cc_.retransmit_timeout();
   for (const FlowId f : solver_.flows_on(l)) {
@@ -253,7 +483,13 @@ void FlowNetwork::clear_timer(FlowId f) {
   timers_.erase(f);
 }
 
-void FlowNetwork::on_event(std::uint64_t) { request_flush(); }
+void FlowNetwork::on_event(std::uint64_t tag) {
+  if ((tag & kReplayTag) != 0) {
+    finish_replay(static_cast<std::int32_t>(tag & ~kReplayTag));
+    return;
+  }
+  request_flush();
+}
 
 void FlowNetwork::handle_timer(FlowId f) {
   const auto i = static_cast<std::size_t>(f);
@@ -289,6 +525,7 @@ void FlowNetwork::complete(FlowId f) {
                            std::to_string(st_[i].remaining) + " bytes unaccounted");
   }
   const FlowDone done{f, st_[i].tag, st_[i].start, now, st_[i].bytes};
+  record_end(f);
   remove(f);
   ++stats_.flows_done;
   stats_.bytes_done += done.bytes;
@@ -379,6 +616,7 @@ void FlowNetwork::apply_rate(FlowId f, double rate) {
   advance(f, now);
   st_[i].applied_rate = rate;
   ++stats_.rate_changes;
+  if (st_[i].owner >= 0) record_rate(f, rate);
   if (rate > 0) {
     // Round the completion up to the picosecond, ignoring relative rounding noise (1e-12) of
     // the byte count, so that at completion the flow has delivered its size to far less than

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -98,6 +99,8 @@ struct FlowNetworkStats {
   std::int64_t bytes_started = 0;
   std::int64_t bytes_done = 0;
   std::int64_t flows_memo = 0;      // flows started with remembered rates (start_group)
+  std::int64_t flows_replayed = 0;  // flows that followed a recorded trajectory (start_group)
+  std::int64_t replays_materialized = 0;  // replayed groups that something reached mid-way
   double max_residual_bytes = 0;  // largest |size − ∫rate dt| seen at a completion
 };
 
@@ -111,11 +114,19 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   FlowId start_flow(const FlowSpec& spec);
   /// Starts a group of flows now (a transfer's queue pairs). With `memo_key` != 0, ideal
   /// congestion control, and every link of the group up and carrying no other flow, the group is
-  /// its own components, whose max-min rates depend on nothing else: the first such start is
-  /// solved and its rates remembered under the key (when nothing else changed in its batch), and
-  /// later isolated starts of the same key (the caller guarantees the same paths and bounds, in
-  /// the same order) take those rates without a re-solve. Otherwise it is start_flow for each.
-  /// Returns the ids in order.
+  /// its own components, whose max-min rates depend on nothing else (the caller guarantees that
+  /// a key always names the same paths, bounds and sizes, in the same order):
+  ///   * the first such start is solved and its rates remembered under the key (when nothing
+  ///     else changed in its batch); later isolated starts take them without a re-solve;
+  ///   * a start that stays isolated until its last flow ends is recorded (every rate change and
+  ///     completion, as offsets from its start); later isolated starts of the key are replayed:
+  ///     their flows stay out of the solver and complete at the recorded offsets. When anything
+  ///     reaches a replayed group's links before it ends (a flow starting on one, a capacity
+  ///     change), the group's unfinished flows enter the solver at that moment with their
+  ///     recorded rates and the bytes they have left, and everything proceeds as if they had
+  ///     been there all along (max-min allocations of disjoint components are independent).
+  /// Otherwise it is start_flow for each. Returns the ids in order (empty when replayed: replayed
+  /// flows report id -1 in FlowDone).
   std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t memo_key);
   /// Removes an active flow without notification.
   void abort_flow(FlowId id);
@@ -170,6 +181,16 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   void ensure_slot(FlowId f);
   void init_flow(FlowId f, const FlowSpec& spec, std::int32_t down);
   void record_memo();
+  struct Trajectory;
+  struct Owner;
+  std::int32_t new_owner(std::uint64_t key, std::span<const FlowSpec> specs, bool replay);
+  void release_owner(std::int32_t o);
+  void touch_links(std::span<const topo::LinkId> path);
+  void contact(std::int32_t o);
+  void materialize(std::int32_t o);
+  void finish_replay(std::int32_t o);
+  void record_rate(FlowId f, double rate);
+  void record_end(FlowId f);
 
   Simulation& sim_;
   CongestionModel cc_;
@@ -196,6 +217,8 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::uint64_t exempt_batch = 0;   // no new hold in this batch (just released)
     std::uint64_t touched_batch = 0;
     std::int32_t down_links = 0;      // down links on the path
+    std::int32_t owner = -1;          // the recording this flow belongs to (-1: none)
+    std::int32_t owner_index = 0;     // its position in that group
     Timer timer_kind = Timer::kNone;
     std::uint8_t stalled = 0;         // waiting for a link or for its retransmission
   };
@@ -216,6 +239,43 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   std::int64_t batch_additions_ = 0;
   bool batch_other_change_ = false;
   std::vector<FlowId> group_ids_;
+
+  // Replay (start_group): recorded trajectories by key, and the owners of links: groups whose
+  // links no other flow crosses, either recording (real flows) or replayed (flows outside the
+  // solver). link_owner_[l] is the owner of link l or -1.
+  struct Trajectory {
+    std::vector<std::int64_t> bytes;
+    std::vector<std::uint32_t> seg_offset{0};  // flow k: segments [seg_offset[k], seg_offset[k+1])
+    std::vector<std::int64_t> seg_start;       // ps after the group's start
+    std::vector<double> seg_rate;
+    std::vector<std::int64_t> end;             // ps after the group's start
+    std::vector<std::uint32_t> order;          // flows by end
+    std::int64_t last_end = 0;
+  };
+  struct Owner {
+    bool live = false;
+    bool replay = false;
+    std::uint64_t key = 0;
+    TimePs start;
+    std::vector<topo::LinkId> links;  // every flow's path, back to back
+    std::vector<std::uint32_t> offset;
+    std::vector<std::int64_t> bytes;
+    std::vector<std::uint64_t> tags;
+    std::vector<double> caps;
+    // Recording.
+    std::vector<FlowId> ids;
+    std::vector<std::vector<std::pair<std::int64_t, double>>> segs;
+    std::vector<std::int64_t> ends;
+    std::int64_t ended = 0;
+    // Replay.
+    std::shared_ptr<const Trajectory> trajectory;
+    EventHandle end_event;
+  };
+  std::unordered_map<std::uint64_t, std::shared_ptr<const Trajectory>> trajectories_;
+  std::unordered_map<std::uint64_t, std::int32_t> recording_;  // key → owner recording it
+  std::vector<Owner> owners_;
+  std::vector<std::int32_t> free_owners_;
+  std::vector<std::int32_t> link_owner_;
 
   Signal<FlowDone> flow_done_;
   Signal<FlowFailed> flow_failed_;

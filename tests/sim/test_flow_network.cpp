@@ -524,56 +524,93 @@ TEST(FlowNetwork, DumbbellCompletionTimes) {
 
 // Incast 8 → 1: 8 × 1 MB through a 25 GB/s downlink ends at 8 MB / 25 GB/s = 320 µs for all,
 // and the 8 completions of that picosecond are one batch (one re-solve, not eight).
-// Groups with remembered rates (start_group). Links 0 (10 GB/s), 1 (4), 2 (6); the group is
-// A {0,1} 40 MB and B {0,2} 60 MB: link 0 carries both (4 + 6 = 10), so A = 4 and B = 6 GB/s and
-// both end 10 ms after they start. The group starts at 0 (solved, remembered), at 20 ms
-// (isolated again: remembered rates, no solve) and at 40 ms while a flow C {0} occupies link 0
-// (not isolated: solved). At 22 ms a flow D {0} joins the remembered group: link 0 is shared
-// three ways, and every completion must be what plain start_flow calls give.
-std::vector<FlowDone> run_groups(bool grouped, FlowNetworkStats* stats) {
+// Groups with remembered rates and replayed trajectories (start_group). Links 0 (10 GB/s),
+// 1 (4), 2 (6); the group is A {0,1} 40 MB and B {0,2} 60 MB: link 0 carries both (4 + 6 = 10),
+// so A = 4 and B = 6 GB/s and, alone, both end 10 ms after they start. Flows C, D, E cross link 0
+// only. Every completion must be what plain start_flow calls give.
+struct GroupEvent {
+  double at_ms;
+  bool group;           // the group, or one flow on link 0 of `mb` MB
+  std::int64_t mb = 0;
+};
+
+std::vector<FlowDone> run_groups(const std::vector<GroupEvent>& events, bool grouped,
+                                 FlowNetworkStats* stats) {
   Simulation sim;
   FlowNetwork& net =
       sim.emplace<FlowNetwork>(std::vector<double>{10 * kG, 4 * kG, 6 * kG}, checked());
   Done d(net);
   static const Path a{0, 1}, b{0, 2}, c{0};
-  const auto group = [&net, grouped](std::uint64_t tag) {
-    const FlowSpec specs[] = {{a, 40'000'000, kUnlimited, tag}, {b, 60'000'000, kUnlimited, tag + 1}};
-    if (grouped) {
-      net.start_group(specs, 7);
-    } else {
-      for (const FlowSpec& s : specs) net.start_flow(s);
-    }
-  };
-  sim.schedule_call(TimePs::from_ms(0), [&] { group(10); });
-  sim.schedule_call(TimePs::from_ms(20), [&] { group(20); });
-  sim.schedule_call(TimePs::from_ms(22), [&] { net.start_flow({c, 10'000'000, kUnlimited, 30}); });
-  sim.schedule_call(TimePs::from_ms(39), [&] { net.start_flow({c, 50'000'000, kUnlimited, 31}); });
-  sim.schedule_call(TimePs::from_ms(40), [&] { group(40); });
+  std::uint64_t tag = 0;
+  for (const GroupEvent& e : events) {
+    tag += 10;
+    sim.schedule_call(TimePs::from_seconds(e.at_ms * 1e-3), [&net, grouped, e, tag] {
+      if (!e.group) {
+        net.start_flow({c, e.mb * 1'000'000, kUnlimited, tag});
+        return;
+      }
+      const FlowSpec specs[] = {{a, 40'000'000, kUnlimited, tag},
+                                {b, 60'000'000, kUnlimited, tag + 1}};
+      if (grouped) {
+        net.start_group(specs, 7);
+      } else {
+        for (const FlowSpec& s : specs) net.start_flow(s);
+      }
+    });
+  }
   sim.run();
   if (stats != nullptr) *stats = net.stats();
-  return d.done;
+  std::vector<FlowDone> done = d.done;
+  std::sort(done.begin(), done.end(),
+            [](const FlowDone& x, const FlowDone& y) { return x.tag < y.tag; });
+  return done;
 }
 
-TEST(FlowNetwork, GroupsReuseTheRatesOfAnIsolatedStart) {
-  FlowNetworkStats grouped_stats, plain_stats;
-  const std::vector<FlowDone> grouped = run_groups(true, &grouped_stats);
-  const std::vector<FlowDone> plain = run_groups(false, &plain_stats);
-  ASSERT_EQ(grouped.size(), 8u);
-  ASSERT_EQ(plain.size(), 8u);
+void expect_same_completions(const std::vector<GroupEvent>& events, FlowNetworkStats* grouped_stats) {
+  const std::vector<FlowDone> grouped = run_groups(events, true, grouped_stats);
+  const std::vector<FlowDone> plain = run_groups(events, false, nullptr);
+  ASSERT_EQ(grouped.size(), plain.size());
   for (std::size_t k = 0; k < grouped.size(); ++k) {
     EXPECT_EQ(grouped[k].tag, plain[k].tag) << k;
+    EXPECT_EQ(grouped[k].start, plain[k].start) << "tag " << grouped[k].tag;
     EXPECT_LE(std::abs((grouped[k].end - plain[k].end).ps), 1) << "tag " << grouped[k].tag;
   }
-  // Only the start at 20 ms was isolated with a remembered solve; it needed no solve of its own.
-  EXPECT_EQ(grouped_stats.flows_memo, 2);
-  EXPECT_EQ(plain_stats.flows_memo, 0);
-  EXPECT_LT(grouped_stats.solves, plain_stats.solves);
-  // By hand: the first group ends at 10 ms.
-  for (const FlowDone& f : grouped) {
+}
+
+// 0 ms: recorded (alone until both end at 10 ms). 20 ms: replayed, until D joins link 0 at 22 ms:
+// the group's flows enter the solver with 32 and 48 MB left. 40 ms: C (from 39 ms) is on link 0:
+// an ordinary start. 100 ms: replayed to the end, by hand at 110 ms.
+TEST(FlowNetwork, GroupsReplayAnIsolatedTrajectory) {
+  const std::vector<GroupEvent> events = {
+      {0, true}, {20, true}, {22, false, 10}, {39, false, 50}, {40, true}, {100, true}};
+  FlowNetworkStats st;
+  expect_same_completions(events, &st);
+  EXPECT_EQ(st.flows_replayed, 4);
+  EXPECT_EQ(st.replays_materialized, 1);
+  EXPECT_EQ(st.flows_memo, 0);
+  EXPECT_EQ(st.flows_started, 10);
+  EXPECT_EQ(st.flows_done, 10);
+  const std::vector<FlowDone> done = run_groups(events, true, nullptr);
+  for (const FlowDone& f : done) {
     if (f.tag == 10 || f.tag == 11) {
       EXPECT_EQ(f.end, TimePs::from_ms(10)) << f.tag;
     }
+    if (f.tag == 60 || f.tag == 61) {
+      EXPECT_EQ(f.end, TimePs::from_ms(110)) << f.tag;
+      EXPECT_EQ(f.id, -1);  // replayed: never in the solver
+    }
   }
+}
+
+// 0 ms: E joins at 2 ms, so nothing is recorded, but the first solve's rates are remembered.
+// 20 ms: isolated: the remembered rates, no solve, and a recording. 40 ms: replayed.
+TEST(FlowNetwork, GroupsReuseTheRatesOfAnIsolatedStart) {
+  const std::vector<GroupEvent> events = {{0, true}, {2, false, 5}, {20, true}, {40, true}};
+  FlowNetworkStats st;
+  expect_same_completions(events, &st);
+  EXPECT_EQ(st.flows_memo, 2);
+  EXPECT_EQ(st.flows_replayed, 2);
+  EXPECT_EQ(st.replays_materialized, 0);
 }
 
 TEST(FlowNetwork, IncastCompletesTogetherInOneBatch) {
