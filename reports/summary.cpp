@@ -85,7 +85,6 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
                       {"flows", r.exec.flows},
                       {"events", r.exec.events},
                       {"flow_solves", r.exec.solves},
-                      {"flows_with_remembered_rates", r.exec.flows_memo},
                       {"flows_replayed", r.exec.flows_replayed},
                       {"replays_materialized", r.exec.replays_materialized},
                       {"critical_rank", r.exec.critical_rank}};

@@ -918,7 +918,6 @@ void Executor::run(Result& r) {
   if (network_ != nullptr) {
     const net::FlowNetworkStats& st = network_->stats();
     r.exec.solves = st.solves;
-    r.exec.flows_memo = st.flows_memo;
     r.exec.flows_replayed = st.flows_replayed;
     r.exec.replays_materialized = st.replays_materialized;
     r.exec.flows_per_solve =

@@ -132,7 +132,6 @@ struct Result {
     long flows = 0;          // network flows started (flow fidelity)
     long events = 0;         // events dispatched
     long solves = 0;         // flow network re-solves
-    long flows_memo = 0;     // flows that started with the remembered rates of an isolated start
     long flows_replayed = 0; // flows that followed the recorded trajectory of an isolated start
     long replays_materialized = 0;  // replayed transfers that other traffic reached mid-way
     double flows_per_solve = 0;  // mean flows in the re-solved components

@@ -101,81 +101,149 @@ void FlowNetwork::init_flow(FlowId f, const FlowSpec& spec, std::int32_t down) {
   if (spec.bytes == 0) completion_.set(f, now);
   ++stats_.flows_started;
   stats_.bytes_started += spec.bytes;
-  ++batch_additions_;
   request_flush();
+}
+
+// The flows of a group split into connected components (flows sharing a link, transitively):
+// computed once per key, as the unit of isolation, recording and replay.
+FlowNetwork::Shape& FlowNetwork::shape_of(std::uint64_t key, std::span<const FlowSpec> specs) {
+  auto& slot = shapes_[key];
+  if (slot) return *slot;
+  slot = std::make_unique<Shape>();
+  Shape& sh = *slot;
+  const std::size_t n = specs.size();
+  sh.offset.push_back(0);
+  for (const FlowSpec& spec : specs) {
+    sh.links.insert(sh.links.end(), spec.path.begin(), spec.path.end());
+    sh.offset.push_back(static_cast<std::uint32_t>(sh.links.size()));
+    sh.bytes.push_back(spec.bytes);
+    sh.caps.push_back(spec.cap_Bps);
+  }
+  // Union-find over flows, joined through the first flow seen on each link.
+  std::vector<std::uint32_t> parent(n);
+  for (std::size_t k = 0; k < n; ++k) parent[k] = static_cast<std::uint32_t>(k);
+  const auto find = [&](std::uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  std::unordered_map<topo::LinkId, std::uint32_t> first;
+  for (std::size_t k = 0; k < n; ++k) {
+    for (std::uint32_t e = sh.offset[k]; e < sh.offset[k + 1]; ++e) {
+      const auto [it, fresh] = first.emplace(sh.links[e], static_cast<std::uint32_t>(k));
+      if (!fresh) parent[find(static_cast<std::uint32_t>(k))] = find(it->second);
+    }
+  }
+  std::unordered_map<std::uint32_t, std::uint32_t> comp_of_root;
+  std::vector<std::uint32_t> comp(n);
+  for (std::size_t k = 0; k < n; ++k) {
+    const auto [it, fresh] = comp_of_root.emplace(find(static_cast<std::uint32_t>(k)),
+                                                  static_cast<std::uint32_t>(comp_of_root.size()));
+    comp[k] = it->second;
+  }
+  const std::size_t comps = comp_of_root.size();
+  sh.comp_offset.assign(comps + 1, 0);
+  for (std::size_t k = 0; k < n; ++k) ++sh.comp_offset[comp[k] + 1];
+  for (std::size_t c = 0; c < comps; ++c) sh.comp_offset[c + 1] += sh.comp_offset[c];
+  sh.comp_flows.resize(n);
+  std::vector<std::uint32_t> fill(sh.comp_offset.begin(), sh.comp_offset.end() - 1);
+  for (std::size_t k = 0; k < n; ++k) sh.comp_flows[fill[comp[k]]++] = static_cast<std::uint32_t>(k);
+  sh.comp_link_offset.push_back(0);
+  for (std::size_t c = 0; c < comps; ++c) {
+    for (std::uint32_t i = sh.comp_offset[c]; i < sh.comp_offset[c + 1]; ++i) {
+      const std::uint32_t k = sh.comp_flows[i];
+      for (std::uint32_t e = sh.offset[k]; e < sh.offset[k + 1]; ++e) {
+        const auto b = sh.comp_links.begin() + sh.comp_link_offset.back();
+        if (std::find(b, sh.comp_links.end(), sh.links[e]) == sh.comp_links.end()) {
+          sh.comp_links.push_back(sh.links[e]);
+        }
+      }
+    }
+    sh.comp_link_offset.push_back(static_cast<std::uint32_t>(sh.comp_links.size()));
+  }
+  sh.trajectory.assign(comps, nullptr);
+  sh.recording.assign(comps, -1);
+  return sh;
+}
+
+bool FlowNetwork::component_alone(const Shape& sh, std::uint32_t c) const {
+  for (std::uint32_t e = sh.comp_link_offset[c]; e < sh.comp_link_offset[c + 1]; ++e) {
+    const auto l = static_cast<std::size_t>(sh.comp_links[e]);
+    if (down_[l] != 0 || link_owner_[l] >= 0 || solver_.flow_count_on(sh.comp_links[e]) != 0) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs,
                                                  std::uint64_t memo_key) {
   group_ids_.clear();
-  bool isolated = memo_key != 0 && !cc_.active() && !specs.empty();
-  for (std::size_t k = 0; isolated && k < specs.size(); ++k) {
-    if (specs[k].bytes <= 0) isolated = false;
-    for (const topo::LinkId l : specs[k].path) {
-      if (l < 0 || l >= solver_.link_count() || down_[static_cast<std::size_t>(l)] != 0 ||
-          solver_.flow_count_on(l) != 0 || link_owner_[static_cast<std::size_t>(l)] >= 0) {
-        isolated = false;
-        break;
-      }
+  bool eligible = memo_key != 0 && !cc_.active() && !specs.empty();
+  for (const FlowSpec& spec : specs) {
+    if (spec.bytes <= 0) eligible = false;
+    for (const topo::LinkId l : spec.path) {
+      if (l < 0 || l >= solver_.link_count()) eligible = false;
     }
   }
-  if (isolated) {
-    const auto t = trajectories_.find(memo_key);
-    if (t != trajectories_.end() && t->second->bytes.size() == specs.size() &&
-        std::equal(specs.begin(), specs.end(), t->second->bytes.begin(),
-                   [](const FlowSpec& a, std::int64_t b) { return a.bytes == b; })) {
-      const std::int32_t o = new_owner(memo_key, specs, true);
-      Owner& ow = owners_[static_cast<std::size_t>(o)];
-      ow.trajectory = t->second;
-      ow.end_event = sim_.schedule(sim_.now() + TimePs{t->second->last_end}, *this,
-                                   kReplayTag | static_cast<std::uint64_t>(o));
-      for (const FlowSpec& spec : specs) {
-        ++stats_.flows_started;
-        stats_.bytes_started += spec.bytes;
-      }
-      stats_.flows_replayed += static_cast<std::int64_t>(specs.size());
-      return group_ids_;
+  Shape* sh = eligible ? &shape_of(memo_key, specs) : nullptr;
+  if (sh != nullptr) {
+    // The caller promises the same flows under a key; a different count or size is refused.
+    eligible = sh->bytes.size() == specs.size();
+    for (std::size_t k = 0; eligible && k < specs.size(); ++k) {
+      eligible = sh->bytes[k] == specs[k].bytes &&
+                 sh->offset[k + 1] - sh->offset[k] == specs[k].path.size();
     }
   }
-  const auto it = isolated ? memo_.find(memo_key) : memo_.end();
-  if (it != memo_.end() && it->second.size() == specs.size()) {
-    for (std::size_t k = 0; k < specs.size(); ++k) {
-      const double rate = it->second[k];
-      const FlowId f = solver_.add_solved_flow(specs[k].path, specs[k].cap_Bps, rate);
-      init_flow(f, specs[k], 0);
-      apply_rate(f, rate);
-      group_ids_.push_back(f);
-    }
-    stats_.flows_memo += static_cast<std::int64_t>(specs.size());
-  } else {
+  if (!eligible) {
     for (const FlowSpec& spec : specs) group_ids_.push_back(start_flow(spec));
-    if (isolated && pending_key_ == 0) {
-      pending_key_ = memo_key;
-      pending_ids_ = group_ids_;
-    }
+    return group_ids_;
   }
-  if (isolated && recording_.find(memo_key) == recording_.end() &&
-      trajectories_.find(memo_key) == trajectories_.end()) {
-    // Record this start: its links are its own until its last flow ends or something reaches
-    // them. Rates are written down as they are applied (the first ones at the batch's solve).
-    const std::int32_t o = new_owner(memo_key, specs, false);
-    Owner& ow = owners_[static_cast<std::size_t>(o)];
-    ow.segs.assign(specs.size(), {});
-    ow.ends.assign(specs.size(), -1);
-    ow.ids = group_ids_;
-    for (std::size_t k = 0; k < group_ids_.size(); ++k) {
-      FlowState& st = st_[static_cast<std::size_t>(group_ids_[k])];
-      st.owner = o;
-      st.owner_index = static_cast<std::int32_t>(k);
-      if (st.applied_rate > 0) ow.segs[k].emplace_back(0, st.applied_rate);
+  std::shared_ptr<std::vector<std::uint64_t>> tags;
+  const std::size_t comps = sh->comp_offset.size() - 1;
+  for (std::uint32_t c = 0; c < comps; ++c) {
+    const bool alone = component_alone(*sh, c);
+    const std::uint32_t b = sh->comp_offset[c], e = sh->comp_offset[c + 1];
+    if (alone && sh->trajectory[c]) {
+      if (!tags) {
+        tags = std::make_shared<std::vector<std::uint64_t>>();
+        for (const FlowSpec& spec : specs) tags->push_back(spec.tag);
+      }
+      const std::int32_t o = new_owner(sh, c, true);
+      Owner& ow = owners_[static_cast<std::size_t>(o)];
+      ow.tags = tags;
+      ow.trajectory = sh->trajectory[c];
+      ow.end_event = sim_.schedule(sim_.now() + TimePs{ow.trajectory->last_end}, *this,
+                                   kReplayTag | static_cast<std::uint64_t>(o));
+      for (std::uint32_t i = b; i < e; ++i) {
+        ++stats_.flows_started;
+        stats_.bytes_started += specs[sh->comp_flows[i]].bytes;
+      }
+      stats_.flows_replayed += e - b;
+      continue;
     }
-    recording_[memo_key] = o;
+    const std::size_t first = group_ids_.size();
+    for (std::uint32_t i = b; i < e; ++i) group_ids_.push_back(start_flow(specs[sh->comp_flows[i]]));
+    if (alone && sh->recording[c] < 0) {
+      // Record this component: its links are its own until its last flow ends or something
+      // reaches them; its rates are written down as they are applied (the first at this
+      // batch's solve).
+      const std::int32_t o = new_owner(sh, c, false);
+      Owner& ow = owners_[static_cast<std::size_t>(o)];
+      ow.ids.assign(group_ids_.begin() + static_cast<std::ptrdiff_t>(first), group_ids_.end());
+      ow.segs.assign(e - b, {});
+      ow.ends.assign(e - b, -1);
+      for (std::size_t k = 0; k < ow.ids.size(); ++k) {
+        FlowState& st = st_[static_cast<std::size_t>(ow.ids[k])];
+        st.owner = o;
+        st.owner_index = static_cast<std::int32_t>(k);
+      }
+      sh->recording[c] = o;
+    }
   }
   return group_ids_;
 }
 
-std::int32_t FlowNetwork::new_owner(std::uint64_t key, std::span<const FlowSpec> specs,
-                                    bool replay) {
+std::int32_t FlowNetwork::new_owner(Shape* sh, std::uint32_t comp, bool replay) {
   std::int32_t o;
   if (free_owners_.empty()) {
     o = static_cast<std::int32_t>(owners_.size());
@@ -187,41 +255,31 @@ std::int32_t FlowNetwork::new_owner(std::uint64_t key, std::span<const FlowSpec>
   Owner& ow = owners_[static_cast<std::size_t>(o)];
   ow.live = true;
   ow.replay = replay;
-  ow.key = key;
+  ow.shape = sh;
+  ow.comp = comp;
   ow.start = sim_.now();
-  ow.links.clear();
-  ow.offset.assign(1, 0);
-  ow.bytes.clear();
-  ow.tags.clear();
-  ow.caps.clear();
+  ow.ids.clear();
   ow.segs.clear();
   ow.ends.clear();
-  ow.ids.clear();
   ow.ended = 0;
+  ow.tags.reset();
   ow.trajectory.reset();
-  for (const FlowSpec& spec : specs) {
-    for (const topo::LinkId l : spec.path) {
-      ow.links.push_back(l);
-      link_owner_[static_cast<std::size_t>(l)] = o;
-    }
-    ow.offset.push_back(static_cast<std::uint32_t>(ow.links.size()));
-    ow.bytes.push_back(spec.bytes);
-    ow.tags.push_back(spec.tag);
-    ow.caps.push_back(spec.cap_Bps);
+  for (std::uint32_t e = sh->comp_link_offset[comp]; e < sh->comp_link_offset[comp + 1]; ++e) {
+    link_owner_[static_cast<std::size_t>(sh->comp_links[e])] = o;
   }
   return o;
 }
 
 void FlowNetwork::release_owner(std::int32_t o) {
   Owner& ow = owners_[static_cast<std::size_t>(o)];
-  for (const topo::LinkId l : ow.links) {
-    if (link_owner_[static_cast<std::size_t>(l)] == o) link_owner_[static_cast<std::size_t>(l)] = -1;
+  const Shape& sh = *ow.shape;
+  for (std::uint32_t e = sh.comp_link_offset[ow.comp]; e < sh.comp_link_offset[ow.comp + 1]; ++e) {
+    const auto l = static_cast<std::size_t>(sh.comp_links[e]);
+    if (link_owner_[l] == o) link_owner_[l] = -1;
   }
-  if (!ow.replay) {
-    const auto r = recording_.find(ow.key);
-    if (r != recording_.end() && r->second == o) recording_.erase(r);
-  }
+  if (!ow.replay && ow.shape->recording[ow.comp] == o) ow.shape->recording[ow.comp] = -1;
   ow.live = false;
+  ow.tags.reset();
   ow.trajectory.reset();
   free_owners_.push_back(o);
 }
@@ -252,12 +310,7 @@ void FlowNetwork::contact(std::int32_t o) {
 
 void FlowNetwork::record_rate(FlowId f, double rate) {
   FlowState& st = st_[static_cast<std::size_t>(f)];
-  if (st.owner < 0) return;
   Owner& ow = owners_[static_cast<std::size_t>(st.owner)];
-  if (!ow.live || ow.replay) {
-    st.owner = -1;
-    return;
-  }
   ow.segs[static_cast<std::size_t>(st.owner_index)].emplace_back((sim_.now() - ow.start).ps, rate);
 }
 
@@ -267,12 +320,10 @@ void FlowNetwork::record_end(FlowId f) {
   st.owner = -1;
   if (o < 0) return;
   Owner& ow = owners_[static_cast<std::size_t>(o)];
-  if (!ow.live || ow.replay) return;
   ow.ends[static_cast<std::size_t>(st.owner_index)] = (sim_.now() - ow.start).ps;
   if (++ow.ended < static_cast<std::int64_t>(ow.ends.size())) return;
-  // The whole group ran alone: keep its trajectory.
+  // The whole component ran alone: keep its trajectory (flows in component order).
   auto t = std::make_shared<Trajectory>();
-  t->bytes = ow.bytes;
   for (std::size_t k = 0; k < ow.ends.size(); ++k) {
     for (const auto& [at, rate] : ow.segs[k]) {
       t->seg_start.push_back(at);
@@ -286,53 +337,51 @@ void FlowNetwork::record_end(FlowId f) {
   for (std::size_t k = 0; k < t->order.size(); ++k) t->order[k] = static_cast<std::uint32_t>(k);
   std::stable_sort(t->order.begin(), t->order.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return t->end[a] < t->end[b]; });
-  trajectories_[ow.key] = std::move(t);
+  ow.shape->trajectory[ow.comp] = std::move(t);
   release_owner(o);
 }
 
-// A replayed group ends: its flows complete at their recorded offsets.
+// A replayed component ends: its flows complete at their recorded offsets.
 void FlowNetwork::finish_replay(std::int32_t o) {
   Owner& ow = owners_[static_cast<std::size_t>(o)];
   const std::shared_ptr<const Trajectory> t = ow.trajectory;
+  const std::shared_ptr<std::vector<std::uint64_t>> tags = ow.tags;
+  const Shape& sh = *ow.shape;
+  const std::uint32_t b = sh.comp_offset[ow.comp];
   const TimePs start = ow.start;
-  std::vector<FlowDone> done;
-  done.reserve(t->order.size());
-  for (const std::uint32_t k : t->order) {
-    done.push_back(FlowDone{-1, ow.tags[k], start, start + TimePs{t->end[k]}, ow.bytes[k]});
-  }
   release_owner(o);
-  for (const FlowDone& d : done) {
+  for (const std::uint32_t k : t->order) {
+    const std::uint32_t flow = sh.comp_flows[b + k];
+    const FlowDone d{-1, (*tags)[flow], start, start + TimePs{t->end[k]}, sh.bytes[flow]};
     ++stats_.flows_done;
     stats_.bytes_done += d.bytes;
     flow_done_.emit(d);
   }
 }
 
-// Something reached a replayed group's links at `now`: its unfinished flows enter the solver
-// with the rate and the bytes left that the recording gives for this moment; those already
-// finished report their completion.
+// Something reached a replayed component's links at `now`: its unfinished flows enter the
+// solver with the rate and the bytes left that the recording gives for this moment; those
+// already finished report their completion.
 void FlowNetwork::materialize(std::int32_t o) {
   Owner& ow = owners_[static_cast<std::size_t>(o)];
   const std::shared_ptr<const Trajectory> t = ow.trajectory;
+  const std::shared_ptr<std::vector<std::uint64_t>> tags = ow.tags;
+  const Shape& sh = *ow.shape;
+  const std::uint32_t b = sh.comp_offset[ow.comp];
   const TimePs now = sim_.now();
   const TimePs start = ow.start;
   const std::int64_t elapsed = (now - start).ps;
   sim_.cancel(ow.end_event);
   ++stats_.replays_materialized;
-  // Copies: release_owner frees the slot, and starting flows may not touch it again.
-  const std::vector<topo::LinkId> links = ow.links;
-  const std::vector<std::uint32_t> offset = ow.offset;
-  const std::vector<std::int64_t> bytes = ow.bytes;
-  const std::vector<std::uint64_t> tags = ow.tags;
-  const std::vector<double> caps = ow.caps;
   release_owner(o);
   std::vector<FlowDone> done;
   for (const std::uint32_t k : t->order) {
+    const std::uint32_t flow = sh.comp_flows[b + k];
     if (t->end[k] <= elapsed) {
-      done.push_back(FlowDone{-1, tags[k], start, start + TimePs{t->end[k]}, bytes[k]});
+      done.push_back(FlowDone{-1, (*tags)[flow], start, start + TimePs{t->end[k]}, sh.bytes[flow]});
       continue;
     }
-    double left = static_cast<double>(bytes[k]);
+    double left = static_cast<double>(sh.bytes[flow]);
     double rate = 0;
     for (std::uint32_t i = t->seg_offset[k]; i < t->seg_offset[k + 1]; ++i) {
       if (t->seg_start[i] >= elapsed) break;
@@ -341,8 +390,9 @@ void FlowNetwork::materialize(std::int32_t o) {
       rate = t->seg_rate[i];
       left -= rate * TimePs{until - t->seg_start[i]}.seconds();
     }
-    const FlowSpec spec{std::span<const topo::LinkId>(links.data() + offset[k], offset[k + 1] - offset[k]),
-                        bytes[k], caps[k], tags[k]};
+    const FlowSpec spec{std::span<const topo::LinkId>(sh.links.data() + sh.offset[flow],
+                                                      sh.offset[flow + 1] - sh.offset[flow]),
+                        sh.bytes[flow], sh.caps[flow], (*tags)[flow]};
     const FlowId f = solver_.add_solved_flow(spec.path, spec.cap_Bps, rate);
     init_flow(f, spec, 0);
     --stats_.flows_started;  // counted when the replay started
@@ -357,23 +407,6 @@ void FlowNetwork::materialize(std::int32_t o) {
     stats_.bytes_done += d.bytes;
     flow_done_.emit(d);
   }
-}
-
-// After the solve of a batch in which an isolated group started and nothing else changed: its
-// rates are the max-min rates of the group alone.
-void FlowNetwork::record_memo() {
-  const bool alive = std::all_of(pending_ids_.begin(), pending_ids_.end(),
-                                 [&](FlowId f) { return solver_.alive(f); });
-  if (pending_key_ != 0 && alive && !batch_other_change_ &&
-      batch_additions_ == static_cast<std::int64_t>(pending_ids_.size())) {
-    std::vector<double>& rates = memo_[pending_key_];
-    rates.clear();
-    for (const FlowId f : pending_ids_) rates.push_back(solver_.rate(f));
-  }
-  pending_key_ = 0;
-  pending_ids_.clear();
-  batch_additions_ = 0;
-  batch_other_change_ = false;
 }
 
 void FlowNetwork::remove(FlowId f) {
@@ -406,12 +439,10 @@ void FlowNetwork::set_link_capacity(topo::LinkId l, double capacity_Bps) {
     throw_input("link " + std::to_string(l) + ": capacity must be finite and >= 0");
   }
   base_capacity_[static_cast<std::size_t>(l)] = capacity_Bps;
-  // Remembered rates and trajectories assumed the old capacity; a group on this link is no
-  // longer alone with what it recorded.
+  // Recorded trajectories assumed the old capacity; a group on this link is no longer alone
+  // with what it recorded.
   touch_links(std::span<const topo::LinkId>(&l, 1));
-  memo_.clear();
-  trajectories_.clear();
-  batch_other_change_ = true;
+  for (auto& [key, sh] : shapes_) std::fill(sh->trajectory.begin(), sh->trajectory.end(), nullptr);
   if (cc_.active() && sender_link_[static_cast<std::size_t>(l)] == 0) {
     refresh_link_efficiency(l);
   } else {
@@ -427,7 +458,6 @@ void FlowNetwork::set_link_up(topo::LinkId l, bool up) {
   const auto li = static_cast<std::size_t>(l);
   if ((down_[li] == 0) == up) return;
   down_[li] = up ? 0 : 1;
-  batch_other_change_ = true;
   touch_links(std::span<const topo::LinkId>(&l, 1));
   const TimePs now = sim_.now();
   const TimePs rto = cc_.retransmit_timeout();
@@ -558,7 +588,6 @@ void FlowNetwork::on_batch_end() {
     }
   }
   solve_and_apply();
-  record_memo();
   reschedule_wakeup();
 }
 

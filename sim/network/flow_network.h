@@ -98,7 +98,6 @@ struct FlowNetworkStats {
   std::int64_t flows_failed = 0;
   std::int64_t bytes_started = 0;
   std::int64_t bytes_done = 0;
-  std::int64_t flows_memo = 0;      // flows started with remembered rates (start_group)
   std::int64_t flows_replayed = 0;  // flows that followed a recorded trajectory (start_group)
   std::int64_t replays_materialized = 0;  // replayed groups that something reached mid-way
   double max_residual_bytes = 0;  // largest |size − ∫rate dt| seen at a completion
@@ -112,21 +111,21 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
 
   /// Starts a flow now; its rate is set at the end of the current batch.
   FlowId start_flow(const FlowSpec& spec);
-  /// Starts a group of flows now (a transfer's queue pairs). With `memo_key` != 0, ideal
-  /// congestion control, and every link of the group up and carrying no other flow, the group is
-  /// its own components, whose max-min rates depend on nothing else (the caller guarantees that
-  /// a key always names the same paths, bounds and sizes, in the same order):
-  ///   * the first such start is solved and its rates remembered under the key (when nothing
-  ///     else changed in its batch); later isolated starts take them without a re-solve;
-  ///   * a start that stays isolated until its last flow ends is recorded (every rate change and
-  ///     completion, as offsets from its start); later isolated starts of the key are replayed:
-  ///     their flows stay out of the solver and complete at the recorded offsets. When anything
-  ///     reaches a replayed group's links before it ends (a flow starting on one, a capacity
-  ///     change), the group's unfinished flows enter the solver at that moment with their
-  ///     recorded rates and the bytes they have left, and everything proceeds as if they had
-  ///     been there all along (max-min allocations of disjoint components are independent).
-  /// Otherwise it is start_flow for each. Returns the ids in order (empty when replayed: replayed
-  /// flows report id -1 in FlowDone).
+  /// Starts a group of flows now (a transfer's queue pairs). With `memo_key` != 0 and ideal
+  /// congestion control, the group is split once per key into its connected components (flows
+  /// sharing links), and each component whose links are up and carry no other flow runs alone:
+  /// its max-min rates depend on nothing else. The caller guarantees that a key always names the
+  /// same paths, bounds and sizes, in the same order (a different count or size is refused).
+  ///   * a component that stays alone until its last flow ends is recorded (every rate change
+  ///     and completion, as offsets from its start);
+  ///   * later starts of a recorded component that find it alone are replayed: its flows stay
+  ///     out of the solver and complete at the recorded offsets. When anything reaches its links
+  ///     before it ends (a flow starting on one, a capacity change, a link going down), its
+  ///     unfinished flows enter the solver at that moment with their recorded rates and the bytes
+  ///     they have left, and everything proceeds as if they had been there all along (max-min
+  ///     allocations of disjoint components are independent).
+  /// Otherwise it is start_flow for each. Returns the ids of the flows that entered the solver
+  /// (replayed flows report id -1 in FlowDone).
   std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t memo_key);
   /// Removes an active flow without notification.
   void abort_flow(FlowId id);
@@ -180,10 +179,12 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   void request_flush() { sim_.request_batch_end(*this); }
   void ensure_slot(FlowId f);
   void init_flow(FlowId f, const FlowSpec& spec, std::int32_t down);
-  void record_memo();
   struct Trajectory;
+  struct Shape;
   struct Owner;
-  std::int32_t new_owner(std::uint64_t key, std::span<const FlowSpec> specs, bool replay);
+  Shape& shape_of(std::uint64_t key, std::span<const FlowSpec> specs);
+  bool component_alone(const Shape& sh, std::uint32_t c) const;
+  std::int32_t new_owner(Shape* sh, std::uint32_t comp, bool replay);
   void release_owner(std::int32_t o);
   void touch_links(std::span<const topo::LinkId> path);
   void contact(std::int32_t o);
@@ -231,37 +232,39 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   std::vector<FlowId> touched_;
   std::vector<topo::LinkId> path_scratch_;
 
-  // Group memo (start_group): rates of isolated groups by key; the group started isolated in the
-  // current batch, whose rates are remembered after the batch's solve when nothing else changed.
-  std::unordered_map<std::uint64_t, std::vector<double>> memo_;
-  std::uint64_t pending_key_ = 0;
-  std::vector<FlowId> pending_ids_;
-  std::int64_t batch_additions_ = 0;
-  bool batch_other_change_ = false;
   std::vector<FlowId> group_ids_;
 
-  // Replay (start_group): recorded trajectories by key, and the owners of links: groups whose
-  // links no other flow crosses, either recording (real flows) or replayed (flows outside the
-  // solver). link_owner_[l] is the owner of link l or -1.
+  // Replay (start_group). A Shape is a key's flows split into components; a Trajectory is what a
+  // component did alone (flows in component order); an Owner is a component whose links no
+  // other flow crosses, either recording (its flows are real) or replayed (outside the solver).
+  // link_owner_[l] is the owner of link l or -1.
   struct Trajectory {
-    std::vector<std::int64_t> bytes;
     std::vector<std::uint32_t> seg_offset{0};  // flow k: segments [seg_offset[k], seg_offset[k+1])
-    std::vector<std::int64_t> seg_start;       // ps after the group's start
+    std::vector<std::int64_t> seg_start;       // ps after the start
     std::vector<double> seg_rate;
-    std::vector<std::int64_t> end;             // ps after the group's start
+    std::vector<std::int64_t> end;             // ps after the start
     std::vector<std::uint32_t> order;          // flows by end
     std::int64_t last_end = 0;
+  };
+  struct Shape {
+    std::vector<topo::LinkId> links;  // every flow's path, back to back
+    std::vector<std::uint32_t> offset;
+    std::vector<std::int64_t> bytes;
+    std::vector<double> caps;
+    std::vector<std::uint32_t> comp_flows;   // flow indices by component
+    std::vector<std::uint32_t> comp_offset;  // component c: [comp_offset[c], comp_offset[c+1])
+    std::vector<topo::LinkId> comp_links;    // the distinct links of each component
+    std::vector<std::uint32_t> comp_link_offset;
+    std::vector<std::shared_ptr<const Trajectory>> trajectory;  // per component, once recorded
+    std::vector<std::int32_t> recording;                         // owner recording it, or -1
   };
   struct Owner {
     bool live = false;
     bool replay = false;
-    std::uint64_t key = 0;
+    Shape* shape = nullptr;
+    std::uint32_t comp = 0;
     TimePs start;
-    std::vector<topo::LinkId> links;  // every flow's path, back to back
-    std::vector<std::uint32_t> offset;
-    std::vector<std::int64_t> bytes;
-    std::vector<std::uint64_t> tags;
-    std::vector<double> caps;
+    std::shared_ptr<std::vector<std::uint64_t>> tags;  // replay: the start's tags, by flow
     // Recording.
     std::vector<FlowId> ids;
     std::vector<std::vector<std::pair<std::int64_t, double>>> segs;
@@ -271,8 +274,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::shared_ptr<const Trajectory> trajectory;
     EventHandle end_event;
   };
-  std::unordered_map<std::uint64_t, std::shared_ptr<const Trajectory>> trajectories_;
-  std::unordered_map<std::uint64_t, std::int32_t> recording_;  // key → owner recording it
+  std::unordered_map<std::uint64_t, std::unique_ptr<Shape>> shapes_;
   std::vector<Owner> owners_;
   std::vector<std::int32_t> free_owners_;
   std::vector<std::int32_t> link_owner_;
