@@ -8,6 +8,8 @@
 #include <memory>
 #include <numbers>
 #include <optional>
+#include <bit>
+#include <deque>
 #include <unordered_map>
 
 #include "sim/collective/flow.h"
@@ -197,7 +199,24 @@ class Executor final : public EventTarget {
     long starts = 0;  // cached transfers: their bytes go into the link statistics at the end
   };
   std::vector<RoutedFlows> transfer_cache_;
-  RoutedFlows scratch_flows_;
+  // Routed collectives by (actor, dimension, kind, bytes); their start_group keys follow
+  // kCollectiveKeys (transfer keys are small).
+  struct CollKey {
+    int actor, dim, kind;
+    std::int64_t bytes;  // the task's bytes, bit for bit
+    bool operator==(const CollKey&) const = default;
+  };
+  struct CollKeyHash {
+    std::size_t operator()(const CollKey& k) const {
+      std::uint64_t h = static_cast<std::uint64_t>(k.bytes) * 0x9E3779B97F4A7C15ull;
+      h ^= (static_cast<std::uint64_t>(k.actor) << 16) ^ (static_cast<std::uint64_t>(k.dim) << 8) ^
+           static_cast<std::uint64_t>(k.kind);
+      return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+  };
+  static constexpr std::uint64_t kCollectiveKeys = std::uint64_t{1} << 40;
+  std::unordered_map<CollKey, std::size_t, CollKeyHash> coll_index_;
+  std::deque<RoutedFlows> coll_cache_;
   void route(const coll::CollectiveFlows& plan, RoutedFlows& out);
   void start_routed(std::size_t id, RoutedFlows& flows, std::uint64_t memo_key);
   std::vector<net::FlowSpec> specs_;
@@ -687,16 +706,22 @@ void Executor::begin_comm(std::size_t id, const Task& t, int a) {
   if (start_clock(id)) return;
   if (opt_.backend == NetworkBackend::kFlow) {
     if (!group_inside_server(a, t.dim)) {
-      RoutedFlows& rf = scratch_flows_;
-      rf = RoutedFlows{};
-      coll::Choice choice;
-      if (t.collective != coll::Kind::kAllToAll) choice.protocol = cfg_.collectives.protocol;
-      for (const auto& g : concrete_groups(a, t.dim)) {
-        coll::FlowCollectiveRequest req{t.collective, t.bytes,
-                                        std::vector<topo::GpuId>(g.begin(), g.end())};
-        route(coll::plan_collective_flows(req, *graph_, links_, choice, 0), rf);
+      // The same collective of the same actor (a DP bucket of one size, a TP all-gather) starts
+      // the same flows every time: routed once, and started under one key (start_group).
+      const CollKey key{a, static_cast<int>(t.dim), static_cast<int>(t.collective),
+                        std::bit_cast<std::int64_t>(t.bytes)};
+      auto [it, fresh] = coll_index_.emplace(key, coll_cache_.size());
+      if (fresh) {
+        RoutedFlows& rf = coll_cache_.emplace_back();
+        coll::Choice choice;
+        if (t.collective != coll::Kind::kAllToAll) choice.protocol = cfg_.collectives.protocol;
+        for (const auto& g : concrete_groups(a, t.dim)) {
+          coll::FlowCollectiveRequest req{t.collective, t.bytes,
+                                          std::vector<topo::GpuId>(g.begin(), g.end())};
+          route(coll::plan_collective_flows(req, *graph_, links_, choice, 0), rf);
+        }
       }
-      start_routed(id, rf, 0);
+      start_routed(id, coll_cache_[it->second], kCollectiveKeys + it->second);
       return;
     }
   }
@@ -875,6 +900,7 @@ void Executor::run(Result& r) {
   // Network statistics (flow backend: every link's bytes over the iteration).
   if (opt_.backend == NetworkBackend::kFlow && graph_) {
     for (const RoutedFlows& cf : transfer_cache_) count_link_bytes(cf, cf.starts);
+    for (const RoutedFlows& cf : coll_cache_) count_link_bytes(cf, cf.starts);
     NetworkStats& ns = r.network;
     double max_u = 0, sum_u = 0, nic_sum = 0;
     int n = 0, nic_n = 0;
