@@ -116,14 +116,19 @@ TEST(ProgramCli, BadTraceRanksAndStragglers) {
 }
 
 // The published runs at schedule fidelity (every rank's Program on the event core).
-TEST(ProgramCli, ValidateAtScheduleFidelity) {
-  const CliRun r = trainsim(
-      "validate scenarios/validation/published-runs.csv --fidelity schedule --format json");
+void expect_validation_within_bounds(const char* fidelity) {
+  const CliRun r = trainsim(std::string("validate scenarios/validation/published-runs.csv "
+                                        "--fidelity ") + fidelity + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_LE(j["summary"]["median_abs_mfu_err_pts"].get<double>(), 3.0);
   EXPECT_LE(j["summary"]["max_abs_mfu_err_pts"].get<double>(), 6.0);
 }
+
+TEST(ProgramCli, ValidateAtScheduleFidelity) { expect_validation_within_bounds("schedule"); }
+
+// Every published run's full iteration with its fabric's flows (about 10 s of CPU).
+TEST(ProgramCli, ValidateAtFlowFidelity) { expect_validation_within_bounds("flow"); }
 
 }  // namespace
 }  // namespace trainsim
