@@ -213,7 +213,8 @@ void MaxMinSolver::next_epoch() {
 std::span<const FlowIndex> MaxMinSolver::solve() {
   // Flows strictly below λ* keep their rates; the relative margin only adds flows (exact either
   // way) so that a flow frozen at λ* by a different rounding of the same sum is re-filled too.
-  const double threshold = change_level_ * (1 - 1e-9);
+  const double level = change_level_;
+  const double threshold = level * (1 - 1e-9);
   change_level_ = kUnlimited;
   next_epoch();
   comp_links_.clear();
@@ -227,6 +228,13 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
     }
   }
   dirty_links_.clear();
+  // The changed links come first in comp_links_. A flow at λ* itself (within the margin) that
+  // crosses none of them keeps its rate too: it was frozen at λ* by a link (or its bound) whose
+  // state at level λ* the change does not alter (every flow on that link is either frozen below
+  // λ* as before or still rising at λ* as before), so that link saturates at λ* again. Only
+  // flows at λ* on a changed link, and flows above λ*, are re-filled.
+  const std::size_t seeds =
+      threshold > 0 ? comp_links_.size() : std::numeric_limits<std::size_t>::max();
   // Breadth-first over link → flow → link: the union of the dirty components (restricted to the
   // flows at or above λ*). Each listed link is set up for the fill as it is scanned: its flows
   // below λ* keep their rates and leave their capacity, the others are counted. When the search
@@ -246,8 +254,12 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
         remaining -= rate;
         continue;
       }
-      ++unfrozen;
       FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+      if (rate <= level && next >= seeds && slot.visit_stamp != epoch_) {
+        remaining -= rate;
+        continue;
+      }
+      ++unfrozen;
       if (slot.visit_stamp == epoch_) continue;
       slot.visit_stamp = epoch_;
       comp_flows_.push_back(f);

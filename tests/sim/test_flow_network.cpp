@@ -395,6 +395,27 @@ TEST(MaxMin, WaterFillingOverThousandsOfBounds) {
   EXPECT_EQ(s.check_invariants(), "");
 }
 
+// Flows at the level of the change on links it does not touch keep their rates. Links 0 and 1
+// (4.5 each) carry a, f {0}; c, g {1}; h {0,1}: every flow at 1.5. Removing f (λ* = 1.5)
+// re-fills a and h (on link 0) but not c and g: link 1 still saturates at 1.5 with h, c, g, so
+// h stays at 1.5 and a takes the 3 left on link 0.
+TEST(MaxMin, FlowsAtTheLevelOnUnchangedLinksKeepTheirRates) {
+  MaxMinSolver s({4.5, 4.5});
+  const FlowIndex a = s.add_flow(Path{0});
+  const FlowIndex f = s.add_flow(Path{0});
+  const FlowIndex c = s.add_flow(Path{1});
+  const FlowIndex g = s.add_flow(Path{1});
+  const FlowIndex h = s.add_flow(Path{0, 1});
+  s.solve();
+  expect_rates(s, {a, f, c, g, h}, {1.5, 1.5, 1.5, 1.5, 1.5});
+  s.remove_flow(f);
+  s.solve();
+  std::vector<FlowIndex> refilled(s.last_flows().begin(), s.last_flows().end());
+  std::sort(refilled.begin(), refilled.end());
+  EXPECT_EQ(refilled, (std::vector<FlowIndex>{a, h}));
+  expect_rates(s, {a, c, g, h}, {3, 1.5, 1.5, 1.5});
+}
+
 // The same against full re-solves on dense random networks (one large component, most flows
 // crossing several shared links), where removals, capacity rises and bound changes dominate:
 // every operation takes the level-restricted path.
