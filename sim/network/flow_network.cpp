@@ -177,7 +177,9 @@ bool FlowNetwork::component_alone(const Shape& sh, std::uint32_t c) const {
 
 std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs,
                                                  std::uint64_t memo_key) {
-  group_ids_.clear();
+  // A local list: starting a flow can bring a replayed component back, whose completions'
+  // observers may start another group before this one is done.
+  std::vector<FlowId> ids;
   bool eligible = memo_key != 0 && !cc_.active() && !specs.empty();
   for (const FlowSpec& spec : specs) {
     if (spec.bytes <= 0) eligible = false;
@@ -195,7 +197,8 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
     }
   }
   if (!eligible) {
-    for (const FlowSpec& spec : specs) group_ids_.push_back(start_flow(spec));
+    for (const FlowSpec& spec : specs) ids.push_back(start_flow(spec));
+    group_ids_ = std::move(ids);
     return group_ids_;
   }
   std::shared_ptr<std::vector<std::uint64_t>> tags;
@@ -221,15 +224,15 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       stats_.flows_replayed += e - b;
       continue;
     }
-    const std::size_t first = group_ids_.size();
-    for (std::uint32_t i = b; i < e; ++i) group_ids_.push_back(start_flow(specs[sh->comp_flows[i]]));
+    const std::size_t first = ids.size();
+    for (std::uint32_t i = b; i < e; ++i) ids.push_back(start_flow(specs[sh->comp_flows[i]]));
     if (alone && sh->recording[c] < 0) {
       // Record this component: its links are its own until its last flow ends or something
       // reaches them; its rates are written down as they are applied (the first at this
       // batch's solve).
       const std::int32_t o = new_owner(sh, c, false);
       Owner& ow = owners_[static_cast<std::size_t>(o)];
-      ow.ids.assign(group_ids_.begin() + static_cast<std::ptrdiff_t>(first), group_ids_.end());
+      ow.ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
       ow.segs.assign(e - b, {});
       ow.ends.assign(e - b, -1);
       for (std::size_t k = 0; k < ow.ids.size(); ++k) {
@@ -240,6 +243,7 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       sh->recording[c] = o;
     }
   }
+  group_ids_ = std::move(ids);
   return group_ids_;
 }
 
