@@ -300,7 +300,7 @@ void FlowNetwork::touch_links(std::span<const topo::LinkId> path) {
 void FlowNetwork::contact(std::int32_t o) {
   Owner& ow = owners_[static_cast<std::size_t>(o)];
   if (ow.replay) {
-    materialize(o);
+    end_replay(o, true);
     return;
   }
   // A recording that is no longer isolated: its flows carry on as ordinary flows.
@@ -345,28 +345,11 @@ void FlowNetwork::record_end(FlowId f) {
   release_owner(o);
 }
 
-// A replayed component ends: its flows complete at their recorded offsets.
-void FlowNetwork::finish_replay(std::int32_t o) {
-  Owner& ow = owners_[static_cast<std::size_t>(o)];
-  const std::shared_ptr<const Trajectory> t = ow.trajectory;
-  const std::shared_ptr<std::vector<std::uint64_t>> tags = ow.tags;
-  const Shape& sh = *ow.shape;
-  const std::uint32_t b = sh.comp_offset[ow.comp];
-  const TimePs start = ow.start;
-  release_owner(o);
-  for (const std::uint32_t k : t->order) {
-    const std::uint32_t flow = sh.comp_flows[b + k];
-    const FlowDone d{-1, (*tags)[flow], start, start + TimePs{t->end[k]}, sh.bytes[flow]};
-    ++stats_.flows_done;
-    stats_.bytes_done += d.bytes;
-    flow_done_.emit(d);
-  }
-}
-
-// Something reached a replayed component's links at `now`: its unfinished flows enter the
-// solver with the rate and the bytes left that the recording gives for this moment; those
-// already finished report their completion.
-void FlowNetwork::materialize(std::int32_t o) {
+// A replayed component ends at `now`: at its last recorded completion (`early` false), or
+// because something reached its links first. Its unfinished flows enter the solver with the rate
+// and the bytes left that the recording gives for this moment; the finished ones report their
+// completions at their recorded offsets.
+void FlowNetwork::end_replay(std::int32_t o, bool early) {
   Owner& ow = owners_[static_cast<std::size_t>(o)];
   const std::shared_ptr<const Trajectory> t = ow.trajectory;
   const std::shared_ptr<std::vector<std::uint64_t>> tags = ow.tags;
@@ -375,8 +358,10 @@ void FlowNetwork::materialize(std::int32_t o) {
   const TimePs now = sim_.now();
   const TimePs start = ow.start;
   const std::int64_t elapsed = (now - start).ps;
-  sim_.cancel(ow.end_event);
-  ++stats_.replays_materialized;
+  if (early) {
+    sim_.cancel(ow.end_event);
+    ++stats_.replays_materialized;
+  }
   release_owner(o);
   std::vector<FlowDone> done;
   for (const std::uint32_t k : t->order) {
@@ -519,7 +504,7 @@ void FlowNetwork::clear_timer(FlowId f) {
 
 void FlowNetwork::on_event(std::uint64_t tag) {
   if ((tag & kReplayTag) != 0) {
-    finish_replay(static_cast<std::int32_t>(tag & ~kReplayTag));
+    end_replay(static_cast<std::int32_t>(tag & ~kReplayTag), false);
     return;
   }
   request_flush();

@@ -188,8 +188,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   void release_owner(std::int32_t o);
   void touch_links(std::span<const topo::LinkId> path);
   void contact(std::int32_t o);
-  void materialize(std::int32_t o);
-  void finish_replay(std::int32_t o);
+  void end_replay(std::int32_t o, bool early);
   void record_rate(FlowId f, double rate);
   void record_end(FlowId f);
 

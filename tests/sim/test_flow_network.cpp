@@ -259,6 +259,20 @@ TEST(MaxMinProperty, CheckerRejectsNonMaxMinAllocations) {
   EXPECT_NE(s.check_invariants().find("outside"), std::string::npos);
 }
 
+// The rates of `inc` equal a from-scratch solve of its live flows.
+void expect_full_solve_rates(const MaxMinSolver& inc, const std::vector<double>& capacity,
+                             const std::map<FlowIndex, std::pair<Path, double>>& live, int trial,
+                             int op) {
+  MaxMinSolver full(capacity);
+  std::map<FlowIndex, FlowIndex> twin;
+  for (const auto& [id, flow] : live) twin[id] = full.add_flow(flow.first, flow.second);
+  full.solve_all();
+  for (const auto& [id, other] : twin) {
+    ASSERT_NEAR(inc.rate(id), full.rate(other), 1e-9 * std::max(1.0, full.rate(other)))
+        << "trial " << trial << " op " << op;
+  }
+}
+
 // Incremental re-solves against a from-scratch solve after every operation of random sequences:
 // add, remove, capacity change, bound change.
 TEST(MaxMinProperty, IncrementalEqualsFullResolve) {
@@ -302,14 +316,8 @@ TEST(MaxMinProperty, IncrementalEqualsFullResolve) {
       }
       inc.solve();
       ASSERT_EQ(inc.check_invariants(), "") << "trial " << trial << " op " << op;
-      MaxMinSolver full(capacity);
-      std::map<FlowIndex, FlowIndex> twin;
-      for (const auto& [id, flow] : live) twin[id] = full.add_flow(flow.first, flow.second);
-      full.solve_all();
-      for (const auto& [id, other] : twin) {
-        ASSERT_NEAR(inc.rate(id), full.rate(other), 1e-9 * std::max(1.0, full.rate(other)))
-            << "trial " << trial << " op " << op;
-      }
+      expect_full_solve_rates(inc, capacity, live, trial, op);
+      if (testing::Test::HasFatalFailure()) return;
     }
   }
 }
@@ -458,14 +466,8 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
       inc.solve();
       restricted += static_cast<std::int64_t>(live.size() - inc.last_flows().size());
       ASSERT_EQ(inc.check_invariants(), "") << "trial " << trial << " op " << op;
-      MaxMinSolver full(capacity);
-      std::map<FlowIndex, FlowIndex> twin;
-      for (const auto& [id, flow] : live) twin[id] = full.add_flow(flow.first, flow.second);
-      full.solve_all();
-      for (const auto& [id, other] : twin) {
-        ASSERT_NEAR(inc.rate(id), full.rate(other), 1e-9 * std::max(1.0, full.rate(other)))
-            << "trial " << trial << " op " << op;
-      }
+      expect_full_solve_rates(inc, capacity, live, trial, op);
+      if (testing::Test::HasFatalFailure()) return;
     }
     // The restriction did leave flows out (else this test would not exercise it).
     EXPECT_GT(restricted, 0) << "trial " << trial;
