@@ -218,7 +218,7 @@ class Executor final : public EventTarget {
   std::unordered_map<CollKey, std::size_t, CollKeyHash> coll_index_;
   std::deque<RoutedFlows> coll_cache_;
   void route(const coll::CollectiveFlows& plan, RoutedFlows& out);
-  void start_routed(std::size_t id, RoutedFlows& flows, std::uint64_t memo_key);
+  void start_routed(std::size_t id, RoutedFlows& flows, std::uint64_t group_key);
   std::vector<net::FlowSpec> specs_;
   void count_link_bytes(const RoutedFlows& flows, long times);
   long task_instances_ = 0;
@@ -478,12 +478,12 @@ void Executor::count_link_bytes(const RoutedFlows& flows, long times) {
 }
 
 // Starts routed flows for communication `id`; it completes `latency` after its last flow.
-// A cached transfer (memo_key != 0) only counts its start (its link bytes are added once, at
-// the end) and lets the network reuse the rates of an earlier isolated start of the same
-// transfer (FlowNetwork::start_group).
-void Executor::start_routed(std::size_t id, RoutedFlows& flows, std::uint64_t memo_key) {
+// A cached transfer or collective (group_key != 0) only counts its start (its link bytes are
+// added once, at the end) and starts as a group, whose components the network records and
+// replays when they run alone (FlowNetwork::start_group).
+void Executor::start_routed(std::size_t id, RoutedFlows& flows, std::uint64_t group_key) {
   Comm& c = *comms_[id];
-  if (memo_key != 0) {
+  if (group_key != 0) {
     ++flows.starts;
   } else {
     count_link_bytes(flows, 1);
@@ -496,7 +496,7 @@ void Executor::start_routed(std::size_t id, RoutedFlows& flows, std::uint64_t me
     spec.bytes = flows.bytes[f];
     spec.tag = id;
   }
-  network_->start_group(specs_, memo_key);
+  network_->start_group(specs_, group_key);
   c.flows_left += static_cast<int>(flows.bytes.size());
   flows_started_ += static_cast<long>(flows.bytes.size());
   c.latency = TimePs::from_seconds(flows.latency_s);

@@ -176,18 +176,18 @@ bool FlowNetwork::component_alone(const Shape& sh, std::uint32_t c) const {
 }
 
 std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs,
-                                                 std::uint64_t memo_key) {
+                                                 std::uint64_t group_key) {
   // A local list: starting a flow can bring a replayed component back, whose completions'
   // observers may start another group before this one is done.
   std::vector<FlowId> ids;
-  bool eligible = memo_key != 0 && !cc_.active() && !specs.empty();
+  bool eligible = group_key != 0 && !cc_.active() && !specs.empty();
   for (const FlowSpec& spec : specs) {
     if (spec.bytes <= 0) eligible = false;
     for (const topo::LinkId l : spec.path) {
       if (l < 0 || l >= solver_.link_count()) eligible = false;
     }
   }
-  Shape* sh = eligible ? &shape_of(memo_key, specs) : nullptr;
+  Shape* sh = eligible ? &shape_of(group_key, specs) : nullptr;
   if (sh != nullptr) {
     // The caller promises the same flows under a key; a different count or size is refused.
     eligible = sh->bytes.size() == specs.size();
@@ -670,9 +670,28 @@ void FlowNetwork::reschedule_wakeup() {
 
 std::size_t FlowNetwork::memory_bytes() const {
   const auto bytes_of = [](const auto& v) { return v.capacity() * sizeof(v[0]); };
-  return solver_.memory_bytes() + completion_.memory_bytes() + timers_.memory_bytes() +
-         bytes_of(base_capacity_) + bytes_of(down_) + bytes_of(sender_link_) + bytes_of(st_) +
-         bytes_of(touched_) + bytes_of(path_scratch_);
+  std::size_t bytes = solver_.memory_bytes() + completion_.memory_bytes() +
+                      timers_.memory_bytes() + bytes_of(base_capacity_) + bytes_of(down_) +
+                      bytes_of(sender_link_) + bytes_of(st_) + bytes_of(touched_) +
+                      bytes_of(path_scratch_) + bytes_of(group_ids_) + bytes_of(owners_) +
+                      bytes_of(free_owners_) + bytes_of(link_owner_);
+  // Groups: their shapes and recorded trajectories (trajectories shared with replays once).
+  for (const auto& [key, sh] : shapes_) {
+    bytes += sizeof(Shape) + bytes_of(sh->links) + bytes_of(sh->offset) + bytes_of(sh->bytes) +
+             bytes_of(sh->caps) + bytes_of(sh->comp_flows) + bytes_of(sh->comp_offset) +
+             bytes_of(sh->comp_links) + bytes_of(sh->comp_link_offset) +
+             bytes_of(sh->trajectory) + bytes_of(sh->recording);
+    for (const auto& t : sh->trajectory) {
+      if (!t) continue;
+      bytes += sizeof(Trajectory) + bytes_of(t->seg_offset) + bytes_of(t->seg_start) +
+               bytes_of(t->seg_rate) + bytes_of(t->end) + bytes_of(t->order);
+    }
+  }
+  for (const Owner& ow : owners_) {
+    bytes += bytes_of(ow.ids) + bytes_of(ow.segs) + bytes_of(ow.ends);
+    for (const auto& seg : ow.segs) bytes += bytes_of(seg);
+  }
+  return bytes;
 }
 
 }  // namespace trainsim::net

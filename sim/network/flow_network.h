@@ -15,6 +15,10 @@
 //     then every RTO); if the link is still down retry_count · RTO after the stall began, the
 //     flow fails and `flow_failed` fires (the executor turns that into a job failure).
 //
+// Groups (`start_group`): a caller that starts the same flows again and again starts them under a
+// key; each connected component of them that runs alone on its links is recorded once and later
+// replayed outside the solver, until other traffic reaches it (see start_group).
+//
 // Bytes are conserved to the byte: a flow's fluid integral ∫rate dt equals its size within one
 // byte at completion (completion dates are rounded up to the picosecond), which `stats()` records.
 //
@@ -99,7 +103,7 @@ struct FlowNetworkStats {
   std::int64_t bytes_started = 0;
   std::int64_t bytes_done = 0;
   std::int64_t flows_replayed = 0;  // flows that followed a recorded trajectory (start_group)
-  std::int64_t replays_materialized = 0;  // replayed groups that something reached mid-way
+  std::int64_t replays_materialized = 0;  // replayed components that something reached mid-way
   double max_residual_bytes = 0;  // largest |size − ∫rate dt| seen at a completion
 };
 
@@ -111,7 +115,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
 
   /// Starts a flow now; its rate is set at the end of the current batch.
   FlowId start_flow(const FlowSpec& spec);
-  /// Starts a group of flows now (a transfer's queue pairs). With `memo_key` != 0 and ideal
+  /// Starts a group of flows now (a transfer's queue pairs). With `group_key` != 0 and ideal
   /// congestion control, the group is split once per key into its connected components (flows
   /// sharing links), and each component whose links are up and carry no other flow runs alone:
   /// its max-min rates depend on nothing else. The caller guarantees that a key always names the
@@ -126,7 +130,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   ///     allocations of disjoint components are independent).
   /// Otherwise it is start_flow for each. Returns the ids of the flows that entered the solver
   /// (replayed flows report id -1 in FlowDone).
-  std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t memo_key);
+  std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t group_key);
   /// Removes an active flow without notification.
   void abort_flow(FlowId id);
 
