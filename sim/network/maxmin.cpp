@@ -306,10 +306,13 @@ std::span<const FlowIndex> MaxMinSolver::solve_all() {
   return collect_changed();
 }
 
-// Ascending keys, ties in (key, id) order. Large lists (the components an arrival re-solves)
-// go through a least-significant-digit radix sort: keys are finite and >= 0, so their IEEE bit
-// patterns order as unsigned integers; passes over bytes that every key shares are skipped. The
-// ids are sorted first so that the stable key passes leave ties in id order, as std::sort does.
+// Ascending keys. Large lists (the components an arrival re-solves) go through a
+// least-significant-digit radix sort: keys are finite and >= 0, so their IEEE bit patterns order
+// as unsigned integers; passes over bytes that every key shares are skipped. The sort is stable,
+// so equal keys keep the order they were listed in (links in search order, then flow bounds),
+// which is deterministic; small lists are ordered by (key, id). The order among equal keys does
+// not change the allocation mathematically (they saturate at the same level); on the default
+// scenario at 3,072 and 12,288 GPUs the results are the same to the last bit either way.
 void MaxMinSolver::sort_keys() {
   const std::size_t n = sorted_.size();
   if (n < 1024) {
@@ -328,12 +331,7 @@ void MaxMinSolver::sort_keys() {
     for (const HeapEntry& e : sorted_) radix_tmp_[count[(digit_of(e) >> shift) & 0xff]++] = e;
     sorted_.swap(radix_tmp_);
   };
-  // Ids: ~flow (negative) before links, each ascending, as the signed comparison orders them.
-  const auto id_of = [](const HeapEntry& e) {
-    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(e.id) ^ 0x80000000u);
-  };
   const auto key_of = [](const HeapEntry& e) { return std::bit_cast<std::uint64_t>(e.key + 0.0); };
-  for (int shift = 0; shift < 32; shift += 8) digit_pass(id_of, shift);
   for (int shift = 0; shift < 64; shift += 8) digit_pass(key_of, shift);
 }
 
