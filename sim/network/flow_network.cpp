@@ -373,7 +373,7 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
     double left = static_cast<double>(sh.bytes[flow]);
     double rate = 0;
     for (std::uint32_t i = t->seg_offset[k]; i < t->seg_offset[k + 1]; ++i) {
-      if (t->seg_start[i] >= elapsed) break;
+      if (t->seg_start[i] > elapsed) break;  // a segment starting now gives the rate now
       const std::int64_t until =
           i + 1 < t->seg_offset[k + 1] ? std::min(t->seg_start[i + 1], elapsed) : elapsed;
       rate = t->seg_rate[i];

@@ -81,9 +81,19 @@ void MaxMinSolver::free_path(std::int64_t offset, std::int8_t size_class) {
 
 FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_Bps) {
   const FlowIndex f = insert_flow(path, cap_Bps);
-  // Any one link reaches the flow and through it all its links. A new flow competes from level 0.
-  mark_dirty(path.front());
-  lower_change_level(0.0);
+  // A new flow gets at least min(bound, min over its links of C_l / n_l) (no link saturates
+  // below its equal share), and adding it changes nothing below its new rate (the removal
+  // argument read backwards), so nothing below that lower bound changes either. Every link of
+  // the flow is a changed link; the flow itself is unsolved (rate +inf inside the solver), so
+  // the search always takes it in.
+  double level = cap_Bps;
+  for (const topo::LinkId l : path) {
+    const Link& link = links_[static_cast<std::size_t>(l)];
+    level = std::min(level, link.capacity / static_cast<double>(link.flows.size()));
+    mark_dirty(l);
+  }
+  rate_[static_cast<std::size_t>(f)] = kUnlimited;
+  lower_change_level(level);
   return f;
 }
 

@@ -83,7 +83,11 @@ class MaxMinSolver {
   bool alive(FlowIndex f) const {
     return f >= 0 && f < flow_slots() && slots_[static_cast<std::size_t>(f)].alive != 0;
   }
-  double rate(FlowIndex f) const { return rate_[static_cast<std::size_t>(f)]; }
+  /// The rate of the last solve (0 for a flow added since).
+  double rate(FlowIndex f) const {
+    const double r = rate_[static_cast<std::size_t>(f)];
+    return r < kUnlimited ? r : 0.0;
+  }
   double flow_cap(FlowIndex f) const { return slots_[static_cast<std::size_t>(f)].cap; }
   std::span<const topo::LinkId> path(FlowIndex f) const;
   double link_capacity(topo::LinkId l) const { return links_[static_cast<std::size_t>(l)].capacity; }

@@ -323,6 +323,9 @@ TEST(MaxMinProperty, IncrementalEqualsFullResolve) {
 }
 
 // A change in one component re-solves that component only and reports only its changed flows.
+// e {0} arrives next to a (3, held by link 1 with b): e gets at least 6 / 2 = 3 on link 0, so
+// nothing below 3 can change, and b (at 3 on link 1, which e does not cross) keeps its rate; a
+// (at 3 on link 0) and e are re-filled.
 TEST(MaxMin, IncrementalTouchesOnlyTheAffectedComponent) {
   MaxMinSolver s({6, 6, 6, 6});
   const FlowIndex a = s.add_flow(Path{0, 1});
@@ -332,7 +335,9 @@ TEST(MaxMin, IncrementalTouchesOnlyTheAffectedComponent) {
   s.solve_all();
   const FlowIndex e = s.add_flow(Path{0});
   const auto changed = s.solve();
-  EXPECT_EQ(s.last_flows().size(), 3u);  // a, b, e
+  std::vector<FlowIndex> refilled(s.last_flows().begin(), s.last_flows().end());
+  std::sort(refilled.begin(), refilled.end());
+  EXPECT_EQ(refilled, (std::vector<FlowIndex>{a, e}));
   EXPECT_EQ(s.last_links().size(), 2u);  // links 0 and 1
   std::vector<FlowIndex> got(changed.begin(), changed.end());
   std::sort(got.begin(), got.end());
@@ -425,8 +430,8 @@ TEST(MaxMin, FlowsAtTheLevelOnUnchangedLinksKeepTheirRates) {
 }
 
 // The same against full re-solves on dense random networks (one large component, most flows
-// crossing several shared links), where removals, capacity rises and bound changes dominate:
-// every operation takes the level-restricted path.
+// crossing several shared links): removals, capacity rises, bound changes and arrivals, every
+// one of which takes the level-restricted path.
 TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
   Rng rng(7);
   for (int trial = 0; trial < 100; ++trial) {
@@ -447,8 +452,18 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
     inc.solve();
     std::int64_t restricted = 0;
     for (int op = 0; op < 50 && !live.empty(); ++op) {
-      const std::uint64_t kind = rng.uniform_below(6);
-      if (kind <= 3) {
+      const std::uint64_t kind = rng.uniform_below(7);
+      if (kind == 6) {
+        // An arrival: re-filled from its equal share on its links.
+        Path all(static_cast<std::size_t>(links));
+        for (int l = 0; l < links; ++l) all[static_cast<std::size_t>(l)] = l;
+        rng.shuffle(all.begin(), all.end());
+        const Path p(all.begin(), all.begin() + 1 + static_cast<long>(rng.uniform_below(4)));
+        const double cap = rng.uniform_below(3) == 0
+                               ? 0.5 + static_cast<double>(rng.uniform_below(6))
+                               : kUnlimited;
+        live[inc.add_flow(p, cap)] = {p, cap};
+      } else if (kind <= 3) {
         auto it = live.begin();
         std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
         inc.remove_flow(it->first);
@@ -475,7 +490,8 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
 }
 
 // When the touched components hold more than half of a large network (kFullSolveMinFlows), the
-// incremental solve becomes a full solve: the same rates as a from-scratch solve.
+// incremental solve becomes a full solve: the same rates as a from-scratch solve. A capacity cut
+// on link 0 matters from level 0 (the whole component); an arrival only from its equal share.
 TEST(MaxMin, LargeComponentFallsBackToAFullSolve) {
   const int links = 200;
   std::vector<double> capacity(links + 1, 10.0);
@@ -493,6 +509,10 @@ TEST(MaxMin, LargeComponentFallsBackToAFullSolve) {
   inc.solve();
   inc.add_flow(Path{0, 1});
   full.add_flow(Path{0, 1});
+  inc.solve();
+  EXPECT_LT(inc.last_flows().size(), 12001u / 2);  // the flows at or above its equal share
+  inc.set_link_capacity(0, 8.0);
+  full.set_link_capacity(0, 8.0);
   inc.solve();
   EXPECT_EQ(inc.last_flows().size(), 12002u);  // everything, not the 12,001 of the component
   full.solve_all();
@@ -624,6 +644,16 @@ TEST(FlowNetwork, GroupsReplayAnIsolatedTrajectory) {
       EXPECT_EQ(f.id, -1);  // replayed: never in the solver
     }
   }
+}
+
+// A replay reached in the very picosecond it starts: its flows enter the solver with their
+// first recorded rates (a segment starting now gives the rate now), not with none.
+TEST(FlowNetwork, GroupsReachedAsTheyStart) {
+  const std::vector<GroupEvent> events = {{0, true}, {20, true}, {20, false, 10}};
+  FlowNetworkStats st;
+  expect_same_completions(events, &st);
+  EXPECT_EQ(st.flows_replayed, 2);
+  EXPECT_EQ(st.replays_materialized, 1);
 }
 
 // 0 ms: E joins link 0 at 2 ms, so the first start is not recorded; 20 ms: alone to its end,
