@@ -250,9 +250,11 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
   // below λ* keep their rates and leave their capacity, the others are counted. When the search
   // turns out to hold most of a large network, a full solve is cheaper: it skips the rest of the
   // search and walks flows and links in index order instead of search order (solving components
-  // that did not change is exact too, they just come out the same).
-  const std::int64_t full_solve_at =
-      flow_count_ >= kFullSolveMinFlows ? flow_count_ / 2 : flow_count_ + 1;
+  // that did not change is exact too, they just come out the same). Not for a level-restricted
+  // search: a full solve would re-fill the flows below λ* too.
+  const std::int64_t full_solve_at = flow_count_ >= kFullSolveMinFlows && !(threshold > 0)
+                                         ? flow_count_ / 2
+                                         : flow_count_ + 1;
   for (std::size_t next = 0; next < comp_links_.size(); ++next) {
     Link& link = links_[static_cast<std::size_t>(comp_links_[next])];
     double remaining = link.capacity;
