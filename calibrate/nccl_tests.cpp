@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <regex>
 #include <set>
@@ -12,6 +13,8 @@
 
 #include "sim/collective/analytic.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 
 namespace trainsim::calib {
 namespace {
@@ -51,6 +54,12 @@ std::string op_from_name(std::string s) {
 
 bool is_na(const std::string& cell) { return cell == "N/A"; }
 
+std::string fmt_number(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
 [[noreturn]] void bad_cell(const std::string& path, int line, std::size_t col,
                            const std::string& name, const std::string& cell, const char* want) {
   throw_input("`" + cell + "` is not " + want,
@@ -59,22 +68,30 @@ bool is_na(const std::string& cell) { return cell == "N/A"; }
 
 std::int64_t parse_int(const std::string& cell, const std::string& path, int line,
                        std::size_t col, const std::string& name) {
-  std::int64_t v = 0;
-  const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
-  if (ec != std::errc() || end != cell.data() + cell.size()) {
-    bad_cell(path, line, col, name, cell, "an integer");
-  }
-  return v;
+  const IntResult r = to_int64(cell);
+  if (r.problem != NumberProblem::kNone) bad_cell(path, line, col, name, cell, "an integer");
+  return r.value;
 }
 
+// A table number through the checked conversion: finite, not subnormal, >= 0; `max` bounds the
+// cells that enter a fit (times), the others (algbw, busbw, #wrong) only need to be numbers.
 double parse_double(const std::string& cell, const std::string& path, int line, std::size_t col,
-                    const std::string& name) {
-  double v = 0;
-  const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), v);
-  if (ec != std::errc() || end != cell.data() + cell.size() || !std::isfinite(v) || v < 0) {
+                    const std::string& name, double max = std::numeric_limits<double>::max()) {
+  const NumberResult r = to_double(cell);
+  if (r.problem != NumberProblem::kNone || r.value < 0) {
     bad_cell(path, line, col, name, cell, "a number >= 0 or N/A");
   }
-  return v;
+  if (r.value > max) {
+    throw_input("`" + cell + "` is above the limit of " + fmt_number(max),
+                {path, line, "column " + std::to_string(col + 1) + " (" + name + ")"},
+                "docs/reliability.md gives the input limits");
+  }
+  return r.value;
+}
+
+// A header count (nGpus, nThread, Rank): an integer in [0, kMaxRanks].
+int header_count(const std::string& digits, const std::string& path, int line, const char* name) {
+  return static_cast<int>(parse_int64(digits, {path, line, name}, 0, limits::kMaxRanks));
 }
 
 std::string basename(const std::string& path) {
@@ -107,7 +124,7 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
   std::set<int> ranks;
   std::set<std::string> hosts;
   int version_ranks = 0;
-  std::istringstream in(text);
+  std::istringstream in(std::string(strip_bom(text)));
   int lineno = 0;
   for (std::string raw; std::getline(in, raw);) {
     ++lineno;
@@ -123,10 +140,18 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
       } else if (std::regex_search(body, m, kNGpus)) {
         if (run.version_line.empty()) run.version_line = body;
         std::smatch t;
-        const int threads = std::regex_search(body, t, kNThread) ? std::stoi(t[1].str()) : 1;
-        version_ranks = std::stoi(m[1].str()) * threads;
+        const std::int64_t threads =
+            std::regex_search(body, t, kNThread) ? header_count(t[1].str(), path, lineno, "nThread")
+                                                 : 1;
+        const std::int64_t gpus = header_count(m[1].str(), path, lineno, "nGpus");
+        if (gpus * threads > limits::kMaxRanks) {
+          throw_input("nGpus x nThread = " + std::to_string(gpus * threads) + " ranks is above " +
+                          std::to_string(limits::kMaxRanks),
+                      {path, lineno, "nGpus"});
+        }
+        version_ranks = static_cast<int>(gpus * threads);
       } else if (std::regex_match(body, m, kRankLine)) {
-        const int rank = std::stoi(m[1].str());
+        const int rank = header_count(m[1].str(), path, lineno, "Rank");
         if (ranks.empty() || rank == 0) run.gpu_name = m[3].str();
         ranks.insert(rank);
         hosts.insert(m[2].str());
@@ -166,6 +191,9 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
       const std::string& cell = cells[c];
       if (name == "size") {
         row.size_bytes = parse_int(cell, path, lineno, c, name);
+        if (static_cast<double>(row.size_bytes) > limits::kMaxMessageBytes) {
+          bad_cell(path, lineno, c, name, cell, "a size of at most 2^50 bytes");
+        }
       } else if (name == "count") {
         row.count = parse_int(cell, path, lineno, c, name);
       } else if (name == "type") {
@@ -173,9 +201,15 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
       } else if (name == "redop") {
         row.redop = cell;
       } else if (name == "root") {
-        row.root = static_cast<int>(parse_int(cell, path, lineno, c, name));
+        const std::int64_t root = parse_int(cell, path, lineno, c, name);
+        if (root < -1 || root > limits::kMaxRanks) {
+          bad_cell(path, lineno, c, name, cell, "a rank (or -1)");
+        }
+        row.root = static_cast<int>(root);
       } else if (name == "time") {
-        const double t = is_na(cell) ? 0.0 : parse_double(cell, path, lineno, c, name);
+        const double t =
+            is_na(cell) ? 0.0
+                        : parse_double(cell, path, lineno, c, name, limits::kMaxCollectiveTime_us);
         (time_groups++ == 0 ? row.out_of_place_us : row.in_place_us) = t;
       } else if (!is_na(cell)) {
         // algbw, busbw, #wrong / error: checked to be numbers, derived from the time.
@@ -207,19 +241,19 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
 }
 
 NcclTestsRun read_nccl_tests(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_input("cannot open nccl-tests output", {path, 0, ""});
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_nccl_tests(ss.str(), path);
+  return parse_nccl_tests(
+      read_input_file(path, "nccl-tests output", limits::kMaxNcclTestsBytes), path);
 }
 
 std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) {
   std::vector<std::pair<std::string, int>> order;
   std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>> samples;
+  // The files each fit comes from, for its messages.
+  std::map<std::pair<std::string, int>, std::vector<std::string>> files;
   for (const NcclTestsRun& r : runs) {
     const auto key = std::make_pair(r.op, r.ranks);
     if (!samples.count(key)) order.push_back(key);
+    files[key].push_back(r.path);
     auto& s = samples[key];
     for (const NcclTestsRow& row : r.rows) {
       const double t = row.out_of_place_us > 0 ? row.out_of_place_us : row.in_place_us;
@@ -231,15 +265,22 @@ std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) 
     auto all = samples[key];
     std::sort(all.begin(), all.end());
     const std::string what = key.first + " over " + std::to_string(key.second) + " ranks";
+    const std::vector<std::string>& from = files[key];
+    const ErrorContext at{from.front(), 0, ""};
+    const std::string others =
+        from.size() > 1 ? "with " + std::to_string(from.size() - 1) + " other file(s) of " + what
+                        : std::string();
     const double factor = nccl_tests_busbw_factor(key.first, key.second);
-    if (!(factor > 0)) throw_input("a 1-rank " + key.first + " moves no data; nothing to fit");
+    if (!(factor > 0)) {
+      throw_input("a 1-rank " + key.first + " moves no data; nothing to fit", at, others);
+    }
     std::vector<std::pair<double, double>> fit;
     for (const auto& s : all) {
       if (s.first >= kFitMinBytes) fit.push_back(s);
     }
     if (fit.size() < 2) fit = all;
     if (fit.size() < 2 || fit.front().first == fit.back().first) {
-      throw_input("need times at two or more sizes to fit " + what);
+      throw_input("need times at two or more sizes to fit " + what, at, others);
     }
     // Relative least squares, min Σ((α + S·x − t)/t)²: every size counts alike, instead of the
     // largest message deciding α.
@@ -256,12 +297,23 @@ std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) 
       ab(0) = 0;
       ab(1) = a.col(1).sum() / a.col(1).squaredNorm();
     }
-    if (!(ab(1) > 0)) throw_input("times of " + what + " do not grow with size; cannot fit");
+    if (!(ab(1) > 0)) {
+      throw_input("times of " + what + " do not grow with size; cannot fit", at, others);
+    }
     NcclTestsFit f;
     f.measured.op = key.first;
     f.measured.ranks = key.second;
     f.measured.alpha_s = ab(0) * 1e-6;
     f.measured.busbw_Bps = factor / (ab(1) * 1e-6);
+    if (!(f.measured.alpha_s < limits::kMaxLatency_s) ||
+        !(f.measured.busbw_Bps >= limits::kMinBandwidth_Bps &&
+          f.measured.busbw_Bps <= limits::kMaxBandwidth_Bps)) {
+      throw_input("the fit of " + what + " gives a start-up time of " +
+                      fmt_number(f.measured.alpha_s) + " s and a bus bandwidth of " +
+                      fmt_number(f.measured.busbw_Bps) +
+                      " B/s, outside the physical bounds (below 1 s; 1 MB/s to 1 PB/s)",
+                  at, others.empty() ? "check the time columns" : others);
+    }
     f.measured.samples = all;
     for (const auto& [size, t] : fit) {
       f.max_rel_error = std::max(f.max_rel_error, std::abs(ab(0) + size * ab(1) - t) / t);

@@ -5,24 +5,57 @@
 #include <sstream>
 
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 
 namespace trainsim::calib {
 namespace {
 
 using nlohmann::json;
 
+// The physical range of a profile number (docs/reliability.md): a value outside it would give
+// an infinite or meaningless time (an efficiency of 1e-320, a latency of 1e308 s).
+struct Range {
+  double min, max;
+  const char* what;
+};
+constexpr Range kEfficiency{limits::kMinEfficiency, 1.0,
+                            "a fraction of peak, from 0.001 to at most 1"};
+constexpr Range kLatency{0, limits::kMaxLatency_s * (1 - 1e-12), "seconds, >= 0 and below 1 s"};
+constexpr Range kHostTime{0, limits::kMaxHostTime_s, "seconds, from 0 to 3600"};
+constexpr Range kBandwidth{limits::kMinBandwidth_Bps, limits::kMaxBandwidth_Bps,
+                           "bytes/s, from 1e6 (1 MB/s) to 1e15 (1 PB/s)"};
+constexpr Range kDimension{0, 1e9, "a matrix dimension, from 0 to 1e9"};
+constexpr Range kCount{0, 1e21, "a count from 0 to 1e21"};
+
 double get_number(const json& j, const char* key, const std::string& file, const std::string& path,
-                  double min_value, bool positive) {
+                  const Range& range, bool positive = false) {
   const std::string field = path.empty() ? key : path + "." + key;
   if (!j.contains(key)) throw_input("missing field", {file, 0, field});
   const json& v = j.at(key);
-  if (!v.is_number()) throw_input("expected a number, found " + v.dump(), {file, 0, field});
-  const double x = v.get<double>();
-  if (!(x >= min_value) || (positive && !(x > 0))) {
-    throw_input("value " + v.dump() + " out of range (must be " + (positive ? "> 0" : ">= 0") + ")",
-                {file, 0, field});
+  if (!v.is_number()) throw_input("expected a number, found " + clip_name(v.dump()), {file, 0, field});
+  const double x = check_number(v.get<double>(), {file, 0, field}, range.min, range.max, range.what);
+  if (positive && !(x > 0)) {
+    throw_input("value " + v.dump() + " out of range (must be > 0)", {file, 0, field}, range.what);
   }
   return x;
+}
+
+// An integer field in [min, max] (a JSON integer; 1e20 or 2^40 is no rank count).
+int get_int(const json& j, const char* key, const std::string& file, const std::string& field,
+            std::int64_t min, std::int64_t max) {
+  if (!j.contains(key) || !j[key].is_number_integer()) {
+    throw_input("expected an integer >= " + std::to_string(min), {file, 0, field});
+  }
+  const json& v = j[key];
+  const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
+                                           : v.get<std::int64_t>() <= max;
+  if (!fits || (!v.is_number_unsigned() && v.get<std::int64_t>() < min)) {
+    throw_input("expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                    ", found " + v.dump(),
+                {file, 0, field});
+  }
+  return static_cast<int>(v.get<std::int64_t>());
 }
 
 std::string get_string(const json& j, const char* key, const std::string& file) {
@@ -60,20 +93,21 @@ void load_measured(const json& j, const std::string& file, Profile& p) {
     reject_unknown(e, {"op", "ranks", "alpha_s", "busbw_Bps", "samples"}, file, at);
     MeasuredCollective m;
     m.op = get_string_at(e, "op", file, at);
-    if (!e.contains("ranks") || !e["ranks"].is_number_integer() || e["ranks"].get<int>() < 1) {
-      throw_input("expected an integer >= 1", {file, 0, at + ".ranks"});
-    }
-    m.ranks = e["ranks"].get<int>();
-    m.alpha_s = get_number(e, "alpha_s", file, at, 0, false);
-    m.busbw_Bps = get_number(e, "busbw_Bps", file, at, 0, true);
+    m.ranks = get_int(e, "ranks", file, at + ".ranks", 1, limits::kMaxRanks);
+    m.alpha_s = get_number(e, "alpha_s", file, at, kLatency);
+    m.busbw_Bps = get_number(e, "busbw_Bps", file, at, kBandwidth);
     if (!e.contains("samples") || !e["samples"].is_array()) {
       throw_input("expected an array of [size_bytes, time_us]", {file, 0, at + ".samples"});
     }
     for (std::size_t k = 0; k < e["samples"].size(); ++k) {
       const json& s = e["samples"][k];
       if (!s.is_array() || s.size() != 2 || !s[0].is_number() || !s[1].is_number() ||
-          !(s[0].get<double>() > 0) || !(s[1].get<double>() > 0)) {
-        throw_input("expected [size_bytes, time_us], both > 0",
+          !(s[0].get<double>() > 0) || !(s[1].get<double>() > 0) ||
+          !(s[0].get<double>() <= limits::kMaxMessageBytes) ||
+          !(s[1].get<double>() <= limits::kMaxCollectiveTime_us) ||
+          s[1].get<double>() < limits::kMinMagnitude) {
+        throw_input("expected [size_bytes, time_us], both > 0 (size at most 2^50, time at most "
+                    "1e9 us)",
                     {file, 0, at + ".samples[" + std::to_string(k) + "]"});
       }
       m.samples.emplace_back(s[0].get<double>(), s[1].get<double>());
@@ -144,19 +178,18 @@ void load_kernels_measured(const json& j, const std::string& file, Profile& p) {
     }
     const json& sh = e["shape"];
     reject_unknown(sh, {"m", "n", "k", "batch"}, file, sat);
-    m.m = get_number(sh, "m", file, sat, 0, false);
-    m.n = get_number(sh, "n", file, sat, 0, true);
-    m.k = get_number(sh, "k", file, sat, 0, false);
-    m.batch = get_number(sh, "batch", file, sat, 0, true);
+    m.m = get_number(sh, "m", file, sat, kDimension);
+    m.n = get_number(sh, "n", file, sat, kDimension, true);
+    m.k = get_number(sh, "k", file, sat, kDimension);
+    m.batch = get_number(sh, "batch", file, sat, kDimension, true);
     if (m.batch < 1) throw_input("a batch count is at least 1", {file, 0, sat + ".batch"});
-    m.flops = get_number(e, "flops", file, at, 0, false);
-    m.bytes = get_number(e, "bytes", file, at, 0, false);
-    m.median_s = get_number(e, "median_s", file, at, 0, true);
-    if (!e.contains("repeats") || !e["repeats"].is_number_integer() ||
-        e["repeats"].get<int>() < 1) {
-      throw_input("expected an integer >= 1", {file, 0, at + ".repeats"});
+    m.flops = get_number(e, "flops", file, at, kCount);
+    m.bytes = get_number(e, "bytes", file, at, kCount);
+    m.median_s = get_number(e, "median_s", file, at, kHostTime, true);
+    if (m.median_s < 1e-12) {
+      throw_input("a kernel time is at least 1 ps", {file, 0, at + ".median_s"});
     }
-    m.repeats = e["repeats"].get<int>();
+    m.repeats = get_int(e, "repeats", file, at + ".repeats", 1, 1'000'000'000);
     const bool memory = is_memory_bound_kernel(m.op);
     if (memory && !(m.bytes > 0)) {
       throw_input("a memory-bound kernel needs the bytes it moves (> 0)", {file, 0, at + ".bytes"});
@@ -197,14 +230,17 @@ bool is_memory_bound_kernel(const std::string& op) {
 }
 
 Profile load_profile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_input("cannot open calibration profile", {path, 0, "calibration.profile"});
-  std::stringstream ss;
-  ss << in.rdbuf();
+  return parse_profile(
+      read_input_file(path, "calibration profile", limits::kMaxProfileBytes, "calibration.profile"),
+      path);
+}
+
+Profile parse_profile(std::string_view text, const std::string& path) {
   json j;
   try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+    j = json::parse(strip_bom(text));
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range for a number beyond a double (1e999999).
     throw_input(std::string("not valid JSON: ") + e.what(), {path, 0, ""});
   }
   if (!j.is_object()) throw_input("a profile is a JSON object", {path, 0, ""});
@@ -216,7 +252,7 @@ Profile load_profile(const std::string& path) {
   if (!j.contains("format_version") || !j["format_version"].is_number_integer()) {
     throw_input("missing or non-integer", {path, 0, "format_version"});
   }
-  if (j["format_version"].get<int>() != kProfileFormatVersion) {
+  if (j["format_version"].get<double>() != kProfileFormatVersion) {
     throw_input("unsupported profile format " + j["format_version"].dump() + " (this build reads " +
                     std::to_string(kProfileFormatVersion) + ")",
                 {path, 0, "format_version"});
@@ -238,36 +274,36 @@ Profile load_profile(const std::string& path) {
                  {"gemm_peak_efficiency", "gemm_half_dim", "attention_fwd_efficiency",
                   "attention_bwd_efficiency", "memory_bw_efficiency", "kernel_overhead_s"},
                  path, "compute");
-  p.gemm_peak_efficiency = get_number(c, "gemm_peak_efficiency", path, "compute", 0, true);
-  p.gemm_half_dim = get_number(c, "gemm_half_dim", path, "compute", 0, false);
-  p.attention_fwd_efficiency = get_number(c, "attention_fwd_efficiency", path, "compute", 0, true);
-  p.attention_bwd_efficiency = get_number(c, "attention_bwd_efficiency", path, "compute", 0, true);
-  p.memory_bw_efficiency = get_number(c, "memory_bw_efficiency", path, "compute", 0, true);
-  p.kernel_overhead_s = get_number(c, "kernel_overhead_s", path, "compute", 0, false);
-  for (const char* key : {"gemm_peak_efficiency", "attention_fwd_efficiency",
-                          "attention_bwd_efficiency", "memory_bw_efficiency"}) {
-    if (c[key].get<double>() > 1.0) {
-      throw_input("an efficiency is a fraction of peak, at most 1",
-                  {path, 0, std::string("compute.") + key});
-    }
-  }
+  p.gemm_peak_efficiency = get_number(c, "gemm_peak_efficiency", path, "compute", kEfficiency);
+  p.gemm_half_dim = get_number(c, "gemm_half_dim", path, "compute", kDimension);
+  p.attention_fwd_efficiency =
+      get_number(c, "attention_fwd_efficiency", path, "compute", kEfficiency);
+  p.attention_bwd_efficiency =
+      get_number(c, "attention_bwd_efficiency", path, "compute", kEfficiency);
+  p.memory_bw_efficiency = get_number(c, "memory_bw_efficiency", path, "compute", kEfficiency);
+  p.kernel_overhead_s = get_number(c, "kernel_overhead_s", path, "compute", kLatency);
   const json& k = j["collectives"];
   reject_unknown(k,
                  {"nvlink_busbw_Bps", "nvlink_step_latency_s", "nvls_busbw_Bps", "nic_efficiency",
                   "net_step_latency_s", "base_latency_s"},
                  path, "collectives");
-  p.nvlink.busbw_Bps = get_number(k, "nvlink_busbw_Bps", path, "collectives", 0, true);
-  p.nvlink.step_latency_s = get_number(k, "nvlink_step_latency_s", path, "collectives", 0, false);
-  p.nvls_busbw_Bps = get_number(k, "nvls_busbw_Bps", path, "collectives", 0, false);
-  p.nic_efficiency = get_number(k, "nic_efficiency", path, "collectives", 0, true);
-  if (p.nic_efficiency > 1.0) {
-    throw_input("a fraction of line rate, at most 1", {path, 0, "collectives.nic_efficiency"});
+  p.nvlink.busbw_Bps = get_number(k, "nvlink_busbw_Bps", path, "collectives", kBandwidth);
+  p.nvlink.step_latency_s = get_number(k, "nvlink_step_latency_s", path, "collectives", kLatency);
+  // 0: the GPU has no NVLink SHARP.
+  p.nvls_busbw_Bps = get_number(k, "nvls_busbw_Bps", path, "collectives",
+                                {0, limits::kMaxBandwidth_Bps, "bytes/s, 0 (none) or 1e6 to 1e15"});
+  if (p.nvls_busbw_Bps != 0 && p.nvls_busbw_Bps < limits::kMinBandwidth_Bps) {
+    throw_input("value out of range", {path, 0, "collectives.nvls_busbw_Bps"},
+                "bytes/s, 0 (none) or 1e6 to 1e15");
   }
-  p.net_step_latency_s = get_number(k, "net_step_latency_s", path, "collectives", 0, false);
-  p.collective_base_latency_s = get_number(k, "base_latency_s", path, "collectives", 0, false);
+  p.nic_efficiency = get_number(k, "nic_efficiency", path, "collectives",
+                                {limits::kMinEfficiency, 1.0,
+                                 "a fraction of line rate, from 0.001 to at most 1"});
+  p.net_step_latency_s = get_number(k, "net_step_latency_s", path, "collectives", kLatency);
+  p.collective_base_latency_s = get_number(k, "base_latency_s", path, "collectives", kLatency);
   const json& h = j["host"];
   reject_unknown(h, {"data_loading_s"}, path, "host");
-  p.data_loading_s = get_number(h, "data_loading_s", path, "host", 0, false);
+  p.data_loading_s = get_number(h, "data_loading_s", path, "host", kHostTime);
   if (j.contains("collectives_measured")) load_measured(j, path, p);
   if (j.contains("kernels_measured")) {
     load_kernels_measured(j, path, p);

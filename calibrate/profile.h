@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -116,6 +117,8 @@ Profile builtin_profile(const std::string& gpu_preset);
 std::string builtin_profile_names();
 /// Loads a profile JSON file; errors name the file and the field.
 Profile load_profile(const std::string& path);
+/// As load_profile, for the text of a profile; `path` names it in messages.
+Profile parse_profile(std::string_view text, const std::string& path);
 /// Writes a profile as JSON (round-trips through load_profile).
 std::string profile_to_json(const Profile& p);
 

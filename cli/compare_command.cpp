@@ -13,6 +13,8 @@
 
 #include "cli/output.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 #include "sim/core/version.h"
 
 namespace trainsim::cli {
@@ -46,25 +48,39 @@ const json& field(const json& j, const std::string& key, const std::string& path
   return j.at(key);
 }
 
+// Seconds and counts of a result document (docs/reliability.md): finite, >= 0, at most 1e9 (s or
+// count x 1e6), and a nonzero time at least 1e-15 s, so that every ratio of two is finite.
+constexpr double kMaxSeconds = 1e9;
+constexpr double kMinSeconds = 1e-15;
+constexpr double kMaxCount = 1e15;
+
 double number(const json& j, const std::string& key, const std::string& path,
-              const std::string& where) {
+              const std::string& where, double max = kMaxSeconds) {
   const json& v = field(j, key, path, where);
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
-    throw_input("`" + where + "` is " + v.dump() + ", not a non-negative number", {path, 0, where});
+    throw_input("`" + where + "` is " + clip_name(v.dump()) + ", not a non-negative number",
+                {path, 0, where});
   }
-  return v.get<double>();
+  const double x = v.get<double>();
+  if (x > max || (max == kMaxSeconds && x != 0 && x < kMinSeconds)) {
+    throw_input(fmt::format("`{}` is {}, outside 0 or {} to {}", where, v.dump(),
+                            max == kMaxSeconds ? kMinSeconds : 0.0, max),
+                {path, 0, where}, "see docs/reliability.md");
+  }
+  return x;
 }
 
-Side load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw_input("cannot read the result file", {path, 0, ""});
+Side load_text(std::string_view text, const std::string& path) {
   Side s;
   s.path = path;
   try {
-    s.doc = json::parse(in);
+    s.doc = json::parse(strip_bom(text));
   } catch (const json::parse_error& e) {
     throw_input(fmt::format("not valid JSON (byte {}): {}", e.byte, e.what()), {path, 0, ""},
                 "compare result documents of `trainsim run --format json` or `trainsim execute`");
+  } catch (const json::exception& e) {
+    // out_of_range: a number beyond a double (1e999999).
+    throw_input(fmt::format("not valid JSON: {}", e.what()), {path, 0, ""});
   }
   if (!s.doc.is_object()) throw_input("not a JSON object", {path, 0, ""});
   if (s.doc.contains("fidelity") && s.doc["fidelity"].is_string()) s.fidelity = s.doc["fidelity"];
@@ -104,12 +120,16 @@ Side load(const std::string& path) {
         throw_input("`" + where + ".category` is not a string", {path, 0, where + ".category"});
       }
       k.category = cat;
-      k.count = std::lround(number(tk[i], "count", path, where + ".count"));
+      k.count = std::lround(number(tk[i], "count", path, where + ".count", kMaxCount));
       k.total_s = number(tk[i], "total_s", path, where + ".total_s");
       s.kinds.push_back(k);
     }
   }
   return s;
+}
+
+Side load(const std::string& path) {
+  return load_text(read_input_file(path, "result file", limits::kMaxResultBytes), path);
 }
 
 // Runs of different models or layouts cannot be compared op by op: their settings must agree.
@@ -371,6 +391,16 @@ CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
       ->check(CLI::IsMember({"text", "json", "markdown"}));
   c->add_option("-o,--out,--output", a.output, "Write the comparison to FILE instead of stdout");
   return c;
+}
+
+std::string compare_texts(std::string_view sim_text, const std::string& sim_name,
+                          std::string_view real_text, const std::string& real_name,
+                          const std::string& format) {
+  const Side sim = load_text(sim_text, sim_name);
+  const Side real = load_text(real_text, real_name);
+  check_same_job(sim, real);
+  const Comparison c = compare(sim, real);
+  return format == "json" ? to_json(c).dump(2) + "\n" : to_text(c, format == "markdown");
 }
 
 int run_compare_command(const CompareArgs& a) {

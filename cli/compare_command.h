@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
 
 namespace trainsim::cli {
 
@@ -26,5 +27,11 @@ struct CompareArgs {
 
 CLI::App* add_compare_command(CLI::App& app, CompareArgs& args);
 int run_compare_command(const CompareArgs& args);
+
+/// The comparison of two result documents given as text (`*_name` names them in messages), in
+/// `format` (text | json | markdown): what run_compare_command prints. For the fuzz target.
+std::string compare_texts(std::string_view sim_text, const std::string& sim_name,
+                          std::string_view real_text, const std::string& real_name,
+                          const std::string& format);
 
 }  // namespace trainsim::cli

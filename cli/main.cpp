@@ -15,6 +15,7 @@
 #include "cli/collective_command.h"
 #include "cli/compare_command.h"
 #include "cli/execute_command.h"
+#include "cli/goodput_command.h"
 #include "cli/output.h"
 #include "cli/default_scenario.h"
 #include "cli/sweep_command.h"
@@ -30,6 +31,8 @@
 #include "scenarios/schema.h"
 #include "scenarios/validation_runs.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 #include "sim/core/version.h"
 #include "sim/exec/analytic.h"
 #include "sim/exec/program_exec.h"
@@ -49,6 +52,8 @@ int print_error(const Error& e) {
 using cli::write_output;
 
 struct RunArgs {
+  bool scenario_given = false;  // a SCENARIO argument was given (even an empty one)
+  bool force = false;           // go beyond the work limits (docs/reliability.md)
   std::string scenario;
   std::vector<std::string> sets;
   std::string fidelity;
@@ -108,13 +113,87 @@ std::vector<int> parse_trace_ranks(const std::string& text, const scen::Scenario
   return out;
 }
 
+// The final guard of docs/reliability.md: no NaN or infinite number reaches the output. A value
+// that is not finite here is a bug (inputs are range-checked at the boundary), reported as an
+// internal error (exit 4) instead of printing "nan".
+void require_finite_result(const exec::Result& r) {
+  const std::pair<const char*, double> fields[] = {
+      {"iteration_time_s", r.iteration_time_s},
+      {"tokens_per_s", r.tokens_per_s},
+      {"mfu", r.mfu},
+      {"hfu", r.hfu},
+      {"tflops_per_gpu", r.tflops_per_gpu},
+      {"hw_tflops_per_gpu", r.hw_tflops_per_gpu},
+      {"model_flops_per_iteration", r.model_flops_per_iteration},
+      {"hardware_flops_per_iteration", r.hardware_flops_per_iteration},
+      {"parameters", r.parameters},
+      {"peak_flops_per_gpu", r.peak_flops_per_gpu},
+      {"breakdown.compute_s", r.breakdown.compute_s},
+      {"breakdown.exposed_comm_s.tp", r.breakdown.exposed_tp_s},
+      {"breakdown.exposed_comm_s.cp", r.breakdown.exposed_cp_s},
+      {"breakdown.exposed_comm_s.ep", r.breakdown.exposed_ep_s},
+      {"breakdown.exposed_comm_s.pp", r.breakdown.exposed_pp_s},
+      {"breakdown.exposed_comm_s.dp", r.breakdown.exposed_dp_s},
+      {"breakdown.pipeline_bubble_s", r.breakdown.pipeline_bubble_s},
+      {"breakdown.optimizer_s", r.breakdown.optimizer_s},
+      {"breakdown.data_loading_s", r.breakdown.data_loading_s},
+      {"breakdown.gpu_variation_s", r.breakdown.gpu_variation_s},
+      {"breakdown.global_sync_s", r.breakdown.global_sync_s},
+      {"pipeline.forward_s", r.pipeline.forward_s},
+      {"pipeline.backward_s", r.pipeline.backward_s},
+      {"pipeline.exposed_comm_s", r.pipeline.exposed_comm_s},
+      {"startup.comm_init_s", r.startup.comm_init_s},
+      {"network.max_link_utilization", r.network.max_link_utilization},
+      {"network.mean_link_utilization", r.network.mean_link_utilization},
+      {"network.nvlink_utilization", r.network.nvlink_utilization},
+      {"network.nic_utilization", r.network.nic_utilization},
+      {"network.ecmp_imbalance", r.network.ecmp_imbalance},
+      {"network.nic_bytes_per_gpu", r.network.nic_bytes_per_gpu},
+      {"network.nvlink_bytes_per_gpu", r.network.nvlink_bytes_per_gpu},
+  };
+  for (const auto& [name, value] : fields) require_finite(value, name);
+  for (const exec::TaskKindTime& k : r.task_kinds) {
+    require_finite(k.total_s, "task_kinds[" + k.name + "].total_s");
+  }
+  for (const exec::TraceSpan& span : r.timeline.spans) {
+    require_finite(span.start_s, "trace span start");
+    require_finite(span.end_s, "trace span end");
+  }
+}
+
+// The flow fidelity's work limit (docs/reliability.md): its concurrent flows, and so its time and
+// memory, grow with GPUs x QPs per connection.
+void check_flow_work(const scen::Scenario& s, bool force) {
+  if (s.fidelity != "flow" || force) return;
+  const std::int64_t work =
+      static_cast<std::int64_t>(s.cluster.gpus) * s.routing.qps_per_connection;
+  if (work <= limits::kMaxFlowWork) return;
+  const ErrorContext where = s.routing.qps_per_connection > 1
+                                 ? scen::origin_of(s, "network.routing.qps_per_connection")
+                                 : scen::origin_of(s, "cluster.gpus");
+  throw_input(fmt::format("a flow-fidelity run of {} GPUs x {} QPs per connection = {} is above "
+                          "the work limit of {}",
+                          s.cluster.gpus, s.routing.qps_per_connection, work,
+                          limits::kMaxFlowWork),
+              where,
+              "add --force to run it anyway (it may take minutes and gigabytes), or use fewer QPs; "
+              "see docs/reliability.md");
+}
+
 int cmd_run(const RunArgs& a) {
   std::vector<std::string> sets = a.sets;
   if (!a.fidelity.empty()) sets.push_back("simulation.fidelity=" + a.fidelity);
+  // An empty SCENARIO argument is a mistake, not a request for the built-in default; the file
+  // checks (directory, FIFO, size) are those of every input file.
+  if (a.scenario_given && a.scenario.empty()) {
+    throw_input("empty scenario file name", {"run", 0, "SCENARIO"},
+                "omit the argument to run the built-in default scenario");
+  }
   const scen::Scenario s =
       a.scenario.empty()
           ? scen::load_scenario_string(cli::kDefaultScenarioYaml, cli::kDefaultScenarioName, sets)
           : scen::load_scenario_file(a.scenario, sets);
+  check_flow_work(s, a.force);
   const exec::RunConfig cfg = scen::make_run_config(s);
   std::vector<int> trace_ranks;
   if (!a.trace.empty()) {
@@ -125,6 +204,7 @@ int cmd_run(const RunArgs& a) {
     trace_ranks = parse_trace_ranks(a.trace_ranks, s);
   }
   const exec::Result r = scen::run_scenario(s, cfg, {}, trace_ranks);
+  require_finite_result(r);
   if (!a.trace.empty()) {
     reports::TraceMeta meta;
     meta.scenario = s.source;
@@ -145,6 +225,26 @@ int cmd_validate(const std::string& csv, const std::string& format, const std::s
                  const std::string& report, const std::string& fidelity) {
   const auto rows = scen::validate_runs(csv, fidelity.empty() ? "analytic" : fidelity);
   const auto summary = scen::summarize(rows);
+  // The final guard (docs/reliability.md): nothing non-finite is printed.
+  const auto check = [](const std::optional<double>& v, const std::string& what) {
+    if (v) require_finite(*v, what);
+  };
+  for (const scen::ValidationRow& row : rows) {
+    for (const auto* f : {&row.predicted, &row.published}) {
+      const std::string side = f == &row.predicted ? "predicted" : "published";
+      check(f->iter_s, row.id + "." + side + ".iter_s");
+      check(f->tokens_s, row.id + "." + side + ".tokens_s");
+      check(f->mfu, row.id + "." + side + ".mfu");
+      check(f->tflops_gpu, row.id + "." + side + ".tflops_gpu");
+      check(f->hfu, row.id + "." + side + ".hfu");
+    }
+    check(row.mfu_err_pts, row.id + ".error.mfu_pts");
+    check(row.iter_err_pct, row.id + ".error.iter_pct");
+    check(row.tflops_err_pct, row.id + ".error.tflops_pct");
+  }
+  require_finite(summary.median_abs_mfu_err_pts, "summary.median_abs_mfu_err_pts");
+  require_finite(summary.max_abs_mfu_err_pts, "summary.max_abs_mfu_err_pts");
+  require_finite(summary.iter_time_mape, "summary.iter_time_mape");
   write_output(format == "json" ? reports::validation_json(rows, summary).dump(2) + "\n"
                                 : reports::validation_text(rows, summary),
                output);
@@ -225,8 +325,12 @@ int main(int argc, char** argv) {
 
   RunArgs run_args;
   CLI::App* run = app.add_subcommand("run", "Simulate one training iteration of a scenario");
-  run->add_option("scenario", run_args.scenario,
-                  "Scenario YAML file (default: the built-in MegaScale 175B on 12,288 GPUs)");
+  CLI::Option* run_scenario_opt =
+      run->add_option("scenario", run_args.scenario,
+                      "Scenario YAML file (default: the built-in MegaScale 175B on 12,288 GPUs)");
+  run->add_flag("--force", run_args.force,
+                "Go beyond the work limit of the flow fidelity (GPUs x QPs per connection "
+                "65,536; docs/reliability.md)");
   run->add_option("--set", run_args.sets, "Override a scenario key: key.path=value (repeatable)")
       ->type_name("KEY=VALUE");
   run->add_option("--fidelity", run_args.fidelity, "analytic | schedule | flow | packet")
@@ -280,6 +384,9 @@ int main(int argc, char** argv) {
   trainsim::cli::CompareArgs compare_args;
   CLI::App* compare = trainsim::cli::add_compare_command(app, compare_args);
 
+  trainsim::cli::GoodputArgs goodput_args;
+  CLI::App* goodput = trainsim::cli::add_goodput_command(app, goodput_args);
+
   std::string iformat = "text";
   CLI::App* info = app.add_subcommand("info", "Version, model version, profiles, CUDA and GPUs");
   info->add_option("--format", iformat, "text | json")->check(CLI::IsMember(formats));
@@ -291,6 +398,7 @@ int main(int argc, char** argv) {
     return rc == 0 ? 0 : 2;
   }
 
+  run_args.scenario_given = run_scenario_opt->count() > 0;
   try {
     if (list_presets) {
       std::cout << trainsim::scen::list_presets();
@@ -306,6 +414,7 @@ int main(int argc, char** argv) {
     if (*calibrate) return trainsim::cli::run_calibrate_command(calibrate_args);
     if (*execute) return trainsim::cli::run_execute_command(execute_args);
     if (*compare) return trainsim::cli::run_compare_command(compare_args);
+    if (*goodput) return trainsim::cli::run_goodput_command(goodput_args);
     std::cout << app.help();
     return 2;
   } catch (const trainsim::Error& e) {

@@ -14,6 +14,7 @@
 #include "scenarios/scenario.h"
 #include "scenarios/schema.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
 #include "sim/core/version.h"
 #include "topology/clos.h"
 #include "topology/fabric_file.h"
@@ -81,9 +82,42 @@ scen::Scenario load_scenario(const TopoArgs& a) {
                             : scen::load_scenario_file(a.scenario, sets);
 }
 
+// The work limits of docs/reliability.md: a graph of more endpoints than kMaxTopoEndpoints, or a
+// traffic pattern of more flows than kMaxTopoFlows, is refused unless --force is given; beyond
+// kMaxTopoEndpointsForced the graph would not fit in memory and is refused even then.
+constexpr std::int64_t kMaxTopoEndpointsForced = std::int64_t{1} << 22;
+
+void check_work(std::int64_t amount, std::int64_t limit, bool force, const std::string& what,
+                const ErrorContext& where) {
+  if (amount <= limit || force) return;
+  throw_input(fmt::format("{} is {}, above the work limit of {}", what, amount, limit), where,
+              "add --force to run it anyway (it may take minutes and gigabytes); see "
+              "docs/reliability.md");
+}
+
+void check_endpoints(std::int64_t endpoints, bool force, const ErrorContext& where) {
+  if (endpoints > kMaxTopoEndpointsForced) {
+    throw_input(fmt::format("a fabric of {} endpoints would not fit in memory (at most {})",
+                            endpoints, kMaxTopoEndpointsForced),
+                where, "see docs/reliability.md");
+  }
+  check_work(endpoints, limits::kMaxTopoEndpoints, force, "the fabric's endpoint count", where);
+}
+
 topo::ClusterGraph build_graph(const TopoArgs& a, const scen::Scenario& s) {
-  if (a.fat_tree != -1) return topo::build_fat_tree(a.fat_tree);
+  if (a.fat_tree != -1) {
+    const ErrorContext where{"--fat-tree", 0, std::to_string(a.fat_tree)};
+    if (a.fat_tree < 2 || a.fat_tree > limits::kMaxFatTreeK) {
+      throw_input(fmt::format("k must be an even number from 2 to {}, got {}",
+                              limits::kMaxFatTreeK, a.fat_tree),
+                  where);
+    }
+    const std::int64_t k = a.fat_tree;
+    check_endpoints(k * k * k / 4, a.force, where);
+    return topo::build_fat_tree(a.fat_tree);
+  }
   if (!a.topology_file.empty()) return topo::read_fabric_file(a.topology_file, s.cluster);
+  check_endpoints(s.cluster.gpus, a.force, scen::origin_of(s, "cluster.gpus"));
   return topo::build_cluster_graph(s.cluster);
 }
 
@@ -311,6 +345,9 @@ CLI::App* add_topo_command(CLI::App& app, TopoArgs& a) {
       ->check(CLI::IsMember({"dot", "json"}));
   c->add_option("-o,--output", a.output, "Write to FILE instead of stdout");
   c->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));
+  c->add_flag("--force", a.force,
+              "Go beyond the work limits (262,144 endpoints, 16,777,216 routed flows; "
+              "docs/reliability.md)");
   return c;
 }
 
@@ -372,6 +409,11 @@ int run_topo_command(const TopoArgs& a) {
     t.seed = a.seed;
     t.tp = s.parallel.tp;
     t.pp = s.parallel.pp;
+    const std::int64_t connections = topo::connection_count(t, graph.gpu_count());
+    check_work(connections * s.routing.qps_per_connection, limits::kMaxTopoFlows, a.force,
+               fmt::format("the routed flow count ({} connections x {} QPs)", connections,
+                           s.routing.qps_per_connection),
+               {"--traffic", 0, a.traffic});
     load = topo::measure_load(router, t, s.routing.qps_per_connection, a.top);
     text += load_text(graph, t, load);
     j["traffic"] = load_json(graph, t, load);

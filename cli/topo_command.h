@@ -29,6 +29,7 @@ struct TopoArgs {
   std::string export_format;  // dot | json: write the graph instead of the summary
   std::string output;
   std::string format = "text";
+  bool force = false;  // go beyond the work limits of docs/reliability.md
 };
 
 CLI::App* add_topo_command(CLI::App& app, TopoArgs& args);

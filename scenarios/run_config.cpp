@@ -13,11 +13,12 @@ exec::RunConfig make_run_config(const Scenario& s) {
   cfg.training = s.training;
   cfg.opt = s.opt;
   cfg.collectives = s.collectives;
+  cfg.scale = s.scale;
   if (s.calibration_profile.empty() || s.calibration_profile == "datasheet") {
     try {
       cfg.profile = calib::builtin_profile(s.cluster.gpu.name);
     } catch (const Error& e) {
-      throw Error(e.kind(), e.message(), {s.source, 0, "calibration.profile"}, e.hint());
+      throw Error(e.kind(), e.message(), origin_of(s, "calibration.profile"), e.hint());
     }
   } else {
     cfg.profile = calib::load_profile(s.calibration_profile);
@@ -25,7 +26,7 @@ exec::RunConfig make_run_config(const Scenario& s) {
   if (cfg.profile.gpu != s.cluster.gpu.name) {
     throw_input("profile `" + cfg.profile.name + "` was made for GPU `" + cfg.profile.gpu +
                     "`, the cluster has `" + s.cluster.gpu.name + "`",
-                {s.source, 0, "calibration.profile"});
+                origin_of(s, "calibration.profile"));
   }
   return cfg;
 }
@@ -51,13 +52,13 @@ exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
                           const std::vector<int>& trace_ranks) {
   if (s.fidelity == "packet") {
     throw_input("fidelity `packet` is not available in this build yet",
-                {s.source, 0, "simulation.fidelity"}, "use `analytic`, `schedule` or `flow`");
+                origin_of(s, "simulation.fidelity"), "use `analytic`, `schedule` or `flow`");
   }
   const bool event = s.fidelity == "schedule" || s.fidelity == "flow";
   if (!event && (s.simulation.jitter > 0 || s.simulation.straggler_rank >= 0 ||
                  s.simulation.straggler_host >= 0)) {
     throw_input("stragglers and jitter need an event-driven fidelity (`schedule` or `flow`)",
-                {s.source, 0, "simulation.fidelity"}, "add --fidelity schedule");
+                origin_of(s, "simulation.fidelity"), "add --fidelity schedule");
   }
   try {
     if (!event) return exec::run_analytic(cfg, options);
@@ -67,8 +68,14 @@ exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
     return exec::run_program(cfg, o);
   } catch (const Error& e) {
     if (!e.where().file.empty()) throw;
+    // A key's problem is blamed on where its value came from (--set, a preset, a line of the
+    // file), not on the scenario file as a whole.
     ErrorContext where = e.where();
-    where.file = s.source;
+    if (s.origin.count(where.field)) {
+      where = origin_of(s, where.field);
+    } else {
+      where.file = s.source;
+    }
     throw Error(e.kind(), e.message(), where, e.hint());
   }
 }

@@ -11,10 +11,13 @@
 #include <sstream>
 #include <utility>
 
+#include "scenarios/frameworks.h"
 #include "scenarios/presets.h"
 #include "scenarios/schema.h"
 #include "scenarios/sizes.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 
 namespace trainsim::scen {
 namespace {
@@ -26,30 +29,6 @@ struct Given {
   ErrorContext where;
 };
 using GivenMap = std::map<std::string, Given>;
-
-constexpr const char* kLevers[] = {
-    "optimizations.tp_overlap",          "optimizations.pp_overlap",
-    "optimizations.dp_overlap",          "optimizations.efficient_operators",
-    "optimizations.async_data_pipeline", "optimizations.lamb",
-    "optimizations.sliding_window",      "optimizations.parallel_block",
-    "optimizations.fast_comm_init"};
-
-// The levers each optimizations.system turns on (validation/README.md, column `system`); the
-// others are off. Megatron-LM of early 2023 overlaps nothing.
-std::vector<std::string> system_levers(std::string_view system) {
-  if (system == "megascale") {
-    return {"optimizations.tp_overlap",          "optimizations.pp_overlap",
-            "optimizations.dp_overlap",          "optimizations.efficient_operators",
-            "optimizations.async_data_pipeline", "optimizations.lamb",
-            "optimizations.parallel_block",      "optimizations.fast_comm_init"};
-  }
-  if (system == "nemo") {
-    return {"optimizations.tp_overlap", "optimizations.pp_overlap", "optimizations.dp_overlap",
-            "optimizations.efficient_operators", "optimizations.async_data_pipeline"};
-  }
-  if (system == "deepspeed") return {"optimizations.dp_overlap"};
-  return {};
-}
 
 std::string text(double v) { return fmt::format("{}", v); }
 std::string text(bool v) { return v ? "true" : "false"; }
@@ -75,7 +54,8 @@ std::map<std::string, std::string> model_values(const model::ModelConfig& m) {
           {"model.attention_window", std::to_string(m.attention_window)},
           {"model.experts", std::to_string(m.experts)},
           {"model.top_k", std::to_string(m.top_k)},
-          {"model.moe_every", std::to_string(m.moe_every)}};
+          {"model.moe_every", std::to_string(m.moe_every)},
+          {"model.dropout", text(m.dropout)}};
 }
 
 // Presets describe the hardware only; cluster.gpus is the job's and never comes from a preset.
@@ -124,7 +104,7 @@ class Resolver {
     for (const auto& [key, g] : given_) set(key, g.value, g.origin);
     apply_model_preset();
     apply_cluster_preset();
-    apply_system();
+    apply_framework();
 
     resolve_optimizer();
     build_model();
@@ -134,6 +114,7 @@ class Resolver {
     build_training();
     build_routing();
     scenario_.system = get("optimizations.system");
+    scenario_.framework = get("framework.preset");
     scenario_.calibration_profile = get("calibration.profile");
     scenario_.fidelity = get("simulation.fidelity");
     const std::string& seed = get("simulation.seed");
@@ -160,20 +141,24 @@ class Resolver {
   bool given(const std::string& key) const { return given_.count(key) > 0; }
   const std::string& get(const std::string& key) const { return values_.at(key); }
   bool flag(const std::string& key) const { return get(key) == "true"; }
-  double real(const std::string& key) const { return std::stod(get(key)); }
+  // Values are canonical text already checked by normalize_value; the checked conversions
+  // still name the key should a preset or a derived value ever be out of range.
+  double real(const std::string& key) const { return parse_double(get(key), where(key)); }
 
-  // Where a key's value came from, for messages: its line when the scenario gave it.
+  // Where a key's value came from, for messages: its line when the scenario gave it, `--set`,
+  // or the preset, system group or default that set it (never the scenario file for a value
+  // the file does not contain).
   ErrorContext where(const std::string& key) const {
     const auto it = given_.find(key);
     if (it != given_.end()) return it->second.where;
-    return {scenario_.source, 0, key};
+    const auto o = origin_.find(key);
+    return origin_context(o == origin_.end() ? std::string("default") : o->second, key);
   }
 
   std::int64_t int64(const std::string& key) const {
-    std::int64_t v = 0;
     const std::string& s = get(key);
-    std::from_chars(s.data(), s.data() + s.size(), v);
-    return v;
+    const IntResult r = to_int64(s);
+    return r.problem == NumberProblem::kNone ? r.value : parse_int64(s, where(key));
   }
   int integer(const std::string& key) const {
     const std::int64_t v = int64(key);
@@ -212,14 +197,24 @@ class Resolver {
     }
   }
 
-  void apply_system() {
-    const std::string system = get("optimizations.system");
-    const std::vector<std::string> on = system_levers(system);
-    for (const char* lever : kLevers) {
-      if (given(lever)) continue;
-      const bool enabled = std::find(on.begin(), on.end(), lever) != on.end();
-      set(lever, text(enabled), "system " + system);
+  // The framework preset (scenarios/frameworks.h) fills the capability keys the scenario does
+  // not give; `auto` follows optimizations.system, whose names are aliases of presets.
+  void apply_framework() {
+    std::string name = get("framework.preset");
+    if (name == "auto") {
+      name = framework_for_system(get("optimizations.system"));
+      derive("framework.preset", name,
+             given("optimizations.system")
+                 ? fmt::format("framework.preset = {} (optimizations.system {} stands for it)", name,
+                               get("optimizations.system"))
+                 : "");
     }
+    const FrameworkPreset* fw = find_framework(name);
+    if (fw == nullptr) throw_input("unknown framework preset `" + name + "`", where("framework.preset"));
+    for (const auto& [key, value] : fw->values) {
+      if (!given(key)) set(key, value, "framework " + name);
+    }
+    fused_attention_kernel_ = fw->fused_attention;
   }
 
   // LAMB is both a lever and an optimizer; the two keys must agree, and either decides the other.
@@ -277,6 +272,7 @@ class Resolver {
     m.experts = integer("model.experts");
     m.top_k = integer("model.top_k");
     m.moe_every = integer("model.moe_every");
+    m.dropout = flag("model.dropout");
 
     if (int64("model.kv_heads") == 0) derive("model.kv_heads", get("model.heads"), "");
     m.kv_heads = integer("model.kv_heads");
@@ -424,6 +420,9 @@ class Resolver {
     p.ep = integer("parallel.ep");
     p.sp = flag("parallel.sp");
     p.zero = integer("parallel.zero");
+    p.shard_over_cp = get("framework.shard_group") == "dp_cp";
+    p.first_stage_layers = integer("parallel.first_stage_layers");
+    p.last_stage_layers = integer("parallel.last_stage_layers");
     resolve_gpus();
     p.dp = integer("parallel.dp");
     scenario_.cluster.gpus = integer("cluster.gpus");
@@ -540,10 +539,14 @@ class Resolver {
     t.recompute = recompute == "full"        ? model::Recompute::kFull
                   : recompute == "selective" ? model::Recompute::kSelective
                                              : model::Recompute::kNone;
+    scenario_.recompute_auto = recompute == "auto";
+    t.recompute_layers = integer("training.recompute_layers");
     t.optimizer =
         get("training.optimizer") == "lamb" ? plan::Optimizer::kLamb : plan::Optimizer::kAdam;
-    t.grad_reduce =
-        get("training.grad_reduce_dtype") == "bf16" ? Precision::kBf16 : Precision::kFp32;
+    const std::string grad = get("training.grad_reduce_dtype");
+    t.grad_reduce = grad == "bf16"   ? Precision::kBf16
+                    : grad == "fp16" ? Precision::kFp16
+                                     : Precision::kFp32;
     plan::Optimizations& o = scenario_.opt;
     o.tp_overlap = flag("optimizations.tp_overlap");
     o.pp_overlap = flag("optimizations.pp_overlap");
@@ -554,9 +557,26 @@ class Resolver {
     o.sliding_window = flag("optimizations.sliding_window");
     o.parallel_block = flag("optimizations.parallel_block");
     o.fast_comm_init = flag("optimizations.fast_comm_init");
+    // The attention kernel: given, or the framework's fused kernel when efficient operators are
+    // on (FlashAttention is part of that lever), the unfused path otherwise.
+    std::string kernel = get("framework.attention_kernel");
+    if (kernel == "auto") {
+      kernel = o.efficient_operators ? fused_attention_kernel_ : "unfused";
+      derive("framework.attention_kernel", kernel, "");
+    }
+    o.attention_kernel = kernel == "flash2"   ? model::AttentionKernel::kFlash2
+                         : kernel == "flash3" ? model::AttentionKernel::kFlash3
+                         : kernel == "cudnn"  ? model::AttentionKernel::kCudnn
+                                              : model::AttentionKernel::kUnfused;
+    o.tp_overlap_decomposed = get("framework.tp_overlap_method") == "decomposed";
+    o.dp_buckets = get("framework.dp_buckets") == "fixed-40m" ? plan::BucketRule::kFixed40M
+                                                              : plan::BucketRule::kScaledWithDp;
+    scenario_.scale.gpu_speed_sigma = real("scale.gpu_speed_sigma");
+    scenario_.scale.global_sync = flag("scale.global_sync");
   }
 
   const GivenMap& given_;
+  std::string fused_attention_kernel_ = "flash2";
   Scenario scenario_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::string> origin_;
@@ -566,7 +586,14 @@ std::string line_origin(const std::string& file, int line) {
   return file + ":" + std::to_string(line);
 }
 
-[[noreturn]] void not_a_key(const std::string& path, const ErrorContext& where) {
+[[noreturn]] void not_a_key(const std::string& path, const ErrorContext& at) {
+  ErrorContext where = at;
+  where.field = clip_name(path);
+  if (path.size() > limits::kMaxNameLength) {
+    throw_input("unknown key (" + std::to_string(path.size()) + " characters; no key is longer than " +
+                    std::to_string(limits::kMaxNameLength) + ")",
+                where);
+  }
   if (is_section(path)) {
     throw_input("is a section, not a key", where, "see `trainsim explain " + path + "`");
   }
@@ -622,7 +649,7 @@ void apply_sets(const std::vector<std::string>& sets, GivenMap& out) {
   for (const std::string& set : sets) {
     const std::size_t eq = set.find('=');
     if (eq == std::string::npos) {
-      throw_input("`--set " + set + "` has no `=`", {"--set", 0, trim(set)},
+      throw_input("`--set " + clip_name(set) + "` has no `=`", {"--set", 0, clip_name(trim(set))},
                   "write --set key.path=value, e.g. --set parallel.pp=8");
     }
     const std::string path = trim(std::string_view(set).substr(0, eq));
@@ -636,11 +663,40 @@ void apply_sets(const std::vector<std::string>& sets, GivenMap& out) {
 
 }  // namespace
 
+ErrorContext origin_context(const std::string& origin, const std::string& key) {
+  // "<file>:<line>": the last colon followed by digits only.
+  const std::size_t colon = origin.rfind(':');
+  if (colon != std::string::npos && colon + 1 < origin.size() &&
+      origin.find_first_not_of("0123456789", colon + 1) == std::string::npos) {
+    const IntResult line = to_int64(std::string_view(origin).substr(colon + 1));
+    if (line.problem == NumberProblem::kNone && line.value <= std::numeric_limits<int>::max()) {
+      return {origin.substr(0, colon), static_cast<int>(line.value), key};
+    }
+  }
+  if (origin == "default") return {"built-in default", 0, key};
+  if (origin == "derived") return {"derived value", 0, key};
+  return {origin, 0, key};  // "--set", "preset X", "system X", a row name
+}
+
+ErrorContext origin_of(const Scenario& s, const std::string& key) {
+  const auto it = s.origin.find(key);
+  if (it == s.origin.end()) return {s.source, 0, key};
+  return origin_context(it->second, key);
+}
+
 Scenario load_scenario_string(std::string_view yaml, const std::string& name,
                               const std::vector<std::string>& sets) {
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(yaml));
+    // Every document is read: a second one would otherwise be ignored without a word.
+    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(strip_bom(yaml)));
+    if (!docs.empty()) root = docs.front();
+    for (std::size_t i = 1; i < docs.size(); ++i) {
+      if (docs[i].IsNull()) continue;
+      throw_input("a scenario file holds one YAML document; this is a second one",
+                  {name, docs[i].Mark().line + 1, ""},
+                  "remove the `---` separator, or split the documents into files");
+    }
   } catch (const YAML::Exception& e) {
     throw_input("not valid YAML: " + e.msg, {name, e.mark.line + 1, ""});
   }
@@ -656,11 +712,8 @@ Scenario load_scenario_string(std::string_view yaml, const std::string& name,
 }
 
 Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
-  std::ifstream in(path);
-  if (!in) throw_input("cannot read the scenario file", {path, 0, ""});
-  std::stringstream text;
-  text << in.rdbuf();
-  return load_scenario_string(text.str(), path, sets);
+  const std::string text = read_input_file(path, "scenario file", limits::kMaxScenarioBytes);
+  return load_scenario_string(text, path, sets);
 }
 
 Scenario default_scenario() { return load_scenario_string("", "<default>"); }

@@ -24,10 +24,12 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/error.h"
 #include "sim/model/transformer.h"
 #include "sim/plan/config.h"
 #include "topology/hardware.h"
 #include "sim/collective/analytic.h"
+#include "sim/exec/scale.h"
 #include "sim/network/congestion.h"
 #include "topology/routing.h"
 
@@ -53,6 +55,9 @@ struct Scenario {
   net::NetworkConfig network;   // network.congestion_control and its parameters
   coll::Choice collectives;     // collectives.algorithm / collectives.protocol (unset = auto)
   std::string system = "none";  // optimizations.system
+  std::string framework;        // framework.preset, resolved (never "auto")
+  bool recompute_auto = false;  // training.recompute: auto (choose_recompute picks it)
+  exec::ScaleConfig scale;      // scale.*
   std::string calibration_profile = "datasheet";
   std::string fidelity = "analytic";
   std::uint64_t seed = 1;
@@ -76,6 +81,14 @@ Scenario load_scenario_string(std::string_view yaml, const std::string& name,
 
 /// The scenario of an empty YAML: the project's default run. Source "<default>".
 Scenario default_scenario();
+
+/// Where a key's value came from, as the location of an error about it: a value from the file
+/// gives that file and line, `--set` gives "--set", a preset or system group gives "preset X" /
+/// "system X", a default "built-in default", a derived value "derived value". Messages name what
+/// the user wrote, never the scenario file for a value it does not contain.
+ErrorContext origin_of(const Scenario& s, const std::string& key);
+/// The same for one origin text as stored in Scenario::origin.
+ErrorContext origin_context(const std::string& origin, const std::string& key);
 
 /// Builds from values already flattened to dotted keys (e.g. columns of published-runs.csv), with
 /// the same rules and errors as the YAML loaders; `name` stands for the file in messages and is

@@ -8,11 +8,20 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "scenarios/frameworks.h"
 #include "scenarios/presets.h"
+#include "scenarios/schema_reliability.h"
 #include "scenarios/sizes.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 
 namespace trainsim::scen {
 namespace {
+
+std::vector<std::string> with_auto(std::vector<std::string> names) {
+  names.insert(names.begin(), "auto");
+  return names;
+}
 
 std::vector<std::string> with_none(std::vector<std::string> names) {
   names.insert(names.begin(), "none");
@@ -136,6 +145,13 @@ std::vector<KeyDef> build_schema() {
        .description = "Every n-th layer is an MoE layer (when model.experts > 0)",
        .aliases = {"moe_layer_freq", "expert_interval", "moe_frequency"},
        .min_value = 1},
+      {.path = "model.dropout",
+       .type = K::kBool,
+       .default_value = "true",
+       .description = "Dropout after attention and MLP and on the attention probabilities "
+                      "(GPT-3 and Megatron's GPT: on; Llama: off); its masks are stored for "
+                      "backward",
+       .aliases = {"hidden_dropout", "attention_dropout", "use_dropout"}},
 
       // cluster
       {.path = "cluster.preset",
@@ -320,6 +336,19 @@ std::vector<KeyDef> build_schema() {
        .description = "Pipeline schedule; auto = interleaved when parallel.vpp > 1, else 1f1b",
        .choices = {"auto", "gpipe", "1f1b", "interleaved"},
        .aliases = {"pipeline_schedule", "pp_schedule", "schedule_type"}},
+      {.path = "parallel.first_stage_layers",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "Layers on the first pipeline stage; 0 = an even split (Llama 3 405B: one "
+                      "fewer on the first and the last stage)",
+       .aliases = {"decoder_first_pipeline_num_layers", "num_layers_in_first_pipeline_stage"},
+       .min_value = 0},
+      {.path = "parallel.last_stage_layers",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "Layers on the last pipeline stage; 0 = an even split",
+       .aliases = {"decoder_last_pipeline_num_layers", "num_layers_in_last_pipeline_stage"},
+       .min_value = 0},
 
       // training
       {.path = "training.global_batch",
@@ -353,11 +382,20 @@ std::vector<KeyDef> build_schema() {
       {.path = "training.recompute",
        .type = K::kEnum,
        .default_value = "selective",
-       .description = "Activation recompute: none, selective (attention core) or full (every "
-                      "layer's forward)",
-       .choices = {"none", "selective", "full"},
+       .description = "Activation recompute: none, selective (attention core), full (every "
+                      "layer's forward, or training.recompute_layers of each stage), or auto (the "
+                      "least of none, selective, full of 1, 2, ... layers per stage, full that "
+                      "fits in memory)",
+       .choices = {"auto", "none", "selective", "full"},
        .aliases = {"recompute_granularity", "activation_checkpointing", "checkpoint_activations",
                    "recompute_activations", "gradient_checkpointing"}},
+      {.path = "training.recompute_layers",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "With full recompute: recompute only this many layers of each pipeline "
+                      "stage (Megatron's --recompute-method block); 0 = every layer",
+       .aliases = {"recompute_num_layers", "recompute_method"},
+       .min_value = 0},
       {.path = "training.optimizer",
        .type = K::kEnum,
        .default_value = "auto",
@@ -368,19 +406,77 @@ std::vector<KeyDef> build_schema() {
        .type = K::kEnum,
        .default_value = "fp32",
        .description = "Datatype of the DP gradient reduction",
-       .choices = {"fp32", "bf16"},
+       .choices = {"fp32", "bf16", "fp16"},
        .aliases = {"grad_reduce_in_fp32", "grad_dtype", "reduce_dtype",
                    "accumulate_allreduce_grads_in_fp32"}},
+
+      // framework: a dated, versioned capability set (scenarios/frameworks.h, docs/presets.md)
+      {.path = "framework.preset",
+       .type = K::kEnum,
+       .default_value = "auto",
+       .description = "The training framework and version the run uses; it sets sequence "
+                      "parallelism, ZeRO/distributed optimizer and its group, the attention "
+                      "kernel, the default recompute, the overlaps and the DP bucket rule unless "
+                      "those keys are given. auto = the preset optimizations.system names",
+       .choices = with_auto(framework_names()),
+       .aliases = {"framework", "framework_version", "software", "stack"}},
+      {.path = "framework.attention_kernel",
+       .type = K::kEnum,
+       .default_value = "auto",
+       .description = "Attention kernel: unfused (QKᵀ GEMM, softmax, ·V GEMM over the full s×s "
+                      "matrix), flash2, flash3 or cudnn (fused: masked tiles skipped, no scores "
+                      "stored). auto = the framework's fused kernel when "
+                      "optimizations.efficient_operators is on, unfused otherwise",
+       .choices = {"auto", "unfused", "flash2", "flash3", "cudnn"},
+       .aliases = {"attention_backend", "attention_impl", "attn_implementation", "sdpa_backend"}},
+      {.path = "framework.shard_group",
+       .type = K::kEnum,
+       .default_value = "dp",
+       .description = "The group ZeRO / the distributed optimizer shards over: dp, or dp_cp "
+                      "(Megatron-Core since October 2023: the CP ranks of a replica share it)",
+       .choices = {"dp", "dp_cp"},
+       .aliases = {"data_parallel_group_with_cp", "dist_opt_group"}},
+      {.path = "framework.dp_buckets",
+       .type = K::kEnum,
+       .default_value = "scaled",
+       .description = "DP gradient buckets: fixed-40m (40 M parameters, Megatron before "
+                      "Megatron-Core 0.7) or scaled (max(40 M, 1 M x DP) parameters)",
+       .choices = {"fixed-40m", "scaled"},
+       .aliases = {"ddp_bucket_size", "bucket_size", "reduce_bucket_size"}},
+      {.path = "framework.tp_overlap_method",
+       .type = K::kEnum,
+       .default_value = "decomposed",
+       .description = "How TP overlap hides a TP collective: decomposed (the GEMM beside it split "
+                      "into TP pieces pipelined with the collective's pieces) or bulk (the "
+                      "collective beside an independent GEMM; only backward has one)",
+       .choices = {"decomposed", "bulk"},
+       .aliases = {"tp_comm_overlap_method", "ub_overlap_method"}},
+
+      // costs that grow with the number of GPUs (sim/exec/scale.h, docs/scale.md)
+      {.path = "scale.gpu_speed_sigma",
+       .type = K::kFloat,
+       .default_value = "0.01",
+       .description = "Standard deviation of persistent per-GPU speed; the step runs at the "
+                      "slowest of N GPUs' pace (0 = off)",
+       .aliases = {"gpu_variation", "speed_variation", "gpu_speed_variation"},
+       .min_value = 0,
+       .max_value = 0.5},
+      {.path = "scale.global_sync",
+       .type = K::kBool,
+       .default_value = "true",
+       .description = "Price the per-step all-rank agreements (gradient-norm all-reduce, fp16 "
+                      "found-inf check, loss average)",
+       .aliases = {"grad_norm_allreduce", "global_barrier"}},
 
       // optimizations
       {.path = "optimizations.system",
        .type = K::kEnum,
        .default_value = "megascale",
-       .description = "Sets the levers below as a group (explicit lever keys win): megatron and "
-                      "none = all off; megascale = all on but sliding_window; nemo = tp/pp/dp "
-                      "overlap, efficient_operators, async_data_pipeline; deepspeed = dp_overlap",
+       .description = "Alias of a framework preset (framework.preset auto follows it): megatron = "
+                      "megatron-lm-2023, megascale = megascale-2024, nemo = nemo-2024, deepspeed "
+                      "= deepspeed-2023, none = every lever off",
        .choices = {"none", "megatron", "megascale", "nemo", "deepspeed"},
-       .aliases = {"framework", "optimization_preset"}},
+       .aliases = {"optimization_preset"}},
       {.path = "optimizations.tp_overlap",
        .type = K::kBool,
        .default_value = "false",
@@ -663,6 +759,8 @@ std::vector<KeyDef> build_schema() {
                       "profile, else the path of a profile JSON",
        .aliases = {"calibration_profile", "profile_path"}},
   };
+  const std::vector<KeyDef> reliability = reliability_keys();  // schema_reliability.cpp
+  keys.insert(keys.end(), reliability.begin(), reliability.end());
   return keys;
 }
 
@@ -721,7 +819,7 @@ std::string_view section_of(std::string_view path) {
 
 [[noreturn]] void bad_value(std::string_view text, const std::string& expected,
                             const ErrorContext& where, const std::string& hint = {}) {
-  throw_input("expected " + expected + ", got `" + std::string(text) + "`", where, hint);
+  throw_input("expected " + expected + ", got `" + clip_name(text) + "`", where, hint);
 }
 
 std::string format_number(double v) { return fmt::format("{}", v); }
@@ -817,6 +915,8 @@ bool is_section(std::string_view prefix) {
 }
 
 std::string suggest_key(std::string_view wrong) {
+  // Edit distances are quadratic in the lengths: a name far longer than any key is no typo.
+  if (wrong.size() > limits::kMaxSuggestLength) return {};
   const std::string whole = fold(wrong);
   const std::string leaf(leaf_of(whole));
   const std::string_view section = section_of(whole);
@@ -851,10 +951,12 @@ std::string suggest_key(std::string_view wrong) {
 }
 
 std::string did_you_mean(std::string_view wrong, const std::vector<std::string>& candidates) {
+  if (wrong.size() > limits::kMaxSuggestLength) return {};
   const std::string w = fold(wrong);
   const std::string* best = nullptr;
   std::size_t best_score = kNoMatch;
   for (const std::string& c : candidates) {
+    if (c.size() > limits::kMaxSuggestLength) continue;
     const std::size_t score = closeness(w, fold(c));
     if (score < best_score) {
       best = &c;
@@ -876,25 +978,35 @@ std::string normalize_value(const KeyDef& key, std::string_view text, const Erro
       for (const std::string& choice : key.choices) {
         if (word == choice) return choice;
       }
-      std::int64_t v = 0;
-      const char* end = text.data() + text.size();
-      const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+      const IntResult r = to_int64(text);
       const std::string what = key.choices.empty() ? "an integer" : "an integer or `auto`";
-      if (text.empty() || ec != std::errc() || ptr != end) {
+      if (r.problem == NumberProblem::kTooLarge) {
+        bad_value(text, what + " in " + type_text(key) + " (this one overflows 64 bits)", where);
+      }
+      if (r.problem != NumberProblem::kNone) {
         bad_value(text, what + " (" + type_text(key) + ")", where);
       }
-      check_range(static_cast<double>(v), what);
-      return std::to_string(v);
+      check_range(static_cast<double>(r.value), what);
+      return std::to_string(r.value);
     }
     case KeyType::kFloat: {
-      const std::string s(text);
-      char* end = nullptr;
-      const double v = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
-      if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v)) {
-        bad_value(text, "a number (" + type_text(key) + ")", where);
+      // The one checked conversion (sim/core/parse.h): whole text, finite, not subnormal, so
+      // that the canonical text reads back (1e-320 would not), and at most kMaxMagnitude when
+      // the key states no maximum of its own (docs/reliability.md).
+      const NumberResult r = to_double(text);
+      if (r.problem == NumberProblem::kSubnormal) {
+        bad_value(text, "a number in " + type_text(key) + ", not one below 2.2e-308", where,
+                  "write 0 or a larger value");
       }
-      check_range(v, "a number");
-      return format_number(v);
+      if (r.problem != NumberProblem::kNone) {
+        bad_value(text, "a finite number (" + type_text(key) + ")", where);
+      }
+      check_range(r.value, "a number");
+      const bool has_max = key.max_value != std::numeric_limits<double>::max();
+      if (!has_max && std::fabs(r.value) > limits::kMaxMagnitude) {
+        bad_value(text, "a number of magnitude at most 1e15 (docs/reliability.md)", where);
+      }
+      return format_number(r.value);
     }
     case KeyType::kBool:
       if (word == "true" || word == "yes" || word == "on") return "true";

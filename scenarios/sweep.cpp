@@ -117,13 +117,22 @@ void expand_range(const KeyDef& key, const std::string& range, const ErrorContex
       throw_input(fmt::format("range `{}`: the step must be positive", range), where, kRangeHint);
     }
   }
+  // Integer and size values go through int64: a bound or a step beyond 2^53 is no longer exact as
+  // a double, and llround beyond 2^63 is undefined (it printed -9223372036854775808).
+  constexpr double kExact = 9007199254740992.0;  // 2^53
+  if (key.type != KeyType::kFloat &&
+      (std::fabs(first) > kExact || std::fabs(last) > kExact || std::fabs(step) > kExact)) {
+    throw_input(fmt::format("range `{}` has a bound or step beyond 2^53 (9007199254740992)",
+                            range),
+                where, "list the values instead (--vary KEY=A,B,C)");
+  }
   // Float steps accumulate rounding: a value above the bound by a relative 1e-9 still counts.
   const double slack = key.type == KeyType::kFloat ? 1e-9 * std::max(1.0, std::fabs(last)) : 0.0;
   std::size_t count = 0;
   for (std::size_t i = 0;; ++i) {
     const double v = geometric ? first * std::pow(step, static_cast<double>(i))
                                : first + step * static_cast<double>(i);
-    if (v > last + slack) break;
+    if (v > last + slack || !std::isfinite(v)) break;
     if (++count > kMaxRangeValues) {
       throw_input(fmt::format("range `{}` gives more than {} values", range, kMaxRangeValues),
                   where, "use a step (A:B:S) or a geometric range (A:B:x2)");
@@ -268,7 +277,9 @@ auto numbers_of(R& r) {
                     &b.exposed_dp_s,
                     &b.pipeline_bubble_s,
                     &b.optimizer_s,
-                    &b.data_loading_s};
+                    &b.data_loading_s,
+                    &b.gpu_variation_s,
+                    &b.global_sync_s};
 }
 
 template <typename T>

@@ -24,6 +24,8 @@
 #include <unordered_map>
 
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 #include "topology/boost_graph.h"
 
 namespace trainsim::topo {
@@ -50,20 +52,6 @@ struct Parsed {
 template <class Directed>
 using FileGraph = boost::adjacency_list<boost::vecS, boost::vecS, Directed, FileNode, FileCable>;
 
-// Replaces the characters of every match of `re` by spaces, keeping newlines (and so offsets
-// and line numbers).
-std::string blank_out(std::string text, const std::regex& re) {
-  std::string out = text;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
-       ++it) {
-    for (auto i = static_cast<std::size_t>(it->position());
-         i < static_cast<std::size_t>(it->position() + it->length()); ++i) {
-      if (out[i] != '\n') out[i] = ' ';
-    }
-  }
-  return out;
-}
-
 int line_at(std::string_view text, std::size_t offset) {
   return 1 + static_cast<int>(std::count(
                  text.begin(),
@@ -75,12 +63,231 @@ std::string regex_escape(const std::string& s) {
   return std::regex_replace(s, special, R"(\$&)");
 }
 
+// ---- pre-scans -------------------------------------------------------------------------------
+// Linear scans of the text before the Boost readers see it. They enforce the nesting limit (the
+// readers recurse once per level and overflow the stack at ~30,000 levels), read the GraphML
+// ids the readers drop, and refuse what the readers would silently accept (a repeated node id is
+// merged, an edge to an undefined node creates one). No std::regex runs over unbounded spans of
+// the file here: libstdc++'s regex recurses per repeated character.
+
+struct GraphMlScan {
+  struct Node {
+    std::string id;
+    int line = 0;
+  };
+  struct Edge {
+    std::string source, target;
+    int line = 0;
+  };
+  std::vector<Node> nodes;  // document order, outside comments
+  std::vector<Edge> edges;
+  bool undirected = false;  // edgedefault="undirected" on a <graph>
+};
+
+// The value of attribute `name` in the tag text `tag` (between `<` and `>`), if present.
+std::optional<std::string> xml_attribute(std::string_view tag, std::string_view name) {
+  std::size_t i = 0;
+  while (i < tag.size()) {
+    // Attribute name.
+    while (i < tag.size() && (std::isspace(static_cast<unsigned char>(tag[i])) || tag[i] == '/'))
+      ++i;
+    const std::size_t start = i;
+    while (i < tag.size() && tag[i] != '=' && !std::isspace(static_cast<unsigned char>(tag[i])) &&
+           tag[i] != '/')
+      ++i;
+    const std::string_view attr = tag.substr(start, i - start);
+    while (i < tag.size() && std::isspace(static_cast<unsigned char>(tag[i]))) ++i;
+    if (i >= tag.size() || tag[i] != '=') {
+      if (i == start) ++i;
+      continue;
+    }
+    ++i;
+    while (i < tag.size() && std::isspace(static_cast<unsigned char>(tag[i]))) ++i;
+    if (i >= tag.size()) break;
+    const char quote = tag[i];
+    if (quote != '"' && quote != '\'') continue;
+    const std::size_t end = tag.find(quote, i + 1);
+    if (end == std::string_view::npos) break;
+    if (attr == name) return std::string(tag.substr(i + 1, end - i - 1));
+    i = end + 1;
+  }
+  return std::nullopt;
+}
+
+GraphMlScan scan_graphml(std::string_view text, const std::string& name) {
+  GraphMlScan out;
+  int line = 1;
+  int depth = 0;
+  const auto advance_to = [&](std::size_t& i, std::size_t end) {
+    for (; i < end && i < text.size(); ++i) {
+      if (text[i] == '\n') ++line;
+    }
+  };
+  const auto skip_past = [&](std::size_t& i, std::string_view closing) {
+    const std::size_t end = text.find(closing, i);
+    advance_to(i, end == std::string_view::npos ? text.size() : end + closing.size());
+  };
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] != '<') {
+      if (text[i] == '\n') ++line;
+      ++i;
+      continue;
+    }
+    const std::string_view rest = text.substr(i);
+    if (rest.starts_with("<!--")) {
+      skip_past(i, "-->");
+      continue;
+    }
+    if (rest.starts_with("<![CDATA[")) {
+      skip_past(i, "]]>");
+      continue;
+    }
+    if (rest.starts_with("<?")) {
+      skip_past(i, "?>");
+      continue;
+    }
+    if (rest.starts_with("<!")) {
+      skip_past(i, ">");
+      continue;
+    }
+    // A tag: up to the `>` outside quoted attribute values.
+    const int tag_line = line;
+    std::size_t end = i + 1;
+    char quote = 0;
+    for (; end < text.size(); ++end) {
+      const char c = text[end];
+      if (quote != 0) {
+        if (c == quote) quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '>') {
+        break;
+      }
+    }
+    const std::string_view tag = text.substr(i + 1, std::min(end, text.size()) - i - 1);
+    advance_to(i, end + 1);
+    if (tag.starts_with("/")) {
+      --depth;
+      continue;
+    }
+    const bool self_closing = tag.ends_with("/");
+    if (!self_closing && ++depth > limits::kMaxNestingDepth) {
+      throw_input(fmt::format("elements nest more than {} levels deep", limits::kMaxNestingDepth),
+                  {name, tag_line, ""}, "see docs/reliability.md");
+    }
+    std::size_t n = 0;
+    while (n < tag.size() && !std::isspace(static_cast<unsigned char>(tag[n])) && tag[n] != '/')
+      ++n;
+    const std::string_view element = tag.substr(0, n);
+    if (element == "node") {
+      const auto id = xml_attribute(tag.substr(n), "id");
+      out.nodes.push_back({id.value_or(""), tag_line});
+    } else if (element == "edge") {
+      out.edges.push_back({xml_attribute(tag.substr(n), "source").value_or(""),
+                           xml_attribute(tag.substr(n), "target").value_or(""), tag_line});
+    } else if (element == "graph") {
+      out.undirected = out.undirected || xml_attribute(tag.substr(n), "edgedefault") == "undirected";
+    }
+  }
+  return out;
+}
+
+// Checks the ids: every node has a unique id, every edge joins declared nodes.
+void check_graphml_ids(const GraphMlScan& scan, const std::string& name) {
+  std::unordered_map<std::string, int> seen;
+  for (const GraphMlScan::Node& n : scan.nodes) {
+    if (n.id.empty()) throw_input("a <node> without an id", {name, n.line, "id"});
+    const auto [it, fresh] = seen.emplace(n.id, n.line);
+    if (!fresh) {
+      throw_input(fmt::format("node id `{}` is declared twice", clip_name(n.id)),
+                  {name, n.line, "id"}, fmt::format("first declared on line {}", it->second));
+    }
+  }
+  for (const GraphMlScan::Edge& e : scan.edges) {
+    for (const auto& [end, attr] : {std::pair{&e.source, "source"}, std::pair{&e.target, "target"}}) {
+      if (end->empty()) throw_input(fmt::format("an <edge> without a {}", attr), {name, e.line, attr});
+      if (!seen.count(*end)) {
+        throw_input(fmt::format("edge {} `{}` is not a declared node", attr, clip_name(*end)),
+                    {name, e.line, attr}, "declare it with <node id=\"...\">");
+      }
+    }
+  }
+}
+
+// GraphViz: the text with comments blanked (newlines kept), after checking the `{` nesting.
+std::string scan_graphviz(std::string_view text, const std::string& name) {
+  std::string clean(text);
+  int line = 1, depth = 0;
+  std::size_t i = 0;
+  const auto blank = [&](std::size_t from, std::size_t to) {
+    for (std::size_t k = from; k < to && k < clean.size(); ++k) {
+      if (clean[k] == '\n') {
+        ++line;
+      } else {
+        clean[k] = ' ';
+      }
+    }
+  };
+  bool line_start = true;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '"') {
+      std::size_t end = i + 1;
+      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      for (std::size_t k = i; k < end && k < text.size(); ++k) line += text[k] == '\n';
+      i = std::min(end + 1, text.size());
+      line_start = false;
+      continue;
+    }
+    if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
+      const std::size_t end = text.find('\n', i);
+      blank(i, end == std::string_view::npos ? text.size() : end);
+      i = end == std::string_view::npos ? text.size() : end;
+      continue;
+    }
+    if (c == '#' && line_start) {
+      const std::size_t end = text.find('\n', i);
+      blank(i, end == std::string_view::npos ? text.size() : end);
+      i = end == std::string_view::npos ? text.size() : end;
+      continue;
+    }
+    if (c == '/' && i + 1 < text.size() && text[i + 1] == '*') {
+      const std::size_t end = text.find("*/", i + 2);
+      const std::size_t stop = end == std::string_view::npos ? text.size() : end + 2;
+      blank(i, stop);
+      i = stop;
+      continue;
+    }
+    if (c == '{' || c == '[') {
+      if (++depth > limits::kMaxNestingDepth) {
+        throw_input(fmt::format("blocks nest more than {} levels deep", limits::kMaxNestingDepth),
+                    {name, line, ""}, "see docs/reliability.md");
+      }
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+    if (c == '\n') {
+      ++line;
+      line_start = true;
+    } else if (!std::isspace(static_cast<unsigned char>(c))) {
+      line_start = false;
+    }
+    ++i;
+  }
+  return clean;
+}
+
 // The line where a node is declared: GraphML `<node id="X"`, GraphViz the first line naming X.
 int node_line(const std::string& text, FabricFormat format, const std::string& id) {
+  if (format == FabricFormat::kGraphMl) {
+    for (const GraphMlScan::Node& n : scan_graphml(text, "").nodes) {
+      if (n.id == id) return n.line;
+    }
+    return 0;
+  }
   const std::string pattern =
-      format == FabricFormat::kGraphMl
-          ? "<node[^>]*\\bid\\s*=\\s*\"" + regex_escape(id) + "\""
-          : "(^|[^A-Za-z0-9_.\"])\"?" + regex_escape(id) + "\"?($|[^A-Za-z0-9_.\"])";
+      "(^|[^A-Za-z0-9_.\"])\"?" + regex_escape(id) + "\"?($|[^A-Za-z0-9_.\"])";
   std::smatch m;
   if (std::regex_search(text, m, std::regex(pattern))) {
     return line_at(text, static_cast<std::size_t>(m.position()));
@@ -94,10 +301,10 @@ int cable_line(const std::string& text, FabricFormat format, const std::string& 
                const std::string& b) {
   std::vector<std::string> patterns;
   if (format == FabricFormat::kGraphMl) {
-    for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
-      patterns.push_back("<edge[^>]*\\bsource\\s*=\\s*\"" + regex_escape(x) +
-                         "\"[^>]*\\btarget\\s*=\\s*\"" + regex_escape(y) + "\"");
+    for (const GraphMlScan::Edge& e : scan_graphml(text, "").edges) {
+      if ((e.source == a && e.target == b) || (e.source == b && e.target == a)) return e.line;
     }
+    return 0;
   } else {
     for (const auto& [x, y] : {std::pair{a, b}, std::pair{b, a}}) {
       patterns.push_back("\"?\\b" + regex_escape(x) + "\\b\"?[ \\t]*-[->][ \\t]*\"?\\b" +
@@ -162,8 +369,44 @@ void in_file_order(const std::string& text, Parsed& p) {
   }
 }
 
+// `attr.type="..."` replaced by `attr.type="string"`, by a linear scan.
+std::string all_types_string(const std::string& text) {
+  static constexpr std::string_view kAttr = "attr.type";
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (true) {
+    const std::size_t at = text.find(kAttr, i);
+    if (at == std::string::npos) break;
+    std::size_t k = at + kAttr.size();
+    while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
+    if (k < text.size() && text[k] == '=') {
+      ++k;
+      while (k < text.size() && std::isspace(static_cast<unsigned char>(text[k]))) ++k;
+      if (k < text.size() && text[k] == '"') {
+        const std::size_t close = text.find('"', k + 1);
+        if (close != std::string::npos) {
+          out.append(text, i, at - i);
+          // Keep the line count: newlines inside the replaced span are kept.
+          out += R"(attr.type="string")";
+          for (std::size_t c = at; c <= close; ++c) {
+            if (text[c] == '\n') out += '\n';
+          }
+          i = close + 1;
+          continue;
+        }
+      }
+    }
+    out.append(text, i, k - i);
+    i = k;
+  }
+  out.append(text, i, std::string::npos);
+  return out;
+}
+
 template <class Directed>
-Parsed read_with_boost(const std::string& text, FabricFormat format, const std::string& name) {
+Parsed read_with_boost(const std::string& text, FabricFormat format, const std::string& name,
+                       const GraphMlScan* graphml) {
   FileGraph<Directed> g;
   boost::dynamic_properties dp(boost::ignore_other_properties);
   dp.property("kind", boost::get(&FileNode::kind, g));
@@ -178,26 +421,20 @@ Parsed read_with_boost(const std::string& text, FabricFormat format, const std::
   } else {
     // Every key is read as text (attr.type="int" would make Boost convert it, and report a bad
     // value without saying where).
-    static const std::regex type(R"(attr\.type\s*=\s*"[^"]*")");
-    std::istringstream in(std::regex_replace(text, type, R"(attr.type="string")"));
+    std::istringstream in(all_types_string(text));
     boost::read_graphml(in, g, dp);
   }
   Parsed p;
   for (std::size_t v = 0; v < boost::num_vertices(g); ++v) p.nodes.push_back(g[v]);
   if (format == FabricFormat::kGraphMl) {
     // Boost's GraphML reader does not keep node ids; it adds nodes in document order, so the
-    // ids are read from the text in the same order (outside comments).
-    static const std::regex comment("<!--[\\s\\S]*?-->");
-    static const std::regex node_id(R"re(<node\b[^>]*\bid\s*=\s*"([^"]*)")re");
-    const std::string clean = blank_out(text, comment);
-    std::size_t i = 0;
-    for (auto it = std::sregex_iterator(clean.begin(), clean.end(), node_id);
-         it != std::sregex_iterator() && i < p.nodes.size(); ++it, ++i) {
-      p.nodes[i].id = (*it)[1];
+    // ids are taken from the pre-scan (outside comments), in the same order.
+    if (graphml->nodes.size() != p.nodes.size()) {
+      throw_input(fmt::format("could not match the {} GraphML node ids to the {} nodes read",
+                              graphml->nodes.size(), p.nodes.size()),
+                  {name, 0, "id"});
     }
-    if (i != p.nodes.size()) {
-      throw_input("could not match the GraphML node ids to the nodes read", {name, 0, "id"});
-    }
+    for (std::size_t i = 0; i < p.nodes.size(); ++i) p.nodes[i].id = graphml->nodes[i].id;
   }
   for (const auto& e : boost::make_iterator_range(boost::edges(g))) {
     p.cables.push_back({boost::source(e, g), boost::target(e, g), g[e]});
@@ -243,27 +480,45 @@ int graphviz_error_line(const std::string& text, const std::string& error) {
 
 // Whether the file describes a directed graph: GraphViz `digraph`, GraphML
 // edgedefault="directed". Boost's readers insist that the graph type matches.
-bool is_directed(const std::string& text, FabricFormat format, const std::string& name) {
-  if (format == FabricFormat::kGraphMl) {
-    static const std::regex undirected(R"(edgedefault\s*=\s*"undirected")");
-    return !std::regex_search(text, undirected);
+bool is_directed(const std::string& text, FabricFormat format, const std::string& name,
+                 const GraphMlScan* graphml) {
+  if (format == FabricFormat::kGraphMl) return !graphml->undirected;
+  // The first `graph` or `digraph` keyword outside comments, found by a linear scan.
+  const std::string clean = scan_graphviz(text, name);
+  const auto word_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  };
+  for (std::size_t i = 0; i < clean.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(clean[i])) != 'g' &&
+        std::tolower(static_cast<unsigned char>(clean[i])) != 'd') {
+      continue;
+    }
+    if (i > 0 && word_char(clean[i - 1])) continue;
+    for (const std::string_view kw : {std::string_view("digraph"), std::string_view("graph")}) {
+      if (i + kw.size() > clean.size()) continue;
+      bool match = true;
+      for (std::size_t k = 0; k < kw.size() && match; ++k) {
+        match = std::tolower(static_cast<unsigned char>(clean[i + k])) == kw[k];
+      }
+      if (match && (i + kw.size() == clean.size() || !word_char(clean[i + kw.size()]))) {
+        return kw.size() == 7;
+      }
+    }
   }
-  static const std::regex comments(R"(//[^\n]*|/\*[\s\S]*?\*/|#[^\n]*)");
-  static const std::regex keyword(R"((^|[^A-Za-z0-9_])(digraph|graph)([^A-Za-z0-9_]|$))",
-                                  std::regex::icase);
-  const std::string clean = blank_out(text, comments);
-  std::smatch m;
-  if (!std::regex_search(clean, m, keyword)) {
-    throw_input("not a GraphViz graph: no `graph` or `digraph` keyword", {name, 1, ""});
-  }
-  return m[2].length() == 7;
+  throw_input("not a GraphViz graph: no `graph` or `digraph` keyword", {name, 1, ""});
 }
 
 Parsed parse(const std::string& text, FabricFormat format, const std::string& name) {
-  const bool directed = is_directed(text, format, name);
+  std::optional<GraphMlScan> graphml;
+  if (format == FabricFormat::kGraphMl) {
+    graphml = scan_graphml(text, name);
+    check_graphml_ids(*graphml, name);
+  }
+  const GraphMlScan* scan = graphml ? &*graphml : nullptr;
+  const bool directed = is_directed(text, format, name, scan);
   try {
-    return directed ? read_with_boost<boost::directedS>(text, format, name)
-                    : read_with_boost<boost::undirectedS>(text, format, name);
+    return directed ? read_with_boost<boost::directedS>(text, format, name, scan)
+                    : read_with_boost<boost::undirectedS>(text, format, name, scan);
   } catch (const Error&) {
     throw;
   } catch (const boost::property_tree::file_parser_error& e) {
@@ -291,13 +546,11 @@ std::optional<long> parse_int(const std::string& raw) {
   return v;
 }
 
+// Through the checked conversion: whole text, finite, not subnormal.
 std::optional<double> parse_number(const std::string& raw) {
-  const std::string s = trim(raw);
-  if (s.empty()) return std::nullopt;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
-  return v;
+  const NumberResult r = to_double(trim(raw));
+  if (r.problem != NumberProblem::kNone) return std::nullopt;
+  return r.value;
 }
 
 // Tier = hops from the nearest NIC, by a breadth-first search over the NIC and switch cables.
@@ -329,7 +582,7 @@ std::vector<int> infer_tiers(const std::vector<NodeKind>& kinds, const Parsed& p
 
 ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
                               const std::string& name, const ClusterSpec& base) {
-  const std::string text(text_view);
+  const std::string text(strip_bom(text_view));
   const Parsed p = parse(text, format, name);
   const auto at_node = [&](std::size_t v, const char* attribute) {
     return ErrorContext{name, node_line(text, format, p.nodes[v].id), attribute};
@@ -421,7 +674,12 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
       throw_input(trim(c.attrs.gbps).empty()
                       ? fmt::format("cable {} - {} has no gbps", an, bn)
                       : fmt::format("cable {} - {}: gbps must be a positive number, got `{}`", an,
-                                    bn, c.attrs.gbps),
+                                    bn, clip_name(c.attrs.gbps)),
+                  at_cable(c, "gbps"));
+    }
+    if (*gbps < 1e-3 || *gbps > limits::kMaxCableGbps) {
+      throw_input(fmt::format("cable {} - {}: gbps {} is outside 0.001 to {} (1 Mb/s to 100 Tb/s)",
+                              an, bn, clip_name(c.attrs.gbps), limits::kMaxCableGbps),
                   at_cable(c, "gbps"));
     }
     Cable out{c.a, c.b, *gbps * 1e9 / 8.0, std::nullopt, std::nullopt};
@@ -430,10 +688,11 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
           std::tuple{&c.attrs.latency_back_ns, "latency_back_ns", &out.back_ns}}) {
       if (trim(*raw).empty()) continue;
       const auto v = parse_number(*raw);
-      if (!v || *v < 0) {
-        throw_input(
-            fmt::format("cable {} - {}: {} must be a number >= 0, got `{}`", an, bn, field, *raw),
-            at_cable(c, field));
+      if (!v || *v < 0 || *v >= limits::kMaxCableLatency_ns) {
+        throw_input(fmt::format("cable {} - {}: {} must be a number from 0 to below 1e9 (1 s), "
+                                "got `{}`",
+                                an, bn, field, clip_name(*raw)),
+                    at_cable(c, field));
       }
       *slot = *v;
     }
@@ -529,10 +788,7 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
 }
 
 ClusterGraph read_fabric_file(const std::string& path, const ClusterSpec& base) {
-  std::ifstream in(path);
-  if (!in) throw_input("cannot read the fabric file", {path, 0, ""});
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_input_file(path, "fabric file", limits::kMaxFabricBytes);
   const std::size_t dot = path.rfind('.');
   const std::string ext = dot == std::string::npos ? "" : path.substr(dot + 1);
   FabricFormat format;
@@ -544,7 +800,7 @@ ClusterGraph read_fabric_file(const std::string& path, const ClusterSpec& base) 
     throw_input("unknown fabric file type `." + ext + "`", {path, 0, ""},
                 "use .graphml (GraphML) or .dot/.gv (GraphViz)");
   }
-  return read_fabric_text(text.str(), format, path, base);
+  return read_fabric_text(text, format, path, base);
 }
 
 void write_graphviz(const ClusterGraph& graph, std::ostream& out) {

@@ -1,0 +1,23 @@
+// nccl-tests output (calibrate import-nccl-tests): parsed, then fitted.
+#include <cmath>
+
+#include "calibrate/nccl_tests.h"
+#include "tests/fuzz/fuzz_common.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace trainsim;
+  try {
+    const calib::NcclTestsRun run =
+        calib::parse_nccl_tests(std::string(fuzz::as_text(data, size)), "all_reduce_perf.txt");
+    for (const calib::NcclTestsFit& f : calib::fit_nccl_tests({run})) {
+      if (!std::isfinite(f.measured.alpha_s) || !std::isfinite(f.measured.busbw_Bps) ||
+          !(f.measured.busbw_Bps > 0)) {
+        std::fprintf(stderr, "non-finite fit\n");
+        std::abort();
+      }
+    }
+  } catch (const Error& e) {
+    fuzz::check_error(e);
+  }
+  return 0;
+}
