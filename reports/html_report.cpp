@@ -887,4 +887,24 @@ void write_validation_report(const std::string& dir, const std::vector<scen::Val
   write_file(d / "results.csv", csv);
 }
 
+namespace html {
+std::string page(const std::string& kind, const std::string& title, const std::string& meta,
+                 const std::string& body) {
+  return reports::page(kind, title, meta, body);
+}
+std::string section(const std::string& id, const std::string& heading, const std::string& body) {
+  return reports::section(id, heading, body);
+}
+std::string figure(const std::string& chart, const std::string& caption) {
+  return reports::figure(chart, caption);
+}
+std::string cards(const std::vector<std::pair<std::string, std::string>>& items) {
+  return reports::cards(items);
+}
+std::string table(const std::string& id, const std::vector<std::string>& head,
+                  const std::vector<std::vector<std::string>>& rows) {
+  return reports::table(id, head, rows);
+}
+}  // namespace html
+
 }  // namespace trainsim::reports

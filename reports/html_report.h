@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "calibrate/profile.h"
@@ -51,5 +52,17 @@ void write_sweep_report(const std::string& dir, const scen::SweepOutcome& o,
                         const std::optional<PointDetail>& base);
 void write_validation_report(const std::string& dir, const std::vector<scen::ValidationRow>& rows,
                              const scen::ValidationSummary& summary, const std::string& source);
+
+/// The page shell and parts of every report, for reports written in other files
+/// (reports/goodput_report.cpp): the same styles, policy and footer.
+namespace html {
+std::string page(const std::string& kind, const std::string& title, const std::string& meta,
+                 const std::string& body);
+std::string section(const std::string& id, const std::string& heading, const std::string& body);
+std::string figure(const std::string& chart, const std::string& caption);
+std::string cards(const std::vector<std::pair<std::string, std::string>>& items);
+std::string table(const std::string& id, const std::vector<std::string>& head,
+                  const std::vector<std::vector<std::string>>& rows);
+}  // namespace html
 
 }  // namespace trainsim::reports

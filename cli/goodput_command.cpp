@@ -1,0 +1,179 @@
+#include "cli/goodput_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/default_scenario.h"
+#include "cli/output.h"
+#include "cli/sweep_transport.h"
+#include "reports/goodput_report.h"
+#include "scenarios/goodput_config.h"
+#include "scenarios/scenario.h"
+#include "sim/core/error.h"
+#include "sim/goodput/goodput.h"
+
+namespace trainsim::cli {
+namespace {
+
+// A trial's result as bytes: the same on every rank of one machine type, read back exactly.
+void put(std::string& out, const void* p, std::size_t n) {
+  out.append(static_cast<const char*>(p), n);
+}
+
+void serialize(const goodput::TrialResult& t, std::string& out) {
+  const goodput::TimeSplit& s = t.split;
+  for (const double v : {s.training_s, s.lost_s, s.checkpoint_s, s.slow_s, s.detection_s,
+                         s.diagnosis_s, s.repair_s, s.restart_s}) {
+    put(out, &v, sizeof v);
+  }
+  put(out, &t.interruptions, sizeof t.interruptions);
+  put(out, &t.checkpoints, sizeof t.checkpoints);
+  for (const long c : t.by_class) put(out, &c, sizeof c);
+}
+
+goodput::TrialResult deserialize(const std::string& in, std::size_t& pos, std::size_t classes) {
+  auto take = [&](void* p, std::size_t n) {
+    if (pos + n > in.size()) {
+      throw Error(ErrorKind::kRuntime, "a rank sent fewer trial results than expected");
+    }
+    std::memcpy(p, in.data() + pos, n);
+    pos += n;
+  };
+  goodput::TrialResult t;
+  goodput::TimeSplit& s = t.split;
+  for (double* v : {&s.training_s, &s.lost_s, &s.checkpoint_s, &s.slow_s, &s.detection_s,
+                    &s.diagnosis_s, &s.repair_s, &s.restart_s}) {
+    take(v, sizeof *v);
+  }
+  take(&t.interruptions, sizeof t.interruptions);
+  take(&t.checkpoints, sizeof t.checkpoints);
+  t.by_class.resize(classes);
+  for (long& c : t.by_class) take(&c, sizeof c);
+  return t;
+}
+
+// Runs `trials` trials of every variant: this rank's contiguous share of the trial indices on
+// `jobs` threads, gathered on rank 0 in rank order (= trial order). Other ranks get nothing.
+std::vector<std::vector<goodput::TrialResult>> run_distributed(
+    const std::vector<goodput::Params>& variants, long trials, int jobs, SweepGroup& group) {
+  const auto n = static_cast<std::uint64_t>(trials);
+  const auto ranks = static_cast<std::uint64_t>(group.size());
+  auto lo = [&](std::uint64_t r) { return n * r / ranks; };
+  const auto me = static_cast<std::uint64_t>(group.rank());
+  std::string mine;
+  for (const goodput::Params& p : variants) {
+    for (const goodput::TrialResult& t : goodput::run_trials(p, lo(me), lo(me + 1) - lo(me), jobs)) {
+      serialize(t, mine);
+    }
+  }
+  const std::vector<std::string> all = group.gather(mine);
+  std::vector<std::vector<goodput::TrialResult>> out(variants.size());
+  if (group.rank() != 0) return out;
+  for (std::uint64_t r = 0; r < all.size(); ++r) {
+    std::size_t pos = 0;
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      for (std::uint64_t i = lo(r); i < lo(r + 1); ++i) {
+        out[v].push_back(deserialize(all[r], pos, variants[v].classes.size()));
+      }
+    }
+  }
+  return out;
+}
+
+int goodput_run(const GoodputArgs& a, SweepGroup& group) {
+  if (a.trials < 2) throw_input("at least 2 trials are needed for a confidence interval",
+                                {"", 0, "--trials"});
+  if (!(a.days > 0)) throw_input("the run must last more than 0 days", {"", 0, "--days"});
+  const scen::Scenario s =
+      a.scenario.empty()
+          ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
+          : scen::load_scenario_file(a.scenario, a.sets);
+  const scen::GoodputSetup setup = scen::goodput_setup(s, a.days);
+  const goodput::Params& p = setup.params;
+
+  // The configured interval first, then the search grid around Young's interval.
+  std::vector<goodput::Params> variants = {p};
+  std::vector<double> grid;
+  const double rate_h = goodput::job_failure_rate_h(p);
+  if (!a.no_search && rate_h > 0 && p.checkpoint_blocking_s > 0) {
+    grid = goodput::interval_grid(
+        goodput::young_interval_s(p.checkpoint_blocking_s, 3600 / rate_h), p.interval_s);
+    for (const double tau : grid) {
+      goodput::Params v = p;
+      v.interval_s = tau;
+      variants.push_back(v);
+    }
+  }
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / local_ranks());
+  const auto results = run_distributed(variants, a.trials, jobs, group);
+  if (group.rank() != 0) return 0;
+
+  reports::GoodputOutcome o;
+  o.scenario = s.source;
+  o.setup = setup;
+  o.summary = goodput::summarize(p, results[0]);
+  if (!grid.empty()) {
+    std::vector<double> ettr;
+    for (std::size_t v = 1; v < results.size(); ++v) {
+      ettr.push_back(goodput::summarize(variants[v], results[v]).ettr.mean);
+    }
+    o.search = goodput::best_interval(grid, ettr);
+  }
+  write_output(a.format == "json" ? reports::goodput_json(o).dump(2) + "\n"
+                                  : reports::goodput_text(o),
+               a.output);
+  if (!a.report.empty()) reports::write_goodput_report(a.report, o);
+  return 0;
+}
+
+}  // namespace
+
+CLI::App* add_goodput_command(CLI::App& app, GoodputArgs& a) {
+  CLI::App* cmd = app.add_subcommand(
+      "goodput", "Monte Carlo of a whole training run: failures, checkpoints, restarts, ETTR");
+  cmd->add_option("scenario", a.scenario,
+                  "Scenario YAML file (default: the built-in MegaScale 175B on 12,288 GPUs)");
+  cmd->add_option("--set", a.sets, "Override a scenario key: key.path=value (repeatable)")
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--days", a.days, "Length of the run in days (default 54)");
+  cmd->add_option("--trials", a.trials, "Monte Carlo trials (default 1000)");
+  cmd->add_option("-j,--jobs", a.jobs, "Threads per process (default: the cores)");
+  cmd->add_flag("--no-search", a.no_search,
+                "Skip the search for the best checkpoint interval (17 intervals around Young's)");
+  cmd->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));
+  cmd->add_option("-o,--output", a.output, "Write the result to FILE instead of stdout");
+  cmd->add_option("--report", a.report,
+                  "Write an HTML report with charts, results.csv and results.json to DIR");
+  return cmd;
+}
+
+int run_goodput_command(const GoodputArgs& args) {
+  std::unique_ptr<SweepGroup> group = make_sweep_group();
+  try {
+    return goodput_run(args, *group);
+  } catch (const Error& e) {
+    // As in `sweep`: input errors happen on every rank alike before the gather; a runtime
+    // failure may hit one rank only and would leave the others waiting.
+    if (group->size() > 1 && e.kind() == ErrorKind::kRuntime) {
+      std::cerr << fmt::format("trainsim: runtime error on rank {}: {}\n", group->rank(), e.what());
+      group->abort(e.exit_code());
+    }
+    if (group->rank() != 0) return e.exit_code();
+    throw;
+  } catch (const std::exception& e) {
+    if (group->size() > 1) {
+      std::cerr << fmt::format("trainsim: internal error on rank {}: {}\n", group->rank(),
+                               e.what());
+      group->abort(4);
+    }
+    throw;
+  }
+}
+
+}  // namespace trainsim::cli

@@ -1,0 +1,137 @@
+// `trainsim goodput`, run as the real executable: the default MegaScale run (12,288 GPUs, 54 days,
+// 1,000 trials) within seconds, a time split that adds up to the run, the same bytes whatever the
+// thread count, the Llama 3 405B run on 16,384 GPUs above 90 % ETTR with its published mix of
+// interruptions, MegaScale's levers each lowering ETTR when switched off, the report folder, and
+// exit 2 naming the key for bad input.
+//
+// Expected by hand for the Llama 3 run: the default rates come from Llama 3's table, so the mean
+// number of unexpected interruptions in 54 days is 419 give or take the switch/cable split
+// (196 GPU + 72 HBM + 7 NIC + 35 network + 46 host + 7 NCCL + 56 software), plus 47 planned.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/support/cli_runner.h"
+
+namespace {
+
+using trainsim::testing::CliRun;
+using trainsim::testing::shell;
+using trainsim::testing::slurp;
+using trainsim::testing::temp_path;
+using trainsim::testing::trainsim;
+
+bool has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+const char* kLlama = "scenarios/examples/llama3-405b-16384.yaml";
+
+nlohmann::json run_json(const std::string& args) {
+  const CliRun r = trainsim("goodput " + args + " --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+TEST(GoodputCli, DefaultRunWithinSecondsAndSplitAddsUp) {
+  const CliRun r = trainsim("goodput --days 54 --trials 1000 --jobs 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LT(r.seconds, 20.0);
+  EXPECT_TRUE(has(r.out, "ETTR")) << r.out;
+  EXPECT_TRUE(has(r.out, "tokens/day")) << r.out;
+  EXPECT_TRUE(has(r.out, "Young sqrt(2*d*MTBF)")) << r.out;
+  EXPECT_TRUE(has(r.out, "best (Monte Carlo)")) << r.out;
+  EXPECT_TRUE(has(r.out, "12,288 GPUs, 1,536 hosts")) << r.out;
+
+  const nlohmann::json j = run_json("--days 54 --trials 200 --jobs 2");
+  double total = 0;
+  for (const auto& [k, v] : j["time_split_s"].items()) total += v.get<double>();
+  EXPECT_NEAR(total, 54 * 86400.0, 1e-6 * 54 * 86400);
+  const double ettr = j["ettr"]["mean"];
+  EXPECT_GT(ettr, 0.5);
+  EXPECT_LT(ettr, 1.0);
+  EXPECT_NEAR(ettr, j["time_split_s"]["training_s"].get<double>() / total, 1e-9);
+  EXPECT_NEAR(j["goodput_tokens_per_day"]["mean"].get<double>(),
+              ettr * j["tokens_per_s"].get<double>() * 86400, 1e-6 * 1e12);
+  const double young = j["checkpoint_interval"]["young_s"];
+  const double mtbf = j["job_mtbf_s"], delta = j["checkpoint"]["blocking_s"];
+  EXPECT_NEAR(young, std::sqrt(2 * delta * mtbf), 1e-9 * young);
+  EXPECT_EQ(j["checkpoint_interval"]["curve"].size(), 18u);  // 17 around Young + the Daly one
+}
+
+TEST(GoodputCli, SameBytesWhateverTheThreads) {
+  const std::string one = temp_path("goodput_j1.json"), three = temp_path("goodput_j3.json");
+  const std::string args = "goodput --days 30 --trials 300 --format json -o ";
+  ASSERT_EQ(trainsim(args + one + " --jobs 1").code, 0);
+  ASSERT_EQ(trainsim(args + three + " --jobs 3").code, 0);
+  EXPECT_EQ(shell("cmp -s " + one + " " + three), 0) << "--jobs 1 and --jobs 3 differ";
+  const CliRun other = trainsim("goodput --days 30 --trials 300 --format json --jobs 2 "
+                                "--set simulation.seed=2");
+  ASSERT_EQ(other.code, 0) << other.err;
+  EXPECT_NE(other.out, slurp(one)) << "another seed gave the same result";
+  std::filesystem::remove(one);
+  std::filesystem::remove(three);
+}
+
+// Llama 3 405B (Llama Team 2024 §3.3.4): 466 interruptions in 54 days, > 90 % effective training.
+TEST(GoodputCli, LlamaThreeRunAboveNinetyPercent) {
+  const nlohmann::json j = run_json(std::string(kLlama) + " --days 54 --trials 400 --jobs 2");
+  ASSERT_TRUE(j.contains("ettr"));
+  EXPECT_GT(j["ettr"]["mean"].get<double>(), 0.90);
+  EXPECT_EQ(j["components"]["gpus"], 16384);
+  double unexpected = 0, planned = 0;
+  for (const auto& c : j["classes"]) {
+    if (c["effect"] == "planned") planned += c["events"].get<double>();
+    else if (c["effect"] != "slow") unexpected += c["events"].get<double>();
+  }
+  EXPECT_NEAR(unexpected, 419, 419 * 0.05);  // the mean of a Poisson count; 400 trials
+  EXPECT_NEAR(planned, 47, 47 * 0.08);
+}
+
+// MegaScale's levers at 12,288 GPUs: each one switched off lowers ETTR.
+TEST(GoodputCli, MegaScaleLeversEachRaiseEttr) {
+  const std::string base = "--days 54 --trials 200 --jobs 2 --no-search";
+  const double all = run_json(base)["ettr"]["mean"];
+  for (const std::string off : {"optimizations.fast_comm_init=false",
+                                "reliability.checkpoint.in_memory=false",
+                                "reliability.diagnosis.automatic=false"}) {
+    const double without = run_json(base + " --set " + off)["ettr"]["mean"];
+    EXPECT_LT(without, all) << off;
+  }
+}
+
+TEST(GoodputCli, ReportFolder) {
+  const std::string dir = temp_path("goodput_report");
+  const CliRun r = trainsim("goodput --days 10 --trials 50 --jobs 2 --report " + dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string html = slurp(dir + "/index.html");
+  EXPECT_TRUE(has(html, "data-chart=\"goodput-split\"")) << html.substr(0, 400);
+  EXPECT_TRUE(has(html, "data-chart=\"goodput-interval\""));
+  EXPECT_TRUE(has(html, "data-chart=\"goodput-classes\""));
+  EXPECT_TRUE(has(html, "default-src 'none'"));
+  EXPECT_TRUE(nlohmann::json::parse(slurp(dir + "/results.json")).contains("ettr"));
+  EXPECT_TRUE(has(slurp(dir + "/results.csv"), "training_s,"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(GoodputCli, BadInputExitsTwoNamingTheKey) {
+  struct Case {
+    std::string set, key;
+  };
+  for (const Case& c : {Case{"reliability.rate.gpu=-1", "reliability.rate.gpu"},
+                        Case{"reliability.checkpoint.interval=0", "reliability.checkpoint.interval"},
+                        Case{"reliability.spares=5000", "reliability.spares"},
+                        Case{"reliability.rate.nccl_hang=-0.5", "reliability.rate.nccl_hang"}}) {
+    const CliRun r = trainsim("goodput --trials 10 --set " + c.set);
+    EXPECT_EQ(r.code, 2) << c.set << ": " << r.err;
+    EXPECT_TRUE(has(r.err, c.key)) << c.set << ": " << r.err;
+  }
+  const CliRun days = trainsim("goodput --days 0");
+  EXPECT_EQ(days.code, 2);
+  EXPECT_TRUE(has(days.err, "--days")) << days.err;
+}
+
+}  // namespace
