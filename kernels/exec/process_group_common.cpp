@@ -19,4 +19,11 @@ class Single : public ProcessGroup {
 
 std::unique_ptr<ProcessGroup> single_process() { return std::make_unique<Single>(); }
 
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+    if (std::getenv(var) != nullptr) return true;
+  }
+  return false;
+}
+
 }  // namespace trainsim::kexec

@@ -1,4 +1,5 @@
-// ProcessGroup over MPI (built when CMake finds MPI).
+// ProcessGroup over MPI: the MPI module libtrainsim_mpi.so (built when CMake finds MPI), loaded by
+// make_process_group (process_group_client.cpp) only when a launcher started the process.
 #include <mpi.h>
 
 #include <cstdlib>
@@ -8,13 +9,6 @@
 
 namespace trainsim::kexec {
 namespace {
-
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
-}
 
 class Mpi : public ProcessGroup {
  public:
@@ -71,6 +65,27 @@ class Mpi : public ProcessGroup {
     return out;
   }
 
+  std::vector<std::string> gather(const std::string& mine) override {
+    const int length = static_cast<int>(mine.size());
+    std::vector<int> lengths(rank_ == 0 ? static_cast<std::size_t>(size_) : 0);
+    MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    std::vector<int> offsets(lengths.size(), 0);
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < lengths.size(); ++r) {
+      offsets[r] = static_cast<int>(total);
+      total += static_cast<std::size_t>(lengths[r]);
+    }
+    std::string all(total, '\0');
+    MPI_Gatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+                0, MPI_COMM_WORLD);
+    std::vector<std::string> out;
+    for (std::size_t r = 0; r < lengths.size(); ++r) {
+      out.push_back(
+          all.substr(static_cast<std::size_t>(offsets[r]), static_cast<std::size_t>(lengths[r])));
+    }
+    return out;
+  }
+
   void abort(int exit_code) override {
     if (size_ > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
   }
@@ -81,12 +96,9 @@ class Mpi : public ProcessGroup {
 };
 
 }  // namespace
-
-bool have_mpi() { return true; }
-
-std::unique_ptr<ProcessGroup> make_process_group() {
-  if (!launched_by_mpi()) return single_process();
-  return std::make_unique<Mpi>();
-}
-
 }  // namespace trainsim::kexec
+
+extern "C" __attribute__((visibility("default"))) trainsim::kexec::ProcessGroup*
+trainsim_mpi_process_group() {
+  return new trainsim::kexec::Mpi();
+}

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/bench.h"
+#include "kernels/device_ops.h"
+#include "kernels/nccl_bench.h"
+#include "sim/core/error.h"
+
 namespace trainsim::kernels {
 namespace {
 
@@ -20,6 +25,30 @@ TEST(DeviceInfo, ReportsBuildAndDevices) {
   if (r.status == "ok") {
     EXPECT_FALSE(r.devices.empty());
   }
+}
+
+// In a CUDA build these calls cross into the GPU module (kernels/gpu_module.h); an error thrown
+// there must arrive as the trainsim::Error it is, so the CLI maps it to exit code 4.
+TEST(DeviceInfo, GpuCallsWithoutADeviceThrowRuntimeErrors) {
+  std::string why;
+  if (dev::device_available(&why)) GTEST_SKIP() << "a GPU is present";
+  EXPECT_FALSE(why.empty());
+  BenchItem item;
+  item.op = "gemm";
+  item.m = item.n = item.k = 256;
+  try {
+    run_kernel_bench({item}, BenchOptions{}, {});
+    ADD_FAILURE() << "run_kernel_bench ran without a device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kRuntime) << e.what();
+  }
+  try {
+    dev::gemm_supported(DType::kBf16);
+    ADD_FAILURE() << "gemm_supported answered without a device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kRuntime) << e.what();
+  }
+  EXPECT_EQ(nccl_version().empty(), !nccl_built());
 }
 
 }  // namespace
