@@ -194,10 +194,21 @@ GoodputSetup goodput_setup(const Scenario& s, double days) {
   p.checkpoint_async_s = g.checkpoint_costs.async_s;
   p.checkpoint_load_s = g.checkpoint_costs.load_s;
 
-  // A slow host: the straggler model of the schedule fidelity prices its effect on the iteration.
+  // A slow host: its GPUs' compute is slower. Analytic: every stage waits for the slow one, so
+  // the compute on the iteration's critical path scales. Schedule: the event-driven executor's
+  // straggler model runs every rank with the slow host.
   g.slow_host_slowdown = real(s, "reliability.slow_node.slowdown");
   p.slow_iteration_factor = 1.0;
-  if (real(s, "reliability.rate.slow_host") > 0 && g.slow_host_slowdown > 1) {
+  const bool slow_hosts = real(s, "reliability.rate.slow_host") > 0 && g.slow_host_slowdown > 1;
+  if (slow_hosts && text(s, "reliability.slow_node.model") == "analytic") {
+    p.slow_iteration_factor =
+        (r.iteration_time_s + (g.slow_host_slowdown - 1) * r.breakdown.compute_s) /
+        r.iteration_time_s;
+    g.notes.push_back(fmt::format(
+        "a slow host ({}x compute) makes an iteration {:.3f}x longer (critical-path compute "
+        "scaled; reliability.slow_node.model = schedule runs the straggler model)",
+        g.slow_host_slowdown, p.slow_iteration_factor));
+  } else if (slow_hosts) {
     Scenario a = s;
     a.fidelity = "schedule";
     a.simulation.jitter = 0;

@@ -44,7 +44,7 @@ std::vector<KeyDef> reliability_keys() {
        // share at reliability.rate.switch: (35 − 1,080·9,225e-9·1,296)/(35,408·1,296)·1e9.
        .default_value = "481.34",
        .description = "Optics and cable failures (NIC-ToR and inter-switch cables): the job "
-                      "crashes; the host on a failed NIC cable is evicted",
+                      "crashes and restarts with the cable out of service (no eviction)",
        .aliases = {"cable_failure_rate", "optics_failure_rate", "transceiver_failure_rate"},
        .min_value = 0},
       {.path = "reliability.rate.switch",
@@ -111,6 +111,16 @@ std::vector<KeyDef> reliability_keys() {
        .aliases = {"straggler_factor", "slow_factor"},
        .min_value = 1,
        .max_value = 100},
+      {.path = "reliability.slow_node.model",
+       .type = K::kEnum,
+       // analytic: the critical path's compute scaled (microseconds); schedule: the straggler
+       // model of the event-driven executor (every rank run: minutes at 10,000+ GPUs).
+       .default_value = "analytic",
+       .description = "How a slow host's iteration is priced: analytic (the critical path's "
+                      "compute times the slow-down) or schedule (the schedule fidelity with "
+                      "simulation.straggler_host; exact, minutes at 10,000+ GPUs)",
+       .choices = {"analytic", "schedule"},
+       .aliases = {"straggler_model"}},
       {.path = "reliability.weibull_shape",
        .type = K::kFloat,
        // 1 = exponential gaps, the standard assumption of Young (1974) and Daly (2006).
