@@ -18,6 +18,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 
 #include "scenarios/run_config.h"
@@ -151,10 +152,12 @@ std::vector<int> divisors(std::int64_t n) {
   return out;
 }
 
-// Interns the values of each column so that a point is a row of small indices.
+// Interns the values of each column so that a point is a row of small indices (numbered in the
+// order they first appear). Consecutive rows mostly repeat a column's value, so the last one is
+// checked before the hash table.
 class PlanBuilder {
  public:
-  explicit PlanBuilder(SweepPlan& plan) : plan_(plan), index_(plan.keys.size()) {
+  explicit PlanBuilder(SweepPlan& plan) : plan_(plan), columns_(plan.keys.size()) {
     plan_.values.assign(plan_.keys.size(), {});
   }
   void add(const std::vector<std::string>& row, std::size_t max_points) {
@@ -166,16 +169,23 @@ class PlanBuilder {
   }
 
  private:
+  struct Column {
+    std::unordered_map<std::string, std::uint16_t> index;
+    int last = -1;
+  };
   std::uint16_t intern(std::size_t k, const std::string& v) {
-    const auto it = index_[k].find(v);
-    if (it != index_[k].end()) return it->second;
-    const auto id = static_cast<std::uint16_t>(plan_.values[k].size());
-    plan_.values[k].push_back(v);
-    index_[k].emplace(v, id);
-    return id;
+    Column& c = columns_[k];
+    std::vector<std::string>& values = plan_.values[k];
+    if (c.last >= 0 && values[static_cast<std::size_t>(c.last)] == v) {
+      return static_cast<std::uint16_t>(c.last);
+    }
+    const auto [it, added] = c.index.emplace(v, static_cast<std::uint16_t>(values.size()));
+    if (added) values.push_back(v);
+    c.last = it->second;
+    return it->second;
   }
   SweepPlan& plan_;
-  std::vector<std::map<std::string, std::uint16_t>> index_;
+  std::vector<Column> columns_;
 };
 
 bool is_given_origin(const std::string& origin) {
@@ -598,6 +608,24 @@ PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base) : pl
   shortcut_ = true;
   base_config_ = make_run_config(base);
   base_gpus_ = base.cluster.gpus;
+  // Each column's values are decoded once here, not once per point.
+  numbers_.resize(plan.keys.size());
+  for (const std::size_t k : {0, 1, 2, 3, 4, 5, 7, 9}) {
+    for (const std::string& text : plan.values[k]) {
+      int v = 0;
+      numbers_[k].push_back(parse_field(text, v) ? v : kNotNumber);
+    }
+  }
+  for (const std::string& schedule : plan.values[6]) {
+    schedules_.push_back(schedule == "interleaved" ? plan::Schedule::kInterleaved
+                         : schedule == "gpipe"     ? plan::Schedule::kGpipe
+                                                   : plan::Schedule::k1F1B);
+  }
+  for (const std::string& recompute : plan.values[8]) {
+    recomputes_.push_back(recompute == "full"        ? model::Recompute::kFull
+                          : recompute == "selective" ? model::Recompute::kSelective
+                                                     : model::Recompute::kNone);
+  }
 }
 
 Scenario PointEvaluator::scenario_of(std::size_t point) const {
@@ -607,48 +635,48 @@ Scenario PointEvaluator::scenario_of(std::size_t point) const {
 // What build_scenario does with the --auto keys when the point states all of them with
 // TP·PP·DP·CP equal to the GPU count: it copies them into the parallel and training structs
 // (vpp and the schedule agree by construction, so nothing is derived) and leaves every other
-// setting as the base scenario resolved it. Points outside that case go through the resolver.
-std::optional<exec::RunConfig> PointEvaluator::shortcut_config(std::size_t point) const {
-  int v[6] = {};  // tp, pp, dp, cp, ep, vpp: auto_keys() columns 0-5
-  for (std::size_t k = 0; k < 6; ++k) {
-    const std::string& text = plan_.value(point, k);
-    if (!parse_field(text, v[k])) return std::nullopt;
+// setting as the base scenario resolved it. Sets exactly those fields of `cfg` (a copy of the
+// base config) and returns true; points outside that case (false) go through the resolver.
+bool PointEvaluator::shortcut_config(std::size_t point, exec::RunConfig& cfg) const {
+  const std::uint16_t* cell = &plan_.cells[point * plan_.keys.size()];
+  std::int64_t v[10] = {};  // auto_keys() columns; 6 and 8 are not numbers
+  for (const std::size_t k : {0, 1, 2, 3, 4, 5, 7, 9}) {
+    v[k] = numbers_[k][cell[k]];
+    if (v[k] == kNotNumber) return false;
   }
-  if (static_cast<long>(v[0]) * v[1] * v[2] * v[3] != base_gpus_) return std::nullopt;
-  int micro_batch = 0, zero = 0;
-  if (!parse_field(plan_.value(point, 7), micro_batch) || !parse_field(plan_.value(point, 9), zero))
-    return std::nullopt;
-  exec::RunConfig cfg = base_config_;
+  if (v[0] * v[1] * v[2] * v[3] != base_gpus_) return false;
   plan::ParallelConfig& p = cfg.parallel;
-  p.tp = v[0];
-  p.pp = v[1];
-  p.dp = v[2];
-  p.cp = v[3];
-  p.ep = v[4];
-  p.vpp = v[5];
-  p.zero = zero;
-  const std::string& schedule = plan_.value(point, 6);
-  p.schedule = schedule == "interleaved" ? plan::Schedule::kInterleaved
-               : schedule == "gpipe"     ? plan::Schedule::kGpipe
-                                         : plan::Schedule::k1F1B;
-  cfg.training.micro_batch = micro_batch;
-  const std::string& recompute = plan_.value(point, 8);
-  cfg.training.recompute = recompute == "full"        ? model::Recompute::kFull
-                           : recompute == "selective" ? model::Recompute::kSelective
-                                                      : model::Recompute::kNone;
-  return cfg;
+  p.tp = static_cast<int>(v[0]);
+  p.pp = static_cast<int>(v[1]);
+  p.dp = static_cast<int>(v[2]);
+  p.cp = static_cast<int>(v[3]);
+  p.ep = static_cast<int>(v[4]);
+  p.vpp = static_cast<int>(v[5]);
+  p.zero = static_cast<int>(v[9]);
+  p.schedule = schedules_[cell[6]];
+  cfg.training.micro_batch = static_cast<int>(v[7]);
+  cfg.training.recompute = recomputes_[cell[8]];
+  return true;
 }
 
 PointResult PointEvaluator::evaluate(std::size_t point) const {
+  if (!shortcut_) return evaluate_with(point, nullptr);
+  exec::RunConfig scratch = base_config_;
+  return evaluate_with(point, &scratch);
+}
+
+PointResult PointEvaluator::evaluate(std::size_t point, exec::RunConfig& scratch) const {
+  return evaluate_with(point, shortcut_ ? &scratch : nullptr);
+}
+
+PointResult PointEvaluator::evaluate_with(std::size_t point, exec::RunConfig* scratch) const {
   PointResult out;
   try {
     exec::AnalyticOptions options;
     options.enforce_memory = false;
-    const std::optional<exec::RunConfig> fast =
-        shortcut_ ? shortcut_config(point) : std::optional<exec::RunConfig>();
     exec::Result r;
-    if (fast) {
-      r = exec::run_analytic(*fast, options);
+    if (scratch != nullptr && shortcut_config(point, *scratch)) {
+      r = exec::run_analytic(*scratch, options);
     } else {
       const Scenario s = scenario_of(point);
       r = run_scenario(s, make_run_config(s), options);
@@ -802,17 +830,25 @@ std::size_t read_checkpoint(const std::string& path, const std::string& fingerpr
   return valid;
 }
 
-// Evaluates `points` on `jobs` threads (the calling one included), each taking the next point.
+// Evaluates `points` on `jobs` threads (the calling one included). Threads take chunks of
+// consecutive points from a shared counter (few atomic operations, neighbouring results written
+// by one thread) and reuse one run config each (PointEvaluator::evaluate with a scratch).
 void evaluate_block(const std::vector<std::size_t>& points, const PointEvaluator& evaluator,
                     int jobs, std::vector<PointResult>& out) {
   out.assign(points.size(), {});
+  const std::size_t chunk = std::clamp<std::size_t>(
+      points.size() / (static_cast<std::size_t>(std::max(1, jobs)) * 16), 1, 64);
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::mutex failure_mutex;
   auto work = [&] {
     try {
-      for (std::size_t i = next++; i < points.size(); i = next++) {
-        out[i] = evaluator.evaluate(points[i]);
+      exec::RunConfig scratch;
+      if (evaluator.shortcut()) scratch = evaluator.base_config();
+      for (std::size_t i0 = next.fetch_add(chunk); i0 < points.size();
+           i0 = next.fetch_add(chunk)) {
+        const std::size_t i1 = std::min(points.size(), i0 + chunk);
+        for (std::size_t i = i0; i < i1; ++i) out[i] = evaluator.evaluate(points[i], scratch);
       }
     } catch (...) {
       const std::lock_guard<std::mutex> lock(failure_mutex);

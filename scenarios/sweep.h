@@ -153,6 +153,12 @@ class PointEvaluator {
   bool shortcut() const { return shortcut_; }
 
   PointResult evaluate(std::size_t point) const;
+  /// The same, with `scratch` as the shortcut's run config: a copy of base_config() that this
+  /// call overwrites with the point's --auto keys (and nothing else), so that a thread evaluating
+  /// many points copies the base configuration (its calibration profile included) only once.
+  PointResult evaluate(std::size_t point, exec::RunConfig& scratch) const;
+  /// The base scenario's run config (shortcut evaluators only).
+  const exec::RunConfig& base_config() const { return base_config_; }
   /// The point's scenario, run config and full result (for reports on the best points), always
   /// through the resolver. Throws the point's Error when it cannot be evaluated.
   void evaluate_full(std::size_t point, Scenario& scenario, exec::Result& result,
@@ -160,11 +166,19 @@ class PointEvaluator {
 
  private:
   Scenario scenario_of(std::size_t point) const;
-  std::optional<exec::RunConfig> shortcut_config(std::size_t point) const;
+  bool shortcut_config(std::size_t point, exec::RunConfig& cfg) const;
+  PointResult evaluate_with(std::size_t point, exec::RunConfig* scratch) const;
   const SweepPlan& plan_;
   bool shortcut_ = false;
   exec::RunConfig base_config_;
   long base_gpus_ = 0;
+  // The --auto columns decoded once per plan, by value index: the integers of columns 0-5, 7
+  // and 9 (kNotNumber, outside int's range, where a value is not an int), the schedule and
+  // recompute enums.
+  static constexpr std::int64_t kNotNumber = INT64_MIN;
+  std::vector<std::vector<std::int64_t>> numbers_;
+  std::vector<plan::Schedule> schedules_;
+  std::vector<model::Recompute> recomputes_;
 };
 
 /// How results of the ranks of a distributed sweep meet. The default is one process.
