@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "calibrate/profile.h"
 #include "cli/calibrate_command.h"
+#include "cli/fit_runs_command.h"
 #include "cli/collective_command.h"
 #include "cli/compare_command.h"
 #include "cli/execute_command.h"
@@ -29,6 +31,7 @@
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "scenarios/schema.h"
+#include "scenarios/validation_fit.h"
 #include "scenarios/validation_runs.h"
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
@@ -222,9 +225,36 @@ int cmd_run(const RunArgs& a) {
 }
 
 int cmd_validate(const std::string& csv, const std::string& format, const std::string& output,
-                 const std::string& report, const std::string& fidelity) {
-  const auto rows = scen::validate_runs(csv, fidelity.empty() ? "analytic" : fidelity);
+                 const std::string& report, const std::string& fidelity,
+                 const std::string& cross_validate) {
+  const std::string fid = fidelity.empty() ? "analytic" : fidelity;
+  std::vector<scen::ValidationRow> rows;
+  std::string cv_note;
+  if (cross_validate.empty()) {
+    rows = scen::validate_runs(csv, fid);
+  } else {
+    // Leave-one-source-out: each source's rows predicted with the declared constants refitted
+    // on every other source's rows (scenarios/validation_fit.h).
+    std::ifstream in(csv);
+    if (!in) throw_input("cannot open the runs file", {csv, 0, ""});
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const scen::CrossValidation cv =
+        scen::cross_validate_by_source(ss.str(), csv, scen::declared_fit_keys(), fid);
+    rows = cv.rows;
+    cv_note = "leave-one-source-out: each source predicted with constants refitted without it\n";
+    for (const auto& [source, fit] : cv.fits) {
+      for (const scen::FitParameter& p : fit.parameters) {
+        cv_note += fmt::format("  without {:<40} {} = {:.4g} ({} rows constrain it)\n", source,
+                               p.key, p.value, p.rows);
+      }
+    }
+  }
   const auto summary = scen::summarize(rows);
+  if (summary.simulated == 0) {
+    throw_infeasible(fmt::format("none of the {} rows could be simulated", summary.rows),
+                     {csv, 0, ""}, "see each row's error with --format json");
+  }
   // The final guard (docs/reliability.md): nothing non-finite is printed.
   const auto check = [](const std::optional<double>& v, const std::string& what) {
     if (v) require_finite(*v, what);
@@ -246,7 +276,7 @@ int cmd_validate(const std::string& csv, const std::string& format, const std::s
   require_finite(summary.max_abs_mfu_err_pts, "summary.max_abs_mfu_err_pts");
   require_finite(summary.iter_time_mape, "summary.iter_time_mape");
   write_output(format == "json" ? reports::validation_json(rows, summary).dump(2) + "\n"
-                                : reports::validation_text(rows, summary),
+                                : cv_note + reports::validation_text(rows, summary),
                output);
   if (!report.empty()) reports::write_validation_report(report, rows, summary, csv);
   return 0;
@@ -346,7 +376,7 @@ int main(int argc, char** argv) {
   run->add_option("--report", run_args.report,
                   "Write an HTML report with charts, results.csv and results.json to DIR");
 
-  std::string csv, vformat = "text", voutput, vreport, vfidelity;
+  std::string csv, vformat = "text", voutput, vreport, vfidelity, vcross;
   CLI::App* validate =
       app.add_subcommand("validate", "Compare predictions with published training runs (CSV)");
   validate->add_option("runs", csv, "CSV in the format of scenarios/validation/published-runs.csv")
@@ -355,6 +385,11 @@ int main(int argc, char** argv) {
   validate->add_option("--fidelity", vfidelity, "analytic | schedule | flow (default analytic)")
       ->check(CLI::IsMember({"analytic", "schedule", "flow"}));
   validate->add_option("-o,--output", voutput, "Write the table to FILE instead of stdout");
+  validate
+      ->add_option("--cross-validate", vcross,
+                   "source: predict each source's rows with the declared fitted constants "
+                   "refitted on the other sources (leave-one-source-out)")
+      ->check(CLI::IsMember({"source"}));
   validate->add_option("--report", vreport,
                        "Write an HTML report with charts, results.csv and results.json to DIR");
 
@@ -374,6 +409,8 @@ int main(int argc, char** argv) {
 
   trainsim::cli::CalibrateArgs calibrate_args;
   CLI::App* calibrate = trainsim::cli::add_calibrate_command(app, calibrate_args);
+  trainsim::cli::FitRunsArgs fit_runs_args;
+  trainsim::cli::add_fit_runs_command(calibrate, fit_runs_args);
   for (int i = 0; i < argc; ++i) {
     calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);
   }
@@ -405,12 +442,13 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*run) return cmd_run(run_args);
-    if (*validate) return cmd_validate(csv, vformat, voutput, vreport, vfidelity);
+    if (*validate) return cmd_validate(csv, vformat, voutput, vreport, vfidelity, vcross);
     if (*sweep) return trainsim::cli::run_sweep_command(sweep_args);
     if (*explain) return cmd_explain(key, eformat);
     if (*info) return cmd_info(iformat);
     if (*collective) return trainsim::cli::run_collective_command(collective_args);
     if (*topo) return trainsim::cli::run_topo_command(topo_args);
+    if (*fit_runs_args.cmd) return trainsim::cli::run_fit_runs_command(fit_runs_args);
     if (*calibrate) return trainsim::cli::run_calibrate_command(calibrate_args);
     if (*execute) return trainsim::cli::run_execute_command(execute_args);
     if (*compare) return trainsim::cli::run_compare_command(compare_args);

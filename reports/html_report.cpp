@@ -120,13 +120,15 @@ std::string pct(double x) { return fmt::format("{:.1f} %", 100 * x); }
 const std::vector<std::string>& breakdown_names() {
   static const std::vector<std::string> kNames = {
       "compute",         "exposed TP comm", "exposed CP comm", "exposed EP comm", "exposed PP comm",
-      "exposed DP comm", "pipeline bubble", "optimizer step",  "data loading"};
+      "exposed DP comm", "pipeline bubble", "optimizer step",  "data loading",
+      "slowest-GPU pacing", "global sync"};
   return kNames;
 }
 
 std::vector<double> breakdown_values(const exec::Breakdown& b) {
   return {b.compute_s,    b.exposed_tp_s,      b.exposed_cp_s, b.exposed_ep_s,  b.exposed_pp_s,
-          b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s,  b.data_loading_s};
+          b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s,  b.data_loading_s,
+          b.gpu_variation_s, b.global_sync_s};
 }
 
 std::vector<std::string> breakdown_colors() {

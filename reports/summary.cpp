@@ -42,7 +42,9 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
                       {"dp", b.exposed_dp_s}}},
                     {"pipeline_bubble_s", b.pipeline_bubble_s},
                     {"optimizer_s", b.optimizer_s},
-                    {"data_loading_s", b.data_loading_s}};
+                    {"data_loading_s", b.data_loading_s},
+                    {"gpu_variation_s", b.gpu_variation_s},
+                    {"global_sync_s", b.global_sync_s}};
   const plan::MemoryUsage& m = r.memory;
   j["memory"] = {{"peak_bytes_per_gpu", m.peak_bytes},
                  {"capacity_bytes", m.capacity_bytes},
@@ -177,6 +179,8 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
   row("pipeline bubble", b.pipeline_bubble_s);
   row("optimizer step", b.optimizer_s);
   row("data loading", b.data_loading_s);
+  row("slowest-GPU pacing", b.gpu_variation_s);
+  row("global sync", b.global_sync_s);
   row("total", total);
   const exec::NetworkStats& n = r.network;
   o += fmt::format(

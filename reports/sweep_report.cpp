@@ -296,7 +296,9 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
               ", \"pp\": " + num(b.exposed_pp_s) + ", \"dp\": " + num(b.exposed_dp_s) +
               "}, \"pipeline_bubble_s\": " + num(b.pipeline_bubble_s) +
               ", \"optimizer_s\": " + num(b.optimizer_s) +
-              ", \"data_loading_s\": " + num(b.data_loading_s) + "}";
+              ", \"data_loading_s\": " + num(b.data_loading_s) +
+              ", \"gpu_variation_s\": " + num(b.gpu_variation_s) +
+              ", \"global_sync_s\": " + num(b.global_sync_s) + "}";
     } else {
       if (!x.field.empty()) line += ", \"field\": " + json_string(x.field);
       line += ", \"reason\": " + json_string(x.reason);
@@ -318,7 +320,7 @@ void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
   head +=
       ",iteration_time_s,tokens_per_s,mfu,hfu,tflops_per_gpu,memory_peak_bytes,"
       "memory_capacity_bytes,compute_s,exposed_tp_s,exposed_cp_s,exposed_ep_s,exposed_pp_s,"
-      "exposed_dp_s,pipeline_bubble_s,optimizer_s,data_loading_s";
+      "exposed_dp_s,pipeline_bubble_s,optimizer_s,data_loading_s,gpu_variation_s,global_sync_s";
   if (o.spec.price) head += ",cost_per_mtok_" + o.spec.price->currency;
   head += ",field,reason\n";
   out << head;
@@ -336,7 +338,8 @@ void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
     cell(x.memory_peak_bytes, x.memory_peak_bytes > 0);
     cell(x.memory_capacity_bytes, x.memory_capacity_bytes > 0);
     for (double v : {b.compute_s, b.exposed_tp_s, b.exposed_cp_s, b.exposed_ep_s, b.exposed_pp_s,
-                     b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s, b.data_loading_s}) {
+                     b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s, b.data_loading_s,
+                     b.gpu_variation_s, b.global_sync_s}) {
       cell(v, x.ok());
     }
     if (o.spec.price) cell(o.cost_per_mtok(i).value_or(0), x.ok());

@@ -26,13 +26,14 @@ struct ModelEntry {
   std::string source;
 };
 
-topo::GpuSpec gpu(std::string name, double tflops16, double tflops8, double hbm_gb, double hbm_tbps,
-                  double nvlink_gbps, bool nvls) {
+topo::GpuSpec gpu(std::string name, double tflops16, double tflops8, double hbm_mib, int sms,
+                  double hbm_tbps, double nvlink_gbps, bool nvls) {
   topo::GpuSpec g;
   g.name = std::move(name);
   g.peak_dense_16bit_flops = tflops16 * 1e12;
   g.peak_dense_fp8_flops = tflops8 * 1e12;
-  g.hbm_bytes = hbm_gb * 1e9;
+  g.hbm_bytes = hbm_mib * 1024.0 * 1024.0;
+  g.sms = sms;
   g.hbm_Bps = hbm_tbps * 1e12;
   g.nvlink_Bps = nvlink_gbps * 1e9;
   g.has_nvls = nvls;
@@ -40,19 +41,24 @@ topo::GpuSpec gpu(std::string name, double tflops16, double tflops8, double hbm_
 }
 
 // Dense peaks are the datasheet figures without structured sparsity; NVLink is per GPU per
-// direction (the datasheets quote both directions: 600, 400 and 900 GB/s).
+// direction (the datasheets quote both directions: 600, 400 and 900 GB/s). Memory is what the
+// driver exposes, as `nvidia-smi` prints it (memory.total): 81,920 MiB on an A100/A800 SXM4 80GB,
+// 81,559 MiB on an H100 SXM5 80GB (both as printed in public nvidia-smi listings), 143,771 MiB on
+// the H200 this project measured (docs/validation/h200-2026-11-30/machine-2.txt). "80 GB" in a
+// datasheet is this capacity rounded, not 80·10⁹ bytes. SMs: 108 (A100 whitepaper), 132 (H100 SXM5
+// whitepaper; the H200 is the same GH100 configuration).
 const std::vector<GpuEntry>& gpus() {
   static const std::vector<GpuEntry> kGpus = {
-      {gpu("a100-80gb", 312, 0, 80, 2.04, 300, false), "NVIDIA A100 SXM4 80GB",
+      {gpu("a100-80gb", 312, 0, 81920, 108, 2.04, 300, false), "NVIDIA A100 SXM4 80GB",
        "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB column)", "selene-a100"},
       // The A800 is the A100 with NVLink cut to 8 links; MegaScale's Ampere cluster (8 x 200 G
       // RoCE per server) is the closest published fabric for it.
-      {gpu("a800", 312, 0, 80, 2.04, 200, false), "NVIDIA A800 SXM4 80GB",
+      {gpu("a800", 312, 0, 81920, 108, 2.04, 200, false), "NVIDIA A800 SXM4 80GB",
        "NVIDIA A800 Tensor Core GPU datasheet (SXM 80GB)", "megascale-ampere"},
-      {gpu("h100-sxm", 989, 1979, 80, 3.35, 450, true), "NVIDIA H100 SXM5 80GB",
+      {gpu("h100-sxm", 989, 1979, 81559, 132, 3.35, 450, true), "NVIDIA H100 SXM5 80GB",
        "NVIDIA H100 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
       // DGX H200 keeps the DGX H100 network (8 x 400 G NDR, rail-optimized), hence its cluster.
-      {gpu("h200-sxm", 989, 1979, 141, 4.8, 450, true), "NVIDIA H200 SXM 141GB",
+      {gpu("h200-sxm", 989, 1979, 143771, 132, 4.8, 450, true), "NVIDIA H200 SXM 141GB",
        "NVIDIA H200 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
   };
   return kGpus;
@@ -144,6 +150,7 @@ model::ModelConfig llama3(std::string name, int layers, int hidden, int heads, i
   m.position = model::PositionKind::kRope;
   m.bias = false;
   m.tied_embeddings = false;
+  m.dropout = false;  // Llama trains without dropout (no dropout layers in its reference model)
   return m;
 }
 
@@ -213,8 +220,9 @@ std::string describe(const topo::GpuSpec& g) {
   std::string fp8 = g.peak_dense_fp8_flops > 0
                         ? fmt::format("{:g} fp8", g.peak_dense_fp8_flops / 1e12)
                         : std::string("no fp8");
-  return fmt::format("{:g} TFLOP/s bf16, {}, {:g} GB HBM at {:g} TB/s, NVLink {:g} GB/s/dir{}",
-                     g.peak_dense_16bit_flops / 1e12, fp8, g.hbm_bytes / 1e9, g.hbm_Bps / 1e12,
+  return fmt::format("{:g} TFLOP/s bf16, {}, {:.1f} GiB HBM at {:g} TB/s, NVLink {:g} GB/s/dir{}",
+                     g.peak_dense_16bit_flops / 1e12, fp8, g.hbm_bytes / (1024.0 * 1024 * 1024),
+                     g.hbm_Bps / 1e12,
                      g.nvlink_Bps / 1e9, g.has_nvls ? ", NVLS" : "");
 }
 

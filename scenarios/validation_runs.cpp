@@ -5,12 +5,16 @@
 #include <fstream>
 #include <sstream>
 
+#include "scenarios/frameworks.h"
 #include "scenarios/presets.h"
+#include "scenarios/recompute_search.h"
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "scenarios/schema.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
+#include "sim/model/transformer.h"
+#include "calibrate/profile.h"
 
 namespace trainsim::scen {
 namespace {
@@ -76,17 +80,48 @@ std::optional<double> number(const std::string& text, const std::string& file, i
 
 const std::vector<std::string>& validation_columns() { return kColumns; }
 
-std::vector<ValidationRow> validate_runs(const std::string& csv_path, const std::string& fidelity) {
+const std::vector<std::string>& optional_validation_columns() {
+  static const std::vector<std::string> kOptional = {"framework", "flops_convention"};
+  return kOptional;
+}
+
+std::optional<model::FlopsConvention> parse_flops_convention(const std::string& text) {
+  if (text == "megatron") return model::FlopsConvention::kMegatron;
+  if (text == "megatron-recompute") return model::FlopsConvention::kMegatronRecompute;
+  if (text == "causal") return model::FlopsConvention::kCausal;
+  if (text == "6n") return model::FlopsConvention::k6N;
+  return std::nullopt;
+}
+
+bool apply_profile_override(calib::Profile& p, const std::string& field, double value) {
+  if (field == "gemm_peak_efficiency") p.gemm_peak_efficiency = value;
+  else if (field == "gemm_half_dim") p.gemm_half_dim = value;
+  else if (field == "attention_fwd_efficiency") p.attention_fwd_efficiency = value;
+  else if (field == "attention_bwd_efficiency") p.attention_bwd_efficiency = value;
+  else if (field == "memory_bw_efficiency") p.memory_bw_efficiency = value;
+  else if (field == "kernel_overhead_s") p.kernel_overhead_s = value;
+  else if (field == "nic_efficiency") p.nic_efficiency = value;
+  else if (field == "data_loading_s") p.data_loading_s = value;
+  else return false;
+  return true;
+}
+
+std::vector<ValidationRow> validate_runs(const std::string& csv_path, const std::string& fidelity,
+                                         const ValidationOptions& options) {
   std::ifstream in(csv_path);
   if (!in) throw_input("cannot open the runs file", {csv_path, 0, ""});
   std::stringstream ss;
   ss << in.rdbuf();
-  return validate_runs_text(ss.str(), csv_path, fidelity);
+  return validate_runs_text(ss.str(), csv_path, fidelity, options);
 }
 
-std::vector<ValidationRow> validate_runs_text(const std::string& text, const std::string& file,
-                                              const std::string& fidelity) {
-  std::istringstream in(text);
+std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const std::string& file,
+                                              const std::string& fidelity,
+                                              const ValidationOptions& options) {
+  // A UTF-8 byte-order mark is accepted, as in every other input.
+  std::string_view text_view = text_in;
+  if (text_view.substr(0, 3) == "\xEF\xBB\xBF") text_view.remove_prefix(3);
+  std::istringstream in{std::string(text_view)};
   std::string line;
   int line_no = 0;
   std::vector<std::string> header;
@@ -98,10 +133,20 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text, const std
   }
   if (header.empty()) throw_input("empty file: expected a header row", {file, 0, ""});
   std::map<std::string, size_t> col;
+  const auto& optional = optional_validation_columns();
   for (size_t i = 0; i < header.size(); ++i) {
-    if (std::find(kColumns.begin(), kColumns.end(), header[i]) == kColumns.end()) {
-      const std::string hint = did_you_mean(header[i], kColumns);
+    const bool known = std::find(kColumns.begin(), kColumns.end(), header[i]) != kColumns.end() ||
+                       std::find(optional.begin(), optional.end(), header[i]) != optional.end();
+    if (!known) {
+      std::vector<std::string> all = kColumns;
+      all.insert(all.end(), optional.begin(), optional.end());
+      const std::string hint = did_you_mean(header[i], all);
       throw_input("unknown column `" + header[i] + "`", {file, line_no, header[i]}, hint);
+    }
+    if (col.count(header[i])) {
+      throw_input("column `" + header[i] + "` is given twice (columns " +
+                      std::to_string(col[header[i]] + 1) + " and " + std::to_string(i + 1) + ")",
+                  {file, line_no, header[i]});
     }
     col[header[i]] = i;
   }
@@ -119,21 +164,52 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text, const std
                       std::to_string(header.size()),
                   {file, line_no, ""});
     }
-    auto cell = [&](const std::string& c) { return trim(cells[col.at(c)]); };
+    auto cell = [&](const std::string& c) {
+      const auto it = col.find(c);
+      return it == col.end() ? std::string() : trim(cells[it->second]);
+    };
     ValidationRow row;
     row.id = cell("id");
     row.source = cell("source");
+    row.gpu = cell("gpu");
     row.line = line_no;
     if (row.id.empty()) throw_input("empty id", {file, line_no, "id"});
 
-    // Published figures (numbers checked even when the row cannot be simulated).
-    const auto pub_iter = number(cell("iter_s"), file, line_no, "iter_s");
-    const auto pub_tokens = number(cell("tokens_s"), file, line_no, "tokens_s");
-    const auto pub_mfu = number(cell("mfu"), file, line_no, "mfu");
-    const auto pub_tflops = number(cell("tflops_gpu"), file, line_no, "tflops_gpu");
+    // Published figures (numbers checked even when the row cannot be simulated): positive.
+    auto published = [&](const char* c) {
+      const auto v = number(cell(c), file, line_no, c);
+      if (v && *v <= 0) throw_input("`" + cell(c) + "` must be positive", {file, line_no, c});
+      return v;
+    };
+    const auto pub_iter = published("iter_s");
+    const auto pub_tokens = published("tokens_s");
+    const auto pub_mfu = published("mfu");
+    const auto pub_tflops = published("tflops_gpu");
+    if (pub_mfu && *pub_mfu > 1) {
+      throw_input("MFU " + cell("mfu") + " is above 1 (write it as a fraction, e.g. 0.53)",
+                  {file, line_no, "mfu"});
+    }
+    // Whole-number columns: integers within what a cluster can have.
     for (const char* c : {"gpus", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "vocab",
                           "tp", "pp", "dp", "vpp", "cp", "ep", "mbs", "gbs", "zero"}) {
-      number(cell(c), file, line_no, c);
+      const auto v = number(cell(c), file, line_no, c);
+      if (v && (*v != std::floor(*v) || *v < 0 || *v > 2147483647.0)) {
+        throw_input("`" + cell(c) + "` is not a whole number from 0 to 2147483647",
+                    {file, line_no, c});
+      }
+    }
+    std::optional<model::FlopsConvention> convention;
+    if (!cell("flops_convention").empty()) {
+      convention = parse_flops_convention(cell("flops_convention"));
+      if (!convention) {
+        throw_input("unknown FLOP convention `" + cell("flops_convention") + "`",
+                    {file, line_no, "flops_convention"},
+                    "one of megatron, megatron-recompute, causal, 6n");
+      }
+    }
+    if (!cell("framework").empty() && find_framework(cell("framework")) == nullptr) {
+      throw_input("unknown framework preset `" + cell("framework") + "`",
+                  {file, line_no, "framework"}, did_you_mean(cell("framework"), framework_names()));
     }
 
     // Columns no rule can fill: the row is reported, not guessed.
@@ -158,6 +234,19 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text, const std
       system = "megatron";
       row.assumed["system"] = "megatron (blank: the plain Megatron-LM baseline)";
     }
+    std::string framework = cell("framework");
+    if (framework.empty()) {
+      framework = framework_for_system(system);
+      row.assumed["framework"] =
+          framework + " (blank: the preset optimizations.system " + system + " stands for)";
+    }
+    if (!convention) {
+      convention = model::FlopsConvention::kMegatron;
+      row.assumed["flops_convention"] =
+          "megatron (blank: Megatron-LM's accounting, full s×s attention, no recompute)";
+    }
+    row.flops_convention = model::to_string(*convention);
+    row.tflops_counts_recompute = *convention == model::FlopsConvention::kMegatronRecompute;
     v["cluster.preset"] = cell("cluster");
     if (v["cluster.preset"].empty()) {
       v["cluster.preset"] = default_cluster_for_gpu(gpu);
@@ -174,13 +263,16 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text, const std
     v["model.vocab"] = cell("vocab");
     const bool swiglu_like = !cell("kv_heads").empty() && cell("kv_heads") != cell("heads");
     if (swiglu_like) {
-      // GQA models in use (Llama family) pair it with SwiGLU, RMSNorm, RoPE, no biases.
+      // GQA models in use (Llama family) pair it with SwiGLU, RMSNorm, RoPE, no biases and no
+      // dropout.
       v["model.mlp"] = "swiglu";
       v["model.norm"] = "rmsnorm";
       v["model.position"] = "rope";
       v["model.bias"] = "false";
       v["model.tied_embeddings"] = "false";
-      row.assumed["model"] = "Llama-style block (SwiGLU, RMSNorm, RoPE) because kv_heads < heads";
+      v["model.dropout"] = "false";
+      row.assumed["model"] =
+          "Llama-style block (SwiGLU, RMSNorm, RoPE, no dropout) because kv_heads < heads";
     }
     for (const char* c : {"tp", "pp", "dp", "vpp", "cp", "ep"}) {
       v[std::string("parallel.") + c] = cell(c);
@@ -200,102 +292,95 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text, const std
     v["training.global_batch"] = cell("gbs");
     v["training.precision"] = cell("precision").empty() ? "bf16" : cell("precision");
     if (cell("precision").empty()) row.assumed["precision"] = "bf16";
-    const bool modern = system == "nemo" || system == "megascale";
+    // ZeRO and SP: given, or the framework preset's (it states whether the software had them).
     v["parallel.zero"] = cell("zero");
-    if (v["parallel.zero"].empty()) {
-      v["parallel.zero"] = modern ? "1" : "0";
-      row.assumed["zero"] = modern ? "1 (the distributed optimizer of Megatron-Core/NeMo)"
-                                   : "0 (no distributed optimizer in this system)";
+    const FrameworkPreset* fw = find_framework(framework);
+    if (cell("zero").empty()) {
+      row.assumed["zero"] = fw->values.at("parallel.zero") + " (the " + framework + " preset)";
     }
-    const int tp = cell("tp").empty() ? 1 : std::stoi(cell("tp"));
-    v["parallel.sp"] = (modern && tp > 1) ? "true" : "false";
-    row.assumed["sp"] = v["parallel.sp"] + (modern ? " (on with TP in Megatron-Core/NeMo/MegaScale)"
-                                                   : " (not in this system)");
+    row.assumed["sp"] = fw->values.at("parallel.sp") + " (the " + framework + " preset)";
     v["optimizations.system"] = system;
+    v["framework.preset"] = framework;
     v["simulation.fidelity"] = "analytic";
+    for (const auto& [key, value] : options.set) v[key] = value;
 
-    std::string recompute = cell("recompute");
-    std::vector<std::string> tries =
-        recompute.empty() ? std::vector<std::string>{"none", "selective", "full"}
-                          : std::vector<std::string>{recompute};
+    const std::string recompute = cell("recompute");
+    v["training.recompute"] = recompute;
     for (auto it = v.begin(); it != v.end();) {
       it = it->second.empty() ? v.erase(it) : std::next(it);
     }
     try {
-      exec::Result res;
-      Scenario chosen;
-      bool found = false;
-      std::string shortfall;
-      for (const auto& rc : tries) {
-        v["training.recompute"] = rc;
-        Scenario s = build_scenario(v, file + ":" + std::to_string(line_no));
-        const exec::RunConfig cfg = make_run_config(s);
-        exec::AnalyticOptions opts;
-        opts.enforce_memory = false;
-        res = run_scenario(s, cfg, opts);
-        if (res.memory.fits()) {
-          chosen = s;
-          found = true;
-          if (recompute.empty()) row.assumed["recompute"] = rc + " (the least recompute that fits)";
-          break;
-        }
-        shortfall = exec::memory_shortfall_message(res.memory);
+      Scenario chosen = build_scenario(v, file + ":" + std::to_string(line_no));
+      exec::RunConfig cfg = make_run_config(chosen);
+      for (const auto& [key, value] : options.profile_overrides) {
+        const auto colon = key.find(':');
+        if (colon == std::string::npos || key.substr(0, colon) != cfg.profile.gpu) continue;
+        apply_profile_override(cfg.profile, key.substr(colon + 1), value);
       }
-      if (!found) throw_infeasible(shortfall, {file, line_no, "recompute"});
-      if (fidelity != "analytic") {
-        // The recompute choice is a memory question (fidelity-independent); the timing is
-        // re-run at the asked fidelity.
-        chosen.fidelity = fidelity;
-        exec::AnalyticOptions opts;
-        opts.enforce_memory = false;
-        res = run_scenario(chosen, make_run_config(chosen), opts);
+      if (recompute.empty()) {
+        std::string text;
+        cfg = choose_recompute(cfg, &text);
+        row.assumed["recompute"] = text + " (blank: the least recompute that fits)";
       }
+      chosen.training = cfg.training;
+      chosen.fidelity = fidelity;
+      exec::AnalyticOptions opts;
+      opts.enforce_memory = true;
+      const exec::Result res = run_scenario(chosen, cfg, opts);
 
       const double tokens_per_iter = std::stod(v["training.global_batch"]) * chosen.model.seq_len;
       const double gpus = chosen.cluster.gpus;
       const double peak = res.peak_flops_per_gpu;
+      // FLOPs per iteration in the row's convention (what its published TFLOP/s and MFU count).
+      const double conv_flops =
+          *convention == model::FlopsConvention::kMegatronRecompute
+              ? res.hardware_flops_per_iteration
+              : model::flops_per_token(chosen.model, *convention, cfg.training.recompute) *
+                    tokens_per_iter;
       row.predicted.iter_s = res.iteration_time_s;
       row.predicted.tokens_s = res.tokens_per_s;
       row.predicted.mfu = res.mfu;
       row.predicted.hfu = res.hfu;
       row.predicted_breakdown = res.breakdown;
-      row.tflops_counts_recompute =
-          row.source.find("SC21") != std::string::npos ||
-          cell("notes").find("counts the recompute") != std::string::npos;
-      row.predicted.tflops_gpu =
-          row.tflops_counts_recompute ? res.hw_tflops_per_gpu : res.tflops_per_gpu;
-      if (row.tflops_counts_recompute) {
-        row.assumed["tflops_gpu"] =
-            "compared with predicted TFLOP/s counting recompute (Megatron-LM SC21 Eq. 3)";
-      }
+      row.predicted.tflops_gpu = conv_flops / (res.iteration_time_s * gpus) / kTera;
 
-      // Published figures, and what follows from them by the model's FLOP accounting.
+      // Published figures, and the iteration time they imply under the row's convention.
       row.published.iter_s = pub_iter;
       row.published.tokens_s = pub_tokens;
-      row.published.mfu = pub_mfu;
+      row.published.mfu = std::nullopt;
       row.published.tflops_gpu = pub_tflops;
       if (!row.published.iter_s && pub_tokens) {
         row.published.iter_s = tokens_per_iter / *pub_tokens;
         row.derived.push_back("iter_s = gbs·seq / tokens_s");
       }
+      if (!row.published.iter_s && pub_mfu) {
+        row.published.iter_s = conv_flops / (*pub_mfu * gpus * peak);
+        row.derived.push_back(std::string("iter_s = ") + row.flops_convention +
+                              " FLOPs per iteration / (mfu · gpus · peak)");
+      }
       if (!row.published.iter_s && pub_tflops) {
-        const double flops = row.tflops_counts_recompute ? res.hardware_flops_per_iteration
-                                                         : res.model_flops_per_iteration;
-        row.published.iter_s = flops / (*pub_tflops * kTera * gpus);
-        row.derived.push_back(std::string("iter_s = ") +
-                              (row.tflops_counts_recompute ? "hardware" : "model") +
+        row.published.iter_s = conv_flops / (*pub_tflops * kTera * gpus);
+        row.derived.push_back(std::string("iter_s = ") + row.flops_convention +
                               " FLOPs per iteration / (tflops_gpu · gpus)");
       }
       if (!row.published.tokens_s && row.published.iter_s) {
         row.published.tokens_s = tokens_per_iter / *row.published.iter_s;
       }
-      if (!row.published.mfu && row.published.iter_s) {
+      // MFU is compared under one convention (Megatron's model FLOPs): a published MFU in
+      // another convention is converted through the iteration time it implies.
+      if (pub_mfu && *convention == model::FlopsConvention::kMegatron) {
+        row.published.mfu = pub_mfu;
+      } else if (row.published.iter_s) {
         row.published.mfu = res.model_flops_per_iteration / (*row.published.iter_s * gpus * peak);
-        row.derived.push_back("mfu = model FLOPs per iteration / (iter_s · gpus · peak)");
+        row.derived.push_back("mfu = Megatron model FLOPs per iteration / (iter_s · gpus · peak)");
       }
       if (row.published.iter_s) {
         row.published.hfu =
             res.hardware_flops_per_iteration / (*row.published.iter_s * gpus * peak);
+      }
+      if (row.tflops_counts_recompute) {
+        row.assumed["tflops_gpu"] =
+            "compared with predicted TFLOP/s counting recompute (Megatron-LM SC21 Eq. 3)";
       }
       if (row.published.mfu) row.mfu_err_pts = 100.0 * (res.mfu - *row.published.mfu);
       if (row.published.iter_s) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/profile.h"
 #include "sim/exec/result.h"
 
 namespace trainsim::scen {
@@ -23,6 +24,7 @@ struct RunFigures {
 struct ValidationRow {
   std::string id;
   std::string source;
+  std::string gpu;                             // the row's GPU preset
   int line = 0;                                // line in the CSV file
   std::map<std::string, std::string> assumed;  // filled-in value -> rule that chose it
   RunFigures predicted;
@@ -30,6 +32,7 @@ struct ValidationRow {
   RunFigures published;                        // as published or derived (see `derived`)
   std::vector<std::string> derived;            // which published figures were derived, and how
   bool tflops_counts_recompute = false;
+  std::string flops_convention;                // what the row's published FLOP figures count
   // Errors: MFU in points (predicted − published), iteration time and TFLOP/s in percent.
   std::optional<double> mfu_err_pts, iter_err_pct, tflops_err_pct;
   std::string error_message;                   // non-empty when the row could not be simulated
@@ -43,18 +46,31 @@ struct ValidationSummary {
   double iter_time_mape = 0;  // percent
 };
 
+/// Changes to every row before it is simulated: scenario keys (as `--set`) and profile constants
+/// ("<gpu>:<field>", e.g. "h100-sxm:gemm_peak_efficiency"), used by fitting and cross-validation.
+struct ValidationOptions {
+  std::map<std::string, std::string> set;
+  std::map<std::string, double> profile_overrides;
+};
+
+/// Sets one named compute/collective constant of a profile; false for an unknown field.
+bool apply_profile_override(calib::Profile& p, const std::string& field, double value);
+
 /// Reads the CSV; malformed files (missing columns, bad numbers) throw trainsim::Error naming the
 /// file, line and column. Rows that parse but cannot be simulated carry `error_message`.
 /// `fidelity`: analytic, schedule or flow (the recompute choice is made at analytic fidelity).
 std::vector<ValidationRow> validate_runs(const std::string& csv_path,
-                                         const std::string& fidelity = "analytic");
+                                         const std::string& fidelity = "analytic",
+                                         const ValidationOptions& options = {});
 /// Same, from CSV text (`name` is used in messages).
 std::vector<ValidationRow> validate_runs_text(const std::string& csv_text, const std::string& name,
-                                              const std::string& fidelity = "analytic");
+                                              const std::string& fidelity = "analytic",
+                                              const ValidationOptions& options = {});
 
 ValidationSummary summarize(const std::vector<ValidationRow>& rows);
 
-/// The CSV columns, in order.
+/// The CSV columns, in order; and the optional ones (`framework`, `flops_convention`).
 const std::vector<std::string>& validation_columns();
+const std::vector<std::string>& optional_validation_columns();
 
 }  // namespace trainsim::scen

@@ -16,10 +16,11 @@ struct GpuSpec {
   std::string name;                 // preset name, e.g. "h100-sxm"
   double peak_dense_16bit_flops = 0;  // dense bf16/fp16 tensor-core FLOP/s
   double peak_dense_fp8_flops = 0;    // 0 when the GPU has no fp8 tensor cores
-  double hbm_bytes = 0;               // usable HBM capacity (datasheet GB, decimal)
+  double hbm_bytes = 0;               // HBM the driver exposes (nvidia-smi memory.total), bytes
   double hbm_Bps = 0;                 // HBM bandwidth, bytes/s
   double nvlink_Bps = 0;              // NVLink bandwidth per GPU per direction, bytes/s
   bool has_nvls = false;              // NVSwitch multicast/reduction (NVLink SHARP)
+  int sms = 0;                        // streaming multiprocessors (datasheet); 0 = unknown
 };
 
 /// Shape of the scale-out fabric, enough to size it and to find where bandwidth narrows.

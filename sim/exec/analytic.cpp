@@ -37,6 +37,7 @@ struct Context {
   ComputeModel cm;
   coll::LinkModel links;
   model::Sharding shard;
+  double comm_sm_share = 0;  // share of the SMs an overlapped collective occupies
 
   // NCCL_ALGO applies to all-reduce (other collectives run rings); NCCL_PROTO to every
   // collective but the point-to-point ones.
@@ -53,13 +54,21 @@ void add_traffic(Slot& s, const coll::Cost& c, double times = 1.0) {
   s.nic_bytes += c.nic_bytes * times;
 }
 
-// TP communication next to one op, and how much of it the GEMM beside it hides when TP overlap
-// decomposes the pair into chunks (MegaScale §3.2): the first chunk's communication is always
-// exposed, the rest hides behind the GEMM as far as the GEMM lasts.
-double tp_exposed(const Context& c, double t_comm, double t_gemm) {
+// Exposed time of a TP collective of `t_comm` next to a GEMM of `t_gemm` it overlaps with
+// (ComputeModel::concurrent: the collective's kernels take their SMs from the GEMM). A decomposed
+// overlap (MegaScale §3.2, Transformer Engine's ring exchange) pipelines TP pieces: the first
+// piece of the collective cannot overlap, the rest runs beside the GEMM. A bulk overlap runs the
+// whole collective beside an independent GEMM, which only the backward pass has (the weight
+// gradient beside the input gradient's reduction); `independent` says whether one exists.
+double tp_exposed(const Context& c, double t_comm, double t_gemm, bool independent) {
   if (!c.cfg.opt.tp_overlap) return t_comm;
-  const double chunks = std::max(1, c.L.par.tp);
-  return t_comm / chunks + std::max(0.0, t_comm - t_comm / chunks - t_gemm);
+  if (c.cfg.opt.tp_overlap_decomposed) {
+    const double n = std::max(1, c.L.par.tp);
+    const double rest = t_comm - t_comm / n;
+    return t_comm / n + ComputeModel::concurrent(t_gemm, rest, c.comm_sm_share) - t_gemm;
+  }
+  if (!independent) return t_comm;
+  return ComputeModel::concurrent(t_gemm, t_comm, c.comm_sm_share) - t_gemm;
 }
 
 // One stage's slot: `layers` layers (starting at global layer index `first_layer`) and optionally
@@ -79,8 +88,8 @@ Slot stage_slot(const Context& c, int layers, int first_layer, bool embedding, b
   auto price_ops = [&](const std::vector<Op>& ops, bool recompute_all, bool recompute_attention) {
     for (const Op& op : ops) {
       // A GEMM whose TP collective is overlapped runs as tp chunks (ComputeModel::forward_split).
-      const bool split =
-          par.tp > 1 && c.cfg.opt.tp_overlap && (op.tp_comm_before || op.tp_comm_after);
+      const bool split = par.tp > 1 && c.cfg.opt.tp_overlap && c.cfg.opt.tp_overlap_decomposed &&
+                         (op.tp_comm_before || op.tp_comm_after);
       const double f = split ? c.cm.forward_split(op, par.tp) : c.cm.forward(op);
       const double b = split ? c.cm.backward_split(op, par.tp) : c.cm.backward(op);
       const bool attention_core = op.kind == OpKind::kAttention || op.name == "attn_scores" ||
@@ -95,33 +104,40 @@ Slot stage_slot(const Context& c, int layers, int first_layer, bool embedding, b
       // Forward: SP gathers before column-parallel GEMMs and reduce-scatters after row-parallel
       // ones; without SP only row-parallel outputs are all-reduced. Backward mirrors it.
       const int passes_fwd = recompute_all ? 2 : 1;
+      // The backward's reduction of the input gradient can run beside the weight-gradient GEMM;
+      // the forward's collectives feed or follow their GEMM.
+      const bool wgrad = op.kind == OpKind::kGemm;
       if (op.tp_comm_before) {
         if (par.sp) {
-          s.tp += passes_fwd * tp_exposed(c, ag.time_s, f) + tp_exposed(c, rs.time_s, b / 2);
+          s.tp += passes_fwd * tp_exposed(c, ag.time_s, f, false) +
+                  tp_exposed(c, rs.time_s, b / 2, wgrad);
           add_traffic(s, ag, passes_fwd);
           add_traffic(s, rs);
         } else {
-          s.tp += tp_exposed(c, ar.time_s, b / 2);
+          s.tp += tp_exposed(c, ar.time_s, b / 2, wgrad);
           add_traffic(s, ar);
         }
       }
       if (op.tp_comm_after) {
         if (par.sp) {
-          s.tp += passes_fwd * tp_exposed(c, rs.time_s, f) + tp_exposed(c, ag.time_s, b / 2);
+          s.tp += passes_fwd * tp_exposed(c, rs.time_s, f, false) +
+                  tp_exposed(c, ag.time_s, b / 2, false);
           add_traffic(s, rs, passes_fwd);
           add_traffic(s, ag);
         } else {
-          s.tp += passes_fwd * tp_exposed(c, ar.time_s, f);
+          s.tp += passes_fwd * tp_exposed(c, ar.time_s, f, false);
           add_traffic(s, ar, passes_fwd);
         }
       }
     }
   };
 
-  const bool full = rc == model::Recompute::kFull;
   const bool selective = rc == model::Recompute::kSelective;
+  const int block = c.cfg.training.recompute_layers;
   for (int i = 0; i < layers; ++i) {
     const int li = first_layer + i;
+    // Block recompute: only the stage's first `recompute_layers` layers recompute in full.
+    const bool full = rc == model::Recompute::kFull && (block <= 0 || i < block);
     const std::vector<Op> ops = model::layer_forward_ops(m, c.shard, li);
     price_ops(ops, full, selective);
     double attention_time = 0;
@@ -197,7 +213,7 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   r.gpus = cfg.cluster.gpus;
   r.microbatches = L.microbatches;
 
-  r.memory = plan::memory_per_gpu(m, L, cfg.training, cfg.opt.efficient_operators, gpu);
+  r.memory = plan::memory_per_gpu(m, L, cfg.training, cfg.opt.fused_attention(), gpu);
   if (options.enforce_memory && !r.memory.fits()) {
     throw_infeasible(memory_shortfall_message(r.memory), {"", 0, ""},
                      "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller "
@@ -215,15 +231,20 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   c.shard.tp = par.tp;
   c.shard.cp = par.cp;
   c.shard.sp = par.sp && par.tp > 1;
-  c.shard.fused_attention = cfg.opt.efficient_operators;
+  c.shard.fused_attention = cfg.opt.fused_attention();
+  c.shard.attention_kernel = cfg.opt.attention_kernel;
   c.shard.fused_elementwise = cfg.opt.efficient_operators;
+  c.comm_sm_share = gpu.sms > 0 ? static_cast<double>(kOverlapCommSms) / gpu.sms : 0.0;
 
-  // Slowest stage per micro-batch (first: embedding, last: loss head).
+  // Slowest stage per micro-batch (first: embedding, last: loss head, and the most loaded of
+  // the stages between them).
   const bool single = par.pp == 1;
   Slot first = stage_slot(c, L.layers_first_stage, 0, true, single);
   Slot last = single ? first
                      : stage_slot(c, L.layers_last_stage, m.layers - L.layers_last_stage, false,
                                   true);
+  Slot middle;
+  if (par.pp > 2) middle = stage_slot(c, L.layers_max_middle, L.layers_first_stage, false, false);
   // Pipeline send/recv of one micro-batch's activations (SP-sharded or scatter-gathered: 1/tp
   // per rank), forward and backward, per model chunk.
   double t_p2p = 0;
@@ -235,12 +256,14 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
                           std::min(2, L.pp.pods)};
     p2p = c.cost(Kind::kSendRecv, bytes, peer);
     t_p2p = p2p.time_s;
-    for (Slot* s : {&first, &last}) {
+    for (Slot* s : {&first, &last, &middle}) {
       if (!cfg.opt.pp_overlap) s->pp += 2.0 * par.vpp * t_p2p;
       add_traffic(*s, p2p, 2.0 * par.vpp);
     }
   }
-  const Slot& slot = first.total() >= last.total() ? first : last;
+  const Slot* slowest = first.total() >= last.total() ? &first : &last;
+  if (par.pp > 2 && middle.total() > slowest->total()) slowest = &middle;
+  const Slot& slot = *slowest;
   r.pipeline = {par.pp, par.vpp, L.microbatches, par.schedule, slot.forward, slot.backward,
                 slot.tp + slot.cp + slot.ep + slot.pp, &slot == &last && !single};
   const double mb = L.microbatches;
@@ -265,22 +288,28 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
         plan::stage_parameters(m, L, single, true, L.layers_last_stage);
     const plan::StageParams sp = sp_first.total() >= sp_last.total() ? sp_first : sp_last;
     const double gb = bytes_per_element(cfg.training.grad_reduce);
-    // Megatron-core buckets gradients by max(40M, 1M·DP) parameters; the last bucket of the
-    // backward pass (and the first of the forward prefetch) cannot hide behind compute.
-    const double bucket = std::max(40e6, 1e6 * par.dp);
+    // Megatron buckets gradients (plan::dp_bucket_params); the last bucket of the backward pass
+    // (and the first of the forward prefetch) cannot hide behind compute.
+    const double bucket = plan::dp_bucket_params(cfg.opt.dp_buckets, par.dp);
     const double buckets = std::max(1.0, std::ceil(sp.total() / bucket));
+    // Gradients are reduced over every rank that holds the same weights: DP·CP.
+    const coll::GroupShape& reduce_group = par.cp > 1 ? L.dp_cp : L.dp;
     auto dp_cost = [&](Kind k, double params, double bytes_per_param, const coll::GroupShape& g) {
       return c.cost(k, params * bytes_per_param, g);
     };
     auto both = [&](Kind k, double bytes_per_param) {
-      coll::Cost a = dp_cost(k, sp.dense, bytes_per_param, L.dp);
+      coll::Cost a = dp_cost(k, sp.dense, bytes_per_param, reduce_group);
       coll::Cost b = dp_cost(k, sp.expert, bytes_per_param, L.expert_dp);
       return coll::Cost{a.time_s + b.time_s, a.nvlink_bytes + b.nvlink_bytes,
                         a.nic_bytes + b.nic_bytes};
     };
+    // Overlapped, the reduction of all but the last bucket runs beside the backward compute as
+    // concurrent kernels (ComputeModel::concurrent): what does not fit in the window is exposed,
+    // and the compute it overlaps is slowed by the SMs its kernels hold.
     auto exposed = [&](double t, double window) {
       if (!cfg.opt.dp_overlap) return t;
-      return t / buckets + std::max(0.0, t - t / buckets - window);
+      const double hidden_part = t - t / buckets;
+      return t / buckets + ComputeModel::concurrent(window, hidden_part, c.comm_sm_share) - window;
     };
     double dp_exposed = 0;
     if (par.zero == 0) {
@@ -312,8 +341,9 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
         plan::stage_parameters(m, L, true, single, L.layers_first_stage);
     const plan::StageParams sp_last =
         plan::stage_parameters(m, L, single, true, L.layers_last_stage);
+    const double shard = par.dp * (par.shard_over_cp ? par.cp : 1);
     const double params = std::max(sp_first.total(), sp_last.total()) /
-                          (par.zero >= 1 ? static_cast<double>(par.dp) : 1.0);
+                          (par.zero >= 1 ? shard : 1.0);
     bd.optimizer_s = c.cm.optimizer(params, cfg.training.optimizer == plan::Optimizer::kLamb);
   }
   bd.data_loading_s = cfg.opt.async_data_pipeline ? 0.0 : prof.data_loading_s;
@@ -326,12 +356,26 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
     r.startup = {ci.total_s, cfg.opt.fast_comm_init ? "redis" : "tcpstore", cfg.opt.fast_comm_init,
                  ci.groups_total, ci.groups_per_rank};
   }
+  {
+    const ScaleCosts sc =
+        scale_costs(cfg.scale, bd, L, cfg.cluster, c.links, cfg.training.precision);
+    bd.gpu_variation_s = sc.gpu_variation_s;
+    bd.global_sync_s = sc.global_sync_s;
+  }
   r.iteration_time_s = bd.total();
   const double tokens = static_cast<double>(cfg.training.global_batch) * m.seq_len;
   r.parameters = model::count_parameters(m).total;
   r.model_flops_per_iteration = model::model_flops_per_token(m) * tokens;
   r.hardware_flops_per_iteration =
       model::hardware_flops_per_token(m, cfg.training.recompute) * tokens;
+  if (cfg.training.recompute == model::Recompute::kFull && cfg.training.recompute_layers > 0) {
+    // Block recompute re-runs the forward of recompute_layers of each stage's layers.
+    const double share = std::min(1.0, static_cast<double>(cfg.training.recompute_layers) /
+                                           std::max(1, L.layers_max_stage));
+    r.hardware_flops_per_iteration =
+        r.model_flops_per_iteration +
+        share * (r.hardware_flops_per_iteration - r.model_flops_per_iteration);
+  }
   r.tokens_per_s = tokens / r.iteration_time_s;
   const double gpu_seconds = r.iteration_time_s * cfg.cluster.gpus;
   r.tflops_per_gpu = r.model_flops_per_iteration / gpu_seconds / kTera;

@@ -11,13 +11,14 @@
 #include "calibrate/profile.h"
 #include "sim/collective/analytic.h"
 #include "sim/exec/result.h"
+#include "sim/exec/scale.h"
 #include "sim/model/transformer.h"
 #include "sim/plan/config.h"
 #include "topology/hardware.h"
 
 namespace trainsim::exec {
 
-inline constexpr const char* kAnalyticModelVersion = "analytic-2";
+inline constexpr const char* kAnalyticModelVersion = "analytic-3";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {
@@ -28,6 +29,7 @@ struct RunConfig {
   plan::Optimizations opt;
   calib::Profile profile;
   coll::Choice collectives;  // NCCL_ALGO/NCCL_PROTO-style: algorithm for all-reduce, protocol
+  ScaleConfig scale;         // costs that grow with the GPU count (scale.*)
 };
 
 struct AnalyticOptions {

@@ -3,10 +3,18 @@
 // the very same op the same way (docs/analytic-model.md derives each term).
 #pragma once
 
+#include <algorithm>
+
 #include "calibrate/profile.h"
 #include "sim/model/ops.h"
 
 namespace trainsim::exec {
+
+/// Streaming multiprocessors an overlapped communication occupies: NCCL runs one thread block per
+/// channel, and overlapped training configurations hold it to 8 (NCCL_MIN_CTAS=8 in NVIDIA's
+/// MLPerf Training v4.0 configurations with TP overlap; Transformer Engine's ring-exchange overlap
+/// uses 1 SM, its pipelined reduce-scatter 16–24).
+inline constexpr int kOverlapCommSms = 8;
 
 struct ComputeModel {
   const calib::Profile& prof;
@@ -53,25 +61,29 @@ struct ComputeModel {
     }
     return launch;
   }
-  // TP overlap (MegaScale §3.2; Transformer Engine's ring-exchange and pipelined userbuffers
-  // overlap) hides a TP collective by splitting the GEMM beside it into `chunks` GEMMs of m/chunks
-  // rows, one kernel each, so that chunk i computes while chunk i±1 communicates. The split GEMMs
-  // are thinner, so they run at the efficiency surface's value for m/chunks rows. Forward: the
-  // whole GEMM is split. Backward: the input-gradient GEMM (m, k, n) is split (it is the one the
-  // gathered output gradient feeds); the weight-gradient GEMM (k, n, m) runs whole. Ops other than
-  // unbatched GEMMs are not split.
+  // TP overlap (MegaScale §3.2; Transformer Engine's userbuffers) runs the collective next to a
+  // GEMM as concurrent kernels. A decomposed overlap splits the GEMM into `chunks` pieces that run
+  // back-to-back on the compute stream, each feeding (or fed by) a piece of the collective: the
+  // pieces add launches, while the tile under-fill that the surface's m/(m+d0) term prices for a
+  // lone GEMM happens once, at the pipeline's tail, so the GEMM keeps its whole-shape rate.
   double forward_split(const model::Op& op, int chunks) const {
     if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return forward(op);
-    const double c = chunks;
-    return c * (prof.kernel_overhead_s * op.kernels +
-                gemm_time(op.m / c, op.n, op.k, 1, gemm_peak));
+    return forward(op) + (chunks - 1) * prof.kernel_overhead_s * op.kernels;
   }
   double backward_split(const model::Op& op, int chunks) const {
     if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return backward(op);
-    const double c = chunks;
-    const double launch = prof.kernel_overhead_s * op.kernels;
-    return (c + 1) * launch + c * gemm_time(op.m / c, op.k, op.n, 1, gemm_peak) +
-           gemm_time(op.k, op.n, op.m, 1, gemm_peak);
+    return backward(op) + (chunks - 1) * prof.kernel_overhead_s * op.kernels;
+  }
+  /// Time a computation of `t_compute` and a communication of `t_comm` take when they run as
+  /// concurrent kernels: the communication kernels hold `sm_share` of the SMs while they run
+  /// (NCCL and userbuffers run one thread block per channel), so the computation progresses at
+  /// (1 − sm_share) of its rate meanwhile. The pair ends when the later of the two ends:
+  /// max(t_compute + sm_share · t_comm, t_comm) when the communication is the shorter.
+  static double concurrent(double t_compute, double t_comm, double sm_share) {
+    // Overlapped, the computation runs at (1 − sm_share) of its rate: if it outlasts the
+    // communication it ends at t_compute + sm_share·t_comm, otherwise the pair ends with the
+    // communication.
+    return std::max(t_comm, t_compute + sm_share * t_comm);
   }
   /// Optimizer step over `params` parameters (memory-bound): Adam reads and writes the fp32
   /// master weights and both moments (24 B), reads the fp32 gradient (4 B), writes the 16-bit

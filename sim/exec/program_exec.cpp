@@ -288,12 +288,11 @@ void Executor::setup_roles() {
       const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
       const double launch = cfg_.profile.kernel_overhead_s * op.kernels;
       const double peak = op.batch > 1 ? peak16 : gemm_peak;
-      // A share of an unbatched GEMM (TP-overlap chunk) is a GEMM of m·fraction rows, priced on
-      // the efficiency surface at that shape (as ComputeModel::forward_split); other shares
-      // (attention blocks under CP) take their share of the time.
-      const bool thin = op.kind == model::OpKind::kGemm && op.batch <= 1 && t.fraction < 1.0;
-      const double rows = thin ? op.m * t.fraction : op.m;
-      const double share = thin ? 1.0 : t.fraction;
+      // A share of a GEMM (a TP-overlap chunk, an attention block under CP) takes its share of
+      // the whole GEMM's time plus its own launch (ComputeModel::forward_split: the pipelined
+      // chunks keep the whole shape's rate).
+      const double rows = op.m;
+      const double share = t.fraction;
       double s = 0;
       switch (t.part) {
         case Part::kForward:
@@ -856,7 +855,13 @@ void Executor::run(Result& r) {
   bd.exposed_pp_s = ca.acc_exposed[kExPp];
   bd.exposed_dp_s = ca.acc_exposed[kExDp];
   bd.pipeline_bubble_s = ca.acc_bubble + (T - ca.compute_end).seconds();
-  r.iteration_time_s = iter;
+  // The costs of scale (sim/exec/scale.h) are added as the analytic fidelity adds them: the
+  // per-GPU speed spread is an order statistic over all ranks, not a per-rank draw here.
+  const ScaleCosts sc = scale_costs(cfg_.scale, bd, ps_.layout, cfg_.cluster, links_,
+                                    cfg_.training.precision);
+  bd.gpu_variation_s = sc.gpu_variation_s;
+  bd.global_sync_s = sc.global_sync_s;
+  r.iteration_time_s = iter + sc.gpu_variation_s + sc.global_sync_s;
 
   const Role& CR = roles_[static_cast<std::size_t>(ca.stage)];
   r.task_kinds.clear();

@@ -22,9 +22,11 @@ struct Breakdown {
   double pipeline_bubble_s = 0;  // pipeline fill and drain
   double optimizer_s = 0;        // optimizer step
   double data_loading_s = 0;     // host data pipeline stall
+  double gpu_variation_s = 0;    // the slowest of N GPUs paces the step (sim/exec/scale.h)
+  double global_sync_s = 0;      // per-step all-rank agreement (gradient norm, loss)
   double total() const {
     return compute_s + exposed_tp_s + exposed_cp_s + exposed_ep_s + exposed_pp_s + exposed_dp_s +
-           pipeline_bubble_s + optimizer_s + data_loading_s;
+           pipeline_bubble_s + optimizer_s + data_loading_s + gpu_variation_s + global_sync_s;
   }
 };
 

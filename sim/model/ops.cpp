@@ -53,9 +53,10 @@ std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int l
   qkv.tp_comm_before = true;
   ops.push_back(qkv);
 
-  const double keys = m.attended_tokens();
   const double q_rows = static_cast<double>(m.seq_len) / s.cp;
   if (s.fused_attention) {
+    // The keys the kernel really computes: masked tiles skipped (executed_keys_per_query).
+    const double keys = executed_keys_per_query(m, s.attention_kernel);
     Op a;
     a.name = "attention";
     a.kind = OpKind::kAttention;
@@ -66,11 +67,13 @@ std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int l
     a.flops = 4.0 * b * heads * q_rows * keys * dh;
     ops.push_back(a);
   } else {
-    // Megatron's unfused path: QKᵀ batched GEMM, fused scale-mask-softmax, dropout, ·V.
+    // Megatron's unfused path: QKᵀ batched GEMM, fused scale-mask-softmax, dropout, ·V. The mask
+    // (causal or window) is applied in the softmax: the GEMMs compute every score.
+    const double keys = m.seq_len;
     ops.push_back(gemm("attn_scores", q_rows, keys, dh, b * heads));
     const double scores = b * heads * q_rows * keys;
     ops.push_back(memory("softmax", scores * 2 * kAct));
-    ops.push_back(memory("attn_dropout", scores * (2 * kAct + 1)));
+    if (m.dropout) ops.push_back(memory("attn_dropout", scores * (2 * kAct + 1)));
     ops.push_back(gemm("attn_context", q_rows, dh, keys, b * heads));
   }
   // A parallel block sums the attention and MLP outputs before one reduction and one residual

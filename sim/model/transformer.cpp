@@ -1,5 +1,7 @@
 #include "sim/model/transformer.h"
 
+#include <algorithm>
+
 namespace trainsim::model {
 
 ParamCount count_parameters(const ModelConfig& m) {
@@ -44,13 +46,74 @@ ForwardFlops forward_flops_per_token(const ModelConfig& m) {
   const int dense = m.layers - moe;
   const double router = m.experts > 0 ? 2.0 * h * m.experts : 0.0;
   f.dense_gemm = m.layers * attn_gemm + dense * mlp_gemm + moe * (m.top_k * mlp_gemm + router);
-  // Scores QKᵀ and the weighted sum with V: 2·2·(attended tokens)·h per token per layer.
-  f.attention = m.layers * 4.0 * static_cast<double>(m.attended_tokens()) * h;
+  // Scores QKᵀ and the weighted sum with V: 2·2·s·h per token per layer, over the full sequence
+  // (Megatron's accounting counts the whole s × s matrix, window or not; MegaScale's MFU for its
+  // sliding-window runs uses the same count, its Table 2 MFU ratio equals its throughput ratio).
+  f.attention = m.layers * 4.0 * static_cast<double>(m.seq_len) * h;
   f.logits = 2.0 * h * m.vocab;
   return f;
 }
 
 double model_flops_per_token(const ModelConfig& m) { return 3.0 * forward_flops_per_token(m).total(); }
+
+double executed_keys_per_query(const ModelConfig& m, AttentionKernel kernel, int block) {
+  const double s = m.seq_len;
+  if (kernel == AttentionKernel::kUnfused || m.seq_len <= 0) return s;
+  const long n = (m.seq_len + block - 1) / block;  // query (and key) blocks
+  const long wb = m.attention_window > 0 && m.attention_window < m.seq_len
+                      ? (m.attention_window + block - 1) / block
+                      : n;
+  // Query block i computes key blocks max(0, i - wb) .. i: min(i, wb) + 1 blocks.
+  double blocks = 0;
+  for (long i = 0; i < n; ++i) blocks += static_cast<double>(std::min(i, wb) + 1);
+  // Keys per query: blocks per query block × block size, spread over the sequence's queries
+  // (the last, partial block computes a full tile).
+  return std::min(s, blocks * block / static_cast<double>(n));
+}
+
+double flops_per_token(const ModelConfig& m, FlopsConvention c, Recompute r) {
+  switch (c) {
+    case FlopsConvention::kMegatron: return model_flops_per_token(m);
+    case FlopsConvention::kMegatronRecompute: return hardware_flops_per_token(m, r);
+    case FlopsConvention::kCausal: {
+      ForwardFlops f = forward_flops_per_token(m);
+      // Query t attends min(t + 1, window) keys; averaged over the sequence.
+      const double s = m.seq_len;
+      const double w = m.attended_tokens();
+      const double mean_keys = w >= s ? (s + 1) / 2 : w - w * (w - 1) / (2 * s);
+      f.attention *= mean_keys / s;
+      return 3.0 * f.total();
+    }
+    case FlopsConvention::k6N: {
+      // 6 FLOPs per parameter a token touches, without the embedding lookup (no multiply); a tied
+      // output projection still multiplies by the embedding matrix.
+      const ParamCount p = count_parameters(m);
+      const double output = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : 0.0;
+      return 6.0 * (p.active - p.embedding + output);
+    }
+  }
+  return model_flops_per_token(m);
+}
+
+const char* to_string(FlopsConvention c) {
+  switch (c) {
+    case FlopsConvention::kMegatron: return "megatron";
+    case FlopsConvention::kMegatronRecompute: return "megatron-recompute";
+    case FlopsConvention::kCausal: return "causal";
+    case FlopsConvention::k6N: return "6n";
+  }
+  return "?";
+}
+
+const char* to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::kUnfused: return "unfused";
+    case AttentionKernel::kFlash2: return "flash2";
+    case AttentionKernel::kFlash3: return "flash3";
+    case AttentionKernel::kCudnn: return "cudnn";
+  }
+  return "?";
+}
 
 double hardware_flops_per_token(const ModelConfig& m, Recompute r) {
   const ForwardFlops f = forward_flops_per_token(m);

@@ -17,6 +17,18 @@
 namespace trainsim::model {
 
 enum class MlpKind { kGelu, kSwiglu };
+/// The attention kernel a framework runs. Fused kernels (FlashAttention-2/3, cuDNN's fused
+/// scaled-dot-product attention) tile queries and keys into blocks and skip the blocks the causal
+/// or sliding-window mask removes entirely; the unfused path (QKᵀ GEMM, masked softmax, ·V GEMM)
+/// computes the full s × s score matrix whatever the mask.
+enum class AttentionKernel { kUnfused, kFlash2, kFlash3, kCudnn };
+/// Which FLOPs the MFU numerator counts (published runs differ; `validate` takes it per row).
+///  kMegatron: Megatron-LM's accounting (SC21 Eq. 3): every GEMM, attention over the full s × s
+///             matrix (no causal halving, no window), recompute not counted.
+///  kMegatronRecompute: the same plus what recompute runs again (SC21's TFLOP/s, i.e. HFU).
+///  kCausal:   attention over the keys the mask keeps (causal halving, the window).
+///  k6N:       6 · parameters touched per token, no attention term (PaLM/TorchTitan style).
+enum class FlopsConvention { kMegatron, kMegatronRecompute, kCausal, k6N };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class PositionKind { kLearned, kRope };
 
@@ -39,6 +51,8 @@ struct ModelConfig {
   int experts = 0;               // MoE experts per MoE layer; 0 = dense
   int top_k = 1;                 // experts each token is routed to
   int moe_every = 1;             // every n-th layer is MoE (when experts > 0)
+  bool dropout = true;           // dropout after attention and MLP (and on the attention
+                                 // probabilities); its masks are stored for backward
 
   int head_dim() const { return hidden / heads; }
   int kv_dim() const { return kv_heads * head_dim(); }
@@ -77,10 +91,22 @@ struct ForwardFlops {
 
 ForwardFlops forward_flops_per_token(const ModelConfig& m);
 
+/// Mean number of keys each query's attention kernel computes against, for a causal decoder.
+/// Unfused kernels compute all `seq_len` keys. Fused kernels work on `block` × `block` tiles and
+/// skip the tiles the causal mask (and the sliding window, when set) removes entirely: query block
+/// i of n computes key blocks max(0, i − w_b) .. i, where w_b = ⌈window / block⌉. FlashAttention-2
+/// (Dao 2023, §3.1) and cuDNN's fused attention use 128-token key blocks on A100/H100.
+double executed_keys_per_query(const ModelConfig& m, AttentionKernel kernel, int block = 128);
+
 enum class Recompute { kNone, kSelective, kFull };
 
-/// Model FLOPs per token (forward + backward, no recompute): the MFU numerator.
+/// Model FLOPs per token (forward + backward, no recompute): the MFU numerator, under Megatron's
+/// accounting (full s × s attention whatever the mask or window).
 double model_flops_per_token(const ModelConfig& m);
+/// The MFU numerator under a stated convention (kMegatronRecompute needs the recompute mode).
+double flops_per_token(const ModelConfig& m, FlopsConvention c, Recompute r);
+const char* to_string(FlopsConvention c);
+const char* to_string(AttentionKernel k);
 /// Hardware FLOPs per token: model FLOPs plus what recompute runs again (the HFU numerator).
 /// Full recompute re-runs the forward of every layer (not the logits, Megatron Eq. 3);
 /// selective recompute re-runs the attention core (QKᵀ, softmax, ·V) (Korthikanti et al. 2022).

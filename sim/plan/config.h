@@ -22,6 +22,14 @@ struct ParallelConfig {
   bool sp = false;  // sequence parallel (TP regions shard the non-TP activations)
   int zero = 0;     // 0 none, 1 optimizer state, 2 + gradients, 3 + parameters, sharded over dp
   Schedule schedule = Schedule::k1F1B;
+  // The group ZeRO/the distributed optimizer shards over: DP alone (Megatron-LM before Oct 2023)
+  // or DP·CP (Megatron-Core since Oct 2023: the CP ranks of a DP group hold the same weights).
+  bool shard_over_cp = false;
+  // Layers on the first and the last pipeline stage; 0 = an even split, with the layers that do
+  // not divide evenly on the middle stages (the first stage holds the most in-flight activations).
+  // Llama 3 405B: one layer fewer on each end (Dubey et al. 2024, §3.3.2).
+  int first_stage_layers = 0;
+  int last_stage_layers = 0;
 
   int world() const { return tp * pp * dp * cp; }
 };
@@ -31,9 +39,21 @@ struct TrainingConfig {
   int micro_batch = 1;    // sequences per micro-batch
   Precision precision = Precision::kBf16;
   model::Recompute recompute = model::Recompute::kNone;
+  // Full recompute of only this many layers per pipeline stage (Megatron's
+  // --recompute-method block --recompute-num-layers N); the other layers keep everything.
+  // 0 = every layer (with kFull).
+  int recompute_layers = 0;
   Optimizer optimizer = Optimizer::kAdam;
   Precision grad_reduce = Precision::kFp32;  // datatype of the DP gradient reduction
 };
+
+/// DP gradient bucket sizing (Megatron DDP): a fixed 40 M parameters (until Megatron-Core 0.7,
+/// April 2024) or max(40 M, 1 M · DP) parameters (since: larger buckets keep large-DP rings
+/// bandwidth-bound). Without overlap the whole gradient is one reduction after the backward pass.
+enum class BucketRule { kFixed40M, kScaledWithDp };
+inline double dp_bucket_params(BucketRule rule, int dp) {
+  return rule == BucketRule::kScaledWithDp && dp > 40 ? 1e6 * dp : 40e6;
+}
 
 /// MegaScale's system levers (DESIGN.md §4), each changing what the model computes or overlaps.
 struct Optimizations {
@@ -46,6 +66,14 @@ struct Optimizations {
   bool sliding_window = false;       // attention limited to model.attention_window tokens
   bool parallel_block = false;       // parallel transformer block (attention ∥ MLP)
   bool fast_comm_init = false;       // Redis-like store + ordered group creation at start-up
+  // The attention kernel (the framework's; efficient_operators alone means FlashAttention-2).
+  model::AttentionKernel attention_kernel = model::AttentionKernel::kUnfused;
+  // TP overlap splits the GEMM beside a TP collective into TP chunks and pipelines them with the
+  // collective's pieces (Transformer Engine userbuffers, MegaScale §3.2); false: the collective
+  // runs beside the whole GEMM it does not depend on (bulk overlap).
+  bool tp_overlap_decomposed = true;
+  BucketRule dp_buckets = BucketRule::kScaledWithDp;
+  bool fused_attention() const { return attention_kernel != model::AttentionKernel::kUnfused; }
 };
 
 const char* to_string(Schedule s);

@@ -67,33 +67,92 @@ Layout make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster
   Layout L;
   L.par = par;
   L.microbatches = static_cast<int>(train.global_batch / per_step);
+  const int p = par.pp;
+  require(par.first_stage_layers >= 0 && par.last_stage_layers >= 0, "parallel.first_stage_layers",
+          "stage layer counts cannot be negative");
+  require(p > 1 || (par.first_stage_layers == 0 && par.last_stage_layers == 0),
+          "parallel.first_stage_layers", "uneven stages need pipeline parallelism (PP > 1)");
+  L.stage_layers.assign(static_cast<std::size_t>(p), 0);
+  if (p > 1 && (par.first_stage_layers > 0 || par.last_stage_layers > 0)) {
+    // Given ends; the middle stages share the rest evenly (an end left at 0 takes an even share).
+    const int given_ends = (par.first_stage_layers > 0 ? 1 : 0) + (par.last_stage_layers > 0 ? 1 : 0);
+    const int rest = m.layers - par.first_stage_layers - par.last_stage_layers;
+    const int sharing = p - given_ends;
+    require(rest >= sharing && (sharing > 0 || rest == 0), "parallel.first_stage_layers",
+            str(par.first_stage_layers) + " + " + str(par.last_stage_layers) +
+                " layers on the end stages leave " + str(rest) + " of " + str(m.layers) +
+                " layers for " + str(sharing) + " other stages");
+    std::vector<int> shared;
+    for (int i = 0; i < sharing; ++i) shared.push_back(rest / sharing + (i < rest % sharing ? 1 : 0));
+    std::size_t next = 0;
+    for (int st = 0; st < p; ++st) {
+      const int given = st == 0 ? par.first_stage_layers : st == p - 1 ? par.last_stage_layers : 0;
+      L.stage_layers[static_cast<std::size_t>(st)] = given > 0 ? given : shared[next++];
+    }
+  } else {
+    // Even split; the layers that do not divide go to the stages after the first (it holds the
+    // most in-flight micro-batches), from the second stage on.
+    const int base = m.layers / p, extra = m.layers % p;
+    for (int st = 0; st < p; ++st) {
+      const int order = p == 1 ? 0 : (st == 0 ? p - 1 : st - 1);  // the first stage is served last
+      L.stage_layers[static_cast<std::size_t>(st)] = base + (order < extra ? 1 : 0);
+    }
+  }
   if (par.schedule == Schedule::kInterleaved) {
     require(par.vpp > 1, "parallel.vpp", "the interleaved schedule needs vpp > 1");
     require(L.microbatches % par.pp == 0, "training.global_batch",
             "the interleaved schedule needs the " + str(L.microbatches) +
                 " micro-batches per pipeline to be a multiple of PP " + str(par.pp),
             "Megatron-LM requirement");
-    require(m.layers % (par.pp * par.vpp) == 0, "parallel.vpp",
-            str(m.layers) + " layers do not split evenly into PP×VPP = " + str(par.pp * par.vpp) +
-                " model chunks");
+    const bool uneven = par.first_stage_layers > 0 || par.last_stage_layers > 0;
+    if (!uneven) {
+      require(m.layers % (par.pp * par.vpp) == 0, "parallel.vpp",
+              str(m.layers) + " layers do not split evenly into PP×VPP = " +
+                  str(par.pp * par.vpp) + " model chunks");
+    }
+    for (int st = 0; st < p; ++st) {
+      require(L.stage_layers[static_cast<std::size_t>(st)] >= par.vpp - 1, "parallel.vpp",
+              "stage " + str(st) + " has " + str(L.stage_layers[static_cast<std::size_t>(st)]) +
+                  " layers for " + str(par.vpp) + " model chunks");
+    }
   } else {
     require(par.vpp == 1, "parallel.vpp",
             "vpp " + str(par.vpp) + " needs the interleaved schedule");
   }
-  // Layers split as evenly as possible; the heavy stages carry one more (Llama 3 uses uneven
-  // stages when pp does not divide the layers).
-  const int chunks = par.pp;
-  L.layers_max_stage = (m.layers + chunks - 1) / chunks;
-  L.layers_first_stage = m.layers / chunks + (m.layers % chunks > 0 ? 1 : 0);
-  L.layers_last_stage = m.layers / chunks;
+  L.layers_first_stage = L.stage_layers.front();
+  L.layers_last_stage = L.stage_layers.back();
+  L.layers_max_stage = *std::max_element(L.stage_layers.begin(), L.stage_layers.end());
+  L.layers_max_middle = p > 2 ? *std::max_element(L.stage_layers.begin() + 1, L.stage_layers.end() - 1) : 0;
 
   L.tp = group_shape(par.tp, 1, cluster);
   L.cp = group_shape(par.cp, par.tp, cluster);
   L.dp = group_shape(par.dp, par.tp * par.cp, cluster);
+  L.dp_cp = group_shape(par.dp * par.cp, par.tp, cluster);
   L.ep = group_shape(par.ep, par.tp * par.cp, cluster);
   L.expert_dp = group_shape(par.dp / par.ep, par.tp * par.cp * par.ep, cluster);
   L.pp = group_shape(par.pp, par.tp * par.cp * par.dp, cluster);
   return L;
+}
+
+std::pair<int, int> Layout::chunk_layers(int stage, int chunk) const {
+  const int p = par.pp, v = par.vpp;
+  int start_of_stage = 0;  // non-interleaved: layers before this stage
+  for (int st = 0; st < stage; ++st) start_of_stage += stage_layers[static_cast<std::size_t>(st)];
+  if (v <= 1) return {start_of_stage, stage_layers[static_cast<std::size_t>(stage)]};
+  // Chunk sizes of one stage: n/v each, the remainder on the later chunks of the first stage and
+  // on the earlier chunks of the others (so the first stage's first chunk and the last stage's
+  // last chunk are the small ones).
+  auto size = [&](int st, int c) {
+    const int n = stage_layers[static_cast<std::size_t>(st)];
+    const int base = n / v, extra = n % v;
+    const bool big = st == 0 ? c >= v - extra : c < extra;
+    return base + (big ? 1 : 0);
+  };
+  // Model chunk j = c·p + st; the layers of all earlier model chunks come first.
+  int first = 0;
+  const int j = chunk * p + stage;
+  for (int jj = 0; jj < j; ++jj) first += size(jj % p, jj / p);
+  return {first, size(stage, chunk)};
 }
 
 }  // namespace trainsim::plan

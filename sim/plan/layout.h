@@ -6,6 +6,9 @@
 // the network, which is all the analytic cost model needs to know about placement.
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "sim/collective/analytic.h"
 #include "sim/model/transformer.h"
 #include "sim/plan/config.h"
@@ -19,7 +22,17 @@ struct Layout {
   int layers_first_stage = 0; // layers on pipeline stage 0
   int layers_last_stage = 0;  // layers on the last stage
   int layers_max_stage = 0;   // layers on the most loaded stage
+  int layers_max_middle = 0;  // layers on the most loaded of stages 1 .. pp−2 (0 when pp ≤ 2)
+  std::vector<int> stage_layers;  // layers per pipeline stage
+  /// First global layer and layer count of model chunk `chunk` on pipeline stage `stage`.
+  /// Stages hold contiguous ranges; interleaved chunks j = chunk·pp + stage follow each other.
+  /// A stage's layers split over its chunks as evenly as possible, the smaller chunk first on the
+  /// first stage (it also runs the embedding) and last on the last stage (it runs the loss).
+  std::pair<int, int> chunk_layers(int stage, int chunk) const;
   coll::GroupShape tp, cp, dp, ep, expert_dp, pp;
+  // The ranks that hold the same weights and reduce their gradients together: DP·CP (the CP ranks
+  // of a replica compute gradients of the same weights on different tokens).
+  coll::GroupShape dp_cp;
 };
 
 /// Shape of a group of `n` ranks whose members are `stride` ranks apart.

@@ -18,9 +18,12 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   }
   const double kv = m.kv_dim();
   const double f = m.ffn_hidden;
-  // Replicated in TP (Korthikanti's 10·sbh): norm inputs 2+2, QKV input 2, MLP input 2, two
-  // dropout masks 1+1. A parallel block has one norm whose output feeds both branches: 2+2+1+1.
-  const double replicated = (m.parallel_block ? 6.0 : 10.0) * sbh_tokens * h;
+  const double drop = m.dropout ? 1.0 : 0.0;  // one byte per element for each dropout mask
+  // Replicated in TP (Korthikanti's 10·sbh): norm inputs 2+2, QKV input 2, MLP input 2, and the
+  // two 1-byte dropout masks after attention and MLP. A parallel block has one norm whose output
+  // feeds both branches and one dropout after their sum: 2+2+1+1 with dropout.
+  const double replicated =
+      (m.parallel_block ? 4.0 + 2.0 * drop : 8.0 + 2.0 * drop) * sbh_tokens * h;
   // Sharded by TP (Korthikanti's 24·sbh for ffn = 4h, kv = h): Q and K (2h + 2kv), V (2kv),
   // attention output (2h), and the MLP: GeLU in + out (2f + 2f) or SwiGLU gate, up, product (6f).
   const double mlp = (m.mlp == model::MlpKind::kSwiglu ? 6.0 : 4.0) * f;
@@ -28,9 +31,15 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   double mlp_part = mlp * sbh_tokens;
   if (m.experts > 0) mlp_part *= m.top_k;  // each token's activations in its top-k experts
   double scores = 0;
-  if (!fused_attention && recompute == model::Recompute::kNone) {
-    // Softmax output 2, dropout mask 1, dropout output 2 per score: 5·a·s·(keys)·b.
-    scores = 5.0 * m.heads * sbh_tokens * m.attended_tokens();
+  if (fused_attention) {
+    // FlashAttention keeps no scores, only the fp32 log-sum-exp of every query row and head
+    // (Dao 2023, Alg. 1-2): 4 bytes × heads × s·b.
+    scores = 4.0 * m.heads * sbh_tokens;
+  } else if (recompute == model::Recompute::kNone) {
+    // Softmax output 2 per score, plus with dropout its 1-byte mask and 2-byte output:
+    // 5·a·s·(keys)·b (Korthikanti), 2·a·s·(keys)·b without dropout. The unfused kernel stores
+    // every score of the s × s matrix, whatever the mask.
+    scores = (2.0 + 3.0 * drop) * m.heads * sbh_tokens * m.seq_len;
   }
   return replicated / replicated_div + (attention_part + mlp_part + scores) / t;
 }
@@ -57,6 +66,40 @@ StageParams stage_parameters(const model::ModelConfig& m, const Layout& L, bool 
   return sp;
 }
 
+double in_flight_microbatches(const ParallelConfig& par, int microbatches, int stage) {
+  const double p = par.pp, v = par.vpp, mb = microbatches;
+  switch (par.schedule) {
+    case Schedule::kGpipe: return mb;
+    case Schedule::k1F1B: return std::min(mb, p - stage);
+    case Schedule::kInterleaved: {
+      // Megatron's interleaved warm-up runs (p − s − 1)·2 + (v − 1)·p chunk forwards before the
+      // first backward, plus the one in flight: chunk-micro-batches of 1/v of the stage's layers.
+      // Stage 0: (v·p + p − 1)/v = p·(1 + (p − 1)/(p·v)) stage-micro-batches (Korthikanti §4.2.3).
+      const double chunk_mbs = std::min(mb * v, (p - stage - 1) * 2 + (v - 1) * p + 1);
+      return chunk_mbs / v;
+    }
+  }
+  return 1;
+}
+
+RuntimeOverhead runtime_overhead(const topo::GpuSpec& gpu, const ParallelConfig& par) {
+  RuntimeOverhead o;
+  // CUDA context with lazy module loading (CUDA ≥ 11.7), about 300 MiB (PyTorch issue #107667),
+  // plus cuBLAS/cuDNN/NCCL handles and kernels loaded on first use: 512 MiB in all [D].
+  o.context_bytes = 512.0 * kMiB;
+  // cuBLASLt workspace per stream that runs GEMMs (compute, and the TP-overlap side stream):
+  // 32 MiB on Hopper, 4 MiB before (cuBLAS docs' recommendation, PyTorch's defaults).
+  const bool hopper = gpu.sms >= 132;
+  o.workspace_bytes = 2.0 * (hopper ? 32.0 : 4.0) * kMiB;
+  // NCCL: per communicator and channel one receive buffer per protocol: Simple 4 MiB, LL 512 KiB,
+  // LL128 4.69 MiB (NCCL's defaults, src/include/device.h); 16 channels, one communicator per
+  // parallel dimension in use (the pipeline's neighbours share one).
+  int comms = 0;
+  for (int d : {par.tp, par.pp, par.dp, par.cp, par.ep}) comms += d > 1 ? 1 : 0;
+  o.nccl_bytes = comms * 16.0 * (4.0 * kMiB + 512.0 * 1024 + 4915200.0);
+  return o;
+}
+
 MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
                            const TrainingConfig& train, bool fused_attention,
                            const topo::GpuSpec& gpu) {
@@ -64,54 +107,71 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
   const double weight_b = 2.0;
   const double grad_b = bytes_per_element(train.grad_reduce);
   const double opt_b = 12.0;  // fp32 master copy + two fp32 moments (Adam and LAMB alike)
-  const double dp = par.dp;
-  const double edp = static_cast<double>(par.dp) / par.ep;
+  // ZeRO / the distributed optimizer shards over DP, or DP·CP (ParallelConfig::shard_over_cp).
+  const double shard = par.dp * (par.shard_over_cp ? par.cp : 1);
+  const double eshard = shard / par.ep;
 
-  const double per_layer_act =
+  const RuntimeOverhead ro = runtime_overhead(gpu, par);
+  const double per_layer_full =
       layer_activation_bytes(m, par, train.micro_batch, train.recompute, fused_attention);
-  const double p = par.pp, v = par.vpp, mb = L.microbatches;
-  double in_flight_first = 1;
-  switch (par.schedule) {
-    case Schedule::kGpipe: in_flight_first = mb; break;
-    case Schedule::k1F1B: in_flight_first = std::min(p, mb); break;
-    case Schedule::kInterleaved: in_flight_first = std::min(mb, p * (1.0 + (p - 1.0) / (p * v))); break;
-  }
+  // Block recompute: N layers per stage keep only their input, the others everything.
+  const double per_layer_kept =
+      train.recompute == model::Recompute::kFull && train.recompute_layers > 0
+          ? layer_activation_bytes(m, par, train.micro_batch, model::Recompute::kNone,
+                                   fused_attention)
+          : per_layer_full;
   const double tokens = static_cast<double>(train.micro_batch) * m.seq_len / par.cp;
 
   MemoryUsage best;
-  for (int stage = 0; stage < (par.pp > 1 ? 2 : 1); ++stage) {
+  const int p = par.pp;
+  for (int stage = 0; stage < p; ++stage) {
     const bool first = stage == 0;
-    const bool last = par.pp == 1 || stage == 1;
-    const int layers = first ? L.layers_first_stage : L.layers_last_stage;
+    const bool last = stage == p - 1;
+    // Middle stages differ only by layers and in-flight count, which falls with the stage index:
+    // of the middle stages with the same layer count the earliest holds the most.
+    if (!first && !last) {
+      const int n = L.stage_layers[static_cast<std::size_t>(stage)];
+      bool seen = false;
+      for (int e = 1; e < stage && !seen; ++e) seen = L.stage_layers[static_cast<std::size_t>(e)] == n;
+      if (seen) continue;
+    }
+    const int layers = L.stage_layers[static_cast<std::size_t>(stage)];
     const StageParams sp = stage_parameters(m, L, first, last, layers);
-    auto shard = [&](double bytes_per_param, int from_stage) {
+    auto sharded = [&](double bytes_per_param, int from_stage) {
       if (par.zero < from_stage) return sp.total() * bytes_per_param;
-      return sp.dense * bytes_per_param / dp + sp.expert * bytes_per_param / edp;
+      return sp.dense * bytes_per_param / shard + sp.expert * bytes_per_param / eshard;
     };
     MemoryUsage u;
     u.stage = stage;
     u.capacity_bytes = gpu.hbm_bytes;
-    u.weights_bytes = shard(weight_b, 3);
+    u.weights_bytes = sharded(weight_b, 3);
     // Under ZeRO-3 the layer being computed is gathered in full: two layers' worth of buffers.
     if (par.zero >= 3 && layers > 0) u.weights_bytes += 2.0 * sp.total() / layers * weight_b;
-    u.gradients_bytes = shard(grad_b, 2);
-    u.optimizer_bytes = shard(opt_b, 1);
-    // The last stage of 1F1B holds one micro-batch; the first holds the schedule's in-flight set.
-    u.in_flight_microbatches = (last && !first) ? 1.0 : in_flight_first;
-    if (par.schedule == Schedule::kGpipe) u.in_flight_microbatches = mb;
-    u.activations_bytes = per_layer_act * layers * u.in_flight_microbatches;
-    if (first) u.activations_bytes += tokens * m.hidden * 2.0 / (par.sp ? par.tp : 1) * u.in_flight_microbatches;
+    u.gradients_bytes = sharded(grad_b, 2);
+    u.optimizer_bytes = sharded(opt_b, 1);
+    u.in_flight_microbatches = in_flight_microbatches(par, L.microbatches, stage);
+    const int recomputed =
+        train.recompute == model::Recompute::kFull && train.recompute_layers > 0
+            ? std::min(layers, train.recompute_layers)
+            : layers;
+    const double stage_act =
+        recomputed * per_layer_full + (layers - recomputed) * per_layer_kept;
+    u.activations_bytes = stage_act * u.in_flight_microbatches;
+    if (first) {
+      // Embedding output (and its dropout mask) for every in-flight micro-batch.
+      u.activations_bytes += tokens * m.hidden * (2.0 + (m.dropout ? 1.0 : 0.0)) /
+                             (par.sp ? par.tp : 1) * u.in_flight_microbatches;
+    }
     if (last) {
       // Logits in fp32 for the loss plus their 16-bit copy, vocab-parallel.
       u.activations_bytes += tokens * (static_cast<double>(m.vocab) / par.tp) * (4.0 + 2.0);
     }
-    // NCCL keeps per channel and peer 4 MiB Simple buffers both ways (NCCL_BUFFSIZE default);
-    // 16 channels per communicator, one communicator per parallel dimension in use.
-    int comms = 0;
-    for (int d : {par.tp, par.pp, par.dp, par.cp, par.ep}) comms += d > 1 ? 1 : 0;
-    u.comm_buffers_bytes = comms * 16.0 * 2.0 * 4.0 * kMiB;
-    // CUDA context and library workspaces (~1 GiB) and caching-allocator fragmentation (~5 %).
-    u.runtime_reserved_bytes = 1.0 * kGiB + 0.05 * gpu.hbm_bytes;
+    u.comm_buffers_bytes = ro.nccl_bytes;
+    // The caching allocator's fragmentation grows with what is allocated and freed every
+    // iteration (activations): 10 % of them, the lower part of what GMLake (Guo et al.,
+    // ASPLOS'24) measured for PyTorch's allocator (15 % average, highest with recompute) [D].
+    u.runtime_reserved_bytes =
+        ro.context_bytes + ro.workspace_bytes + kAllocatorFragmentation * u.activations_bytes;
     u.peak_bytes = u.weights_bytes + u.gradients_bytes + u.optimizer_bytes + u.activations_bytes +
                    u.comm_buffers_bytes + u.runtime_reserved_bytes;
     if (u.peak_bytes > best.peak_bytes) best = u;

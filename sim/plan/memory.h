@@ -29,9 +29,23 @@ struct MemoryUsage {
   double peak_bytes = 0;              // sum of the above
   double capacity_bytes = 0;          // HBM of the GPU
   double in_flight_microbatches = 0;  // on the stage with the peak
-  int stage = 0;                      // 0 = first pipeline stage, 1 = last
+  int stage = 0;                      // pipeline stage with the peak (0 = first)
   bool fits() const { return peak_bytes <= capacity_bytes; }
 };
+
+/// What the runtime holds besides the model and its activations (docs/memory.md).
+struct RuntimeOverhead {
+  double context_bytes = 0;    // CUDA context and library handles
+  double workspace_bytes = 0;  // cuBLASLt workspaces
+  double nccl_bytes = 0;       // NCCL channel buffers of every communicator
+};
+RuntimeOverhead runtime_overhead(const topo::GpuSpec& gpu, const ParallelConfig& par);
+/// Share of the activation memory the caching allocator loses to fragmentation [D].
+inline constexpr double kAllocatorFragmentation = 0.10;
+
+/// Micro-batches whose activations stage `stage` holds at its peak (warm-up of the schedule):
+/// 1F1B p − s, interleaved ((p − s − 1)·2 + (v − 1)·p + 1)/v, GPipe all; never more than exist.
+double in_flight_microbatches(const ParallelConfig& par, int microbatches, int stage);
 
 /// Activation bytes of one layer for one micro-batch on one GPU.
 double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig& par,
@@ -47,7 +61,8 @@ struct StageParams {
 StageParams stage_parameters(const model::ModelConfig& m, const Layout& L, bool first_stage,
                              bool last_stage, int stage_layers);
 
-/// Peak memory over the first and the last pipeline stage.
+/// Peak memory over the pipeline stages. Capacity is the HBM the driver exposes; the CUDA
+/// context, workspaces, NCCL buffers and allocator fragmentation are counted against it.
 MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
                            const TrainingConfig& train, bool fused_attention,
                            const topo::GpuSpec& gpu);

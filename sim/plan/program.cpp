@@ -168,21 +168,6 @@ namespace {
 
 constexpr std::uint32_t kNoTask = 0xffffffffu;
 
-// Layers of model chunk (stage, chunk): interleaved chunks hold layers/(pp·vpp) consecutive layers,
-// model chunk j = chunk·pp + stage; otherwise stages hold contiguous ranges, the first
-// `layers mod pp` stages one more (Layout::layers_first_stage).
-std::pair<int, int> chunk_layers(const Layout& L, int layers, int stage, int chunk) {
-  const int p = L.par.pp, v = L.par.vpp;
-  if (v > 1) {
-    const int per = layers / (p * v);
-    const int j = chunk * p + stage;
-    return {j * per, per};
-  }
-  const int base = layers / p, extra = layers % p;
-  const int first = stage * base + std::min(stage, extra);
-  return {first, base + (stage < extra ? 1 : 0)};
-}
-
 struct Builder {
   Builder(const ProgramSet& set, Program& program, int stage_index)
       : ps(set), P(program), L(set.layout), m(set.model), opt(set.opt), stage(stage_index) {}
@@ -407,6 +392,19 @@ struct Builder {
     blockers.push_back(c);
   }
 
+  // Block recompute (training.recompute_layers = N): only the stage's first N layers recompute.
+  bool recomputed_in_full(int layer) const {
+    const int n = ps.training.recompute_layers;
+    if (n <= 0) return true;
+    int rank = 0;
+    for (int c = 0; c < L.par.vpp; ++c) {
+      const auto [first, count] = L.chunk_layers(stage, c);
+      if (layer >= first && layer < first + count) return rank + (layer - first) < n;
+      rank += count;
+    }
+    return false;
+  }
+
   bool first_attention_core(const LayerOps& lo, std::size_t i) const {
     for (std::size_t j = 0; j < lo.ops.size(); ++j) {
       if (attention_core(P.ops[static_cast<std::size_t>(lo.ops[j])])) return j == i;
@@ -429,7 +427,8 @@ struct Builder {
   }
 
   void layer_backward(const LayerOps& lo, int mb, int chunk) {
-    const model::Recompute rc = ps.training.recompute;
+    model::Recompute rc = ps.training.recompute;
+    if (rc == model::Recompute::kFull && !recomputed_in_full(lo.layer)) rc = model::Recompute::kNone;
     if (rc == model::Recompute::kFull) {
       layer_forward(lo, Pass::kRecompute, mb, chunk);
     } else if (rc == model::Recompute::kSelective) {
@@ -632,7 +631,7 @@ void Builder::build() {
   // Ops of every layer this stage holds, and of the embedding and head.
   int lo_layer = m.layers, hi_layer = 0;
   for (int c = 0; c < v; ++c) {
-    auto [first, n] = chunk_layers(L, m.layers, stage, c);
+    auto [first, n] = L.chunk_layers(stage, c);
     lo_layer = std::min(lo_layer, first);
     hi_layer = std::max(hi_layer, first + n);
   }
@@ -649,10 +648,11 @@ void Builder::build() {
 
   const model::ParamCount pc = model::count_parameters(m);
   const double t = par.tp;
-  const double bucket_params = std::max(40e6, 1e6 * par.dp);  // Megatron-core's bucket size
+  // Megatron's DDP bucket size (plan::BucketRule).
+  const double bucket_params = dp_bucket_params(opt.dp_buckets, par.dp);
   for (int c = 0; c < v; ++c) {
     ChunkInfo ci;
-    std::tie(ci.first_layer, ci.layers) = chunk_layers(L, m.layers, stage, c);
+    std::tie(ci.first_layer, ci.layers) = L.chunk_layers(stage, c);
     const int j = c * p + stage;  // model chunk index
     ci.embedding = j == 0;
     ci.head = j == p * v - 1;
@@ -842,7 +842,8 @@ ProgramSet build_programs(const model::ModelConfig& model, const topo::ClusterSp
     b.shard.tp = par.tp;
     b.shard.cp = par.cp;
     b.shard.sp = par.sp && par.tp > 1;
-    b.shard.fused_attention = opt.efficient_operators;
+    b.shard.fused_attention = opt.fused_attention();
+    b.shard.attention_kernel = opt.attention_kernel;
     b.shard.fused_elementwise = opt.efficient_operators;
     b.build();
   }

@@ -13,14 +13,16 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// Vendor datasheets (validation/README.md): dense bf16 and fp8 peaks, HBM capacity in decimal GB,
+// Vendor datasheets (validation/README.md): dense bf16 and fp8 peaks, HBM capacity as nvidia-smi
+// reports it (MiB: 81,920 A100/A800, 81,559 H100, 143,771 H200), SMs,
 // HBM and NVLink bandwidth per direction, NVLS only on Hopper. Units are bytes and bytes/s.
 TEST(GpuPresets, MatchDatasheets) {
   const auto a100 = gpu_preset("a100-80gb");
   ASSERT_TRUE(a100.has_value());
   EXPECT_DOUBLE_EQ(a100->peak_dense_16bit_flops, 312e12);
   EXPECT_DOUBLE_EQ(a100->peak_dense_fp8_flops, 0);
-  EXPECT_DOUBLE_EQ(a100->hbm_bytes, 80e9);
+  EXPECT_DOUBLE_EQ(a100->hbm_bytes, 81920.0 * 1024 * 1024);
+  EXPECT_EQ(a100->sms, 108);
   EXPECT_DOUBLE_EQ(a100->hbm_Bps, 2.04e12);
   EXPECT_DOUBLE_EQ(a100->nvlink_Bps, 300e9);
   EXPECT_FALSE(a100->has_nvls);
@@ -28,7 +30,7 @@ TEST(GpuPresets, MatchDatasheets) {
   const auto a800 = gpu_preset("a800");
   ASSERT_TRUE(a800.has_value());
   EXPECT_DOUBLE_EQ(a800->peak_dense_16bit_flops, 312e12);
-  EXPECT_DOUBLE_EQ(a800->hbm_bytes, 80e9);
+  EXPECT_DOUBLE_EQ(a800->hbm_bytes, 81920.0 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(a800->hbm_Bps, 2.04e12);
   EXPECT_DOUBLE_EQ(a800->nvlink_Bps, 200e9);
 
@@ -36,7 +38,8 @@ TEST(GpuPresets, MatchDatasheets) {
   ASSERT_TRUE(h100.has_value());
   EXPECT_DOUBLE_EQ(h100->peak_dense_16bit_flops, 989e12);
   EXPECT_DOUBLE_EQ(h100->peak_dense_fp8_flops, 1979e12);
-  EXPECT_DOUBLE_EQ(h100->hbm_bytes, 80e9);
+  EXPECT_DOUBLE_EQ(h100->hbm_bytes, 81559.0 * 1024 * 1024);
+  EXPECT_EQ(h100->sms, 132);
   EXPECT_DOUBLE_EQ(h100->hbm_Bps, 3.35e12);
   EXPECT_DOUBLE_EQ(h100->nvlink_Bps, 450e9);
   EXPECT_TRUE(h100->has_nvls);
@@ -45,7 +48,7 @@ TEST(GpuPresets, MatchDatasheets) {
   ASSERT_TRUE(h200.has_value());
   EXPECT_DOUBLE_EQ(h200->peak_dense_16bit_flops, 989e12);
   EXPECT_DOUBLE_EQ(h200->peak_dense_fp8_flops, 1979e12);
-  EXPECT_DOUBLE_EQ(h200->hbm_bytes, 141e9);
+  EXPECT_DOUBLE_EQ(h200->hbm_bytes, 143771.0 * 1024 * 1024);
   EXPECT_DOUBLE_EQ(h200->hbm_Bps, 4.8e12);
   EXPECT_DOUBLE_EQ(h200->nvlink_Bps, 450e9);
   EXPECT_TRUE(h200->has_nvls);

@@ -99,11 +99,97 @@ TEST(Memory, KorthikantiActivationFormulas) {
                    s * b * h / 4 * (34 + 5 * a * s / h));
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kSelective, false),
                    34 * s * b * h / 4);
-  // FlashAttention keeps no s² scores: same as selective.
+  // FlashAttention keeps no s² scores, only the fp32 log-sum-exp per query and head: 4·a·s·b.
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kNone, true),
-                   34 * s * b * h / 4);
+                   34 * s * b * h / 4 + 4 * a * s * b / 4);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kFull, false),
                    2 * s * b * h / 4);
+}
+
+// Without dropout (Llama) the two 1-byte masks (2·sbh) and the attention-dropout mask and output
+// (3·a·s²·b) are not stored: 32·sbh + 2·a·s²·b without parallelism (Korthikanti's inventory).
+TEST(Memory, DropoutOffDropsItsMasks) {
+  model::ModelConfig m = gpt(4, 1024, 16, 1000, 512);
+  m.dropout = false;
+  const double s = 512, b = 2, h = 1024, a = 16;
+  ParallelConfig p;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kNone, false),
+                   32 * s * b * h + 2 * a * s * s * b);
+  p.tp = 4;
+  p.sp = true;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kSelective, false),
+                   32 * s * b * h / 4);
+}
+
+// Stage layers: an even split puts the layers that do not divide on the middle stages, not on
+// the first (it holds the most in-flight activations); explicit end counts (Llama 3 405B: 126
+// layers on 16 stages, 7 on each end, 8 on the 14 others) are honoured.
+TEST(Layout, StageLayers) {
+  ParallelConfig p;
+  p.pp = 4;
+  p.dp = 1;
+  TrainingConfig t;
+  t.global_batch = 8;
+  Layout L = make_layout(gpt(18, 1024, 16), cluster(4), p, t);
+  EXPECT_EQ(L.stage_layers, (std::vector<int>{4, 5, 5, 4}));
+  EXPECT_EQ(L.chunk_layers(2, 0), (std::pair<int, int>{9, 5}));
+  p.pp = 16;
+  p.first_stage_layers = 7;
+  p.last_stage_layers = 7;
+  t.global_batch = 32;
+  L = make_layout(gpt(126, 1024, 16), cluster(16), p, t);
+  EXPECT_EQ(L.stage_layers.front(), 7);
+  EXPECT_EQ(L.stage_layers.back(), 7);
+  for (int st = 1; st < 15; ++st) EXPECT_EQ(L.stage_layers[static_cast<std::size_t>(st)], 8);
+  EXPECT_EQ(L.chunk_layers(15, 0), (std::pair<int, int>{119, 7}));
+  // Interleaved, 2 chunks: the first stage's small chunk comes first, the last stage's last.
+  p.vpp = 2;
+  p.schedule = Schedule::kInterleaved;
+  L = make_layout(gpt(126, 1024, 16), cluster(16), p, t);
+  EXPECT_EQ(L.chunk_layers(0, 0), (std::pair<int, int>{0, 3}));
+  EXPECT_EQ(L.chunk_layers(1, 0), (std::pair<int, int>{3, 4}));
+  EXPECT_EQ(L.chunk_layers(0, 1), (std::pair<int, int>{59, 4}));
+  EXPECT_EQ(L.chunk_layers(15, 1), (std::pair<int, int>{123, 3}));
+  p.first_stage_layers = 100;
+  try {
+    make_layout(gpt(126, 1024, 16), cluster(16), p, t);
+    FAIL() << "100 + 7 of 126 layers on the ends leave too few for 14 stages";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "parallel.first_stage_layers");
+    EXPECT_NE(e.message().find("leave 19 of 126 layers for 14 other stages"), std::string::npos)
+        << e.message();
+  }
+}
+
+// In-flight micro-batches per stage: 1F1B p − s; interleaved ((p − s − 1)·2 + (v − 1)·p + 1)/v.
+TEST(Memory, InFlightPerStage) {
+  ParallelConfig p;
+  p.pp = 8;
+  EXPECT_DOUBLE_EQ(in_flight_microbatches(p, 64, 0), 8);
+  EXPECT_DOUBLE_EQ(in_flight_microbatches(p, 64, 5), 3);
+  EXPECT_DOUBLE_EQ(in_flight_microbatches(p, 2, 0), 2);
+  p.schedule = Schedule::kInterleaved;
+  p.vpp = 4;
+  EXPECT_DOUBLE_EQ(in_flight_microbatches(p, 64, 0), (7 * 2 + 3 * 8 + 1) / 4.0);
+  EXPECT_DOUBLE_EQ(in_flight_microbatches(p, 64, 7), (0 + 3 * 8 + 1) / 4.0);
+}
+
+// Usable memory: the runtime's share is stated (context 512 MiB, cuBLASLt 2 × 4 MiB before
+// Hopper, NCCL 16 channels × (4 MiB + 512 KiB + 4,915,200 B) per communicator) and allocator
+// fragmentation is 10 % of the activations.
+TEST(Memory, RuntimeOverheadByHand) {
+  topo::GpuSpec gpu;
+  gpu.sms = 108;
+  ParallelConfig p;
+  p.tp = 8;
+  p.pp = 2;
+  p.dp = 4;
+  const RuntimeOverhead o = runtime_overhead(gpu, p);
+  EXPECT_DOUBLE_EQ(o.context_bytes, 512.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(o.workspace_bytes, 8.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(o.nccl_bytes, 3 * 16 * (4.0 * 1024 * 1024 + 512 * 1024 + 4915200.0));
+  gpu.sms = 132;
+  EXPECT_DOUBLE_EQ(runtime_overhead(gpu, p).workspace_bytes, 64.0 * 1024 * 1024);
 }
 
 // Model states: 2 B weights, 4 B fp32 gradients, 12 B optimizer; ZeRO shards them over DP.
@@ -122,6 +208,10 @@ TEST(Memory, ZeroStagesShardModelStates) {
     const Layout L = make_layout(m, cluster(8), p, t);
     const MemoryUsage u = memory_per_gpu(m, L, t, false, gpu);
     EXPECT_DOUBLE_EQ(u.optimizer_bytes, zero >= 1 ? 12 * P / 8 : 12 * P) << zero;
+    EXPECT_DOUBLE_EQ(u.runtime_reserved_bytes,
+                     runtime_overhead(gpu, p).context_bytes +
+                         runtime_overhead(gpu, p).workspace_bytes +
+                         kAllocatorFragmentation * u.activations_bytes);
     EXPECT_DOUBLE_EQ(u.gradients_bytes, zero >= 2 ? 4 * P / 8 : 4 * P) << zero;
     const double layer_buffers = zero >= 3 ? 2.0 * P / 4 * 2 : 0.0;
     EXPECT_DOUBLE_EQ(u.weights_bytes, (zero >= 3 ? 2 * P / 8 : 2 * P) + layer_buffers) << zero;
@@ -152,6 +242,46 @@ TEST(Memory, PipelineInFlightMicrobatches) {
   p.vpp = 1;
   EXPECT_DOUBLE_EQ(memory_per_gpu(m, make_layout(m, cluster(4), p, t), t, false, gpu)
                        .in_flight_microbatches, 32);
+}
+
+}  // namespace
+}  // namespace trainsim::plan
+
+namespace trainsim::plan {
+namespace {
+
+// Published per-GPU model-state memory (ZeRO, Rajbhandari et al. SC'20, Figure 1): a 7.5 B-
+// parameter model with fp16 weights and gradients and Adam's fp32 states (K = 12) on 64 DP GPUs
+// needs 120 GB without ZeRO, 31.4 GB with optimizer-state sharding, 16.6 GB adding gradients and
+// 1.9 GB adding parameters. Megatron's distributed-optimizer table (bf16 weights, fp32 gradients):
+// 18 bytes per parameter, 6 + 12/d with the distributed optimizer.
+TEST(Memory, PublishedModelStateFigures) {
+  model::ModelConfig m = gpt(1, 1024, 16, 1000, 512);
+  TrainingConfig t;
+  t.global_batch = 64;
+  t.recompute = model::Recompute::kFull;
+  t.grad_reduce = Precision::kBf16;
+  ParallelConfig p;
+  p.dp = 64;
+  topo::GpuSpec gpu;
+  gpu.hbm_bytes = 80e9;
+  const double P = model::count_parameters(m).total;
+  const double gb_per_7_5b = 7.5e9 / P / 1e9;  // scale this model's bytes to 7.5 B parameters
+  const double expected[] = {120, 31.4, 16.6, 1.9};
+  for (int zero = 0; zero <= 3; ++zero) {
+    p.zero = zero;
+    const MemoryUsage u = memory_per_gpu(m, make_layout(m, cluster(64), p, t), t, false, gpu);
+    double states = u.weights_bytes + u.gradients_bytes + u.optimizer_bytes;
+    if (zero == 3) states -= 2.0 * P * 2;  // the gathered-layer buffers are not model states
+    EXPECT_NEAR(states * gb_per_7_5b, expected[zero], 0.06) << "ZeRO " << zero;
+  }
+  t.grad_reduce = Precision::kFp32;
+  for (int zero : {0, 1}) {
+    p.zero = zero;
+    const MemoryUsage u = memory_per_gpu(m, make_layout(m, cluster(64), p, t), t, false, gpu);
+    EXPECT_DOUBLE_EQ((u.weights_bytes + u.gradients_bytes + u.optimizer_bytes) / P,
+                     zero == 0 ? 18.0 : 6.0 + 12.0 / 64);
+  }
 }
 
 }  // namespace

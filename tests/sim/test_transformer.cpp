@@ -79,16 +79,45 @@ TEST(Transformer, LlamaStyleCounts) {
   EXPECT_NEAR(count_parameters(m).total / 1e9, 8.03, 0.005);
 }
 
-// Sliding-window attention: each query attends `window` keys, so the attention FLOPs scale by
-// window/s while the GEMM FLOPs stay.
-TEST(Transformer, SlidingWindowScalesAttention) {
+// Megatron's accounting counts the full s×s attention whatever the window (MegaScale's MFU of
+// its sliding-window runs uses the same count); the causal convention counts the keys the mask
+// keeps: query t attends min(t + 1, w) keys, mean (s + 1)/2 without a window.
+TEST(Transformer, FlopConventionsAndTheWindow) {
   ModelConfig full = gpt(4, 1024, 16, 32000, 4096);
   ModelConfig swa = full;
   swa.attention_window = 1024;
-  EXPECT_DOUBLE_EQ(forward_flops_per_token(swa).attention * 4,
-                   forward_flops_per_token(full).attention);
+  EXPECT_DOUBLE_EQ(forward_flops_per_token(swa).attention, forward_flops_per_token(full).attention);
   EXPECT_DOUBLE_EQ(forward_flops_per_token(swa).dense_gemm,
                    forward_flops_per_token(full).dense_gemm);
+  const ForwardFlops f = forward_flops_per_token(full);
+  const double s = 4096, w = 1024;
+  EXPECT_NEAR(flops_per_token(full, FlopsConvention::kCausal, Recompute::kNone),
+              3 * (f.dense_gemm + f.logits + f.attention * (s + 1) / 2 / s), 1e-3);
+  const double mean_keys = w - w * (w - 1) / (2 * s);  // Σ_t min(t+1, w) / s
+  EXPECT_NEAR(flops_per_token(swa, FlopsConvention::kCausal, Recompute::kNone),
+              3 * (f.dense_gemm + f.logits + f.attention * mean_keys / s), 1e-3);
+  EXPECT_DOUBLE_EQ(flops_per_token(full, FlopsConvention::kMegatron, Recompute::kFull),
+                   model_flops_per_token(full));
+  EXPECT_DOUBLE_EQ(flops_per_token(full, FlopsConvention::kMegatronRecompute, Recompute::kFull),
+                   hardware_flops_per_token(full, Recompute::kFull));
+  // 6N: 6 × the parameters a token multiplies by (no embedding lookup; untied output counted).
+  const ParamCount p = count_parameters(full);
+  EXPECT_DOUBLE_EQ(flops_per_token(full, FlopsConvention::k6N, Recompute::kNone),
+                   6 * (p.active - p.embedding + 32000.0 * 1024));
+}
+
+// Keys a causal attention kernel computes per query, by hand for s = 4096 and 128-token tiles
+// (n = 32 query blocks): unfused 4096 (every score); fused, query block i computes i + 1 key
+// blocks: Σ(i+1) = 528 blocks, ·128/32 = 2112 keys (= (s + 128)/2); with a 1024-token window
+// (8 blocks) block i computes min(i, 8) + 1: Σ = 36 + 24·9 = 252 blocks → 1008 keys.
+TEST(Transformer, FusedKernelsSkipMaskedTiles) {
+  ModelConfig m = gpt(4, 1024, 16, 32000, 4096);
+  EXPECT_DOUBLE_EQ(executed_keys_per_query(m, AttentionKernel::kUnfused), 4096);
+  EXPECT_DOUBLE_EQ(executed_keys_per_query(m, AttentionKernel::kFlash2), 2112);
+  m.attention_window = 1024;
+  EXPECT_DOUBLE_EQ(executed_keys_per_query(m, AttentionKernel::kCudnn), 1008);
+  // The unfused path computes every score whatever the window.
+  EXPECT_DOUBLE_EQ(executed_keys_per_query(m, AttentionKernel::kUnfused), 4096);
 }
 
 // MoE: all experts count as parameters, only top_k as active; FLOPs follow the active ones.

@@ -1,0 +1,151 @@
+#include "scenarios/frameworks.h"
+
+namespace trainsim::scen {
+namespace {
+
+// Levers every preset states explicitly, so that no lever keeps the schema's default by accident.
+std::map<std::string, std::string> levers(std::initializer_list<const char*> on) {
+  std::map<std::string, std::string> v;
+  for (const char* k :
+       {"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline",
+        "lamb", "sliding_window", "parallel_block", "fast_comm_init"}) {
+    v[std::string("optimizations.") + k] = "false";
+  }
+  for (const char* k : on) v[std::string("optimizations.") + k] = "true";
+  return v;
+}
+
+std::map<std::string, std::string> with(std::map<std::string, std::string> base,
+                                        std::initializer_list<std::pair<const char*, const char*>> more) {
+  for (const auto& [k, v] : more) base[k] = v;
+  return base;
+}
+
+}  // namespace
+
+// Dates and capabilities from the Megatron-LM history (feature commits and release tags), the
+// NeMo and TorchTitan documentation, and the papers; docs/presets.md lists each with its source.
+const std::vector<FrameworkPreset>& framework_presets() {
+  static const std::vector<FrameworkPreset> kPresets = {
+      {"none", "No framework capabilities: every lever off", "", "",
+       levers({}), "flash2"},
+      {"megatron-lm-2021", "Megatron-LM v2.5 (SC21)", "2021-08",
+       "Narayanan et al. SC21 §3-§5; Megatron-LM tag v2.5 (2021-08-10): interleaved 1F1B merged "
+       "2021-02; no sequence parallelism (2022-05), no distributed optimizer (2022-06), fused "
+       "softmax/bias-GeLU/bias-dropout-add kernels, full activation recompute in the paper's runs",
+       with(levers({}), {{"parallel.sp", "false"},
+                         {"parallel.zero", "0"},
+                         {"training.recompute", "full"},
+                         {"training.grad_reduce_dtype", "fp32"},
+                         {"framework.shard_group", "dp"},
+                         {"framework.dp_buckets", "fixed-40m"},
+                         {"framework.tp_overlap_method", "bulk"}}),
+       "flash2"},
+      {"megatron-lm-2023", "Megatron-LM of January 2023 (commit 285068c8, MegaScale's baseline)",
+       "2023-01",
+       "Megatron-LM: sequence parallelism and selective recompute merged 2022-05-20, distributed "
+       "optimizer over DP merged 2022-06-08, FlashAttention merged 2023-01-11 (commit 285068c8, "
+       "the commit MegaScale §6.1 builds on) but off by default; grad-reduce overlap (2023-09), "
+       "TP overlap (2023-10) and param-gather overlap (2023-11) not yet",
+       with(levers({}), {{"parallel.sp", "true"},
+                         {"parallel.zero", "1"},
+                         {"training.recompute", "selective"},
+                         {"training.grad_reduce_dtype", "fp32"},
+                         {"framework.shard_group", "dp"},
+                         {"framework.dp_buckets", "fixed-40m"},
+                         {"framework.tp_overlap_method", "bulk"}}),
+       "flash2"},
+      {"megatron-core-2023", "Megatron-Core 0.4 (December 2023) with its overlaps on", "2023-12",
+       "Megatron-LM tag core_v0.4.0 (2023-12-11): --overlap-grad-reduce (2023-09), "
+       "--tp-comm-overlap with Transformer Engine userbuffers (2023-10), --overlap-param-gather "
+       "(2023-11), context parallelism and the distributed optimizer over DP·CP (2023-10), TE "
+       "fused attention (cuDNN); DDP buckets of 40 M parameters",
+       with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators"}),
+            {{"parallel.sp", "true"},
+             {"parallel.zero", "1"},
+             {"training.recompute", "selective"},
+             {"training.grad_reduce_dtype", "fp32"},
+             {"framework.shard_group", "dp_cp"},
+             {"framework.dp_buckets", "fixed-40m"},
+             {"framework.tp_overlap_method", "decomposed"}}),
+       "cudnn"},
+      {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
+       "NeMo Megatron GPT recipes (DGX Cloud GPT-3 175B): TP/PP/DP overlap on, TE fused "
+       "attention (cuDNN), distributed optimizer over DP·CP; Megatron-Core 0.7 (2024-05): DDP "
+       "buckets of max(40 M, 1 M·DP) parameters; asynchronous data loading",
+       with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
+                    "async_data_pipeline"}),
+            {{"parallel.sp", "true"},
+             {"parallel.zero", "1"},
+             {"training.recompute", "selective"},
+             {"training.grad_reduce_dtype", "fp32"},
+             {"framework.shard_group", "dp_cp"},
+             {"framework.dp_buckets", "scaled"},
+             {"framework.tp_overlap_method", "decomposed"}}),
+       "cudnn"},
+      {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
+       "Jiang et al., NSDI'24 §3: Megatron-LM of 2023-01 plus the parallel transformer block, "
+       "sliding-window attention, TP overlap by decomposed GEMMs, PP send/recv overlap, DP "
+       "all-gather prefetch and reduce-scatter overlap, FlashAttention-2 and fused operators, "
+       "asynchronous data pipeline, LAMB, fast communicator initialization",
+       with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
+                    "async_data_pipeline", "lamb", "parallel_block", "fast_comm_init"}),
+            {{"parallel.sp", "true"},
+             {"parallel.zero", "1"},
+             {"training.recompute", "selective"},
+             {"training.grad_reduce_dtype", "fp32"},
+             {"framework.shard_group", "dp"},
+             {"framework.dp_buckets", "fixed-40m"},
+             {"framework.tp_overlap_method", "decomposed"}}),
+       "flash2"},
+      {"deepspeed-2023", "DeepSpeed ZeRO (2023)", "2023-01",
+       "DeepSpeed ZeRO stage 1 with overlap_comm (gradient reduction overlapped with backward), "
+       "activation checkpointing of every layer, no sequence parallelism",
+       with(levers({"dp_overlap"}), {{"parallel.sp", "false"},
+                                     {"parallel.zero", "1"},
+                                     {"training.recompute", "full"},
+                                     {"training.grad_reduce_dtype", "fp32"},
+                                     {"framework.shard_group", "dp"},
+                                     {"framework.dp_buckets", "fixed-40m"},
+                                     {"framework.tp_overlap_method", "bulk"}}),
+       "flash2"},
+      {"torchtitan-2024", "TorchTitan (FSDP2 + TP + PP), as Llama 3 trained", "2024-10",
+       "Liang et al. 2024 (TorchTitan); Dubey et al. 2024 (Llama 3) §3.3.2: FSDP shards optimizer "
+       "state and gradients but does not reshard parameters after forward (ZeRO-2-like), "
+       "gradients reduce-scattered in fp32, asynchronous P2P, no activation recompute at 8K "
+       "sequences; PyTorch SDPA's FlashAttention-2 kernel",
+       with(levers({"pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline"}),
+            {{"parallel.sp", "true"},
+             {"parallel.zero", "2"},
+             {"training.recompute", "none"},
+             {"training.grad_reduce_dtype", "fp32"},
+             {"framework.shard_group", "dp_cp"},
+             {"framework.dp_buckets", "scaled"},
+             {"framework.tp_overlap_method", "decomposed"}}),
+       "flash2"},
+  };
+  return kPresets;
+}
+
+const FrameworkPreset* find_framework(std::string_view name) {
+  for (const FrameworkPreset& p : framework_presets()) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> framework_names() {
+  std::vector<std::string> out;
+  for (const FrameworkPreset& p : framework_presets()) out.push_back(p.name);
+  return out;
+}
+
+std::string framework_for_system(std::string_view system) {
+  if (system == "megatron") return "megatron-lm-2023";
+  if (system == "megascale") return "megascale-2024";
+  if (system == "nemo") return "nemo-2024";
+  if (system == "deepspeed") return "deepspeed-2023";
+  return "none";
+}
+
+}  // namespace trainsim::scen

@@ -1,0 +1,19 @@
+// The least activation recompute that fits in memory (training.recompute: auto, and blank
+// `recompute` cells of published-runs.csv).
+#pragma once
+
+#include <string>
+
+#include "sim/exec/analytic.h"
+
+namespace trainsim::scen {
+
+/// Tries, in order of added compute, none, selective (only when the attention kernel stores
+/// scores: a fused kernel stores none, so selective saves nothing), full recompute of 1, 2, ...
+/// layers per pipeline stage (Megatron's block method), and full recompute of every layer, and
+/// returns `cfg` with the first that fits. `chosen` receives "none", "selective", "full" or
+/// "full (N layers per stage)". Throws trainsim::Error(kInfeasible) with the shortfall of full
+/// recompute when nothing fits.
+exec::RunConfig choose_recompute(exec::RunConfig cfg, std::string* chosen = nullptr);
+
+}  // namespace trainsim::scen

@@ -1,0 +1,158 @@
+// Framework presets (scenarios/frameworks.h): dated capability sets, their aliases, what they set
+// and that keys a scenario gives win; the least-recompute search; the Llama 3 405B run fits.
+#include "scenarios/frameworks.h"
+
+#include <gtest/gtest.h>
+
+#include "scenarios/recompute_search.h"
+#include "scenarios/run_config.h"
+#include "scenarios/scenario.h"
+#include "sim/plan/memory.h"
+
+namespace trainsim::scen {
+namespace {
+
+TEST(Frameworks, SystemNamesAreAliases) {
+  EXPECT_EQ(framework_for_system("megatron"), "megatron-lm-2023");
+  EXPECT_EQ(framework_for_system("megascale"), "megascale-2024");
+  EXPECT_EQ(framework_for_system("nemo"), "nemo-2024");
+  EXPECT_EQ(framework_for_system("deepspeed"), "deepspeed-2023");
+  EXPECT_EQ(framework_for_system("none"), "none");
+  for (const char* s : {"megatron", "megascale", "nemo", "deepspeed", "none"}) {
+    EXPECT_NE(find_framework(framework_for_system(s)), nullptr) << s;
+  }
+}
+
+// Megatron-LM of 2021 had neither SP nor the distributed optimizer; that of 2023 had both but no
+// overlap; Megatron-Core shards over DP·CP with TE's cuDNN attention.
+TEST(Frameworks, CapabilitiesFollowTheVersion) {
+  const Scenario sc21 = load_scenario_string("", "t", {"framework.preset=megatron-lm-2021"});
+  EXPECT_FALSE(sc21.parallel.sp);
+  EXPECT_EQ(sc21.parallel.zero, 0);
+  EXPECT_EQ(sc21.training.recompute, model::Recompute::kFull);
+  EXPECT_FALSE(sc21.opt.tp_overlap);
+  EXPECT_EQ(sc21.opt.attention_kernel, model::AttentionKernel::kUnfused);
+
+  const Scenario meg = load_scenario_string("", "t", {"optimizations.system=megatron"});
+  EXPECT_EQ(meg.framework, "megatron-lm-2023");
+  EXPECT_TRUE(meg.parallel.sp);
+  EXPECT_EQ(meg.parallel.zero, 1);
+  EXPECT_FALSE(meg.parallel.shard_over_cp);
+  EXPECT_FALSE(meg.opt.dp_overlap);
+  EXPECT_EQ(meg.opt.dp_buckets, plan::BucketRule::kFixed40M);
+
+  const Scenario core = load_scenario_string("", "t", {"framework.preset=megatron-core-2023"});
+  EXPECT_TRUE(core.parallel.shard_over_cp);
+  EXPECT_TRUE(core.opt.tp_overlap);
+  EXPECT_TRUE(core.opt.tp_overlap_decomposed);
+  EXPECT_EQ(core.opt.attention_kernel, model::AttentionKernel::kCudnn);
+
+  const Scenario titan = load_scenario_string("", "t", {"framework.preset=torchtitan-2024"});
+  EXPECT_EQ(titan.parallel.zero, 2);
+  EXPECT_EQ(titan.training.recompute, model::Recompute::kNone);
+  EXPECT_EQ(titan.opt.attention_kernel, model::AttentionKernel::kFlash2);
+}
+
+// Keys the scenario gives win over the preset; the attention kernel follows efficient operators
+// unless it is given.
+TEST(Frameworks, GivenKeysWin) {
+  const Scenario s = load_scenario_string(
+      "", "t",
+      {"framework.preset=nemo-2024", "parallel.zero=0", "optimizations.efficient_operators=false"});
+  EXPECT_EQ(s.parallel.zero, 0);
+  EXPECT_EQ(s.opt.attention_kernel, model::AttentionKernel::kUnfused);
+  EXPECT_EQ(s.origin.at("parallel.sp"), "framework nemo-2024");
+  const Scenario k = load_scenario_string(
+      "", "t", {"optimizations.system=megatron", "framework.attention_kernel=flash3"});
+  EXPECT_EQ(k.opt.attention_kernel, model::AttentionKernel::kFlash3);
+  const Scenario e = load_scenario_string(
+      "", "t", {"optimizations.system=megatron", "optimizations.efficient_operators=true"});
+  EXPECT_EQ(e.opt.attention_kernel, model::AttentionKernel::kFlash2);
+}
+
+// Llama 3 405B (Dubey et al. 2024, Table 4 and §3.3.2): TP 8, PP 16, 8K sequences on 80 GB
+// H100s, one layer fewer on the first and last stage, FSDP as ZeRO-2, trained without
+// activation recompute. The least recompute that fits is none.
+TEST(Frameworks, Llama3_405bFitsWithoutRecompute) {
+  const Scenario s = load_scenario_string(
+      "", "t",
+      {"model.preset=llama3-405b", "cluster.preset=meta-h100-roce", "cluster.gpus=8192",
+       "parallel.tp=8", "parallel.pp=16", "parallel.vpp=1", "parallel.first_stage_layers=7",
+       "parallel.last_stage_layers=7", "training.global_batch=2048", "training.recompute=auto",
+       "framework.preset=torchtitan-2024"});
+  exec::RunConfig cfg = make_run_config(s);
+  std::string chosen;
+  cfg = choose_recompute(cfg, &chosen);
+  EXPECT_EQ(chosen, "none");
+  const plan::Layout L = plan::make_layout(cfg.model, cfg.cluster, cfg.parallel, cfg.training);
+  const plan::MemoryUsage u =
+      plan::memory_per_gpu(cfg.model, L, cfg.training, cfg.opt.fused_attention(), cfg.cluster.gpu);
+  EXPECT_TRUE(u.fits()) << u.peak_bytes / (1 << 30) << " GiB";
+  // The same run on the SC21 software (no SP, no sharding, unfused attention) needs recompute.
+  const Scenario old = load_scenario_string(
+      "", "t",
+      {"model.preset=llama3-405b", "cluster.preset=meta-h100-roce", "cluster.gpus=8192",
+       "parallel.tp=8", "parallel.pp=16", "parallel.vpp=1", "training.global_batch=2048",
+       "training.recompute=auto", "framework.preset=megatron-lm-2021"});
+  std::string old_choice;
+  choose_recompute(make_run_config(old), &old_choice);
+  EXPECT_NE(old_choice, "none");
+}
+
+}  // namespace
+}  // namespace trainsim::scen
+
+namespace trainsim::scen {
+namespace {
+
+// MegaScale's ablation (Jiang et al., NSDI'24 Table 3: 175B, 256 GPUs, batch 256), lever by lever
+// in the paper's order from scenarios/examples/megascale-175b-256-ablation.yaml. The paper's MFU
+// rises at every step (47.7 → 65.3 %); no lever may lower the simulated MFU, at analytic and at
+// schedule fidelity.
+const std::vector<std::vector<std::string>>& ablation_steps() {
+  static const std::vector<std::vector<std::string>> kSteps = {
+      {},
+      {"optimizations.parallel_block=true"},
+      {"optimizations.sliding_window=true"},
+      {"optimizations.tp_overlap=true"},
+      {"optimizations.pp_overlap=true"},
+      {"optimizations.dp_overlap=true"},
+      {"optimizations.efficient_operators=true"},
+      {"optimizations.async_data_pipeline=true"},
+      {"optimizations.lamb=true", "training.global_batch=768"},
+  };
+  return kSteps;
+}
+
+double ablation_mfu(std::size_t upto, const std::string& fidelity) {
+  std::vector<std::string> sets = {"simulation.fidelity=" + fidelity};
+  for (std::size_t i = 0; i <= upto; ++i) {
+    for (const std::string& s : ablation_steps()[i]) sets.push_back(s);
+  }
+  const Scenario s = load_scenario_file(
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/examples/megascale-175b-256-ablation.yaml",
+      sets);
+  return run_scenario(s, make_run_config(s)).mfu;
+}
+
+class AblationLever : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(AblationLever, NeverLowersMfu) {
+  const std::size_t step = GetParam();
+  for (const char* fidelity : {"analytic", "schedule"}) {
+    const double before = ablation_mfu(step - 1, fidelity);
+    const double after = ablation_mfu(step, fidelity);
+    EXPECT_GE(after, before - 1e-9) << ablation_steps()[step].front() << " at " << fidelity;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MegaScaleTable3, AblationLever, ::testing::Range<std::size_t>(1, 9),
+                         [](const ::testing::TestParamInfo<std::size_t>& info) {
+                           std::string name = ablation_steps()[info.param].front();
+                           name = name.substr(name.find('.') + 1);
+                           name = name.substr(0, name.find('='));
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace trainsim::scen
