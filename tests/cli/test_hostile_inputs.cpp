@@ -369,7 +369,7 @@ TEST(HostileInputs, DISABLED_CsvIterSecondsZeroIsRefused) {
 }
 
 TEST(HostileInputs, FabricGbpsBeyondPhysicalIsRefused) {
-  const std::string path = write_file("fast.dot", leafspine_dot("1e308"));
+  const std::string path = write_file("fast.dot", leafspine_dot("\"1e308\""));
   const CliRun r = trainsim("topo --topology-file " + path);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has(r.err, "`gbps`")) << r.err;
@@ -433,7 +433,8 @@ TEST(HostileInputs, NcclTestsFitErrorsNameTheFile) {
                            "#wrong\n  1048576 262144 float sum -1 30.1 1 1 0 30.0 1 1 0\n";
   const std::string path = write_file("one_size.txt", text);
   const CliRun r =
-      trainsim("calibrate import-nccl-tests " + path + " --out " + temp_path("one.json"));
+      trainsim("calibrate import-nccl-tests " + path + " --gpu h100-sxm --out " +
+               temp_path("one.json"));
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has(r.err, path + ": need times at two or more sizes")) << r.err;
 }
