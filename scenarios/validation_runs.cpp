@@ -12,6 +12,8 @@
 #include "scenarios/scenario.h"
 #include "scenarios/schema.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 #include "sim/core/units.h"
 #include "sim/model/transformer.h"
 #include "calibrate/profile.h"
@@ -108,11 +110,8 @@ bool apply_profile_override(calib::Profile& p, const std::string& field, double 
 
 std::vector<ValidationRow> validate_runs(const std::string& csv_path, const std::string& fidelity,
                                          const ValidationOptions& options) {
-  std::ifstream in(csv_path);
-  if (!in) throw_input("cannot open the runs file", {csv_path, 0, ""});
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return validate_runs_text(ss.str(), csv_path, fidelity, options);
+  return validate_runs_text(read_input_file(csv_path, "runs file", limits::kMaxCsvBytes), csv_path,
+                            fidelity, options);
 }
 
 std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const std::string& file,

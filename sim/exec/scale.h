@@ -27,9 +27,10 @@
 namespace trainsim::exec {
 
 struct ScaleConfig {
-  // Standard deviation of persistent per-GPU speed; 0 switches the mechanism off.
-  double gpu_speed_sigma = 0.01;
-  bool global_sync = true;
+  // Standard deviation of persistent per-GPU speed; 0 switches the mechanism off. The library
+  // default is off (closed-form tests); the scenario keys scale.* default to on.
+  double gpu_speed_sigma = 0;
+  bool global_sync = false;
 };
 
 /// E[max of n independent standard normal draws] (Blom 1958); 0 for n ≤ 1.

@@ -51,7 +51,8 @@ TEST(Cli, RunJsonHasTheDesignKeys) {
   }
   const auto& b = j["breakdown"];
   double sum = b["compute_s"].get<double>() + b["pipeline_bubble_s"].get<double>() +
-               b["optimizer_s"].get<double>() + b["data_loading_s"].get<double>();
+               b["optimizer_s"].get<double>() + b["data_loading_s"].get<double>() +
+               b["gpu_variation_s"].get<double>() + b["global_sync_s"].get<double>();
   for (const char* d : {"tp", "cp", "ep", "pp", "dp"}) sum += b["exposed_comm_s"][d].get<double>();
   EXPECT_NEAR(sum, j["iteration_time_s"].get<double>(), 1e-9);
   EXPECT_EQ(j["config"]["parallel.dp"], "192");
@@ -126,7 +127,7 @@ TEST(Cli, ConfigThatDoesNotFitIsInfeasible) {
                          " --set parallel.pp=1 --set parallel.vpp=1");
   EXPECT_EQ(r.code, 3);
   EXPECT_TRUE(has(r.err, "does not fit in memory: needs")) << r.err;
-  EXPECT_TRUE(has(r.err, "GiB of 74.5 GiB per GPU")) << r.err;
+  EXPECT_TRUE(has(r.err, "GiB of 80.0 GiB per GPU")) << r.err;
 }
 
 TEST(Cli, UsageErrors) {
@@ -169,7 +170,7 @@ TEST(Cli, ValidatePublishedRuns) {
   const CliRun j = trainsim("validate scenarios/validation/published-runs.csv --format json");
   ASSERT_EQ(j.code, 0) << j.err;
   const auto doc = nlohmann::json::parse(j.out);
-  ASSERT_EQ(doc["rows"].size(), 21u);
+  ASSERT_EQ(doc["rows"].size(), 31u);
   for (const auto& row : doc["rows"]) {
     ASSERT_FALSE(row.contains("error_message")) << row.dump();
     for (const char* k : {"iter_s", "tokens_s", "mfu", "tflops_gpu", "hfu"}) {
@@ -191,13 +192,16 @@ TEST(Cli, ValidateRowThatCannotRunAndCorruptCsv) {
   const std::string rows =
       header +
       "bad-tp,test,a100-80gb,fp16,selene-a100,20,24,2304,24,24,9216,2048,51200,5,1,,,1,1,1,48,0,"
-      "full,megatron,,,,137,\n";
+      "full,megatron,,,,137,,,\n" +
+      // A row that runs, so that the file is not refused as a whole (exit 3 when nothing runs).
+      "ok,test,a100-80gb,fp16,selene-a100,32,24,2304,24,24,9216,2048,51200,1,1,32,,1,1,,512,0,"
+      "full,megatron,,,,137,,megatron-lm-2021,megatron-recompute\n";
   const CliRun r = trainsim("validate " + write_yaml("runs.csv", rows) + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto doc = nlohmann::json::parse(r.out);
   EXPECT_TRUE(has(doc["rows"][0]["error_message"].get<std::string>(), "does not divide"));
   const std::string bad = header + "x,test,a100-80gb,fp16,,8,2,256,4,4,1024,128,1000,1,1,8,,1,1,"
-                                   "1,8,0,full,megatron,fast,,,,\n";
+                                   "1,8,0,full,megatron,fast,,,,,,\n";
   const std::string bad_path = write_yaml("bad_runs.csv", bad);
   const CliRun b = trainsim("validate " + bad_path);
   EXPECT_EQ(b.code, 2);

@@ -1,9 +1,7 @@
 // Hostile and odd inputs through the real executable (issue 15, docs/reliability.md): no crash, no
 // hang, no NaN, the right exit code (2 bad input, 3 infeasible, 4 runtime) and a message that
 // names the file, line or option at fault. One test per defect of the issue.
-//
-// Tests named DISABLED_* cover defects of scenarios/validation_runs.cpp whose fix is pending
-// (issue 15, owned by the validation engine); enable them with the fix.
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -149,7 +147,7 @@ TEST(HostileInputs, ProfileNumberBeyondDoubleIsAnInputError) {
   EXPECT_FALSE(has(r.err, "internal error")) << r.err;
 }
 
-TEST(HostileInputs, DISABLED_CsvTpBeyondIntIsAnInputError) {
+TEST(HostileInputs, CsvTpBeyondIntIsAnInputError) {
   std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
   const std::size_t header_end = csv.find('\n');
   const std::string header = csv.substr(0, header_end);
@@ -297,7 +295,7 @@ TEST(HostileInputs, DuplicateGraphMlNodeIdIsRefused) {
   EXPECT_TRUE(has(r.err, "first declared on line 9")) << r.err;
 }
 
-TEST(HostileInputs, DISABLED_CsvDuplicateColumnIsRefused) {
+TEST(HostileInputs, CsvDuplicateColumnIsRefused) {
   std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
   const std::size_t header_end = csv.find('\n');
   std::string header = csv.substr(0, header_end);
@@ -315,7 +313,7 @@ TEST(HostileInputs, DISABLED_CsvDuplicateColumnIsRefused) {
   EXPECT_TRUE(has(r.err, "tp")) << r.err;
 }
 
-TEST(HostileInputs, DISABLED_ValidateWithNothingSimulatedExits3) {
+TEST(HostileInputs, ValidateWithNothingSimulatedExits3) {
   const std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
   const std::string header = csv.substr(0, csv.find('\n'));
   // One row whose GPU count cannot hold its layout.
@@ -348,7 +346,7 @@ TEST(HostileInputs, ProfileOutsidePhysicalRangesIsRefused) {
   EXPECT_TRUE(has(r.err, "below 1 s")) << r.err;
 }
 
-TEST(HostileInputs, DISABLED_CsvIterSecondsZeroIsRefused) {
+TEST(HostileInputs, CsvIterSecondsZeroIsRefused) {
   std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
   const std::string header = csv.substr(0, csv.find('\n'));
   std::size_t col = 0, c = 0;
@@ -407,7 +405,7 @@ TEST(HostileInputs, ByteOrderMarkIsAcceptedEverywhere) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
-TEST(HostileInputs, DISABLED_CsvByteOrderMarkIsAccepted) {
+TEST(HostileInputs, CsvByteOrderMarkIsAccepted) {
   const std::string path = write_file(
       "bom.csv", kBom + read_file(kSource + "/scenarios/validation/published-runs.csv"));
   const CliRun r = trainsim("validate " + path);

@@ -64,7 +64,9 @@ TEST(BenchPlan, MegaScaleShapesFusedPath) {
   EXPECT_EQ(fwd->m, 2048);
   EXPECT_EQ(fwd->n, 2048);
   EXPECT_EQ(fwd->k, 128);
-  EXPECT_DOUBLE_EQ(fwd->flops, 4.0 * 12 * 2048 * 2048 * 128);
+  // The FLOPs a causal fused kernel executes: 16 query blocks of 128, block i computes i + 1 key
+  // blocks, Σ = 136 blocks → 1,088 keys per query (model::executed_keys_per_query).
+  EXPECT_DOUBLE_EQ(fwd->flops, 4.0 * 12 * 2048 * 1088 * 128);
   EXPECT_DOUBLE_EQ(bwd->flops, 2 * fwd->flops);
   // Under SP the norm runs on 2048/8 = 256 rows of 12288.
   const BenchItem* norm = find(items, "norm_attn");
@@ -137,7 +139,9 @@ TEST(BenchPlan, SlidingWindowAttentionKeepsFullKeysAndWindow) {
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->n, 2048);
   EXPECT_EQ(a->window, 512);
-  EXPECT_DOUBLE_EQ(a->flops, 4.0 * 12 * 2048 * 512 * 128);  // the model's count
+  // The model's executed count: a 512-token window is 4 key blocks; query block i computes
+  // min(i, 4) + 1 blocks, Σ = 15 + 11·5 = 70 → 560 keys per query.
+  EXPECT_DOUBLE_EQ(a->flops, 4.0 * 12 * 2048 * 560 * 128);
 }
 
 // Every scenario shipped in the repository, on both operator paths, maps to kernels the attention

@@ -7,6 +7,7 @@
 #include "scenarios/recompute_search.h"
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
+#include "sim/core/error.h"
 #include "sim/plan/memory.h"
 
 namespace trainsim::scen {
@@ -88,15 +89,20 @@ TEST(Frameworks, Llama3_405bFitsWithoutRecompute) {
   const plan::MemoryUsage u =
       plan::memory_per_gpu(cfg.model, L, cfg.training, cfg.opt.fused_attention(), cfg.cluster.gpu);
   EXPECT_TRUE(u.fits()) << u.peak_bytes / (1 << 30) << " GiB";
-  // The same run on the SC21 software (no SP, no sharding, unfused attention) needs recompute.
+  // The same run on the SC21 software (no SP, no sharding, unfused attention) does not fit even
+  // with full recompute: 16 bytes of unsharded model state per parameter.
   const Scenario old = load_scenario_string(
       "", "t",
       {"model.preset=llama3-405b", "cluster.preset=meta-h100-roce", "cluster.gpus=8192",
        "parallel.tp=8", "parallel.pp=16", "parallel.vpp=1", "training.global_batch=2048",
        "training.recompute=auto", "framework.preset=megatron-lm-2021"});
-  std::string old_choice;
-  choose_recompute(make_run_config(old), &old_choice);
-  EXPECT_NE(old_choice, "none");
+  try {
+    choose_recompute(make_run_config(old));
+    ADD_FAILURE() << "the 2021 software should not fit Llama 3 405B on 80 GB";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInfeasible);
+    EXPECT_NE(e.message().find("does not fit"), std::string::npos) << e.message();
+  }
 }
 
 }  // namespace

@@ -102,7 +102,7 @@ TEST(Scenario, DefaultFileLoads) {
   EXPECT_EQ(s.origin.at("parallel.dp"), "derived");
   EXPECT_TRUE(has_note(s, "parallel.dp = 192 (auto: 12288 GPUs / (tp 8 · pp 8 · cp 1))"));
   EXPECT_EQ(s.origin.at("model.heads"), "preset megascale-175b");
-  EXPECT_EQ(s.origin.at("optimizations.tp_overlap"), "system megascale");
+  EXPECT_EQ(s.origin.at("optimizations.tp_overlap"), "framework megascale-2024");
   EXPECT_TRUE(contains(s.origin.at("parallel.tp"), kDefaultFile + ":"))
       << s.origin.at("parallel.tp");
 }
@@ -202,7 +202,7 @@ TEST(Scenario, Precedence) {
   EXPECT_FALSE(s.opt.tp_overlap);
   EXPECT_EQ(s.origin.at("optimizations.tp_overlap"), "p.yaml:6");
   EXPECT_TRUE(s.opt.pp_overlap);
-  EXPECT_EQ(s.origin.at("optimizations.pp_overlap"), "system megascale");
+  EXPECT_EQ(s.origin.at("optimizations.pp_overlap"), "framework megascale-2024");
   EXPECT_EQ(s.origin.at("simulation.seed"), "default");
   EXPECT_EQ(s.parallel.dp, 96);  // 12288 / (8 · 8 · 2)
 

@@ -67,6 +67,7 @@ TEST(Scale, CostsByHand) {
   const coll::LinkModel links = link_model(c, prof);
   ScaleConfig cfg;
   cfg.gpu_speed_sigma = 0.02;
+  cfg.global_sync = true;
   const ScaleCosts s = scale_costs(cfg, b, L, c, links, Precision::kBf16);
   EXPECT_NEAR(s.gpu_variation_s, 11.5 * 0.02 * expected_max_standard_normal(1024), 1e-12);
   coll::Choice choice;
