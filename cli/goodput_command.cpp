@@ -154,26 +154,7 @@ CLI::App* add_goodput_command(CLI::App& app, GoodputArgs& a) {
 }
 
 int run_goodput_command(const GoodputArgs& args) {
-  std::unique_ptr<SweepGroup> group = make_sweep_group();
-  try {
-    return goodput_run(args, *group);
-  } catch (const Error& e) {
-    // As in `sweep`: input errors happen on every rank alike before the gather; a runtime
-    // failure may hit one rank only and would leave the others waiting.
-    if (group->size() > 1 && e.kind() == ErrorKind::kRuntime) {
-      std::cerr << fmt::format("trainsim: runtime error on rank {}: {}\n", group->rank(), e.what());
-      group->abort(e.exit_code());
-    }
-    if (group->rank() != 0) return e.exit_code();
-    throw;
-  } catch (const std::exception& e) {
-    if (group->size() > 1) {
-      std::cerr << fmt::format("trainsim: internal error on rank {}: {}\n", group->rank(),
-                               e.what());
-      group->abort(4);
-    }
-    throw;
-  }
+  return run_on_group([&args](SweepGroup& group) { return goodput_run(args, group); });
 }
 
 }  // namespace trainsim::cli

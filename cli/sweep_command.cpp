@@ -125,9 +125,19 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
   spec.auto_parallel = a.auto_parallel;
   for (const std::string& v : a.vary) spec.axes.push_back(scen::parse_vary(v));
   if (!a.price.empty()) spec.price = scen::parse_gpu_hour_price(a.price);
-  spec.rank_by = a.rank_by == "cost"     ? scen::RankBy::kCost
-                 : a.rank_by == "tokens" ? scen::RankBy::kTokensPerS
-                                         : scen::RankBy::kMfu;
+  spec.rank_by = a.rank_by == "cost"      ? scen::RankBy::kCost
+                 : a.rank_by == "tokens"  ? scen::RankBy::kTokensPerS
+                 : a.rank_by == "goodput" ? scen::RankBy::kGoodput
+                                          : scen::RankBy::kMfu;
+  if (a.goodput || spec.rank_by == scen::RankBy::kGoodput) {
+    spec.goodput = scen::GoodputSweep{};
+    if (a.days) spec.goodput->days = *a.days;
+    if (a.trials) spec.goodput->trials = *a.trials;
+  } else if (a.days || a.trials) {
+    throw_input("is used only by the goodput run", {a.days ? "--days" : "--trials", 0, ""},
+                "add --goodput (or --rank-by goodput)");
+  }
+  scen::check_goodput_spec(spec);
   if (spec.rank_by == scen::RankBy::kCost && !spec.price) {
     throw_input("ranking by cost needs a price", {"--rank-by", 0, ""},
                 "give --gpu-hour-price, e.g. --gpu-hour-price 2.5USD");
@@ -179,8 +189,16 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
   cmd->add_flag("--auto", a.auto_parallel,
                 "Every TP×PP×DP×CP×EP factorization of the GPU count, with micro-batch, vpp, "
                 "recompute and ZeRO choices");
-  cmd->add_option("--rank-by", a.rank_by, "mfu | tokens | cost (cost needs --gpu-hour-price)")
-      ->check(CLI::IsMember({"mfu", "tokens", "cost"}));
+  cmd->add_option("--rank-by", a.rank_by,
+                  "mfu | tokens | cost | goodput (cost needs --gpu-hour-price; goodput, tokens per "
+                  "day over a whole run, implies --goodput)")
+      ->check(CLI::IsMember({"mfu", "tokens", "cost", "goodput"}));
+  cmd->add_flag("--goodput", a.goodput,
+                "Also run the goodput Monte Carlo of `trainsim goodput` for every feasible point "
+                "(ETTR, tokens per day); lets --vary take reliability.* keys");
+  cmd->add_option("--days", a.days, "With --goodput: length of the run in days (default 54)");
+  cmd->add_option("--trials", a.trials,
+                  "With --goodput: Monte Carlo trials per point (default 1000)");
   cmd->add_option("--gpu-hour-price", a.price,
                   "Price of one GPU for one hour with its currency, e.g. 2.5USD or 2.5EUR/h: adds "
                   "the cost per million tokens");
@@ -205,26 +223,7 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
 }
 
 int run_sweep_command(const SweepArgs& args) {
-  std::unique_ptr<SweepGroup> group = make_sweep_group();
-  try {
-    return sweep(args, *group);
-  } catch (const Error& e) {
-    // Input errors happen on every rank alike, before any collective; a runtime failure may hit
-    // one rank only and would leave the others waiting in a collective.
-    if (group->size() > 1 && e.kind() == ErrorKind::kRuntime) {
-      std::cerr << fmt::format("trainsim: runtime error on rank {}: {}\n", group->rank(), e.what());
-      group->abort(e.exit_code());
-    }
-    if (group->rank() != 0) return e.exit_code();
-    throw;
-  } catch (const std::exception& e) {
-    if (group->size() > 1) {
-      std::cerr << fmt::format("trainsim: internal error on rank {}: {}\n", group->rank(),
-                               e.what());
-      group->abort(4);
-    }
-    throw;
-  }
+  return run_on_group([&args](SweepGroup& group) { return sweep(args, group); });
 }
 
 }  // namespace trainsim::cli

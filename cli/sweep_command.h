@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct SweepArgs {
   std::string checkpoint;
   bool quiet = false;
   bool no_shortcut = false;
+  bool goodput = false;  // --goodput (implied by --rank-by goodput)
+  std::optional<double> days;  // with --goodput; default scen::GoodputSweep's
+  std::optional<long> trials;
 };
 
 /// Adds `sweep` to `app`; parsed values land in `args`, which must outlive the parse.

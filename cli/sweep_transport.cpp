@@ -1,7 +1,11 @@
 // SweepGroup over the process group of kernels/exec/process_group.h: one process, or the ranks of
 // an MPI job. MPI itself is in the module libtrainsim_mpi.so, loaded only when a launcher started
 // this process, so `trainsim sweep` without mpirun (and every other command) maps no MPI library.
+#include <fmt/format.h>
+
 #include <cstdlib>
+#include <exception>
+#include <iostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +49,27 @@ std::unique_ptr<SweepGroup> make_sweep_group() {
   }
   if (!kexec::launched_by_mpi()) return std::make_unique<SweepGroup>();
   return std::make_unique<ProcessSweepGroup>(kexec::make_process_group());
+}
+
+int run_on_group(const std::function<int(SweepGroup&)>& body) {
+  std::unique_ptr<SweepGroup> group = make_sweep_group();
+  try {
+    return body(*group);
+  } catch (const Error& e) {
+    if (group->size() > 1 && e.kind() == ErrorKind::kRuntime) {
+      std::cerr << fmt::format("trainsim: runtime error on rank {}: {}\n", group->rank(), e.what());
+      group->abort(e.exit_code());
+    }
+    if (group->rank() != 0) return e.exit_code();
+    throw;
+  } catch (const std::exception& e) {
+    if (group->size() > 1) {
+      std::cerr << fmt::format("trainsim: internal error on rank {}: {}\n", group->rank(),
+                               e.what());
+      group->abort(4);
+    }
+    throw;
+  }
 }
 
 int local_ranks() {

@@ -5,6 +5,7 @@
 // refuses to run as one of several ranks, because each rank would grind through the whole sweep.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "scenarios/sweep.h"
@@ -21,6 +22,13 @@ class SweepGroup : public scen::SweepTransport {
 /// The group of this process. Throws Error(kInput) when started as one of several ranks by a
 /// build without MPI.
 std::unique_ptr<SweepGroup> make_sweep_group();
+
+/// Runs `body` on this process's group (make_sweep_group) and returns its exit code, with the
+/// error discipline of a distributed command: input errors happen on every rank alike before any
+/// collective, so rank 0 reports them (thrown on) and the others return the code silently; a
+/// runtime or internal failure may hit one rank only, so it is printed with the rank and the
+/// whole job is aborted rather than left waiting in a collective. `sweep` and `goodput` use it.
+int run_on_group(const std::function<int(SweepGroup&)>& body);
 
 /// Ranks of this job on this machine (1 outside MPI): sweep threads default to cores / this.
 int local_ranks();

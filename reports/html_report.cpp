@@ -403,6 +403,8 @@ MetricInfo metric_info(const scen::SweepOutcome& o) {
       return {"tokens/s", "tokens/s", 1};
     case scen::RankBy::kCost:
       return {"cost", o.spec.price->currency + " per million tokens", 1};
+    case scen::RankBy::kGoodput:
+      return {"goodput", "tokens per day over the run", 1};
   }
   return {"MFU", "%", 100};
 }
@@ -619,6 +621,50 @@ std::string sweep_breakdown_figure(const scen::SweepOutcome& o) {
                 "configuration.");
 }
 
+// The goodput run of each top point (sweep --goodput): where a whole run's wall time goes, as
+// shares, then the figures themselves.
+std::string sweep_goodput_section(const scen::SweepOutcome& o) {
+  svg::StackedBars c;
+  c.id = "sweep-goodput";
+  c.title = fmt::format("Wall time of a {:g}-day run", o.spec.goodput->days);
+  c.unit = "%";
+  c.segments = {"training kept", "lost work", "checkpoint stalls", "restart",
+                "detection, diagnosis, repair", "slow host"};
+  c.colors = {"#59a14f", "#e15759", "#f28e2b", "#4e79a7", "#b07aa1", "#9c755f"};
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> hl;
+  const std::size_t n = std::min<std::size_t>(10, o.feasible);
+  std::vector<std::pair<std::size_t, std::size_t>> shown;  // (rank - 1, point)
+  for (std::size_t r = 0; r < n; ++r) shown.emplace_back(r, o.order[r]);
+  if (o.base_rank && *o.base_rank > n) shown.emplace_back(*o.base_rank - 1, *o.plan.base_point);
+  for (const auto& [r, i] : shown) {
+    const scen::PointResult& x = o.results[i];
+    const bool base = o.plan.base_point == i;
+    c.bars.push_back({fmt::format("#{} {}{}", r + 1, compact_label(o.plan, i),
+                                  base && r >= n ? " (scenario)" : ""),
+                      {100 * x.ettr, 100 * x.lost_share, 100 * x.checkpoint_share,
+                       100 * x.restart_share, 100 * x.recovery_share, 100 * x.slow_share},
+                      base});
+    rows.push_back({fmt::format("{}", r + 1), fmt::format("{:.1f} ± {:.1f} %", 100 * x.ettr,
+                                                          100 * x.ettr_ci95),
+                    human(x.goodput_tokens_per_day), human(x.tokens_per_s),
+                    fmt::format("{:.1f}", x.interruptions),
+                    fmt::format("{:.0f}", x.checkpoint_interval_s),
+                    fmt::format("{:.1f}", x.checkpoint_blocking_s),
+                    fmt::format("{:.0f}", x.restart_s), compact_label(o.plan, i)});
+    hl.push_back(base);
+  }
+  return figure(svg::stacked_bars(c),
+                fmt::format("Mean over {} Monte Carlo trials per point (`trainsim goodput` at the "
+                            "point's own checkpoint interval); the outlined bar is the scenario's "
+                            "own configuration.",
+                            o.spec.goodput->trials)) +
+         table("goodput-table",
+               {"#rank", "#ETTR", "#tokens/day", "#tokens/s", "#stops per run", "#checkpoint every s",
+                "#checkpoint stall s", "#restart s", "configuration"},
+               rows, hl);
+}
+
 // ---- validation ---------------------------------------------------------------------------------
 
 // Whether a published figure was derived: `derived` lists them as "mfu = ...", "iter_s = ...".
@@ -670,6 +716,11 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
       {"feasible", fmt::format("{}", o.feasible)},
       {"infeasible / invalid", fmt::format("{} / {}", infeasible, invalid)}};
   if (o.feasible > 0) items.push_back({"best MFU", pct(o.results[o.order.front()].mfu)});
+  if (o.feasible > 0 && o.spec.goodput) {
+    const scen::PointResult& b = o.results[o.order.front()];
+    items.push_back({"best goodput", human(b.goodput_tokens_per_day) + " tokens/day"});
+    items.push_back({"its ETTR", pct(b.ettr)});
+  }
   if (o.base_rank) {
     items.push_back(
         {"the scenario's configuration", fmt::format("rank {} of {}", *o.base_rank, o.feasible)});
@@ -694,6 +745,9 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
     body += section("across", "MFU across configurations",
                     heatmap_figure(o) + scatter_figure(o) + top_bars_figure(o));
     body += section("breakdown", "Where the time goes", sweep_breakdown_figure(o));
+    if (o.spec.goodput) {
+      body += section("goodput", "Goodput over a whole run", sweep_goodput_section(o));
+    }
   } else {
     body += section("across", "MFU across configurations",
                     note("No configuration is feasible.") + heatmap_figure(o));

@@ -64,6 +64,8 @@ const char* metric_name(scen::RankBy r) {
       return "tokens/s";
     case scen::RankBy::kCost:
       return "cost per million tokens";
+    case scen::RankBy::kGoodput:
+      return "goodput (tokens per day over the whole run)";
   }
   return "?";
 }
@@ -152,7 +154,14 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
   if (o.spec.price) {
     s += fmt::format("; GPU-hour price {} {}", o.spec.price->amount, o.spec.price->currency);
   }
-  s += "\n\n";
+  s += "\n";
+  if (o.spec.goodput) {
+    s += fmt::format(
+        "goodput   a {:g}-day run, {} Monte Carlo trials per feasible point (as `trainsim "
+        "goodput`, at the point's own checkpoint interval)\n",
+        o.spec.goodput->days, thousands(static_cast<std::size_t>(o.spec.goodput->trials)));
+  }
+  s += "\n";
 
   const std::size_t shown = std::min(top, o.feasible);
   if (o.feasible == 0) {
@@ -160,6 +169,9 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
   } else {
     std::vector<std::string> head = {"rank", "MFU", "tokens/s", "iter s", "mem GiB"};
     if (o.spec.price) head.push_back(o.spec.price->currency + "/Mtok");
+    if (o.spec.goodput) {
+      for (const char* h : {"ETTR", "±95%", "tokens/day", "stops"}) head.push_back(h);
+    }
     const std::size_t fixed = head.size();
     for (const std::string& k : p.keys) head.push_back(short_key(k));
     std::vector<std::vector<std::string>> rows = {head};
@@ -175,6 +187,12 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
                                       fmt::format("{:.3f}", x.iteration_time_s),
                                       fmt::format("{:.1f}", x.memory_peak_bytes / kGiB)};
       if (o.spec.price) row.push_back(fmt::format("{:.4g}", *o.cost_per_mtok(i)));
+      if (o.spec.goodput) {
+        row.push_back(fmt::format("{:.1f} %", 100 * x.ettr));
+        row.push_back(fmt::format("{:.1f}", 100 * x.ettr_ci95));
+        row.push_back(human(x.goodput_tokens_per_day));
+        row.push_back(fmt::format("{:.1f}", x.interruptions));
+      }
       for (std::size_t k = 0; k < p.keys.size(); ++k) row.push_back(p.value(i, k));
       rows.push_back(row);
     }
@@ -213,6 +231,16 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
           "best, {:.1f} %), {} tokens/s\n",
           p.label(b), *o.base_rank, thousands(o.feasible), 100 * x.mfu, 100 * (x.mfu - best.mfu),
           100 * best.mfu, human(x.tokens_per_s));
+      if (o.spec.goodput) {
+        s += fmt::format(
+            "  over the run: ETTR {:.1f} % ± {:.1f}, {} tokens/day ({:+.1f} % from the best, {} "
+            "tokens/day)\n",
+            100 * x.ettr, 100 * x.ettr_ci95, human(x.goodput_tokens_per_day),
+            best.goodput_tokens_per_day > 0
+                ? 100 * (x.goodput_tokens_per_day / best.goodput_tokens_per_day - 1)
+                : 0.0,
+            human(best.goodput_tokens_per_day));
+      }
     } else {
       s += fmt::format("base configuration ({}): {}: {}\n", p.label(b), to_string(x.status),
                        x.reason);
@@ -250,6 +278,12 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
   for (std::size_t k = 0; k < p.keys.size(); ++k) out << (k ? ", " : "") << json_string(p.keys[k]);
   out << "],\n";
   out << "  \"rank_by\": " << json_string(to_string(o.spec.rank_by)) << ",\n";
+  if (o.spec.goodput) {
+    out << "  \"goodput\": {\"days\": " << num(o.spec.goodput->days)
+        << ", \"trials\": " << o.spec.goodput->trials << "},\n";
+  } else {
+    out << "  \"goodput\": null,\n";
+  }
   if (o.spec.price) {
     out << "  \"gpu_hour_price\": {\"amount\": " << num(o.spec.price->amount)
         << ", \"currency\": " << json_string(o.spec.price->currency) << "},\n";
@@ -299,6 +333,20 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
               ", \"data_loading_s\": " + num(b.data_loading_s) +
               ", \"gpu_variation_s\": " + num(b.gpu_variation_s) +
               ", \"global_sync_s\": " + num(b.global_sync_s) + "}";
+      if (o.spec.goodput) {
+        line += ", \"goodput\": {\"ettr\": " + num(x.ettr) + ", \"ettr_ci95\": " + num(x.ettr_ci95) +
+                ", \"tokens_per_day\": " + num(x.goodput_tokens_per_day) +
+                ", \"interruptions\": " + num(x.interruptions) +
+                ", \"checkpoint_interval_s\": " + num(x.checkpoint_interval_s) +
+                ", \"checkpoint_blocking_s\": " + num(x.checkpoint_blocking_s) +
+                ", \"restart_s\": " + num(x.restart_s) +
+                ", \"shares\": {\"training\": " + num(x.ettr) +
+                ", \"lost\": " + num(x.lost_share) +
+                ", \"checkpoint\": " + num(x.checkpoint_share) +
+                ", \"restart\": " + num(x.restart_share) +
+                ", \"recovery\": " + num(x.recovery_share) +
+                ", \"slow\": " + num(x.slow_share) + "}}";
+      }
     } else {
       if (!x.field.empty()) line += ", \"field\": " + json_string(x.field);
       line += ", \"reason\": " + json_string(x.reason);
@@ -322,6 +370,12 @@ void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
       "memory_capacity_bytes,compute_s,exposed_tp_s,exposed_cp_s,exposed_ep_s,exposed_pp_s,"
       "exposed_dp_s,pipeline_bubble_s,optimizer_s,data_loading_s,gpu_variation_s,global_sync_s";
   if (o.spec.price) head += ",cost_per_mtok_" + o.spec.price->currency;
+  if (o.spec.goodput) {
+    head +=
+        ",ettr,ettr_ci95,goodput_tokens_per_day,interruptions,checkpoint_interval_s,"
+        "checkpoint_blocking_s,restart_s,lost_share,checkpoint_share,restart_share,"
+        "recovery_share,slow_share";
+  }
   head += ",field,reason\n";
   out << head;
   for (std::size_t r = 0; r < o.order.size(); ++r) {
@@ -343,6 +397,14 @@ void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
       cell(v, x.ok());
     }
     if (o.spec.price) cell(o.cost_per_mtok(i).value_or(0), x.ok());
+    if (o.spec.goodput) {
+      for (double v : {x.ettr, x.ettr_ci95, x.goodput_tokens_per_day, x.interruptions,
+                       x.checkpoint_interval_s, x.checkpoint_blocking_s, x.restart_s,
+                       x.lost_share, x.checkpoint_share, x.restart_share, x.recovery_share,
+                       x.slow_share}) {
+        cell(v, x.ok());
+      }
+    }
     line += "," + csv_field(x.field) + "," + csv_field(x.reason) + "\n";
     out << line;
   }

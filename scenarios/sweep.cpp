@@ -21,11 +21,13 @@
 #include <unordered_map>
 #include <utility>
 
+#include "scenarios/goodput_config.h"
 #include "scenarios/run_config.h"
 #include "scenarios/schema.h"
 #include "scenarios/sizes.h"
 #include "sim/core/error.h"
 #include "sim/core/version.h"
+#include "sim/goodput/goodput.h"
 
 namespace trainsim::scen {
 namespace {
@@ -289,7 +291,19 @@ auto numbers_of(R& r) {
                     &b.optimizer_s,
                     &b.data_loading_s,
                     &b.gpu_variation_s,
-                    &b.global_sync_s};
+                    &b.global_sync_s,
+                    &r.ettr,
+                    &r.ettr_ci95,
+                    &r.goodput_tokens_per_day,
+                    &r.interruptions,
+                    &r.checkpoint_interval_s,
+                    &r.checkpoint_blocking_s,
+                    &r.restart_s,
+                    &r.lost_share,
+                    &r.checkpoint_share,
+                    &r.restart_share,
+                    &r.recovery_share,
+                    &r.slow_share};
 }
 
 template <typename T>
@@ -431,6 +445,8 @@ const char* to_string(RankBy r) {
       return "tokens_per_s";
     case RankBy::kCost:
       return "cost";
+    case RankBy::kGoodput:
+      return "goodput";
   }
   return "?";
 }
@@ -602,9 +618,12 @@ bool decode_point(const std::string& line, std::size_t& index, PointResult& r) {
 
 // ---- evaluation ---------------------------------------------------------------------------------
 
-PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base) : plan_(plan) {
+PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base,
+                               std::optional<GoodputSweep> goodput)
+    : plan_(plan), goodput_(goodput) {
   // Only a pure --auto plan: its points set every key the shortcut handles, and nothing else.
-  if (plan.keys != auto_keys()) return;
+  // The goodput run reads the point's whole scenario, so it never takes the shortcut.
+  if (plan.keys != auto_keys() || goodput_) return;
   shortcut_ = true;
   base_config_ = make_run_config(base);
   base_gpus_ = base.cluster.gpus;
@@ -675,11 +694,12 @@ PointResult PointEvaluator::evaluate_with(std::size_t point, exec::RunConfig* sc
     exec::AnalyticOptions options;
     options.enforce_memory = false;
     exec::Result r;
+    std::optional<Scenario> s;
     if (scratch != nullptr && shortcut_config(point, *scratch)) {
       r = exec::run_analytic(*scratch, options);
     } else {
-      const Scenario s = scenario_of(point);
-      r = run_scenario(s, make_run_config(s), options);
+      s = scenario_of(point);
+      r = run_scenario(*s, make_run_config(*s), options);
     }
     out.gpus = r.gpus;
     out.microbatches = r.microbatches;
@@ -699,6 +719,7 @@ PointResult PointEvaluator::evaluate_with(std::size_t point, exec::RunConfig* sc
     out.nvlink_utilization = r.network.nvlink_utilization;
     out.nic_utilization = r.network.nic_utilization;
     out.breakdown = r.breakdown;
+    if (goodput_) add_goodput(*s, out);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::kRuntime) throw;
     out = PointResult{};
@@ -707,6 +728,31 @@ PointResult PointEvaluator::evaluate_with(std::size_t point, exec::RunConfig* sc
     out.reason = one_line(e.hint().empty() ? e.message() : e.message() + " (" + e.hint() + ")");
   }
   return out;
+}
+
+// The goodput Monte Carlo of one feasible point, as `trainsim goodput` runs it for the point's
+// scenario (its configured interval; no interval search), on this thread: the sweep's threads
+// and ranks already split the points, and trial i's result depends only on (seed, i).
+void PointEvaluator::add_goodput(const Scenario& s, PointResult& out) const {
+  const GoodputSetup g = goodput_setup(s, goodput_->days);
+  const auto trials =
+      goodput::run_trials(g.params, 0, static_cast<std::uint64_t>(goodput_->trials), 1);
+  const goodput::Summary sum = goodput::summarize(g.params, trials);
+  const goodput::TimeSplit& t = sum.mean_split;
+  const double total = t.total();
+  auto share = [total](double x) { return total > 0 ? x / total : 0.0; };
+  out.ettr = sum.ettr.mean;
+  out.ettr_ci95 = sum.ettr.ci95;
+  out.goodput_tokens_per_day = out.tokens_per_s * 86400.0 * sum.ettr.mean;
+  out.interruptions = sum.mean_interruptions;
+  out.checkpoint_interval_s = g.params.interval_s;
+  out.checkpoint_blocking_s = g.params.checkpoint_blocking_s;
+  out.restart_s = g.params.relaunch_s + g.params.comm_init_s + g.params.checkpoint_load_s;
+  out.lost_share = share(t.lost_s);
+  out.checkpoint_share = share(t.checkpoint_s);
+  out.restart_share = share(t.restart_s);
+  out.recovery_share = share(t.detection_s + t.diagnosis_s + t.repair_s);
+  out.slow_share = share(t.slow_s);
 }
 
 void PointEvaluator::evaluate_full(std::size_t point, Scenario& scenario, exec::Result& result,
@@ -733,6 +779,8 @@ double SweepOutcome::metric(std::size_t point) const {
       return results[point].tokens_per_s;
     case RankBy::kCost:
       return cost_per_mtok(point).value_or(std::numeric_limits<double>::infinity());
+    case RankBy::kGoodput:
+      return results[point].goodput_tokens_per_day;
   }
   return 0;
 }
@@ -763,10 +811,11 @@ void rank_outcome(SweepOutcome& o) {
   o.order.insert(o.order.end(), other.begin(), other.end());
 }
 
-std::string sweep_fingerprint(const SweepPlan& plan) {
+std::string sweep_fingerprint(const SweepPlan& plan, const std::optional<GoodputSweep>& goodput) {
   Fnv f;
   f.add(kVersion);
   f.add(exec::kAnalyticModelVersion);
+  if (goodput) f.add(fmt::format("goodput {} days {} trials", goodput->days, goodput->trials));
   for (const auto& [k, v] : plan.base_given) {
     f.add(k);
     f.add(v);
@@ -865,8 +914,33 @@ void evaluate_block(const std::vector<std::size_t>& points, const PointEvaluator
 
 }  // namespace
 
+void check_goodput_spec(const SweepSpec& spec) {
+  if (!spec.goodput) {
+    if (spec.rank_by == RankBy::kGoodput) {
+      throw_input("ranking by goodput needs the goodput run", {"--rank-by", 0, ""},
+                  "add --goodput (with --days and --trials)");
+    }
+    for (const SweepAxis& axis : spec.axes) {
+      if (axis.key.rfind("reliability.", 0) == 0) {
+        throw_input(
+            "changes only the goodput of a whole run, which this sweep does not compute: every "
+            "point would give the same result",
+            {"--vary", 0, axis.key}, "add --goodput (with --days and --trials)");
+      }
+    }
+    return;
+  }
+  if (!(spec.goodput->days > 0) || !std::isfinite(spec.goodput->days)) {
+    throw_input("the run must last more than 0 days", {"--days", 0, ""});
+  }
+  if (spec.goodput->trials < 2) {
+    throw_input("at least 2 trials are needed for a confidence interval", {"--trials", 0, ""});
+  }
+}
+
 SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& spec,
                        const SweepOptions& options, SweepTransport& transport) {
+  check_goodput_spec(spec);
   if (base.fidelity != "analytic") {
     throw_input("sweeps run at analytic fidelity; `" + base.fidelity +
                     "` is not available in this build yet",
@@ -884,7 +958,7 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
   const int ranks = transport.size();
   std::vector<PointResult> results(n);
   std::vector<char> have(n, 0);
-  const std::string fingerprint = sweep_fingerprint(o.plan);
+  const std::string fingerprint = sweep_fingerprint(o.plan, spec.goodput);
   std::size_t valid_bytes = 0;
   if (!options.checkpoint.empty()) {
     valid_bytes = read_checkpoint(options.checkpoint, fingerprint, n, results, have);
@@ -915,8 +989,8 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
   const auto start = std::chrono::steady_clock::now();
   SweepProgress progress{o.resumed, n, o.resumed, 0.0};
   if (root && options.progress) options.progress(progress);
-  const PointEvaluator evaluator =
-      options.shortcut ? PointEvaluator(o.plan, base) : PointEvaluator(o.plan);
+  const PointEvaluator evaluator = options.shortcut ? PointEvaluator(o.plan, base, spec.goodput)
+                                                    : PointEvaluator(o.plan, spec.goodput);
   const std::size_t block = std::max<std::size_t>(1, options.block);
   std::vector<std::size_t> mine;
   std::vector<PointResult> mine_results;

@@ -58,16 +58,28 @@ struct GpuHourPrice {
 /// other than the GPU-hour, or a non-positive amount throws Error(kInput) saying what to write.
 GpuHourPrice parse_gpu_hour_price(const std::string& text);
 
-enum class RankBy { kMfu, kTokensPerS, kCost };
+enum class RankBy { kMfu, kTokensPerS, kCost, kGoodput };
 
-/// "mfu", "tokens_per_s", "cost".
+/// "mfu", "tokens_per_s", "cost", "goodput".
 const char* to_string(RankBy r);
+
+/// A whole-run goodput Monte Carlo per point (`sweep --goodput`, docs/goodput.md): each feasible
+/// point's scenario goes through the same `goodput_setup` and trials as `trainsim goodput`
+/// (without its interval search), so a sweep can vary `reliability.*` keys (checkpoint interval,
+/// spares, detection, diagnosis), the MegaScale levers (`optimizations.fast_comm_init`,
+/// `reliability.checkpoint.in_memory`, `reliability.diagnosis.automatic`) and the parallel
+/// configuration together, and rank by tokens per day over the run.
+struct GoodputSweep {
+  double days = 54;
+  long trials = 1000;
+};
 
 struct SweepSpec {
   std::vector<SweepAxis> axes;  // --vary, in the order given
   bool auto_parallel = false;   // --auto
   RankBy rank_by = RankBy::kMfu;
   std::optional<GpuHourPrice> price;  // needed for RankBy::kCost
+  std::optional<GoodputSweep> goodput;  // needed for RankBy::kGoodput and reliability.* axes
 };
 
 /// The points of a sweep. Columns are the swept keys; each point stores, per key, an index into
@@ -130,6 +142,17 @@ struct PointResult {
   double nvlink_utilization = 0;
   double nic_utilization = 0;
   exec::Breakdown breakdown;
+  // With SweepSpec::goodput, of feasible points: the Monte Carlo's means over the trials.
+  double ettr = 0;                    // effective training time ratio
+  double ettr_ci95 = 0;               // its 95 % confidence half-width
+  double goodput_tokens_per_day = 0;  // tokens_per_s · 86,400 · ETTR
+  double interruptions = 0;           // per run
+  double checkpoint_interval_s = 0;   // as resolved (`auto`: Daly's)
+  double checkpoint_blocking_s = 0;   // one checkpoint's stall
+  double restart_s = 0;               // one restart: relaunch + communicator init + load
+  // Shares of the run's wall time (with ettr they add up to 1).
+  double lost_share = 0, checkpoint_share = 0, restart_share = 0, recovery_share = 0,
+         slow_share = 0;  // recovery: detection, diagnosis and waiting for a host
 
   bool ok() const { return status == PointStatus::kOk; }
 };
@@ -148,8 +171,12 @@ bool decode_point(const std::string& line, std::size_t& index, PointResult& r);
 /// as the resolver on every point). Thread safe: evaluate and evaluate_full are const.
 class PointEvaluator {
  public:
-  explicit PointEvaluator(const SweepPlan& plan) : plan_(plan) {}
-  PointEvaluator(const SweepPlan& plan, const Scenario& base);
+  /// `goodput`: also run the goodput Monte Carlo of every feasible point (never the shortcut).
+  explicit PointEvaluator(const SweepPlan& plan,
+                          std::optional<GoodputSweep> goodput = std::nullopt)
+      : plan_(plan), goodput_(goodput) {}
+  PointEvaluator(const SweepPlan& plan, const Scenario& base,
+                 std::optional<GoodputSweep> goodput = std::nullopt);
   bool shortcut() const { return shortcut_; }
 
   PointResult evaluate(std::size_t point) const;
@@ -168,7 +195,9 @@ class PointEvaluator {
   Scenario scenario_of(std::size_t point) const;
   bool shortcut_config(std::size_t point, exec::RunConfig& cfg) const;
   PointResult evaluate_with(std::size_t point, exec::RunConfig* scratch) const;
+  void add_goodput(const Scenario& s, PointResult& out) const;
   const SweepPlan& plan_;
+  std::optional<GoodputSweep> goodput_;
   bool shortcut_ = false;
   exec::RunConfig base_config_;
   long base_gpus_ = 0;
@@ -236,7 +265,14 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
 /// Ranks results (exposed for tests): fills order, feasible and base_rank.
 void rank_outcome(SweepOutcome& outcome);
 
-/// A fingerprint of the plan and the model that evaluates it, stored in checkpoint files.
-std::string sweep_fingerprint(const SweepPlan& plan);
+/// A fingerprint of the plan and the model that evaluates it (and of the goodput run's days and
+/// trials, when there is one), stored in checkpoint files.
+std::string sweep_fingerprint(const SweepPlan& plan,
+                              const std::optional<GoodputSweep>& goodput = std::nullopt);
+
+/// Checks a spec against the points it would sweep: ranking by goodput, or varying a
+/// `reliability.*` key, needs `goodput`; its days and trials must be positive (≥ 2 trials).
+/// Throws Error(kInput) naming the flag or the key.
+void check_goodput_spec(const SweepSpec& spec);
 
 }  // namespace trainsim::scen

@@ -380,6 +380,29 @@ TEST_F(HtmlBrowser, SweepReportRenders) {
                    "link-utilisation"});
 }
 
+// A sweep with the goodput run (sweep --goodput): the chart of where a whole run's time goes.
+TEST_F(HtmlBrowser, GoodputSweepReportRenders) {
+  const scen::Scenario base = scen::load_scenario_file(kMegascale);
+  scen::SweepSpec spec;
+  spec.axes = {scen::parse_vary("reliability.checkpoint.interval=600,1800,auto"),
+               scen::parse_vary("optimizations.fast_comm_init=true,false")};
+  spec.rank_by = scen::RankBy::kGoodput;
+  spec.goodput = scen::GoodputSweep{54, 20};
+  scen::SweepOptions options;
+  scen::SweepTransport one;
+  const scen::SweepOutcome o =
+      scen::run_sweep(base, scen::plan_sweep(base, spec), spec, options, one);
+  scen::PointEvaluator ev(o.plan);
+  PointDetail best;
+  best.point = o.order.front();
+  ev.evaluate_full(best.point, best.scenario, best.result, best.profile);
+  write_sweep_report((dir_ / "sweep-goodput").string(), o, best, best);
+  Browser b(exe_);
+  const PageCheck c = open_page(b, dir_ / "sweep-goodput" / "index.html",
+                                screenshot_dir() / "report-sweep-goodput.png");
+  expect_rendered(c, "sweep", {"sweep-goodput", "sweep-heatmap", "sweep-breakdown"});
+}
+
 TEST_F(HtmlBrowser, ValidationReportRenders) {
   const auto rows = scen::validate_runs("scenarios/validation/published-runs.csv");
   write_validation_report((dir_ / "validate").string(), rows, scen::summarize(rows),
