@@ -50,6 +50,17 @@ inline constexpr double kMaxMessageBytes = 1125899906842624.0;  // 2^50 (nccl-te
 inline constexpr double kMaxCollectiveTime_us = 1e9;            // 1000 s (nccl-tests times)
 inline constexpr std::int64_t kMaxRanks = 1 << 26;              // nccl-tests nGpus, ranks
 
+// Physical bounds of scenario keys (the schema table, scenarios/schema.cpp; docs/reliability.md).
+// Each is far above any real cluster or model, and every default, preset and example is inside.
+inline constexpr double kMaxNicGbps = 1e5;                  // NIC and switch port: 100 Tb/s
+inline constexpr double kMaxMtuBytes = 65536;               // largest IP/RoCE packet is 64 KiB
+inline constexpr double kMaxControlTime_us = 1e6;           // RTTs and CC timers: 1 s
+inline constexpr std::int64_t kMaxClusterGpus = 1 << 26;    // 67,108,864 GPUs (as kMaxRanks)
+inline constexpr std::int64_t kMaxModelLayers = 10000;      // largest real models: ~200 layers
+inline constexpr std::int64_t kMaxModelWidth = 1000000;     // hidden and ffn_hidden
+inline constexpr std::int64_t kMaxModelVocab = 100000000;   // real: 32K to 256K tokens
+inline constexpr std::int64_t kMaxModelSeqLen = 1 << 24;    // 16,777,216 tokens
+
 // ---- work ---------------------------------------------------------------------------------------
 // Beyond these estimates a command is refused unless `--force` is given (exit 2, with the estimate
 // and the limit in the message). docs/reliability.md gives the measurements behind them.

@@ -118,7 +118,8 @@ TEST(HostileInputs, SubnormalFloatKeyIsAnInputError) {
     EXPECT_TRUE(has(r.err, "2.2e-308")) << r.err;
     EXPECT_FALSE(has(r.err, "internal error")) << r.err;
   }
-  const CliRun big = trainsim("run --set cluster.nic_gbps=1e300");
+  // A float key with no maximum of its own is capped at 1e15 (cluster.nic_gbps now has one).
+  const CliRun big = trainsim("run --set cluster.fabric.oversubscription=1e300");
   EXPECT_EQ(big.code, 2) << big.err;
   EXPECT_TRUE(has(big.err, "magnitude at most 1e15")) << big.err;
 }
@@ -209,6 +210,41 @@ TEST(HostileInputs, FlowRunWithManyQpsNeedsForce) {
   EXPECT_TRUE(has(r.err, "12288 GPUs x 1024 QPs per connection = 12582912")) << r.err;
   EXPECT_TRUE(has(r.err, "--force")) << r.err;
   EXPECT_LT(r.seconds, 10);
+}
+
+// Per-key physical bounds of the schema (sim/core/limits.h, docs/reliability.md): a value beyond
+// them is an input error naming the key, its origin and the range, before anything is built.
+TEST(HostileInputs, SchemaKeysBeyondPhysicalBoundsAreRefused) {
+  const struct {
+    const char* set;
+    const char* range;
+  } cases[] = {
+      {"cluster.nic_gbps=1e300", "float 1..100000"},
+      {"cluster.fabric.switch_port_gbps=200000", "float 1..100000"},
+      {"model.layers=100000", "int 1..10000"},
+      {"model.vocab=1000000000", "int 1..100000000"},
+      {"model.seq_len=16777217", "int 1..16777216"},
+      {"cluster.gpus=67108865", "int 0..67108864"},
+      {"network.swift.base_rtt=2e6", "float 0..1000000"},
+  };
+  for (const auto& c : cases) {
+    const std::string key = std::string(c.set).substr(0, std::string(c.set).find('='));
+    const CliRun r = trainsim(std::string("run --set ") + c.set);
+    EXPECT_EQ(r.code, 2) << c.set << ": " << r.err;
+    EXPECT_TRUE(has(r.err, "--set: `" + key + "`")) << r.err;
+    EXPECT_TRUE(has(r.err, c.range)) << r.err;
+    EXPECT_LT(r.seconds, 10) << c.set;
+  }
+  // In a scenario file the message names the file and line.
+  const std::string path = write_file(
+      "mtu.yaml", "network:\n  megascale:\n    mtu_bytes: 1048576\n");
+  const CliRun r = trainsim("run " + path);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, path + ":3: `network.megascale.mtu_bytes`")) << r.err;
+  EXPECT_TRUE(has(r.err, "float 1..65536")) << r.err;
+  // The bounds themselves are accepted (a 2^26-GPU cluster is refused later, for its fabric).
+  const CliRun edge = trainsim("run --set cluster.nic_gbps=100000");
+  EXPECT_EQ(edge.code, 0) << edge.err;
 }
 
 // ---- 4. "did you mean" on huge names --------------------------------------------------------------
