@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -58,6 +59,35 @@ inline CliRun trainsim(const std::string& args) {
   r.out = slurp(out);
   r.err = slurp(err);
   return r;
+}
+
+// Runs `trainsim ARGS -o FILE` in one process (--jobs 2) and under `mpirun -np 2` (--jobs 1)
+// and expects the same bytes; a build without MPI must refuse the two-rank run with exit 2
+// ("built without MPI"). Skips, saying so, when mpirun is not installed. ARGS must write its
+// result with -o, which is appended.
+inline void expect_mpi_output_matches_single_process(const std::string& args,
+                                                     const std::string& name) {
+  if (!have_mpirun()) {
+    GTEST_SKIP() << "mpirun not found: install openmpi-bin (scripts/setup-deps.sh does) to run "
+                    "the distributed test";
+  }
+  const std::string run = std::string(TRAINSIM_BINARY) + " " + args + " -o ";
+  const std::string single = temp_path(name + "_single.out"), ranks = temp_path(name + "_mpi.out");
+  const std::string err = temp_path(name + "_mpi.err");
+  ASSERT_EQ(shell(run + single + " --jobs 2"), 0);
+  const int code = shell(kMpirun2 + run + ranks + " --jobs 1 2> " + err);
+#if TRAINSIM_WITH_MPI
+  ASSERT_EQ(code, 0) << slurp(err);
+  EXPECT_EQ(shell("cmp -s " + single + " " + ranks), 0)
+      << "mpirun -np 2 wrote a different result than one process: " << args;
+#else
+  // Without MPI each rank would do all the work; the build refuses instead.
+  EXPECT_EQ(code, 2) << slurp(err);
+  EXPECT_NE(slurp(err).find("built without MPI"), std::string::npos) << slurp(err);
+#endif
+  std::remove(single.c_str());
+  std::remove(ranks.c_str());
+  std::remove(err.c_str());
 }
 
 }  // namespace trainsim::testing
