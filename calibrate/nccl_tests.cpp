@@ -112,12 +112,293 @@ double nccl_tests_busbw_factor(const std::string& op, int ranks) {
   return coll::busbw_factor(coll::Kind::kSendRecv, ranks);
 }
 
-NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) {
+namespace {
+
+// Half a unit of the last digit printed in a number cell ("181.09" -> 0.005, "182" -> 0.5).
+double half_ulp(const std::string& cell) {
+  const auto dot = cell.find('.');
+  if (dot == std::string::npos) return 0.5;
+  const auto e = cell.find_first_of("eE", dot);
+  const std::size_t decimals = (e == std::string::npos ? cell.size() : e) - dot - 1;
+  double h = 0.5 * std::pow(10.0, -static_cast<double>(decimals));
+  if (e != std::string::npos) {
+    const NumberResult x = to_double(cell.substr(e + 1));
+    if (x.problem == NumberProblem::kNone) h *= std::pow(10.0, x.value);
+  }
+  return h;
+}
+
+// "...", "…", "[...]", "(... 12 lines ...)": a marker where part of the output was left out.
+bool is_elision(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t#");
+  if (first == std::string::npos) return false;
+  const std::string t = s.substr(first);
+  for (const char* m : {"...", "\xE2\x80\xA6", "[...", "[\xE2\x80\xA6", "(...", "(\xE2\x80\xA6"}) {
+    if (t.rfind(m, 0) == 0) return true;
+  }
+  return false;
+}
+
+// A row cut off where the cells stop: a cell "..." / "…" or a last cell ending in one.
+bool has_elided_cell(const std::vector<std::string>& cells) {
+  for (const std::string& c : cells) {
+    if (c.find("...") != std::string::npos || c.find("\xE2\x80\xA6") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+bool is_nccl_log(const std::string& line) {
+  return line.find("NCCL INFO") != std::string::npos ||
+         line.find("NCCL WARN") != std::string::npos ||
+         line.find("NCCL TRACE") != std::string::npos;
+}
+
+// nccl-tests' own failure report: the table after it, if any, is not a measurement.
+bool is_test_failure(const std::string& line) {
+  return line.find("Test NCCL failure") != std::string::npos ||
+         line.find("Test CUDA failure") != std::string::npos ||
+         line.find("Test failure") != std::string::npos;
+}
+
+// A table row starts with two integers (size, count); a launcher line does not ("7 more
+// processes have sent help message").
+bool looks_like_row(const std::vector<std::string>& cells) {
+  if (cells.empty() || !std::isdigit(static_cast<unsigned char>(cells[0][0]))) return false;
+  if (cells.size() < 2) return true;
+  return std::all_of(cells[1].begin(), cells[1].end(),
+                     [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+const char* skip_kind_name(NcclTestsSkip k, bool plural) {
+  switch (k) {
+    case NcclTestsSkip::kSizeZero: return plural ? "rows of size 0" : "row of size 0";
+    case NcclTestsSkip::kTruncated:
+      return plural ? "truncated lines (\"...\")" : "truncated line (\"...\")";
+    case NcclTestsSkip::kNcclLog: return plural ? "NCCL log lines" : "NCCL log line";
+    case NcclTestsSkip::kLauncher:
+      return plural ? "launcher or shell lines (not nccl-tests output)"
+                    : "launcher or shell line (not nccl-tests output)";
+  }
+  return "";
+}
+
+// Whether the op's busbw/algbw ratio depends on the rank count.
+bool ratio_tells_ranks(const std::string& op) {
+  return op == "all_reduce" || op == "all_gather" || op == "reduce_scatter" || op == "all_to_all";
+}
+
+// The rank count a busbw/algbw factor f means: 2(n−1)/n for all-reduce, (n−1)/n for the others
+// whose factor depends on n; +inf at or past the limit the factor approaches.
+double ranks_for_factor(const std::string& op, double f) {
+  const double top = op == "all_reduce" ? 2.0 : 1.0;
+  if (f >= top) return std::numeric_limits<double>::infinity();
+  return top / (top - f);
+}
+
+std::string factor_formula(const std::string& op) {
+  if (op == "all_reduce") return "2(n-1)/n";
+  if (ratio_tells_ranks(op)) return "(n-1)/n";
+  return "1";
+}
+
+// What the busbw/algbw ratio of the rows says: the measured factor, its rounding allowance and
+// the row it comes from (the one with the largest algbw, printed to the most significant digits).
+struct RatioEvidence {
+  bool present = false;
+  double factor = 0, tolerance = 0;
+  int line = 0;
+};
+
+RatioEvidence ratio_evidence(const std::vector<NcclTestsRow>& rows) {
+  RatioEvidence e;
+  const NcclTestsRow* best = nullptr;
+  for (const NcclTestsRow& r : rows) {
+    if (r.algbw_GBps > 0 && r.busbw_GBps > 0 && (!best || r.algbw_GBps > best->algbw_GBps)) {
+      best = &r;
+    }
+  }
+  if (!best) return e;
+  e.present = true;
+  e.factor = best->busbw_GBps / best->algbw_GBps;
+  // The ratio of two rounded numbers: relative errors add. A little more for the division.
+  e.tolerance = e.factor * (best->algbw_half_ulp / best->algbw_GBps +
+                            best->busbw_half_ulp / best->busbw_GBps) * 1.01 +
+                1e-9 * e.factor;
+  e.line = best->line;
+  return e;
+}
+
+// The integers n whose factor lies within the evidence's tolerance, as [lo, hi]; lo > hi when
+// none; hi may be INT_MAX (the factor is too close to its limit to bound n).
+std::pair<std::int64_t, std::int64_t> ranks_range(const std::string& op, const RatioEvidence& e) {
+  const double lo_f = std::max(0.0, e.factor - e.tolerance), hi_f = e.factor + e.tolerance;
+  const double lo = ranks_for_factor(op, lo_f), hi = ranks_for_factor(op, hi_f);
+  const auto lo_n = static_cast<std::int64_t>(std::ceil(lo - 1e-9));
+  const std::int64_t hi_n = std::isinf(hi) || hi > static_cast<double>(limits::kMaxRanks)
+                                ? limits::kMaxRanks
+                                : static_cast<std::int64_t>(std::floor(hi + 1e-9));
+  return {std::max<std::int64_t>(lo_n, 2), hi_n};
+}
+
+bool factor_agrees(const std::string& op, int ranks, const RatioEvidence& e) {
+  return std::abs(nccl_tests_busbw_factor(op, ranks) - e.factor) <= e.tolerance;
+}
+
+std::string fmt_factor(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", f);
+  return buf;
+}
+
+// What the ratio implies, in words: "32 ranks" or "between 30 and 34 ranks".
+std::string implied_ranks(const std::string& op, const RatioEvidence& e) {
+  const auto [lo, hi] = ranks_range(op, e);
+  if (lo > hi) {
+    return "no rank count (" + op + " has busbw = algbw x " + factor_formula(op) + ")";
+  }
+  if (lo == hi) return std::to_string(lo) + " ranks";
+  if (hi >= limits::kMaxRanks) return "at least " + std::to_string(lo) + " ranks";
+  return "between " + std::to_string(lo) + " and " + std::to_string(hi) + " ranks";
+}
+
+// Settles run.ranks from the file's count (`stated`, 0 when none), --ranks and the ratio.
+void resolve_ranks(NcclTestsRun& run, int stated, const std::string& stated_from,
+                   const NcclTestsOptions& o) {
+  const std::string& path = run.path;
+  const RatioEvidence e = ratio_evidence(run.rows);
+  const bool informative = e.present && ratio_tells_ranks(run.op);
+  const std::string ratio_text = e.present ? "busbw/algbw = " + fmt_factor(e.factor) + " (line " +
+                                                 std::to_string(e.line) + ")"
+                                           : std::string();
+  // Ops whose factor is 1 whatever the rank count: the ratio still says whether this is one.
+  if (e.present && !ratio_tells_ranks(run.op) && std::abs(e.factor - 1.0) > e.tolerance) {
+    throw_input(ratio_text + ", but " + run.op + " reports busbw = algbw",
+                {path, e.line, "busbw"},
+                "is this " + run.op + " output? The collective came from " +
+                    "the `# Collective test starting` line, the file name or the columns");
+  }
+  const auto use = [&](int n, const std::string& from) {
+    run.ranks = n;
+    run.ranks_from = from;
+  };
+  if (stated > 0 && (!informative || factor_agrees(run.op, stated, e))) {
+    if (o.ranks > 0 && o.ranks != stated) {
+      run.warnings.push_back(path + ": --ranks " + std::to_string(o.ranks) +
+                             " not used: the file states " + std::to_string(stated) +
+                             " ranks (" + stated_from + ")" +
+                             (informative ? ", and " + ratio_text + " agrees" : std::string()));
+    }
+    use(stated, stated_from);
+    return;
+  }
+  if (stated > 0) {
+    // The stated count contradicts the ratio nccl-tests computed from the real one.
+    if (o.ranks > 0 && factor_agrees(run.op, o.ranks, e)) {
+      run.warnings.push_back(path + ": --ranks " + std::to_string(o.ranks) + " replaces the " +
+                             std::to_string(stated) + " ranks the file states (" + stated_from +
+                             "), as " + ratio_text + " implies " + implied_ranks(run.op, e));
+      use(o.ranks, "--ranks");
+      return;
+    }
+    const std::string implied = implied_ranks(run.op, e);
+    std::string hint = "a device list cut short, or nGpus of one process under mpirun, reads as "
+                       "too few ranks";
+    const auto [lo, hi] = ranks_range(run.op, e);
+    if (lo == hi) hint = "if the job had " + std::to_string(lo) + " ranks, pass --ranks " +
+                         std::to_string(lo) + " (" + hint + ")";
+    throw_input("the file states " + std::to_string(stated) + " ranks (" + stated_from + "), but " +
+                    ratio_text + " implies " + implied + " for " + run.op +
+                    " (busbw = algbw x " + factor_formula(run.op) + ")" +
+                    (o.ranks > 0 ? "; --ranks " + std::to_string(o.ranks) + " does not fit it either"
+                                 : std::string()),
+                {path, e.line, "busbw"}, hint);
+  }
+  // The file states no rank count.
+  if (o.ranks > 0) {
+    if (informative && !factor_agrees(run.op, o.ranks, e)) {
+      throw_input("--ranks " + std::to_string(o.ranks) + " disagrees with " + ratio_text +
+                      ", which implies " + implied_ranks(run.op, e) + " for " + run.op +
+                      " (busbw = algbw x " + factor_formula(run.op) + ")",
+                  {path, e.line, "busbw"});
+    }
+    use(o.ranks, "--ranks");
+    return;
+  }
+  if (informative) {
+    const auto [lo, hi] = ranks_range(run.op, e);
+    if (lo == hi) {
+      run.notes.push_back(path + ": no rank count in the file; " + ratio_text + " gives " +
+                          std::to_string(lo) + " ranks (busbw = algbw x " +
+                          factor_formula(run.op) + "); --ranks sets it");
+      use(static_cast<int>(lo), "busbw/algbw");
+      return;
+    }
+  }
+  throw_input("cannot tell the rank count: no `#  Rank` lines, no `nGpus` in the header" +
+                  (informative ? ", and " + ratio_text + " fits " + implied_ranks(run.op, e)
+                               : std::string()),
+              {path, 0, ""}, "pass --ranks N, the number of ranks of the job");
+}
+
+}  // namespace
+
+std::string gpu_preset_for_device_name(const std::string& name) {
+  std::string n;
+  for (unsigned char c : name) n += static_cast<char>(std::toupper(c));
+  for (char& c : n) {
+    if (c == '-' || c == '_') c = ' ';
+  }
+  const auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
+  // The memory size where the name prints one ("40GB" in "A100-SXM4-40GB"), else 0.
+  int gb = 0;
+  static const std::regex kGb(R"((\d+)\s*GB)");
+  std::smatch m;
+  if (std::regex_search(n, m, kGb)) gb = std::stoi(m[1].str());
+  n += " ";  // so "H20 " does not match "H200"
+  if (has("GH200") || has("PCIE") || has("NVL") || has("H800") || has("H20 ")) return "";
+  if (has("H200")) return "h200-sxm";
+  if (has("H100")) return gb == 0 || gb == 80 ? "h100-sxm" : "";
+  if (has("A800")) return gb == 80 ? "a800" : "";
+  if (has("A100")) return gb == 80 ? "a100-80gb" : "";
+  return "";
+}
+
+std::vector<std::string> describe_skipped(const NcclTestsRun& run) {
+  std::vector<std::string> out;
+  for (NcclTestsSkip k : {NcclTestsSkip::kSizeZero, NcclTestsSkip::kTruncated,
+                          NcclTestsSkip::kNcclLog, NcclTestsSkip::kLauncher}) {
+    std::vector<int> lines;
+    for (const NcclTestsSkippedLine& s : run.skipped) {
+      if (s.kind == k) lines.push_back(s.line);
+    }
+    if (lines.empty()) continue;
+    std::string text = run.path + ": skipped " + std::to_string(lines.size()) + " " +
+                       skip_kind_name(k, lines.size() > 1) + " (line" +
+                       (lines.size() > 1 ? "s " : " ");
+    const std::size_t shown = std::min<std::size_t>(lines.size(), 5);
+    for (std::size_t i = 0; i < shown; ++i) {
+      text += (i ? ", " : "") + std::to_string(lines[i]);
+    }
+    if (lines.size() > shown) text += " and " + std::to_string(lines.size() - shown) + " more";
+    out.push_back(text + ")");
+  }
+  return out;
+}
+
+NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
+                              const NcclTestsOptions& options) {
   static const std::regex kRankLine(
       R"(^#\s+Rank\s+(\d+)\s.*\son\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*?)\s*$)");
   static const std::regex kNGpus(R"(\bnGpus\s+(\d+))");
   static const std::regex kNThread(R"(\bnThread\s+(\d+))");
   static const std::regex kStarting(R"(Collective test starting:\s*(\S+))");
+  if (options.ranks < 0 || options.ranks > limits::kMaxRanks) {
+    throw_input("--ranks " + std::to_string(options.ranks) + " is not a rank count (1 to " +
+                    std::to_string(limits::kMaxRanks) + ")",
+                {path, 0, "--ranks"});
+  }
   NcclTestsRun run;
   run.path = path;
   std::vector<std::string> columns;
@@ -126,6 +407,7 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
   int version_ranks = 0;
   std::istringstream in(std::string(strip_bom(text)));
   int lineno = 0;
+  const auto skip = [&](NcclTestsSkip k) { run.skipped.push_back({k, lineno}); };
   for (std::string raw; std::getline(in, raw);) {
     ++lineno;
     if (!raw.empty() && raw.back() == '\r') raw.pop_back();
@@ -152,24 +434,45 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
         version_ranks = static_cast<int>(gpus * threads);
       } else if (std::regex_match(body, m, kRankLine)) {
         const int rank = header_count(m[1].str(), path, lineno, "Rank");
-        if (ranks.empty() || rank == 0) run.gpu_name = m[3].str();
+        if (ranks.empty() || rank == 0) {
+          run.gpu_name = m[3].str();
+          run.gpu_line = lineno;
+        }
         ranks.insert(rank);
         hosts.insert(m[2].str());
+      } else if (is_elision(body)) {
+        skip(NcclTestsSkip::kTruncated);  // e.g. a device list shortened with "#  ..."
       } else {
         const auto cols = split_ws(body.substr(1));
         if (!cols.empty() && cols[0] == "size") columns = cols;
       }
       continue;
     }
+    if (is_test_failure(line)) {
+      throw_input("nccl-tests reports a failure: `" + line.substr(first, 80) + "`",
+                  {path, lineno, "column 1"}, "the run did not finish; measure again");
+    }
     // NCCL_DEBUG=INFO output interleaves with the table; it is not part of it.
-    if (line.find("NCCL INFO") != std::string::npos ||
-        line.find("NCCL WARN") != std::string::npos) {
+    if (is_nccl_log(line)) {
+      skip(NcclTestsSkip::kNcclLog);
+      continue;
+    }
+    if (is_elision(line)) {
+      skip(NcclTestsSkip::kTruncated);
       continue;
     }
     const auto cells = split_ws(line);
-    if (!std::isdigit(static_cast<unsigned char>(line[first]))) {
-      throw_input("unexpected line in nccl-tests output: `" + line.substr(first, 60) + "`",
-                  {path, lineno, "column 1"});
+    if (!looks_like_row(cells)) {
+      skip(NcclTestsSkip::kLauncher);  // mpirun / srun / MPI library messages, banners
+      continue;
+    }
+    if (has_elided_cell(cells)) {
+      skip(NcclTestsSkip::kTruncated);
+      continue;
+    }
+    if (cells[0] == "0") {
+      skip(NcclTestsSkip::kSizeZero);
+      continue;
     }
     if (columns.empty()) {
       throw_input("result row before the column header (`#  size  count  type ...`)",
@@ -181,11 +484,12 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
                       std::to_string(cells.size()),
                   {path, lineno,
                    "column " + std::to_string(col + 1) +
-                       (col < columns.size() ? " (" + columns[col] + ")" : "")});
+                       (col < columns.size() ? " (" + columns[col] + ")" : "")},
+                  "a row cut short in a paste can be marked with \"...\" to be skipped");
     }
     NcclTestsRow row;
     row.line = lineno;
-    int time_groups = 0;
+    int time_groups = 0, algbw_groups = 0, busbw_groups = 0;
     for (std::size_t c = 0; c < cells.size(); ++c) {
       const std::string& name = columns[c];
       const std::string& cell = cells[c];
@@ -212,14 +516,27 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
                         : parse_double(cell, path, lineno, c, name, limits::kMaxCollectiveTime_us);
         (time_groups++ == 0 ? row.out_of_place_us : row.in_place_us) = t;
       } else if (!is_na(cell)) {
-        // algbw, busbw, #wrong / error: checked to be numbers, derived from the time.
-        parse_double(cell, path, lineno, c, name);
+        // algbw, busbw, #wrong / error: checked to be numbers; the bandwidths (first group that
+        // prints them) are kept for the rank-count check.
+        const double v = parse_double(cell, path, lineno, c, name);
+        if (name == "algbw" && algbw_groups++ == 0 && row.algbw_GBps == 0 && v > 0) {
+          row.algbw_GBps = v;
+          row.algbw_half_ulp = half_ulp(cell);
+        } else if (name == "busbw" && busbw_groups++ == 0 && row.busbw_GBps == 0 && v > 0) {
+          row.busbw_GBps = v;
+          row.busbw_half_ulp = half_ulp(cell);
+        }
       }
     }
     if (row.size_bytes <= 0) bad_cell(path, lineno, 0, columns[0], cells[0], "a size > 0");
     run.rows.push_back(row);
   }
-  if (run.rows.empty()) throw_input("no result rows (is this nccl-tests output?)", {path, 0, ""});
+  if (run.rows.empty()) {
+    throw_input(run.skipped.empty() ? "no result rows (is this nccl-tests output?)"
+                                    : "no result rows left after skipping " +
+                                          std::to_string(run.skipped.size()) + " lines",
+                {path, 0, ""});
+  }
   if (run.op.empty()) run.op = op_from_name(basename(path));
   if (run.op.empty()) {
     // Newer nccl-tests print redop and root for every collective; only rooted ones use root.
@@ -232,17 +549,19 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path) 
                 "keep the `# Collective test starting:` line or name the file after the test "
                 "(all_reduce_perf.txt, ...)");
   }
-  run.ranks = !ranks.empty() ? static_cast<int>(ranks.size()) : version_ranks;
-  if (run.ranks < 1) {
-    throw_input("no rank count: neither `#  Rank` lines nor `nGpus` in the header", {path, 0, ""});
-  }
-  run.nodes = static_cast<int>(hosts.size());
+  // nThread x nGpus counts one process's ranks: under mpirun (nGpus 1 per process) it is not the
+  // job's size, so without rank lines a count of 1 is taken as unknown, not as a 1-rank run.
+  const int stated =
+      !ranks.empty() ? static_cast<int>(ranks.size()) : (version_ranks > 1 ? version_ranks : 0);
+  resolve_ranks(run, stated, !ranks.empty() ? "`#  Rank` lines" : "nThread x nGpus", options);
+  // Hosts are only known when the rank lines list every rank (not when --ranks replaced them).
+  run.nodes = run.ranks == static_cast<int>(ranks.size()) ? static_cast<int>(hosts.size()) : 0;
   return run;
 }
 
-NcclTestsRun read_nccl_tests(const std::string& path) {
+NcclTestsRun read_nccl_tests(const std::string& path, const NcclTestsOptions& options) {
   return parse_nccl_tests(
-      read_input_file(path, "nccl-tests output", limits::kMaxNcclTestsBytes), path);
+      read_input_file(path, "nccl-tests output", limits::kMaxNcclTestsBytes), path, options);
 }
 
 std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) {
@@ -274,14 +593,26 @@ std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) 
     if (!(factor > 0)) {
       throw_input("a 1-rank " + key.first + " moves no data; nothing to fit", at, others);
     }
+    std::string file_list;
+    for (const std::string& f : from) file_list += (file_list.empty() ? "" : ", ") + f;
+    if (all.empty()) throw_input("no times (every time cell is N/A) for " + what, at, others);
+    if (all.front().first == all.back().first) {
+      // One size: a single point cannot separate the start-up time from the bandwidth. The
+      // samples are kept, unfitted, so the measurement is not lost.
+      NcclTestsFit f;
+      f.measured.op = key.first;
+      f.measured.ranks = key.second;
+      f.measured.samples = all;
+      f.fitted = false;
+      f.files = file_list;
+      fits.push_back(std::move(f));
+      continue;
+    }
     std::vector<std::pair<double, double>> fit;
     for (const auto& s : all) {
       if (s.first >= kFitMinBytes) fit.push_back(s);
     }
-    if (fit.size() < 2) fit = all;
-    if (fit.size() < 2 || fit.front().first == fit.back().first) {
-      throw_input("need times at two or more sizes to fit " + what, at, others);
-    }
+    if (fit.size() < 2 || fit.front().first == fit.back().first) fit = all;
     // Relative least squares, min Σ((α + S·x − t)/t)²: every size counts alike, instead of the
     // largest message deciding α.
     const Eigen::Index n = static_cast<Eigen::Index>(fit.size());
@@ -315,6 +646,7 @@ std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) 
                   at, others.empty() ? "check the time columns" : others);
     }
     f.measured.samples = all;
+    f.files = file_list;
     for (const auto& [size, t] : fit) {
       f.max_rel_error = std::max(f.max_rel_error, std::abs(ab(0) + size * ab(1) - t) / t);
     }

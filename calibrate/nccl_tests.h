@@ -5,6 +5,12 @@
 // a `# Avg bus bandwidth` trailer. The column set changed across versions (`error` became
 // `#wrong`, `redop`/`root` appeared), and launchers prefix every line (`0: `, `[1,0]<stdout>:`),
 // so the parser reads the column header instead of assuming fixed positions.
+//
+// Real outputs carry more than the table: rows of size 0, "..." where a README cut the table,
+// launcher and NCCL log lines in between. Those lines are skipped and listed in the run
+// (`skipped`), so the caller can say what was left out; anything else that is not a table row is
+// still an error. The rank count is checked against the busbw/algbw ratio of the rows, which
+// nccl-tests computes from it.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +30,33 @@ struct NcclTestsRow {
   int root = -1;      // -1 when the file has no root column or the collective has no root
   double out_of_place_us = 0;
   double in_place_us = 0;
+  // busbw/algbw of the out-of-place group (in-place when that is N/A); 0 when not printed.
+  double algbw_GBps = 0, busbw_GBps = 0;
+  // Half a unit of the last printed digit of those two cells (0.005 for "%.2f"), the rounding
+  // the ratio check allows.
+  double algbw_half_ulp = 0, busbw_half_ulp = 0;
   int line = 0;  // 1-based line in the file
+};
+
+/// Lines the parser leaves out, by kind; the caller reports them (describe_skipped).
+enum class NcclTestsSkip {
+  kSizeZero,   // a row of size 0 (nccl-tests -b 0): no time to fit
+  kTruncated,  // "...", "[...]" or a row cut off with "...": part of the output was elided
+  kNcclLog,    // NCCL INFO / WARN / TRACE lines (NCCL_DEBUG) between the table's lines
+  kLauncher,   // any other line that is not the table's: mpirun, srun, MPI library messages
+};
+
+struct NcclTestsSkippedLine {
+  NcclTestsSkip kind;
+  int line = 0;  // 1-based
+};
+
+/// Options of the import that the file may not carry.
+struct NcclTestsOptions {
+  /// The job's rank count, for files that do not state it (no `#  Rank` lines, no `nGpus`); it
+  /// also replaces a stated count that the busbw/algbw ratio contradicts while agreeing with it
+  /// (a device list cut short). 0: none given.
+  int ranks = 0;
 };
 
 struct NcclTestsRun {
@@ -35,13 +67,20 @@ struct NcclTestsRun {
   int nodes = 0;  // distinct hosts in the rank lines; 0 when the file does not say
   std::string version_line;  // the `# nThread ... nGpus ...` line, without the launcher prefix
   std::string gpu_name;      // of rank 0, "" when the file has no rank lines
+  int gpu_line = 0;          // the line gpu_name was read from
+  std::string ranks_from;  // "`#  Rank` lines", "nThread x nGpus", "--ranks" or "busbw/algbw"
   std::vector<NcclTestsRow> rows;
+  std::vector<NcclTestsSkippedLine> skipped;
+  std::vector<std::string> notes;     // how the rank count was found, when not from the file
+  std::vector<std::string> warnings;  // a value of the file replaced by an option
 };
 
 /// α–β fit of one (op, ranks) over the rows of one or more runs.
 struct NcclTestsFit {
-  MeasuredCollective measured;
-  double max_rel_error = 0;  // over the fitted samples (those of at least kFitMinBytes)
+  MeasuredCollective measured;  // alpha_s = busbw_Bps = 0 when not fitted
+  double max_rel_error = 0;     // over the fitted samples (those of at least kFitMinBytes)
+  bool fitted = true;           // false: samples of one size only, kept without a fit
+  std::string files;            // the files of this (op, ranks), for messages
 };
 
 /// Smallest message the fit uses: below it NCCL switches to the LL/LL128 protocols and fewer
@@ -49,15 +88,27 @@ struct NcclTestsFit {
 inline constexpr double kFitMinBytes = 1 << 20;
 
 /// Parses nccl-tests output text; `path` names it in errors (kInput, with line and column).
-NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path);
+NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
+                              const NcclTestsOptions& options = {});
 /// Reads and parses a file.
-NcclTestsRun read_nccl_tests(const std::string& path);
+NcclTestsRun read_nccl_tests(const std::string& path, const NcclTestsOptions& options = {});
+
+/// One line per kind of skipped line, e.g. "all_reduce_perf.txt: skipped 2 rows of size 0
+/// (lines 16, 17)"; the first five line numbers of each kind are named.
+std::vector<std::string> describe_skipped(const NcclTestsRun& run);
+
+/// The GPU preset whose built-in profile describes a CUDA device name as nccl-tests prints it
+/// ("NVIDIA H100 80GB HBM3", "A100-SXM4-80GB"), "" when none does: the A100 40GB and 64GB, PCIe
+/// and NVL cards, H800, GH200 have other memory, NVLink or clocks than the presets.
+std::string gpu_preset_for_device_name(const std::string& name);
 
 /// nccl-tests' bus-bandwidth factor: busbw = algbw · factor.
 double nccl_tests_busbw_factor(const std::string& op, int ranks);
 
 /// Least-squares fit of time = α + size · factor / busbw, one per (op, ranks) in `runs`, in the
-/// order they first appear. Samples take the out-of-place time (in-place when that is N/A).
+/// order they first appear. Samples take the out-of-place time (in-place when that is N/A). An
+/// (op, ranks) measured at a single size keeps its samples unfitted (`fitted` false): one point
+/// cannot separate α from the bandwidth.
 std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs);
 
 }  // namespace trainsim::calib

@@ -94,8 +94,13 @@ void load_measured(const json& j, const std::string& file, Profile& p) {
     MeasuredCollective m;
     m.op = get_string_at(e, "op", file, at);
     m.ranks = get_int(e, "ranks", file, at + ".ranks", 1, limits::kMaxRanks);
-    m.alpha_s = get_number(e, "alpha_s", file, at, kLatency);
-    m.busbw_Bps = get_number(e, "busbw_Bps", file, at, kBandwidth);
+    // Both null: samples of a single size, kept without a fit (busbw_Bps 0 is never priced).
+    const bool unfitted = e.contains("alpha_s") && e["alpha_s"].is_null() &&
+                          e.contains("busbw_Bps") && e["busbw_Bps"].is_null();
+    if (!unfitted) {
+      m.alpha_s = get_number(e, "alpha_s", file, at, kLatency);
+      m.busbw_Bps = get_number(e, "busbw_Bps", file, at, kBandwidth);
+    }
     if (!e.contains("samples") || !e["samples"].is_array()) {
       throw_input("expected an array of [size_bytes, time_us]", {file, 0, at + ".samples"});
     }
@@ -339,10 +344,11 @@ std::string profile_to_json(const Profile& p) {
     for (const MeasuredCollective& m : p.collectives_measured) {
       nlohmann::ordered_json samples = nlohmann::ordered_json::array();
       for (const auto& [size, time] : m.samples) samples.push_back({size, time});
+      const bool fitted = m.busbw_Bps > 0;  // else samples only: both written as null
       arr.push_back({{"op", m.op},
                      {"ranks", m.ranks},
-                     {"alpha_s", m.alpha_s},
-                     {"busbw_Bps", m.busbw_Bps},
+                     {"alpha_s", fitted ? nlohmann::ordered_json(m.alpha_s) : nullptr},
+                     {"busbw_Bps", fitted ? nlohmann::ordered_json(m.busbw_Bps) : nullptr},
                      {"samples", samples}});
     }
     j["collectives_measured"] = arr;

@@ -1,11 +1,15 @@
 // calibrate/nccl_tests: every nccl-tests output variant in tests/calibrate/data parses, the α–β
 // fit reproduces the measured times above 1 MiB, profiles round-trip the measured section, and
-// malformed files are reported by file, line and column.
+// malformed files are reported by file, line and column. The real-world defects (rows of size 0,
+// "..." in pasted tables, launcher noise, no rank count, a device list cut short, GPUs without a
+// profile, a single size) each have a synthetic file in tests/calibrate/data, made by a model in
+// nccl-tests' output format (not measured).
 #include "calibrate/nccl_tests.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "calibrate/profile.h"
 #include "sim/core/error.h"
@@ -15,6 +19,38 @@ namespace {
 
 std::string data(const std::string& name) {
   return std::string(TRAINSIM_SOURCE_DIR) + "/tests/calibrate/data/" + name;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The line numbers of the skipped lines of one kind.
+std::vector<int> skipped(const NcclTestsRun& r, NcclTestsSkip kind) {
+  std::vector<int> lines;
+  for (const NcclTestsSkippedLine& s : r.skipped) {
+    if (s.kind == kind) lines.push_back(s.line);
+  }
+  return lines;
+}
+
+// The Error a call throws (fails the test when it throws none).
+template <typename F>
+Error error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error thrown";
+  return Error(ErrorKind::kRuntime, "none");
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
 }
 
 // Times predicted by the fit stay within 5 % of every sample of at least 1 MiB.
@@ -60,8 +96,12 @@ TEST(NcclTests, OpenMpiTaggedTwoNodesWithNcclInfoLines) {
   const NcclTestsRun r = read_nccl_tests(data("mpirun_2node_reduce_scatter.txt"));
   EXPECT_EQ(r.op, "reduce_scatter");
   EXPECT_EQ(r.ranks, 16);  // from the rank lines: nGpus is 1 per process
+  EXPECT_EQ(r.ranks_from, "`#  Rank` lines");
   EXPECT_EQ(r.nodes, 2);
   EXPECT_EQ(r.rows.size(), 31u);
+  // The two NCCL INFO lines are skipped, and listed.
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kNcclLog), (std::vector<int>{22, 23}));
+  EXPECT_EQ(r.skipped.size(), 2u);
 }
 
 TEST(NcclTests, OldFormatWithRootAndErrorColumns) {
@@ -156,6 +196,234 @@ TEST(NcclTests, UnknownMeasuredFieldIsNamed) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInput);
     EXPECT_EQ(e.where().field, "collectives_measured[0].nranks");
+  }
+}
+
+TEST(NcclTests, RowsOfSizeZeroAreSkippedAndListed) {
+  const NcclTestsRun r = read_nccl_tests(data("all_reduce_perf_size0.txt"));
+  EXPECT_EQ(r.op, "all_reduce");
+  EXPECT_EQ(r.ranks, 8);
+  ASSERT_EQ(r.rows.size(), 11u);  // 1 MiB .. 1 GiB
+  EXPECT_EQ(r.rows.front().size_bytes, 1 << 20);
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kSizeZero), (std::vector<int>{17, 18}));
+  EXPECT_EQ(r.skipped.size(), 2u);
+  EXPECT_EQ(describe_skipped(r),
+            std::vector<std::string>{data("all_reduce_perf_size0.txt") +
+                                     ": skipped 2 rows of size 0 (lines 17, 18)"});
+  const auto fits = fit_nccl_tests({r});
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_TRUE(fits[0].fitted);
+  expect_reproduces(fits[0].measured);
+}
+
+TEST(NcclTests, ElidedLinesOfAPastedTableAreSkipped) {
+  const std::string path = data("readme_all_reduce_perf.md.txt");
+  const NcclTestsRun r = read_nccl_tests(path);
+  EXPECT_EQ(r.op, "all_reduce");  // from the file name
+  EXPECT_EQ(r.ranks, 8);
+  // 8..64 B, 1 MiB..128 MiB, 2 and 4 GiB; the 8 GiB row is cut off with "...".
+  ASSERT_EQ(r.rows.size(), 14u);
+  EXPECT_EQ(r.rows.back().size_bytes, std::int64_t{1} << 32);
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kTruncated), (std::vector<int>{21, 30, 33}));
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kLauncher), (std::vector<int>{1}));  // the `$ ...` prompt
+  const std::vector<std::string> text = describe_skipped(r);
+  ASSERT_EQ(text.size(), 2u);
+  EXPECT_EQ(text[0], path + ": skipped 3 truncated lines (\"...\") (lines 21, 30, 33)");
+  EXPECT_EQ(text[1], path + ": skipped 1 launcher or shell line (not nccl-tests output) (line 1)");
+  const auto fits = fit_nccl_tests({r});
+  ASSERT_EQ(fits.size(), 1u);
+  expect_reproduces(fits[0].measured);
+  EXPECT_NEAR(fits[0].measured.busbw_Bps, 478e9, 0.03 * 478e9);
+}
+
+TEST(NcclTests, LauncherNoiseAndNcclLogLinesAreSkippedByKind) {
+  const std::string path = data("all_gather_perf_openmpi_noise.log");
+  const NcclTestsRun r = read_nccl_tests(path);
+  EXPECT_EQ(r.op, "all_gather");
+  EXPECT_EQ(r.ranks, 16);
+  EXPECT_EQ(r.nodes, 2);
+  EXPECT_EQ(r.rows.size(), 12u);  // 1 MiB .. 2 GiB
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kNcclLog), (std::vector<int>{30, 31, 44}));
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kLauncher),
+            (std::vector<int>{1, 2, 3, 4, 6, 7, 8, 38, 39, 53}));
+  const std::vector<std::string> text = describe_skipped(r);
+  ASSERT_EQ(text.size(), 2u);
+  EXPECT_EQ(text[0], path + ": skipped 3 NCCL log lines (lines 30, 31, 44)");
+  EXPECT_EQ(text[1], path +
+                         ": skipped 10 launcher or shell lines (not nccl-tests output) (lines 1, 2, "
+                         "3, 4, 6 and 5 more)");
+  const auto fits = fit_nccl_tests({r});
+  ASSERT_EQ(fits.size(), 1u);
+  expect_reproduces(fits[0].measured);
+  // nccl-tests' own failure line is still an error, not noise.
+  const Error e = error_of([] {
+    parse_nccl_tests("# nThread 1 nGpus 2\n#  size  count  type  redop  root  time  algbw  busbw  "
+                     "#wrong  time  algbw  busbw  #wrong\n"
+                     "node-1: Test NCCL failure common.cu:1030 'unhandled cuda error'\n",
+                     "all_reduce_perf.txt");
+  });
+  EXPECT_EQ(e.where().line, 3);
+  EXPECT_TRUE(contains(e.message(), "failure")) << e.what();
+}
+
+TEST(NcclTests, SendRecvWithoutRankCountTakesRanksOption) {
+  const std::string path = data("sendrecv_perf_no_ranks.txt");
+  const Error e = error_of([&] { read_nccl_tests(path); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
+  EXPECT_EQ(e.where().file, path);
+  EXPECT_TRUE(contains(e.what(), "cannot tell the rank count")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "--ranks N")) << e.what();
+  NcclTestsOptions o;
+  o.ranks = 2;
+  const NcclTestsRun r = read_nccl_tests(path, o);
+  EXPECT_EQ(r.op, "sendrecv");
+  EXPECT_EQ(r.ranks, 2);
+  EXPECT_EQ(r.ranks_from, "--ranks");
+  EXPECT_TRUE(r.warnings.empty());
+  EXPECT_EQ(r.rows.size(), 15u);  // 64 KiB .. 1 GiB
+  const auto fits = fit_nccl_tests({r});
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_EQ(fits[0].measured.ranks, 2);
+  expect_reproduces(fits[0].measured);
+  // nGpus 1 without rank lines is one process's count (mpirun), not a 1-rank job.
+  std::string text = slurp(path);
+  text.insert(text.find('\n') + 1, "# nThread 1 nGpus 1 minBytes 65536 maxBytes 1073741824\n");
+  EXPECT_THROW(parse_nccl_tests(text, "sendrecv_perf.txt"), Error);
+  EXPECT_EQ(parse_nccl_tests(text, "sendrecv_perf.txt", o).ranks, 2);
+}
+
+TEST(NcclTests, RankCountThatContradictsBusbwRatioIsRefused) {
+  // 32 ranks (busbw/algbw = 2·31/32), but the device list stops after rank 4.
+  const std::string path = data("all_reduce_perf_32ranks_cut.txt");
+  const Error e = error_of([&] { read_nccl_tests(path); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
+  EXPECT_EQ(e.where().file, path);
+  EXPECT_EQ(e.where().line, 25);  // the 2 GiB row: the largest algbw, the most precise ratio
+  EXPECT_TRUE(contains(e.what(), "states 5 ranks (`#  Rank` lines)")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "implies 32 ranks for all_reduce")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "pass --ranks 32")) << e.what();
+  // --ranks that agrees with the ratio replaces the cut list, with a warning.
+  NcclTestsOptions o;
+  o.ranks = 32;
+  const NcclTestsRun r = read_nccl_tests(path, o);
+  EXPECT_EQ(r.ranks, 32);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_TRUE(contains(r.warnings[0], "--ranks 32 replaces the 5 ranks")) << r.warnings[0];
+  const auto fits = fit_nccl_tests({r});
+  expect_reproduces(fits.at(0).measured);
+  EXPECT_NEAR(fits[0].measured.busbw_Bps, 355e9, 0.03 * 355e9);
+  // --ranks that disagrees too is refused, saying so.
+  o.ranks = 16;
+  const Error e16 = error_of([&] { read_nccl_tests(path, o); });
+  EXPECT_TRUE(contains(e16.what(), "--ranks 16 does not fit it either")) << e16.what();
+}
+
+TEST(NcclTests, RankCountFromRatioOnlyWhenTheFileStatesNone) {
+  // The 8-GPU table without its header: 2(n-1)/n = 1.75 names 8 ranks, and a note says so.
+  std::string text = slurp(data("h100x8_all_reduce.txt"));
+  std::string table;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("Rank") == std::string::npos && line.find("nGpus") == std::string::npos) {
+      table += line + "\n";
+    }
+  }
+  const NcclTestsRun r = parse_nccl_tests(table, "paste.txt");
+  EXPECT_EQ(r.ranks, 8);
+  EXPECT_EQ(r.ranks_from, "busbw/algbw");
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_TRUE(contains(r.notes[0], "gives 8 ranks")) << r.notes[0];
+  // A --ranks that the ratio contradicts is refused.
+  NcclTestsOptions o;
+  o.ranks = 4;
+  const Error e = error_of([&] { parse_nccl_tests(table, "paste.txt", o); });
+  EXPECT_TRUE(contains(e.what(), "--ranks 4 disagrees")) << e.what();
+  EXPECT_EQ(e.where().file, "paste.txt");
+  // A file that states its count keeps it; --ranks is reported as unused.
+  o.ranks = 16;
+  const NcclTestsRun stated = read_nccl_tests(data("h100x8_all_reduce.txt"), o);
+  EXPECT_EQ(stated.ranks, 8);
+  ASSERT_EQ(stated.warnings.size(), 1u);
+  EXPECT_TRUE(contains(stated.warnings[0], "--ranks 16 not used")) << stated.warnings[0];
+  // busbw = algbw for broadcast: an all-reduce table labelled broadcast is refused.
+  text.replace(text.find("all_reduce_perf"), 15, "broadcast_perf");
+  const Error b = error_of([&] { parse_nccl_tests(text, "run.txt"); });
+  EXPECT_TRUE(contains(b.what(), "broadcast reports busbw = algbw")) << b.what();
+  EXPECT_GT(b.where().line, 0);
+}
+
+TEST(NcclTests, EveryRealisticFileAgreesWithItsRatio) {
+  // Each stated rank count matches what nccl-tests computed busbw with.
+  for (const char* f : {"h100x8_all_reduce.txt", "all_gather_perf.log",
+                        "mpirun_2node_reduce_scatter.txt", "broadcast_perf_a100_old.txt",
+                        "alltoall_perf_h100.txt", "job-4411.out", "all_reduce_perf_a100_40gb.txt",
+                        "all_reduce_perf_a100_64gb.txt", "reduce_scatter_perf_single_size.txt"}) {
+    const NcclTestsRun r = read_nccl_tests(data(f));
+    EXPECT_TRUE(r.warnings.empty()) << f;
+    EXPECT_TRUE(r.notes.empty()) << f;
+  }
+}
+
+TEST(NcclTests, SingleSizeIsKeptAsSamplesWithoutAFit) {
+  const NcclTestsRun r = read_nccl_tests(data("reduce_scatter_perf_single_size.txt"));
+  ASSERT_EQ(r.rows.size(), 1u);
+  const auto fits = fit_nccl_tests({r});
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_FALSE(fits[0].fitted);
+  EXPECT_EQ(fits[0].measured.op, "reduce_scatter");
+  EXPECT_EQ(fits[0].measured.ranks, 8);
+  EXPECT_EQ(fits[0].measured.alpha_s, 0);
+  EXPECT_EQ(fits[0].measured.busbw_Bps, 0);
+  ASSERT_EQ(fits[0].measured.samples.size(), 1u);
+  EXPECT_EQ(fits[0].measured.samples[0].first, 1073741824.0);
+  EXPECT_DOUBLE_EQ(fits[0].measured.samples[0].second, r.rows[0].out_of_place_us);
+  // Written as null, read back as "no fit".
+  Profile p = builtin_profile("h100-sxm");
+  p.collectives_measured.push_back(fits[0].measured);
+  const std::string json = profile_to_json(p);
+  EXPECT_TRUE(contains(json, "\"alpha_s\": null")) << json;
+  EXPECT_TRUE(contains(json, "\"busbw_Bps\": null")) << json;
+  const std::string path = ::testing::TempDir() + "unfitted.json";
+  std::ofstream(path) << json;
+  const Profile q = load_profile(path);
+  ASSERT_EQ(q.collectives_measured.size(), 1u);
+  EXPECT_EQ(q.collectives_measured[0].busbw_Bps, 0);
+  EXPECT_EQ(q.collectives_measured[0].samples, fits[0].measured.samples);
+  // Only both null means "no fit"; one null is an error naming the field.
+  std::string half = json;
+  half.replace(half.find("\"busbw_Bps\": null"), 17, "\"busbw_Bps\": 1e11");
+  std::ofstream(path) << half;
+  const Error e = error_of([&] { load_profile(path); });
+  EXPECT_EQ(e.where().field, "collectives_measured[0].alpha_s");
+  // Pooled with a second size of the same (op, ranks), the samples are fitted.
+  NcclTestsRun two = r;
+  NcclTestsRow half_size = r.rows[0];
+  half_size.size_bytes /= 2;
+  half_size.out_of_place_us = 40 + (half_size.out_of_place_us - 40) / 2;
+  two.rows.push_back(half_size);
+  EXPECT_TRUE(fit_nccl_tests({two}).at(0).fitted);
+}
+
+TEST(NcclTests, GpuPresetFromDeviceName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"NVIDIA H100 80GB HBM3", "h100-sxm"},
+      {"NVIDIA H200", "h200-sxm"},
+      {"NVIDIA A100-SXM4-80GB", "a100-80gb"},
+      {"A100-SXM4-80GB", "a100-80gb"},
+      {"NVIDIA A800-SXM4-80GB", "a800"},
+      {"NVIDIA A100-SXM4-40GB", ""},
+      {"NVIDIA A100-SXM-64GB", ""},
+      {"NVIDIA A100-PCIE-40GB", ""},
+      {"NVIDIA A100 80GB PCIe", ""},
+      {"NVIDIA H100 PCIe", ""},
+      {"NVIDIA H100 NVL", ""},
+      {"NVIDIA H800", ""},
+      {"NVIDIA GH200 480GB", ""},
+      {"NVIDIA H20", ""},
+      {"NVIDIA GeForce RTX 4090", ""},
+  };
+  for (const auto& [name, preset] : cases) {
+    EXPECT_EQ(gpu_preset_for_device_name(name), preset) << name;
   }
 }
 
