@@ -307,7 +307,7 @@ void resolve_ranks(NcclTestsRun& run, int stated, const std::string& stated_from
                        "too few ranks";
     const auto [lo, hi] = ranks_range(run.op, e);
     if (lo == hi) hint = "if the job had " + std::to_string(lo) + " ranks, pass --ranks " +
-                         std::to_string(lo) + " (" + hint + ")";
+                         std::to_string(lo) + "; " + hint;
     throw_input("the file states " + std::to_string(stated) + " ranks (" + stated_from + "), but " +
                     ratio_text + " implies " + implied + " for " + run.op +
                     " (busbw = algbw x " + factor_formula(run.op) + ")" +
@@ -336,7 +336,7 @@ void resolve_ranks(NcclTestsRun& run, int stated, const std::string& stated_from
       return;
     }
   }
-  throw_input("cannot tell the rank count: no `#  Rank` lines, no `nGpus` in the header" +
+  throw_input("cannot tell the rank count: no `#  Rank` lines, no `nGpus` above 1 in the header" +
                   (informative ? ", and " + ratio_text + " fits " + implied_ranks(run.op, e)
                                : std::string()),
               {path, 0, ""}, "pass --ranks N, the number of ranks of the job");

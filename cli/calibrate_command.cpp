@@ -29,13 +29,9 @@
 namespace trainsim::cli {
 namespace {
 
-// The GPU preset a `#  Rank` line's device name belongs to, "" when no built-in profile fits.
+// The GPU preset a device name belongs to, "" when no built-in profile fits it.
 std::string preset_for_gpu_name(const std::string& name) {
-  if (name.find("H200") != std::string::npos) return "h200-sxm";
-  if (name.find("H100") != std::string::npos) return "h100-sxm";
-  if (name.find("A800") != std::string::npos) return "a800";
-  if (name.find("A100") != std::string::npos) return "a100-80gb";
-  return "";
+  return calib::gpu_preset_for_device_name(name);
 }
 
 std::string utc_now() {
@@ -81,8 +77,17 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
       const bool one_node = r.nodes == 1 || (r.nodes == 0 && r.ranks <= 8);
       if (nvlink || r.op != op || !one_node || r.ranks < 2) continue;
       for (const auto& f : fits) {
-        if (f.measured.op == r.op && f.measured.ranks == r.ranks) nvlink = &f;
+        if (f.fitted && f.measured.op == r.op && f.measured.ranks == r.ranks) nvlink = &f;
       }
+    }
+  }
+  for (const auto& f : fits) {
+    if (!f.fitted) {
+      std::cerr << fmt::format(
+          "note: {}: {} over {} ranks was measured at a single size ({} B): kept as samples "
+          "without an alpha-beta fit (a line needs two sizes); it prices nothing\n",
+          f.files, f.measured.op, f.measured.ranks,
+          static_cast<std::int64_t>(f.measured.samples.front().first));
     }
   }
   p.collectives_measured.clear();
@@ -101,6 +106,13 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
   std::cout << fmt::format("{:<15} {:>5} {:>10} {:>12} {:>17}\n", "op", "ranks", "alpha_us",
                            "busbw_GB/s", "max_err_>=1MiB_%");
   for (const auto& f : fits) {
+    if (!f.fitted) {
+      std::cout << fmt::format("{:<15} {:>5} {:>10} {:>12} {:>17}  ({} sample{}, one size: no fit)\n",
+                               f.measured.op, f.measured.ranks, "-", "-", "-",
+                               f.measured.samples.size(),
+                               f.measured.samples.size() == 1 ? "" : "s");
+      continue;
+    }
     std::cout << fmt::format("{:<15} {:>5} {:>10.2f} {:>12.1f} {:>17.2f}\n", f.measured.op,
                              f.measured.ranks, f.measured.alpha_s * 1e6, f.measured.busbw_Bps / 1e9,
                              f.max_rel_error * 100);
@@ -114,24 +126,70 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
   return 0;
 }
 
+// The built-in GPU presets, for messages.
+std::string preset_names() {
+  std::string out;
+  for (const char* g : {"a100-80gb", "a800", "h100-sxm", "h200-sxm"}) {
+    out += (out.empty() ? "" : ", ") + std::string(g);
+  }
+  return out;
+}
+
 int import_nccl_tests(const CalibrateArgs& a) {
   std::vector<calib::NcclTestsRun> runs;
-  for (const std::string& f : a.files) runs.push_back(calib::read_nccl_tests(f));
+  calib::NcclTestsOptions o;
+  o.ranks = a.ranks;
+  for (const std::string& f : a.files) {
+    runs.push_back(calib::read_nccl_tests(f, o));
+    const calib::NcclTestsRun& r = runs.back();
+    // Never silently: every line left out is counted by kind, with its first line numbers.
+    for (const std::string& s : calib::describe_skipped(r)) std::cerr << "note: " << s << "\n";
+    for (const std::string& s : r.notes) std::cerr << "note: " << s << "\n";
+    for (const std::string& s : r.warnings) std::cerr << "warning: " << s << "\n";
+  }
   // One profile describes one GPU; fits over runs of different GPUs would describe neither.
-  std::string gpu_name;
+  const calib::NcclTestsRun* named = nullptr;  // the first run that names its GPU
   for (const auto& r : runs) {
-    if (gpu_name.empty()) gpu_name = r.gpu_name;
-    if (!r.gpu_name.empty() && r.gpu_name != gpu_name) {
-      throw_input("ran on `" + r.gpu_name + "`, an earlier file on `" + gpu_name + "`",
-                  {r.path, 0, ""}, "import the runs of each GPU type into its own profile");
+    if (r.gpu_name.empty()) continue;
+    if (!named) {
+      named = &r;
+    } else if (r.gpu_name != named->gpu_name) {
+      throw_input("ran on `" + r.gpu_name + "`, " + named->path + " on `" + named->gpu_name + "`",
+                  {r.path, r.gpu_line, ""}, "import the runs of each GPU type into its own profile");
     }
   }
-  if (a.base.empty() && a.gpu.empty() && preset_for_gpu_name(gpu_name).empty()) {
-    throw_input("cannot tell the GPU" + (gpu_name.empty() ? "" : " `" + gpu_name + "`") +
-                    " of the nccl-tests files",
-                {"", 0, "--gpu"}, "pass --gpu PRESET or --base PROFILE.json");
+  const std::string gpu_name = named ? named->gpu_name : "";
+  const std::string file_preset = preset_for_gpu_name(gpu_name);
+  const ErrorContext gpu_at{named ? named->path : a.files.front(), named ? named->gpu_line : 0,
+                            ""};
+  if (a.base.empty() && a.gpu.empty()) {
+    if (!named) {
+      throw_input("cannot tell the GPU: no `#  Rank ... device ... NAME` lines", gpu_at,
+                  "pass --gpu PRESET (" + preset_names() + ") or --base PROFILE.json");
+    }
+    if (file_preset.empty()) {
+      throw_input("ran on `" + gpu_name + "`, which has no built-in GPU profile (" +
+                      preset_names() + ")",
+                  gpu_at,
+                  "pass --gpu PRESET to import it into the closest profile anyway (its "
+                  "datasheet peaks, memory and NVLink stay that preset's), or --base PROFILE.json");
+    }
   }
-  const calib::Profile p = base_profile(a, a.gpu, gpu_name, "--gpu");
+  calib::Profile p = base_profile(a, a.gpu.empty() ? file_preset : a.gpu, gpu_name, "--gpu");
+  if (named) {
+    // The GPU the files name against the profile the options chose.
+    const std::string chosen = !a.gpu.empty() ? "--gpu " + a.gpu : "--base " + a.base;
+    if (file_preset.empty()) {
+      std::cerr << fmt::format(
+          "warning: {}:{}: ran on `{}`, which has no built-in GPU profile; the profile starts "
+          "from {} ({}), whose datasheet peaks, memory and NVLink are not this GPU's\n",
+          gpu_at.file, gpu_at.line, gpu_name, chosen, p.gpu);
+    } else if (file_preset != p.gpu) {
+      std::cerr << fmt::format(
+          "warning: {}:{}: ran on `{}` ({}), but {} makes it a {} profile\n", gpu_at.file,
+          gpu_at.line, gpu_name, file_preset, chosen, p.gpu);
+    }
+  }
   return write_collective_fits(a, runs, p, gpu_name, a.files, "nccl-tests");
 }
 
@@ -398,6 +456,10 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       ->add_option("--gpu", a.gpu,
                    "GPU preset whose built-in profile to start from (default: from the files)")
       ->excludes(base);
+  a.import_nccl_tests
+      ->add_option("--ranks", a.ranks,
+                   "Rank count of files that do not state one (checked against busbw/algbw)")
+      ->check(CLI::Range(1, 1 << 26));
   a.kernels = c->add_subcommand(
       "kernels",
       "Time the compute kernels of a scenario and a shape grid on a local GPU, fit "

@@ -15,6 +15,7 @@ struct CalibrateArgs {
   std::string out;
   std::string base;          // profile JSON to start from
   std::string gpu;           // GPU preset whose built-in profile to start from
+  int ranks = 0;             // import: rank count of files that do not state one (0: none)
   std::string command_line;  // recorded as provenance
   // kernels / nccl / refit
   std::string scenario;           // kernels: time the ops of this scenario (plus the grid)

@@ -94,6 +94,171 @@ TEST(CalibrateCli, ImportErrorsExitTwoWithFileAndLine) {
   EXPECT_NE(mixed.err.find("A100-SXM4-80GB"), std::string::npos) << mixed.err;
 }
 
+// The profile JSON a command wrote.
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// One synthetic file per real-world defect, each imported with its skipped lines reported on
+// stderr (by kind, with line numbers) and its rows in the profile.
+TEST(CalibrateCli, ImportReportsWhatItSkipsPerDefect) {
+  struct Case {
+    const char* file;
+    std::vector<std::string> reported;  // stderr lines, after "note: FILE: "
+    std::size_t samples;
+    const char* op;
+    int ranks;
+  };
+  const Case cases[] = {
+      {"all_reduce_perf_size0.txt", {"skipped 2 rows of size 0 (lines 17, 18)"}, 11, "all_reduce",
+       8},
+      {"readme_all_reduce_perf.md.txt",
+       {"skipped 3 truncated lines (\"...\") (lines 21, 30, 33)",
+        "skipped 1 launcher or shell line (not nccl-tests output) (line 1)"},
+       14, "all_reduce", 8},
+      {"all_gather_perf_openmpi_noise.log",
+       {"skipped 3 NCCL log lines (lines 30, 31, 44)",
+        "skipped 10 launcher or shell lines (not nccl-tests output) (lines 1, 2, 3, 4, 6 and 5 "
+        "more)"},
+       12, "all_gather", 16},
+  };
+  for (const Case& c : cases) {
+    const std::string out = trainsim::testing::temp_path(std::string(c.file) + ".json");
+    const Out r = trainsim("calibrate import-nccl-tests " + kData + c.file + " --out " + out);
+    ASSERT_EQ(r.code, 0) << c.file << "\n" << r.err;
+    for (const std::string& line : c.reported) {
+      EXPECT_TRUE(has(r.err, "note: " + kData + c.file + ": " + line + "\n"))
+          << c.file << " should report: " << line << "\n" << r.err;
+    }
+    const nlohmann::json j = read_json(out);
+    ASSERT_EQ(j["collectives_measured"].size(), 1u) << c.file;
+    const nlohmann::json& m = j["collectives_measured"][0];
+    EXPECT_EQ(m["op"], c.op);
+    EXPECT_EQ(m["ranks"], c.ranks);
+    EXPECT_EQ(m["samples"].size(), c.samples) << c.file;
+    for (const auto& s : m["samples"]) EXPECT_GT(s[0].get<double>(), 0) << c.file;
+    EXPECT_TRUE(m["busbw_Bps"].is_number()) << c.file;
+    EXPECT_EQ(j["collectives_measured_provenance"]["gpu_name"], "NVIDIA H100 80GB HBM3");
+  }
+  // A clean file reports nothing skipped.
+  const Out clean = trainsim("calibrate import-nccl-tests " + kData + "h100x8_all_reduce.txt" +
+                             " --out " + trainsim::testing::temp_path("clean.json"));
+  ASSERT_EQ(clean.code, 0) << clean.err;
+  EXPECT_FALSE(has(clean.err, "skipped")) << clean.err;
+}
+
+TEST(CalibrateCli, ImportTakesRanksWhereTheFileDoesNotSay) {
+  const std::string file = kData + "sendrecv_perf_no_ranks.txt";
+  const std::string out = trainsim::testing::temp_path("sendrecv.json");
+  const Out refused = trainsim("calibrate import-nccl-tests " + file + " --gpu h100-sxm --out " +
+                               out);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_TRUE(has(refused.err, file + ": cannot tell the rank count")) << refused.err;
+  EXPECT_TRUE(has(refused.err, "pass --ranks N")) << refused.err;
+  const Out r =
+      trainsim("calibrate import-nccl-tests " + file + " --ranks 2 --gpu h100-sxm --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json m = read_json(out)["collectives_measured"][0];
+  EXPECT_EQ(m["op"], "sendrecv");
+  EXPECT_EQ(m["ranks"], 2);
+  EXPECT_EQ(m["samples"].size(), 15u);
+  // No GPU in the file and none given: refused, naming the file.
+  const Out no_gpu = trainsim("calibrate import-nccl-tests " + file + " --ranks 2 --out " + out);
+  EXPECT_EQ(no_gpu.code, 2);
+  EXPECT_TRUE(has(no_gpu.err, file + ": cannot tell the GPU")) << no_gpu.err;
+  EXPECT_EQ(trainsim("calibrate import-nccl-tests " + file + " --ranks 0 --out " + out).code, 2);
+}
+
+TEST(CalibrateCli, ImportRefusesARankCountTheBusbwRatioContradicts) {
+  const std::string file = kData + "all_reduce_perf_32ranks_cut.txt";
+  const std::string out = trainsim::testing::temp_path("cut.json");
+  const Out refused = trainsim("calibrate import-nccl-tests " + file + " --out " + out);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_TRUE(has(refused.err, file + ":25: `busbw`: the file states 5 ranks")) << refused.err;
+  EXPECT_TRUE(has(refused.err, "implies 32 ranks for all_reduce (busbw = algbw x 2(n-1)/n)"))
+      << refused.err;
+  EXPECT_TRUE(has(refused.err, "pass --ranks 32")) << refused.err;
+  EXPECT_FALSE(std::ifstream(out).good()) << "nothing is written on a refusal";
+  const Out r = trainsim("calibrate import-nccl-tests " + file + " --ranks 32 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "warning: " + file + ": --ranks 32 replaces the 5 ranks")) << r.err;
+  const nlohmann::json j = read_json(out);
+  EXPECT_EQ(j["collectives_measured"][0]["ranks"], 32);
+  // A 32-rank job over several hosts: the NVLink bandwidth of the base profile is kept.
+  EXPECT_TRUE(has(r.out, "nvlink_busbw_Bps: kept")) << r.out;
+}
+
+TEST(CalibrateCli, ImportTakesTheGpuFromTheFileAndWarnsOnADifference) {
+  const std::string out = trainsim::testing::temp_path("gpu.json");
+  for (const auto& [file, name] :
+       {std::pair<std::string, std::string>{"all_reduce_perf_a100_40gb.txt",
+                                            "NVIDIA A100-SXM4-40GB"},
+        {"all_reduce_perf_a100_64gb.txt", "NVIDIA A100-SXM-64GB"}}) {
+    // No built-in profile for this GPU: refused without --gpu, naming file, line and GPU.
+    const Out refused = trainsim("calibrate import-nccl-tests " + kData + file + " --out " + out);
+    EXPECT_EQ(refused.code, 2) << file;
+    EXPECT_TRUE(has(refused.err, kData + file + ":5: ran on `" + name +
+                                     "`, which has no built-in GPU profile"))
+        << refused.err;
+    // With --gpu it imports, with a warning that says the profile is another GPU's.
+    const Out r = trainsim("calibrate import-nccl-tests " + kData + file +
+                           " --gpu a100-80gb --out " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(has(r.err, "warning: " + kData + file + ":5: ran on `" + name +
+                               "`, which has no built-in GPU profile; the profile starts from "
+                               "--gpu a100-80gb"))
+        << r.err;
+    const nlohmann::json j = read_json(out);
+    EXPECT_EQ(j["gpu"], "a100-80gb");
+    EXPECT_EQ(j["collectives_measured_provenance"]["gpu_name"], name);
+  }
+  // A GPU with a profile, and --gpu naming another: imported as asked, with a warning.
+  const Out r = trainsim("calibrate import-nccl-tests " + kData +
+                         "h100x8_all_reduce.txt --gpu h200-sxm --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "warning: " + kData + "h100x8_all_reduce.txt:5: ran on `NVIDIA H100 "
+                                               "80GB HBM3` (h100-sxm), but --gpu h200-sxm makes "
+                                               "it a h200-sxm profile"))
+      << r.err;
+  EXPECT_EQ(read_json(out)["gpu"], "h200-sxm");
+  // Without --gpu the file's GPU decides, silently.
+  const Out same = trainsim("calibrate import-nccl-tests " + kData +
+                            "h100x8_all_reduce.txt --gpu h100-sxm --out " + out);
+  ASSERT_EQ(same.code, 0) << same.err;
+  EXPECT_FALSE(has(same.err, "warning")) << same.err;
+}
+
+TEST(CalibrateCli, ImportKeepsASingleSizeAsSamplesWithoutAFit) {
+  const std::string file = kData + "reduce_scatter_perf_single_size.txt";
+  const std::string out = trainsim::testing::temp_path("single.json");
+  const Out r = trainsim("calibrate import-nccl-tests " + file + " " + kData +
+                         "h100x8_all_reduce.txt --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "note: " + file + ": reduce_scatter over 8 ranks was measured at a "
+                                           "single size (1073741824 B): kept as samples "
+                                           "without an alpha-beta fit"))
+      << r.err;
+  EXPECT_TRUE(has(r.out, "one size: no fit")) << r.out;
+  const nlohmann::json j = read_json(out);
+  ASSERT_EQ(j["collectives_measured"].size(), 2u);
+  const nlohmann::json& m = j["collectives_measured"][0];
+  EXPECT_EQ(m["op"], "reduce_scatter");
+  EXPECT_TRUE(m["alpha_s"].is_null());
+  EXPECT_TRUE(m["busbw_Bps"].is_null());
+  ASSERT_EQ(m["samples"].size(), 1u);
+  EXPECT_EQ(m["samples"][0][0].get<double>(), 1073741824.0);
+  // The all-reduce beside it is fitted and sets the NVLink bandwidth; the profile loads.
+  EXPECT_TRUE(j["collectives_measured"][1]["busbw_Bps"].is_number());
+  const trainsim::calib::Profile p = trainsim::calib::load_profile(out);
+  EXPECT_DOUBLE_EQ(p.nvlink.busbw_Bps, p.collectives_measured[1].busbw_Bps);
+  EXPECT_EQ(p.collectives_measured[0].busbw_Bps, 0);
+}
+
 TEST(CalibrateCli, MeasuringNeedsAGpu) {
   if (!trainsim::kernels::query_devices().devices.empty()) GTEST_SKIP() << "a GPU is present";
   for (const char* sub : {"kernels", "nccl"}) {
