@@ -116,10 +116,11 @@ namespace {
 
 // Half a unit of the last digit printed in a number cell ("181.09" -> 0.005, "182" -> 0.5).
 double half_ulp(const std::string& cell) {
+  const auto e = cell.find_first_of("eE");
+  const auto mantissa_end = e == std::string::npos ? cell.size() : e;
   const auto dot = cell.find('.');
-  if (dot == std::string::npos) return 0.5;
-  const auto e = cell.find_first_of("eE", dot);
-  const std::size_t decimals = (e == std::string::npos ? cell.size() : e) - dot - 1;
+  const std::size_t decimals =
+      dot == std::string::npos || dot > mantissa_end ? 0 : mantissa_end - dot - 1;
   double h = 0.5 * std::pow(10.0, -static_cast<double>(decimals));
   if (e != std::string::npos) {
     const NumberResult x = to_double(cell.substr(e + 1));
@@ -227,6 +228,8 @@ RatioEvidence ratio_evidence(const std::vector<NcclTestsRow>& rows) {
                             best->busbw_half_ulp / best->busbw_GBps) * 1.01 +
                 1e-9 * e.factor;
   e.line = best->line;
+  // Cells so far apart that the ratio overflows say nothing about the rank count.
+  if (!std::isfinite(e.factor) || !std::isfinite(e.tolerance)) e.present = false;
   return e;
 }
 
@@ -235,10 +238,11 @@ RatioEvidence ratio_evidence(const std::vector<NcclTestsRow>& rows) {
 std::pair<std::int64_t, std::int64_t> ranks_range(const std::string& op, const RatioEvidence& e) {
   const double lo_f = std::max(0.0, e.factor - e.tolerance), hi_f = e.factor + e.tolerance;
   const double lo = ranks_for_factor(op, lo_f), hi = ranks_for_factor(op, hi_f);
+  const auto max = static_cast<double>(limits::kMaxRanks);
+  if (!(lo <= max)) return {1, 0};  // a factor at or past its limit: no rank count fits
   const auto lo_n = static_cast<std::int64_t>(std::ceil(lo - 1e-9));
-  const std::int64_t hi_n = std::isinf(hi) || hi > static_cast<double>(limits::kMaxRanks)
-                                ? limits::kMaxRanks
-                                : static_cast<std::int64_t>(std::floor(hi + 1e-9));
+  const std::int64_t hi_n =
+      !(hi <= max) ? limits::kMaxRanks : static_cast<std::int64_t>(std::floor(hi + 1e-9));
   return {std::max<std::int64_t>(lo_n, 2), hi_n};
 }
 
@@ -352,8 +356,8 @@ std::string gpu_preset_for_device_name(const std::string& name) {
   }
   const auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
   // The memory size where the name prints one ("40GB" in "A100-SXM4-40GB"), else 0.
-  int gb = 0;
-  static const std::regex kGb(R"((\d+)\s*GB)");
+  int gb = 0;  // stays 0 for a size too long to be one
+  static const std::regex kGb(R"((\d{1,6})\s*GB)");
   std::smatch m;
   if (std::regex_search(n, m, kGb)) gb = std::stoi(m[1].str());
   n += " ";  // so "H20 " does not match "H200"

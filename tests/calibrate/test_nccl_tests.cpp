@@ -352,6 +352,23 @@ TEST(NcclTests, RankCountFromRatioOnlyWhenTheFileStatesNone) {
   EXPECT_GT(b.where().line, 0);
 }
 
+TEST(NcclTests, ImpossibleRatiosAreInputErrors) {
+  const auto table = [](const std::string& bw) {
+    return "# nThread 1 nGpus 8\n#  size  count  type  redop  root  time  algbw  busbw  #wrong\n"
+           "  1048576  262144  float  sum  -1  30.1  " + bw + "  0\n"
+           "  2097152  524288  float  sum  -1  40.2  " + bw + "  0\n";
+  };
+  // busbw/algbw = 2.5 is no all-reduce of any size (2(n-1)/n < 2).
+  const Error e = error_of([&] { parse_nccl_tests(table("10.00  25.00"), "all_reduce_perf.txt"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
+  EXPECT_EQ(e.where().file, "all_reduce_perf.txt");
+  EXPECT_EQ(e.where().line, 3);
+  EXPECT_TRUE(contains(e.what(), "implies no rank count")) << e.what();
+  // A ratio that overflows (1e300 / 1e-300) says nothing; the stated count stands.
+  EXPECT_EQ(parse_nccl_tests(table("1e-300  1e300"), "all_reduce_perf.txt").ranks, 8);
+  EXPECT_EQ(gpu_preset_for_device_name("NVIDIA A100-SXM4-99999999999999999999GB"), "");
+}
+
 TEST(NcclTests, EveryRealisticFileAgreesWithItsRatio) {
   // Each stated rank count matches what nccl-tests computed busbw with.
   for (const char* f : {"h100x8_all_reduce.txt", "all_gather_perf.log",
