@@ -536,9 +536,12 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
     run.rows.push_back(row);
   }
   if (run.rows.empty()) {
-    throw_input(run.skipped.empty() ? "no result rows (is this nccl-tests output?)"
-                                    : "no result rows left after skipping " +
-                                          std::to_string(run.skipped.size()) + " lines",
+    std::string what;  // what was skipped, without the file name each line starts with
+    for (const std::string& s : describe_skipped(run)) {
+      what += (what.empty() ? "" : "; ") + s.substr(path.size() + 2);
+    }
+    throw_input(what.empty() ? "no result rows (is this nccl-tests output?)"
+                             : "no result rows left: " + what,
                 {path, 0, ""});
   }
   if (run.op.empty()) run.op = op_from_name(basename(path));

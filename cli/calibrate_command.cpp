@@ -129,13 +129,16 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
 // The built-in GPU presets, for messages.
 std::string preset_names() {
   std::string out;
-  for (const char* g : {"a100-80gb", "a800", "h100-sxm", "h200-sxm"}) {
-    out += (out.empty() ? "" : ", ") + std::string(g);
+  for (const std::string& g : scen::preset_names(scen::PresetKind::kGpu)) {
+    out += (out.empty() ? "" : ", ") + g;
   }
   return out;
 }
 
 int import_nccl_tests(const CalibrateArgs& a) {
+  if (!a.gpu.empty() && !scen::gpu_preset(a.gpu)) {
+    throw_input("unknown GPU preset `" + a.gpu + "` (" + preset_names() + ")", {"", 0, "--gpu"});
+  }
   std::vector<calib::NcclTestsRun> runs;
   calib::NcclTestsOptions o;
   o.ranks = a.ranks;

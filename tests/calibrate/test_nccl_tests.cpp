@@ -475,6 +475,15 @@ TEST(NcclTests, MalformedInputNamesFileLineAndColumn) {
       EXPECT_EQ(e.where().field, c.field) << c.text;
     }
   }
+  // Nothing but skipped lines: the error says what was skipped.
+  const Error skipped_all = error_of([&] {
+    parse_nccl_tests(header + "  0  0  float  sum  -1  0.1  0.00  0.00  0  0.1  0.00  0.00  0\n...\n",
+                     "all_reduce_perf.txt");
+  });
+  EXPECT_EQ(skipped_all.where().file, "all_reduce_perf.txt");
+  EXPECT_EQ(skipped_all.message(),
+            "no result rows left: skipped 1 row of size 0 (line 3); skipped 1 truncated line "
+            "(\"...\") (line 4)");
   // A row before any column header, an empty file, and a file that names no collective.
   EXPECT_THROW(parse_nccl_tests(good, "all_reduce_perf.txt"), Error);
   EXPECT_THROW(parse_nccl_tests(header, "all_reduce_perf.txt"), Error);

@@ -217,6 +217,13 @@ TEST(CalibrateCli, ImportTakesTheGpuFromTheFileAndWarnsOnADifference) {
     EXPECT_EQ(j["gpu"], "a100-80gb");
     EXPECT_EQ(j["collectives_measured_provenance"]["gpu_name"], name);
   }
+  // An unknown --gpu is named as such.
+  const Out unknown = trainsim("calibrate import-nccl-tests " + kData +
+                               "h100x8_all_reduce.txt --gpu h100 --out " + out);
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_TRUE(has(unknown.err, "`--gpu`: unknown GPU preset `h100` (a100-80gb, a800, h100-sxm, "
+                               "h200-sxm)"))
+      << unknown.err;
   // A GPU with a profile, and --gpu naming another: imported as asked, with a warning.
   const Out r = trainsim("calibrate import-nccl-tests " + kData +
                          "h100x8_all_reduce.txt --gpu h200-sxm --out " + out);
