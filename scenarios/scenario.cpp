@@ -1,6 +1,7 @@
 #include "scenarios/scenario.h"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -661,6 +662,84 @@ void apply_sets(const std::vector<std::string>& sets, GivenMap& out) {
   }
 }
 
+// The documents of a YAML stream, seen through the parser's events only (no node is built): where
+// each starts and where its root is, or none when it is empty. YAML::LoadAll is not used: in
+// yaml-cpp 0.7 a document whose root starts with a stray `,` (",", "--- ,", "!!str ,") leaves the
+// token unread, so LoadAll returns one empty document after another, forever, and grows without
+// bound (found by fuzz_scenario; docs/reliability.md).
+class DocumentEvents final : public YAML::EventHandler {
+ public:
+  YAML::Mark start;
+  bool has_root = false;  // the root is something other than null
+  YAML::Mark root;
+
+  void reset() {
+    start = YAML::Mark();
+    has_root = seen_root_ = false;
+  }
+  void OnDocumentStart(const YAML::Mark& mark) override { start = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& /*mark*/, YAML::anchor_t /*anchor*/) override { seen_root_ = true; }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t /*anchor*/) override { node(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                const std::string& /*value*/) override {
+    node(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& /*tag*/,
+                       YAML::anchor_t /*anchor*/, YAML::EmitterStyle::value /*style*/) override {
+    node(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                  YAML::EmitterStyle::value /*style*/) override {
+    node(mark);
+  }
+  void OnMapEnd() override {}
+
+ private:
+  bool seen_root_ = false;
+  void node(const YAML::Mark& mark) {
+    if (seen_root_) return;
+    seen_root_ = has_root = true;
+    root = mark;
+  }
+};
+
+// The one document of a scenario text (null when empty). A second non-empty document is refused
+// with its line, and so is a stream on which the parser makes no progress.
+YAML::Node load_one_document(const std::string& text, const std::string& name) {
+  {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    DocumentEvents doc;
+    int documents = 0;
+    int last_start = -1;
+    while (true) {
+      doc.reset();
+      if (!parser.HandleNextDocument(doc)) break;
+      ++documents;
+      if (documents > 1 && doc.start.pos == last_start) {
+        // The parser is stuck on a token it cannot start a document with.
+        const std::size_t at = static_cast<std::size_t>(doc.start.pos);
+        const unsigned char c = at < text.size() ? static_cast<unsigned char>(text[at]) : 0;
+        const std::string what =
+            c > 32 && c < 127 ? "`" + std::string(1, static_cast<char>(c)) + "`" : "this token";
+        throw_input(fmt::format("not valid YAML: column {}: a document or value cannot start "
+                                "with {}",
+                                doc.start.column + 1, what),
+                    {name, doc.start.line + 1, ""});
+      }
+      last_start = doc.start.pos;
+      if (documents > 1 && doc.has_root) {
+        throw_input("a scenario file holds one YAML document; this is a second one",
+                    {name, doc.root.line + 1, ""},
+                    "remove the `---` separator, or split the documents into files");
+      }
+    }
+  }
+  return YAML::Load(text);  // the first document, now known to end
+}
+
 }  // namespace
 
 ErrorContext origin_context(const std::string& origin, const std::string& key) {
@@ -689,14 +768,7 @@ Scenario load_scenario_string(std::string_view yaml, const std::string& name,
   YAML::Node root;
   try {
     // Every document is read: a second one would otherwise be ignored without a word.
-    const std::vector<YAML::Node> docs = YAML::LoadAll(std::string(strip_bom(yaml)));
-    if (!docs.empty()) root = docs.front();
-    for (std::size_t i = 1; i < docs.size(); ++i) {
-      if (docs[i].IsNull()) continue;
-      throw_input("a scenario file holds one YAML document; this is a second one",
-                  {name, docs[i].Mark().line + 1, ""},
-                  "remove the `---` separator, or split the documents into files");
-    }
+    root = load_one_document(std::string(strip_bom(yaml)), name);
   } catch (const YAML::Exception& e) {
     throw_input("not valid YAML: " + e.msg, {name, e.mark.line + 1, ""});
   }

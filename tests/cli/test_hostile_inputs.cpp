@@ -320,6 +320,30 @@ TEST(HostileInputs, SecondYamlDocumentIsRefused) {
   EXPECT_EQ(trainsim("run " + one).code, 0);
 }
 
+// Found by fuzz_scenario (tests/fuzz/scenario/regress-stray-comma-hang.yaml): a document whose root
+// starts with a stray `,` made yaml-cpp's LoadAll return empty documents forever, growing past
+// 4 GB (exit 4 after bad_alloc, or a hang). Now a clear input error with the line.
+TEST(HostileInputs, StrayCommaDocumentIsRefusedFast) {
+  const struct {
+    const char* name;
+    const char* text;
+    const char* where;
+  } cases[] = {
+      {"comma.yaml", ",\xEF\xBB\xBFparaacluster:\n  4\n", ":1: not valid YAML: column 1: a document or value "
+                                                     "cannot start with `,`"},
+      {"doc-comma.yaml", "--- ,\n", ":1: not valid YAML: column 5"},
+      {"second-comma.yaml", "parallel:\n  pp: 8\n---\n,\n", ":4: not valid YAML"},
+      {"tag-comma.yaml", "!!str ,\n", ":1: not valid YAML"},
+  };
+  for (const auto& c : cases) {
+    const std::string path = write_file(c.name, c.text);
+    const CliRun r = trainsim("run " + path);
+    EXPECT_EQ(r.code, 2) << c.name << ": " << r.err;
+    EXPECT_TRUE(has(r.err, path + c.where)) << r.err;
+    EXPECT_LT(r.seconds, 10) << c.name;
+  }
+}
+
 TEST(HostileInputs, DuplicateGraphMlNodeIdIsRefused) {
   const std::string path = write_file(
       "dup.graphml",
