@@ -142,14 +142,6 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
     throw_input("ranking by cost needs a price", {"--rank-by", 0, ""},
                 "give --gpu-hour-price, e.g. --gpu-hour-price 2.5USD");
   }
-  if (a.refine > 0) {
-    throw_input(
-        "re-evaluating the top points inside a sweep is not built yet; every point is ranked "
-        "at analytic fidelity",
-        {"--refine", 0, ""},
-        "drop --refine and re-run the points you want with `trainsim run SCENARIO --set ... "
-        "--fidelity flow` (or `--fidelity schedule`, a fraction of a second each)");
-  }
   const scen::Scenario base =
       a.scenario.empty()
           ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
@@ -163,8 +155,29 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
   options.shortcut = !a.no_shortcut;
   ProgressPrinter printer(a.quiet);
   options.progress = [&printer](const scen::SweepProgress& p) { printer(p); };
-  const scen::SweepOutcome o = scen::run_sweep(base, std::move(plan), spec, options, group);
+  scen::SweepOutcome o = scen::run_sweep(base, std::move(plan), spec, options, group);
   if (group.rank() != 0) return 0;
+  if (a.refine > 0) {
+    // On rank 0, one point after the other: a 12,288-GPU flow iteration takes seconds and up to
+    // a GiB, and the top points are few.
+    const auto start = std::chrono::steady_clock::now();
+    const bool tty = ::isatty(STDERR_FILENO) == 1;
+    scen::refine_sweep(o, static_cast<std::size_t>(a.refine), a.refine_fidelity,
+                       [&](std::size_t done, std::size_t total) {
+                         if (a.quiet) return;
+                         const double s = std::chrono::duration<double>(
+                                              std::chrono::steady_clock::now() - start)
+                                              .count();
+                         const double eta = s / static_cast<double>(done) *
+                                            static_cast<double>(total - done);
+                         std::cerr << fmt::format(
+                             "{}refine: {}/{} points at {} fidelity, {:.0f} s, ETA {}{}",
+                             tty ? "\r" : "", done, total, a.refine_fidelity, s,
+                             done == total ? std::string("0 s") : duration(eta),
+                             tty && done < total ? "   " : "\n");
+                         std::cerr.flush();
+                       });
+  }
   write_result(o, a);
   if (!a.report.empty()) write_report(o, a);
   return 0;
@@ -203,8 +216,10 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
                   "Price of one GPU for one hour with its currency, e.g. 2.5USD or 2.5EUR/h: adds "
                   "the cost per million tokens");
   cmd->add_option("--refine", a.refine,
-                  "Re-evaluate the top K at flow fidelity (not built yet: use run --fidelity flow)")
+                  "Re-run the top K of the analytic ranking at --refine-fidelity and re-rank them")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--refine-fidelity", a.refine_fidelity, "flow (default) | schedule")
+      ->check(CLI::IsMember({"flow", "schedule"}));
   cmd->add_option("-j,--jobs", a.jobs, "Threads per process (default: the cores)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--top", a.top, "Feasible points the text table lists (default 20)");

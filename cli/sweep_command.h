@@ -16,7 +16,8 @@ struct SweepArgs {
   bool auto_parallel = false;
   std::string rank_by = "mfu";
   std::string price;
-  int refine = 0;
+  int refine = 0;                     // --refine K: the top K again at refine_fidelity
+  std::string refine_fidelity = "flow";
   int jobs = 0;  // 0: the machine's cores divided by the ranks on this machine
   std::size_t top = 20;
   std::string format = "text";

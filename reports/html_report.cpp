@@ -621,6 +621,57 @@ std::string sweep_breakdown_figure(const scen::SweepOutcome& o) {
                 "configuration.");
 }
 
+// sweep --refine: the analytic estimate against the finer fidelity for the top points, and how
+// the ranking moved.
+std::string sweep_refine_section(const scen::SweepOutcome& o) {
+  svg::Scatter c;
+  c.id = "sweep-refine";
+  c.title = fmt::format("MFU of the top {}: analytic against {} fidelity", o.refined.size(),
+                        o.refine_fidelity);
+  c.x_label = "analytic MFU (%)";
+  c.y_label = o.refine_fidelity + " MFU (%)";
+  c.diagonal = true;
+  c.kinds = {{"kept its rank", "#4e79a7", svg::Scatter::Marker::kDot},
+             {"moved up", "#59a14f", svg::Scatter::Marker::kDiamond},
+             {"moved down", "#e15759", svg::Scatter::Marker::kCross}};
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> hl;
+  for (const scen::RefinedPoint& r : o.refined) {
+    const scen::PointResult& a = o.results[r.point];
+    const scen::PointResult& x = r.result;
+    const std::string label = compact_label(o.plan, r.point);
+    if (x.ok()) {
+      const std::size_t kind = r.refined_rank == r.analytic_rank  ? 0
+                               : r.refined_rank < r.analytic_rank ? 1
+                                                                  : 2;
+      c.points.push_back({100 * a.mfu, 100 * x.mfu, kind,
+                          fmt::format("#{} (analytic #{}) {}: {:.2f} % against {:.2f} %",
+                                      r.refined_rank, r.analytic_rank, label, 100 * x.mfu,
+                                      100 * a.mfu)});
+    }
+    const exec::Breakdown& b = x.breakdown;
+    rows.push_back(
+        {x.ok() ? fmt::format("{}", r.refined_rank) : "–", fmt::format("{}", r.analytic_rank),
+         move_text(r), x.ok() ? pct(x.mfu) : "–", pct(a.mfu),
+         x.ok() ? fmt::format("{:+.1f}", 100 * (x.mfu - a.mfu)) : "–",
+         x.ok() ? fmt::format("{:.3f}", x.iteration_time_s) : "–",
+         x.ok() ? fmt::format("{:.3f}", b.exposed_tp_s + b.exposed_cp_s + b.exposed_ep_s +
+                                            b.exposed_pp_s + b.exposed_dp_s)
+                : "–",
+         x.ok() ? label : label + ": " + x.reason});
+    hl.push_back(o.plan.base_point == r.point);
+  }
+  return figure(svg::scatter(c),
+                fmt::format("Each of the analytic top {} re-run at {} fidelity (link contention, "
+                            "ECMP, the executed schedule) and re-ranked by {}. Points below the "
+                            "diagonal lose MFU at the finer fidelity.",
+                            o.refined.size(), o.refine_fidelity, metric_info(o).name)) +
+         table("refine-table",
+               {"#rank", "#analytic rank", "move", "#MFU", "#analytic MFU", "#change (points)",
+                "#iteration s", "#exposed comm s", "configuration"},
+               rows, hl);
+}
+
 // The goodput run of each top point (sweep --goodput): where a whole run's wall time goes, as
 // shares, then the figures themselves.
 std::string sweep_goodput_section(const scen::SweepOutcome& o) {
@@ -745,6 +796,10 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
     body += section("across", "MFU across configurations",
                     heatmap_figure(o) + scatter_figure(o) + top_bars_figure(o));
     body += section("breakdown", "Where the time goes", sweep_breakdown_figure(o));
+    if (!o.refined.empty()) {
+      body += section("refine", "Refined at " + o.refine_fidelity + " fidelity",
+                      sweep_refine_section(o));
+    }
     if (o.spec.goodput) {
       body += section("goodput", "Goodput over a whole run", sweep_goodput_section(o));
     }

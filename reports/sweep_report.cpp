@@ -77,6 +77,58 @@ std::size_t status_count(const SweepOutcome& o, scen::PointStatus s) {
 
 }  // namespace
 
+std::string move_text(const scen::RefinedPoint& r) {
+  if (r.refined_rank == 0) return "out";
+  if (r.refined_rank == r.analytic_rank) return "=";
+  return r.refined_rank < r.analytic_rank ? fmt::format("up {}", r.analytic_rank - r.refined_rank)
+                                          : fmt::format("down {}", r.refined_rank - r.analytic_rank);
+}
+
+std::string refined_text(const SweepOutcome& o) {
+  std::string s = fmt::format(
+      "\nrefined   the top {} re-run at {} fidelity and re-ranked by {}:\n", o.refined.size(),
+      o.refine_fidelity, metric_name(o.spec.rank_by));
+  std::vector<std::vector<std::string>> rows = {
+      {"rank", "was", "move", "MFU", "analytic", "change", "iter s", "exposed comm s", "config"}};
+  for (const scen::RefinedPoint& r : o.refined) {
+    const PointResult& a = o.results[r.point];
+    const PointResult& x = r.result;
+    if (!x.ok()) {
+      rows.push_back({"-", std::to_string(r.analytic_rank), "out", "-",
+                      fmt::format("{:.1f} %", 100 * a.mfu), "-", "-", "-",
+                      o.plan.label(r.point) + ": " + x.reason});
+      continue;
+    }
+    const exec::Breakdown& b = x.breakdown;
+    rows.push_back({std::to_string(r.refined_rank), std::to_string(r.analytic_rank), move_text(r),
+                    fmt::format("{:.1f} %", 100 * x.mfu), fmt::format("{:.1f} %", 100 * a.mfu),
+                    fmt::format("{:+.1f}", 100 * (x.mfu - a.mfu)),
+                    fmt::format("{:.3f}", x.iteration_time_s),
+                    fmt::format("{:.3f}", b.exposed_tp_s + b.exposed_cp_s + b.exposed_ep_s +
+                                              b.exposed_pp_s + b.exposed_dp_s),
+                    o.plan.label(r.point)});
+  }
+  std::vector<std::size_t> width(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line = " ";
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += c + 1 < row.size() ? fmt::format(" {:>{}}", row[c], width[c]) : " " + row[c];
+    }
+    s += line + "\n";
+  }
+  const scen::RefinedPoint& top = o.refined.front();
+  if (top.refined_rank == 1 && top.analytic_rank != 1) {
+    s += fmt::format("(the analytic rank {} is best at {} fidelity; MFU change in points)\n",
+                     top.analytic_rank, o.refine_fidelity);
+  } else {
+    s += fmt::format("(MFU change in points against the analytic estimate)\n");
+  }
+  return s;
+}
+
 std::string short_key(const std::string& key) {
   const std::size_t dot = key.rfind('.');
   return dot == std::string::npos ? key : key.substr(dot + 1);
@@ -218,6 +270,8 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
         shown, thousands(o.feasible));
   }
 
+  if (!o.refined.empty()) s += refined_text(o);
+
   s += "\n";
   if (!p.base_point) {
     s += "base configuration: the scenario's own values are not among the swept points\n";
@@ -299,6 +353,38 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
   } else {
     out << "  \"base\": null,\n";
   }
+  if (o.refined.empty()) {
+    out << "  \"refine\": null,\n";
+  } else {
+    out << "  \"refine\": {\"fidelity\": " << json_string(o.refine_fidelity) << ", \"points\": [";
+    for (std::size_t r = 0; r < o.refined.size(); ++r) {
+      const scen::RefinedPoint& rp = o.refined[r];
+      const PointResult& x = rp.result;
+      std::string line = r ? ",\n    {" : "\n    {";
+      line += fmt::format("\"point\": {}, \"analytic_rank\": {}, \"refined_rank\": {}, \"status\": \"{}\"",
+                          rp.point, rp.analytic_rank,
+                          rp.refined_rank ? std::to_string(rp.refined_rank) : std::string("null"),
+                          to_string(x.status));
+      if (x.ok()) {
+        const exec::Breakdown& b = x.breakdown;
+        line += ", \"iteration_time_s\": " + num(x.iteration_time_s) +
+                ", \"tokens_per_s\": " + num(x.tokens_per_s) + ", \"mfu\": " + num(x.mfu) +
+                ", \"hfu\": " + num(x.hfu) + ", \"nvlink_utilization\": " + num(x.nvlink_utilization) +
+                ", \"nic_utilization\": " + num(x.nic_utilization) +
+                ", \"breakdown\": {\"compute_s\": " + num(b.compute_s) +
+                ", \"exposed_comm_s\": {\"tp\": " + num(b.exposed_tp_s) +
+                ", \"cp\": " + num(b.exposed_cp_s) + ", \"ep\": " + num(b.exposed_ep_s) +
+                ", \"pp\": " + num(b.exposed_pp_s) + ", \"dp\": " + num(b.exposed_dp_s) +
+                "}, \"pipeline_bubble_s\": " + num(b.pipeline_bubble_s) + "}";
+        if (o.spec.goodput) line += ", \"goodput_tokens_per_day\": " + num(x.goodput_tokens_per_day);
+      } else {
+        if (!x.field.empty()) line += ", \"field\": " + json_string(x.field);
+        line += ", \"reason\": " + json_string(x.reason);
+      }
+      out << line << "}";
+    }
+    out << "\n  ]},\n";
+  }
   out << "  \"results\": [";
   for (std::size_t r = 0; r < o.order.size(); ++r) {
     const std::size_t i = o.order[r];
@@ -376,6 +462,11 @@ void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
         "checkpoint_blocking_s,restart_s,lost_share,checkpoint_share,restart_share,"
         "recovery_share,slow_share";
   }
+  std::vector<const scen::RefinedPoint*> refined(p.size(), nullptr);
+  for (const scen::RefinedPoint& rp : o.refined) refined[rp.point] = &rp;
+  if (!o.refined.empty()) {
+    head += ",refined_rank,refined_iteration_time_s,refined_tokens_per_s,refined_mfu";
+  }
   head += ",field,reason\n";
   out << head;
   for (std::size_t r = 0; r < o.order.size(); ++r) {
@@ -404,6 +495,14 @@ void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
                        x.slow_share}) {
         cell(v, x.ok());
       }
+    }
+    if (!o.refined.empty()) {
+      const scen::RefinedPoint* rp = refined[i];
+      const bool ran = rp != nullptr && rp->result.ok();
+      line += ran ? "," + std::to_string(rp->refined_rank) : ",";
+      cell(ran ? rp->result.iteration_time_s : 0, ran);
+      cell(ran ? rp->result.tokens_per_s : 0, ran);
+      cell(ran ? rp->result.mfu : 0, ran);
     }
     line += "," + csv_field(x.field) + "," + csv_field(x.reason) + "\n";
     out << line;

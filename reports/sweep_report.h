@@ -35,6 +35,12 @@ struct ReasonGroup {
 /// Not-feasible points grouped by reason kind, most frequent first (ties: first example).
 std::vector<ReasonGroup> reason_groups(const scen::SweepOutcome& o);
 
+/// How a refined point moved: "=", "up 2", "down 1", or "out" (the finer fidelity could not run it).
+std::string move_text(const scen::RefinedPoint& r);
+
+/// The `--refine` table of the text output.
+std::string refined_text(const scen::SweepOutcome& o);
+
 /// "tp" for "parallel.tp": column names of a sweep's keys.
 std::string short_key(const std::string& key);
 

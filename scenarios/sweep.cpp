@@ -618,6 +618,43 @@ bool decode_point(const std::string& line, std::size_t& index, PointResult& r) {
 
 // ---- evaluation ---------------------------------------------------------------------------------
 
+namespace {
+
+// What a sweep keeps of a run's result.
+PointResult point_result(const exec::Result& r) {
+  PointResult out;
+  out.gpus = r.gpus;
+  out.microbatches = r.microbatches;
+  out.memory_peak_bytes = r.memory.peak_bytes;
+  out.memory_capacity_bytes = r.memory.capacity_bytes;
+  if (!r.memory.fits()) {
+    // Timings of a configuration that cannot run are not results; only the memory is kept.
+    out.status = PointStatus::kInfeasible;
+    out.reason = exec::memory_shortfall_message(r.memory);
+    return out;
+  }
+  out.iteration_time_s = r.iteration_time_s;
+  out.tokens_per_s = r.tokens_per_s;
+  out.mfu = r.mfu;
+  out.hfu = r.hfu;
+  out.tflops_per_gpu = r.tflops_per_gpu;
+  out.nvlink_utilization = r.network.nvlink_utilization;
+  out.nic_utilization = r.network.nic_utilization;
+  out.breakdown = r.breakdown;
+  return out;
+}
+
+// A point that cannot be built or run: its status, key and reason.
+PointResult failed_point(const Error& e) {
+  PointResult out;
+  out.status = e.kind() == ErrorKind::kInput ? PointStatus::kInvalid : PointStatus::kInfeasible;
+  out.field = one_line(e.where().field);
+  out.reason = one_line(e.hint().empty() ? e.message() : e.message() + " (" + e.hint() + ")");
+  return out;
+}
+
+}  // namespace
+
 PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base,
                                std::optional<GoodputSweep> goodput)
     : plan_(plan), goodput_(goodput) {
@@ -701,31 +738,12 @@ PointResult PointEvaluator::evaluate_with(std::size_t point, exec::RunConfig* sc
       s = scenario_of(point);
       r = run_scenario(*s, make_run_config(*s), options);
     }
-    out.gpus = r.gpus;
-    out.microbatches = r.microbatches;
-    out.memory_peak_bytes = r.memory.peak_bytes;
-    out.memory_capacity_bytes = r.memory.capacity_bytes;
-    if (!r.memory.fits()) {
-      // Timings of a configuration that cannot run are not results; only the memory is kept.
-      out.status = PointStatus::kInfeasible;
-      out.reason = exec::memory_shortfall_message(r.memory);
-      return out;
-    }
-    out.iteration_time_s = r.iteration_time_s;
-    out.tokens_per_s = r.tokens_per_s;
-    out.mfu = r.mfu;
-    out.hfu = r.hfu;
-    out.tflops_per_gpu = r.tflops_per_gpu;
-    out.nvlink_utilization = r.network.nvlink_utilization;
-    out.nic_utilization = r.network.nic_utilization;
-    out.breakdown = r.breakdown;
+    out = point_result(r);
+    if (!out.ok()) return out;
     if (goodput_) add_goodput(*s, out);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::kRuntime) throw;
-    out = PointResult{};
-    out.status = e.kind() == ErrorKind::kInput ? PointStatus::kInvalid : PointStatus::kInfeasible;
-    out.field = one_line(e.where().field);
-    out.reason = one_line(e.hint().empty() ? e.message() : e.message() + " (" + e.hint() + ")");
+    out = failed_point(e);
   }
   return out;
 }
@@ -765,24 +783,91 @@ void PointEvaluator::evaluate_full(std::size_t point, Scenario& scenario, exec::
 
 // ---- ranking ------------------------------------------------------------------------------------
 
-std::optional<double> SweepOutcome::cost_per_mtok(std::size_t point) const {
-  const PointResult& r = results[point];
+std::optional<double> SweepOutcome::cost_per_mtok_of(const PointResult& r) const {
   if (!spec.price || !r.ok() || r.tokens_per_s <= 0) return std::nullopt;
   return spec.price->amount * r.gpus / 3600.0 / r.tokens_per_s * 1e6;
 }
 
-double SweepOutcome::metric(std::size_t point) const {
+std::optional<double> SweepOutcome::cost_per_mtok(std::size_t point) const {
+  return cost_per_mtok_of(results[point]);
+}
+
+double SweepOutcome::metric_of(const PointResult& r) const {
   switch (spec.rank_by) {
     case RankBy::kMfu:
-      return results[point].mfu;
+      return r.mfu;
     case RankBy::kTokensPerS:
-      return results[point].tokens_per_s;
+      return r.tokens_per_s;
     case RankBy::kCost:
-      return cost_per_mtok(point).value_or(std::numeric_limits<double>::infinity());
+      return cost_per_mtok_of(r).value_or(std::numeric_limits<double>::infinity());
     case RankBy::kGoodput:
-      return results[point].goodput_tokens_per_day;
+      return r.goodput_tokens_per_day;
   }
   return 0;
+}
+
+double SweepOutcome::metric(std::size_t point) const { return metric_of(results[point]); }
+
+void refine_sweep(SweepOutcome& o, std::size_t k,
+                  const std::string& fidelity,
+                  const std::function<void(std::size_t, std::size_t)>& progress) {
+  if (fidelity != "flow" && fidelity != "schedule") {
+    throw_input("`" + fidelity + "` is not a finer fidelity to refine with", {"--refine-fidelity", 0, ""},
+                "use flow or schedule");
+  }
+  o.refine_fidelity = fidelity;
+  o.refined.clear();
+  const std::size_t n = std::min(k, o.feasible);
+  for (std::size_t r = 0; r < n; ++r) {
+    RefinedPoint rp;
+    rp.point = o.order[r];
+    rp.analytic_rank = r + 1;
+    std::map<std::string, std::string> flat = o.plan.flat_values(rp.point);
+    flat["simulation.fidelity"] = fidelity;
+    try {
+      const Scenario s = build_scenario(flat, fmt::format("sweep point {}", rp.point));
+      rp.result = point_result(run_scenario(s, make_run_config(s)));
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::kRuntime) throw;
+      rp.result = failed_point(e);
+    }
+    if (rp.result.ok() && o.spec.goodput) {
+      // The Monte Carlo's ETTR and shares are the analytic point's; the tokens are the run's.
+      const PointResult& a = o.results[rp.point];
+      PointResult& x = rp.result;
+      x.ettr = a.ettr;
+      x.ettr_ci95 = a.ettr_ci95;
+      x.interruptions = a.interruptions;
+      x.checkpoint_interval_s = a.checkpoint_interval_s;
+      x.checkpoint_blocking_s = a.checkpoint_blocking_s;
+      x.restart_s = a.restart_s;
+      x.lost_share = a.lost_share;
+      x.checkpoint_share = a.checkpoint_share;
+      x.restart_share = a.restart_share;
+      x.recovery_share = a.recovery_share;
+      x.slow_share = a.slow_share;
+      x.goodput_tokens_per_day = x.tokens_per_s * 86400.0 * x.ettr;
+    }
+    o.refined.push_back(std::move(rp));
+    if (progress) progress(r + 1, n);
+  }
+  // The same total order as the analytic ranking: the better metric, then the analytic rank.
+  const bool lower_is_better = o.spec.rank_by == RankBy::kCost;
+  auto key = [&](const RefinedPoint& p) {
+    const double m = o.metric_of(p.result);
+    return std::isnan(m) ? -std::numeric_limits<double>::infinity() : lower_is_better ? -m : m;
+  };
+  std::stable_sort(o.refined.begin(), o.refined.end(),
+                   [&](const RefinedPoint& a, const RefinedPoint& b) {
+                     if (a.result.ok() != b.result.ok()) return a.result.ok();
+                     if (!a.result.ok()) return a.analytic_rank < b.analytic_rank;
+                     const double ka = key(a), kb = key(b);
+                     if (ka != kb) return ka > kb;
+                     return a.analytic_rank < b.analytic_rank;
+                   });
+  for (std::size_t r = 0; r < o.refined.size(); ++r) {
+    o.refined[r].refined_rank = o.refined[r].result.ok() ? r + 1 : 0;
+  }
 }
 
 void rank_outcome(SweepOutcome& o) {

@@ -237,6 +237,14 @@ struct SweepOptions {
   std::function<void(const SweepProgress&)> progress;
 };
 
+/// A point of the analytic ranking re-evaluated at a finer fidelity (`sweep --refine K`).
+struct RefinedPoint {
+  std::size_t point = 0;
+  std::size_t analytic_rank = 0;  // 1-based
+  std::size_t refined_rank = 0;   // 1-based among the refined points that ran; 0 if it did not
+  PointResult result;             // at the finer fidelity (goodput figures: see refine_sweep)
+};
+
 /// The ranked outcome: results by point index, the order of the ranking (feasible points by the
 /// metric, best first; then every other point by index) and the base configuration's rank.
 struct SweepOutcome {
@@ -249,10 +257,18 @@ struct SweepOutcome {
   std::size_t resumed = 0;
   std::optional<std::size_t> base_rank;  // 1-based among feasible points
 
+  /// With `--refine K`: the top K feasible points re-run at `refine_fidelity`, in their new
+  /// order (feasible ones by the metric of their refined result, ties by analytic rank; then
+  /// those the finer fidelity could not run). Empty without --refine.
+  std::string refine_fidelity;
+  std::vector<RefinedPoint> refined;
+
   /// The ranking metric's value of a feasible point (cost: currency per million tokens).
   double metric(std::size_t point) const;
+  double metric_of(const PointResult& r) const;
   /// Currency per million tokens, or nullopt without a price.
   std::optional<double> cost_per_mtok(std::size_t point) const;
+  std::optional<double> cost_per_mtok_of(const PointResult& r) const;
 };
 
 /// Evaluates every point and ranks them. On rank 0 returns the full outcome; on other ranks the
@@ -261,6 +277,17 @@ struct SweepOutcome {
 /// block finishes; a file from a different sweep throws Error(kInput).
 SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& spec,
                        const SweepOptions& options, SweepTransport& transport);
+
+/// Re-runs the top `k` feasible points of a ranked outcome at `fidelity` ("flow" or "schedule"),
+/// one after the other on this thread, each built through the resolver like `trainsim run
+/// --set ... --fidelity F`, and re-ranks them by the same metric (fills refined and
+/// refine_fidelity). With --goodput, a refined point keeps the analytic point's Monte Carlo ETTR
+/// and shares (the failure process does not depend on the fidelity) and its tokens per day
+/// follows the refined tokens/s. `progress(done, total)` is called after each point.
+/// Throws Error(kInput) for another fidelity; a point the finer fidelity cannot run keeps its
+/// reason.
+void refine_sweep(SweepOutcome& outcome, std::size_t k, const std::string& fidelity,
+                  const std::function<void(std::size_t, std::size_t)>& progress = {});
 
 /// Ranks results (exposed for tests): fills order, feasible and base_rank.
 void rank_outcome(SweepOutcome& outcome);

@@ -179,6 +179,41 @@ TEST(SweepCli, GoodputVariesCheckpointsSparesAndLevers) {
   std::filesystem::remove(csv);
 }
 
+// sweep --refine: the analytic top K re-run at flow fidelity, each exactly what `trainsim run
+// --fidelity flow` gives for that configuration, re-ranked, with progress on stderr.
+TEST(SweepCli, RefineRerunsTheTopPointsAtFlowFidelity) {
+  const std::string json = temp_path("refine.json");
+  const CliRun r = trainsim(std::string("sweep ") + kSmall +
+                            " --vary parallel.tp=1,2,4,8 --vary training.micro_batch=1,2"
+                            " --refine 3 --format json -o " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "refine: 3/3 points at flow fidelity")) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(j["refine"]["fidelity"], "flow");
+  const auto& points = j["refine"]["points"];
+  ASSERT_EQ(points.size(), 3u);
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    EXPECT_EQ(points[k]["refined_rank"], k + 1);
+    if (k > 0) {
+      EXPECT_GE(points[k - 1]["mfu"].get<double>(), points[k]["mfu"].get<double>());
+    }
+  }
+  // The refined #1 against a plain flow run of the same configuration.
+  const std::size_t point = points[0]["point"];
+  nlohmann::json config;
+  for (const auto& x : j["results"]) {
+    if (x["point"] == point) config = x["config"];
+  }
+  ASSERT_FALSE(config.is_null());
+  const CliRun run = trainsim(std::string("run ") + kSmall + " --fidelity flow --format json" +
+                              " --set parallel.tp=" + config["parallel.tp"].get<std::string>() +
+                              " --set training.micro_batch=" +
+                              config["training.micro_batch"].get<std::string>());
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(nlohmann::json::parse(run.out)["mfu"].get<double>(), points[0]["mfu"].get<double>());
+  std::filesystem::remove(json);
+}
+
 TEST(SweepCli, BadInputIsAClearError) {
   const std::string base = std::string("sweep ") + kMegascale;
   const CliRun unknown = trainsim(base + " --vary parallel.ppp=1,2");
@@ -192,10 +227,9 @@ TEST(SweepCli, BadInputIsAClearError) {
   EXPECT_EQ(price.code, 2);
   EXPECT_TRUE(has(price.err, "`2.5` has no currency")) << price.err;
   EXPECT_TRUE(has(price.err, "e.g. 2.5USD")) << price.err;
-  const CliRun refine = trainsim(base + " --vary parallel.pp=4,8 --refine 5");
+  const CliRun refine = trainsim(base + " --vary parallel.pp=4,8 --refine 5 --refine-fidelity analytic");
   EXPECT_EQ(refine.code, 2);
-  EXPECT_TRUE(has(refine.err, "not built yet")) << refine.err;
-  EXPECT_TRUE(has(refine.err, "--fidelity flow")) << refine.err;
+  EXPECT_TRUE(has(refine.err, "--refine-fidelity")) << refine.err;
   const CliRun cost = trainsim(base + " --vary parallel.pp=4,8 --rank-by cost");
   EXPECT_EQ(cost.code, 2);
   EXPECT_TRUE(has(cost.err, "--gpu-hour-price")) << cost.err;

@@ -380,7 +380,8 @@ TEST_F(HtmlBrowser, SweepReportRenders) {
                    "link-utilisation"});
 }
 
-// A sweep with the goodput run (sweep --goodput): the chart of where a whole run's time goes.
+// A sweep with the goodput run (sweep --goodput) and two points refined at schedule fidelity
+// (--refine): the chart of where a whole run's time goes and the analytic-against-refined chart.
 TEST_F(HtmlBrowser, GoodputSweepReportRenders) {
   const scen::Scenario base = scen::load_scenario_file(kMegascale);
   scen::SweepSpec spec;
@@ -390,8 +391,8 @@ TEST_F(HtmlBrowser, GoodputSweepReportRenders) {
   spec.goodput = scen::GoodputSweep{54, 20};
   scen::SweepOptions options;
   scen::SweepTransport one;
-  const scen::SweepOutcome o =
-      scen::run_sweep(base, scen::plan_sweep(base, spec), spec, options, one);
+  scen::SweepOutcome o = scen::run_sweep(base, scen::plan_sweep(base, spec), spec, options, one);
+  scen::refine_sweep(o, 2, "schedule");  // and the --refine section
   scen::PointEvaluator ev(o.plan);
   PointDetail best;
   best.point = o.order.front();
@@ -400,7 +401,8 @@ TEST_F(HtmlBrowser, GoodputSweepReportRenders) {
   Browser b(exe_);
   const PageCheck c = open_page(b, dir_ / "sweep-goodput" / "index.html",
                                 screenshot_dir() / "report-sweep-goodput.png");
-  expect_rendered(c, "sweep", {"sweep-goodput", "sweep-heatmap", "sweep-breakdown"});
+  expect_rendered(c, "sweep",
+                  {"sweep-goodput", "sweep-refine", "sweep-heatmap", "sweep-breakdown"});
 }
 
 TEST_F(HtmlBrowser, ValidationReportRenders) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
@@ -23,6 +24,7 @@
 
 #include "reports/sweep_report.h"
 #include "scenarios/goodput_config.h"
+#include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "scenarios/sweep.h"
 #include "sim/core/error.h"
@@ -454,6 +456,47 @@ TEST(SweepRun, OnlyAnalyticFidelity) {
   const Error e = capture([&] { sweep(base, spec); });
   EXPECT_EQ(e.kind(), ErrorKind::kInput);
   EXPECT_TRUE(contains(e.what(), "not available in this build")) << e.what();
+}
+
+// ---- --refine -----------------------------------------------------------------------------------
+
+// Each refined point is exactly `trainsim run` of that point's scenario at the finer fidelity,
+// and the refined order is by that result's metric.
+TEST(SweepRefine, RefinedPointsAreRunsAtTheFinerFidelity) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
+  SweepSpec spec;
+  spec.axes = {parse_vary("parallel.tp=1,2,4"), parse_vary("training.micro_batch=1,2")};
+  SweepOutcome o = sweep(base, spec);
+  ASSERT_GE(o.feasible, 3u);
+  refine_sweep(o, 3, "schedule");
+  ASSERT_EQ(o.refined.size(), 3u);
+  EXPECT_EQ(o.refine_fidelity, "schedule");
+  std::vector<std::size_t> analytic_ranks;
+  for (std::size_t r = 0; r < 3; ++r) {
+    const RefinedPoint& rp = o.refined[r];
+    analytic_ranks.push_back(rp.analytic_rank);
+    EXPECT_EQ(o.order[rp.analytic_rank - 1], rp.point);
+    ASSERT_TRUE(rp.result.ok()) << rp.result.reason;
+    EXPECT_EQ(rp.refined_rank, r + 1);
+    const Scenario s = load_scenario_string(
+        kTiny, "tiny.yaml",
+        {"parallel.tp=" + o.plan.value(rp.point, 0), "training.micro_batch=" + o.plan.value(rp.point, 1),
+         "simulation.fidelity=schedule"});
+    const exec::Result run = run_scenario(s, make_run_config(s));
+    EXPECT_EQ(rp.result.mfu, run.mfu) << o.plan.label(rp.point);
+    EXPECT_EQ(rp.result.iteration_time_s, run.iteration_time_s);
+    if (r > 0) {
+      EXPECT_GE(o.refined[r - 1].result.mfu, rp.result.mfu);
+    }
+  }
+  std::sort(analytic_ranks.begin(), analytic_ranks.end());
+  EXPECT_EQ(analytic_ranks, (std::vector<std::size_t>{1, 2, 3}));  // the analytic top 3
+  // The JSON carries them; K above the feasible count refines them all.
+  EXPECT_TRUE(contains(json_of(o), "\"refine\": {\"fidelity\": \"schedule\", \"points\": ["));
+  refine_sweep(o, 1000, "schedule");
+  EXPECT_EQ(o.refined.size(), o.feasible);
+  const Error e = capture([&] { refine_sweep(o, 2, "analytic"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
 }
 
 // ---- --goodput ----------------------------------------------------------------------------------
