@@ -206,6 +206,15 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
                     "one of megatron, megatron-recompute, causal, 6n");
       }
     }
+    // `system` names an optimizations.system preset; anything else was an internal error
+    // (map::at, exit 4) before the scenario was built (found by fuzz_validation_csv).
+    if (!cell("system").empty()) {
+      const std::vector<std::string>& systems = find_key("optimizations.system")->choices;
+      if (std::find(systems.begin(), systems.end(), cell("system")) == systems.end()) {
+        throw_input("unknown system `" + clip_name(cell("system")) + "`",
+                    {file, line_no, "system"}, did_you_mean(cell("system"), systems));
+      }
+    }
     if (!cell("framework").empty() && find_framework(cell("framework")) == nullptr) {
       throw_input("unknown framework preset `" + cell("framework") + "`",
                   {file, line_no, "framework"}, did_you_mean(cell("framework"), framework_names()));
@@ -294,10 +303,15 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     // ZeRO and SP: given, or the framework preset's (it states whether the software had them).
     v["parallel.zero"] = cell("zero");
     const FrameworkPreset* fw = find_framework(framework);
-    if (cell("zero").empty()) {
-      row.assumed["zero"] = fw->values.at("parallel.zero") + " (the " + framework + " preset)";
-    }
-    row.assumed["sp"] = fw->values.at("parallel.sp") + " (the " + framework + " preset)";
+    // The `none` preset states no ZeRO stage nor SP: the schema's defaults apply.
+    const auto preset_value = [&](const std::string& key) {
+      const auto it = fw->values.find(key);
+      if (it != fw->values.end()) return it->second + " (the " + framework + " preset)";
+      return find_key(key)->default_value + " (the schema default; the " + framework +
+             " preset states none)";
+    };
+    if (cell("zero").empty()) row.assumed["zero"] = preset_value("parallel.zero");
+    row.assumed["sp"] = preset_value("parallel.sp");
     v["optimizations.system"] = system;
     v["framework.preset"] = framework;
     v["simulation.fidelity"] = "analytic";

@@ -373,6 +373,22 @@ TEST(HostileInputs, CsvDuplicateColumnIsRefused) {
   EXPECT_TRUE(has(r.err, "tp")) << r.err;
 }
 
+// Found by fuzz_validation_csv (tests/fuzz/validation_csv/regress-unknown-system.csv,
+// regress-system-none.csv): an unknown `system` and the valid `none` both ended in "internal
+// error: map::at" (exit 4).
+TEST(HostileInputs, CsvSystemUnknownOrNoneIsNotAnInternalError) {
+  const std::string one = kSource + "/tests/fuzz/validation_csv/";
+  CliRun r = trainsim("validate " + one + "regress-unknown-system.csv");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "regress-unknown-system.csv:2: `system`: unknown system `mecatron`"))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "did you mean `megatron`?")) << r.err;
+  EXPECT_FALSE(has(r.err, "internal error")) << r.err;
+  r = trainsim("validate " + one + "regress-system-none.csv");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(has(r.out + r.err, "internal error")) << r.err;
+}
+
 TEST(HostileInputs, ValidateWithNothingSimulatedExits3) {
   const std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
   const std::string header = csv.substr(0, csv.find('\n'));
