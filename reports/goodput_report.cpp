@@ -295,28 +295,14 @@ std::string goodput_report_html(const GoodputOutcome& o) {
 }
 
 void write_goodput_report(const std::string& dir, const GoodputOutcome& o) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    throw Error(ErrorKind::kRuntime, "cannot create the report folder: " + ec.message(),
-                {dir, 0, ""});
-  }
   const nlohmann::ordered_json j = goodput_json(o);
   std::string csv = "part,seconds\n";
   for (const Part& part : parts()) {
     csv += fmt::format("{},{}\n", part.key, o.summary.mean_split.*part.field);
   }
-  const std::filesystem::path d = dir;
-  for (const auto& [name, text] :
-       {std::pair<std::string, std::string>{"index.html", goodput_report_html(o)},
-        {"results.json", j.dump(2) + "\n"},
-        {"results.csv", csv}}) {
-    std::ofstream out(d / name, std::ios::binary);
-    out << text;
-    if (!out) {
-      throw Error(ErrorKind::kRuntime, "cannot write the report file", {(d / name).string(), 0, ""});
-    }
-  }
+  html::write_files(dir, {{"index.html", goodput_report_html(o)},
+                          {"results.json", j.dump(2) + "\n"},
+                          {"results.csv", csv}});
 }
 
 }  // namespace trainsim::reports

@@ -181,6 +181,19 @@ std::string link_chart(const std::string& id, const std::vector<const exec::Resu
   for (std::size_t i = 0; i < results.size(); ++i) {
     const exec::NetworkStats& net = results[i]->network;
     const std::string who = names.size() > 1 ? names[i] + ": " : "";
+    if (!net.link_classes.empty()) {
+      // Flow fidelity: every class of link the routed flows used, tier by tier.
+      c.title = "Link utilisation by class (mean over the class; busiest link in the note)";
+      for (const exec::NetworkStats::LinkClass& l : net.link_classes) {
+        if (l.used == 0) continue;
+        c.bars.push_back({who + l.name, 100 * l.mean_utilization,
+                          fmt::format("{:.1f} % mean · busiest {:.1f} % · {} of {} links used",
+                                      100 * l.mean_utilization, 100 * l.max_utilization, l.used,
+                                      l.links),
+                          false, false, ""});
+      }
+      continue;
+    }
     c.bars.push_back({who + "NVLink (inside a server)", 100 * net.nvlink_utilization,
                       fmt::format("{:.1f} % · {:.1f} GB sent per GPU per iteration",
                                   100 * net.nvlink_utilization, net.nvlink_bytes_per_gpu / kGB),
@@ -327,10 +340,6 @@ std::string config_rows(const scen::Scenario& s) {
        {"system", s.system}});
 }
 
-std::string meta_line(const std::string& model_version, const std::string& calibration) {
-  return fmt::format("trainsim {} · analytic fidelity, model {} · calibration {}", kVersion,
-                     model_version, calibration);
-}
 
 // Flattens a JSON document into "a.b.c,value" rows.
 void flatten_csv(const nlohmann::ordered_json& j, const std::string& prefix, std::string& out) {
@@ -748,7 +757,8 @@ std::string run_report_html(const exec::Result& r, const scen::Scenario& s,
   for (const auto& n : r.notes) notes += "<li>" + escape(n) + "</li>";
   body += section("notes", "Notes", notes + "</ul>\n");
   return page("run", "trainsim run · " + s.source,
-              meta_line(r.model_version, profile.name + " v" + profile.version) + " · " +
+              html::meta_line(r.fidelity, r.model_version, profile.name + " v" + profile.version) +
+                  " · " +
                   profile.provenance,
               body);
 }
@@ -854,7 +864,7 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
                              "results.csv and results.json."));
   }
   return page("sweep", "trainsim sweep · " + p.source,
-              meta_line(exec::kAnalyticModelVersion, o.calibration), body);
+              html::meta_line("analytic", exec::kAnalyticModelVersion, o.calibration), body);
 }
 
 std::string validation_report_html(const std::vector<scen::ValidationRow>& rows,
@@ -1015,6 +1025,16 @@ std::string cards(const std::vector<std::pair<std::string, std::string>>& items)
 std::string table(const std::string& id, const std::vector<std::string>& head,
                   const std::vector<std::vector<std::string>>& rows) {
   return reports::table(id, head, rows);
+}
+std::string meta_line(const std::string& fidelity, const std::string& model_version,
+                      const std::string& calibration) {
+  return fmt::format("trainsim {} · {} fidelity, model {} · calibration {}", kVersion, fidelity,
+                     model_version, calibration);
+}
+void write_files(const std::string& dir,
+                 const std::vector<std::pair<std::string, std::string>>& files) {
+  const std::filesystem::path d = make_dir(dir);
+  for (const auto& [name, text] : files) write_file(d / name, text);
 }
 }  // namespace html
 

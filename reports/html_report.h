@@ -63,6 +63,12 @@ std::string figure(const std::string& chart, const std::string& caption);
 std::string cards(const std::vector<std::pair<std::string, std::string>>& items);
 std::string table(const std::string& id, const std::vector<std::string>& head,
                   const std::vector<std::vector<std::string>>& rows);
+std::string meta_line(const std::string& fidelity, const std::string& model_version,
+                      const std::string& calibration);
+/// Writes a report's files: `dir` is created if missing; each (name, text) pair becomes
+/// dir/name. Throws Error(kRuntime) naming the folder or file that cannot be written.
+void write_files(const std::string& dir,
+                 const std::vector<std::pair<std::string, std::string>>& files);
 }  // namespace html
 
 }  // namespace trainsim::reports

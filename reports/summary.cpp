@@ -72,6 +72,17 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
                                     ? "no traffic crossed the switch tiers (no equal-cost choice)"
                                     : "not modelled at this fidelity (no routed flows)";
   }
+  if (!n.link_classes.empty()) {
+    ordered_json classes = ordered_json::array();
+    for (const auto& c : n.link_classes) {
+      classes.push_back({{"class", c.name},
+                         {"links", c.links},
+                         {"used", c.used},
+                         {"max_utilization", c.max_utilization},
+                         {"mean_utilization", c.mean_utilization}});
+    }
+    j["network"]["link_classes"] = classes;
+  }
   if (!r.task_kinds.empty()) {
     ordered_json kinds = ordered_json::array();
     for (const auto& k : r.task_kinds) {
@@ -192,6 +203,16 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
                                n.ecmp_imbalance, 100 * n.max_link_utilization)
                  : r.fidelity == "flow" ? std::string("no traffic crossed the switch tiers")
                                         : std::string("not modelled at this fidelity"));
+  if (!n.link_classes.empty()) {
+    o += "  links by class   busiest / mean utilisation over the iteration:";
+    std::size_t shown = 0;
+    for (const auto& c : n.link_classes) {
+      if (c.used == 0) continue;
+      o += fmt::format("{}{} {:.1f} / {:.1f} %", shown++ % 4 == 0 ? "\n                   " : ", ",
+                       c.name, 100 * c.max_utilization, 100 * c.mean_utilization);
+    }
+    o += "\n";
+  }
   o += fmt::format(
       "  start-up         communicator initialization {:.1f} s ({} store, {} group creation, {} "
       "process groups)\n",

@@ -44,6 +44,29 @@ std::string endpoint_name(const ClusterGraph& g, NodeId n) {
 
 }  // namespace
 
+std::vector<LinkClassLoad> link_class_loads(const ClusterGraph& g,
+                                            const std::vector<double>& per_link) {
+  std::map<std::tuple<int, int, int>, std::size_t> index;
+  for (LinkId l = 0; l < g.link_count(); ++l) index.emplace(class_key(g, l), 0);
+  std::size_t i = 0;
+  for (auto& [key, at] : index) at = i++;
+  std::vector<LinkClassLoad> classes(index.size());
+  for (LinkId l = 0; l < g.link_count(); ++l) {
+    LinkClassLoad& c = classes[index.at(class_key(g, l))];
+    if (c.name.empty()) c.name = link_class_name(g, l);
+    const double x = per_link[static_cast<std::size_t>(l)];
+    ++c.links;
+    if (x > 0) ++c.used;
+    c.max = std::max(c.max, x);
+    c.mean += x;
+  }
+  for (LinkClassLoad& c : classes) {
+    c.mean /= c.links;
+    c.max_over_mean = c.mean > 0 ? c.max / c.mean : 0;
+  }
+  return classes;
+}
+
 std::string link_class_name(const ClusterGraph& g, LinkId l) {
   return endpoint_name(g, g.link_src(l)) + "->" + endpoint_name(g, g.link_dst(l));
 }
@@ -143,24 +166,7 @@ LoadSummary measure_load(Router& router, const TrafficSpec& traffic, int qps, in
     }
   });
 
-  std::map<std::tuple<int, int, int>, std::size_t> index;
-  for (LinkId l = 0; l < g.link_count(); ++l) index.emplace(class_key(g, l), 0);
-  std::size_t i = 0;
-  for (auto& [key, at] : index) at = i++;
-  out.classes.resize(index.size());
-  for (LinkId l = 0; l < g.link_count(); ++l) {
-    LinkClassLoad& c = out.classes[index.at(class_key(g, l))];
-    if (c.name.empty()) c.name = link_class_name(g, l);
-    const double x = out.link_flows[static_cast<std::size_t>(l)];
-    ++c.links;
-    if (x > 0) ++c.used;
-    c.max = std::max(c.max, x);
-    c.mean += x;
-  }
-  for (LinkClassLoad& c : out.classes) {
-    c.mean /= c.links;
-    c.max_over_mean = c.mean > 0 ? c.max / c.mean : 0;
-  }
+  out.classes = link_class_loads(g, out.link_flows);
 
   std::vector<LinkId> order;
   for (LinkId l = 0; l < g.link_count(); ++l) {

@@ -75,4 +75,9 @@ LoadSummary measure_load(Router& router, const TrafficSpec& traffic, int qps, in
 /// The class name of a link ("tor->agg") and every class of a graph in report order.
 std::string link_class_name(const ClusterGraph& graph, LinkId link);
 
+/// `per_link` (any per-link quantity: flows, bytes, utilisation; indexed by LinkId) summarised
+/// per link class in report order: links, links above 0, the busiest and the mean.
+std::vector<LinkClassLoad> link_class_loads(const ClusterGraph& graph,
+                                            const std::vector<double>& per_link);
+
 }  // namespace trainsim::topo

@@ -20,6 +20,7 @@
 #include "sim/network/flow_network.h"
 #include "sim/plan/program.h"
 #include "topology/clos.h"
+#include "topology/stats.h"
 
 namespace trainsim::exec {
 namespace {
@@ -935,6 +936,13 @@ void Executor::run(Result& r) {
     ns.nic_utilization = nic_n > 0 ? nic_sum / nic_n : 0;
     ns.has_ecmp = up_n > 0 && up_sum > 0;
     ns.ecmp_imbalance = ns.has_ecmp ? up_max / (up_sum / up_n) : 0;
+    std::vector<double> utilization(static_cast<std::size_t>(graph_->link_count()));
+    for (std::size_t l = 0; l < utilization.size(); ++l) {
+      utilization[l] = link_bytes_[l] / (caps[l] * iter);
+    }
+    for (const topo::LinkClassLoad& c : topo::link_class_loads(*graph_, utilization)) {
+      ns.link_classes.push_back({c.name, c.links, c.used, c.max, c.mean});
+    }
   }
 
   r.exec.roles = static_cast<long>(roles_.size());

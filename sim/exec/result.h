@@ -42,6 +42,17 @@ struct NetworkStats {
   double ecmp_imbalance = 0;
   double nic_bytes_per_gpu = 0;      // per iteration, sent
   double nvlink_bytes_per_gpu = 0;   // per iteration, sent
+  // Flow fidelity only (empty otherwise): utilisation (bytes carried / (capacity · iteration))
+  // per class of link, e.g. "gpu->nvswitch", "nic->tor", "tor->agg", in topo::link_class_loads'
+  // order: GPU side first, then tier by tier, up before down.
+  struct LinkClass {
+    std::string name;
+    int links = 0;
+    int used = 0;  // links that carried anything
+    double max_utilization = 0;
+    double mean_utilization = 0;  // over every link of the class
+  };
+  std::vector<LinkClass> link_classes;
 };
 
 /// The pipeline schedule the analytic fidelity assumes: every stage runs at the pace of the

@@ -27,6 +27,8 @@
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "scenarios/sweep.h"
+#include "scenarios/variants.h"
+#include "reports/compare_report.h"
 #include "scenarios/validation_runs.h"
 
 namespace trainsim::reports {
@@ -403,6 +405,20 @@ TEST_F(HtmlBrowser, GoodputSweepReportRenders) {
                                 screenshot_dir() / "report-sweep-goodput.png");
   expect_rendered(c, "sweep",
                   {"sweep-goodput", "sweep-refine", "sweep-heatmap", "sweep-breakdown"});
+}
+
+// run --compare: the variants side by side at flow fidelity, with the link classes.
+TEST_F(HtmlBrowser, CompareReportRenders) {
+  const scen::VariantPlan plan =
+      scen::plan_variants({"cluster.fabric.oversubscription=1,2", "training.micro_batch=1,2"});
+  const auto variants = scen::run_variants(
+      plan, "scenarios/examples/megatron-1.7b-32xa100.yaml", "", "", {"simulation.fidelity=flow"},
+      {});
+  write_compare_report((dir_ / "compare").string(), variants, plan.keys);
+  Browser b(exe_);
+  const PageCheck c =
+      open_page(b, dir_ / "compare" / "index.html", screenshot_dir() / "report-compare.png");
+  expect_rendered(c, "compare", {"compare-mfu", "compare-breakdown", "compare-links"});
 }
 
 TEST_F(HtmlBrowser, ValidationReportRenders) {
