@@ -645,12 +645,16 @@ PointResult point_result(const exec::Result& r) {
 }
 
 // A point that cannot be built or run: its status, key and reason.
-PointResult failed_point(const Error& e) {
+PointResult failed_point(ErrorKind kind, std::string field, const std::string& message,
+                         const std::string& hint) {
   PointResult out;
-  out.status = e.kind() == ErrorKind::kInput ? PointStatus::kInvalid : PointStatus::kInfeasible;
-  out.field = one_line(e.where().field);
-  out.reason = one_line(e.hint().empty() ? e.message() : e.message() + " (" + e.hint() + ")");
+  out.status = kind == ErrorKind::kInput ? PointStatus::kInvalid : PointStatus::kInfeasible;
+  out.field = one_line(std::move(field));
+  out.reason = one_line(hint.empty() ? message : message + " (" + hint + ")");
   return out;
+}
+PointResult failed_point(const Error& e) {
+  return failed_point(e.kind(), e.where().field, e.message(), e.hint());
 }
 
 }  // namespace
@@ -733,7 +737,13 @@ PointResult PointEvaluator::evaluate_with(std::size_t point, exec::RunConfig* sc
     exec::Result r;
     std::optional<Scenario> s;
     if (scratch != nullptr && shortcut_config(point, *scratch)) {
-      r = exec::run_analytic(*scratch, options);
+      // An infeasible point without an exception (the same field and reason), and no timings
+      // for one that does not fit in memory (point_result keeps only its memory).
+      options.timings_when_not_fitting = false;
+      plan::Infeasibility why;
+      if (!exec::try_run_analytic(*scratch, options, r, why)) {
+        return failed_point(ErrorKind::kInfeasible, why.field, why.message, why.hint);
+      }
     } else {
       s = scenario_of(point);
       r = run_scenario(*s, make_run_config(*s), options);

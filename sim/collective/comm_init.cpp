@@ -1,6 +1,6 @@
 #include "sim/collective/comm_init.h"
 
-#include <vector>
+#include <utility>
 
 namespace trainsim::coll {
 
@@ -11,7 +11,7 @@ CommInitTime comm_init_time(const CommInitLayout& L, StoreKind store, bool order
   CommInitTime t;
   const long G = L.gpus;
   // (group size, number of such groups) for every kind of group Megatron-LM creates.
-  std::vector<std::pair<int, long>> kinds = {
+  std::pair<int, long> kinds[8] = {
       {L.tp, G / L.tp},                // tensor parallel
       {L.pp, G / L.pp},                // pipeline parallel
       {L.dp, G / L.dp},                // data parallel
@@ -19,9 +19,11 @@ CommInitTime comm_init_time(const CommInitLayout& L, StoreKind store, bool order
       {2, G / L.pp},                   // embedding (first and last stage)
       {1, G / L.pp},                   // position embedding (first stage)
   };
-  if (L.cp > 1) kinds.push_back({L.cp, G / L.cp});
-  if (L.ep > 1) kinds.push_back({L.ep, G / L.ep});
-  for (const auto& [size, count] : kinds) {
+  int n = 6;  // a fixed array, not a vector: the analytic core calls this for every sweep point
+  if (L.cp > 1) kinds[n++] = {L.cp, G / L.cp};
+  if (L.ep > 1) kinds[n++] = {L.ep, G / L.ep};
+  for (int i = 0; i < n; ++i) {
+    const auto& [size, count] = kinds[i];
     t.groups_total += count;
     t.groups_per_rank += 1;
     t.bootstrap_s += p.bootstrap_allgathers * (size - 1) * p.bootstrap_hop_s;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "sim/collective/analytic.h"
 #include "sim/collective/comm_init.h"
@@ -71,105 +72,204 @@ double tp_exposed(const Context& c, double t_comm, double t_gemm, bool independe
   return ComputeModel::concurrent(t_gemm, t_comm, c.comm_sm_share) - t_gemm;
 }
 
-// One stage's slot: `layers` layers (starting at global layer index `first_layer`) and optionally
-// the embedding and the loss head.
-Slot stage_slot(const Context& c, int layers, int first_layer, bool embedding, bool head) {
-  const auto& m = c.cfg.model;
-  const auto& par = c.L.par;
-  const model::Recompute rc = c.cfg.training.recompute;
-  Slot s;
-  const double tokens = static_cast<double>(c.shard.micro_batch) * m.seq_len / par.cp;
-  const double act_bytes = tokens * m.hidden * 2.0;  // one [tokens × h] 16-bit tensor (TP group)
+// The accumulators of a Slot that a stage's layers, embedding and head add to.
+enum Acc { kCompute, kTp, kCp, kEp, kForward, kBackward, kNvlink, kNic, kAccs };
 
-  const coll::Cost ag = c.cost(Kind::kAllGather, act_bytes, c.L.tp);
-  const coll::Cost rs = c.cost(Kind::kReduceScatter, act_bytes, c.L.tp);
-  const coll::Cost ar = c.cost(Kind::kAllReduce, act_bytes, c.L.tp);
+// What one layer (or the embedding, or the head) adds to each accumulator of its stage's slot,
+// in the order the additions happen. A stage's slot is these additions replayed layer by layer,
+// so every sum is formed exactly as a per-layer evaluation forms it, to the last bit. An
+// addition of zero is left out: it changes no sum (the accumulators start at +0 and never hold
+// −0).
+struct Adds {
+  std::vector<double> v[kAccs];
+  void clear() {
+    for (std::vector<double>& a : v) a.clear();
+  }
+  void add(int acc, double x) {
+    if (x != 0.0) v[acc].push_back(x);
+  }
+  void traffic(const coll::Cost& c, double times = 1.0) {
+    add(kNvlink, c.nvlink_bytes * times);
+    add(kNic, c.nic_bytes * times);
+  }
+};
 
-  auto price_ops = [&](const std::vector<Op>& ops, bool recompute_all, bool recompute_attention) {
-    for (const Op& op : ops) {
-      // A GEMM whose TP collective is overlapped runs as tp chunks (ComputeModel::forward_split).
-      const bool split = par.tp > 1 && c.cfg.opt.tp_overlap && c.cfg.opt.tp_overlap_decomposed &&
-                         (op.tp_comm_before || op.tp_comm_after);
-      const double f = split ? c.cm.forward_split(op, par.tp) : c.cm.forward(op);
-      const double b = split ? c.cm.backward_split(op, par.tp) : c.cm.backward(op);
-      const bool attention_core = op.kind == OpKind::kAttention || op.name == "attn_scores" ||
-                                  op.name == "softmax" || op.name == "attn_dropout" ||
-                                  op.name == "attn_context";
-      double r = 0;
-      if (recompute_all || (recompute_attention && attention_core)) r = f;
-      s.forward += f;
-      s.backward += b + r;
-      s.compute += f + b + r;
-      if (par.tp <= 1) continue;
-      // Forward: SP gathers before column-parallel GEMMs and reduce-scatters after row-parallel
-      // ones; without SP only row-parallel outputs are all-reduced. Backward mirrors it.
-      const int passes_fwd = recompute_all ? 2 : 1;
-      // The backward's reduction of the input gradient can run beside the weight-gradient GEMM;
-      // the forward's collectives feed or follow their GEMM.
-      const bool wgrad = op.kind == OpKind::kGemm;
-      if (op.tp_comm_before) {
-        if (par.sp) {
-          s.tp += passes_fwd * tp_exposed(c, ag.time_s, f, false) +
-                  tp_exposed(c, rs.time_s, b / 2, wgrad);
-          add_traffic(s, ag, passes_fwd);
-          add_traffic(s, rs);
-        } else {
-          s.tp += tp_exposed(c, ar.time_s, b / 2, wgrad);
-          add_traffic(s, ar);
-        }
-      }
-      if (op.tp_comm_after) {
-        if (par.sp) {
-          s.tp += passes_fwd * tp_exposed(c, rs.time_s, f, false) +
-                  tp_exposed(c, ag.time_s, b / 2, false);
-          add_traffic(s, rs, passes_fwd);
-          add_traffic(s, ag);
-        } else {
-          s.tp += passes_fwd * tp_exposed(c, ar.time_s, f, false);
-          add_traffic(s, ar, passes_fwd);
-        }
-      }
-    }
-  };
-
-  const bool selective = rc == model::Recompute::kSelective;
-  const int block = c.cfg.training.recompute_layers;
-  for (int i = 0; i < layers; ++i) {
-    const int li = first_layer + i;
-    // Block recompute: only the stage's first `recompute_layers` layers recompute in full.
-    const bool full = rc == model::Recompute::kFull && (block <= 0 || i < block);
-    const std::vector<Op> ops = model::layer_forward_ops(m, c.shard, li);
-    price_ops(ops, full, selective);
-    double attention_time = 0;
-    for (const Op& op : ops) {
-      if (op.kind == OpKind::kAttention || op.name.rfind("attn_", 0) == 0 || op.name == "softmax")
-        attention_time += c.cm.forward(op);
-    }
-    if (par.cp > 1) {
-      // K and V of the other CP ranks: all-gathered in forward (and again when recomputed),
-      // their gradients reduce-scattered in backward; the ring exchange overlaps attention blocks.
-      const double kv_bytes = 2.0 * tokens * par.cp * m.kv_dim() / par.tp * 2.0;
-      const coll::Cost cag = c.cost(Kind::kAllGather, kv_bytes, c.L.cp);
-      const coll::Cost crs = c.cost(Kind::kReduceScatter, kv_bytes, c.L.cp);
-      const double fwd_passes = full ? 2 : 1;
-      s.cp += fwd_passes * std::max(0.0, cag.time_s - attention_time) +
-              std::max(0.0, cag.time_s + crs.time_s - 2.0 * attention_time);
-      add_traffic(s, cag, fwd_passes + 1);
-      add_traffic(s, crs);
-    }
-    if (m.is_moe_layer(li) && par.ep > 1) {
-      // Dispatch and combine all-to-alls in forward and backward (and again when recomputed).
-      const double a2a_bytes = tokens * m.top_k * m.hidden * 2.0;
-      const coll::Cost a2a = c.cost(Kind::kAllToAll, a2a_bytes, c.L.ep);
-      const double n = full ? 6 : 4;
-      s.ep += n * a2a.time_s;
-      add_traffic(s, a2a, n);
+// A slot's accumulators while its layers are replayed.
+struct Acc8 {
+  double a[kAccs] = {};
+  void apply(const Adds& adds) {
+    for (int k = 0; k < kAccs; ++k) {
+      double x = a[k];
+      for (const double d : adds.v[k]) x += d;
+      a[k] = x;
     }
   }
-  if (embedding) price_ops(model::embedding_forward_ops(m, c.shard), false, false);
-  if (head) price_ops(model::head_forward_ops(m, c.shard), false, false);
-  return s;
+  Slot slot() const {
+    Slot s;
+    s.compute = a[kCompute];
+    s.tp = a[kTp];
+    s.cp = a[kCp];
+    s.ep = a[kEp];
+    s.forward = a[kForward];
+    s.backward = a[kBackward];
+    s.nvlink_bytes = a[kNvlink];
+    s.nic_bytes = a[kNic];
+    return s;
+  }
+};
+
+// Per-thread buffers of the analytic core, kept between calls so that an evaluation allocates
+// nothing once they have grown (a sweep evaluates hundreds of thousands of points per thread).
+struct Workspace {
+  std::vector<Op> layer_ops[2];  // dense, MoE (kept apart so that neither list is rebuilt)
+  std::vector<Op> embedding_ops, head_ops;
+  Adds layer[4];  // index: (MoE layer ? 2 : 0) + (recomputed in full ? 1 : 0)
+  bool layer_ready[4] = {};
+  Adds embedding, head;
+};
+
+Workspace& workspace() {
+  thread_local Workspace w;
+  return w;
 }
+
+// The TP collectives of one layer's activations and the per-layer CP and EP costs: the same for
+// every stage, priced once per evaluation.
+struct LayerComm {
+  double tokens = 0;
+  coll::Cost ag, rs, ar;  // TP all-gather, reduce-scatter, all-reduce of one [tokens × h] tensor
+  coll::Cost cag, crs;    // CP all-gather / reduce-scatter of K and V
+  coll::Cost a2a;         // EP dispatch / combine
+};
+
+// The additions of pricing `ops` (forward, backward, recompute and their TP communication).
+void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops,
+               bool recompute_all, bool recompute_attention, Adds& out) {
+  const auto& par = c.L.par;
+  const coll::Cost& ag = lc.ag;
+  const coll::Cost& rs = lc.rs;
+  const coll::Cost& ar = lc.ar;
+  for (const Op& op : ops) {
+    // A GEMM whose TP collective is overlapped runs as tp chunks (ComputeModel::forward_split).
+    const bool split = par.tp > 1 && c.cfg.opt.tp_overlap && c.cfg.opt.tp_overlap_decomposed &&
+                       (op.tp_comm_before || op.tp_comm_after);
+    const double f = split ? c.cm.forward_split(op, par.tp) : c.cm.forward(op);
+    const double b = split ? c.cm.backward_split(op, par.tp) : c.cm.backward(op);
+    const bool attention_core = op.kind == OpKind::kAttention || op.name == "attn_scores" ||
+                                op.name == "softmax" || op.name == "attn_dropout" ||
+                                op.name == "attn_context";
+    double r = 0;
+    if (recompute_all || (recompute_attention && attention_core)) r = f;
+    out.add(kForward, f);
+    out.add(kBackward, b + r);
+    out.add(kCompute, f + b + r);
+    if (par.tp <= 1) continue;
+    // Forward: SP gathers before column-parallel GEMMs and reduce-scatters after row-parallel
+    // ones; without SP only row-parallel outputs are all-reduced. Backward mirrors it.
+    const int passes_fwd = recompute_all ? 2 : 1;
+    // The backward's reduction of the input gradient can run beside the weight-gradient GEMM;
+    // the forward's collectives feed or follow their GEMM.
+    const bool wgrad = op.kind == OpKind::kGemm;
+    if (op.tp_comm_before) {
+      if (par.sp) {
+        out.add(kTp, passes_fwd * tp_exposed(c, ag.time_s, f, false) +
+                         tp_exposed(c, rs.time_s, b / 2, wgrad));
+        out.traffic(ag, passes_fwd);
+        out.traffic(rs);
+      } else {
+        out.add(kTp, tp_exposed(c, ar.time_s, b / 2, wgrad));
+        out.traffic(ar);
+      }
+    }
+    if (op.tp_comm_after) {
+      if (par.sp) {
+        out.add(kTp, passes_fwd * tp_exposed(c, rs.time_s, f, false) +
+                         tp_exposed(c, ag.time_s, b / 2, false));
+        out.traffic(rs, passes_fwd);
+        out.traffic(ag);
+      } else {
+        out.add(kTp, passes_fwd * tp_exposed(c, ar.time_s, f, false));
+        out.traffic(ar, passes_fwd);
+      }
+    }
+  }
+}
+
+// The additions of one layer: its ops, then the CP exchange of K and V, then the EP all-to-alls.
+void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, bool full,
+                Adds& out) {
+  const auto& m = c.cfg.model;
+  const auto& par = c.L.par;
+  const bool selective = c.cfg.training.recompute == model::Recompute::kSelective;
+  out.clear();
+  // Any layer index of the right kind gives the op list (the index only decides MoE vs dense).
+  const int li = moe ? m.moe_every - 1 : (m.is_moe_layer(0) ? 1 : 0);
+  std::vector<Op>& ops = w.layer_ops[moe ? 1 : 0];
+  model::layer_forward_ops(m, c.shard, li, ops);
+  price_ops(c, lc, ops, full, selective, out);
+  double attention_time = 0;
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::kAttention || op.name.rfind("attn_", 0) == 0 || op.name == "softmax")
+      attention_time += c.cm.forward(op);
+  }
+  if (par.cp > 1) {
+    // K and V of the other CP ranks: all-gathered in forward (and again when recomputed),
+    // their gradients reduce-scattered in backward; the ring exchange overlaps attention blocks.
+    const double fwd_passes = full ? 2 : 1;
+    out.add(kCp, fwd_passes * std::max(0.0, lc.cag.time_s - attention_time) +
+                     std::max(0.0, lc.cag.time_s + lc.crs.time_s - 2.0 * attention_time));
+    out.traffic(lc.cag, fwd_passes + 1);
+    out.traffic(lc.crs);
+  }
+  if (moe && par.ep > 1) {
+    // Dispatch and combine all-to-alls in forward and backward (and again when recomputed).
+    const double n = full ? 6 : 4;
+    out.add(kEp, n * lc.a2a.time_s);
+    out.traffic(lc.a2a, n);
+  }
+}
+
+// Replays the layers of a stage, `layers` layers from global layer `first_layer`, building each
+// kind of layer's additions on first use; `snapshots[i]` receives the accumulators after the
+// first `at[i]` layers (i < n_snapshots).
+class StageReplay {
+ public:
+  StageReplay(const Context& c, const LayerComm& lc, Workspace& w) : c_(c), lc_(lc), w_(w) {
+    for (bool& ready : w_.layer_ready) ready = false;
+  }
+
+  // Block recompute: only the stage's first `recompute_layers` layers recompute in full.
+  void run(int layers, int first_layer, const int* at, Acc8* snapshots, int n_snapshots) {
+    const auto& m = c_.cfg.model;
+    const model::Recompute rc = c_.cfg.training.recompute;
+    const int block = c_.cfg.training.recompute_layers;
+    Acc8 acc;
+    for (int s = 0; s < n_snapshots; ++s) {
+      if (at[s] == 0) snapshots[s] = acc;
+    }
+    for (int i = 0; i < layers; ++i) {
+      const bool full = rc == model::Recompute::kFull && (block <= 0 || i < block);
+      const bool moe = m.is_moe_layer(first_layer + i);
+      acc.apply(adds(moe, full));
+      for (int s = 0; s < n_snapshots; ++s) {
+        if (at[s] == i + 1) snapshots[s] = acc;
+      }
+    }
+  }
+
+ private:
+  const Adds& adds(bool moe, bool full) {
+    const int k = (moe ? 2 : 0) + (full ? 1 : 0);
+    if (!w_.layer_ready[k]) {
+      layer_adds(c_, lc_, w_, moe, full, w_.layer[k]);
+      w_.layer_ready[k] = true;
+    }
+    return w_.layer[k];
+  }
+  const Context& c_;
+  const LayerComm& lc_;
+  Workspace& w_;
+};
 
 }  // namespace
 
@@ -195,17 +295,20 @@ coll::LinkModel link_model(const topo::ClusterSpec& cluster, const calib::Profil
   return l;
 }
 
-Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
+bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Result& r,
+                      plan::Infeasibility& why) {
   const auto& m = cfg.model;
   const auto& gpu = cfg.cluster.gpu;
   const auto& prof = cfg.profile;
   if (cfg.training.precision == Precision::kFp8 && gpu.peak_dense_fp8_flops <= 0) {
-    throw_infeasible("GPU `" + gpu.name + "` has no fp8 tensor cores", {"", 0, "training.precision"});
+    why = {"training.precision", "GPU `" + gpu.name + "` has no fp8 tensor cores", {}};
+    return false;
   }
-  const plan::Layout L = plan::make_layout(m, cfg.cluster, cfg.parallel, cfg.training);
+  plan::Layout L;
+  if (!plan::try_make_layout(m, cfg.cluster, cfg.parallel, cfg.training, L, &why)) return false;
   const auto& par = L.par;
 
-  Result r;
+  r = Result{};
   r.fidelity = "analytic";
   r.model_version = kAnalyticModelVersion;
   r.profile_name = prof.name;
@@ -215,9 +318,17 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
 
   r.memory = plan::memory_per_gpu(m, L, cfg.training, cfg.opt.fused_attention(), gpu);
   if (options.enforce_memory && !r.memory.fits()) {
-    throw_infeasible(memory_shortfall_message(r.memory), {"", 0, ""},
-                     "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller "
-                     "micro-batch");
+    why = {"", memory_shortfall_message(r.memory),
+           "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller micro-batch"};
+    return false;
+  }
+  const coll::LinkModel links = link_model(cfg.cluster, prof);
+  if (!options.timings_when_not_fitting && !r.memory.fits() && !cfg.collectives.algorithm &&
+      !cfg.collectives.protocol && links.nvlink_busbw_Bps > 0 && links.nic_Bps_per_gpu > 0) {
+    // The timings could only end in an input error (no collective implementation for a chosen
+    // algorithm or protocol, or a link without bandwidth); with neither possible they are
+    // skipped. Otherwise they run, so that such a point reports that error as before.
+    return true;
   }
 
   const double peak16 = gpu.peak_dense_16bit_flops;
@@ -225,8 +336,7 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
       cfg.training.precision == Precision::kFp8 ? gpu.peak_dense_fp8_flops : peak16;
   r.peak_flops_per_gpu = gemm_peak;
 
-  Context c{cfg, L, ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps}, {}, {}};
-  c.links = link_model(cfg.cluster, prof);
+  Context c{cfg, L, ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps}, links, {}};
   c.shard.micro_batch = cfg.training.micro_batch;
   c.shard.tp = par.tp;
   c.shard.cp = par.cp;
@@ -236,15 +346,63 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   c.shard.fused_elementwise = cfg.opt.efficient_operators;
   c.comm_sm_share = gpu.sms > 0 ? static_cast<double>(kOverlapCommSms) / gpu.sms : 0.0;
 
+  // The communication every layer prices, once (in the order a stage's first layer asks for it,
+  // so that an invalid collectives.algorithm/protocol is reported for the same collective).
+  LayerComm lc;
+  lc.tokens = static_cast<double>(c.shard.micro_batch) * m.seq_len / par.cp;
+  {
+    const double act_bytes = lc.tokens * m.hidden * 2.0;  // one [tokens × h] 16-bit tensor
+    lc.ag = c.cost(Kind::kAllGather, act_bytes, L.tp);
+    lc.rs = c.cost(Kind::kReduceScatter, act_bytes, L.tp);
+    lc.ar = c.cost(Kind::kAllReduce, act_bytes, L.tp);
+    if (par.cp > 1) {
+      const double kv_bytes = 2.0 * lc.tokens * par.cp * m.kv_dim() / par.tp * 2.0;
+      lc.cag = c.cost(Kind::kAllGather, kv_bytes, L.cp);
+      lc.crs = c.cost(Kind::kReduceScatter, kv_bytes, L.cp);
+    }
+    if (m.experts > 0 && par.ep > 1) {
+      const double a2a_bytes = lc.tokens * m.top_k * m.hidden * 2.0;
+      lc.a2a = c.cost(Kind::kAllToAll, a2a_bytes, L.ep);
+    }
+  }
+
   // Slowest stage per micro-batch (first: embedding, last: loss head, and the most loaded of
-  // the stages between them).
+  // the stages between them). A stage's slot is its layers' additions replayed in order, then
+  // the embedding's or the head's. When every layer is alike whatever its index (a dense model,
+  // or every layer MoE) the three stages' layers are prefixes of one replay: it runs once, to
+  // the largest of their layer counts, and each stage takes the state at its own count.
+  Workspace& w = workspace();
+  StageReplay replay(c, lc, w);
   const bool single = par.pp == 1;
-  Slot first = stage_slot(c, L.layers_first_stage, 0, true, single);
-  Slot last = single ? first
-                     : stage_slot(c, L.layers_last_stage, m.layers - L.layers_last_stage, false,
-                                  true);
+  const int n_first = L.layers_first_stage;
+  const int n_last = L.layers_last_stage;
+  const int n_middle = par.pp > 2 ? L.layers_max_middle : 0;
+  const int at[3] = {n_first, n_last, n_middle};
+  Acc8 part[3];  // layers only: first, last, middle
+  const bool alike = m.experts == 0 || m.moe_every == 1;
+  if (alike) {
+    replay.run(std::max({n_first, single ? 0 : n_last, n_middle}), 0, at, part, single ? 1 : 3);
+  } else {
+    replay.run(n_first, 0, at, part, 1);
+    if (!single) replay.run(n_last, m.layers - n_last, at + 1, part + 1, 1);
+    if (par.pp > 2) replay.run(n_middle, n_first, at + 2, part + 2, 1);
+  }
+  model::embedding_forward_ops(m, c.shard, w.embedding_ops);
+  w.embedding.clear();
+  price_ops(c, lc, w.embedding_ops, false, false, w.embedding);
+  model::head_forward_ops(m, c.shard, w.head_ops);
+  w.head.clear();
+  price_ops(c, lc, w.head_ops, false, false, w.head);
+  part[0].apply(w.embedding);
+  if (single) {
+    part[0].apply(w.head);
+  } else {
+    part[1].apply(w.head);
+  }
+  Slot first = part[0].slot();
+  Slot last = single ? first : part[1].slot();
   Slot middle;
-  if (par.pp > 2) middle = stage_slot(c, L.layers_max_middle, L.layers_first_stage, false, false);
+  if (par.pp > 2) middle = part[2].slot();
   // Pipeline send/recv of one micro-batch's activations (SP-sharded or scatter-gathered: 1/tp
   // per rank), forward and backward, per model chunk.
   double t_p2p = 0;
@@ -281,11 +439,12 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   // Data parallelism: gradient reduction and (ZeRO) parameter all-gather of the heaviest stage.
   double nvlink_bytes = mb * slot.nvlink_bytes;
   double nic_bytes = mb * slot.nic_bytes;
+  const model::ParamCount pc = model::count_parameters(m);
+  const plan::StageParams sp_first =
+      plan::stage_parameters(m, pc, L, true, single, L.layers_first_stage);
+  const plan::StageParams sp_last =
+      plan::stage_parameters(m, pc, L, single, true, L.layers_last_stage);
   if (par.dp > 1) {
-    const plan::StageParams sp_first =
-        plan::stage_parameters(m, L, true, single, L.layers_first_stage);
-    const plan::StageParams sp_last =
-        plan::stage_parameters(m, L, single, true, L.layers_last_stage);
     const plan::StageParams sp = sp_first.total() >= sp_last.total() ? sp_first : sp_last;
     const double gb = bytes_per_element(cfg.training.grad_reduce);
     // Megatron buckets gradients (plan::dp_bucket_params); the last bucket of the backward pass
@@ -337,10 +496,6 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
 
   // Optimizer step, memory-bound over this GPU's parameter shard (ComputeModel::optimizer).
   {
-    const plan::StageParams sp_first =
-        plan::stage_parameters(m, L, true, single, L.layers_first_stage);
-    const plan::StageParams sp_last =
-        plan::stage_parameters(m, L, single, true, L.layers_last_stage);
     const double shard = par.dp * (par.shard_over_cp ? par.cp : 1);
     const double params = std::max(sp_first.total(), sp_last.total()) /
                           (par.zero >= 1 ? shard : 1.0);
@@ -364,7 +519,7 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
   }
   r.iteration_time_s = bd.total();
   const double tokens = static_cast<double>(cfg.training.global_batch) * m.seq_len;
-  r.parameters = model::count_parameters(m).total;
+  r.parameters = pc.total;
   r.model_flops_per_iteration = model::model_flops_per_token(m) * tokens;
   r.hardware_flops_per_iteration =
       model::hardware_flops_per_token(m, cfg.training.recompute) * tokens;
@@ -403,6 +558,15 @@ Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
       "analytic fidelity: no link contention or ECMP collisions (use flow fidelity for those); "
       "slowest stage per micro-batch {:.3f} ms",
       slot.total() * 1e3));
+  return true;
+}
+
+Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {
+  Result r;
+  plan::Infeasibility why;
+  if (!try_run_analytic(cfg, options, r, why)) {
+    throw_infeasible(std::move(why.message), {"", 0, why.field}, std::move(why.hint));
+  }
   return r;
 }
 

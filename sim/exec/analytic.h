@@ -14,6 +14,7 @@
 #include "sim/exec/scale.h"
 #include "sim/model/transformer.h"
 #include "sim/plan/config.h"
+#include "sim/plan/layout.h"
 #include "topology/hardware.h"
 
 namespace trainsim::exec {
@@ -37,6 +38,12 @@ struct AnalyticOptions {
   /// trainsim::Error(kInfeasible) "does not fit: needs X GiB of Y GiB"; when false the result is
   /// returned with `memory.fits() == false` (sweeps keep such points with their reason).
   bool enforce_memory = true;
+  /// With enforce_memory false: when false too, a configuration that does not fit returns right
+  /// after its memory is known (version strings, GPUs, micro-batches and `memory` set, no
+  /// timings), for callers that keep only the memory of such points (sweeps). Not when the
+  /// timings could throw an input error (a collectives.algorithm or .protocol is chosen, or a
+  /// link has no bandwidth): such a point still reports that error.
+  bool timings_when_not_fitting = true;
 };
 
 /// The collective model's view of a cluster with a calibration profile: NVLink and NVLS bus
@@ -46,6 +53,14 @@ coll::LinkModel link_model(const topo::ClusterSpec& cluster, const calib::Profil
 
 /// Evaluates one iteration. Throws trainsim::Error(kInfeasible) for configurations that cannot run.
 Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options = {});
+
+/// run_analytic without an exception for a configuration that cannot run: returns false with
+/// `why` holding the field, message and hint run_analytic would throw as
+/// trainsim::Error(kInfeasible); otherwise fills `out` and returns true. Input errors (an
+/// impossible collectives.algorithm/protocol) still throw. For sweeps, where half of the --auto
+/// points fail a layout check.
+bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Result& out,
+                      plan::Infeasibility& why);
 
 /// "does not fit in memory: needs 93.1 GiB of 80.0 GiB per GPU (weights ..., activations ...)".
 std::string memory_shortfall_message(const plan::MemoryUsage& mem);

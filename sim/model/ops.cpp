@@ -7,21 +7,33 @@ namespace {
 
 constexpr double kAct = 2.0;  // bytes per activation element (bf16/fp16)
 
-Op gemm(std::string name, double m, double n, double k, double batch = 1) {
-  Op op;
-  op.name = std::move(name);
-  op.kind = OpKind::kGemm;
-  op.m = m;
-  op.n = n;
-  op.k = k;
-  op.batch = batch;
-  op.flops = 2.0 * m * n * k * batch;
+// Ops are written into `out` from position `n` on, reusing the elements (and the names'
+// storage) a previous call left there, so that a caller that keeps its vector allocates nothing.
+Op& next_op(std::vector<Op>& out, std::size_t& n, const char* name) {
+  if (n == out.size()) out.emplace_back();
+  Op& op = out[n++];
+  std::string keep = std::move(op.name);
+  op = Op{};
+  keep.assign(name);
+  op.name = std::move(keep);
   return op;
 }
 
-Op memory(std::string name, double bytes, int kernels = 1) {
-  Op op;
-  op.name = std::move(name);
+Op& gemm(std::vector<Op>& out, std::size_t& n, const char* name, double m, double nn, double k,
+         double batch = 1) {
+  Op& op = next_op(out, n, name);
+  op.kind = OpKind::kGemm;
+  op.m = m;
+  op.n = nn;
+  op.k = k;
+  op.batch = batch;
+  op.flops = 2.0 * m * nn * k * batch;
+  return op;
+}
+
+Op& memory(std::vector<Op>& out, std::size_t& n, const char* name, double bytes,
+           int kernels = 1) {
+  Op& op = next_op(out, n, name);
   op.kind = OpKind::kMemory;
   op.bytes = bytes;
   op.kernels = kernels;
@@ -30,8 +42,9 @@ Op memory(std::string name, double bytes, int kernels = 1) {
 
 }  // namespace
 
-std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index) {
-  std::vector<Op> ops;
+void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
+                       std::vector<Op>& ops) {
+  std::size_t n = 0;
   const double b = s.micro_batch;
   const double t = s.tp;
   const double tokens = b * static_cast<double>(m.seq_len) / s.cp;  // rows of every GEMM
@@ -46,45 +59,41 @@ std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int l
   // Norm: read x, write y (+ residual add and dropout when fused into it).
   const int norms = m.parallel_block ? 1 : 2;
   for (int i = 0; i < norms; ++i) {
-    ops.push_back(memory(i == 0 ? "norm_attn" : "norm_mlp", 2 * ew));
+    memory(ops, n, i == 0 ? "norm_attn" : "norm_mlp", 2 * ew);
   }
 
-  Op qkv = gemm("qkv", tokens, (h + 2 * kv) / t, h);
+  Op& qkv = gemm(ops, n, "qkv", tokens, (h + 2 * kv) / t, h);
   qkv.tp_comm_before = true;
-  ops.push_back(qkv);
 
   const double q_rows = static_cast<double>(m.seq_len) / s.cp;
   if (s.fused_attention) {
     // The keys the kernel really computes: masked tiles skipped (executed_keys_per_query).
     const double keys = executed_keys_per_query(m, s.attention_kernel);
-    Op a;
-    a.name = "attention";
+    Op& a = next_op(ops, n, "attention");
     a.kind = OpKind::kAttention;
     a.batch = b * heads;
     a.m = q_rows;
     a.n = keys;
     a.k = dh;
     a.flops = 4.0 * b * heads * q_rows * keys * dh;
-    ops.push_back(a);
   } else {
     // Megatron's unfused path: QKᵀ batched GEMM, fused scale-mask-softmax, dropout, ·V. The mask
     // (causal or window) is applied in the softmax: the GEMMs compute every score.
     const double keys = m.seq_len;
-    ops.push_back(gemm("attn_scores", q_rows, keys, dh, b * heads));
+    gemm(ops, n, "attn_scores", q_rows, keys, dh, b * heads);
     const double scores = b * heads * q_rows * keys;
-    ops.push_back(memory("softmax", scores * 2 * kAct));
-    if (m.dropout) ops.push_back(memory("attn_dropout", scores * (2 * kAct + 1)));
-    ops.push_back(gemm("attn_context", q_rows, dh, keys, b * heads));
+    memory(ops, n, "softmax", scores * 2 * kAct);
+    if (m.dropout) memory(ops, n, "attn_dropout", scores * (2 * kAct + 1));
+    gemm(ops, n, "attn_context", q_rows, dh, keys, b * heads);
   }
   // A parallel block sums the attention and MLP outputs before one reduction and one residual
   // add, and both branches read the same gathered norm output (one all-gather, one reduce-scatter
   // per layer and pass instead of two each).
-  Op proj = gemm("attn_proj", tokens, h, h / t);
+  Op& proj = gemm(ops, n, "attn_proj", tokens, h, h / t);
   proj.tp_comm_after = !m.parallel_block;
-  ops.push_back(proj);
   // Bias + dropout + residual add: one fused pass reading two inputs and writing one.
   if (!s.fused_elementwise && !m.parallel_block) {
-    ops.push_back(memory("attn_bias_dropout_add", 3 * ew + ew / kAct));
+    memory(ops, n, "attn_bias_dropout_add", 3 * ew + ew / kAct);
   }
 
   const bool moe = m.is_moe_layer(layer_index);
@@ -92,44 +101,59 @@ std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int l
   const double up_mult = m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double expert_rows = moe ? tokens * m.top_k : tokens;
   if (moe) {
-    Op router = gemm("router", tokens, m.experts, h);
-    ops.push_back(router);
-    ops.push_back(memory("router_topk", tokens * m.experts * 4.0 * 2));
+    gemm(ops, n, "router", tokens, m.experts, h);
+    memory(ops, n, "router_topk", tokens * m.experts * 4.0 * 2);
   }
-  Op up = gemm(moe ? "expert_up" : "mlp_up", expert_rows, up_mult * f / t, h);
+  Op& up = gemm(ops, n, moe ? "expert_up" : "mlp_up", expert_rows, up_mult * f / t, h);
   up.tp_comm_before = !moe && !m.parallel_block;
   up.moe = moe;
-  ops.push_back(up);
   if (!s.fused_elementwise) {
     // Activation (bias-GeLU or SiLU·up) as its own pass over the [rows × f/t] tensor.
     const double act = expert_rows * (f / t) * kAct;
-    ops.push_back(memory(m.mlp == MlpKind::kSwiglu ? "swiglu" : "bias_gelu", (up_mult + 1) * act));
+    memory(ops, n, m.mlp == MlpKind::kSwiglu ? "swiglu" : "bias_gelu", (up_mult + 1) * act);
   }
-  Op down = gemm(moe ? "expert_down" : "mlp_down", expert_rows, h, f / t);
+  Op& down = gemm(ops, n, moe ? "expert_down" : "mlp_down", expert_rows, h, f / t);
   down.tp_comm_after = !moe;
   down.moe = moe;
-  ops.push_back(down);
-  if (!s.fused_elementwise) ops.push_back(memory("mlp_bias_dropout_add", 3 * ew + ew / kAct));
+  if (!s.fused_elementwise) memory(ops, n, "mlp_bias_dropout_add", 3 * ew + ew / kAct);
+  ops.resize(n);
+}
+
+std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index) {
+  std::vector<Op> ops;
+  layer_forward_ops(m, s, layer_index, ops);
   return ops;
 }
 
-std::vector<Op> embedding_forward_ops(const ModelConfig& m, const Sharding& s) {
+void embedding_forward_ops(const ModelConfig& m, const Sharding& s, std::vector<Op>& ops) {
+  std::size_t n = 0;
   const double tokens = s.micro_batch * static_cast<double>(m.seq_len) / s.cp;
   // Vocab-parallel lookup writes [tokens × h], then an all-reduce / reduce-scatter over TP.
-  Op lookup = memory("embedding", tokens * m.hidden * kAct * 2);
+  Op& lookup = memory(ops, n, "embedding", tokens * m.hidden * kAct * 2);
   lookup.tp_comm_after = s.tp > 1;
-  return {lookup};
+  ops.resize(n);
+}
+
+std::vector<Op> embedding_forward_ops(const ModelConfig& m, const Sharding& s) {
+  std::vector<Op> ops;
+  embedding_forward_ops(m, s, ops);
+  return ops;
+}
+
+void head_forward_ops(const ModelConfig& m, const Sharding& s, std::vector<Op>& ops) {
+  std::size_t n = 0;
+  const double tokens = s.micro_batch * static_cast<double>(m.seq_len) / s.cp;
+  memory(ops, n, "final_norm", 2 * (s.sp ? tokens / s.tp : tokens) * m.hidden * kAct);
+  Op& logits = gemm(ops, n, "logits", tokens, static_cast<double>(m.vocab) / s.tp, m.hidden);
+  logits.tp_comm_before = true;
+  // Vocab-parallel cross-entropy in fp32: cast, max, exp-sum, loss over [tokens × V/tp].
+  memory(ops, n, "cross_entropy", tokens * (m.vocab / s.tp) * (kAct + 4.0 * 3), 3);
+  ops.resize(n);
 }
 
 std::vector<Op> head_forward_ops(const ModelConfig& m, const Sharding& s) {
-  const double tokens = s.micro_batch * static_cast<double>(m.seq_len) / s.cp;
   std::vector<Op> ops;
-  ops.push_back(memory("final_norm", 2 * (s.sp ? tokens / s.tp : tokens) * m.hidden * kAct));
-  Op logits = gemm("logits", tokens, static_cast<double>(m.vocab) / s.tp, m.hidden);
-  logits.tp_comm_before = true;
-  ops.push_back(logits);
-  // Vocab-parallel cross-entropy in fp32: cast, max, exp-sum, loss over [tokens × V/tp].
-  ops.push_back(memory("cross_entropy", tokens * (m.vocab / s.tp) * (kAct + 4.0 * 3), 3));
+  head_forward_ops(m, s, ops);
   return ops;
 }
 

@@ -47,4 +47,11 @@ std::vector<Op> embedding_forward_ops(const ModelConfig& m, const Sharding& s);
 /// Forward ops of the output projection and cross-entropy loss (last pipeline stage).
 std::vector<Op> head_forward_ops(const ModelConfig& m, const Sharding& s);
 
+/// The same lists written into `out` (replacing its contents), reusing its elements and their
+/// names' storage: a caller that keeps `out` between calls allocates nothing (the analytic core).
+void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
+                       std::vector<Op>& out);
+void embedding_forward_ops(const ModelConfig& m, const Sharding& s, std::vector<Op>& out);
+void head_forward_ops(const ModelConfig& m, const Sharding& s, std::vector<Op>& out);
+
 }  // namespace trainsim::model

@@ -63,9 +63,11 @@ double executed_keys_per_query(const ModelConfig& m, AttentionKernel kernel, int
   const long wb = m.attention_window > 0 && m.attention_window < m.seq_len
                       ? (m.attention_window + block - 1) / block
                       : n;
-  // Query block i computes key blocks max(0, i - wb) .. i: min(i, wb) + 1 blocks.
-  double blocks = 0;
-  for (long i = 0; i < n; ++i) blocks += static_cast<double>(std::min(i, wb) + 1);
+  // Query block i computes key blocks max(0, i - wb) .. i: min(i, wb) + 1 blocks. Summed in
+  // closed form (exact integers, so the same double as adding them one by one): 1 + 2 + ... for
+  // the first min(n, wb + 1) query blocks, then wb + 1 for each of the rest.
+  const long ramp = std::min(n, wb + 1);
+  const double blocks = static_cast<double>(ramp * (ramp + 1) / 2 + (n - ramp) * (wb + 1));
   // Keys per query: blocks per query block × block size, spread over the sequence's queries
   // (the last, partial block computes a full tile).
   return std::min(s, blocks * block / static_cast<double>(n));

@@ -10,10 +10,6 @@ namespace {
 
 std::string str(int x) { return std::to_string(x); }
 
-void require(bool ok, const char* field, const std::string& message, const std::string& hint = {}) {
-  if (!ok) throw_infeasible(message, {"", 0, field}, hint);
-}
-
 }  // namespace
 
 coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster) {
@@ -28,49 +24,63 @@ coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster
   return g;
 }
 
-Layout make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster,
-                   const ParallelConfig& par, const TrainingConfig& train) {
+// Each check builds its message and hint only when its condition fails: a sweep point that passes
+// them allocates no string.
+#define TRAINSIM_REQUIRE(ok, field_name, ...)                          \
+  do {                                                                \
+    if (!(ok)) return fail(why, field_name, __VA_ARGS__);              \
+  } while (false)
+
+namespace {
+bool fail(Infeasibility* why, const char* field, std::string message, std::string hint = {}) {
+  if (why != nullptr) *why = {field, std::move(message), std::move(hint)};
+  return false;
+}
+}  // namespace
+
+bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster,
+                     const ParallelConfig& par, const TrainingConfig& train, Layout& L,
+                     Infeasibility* why) {
   for (auto [v, f] : {std::pair{par.tp, "parallel.tp"}, {par.pp, "parallel.pp"},
                       {par.dp, "parallel.dp"}, {par.vpp, "parallel.vpp"}, {par.cp, "parallel.cp"},
                       {par.ep, "parallel.ep"}}) {
-    require(v >= 1, f, "must be at least 1, is " + str(v));
+    TRAINSIM_REQUIRE(v >= 1, f, "must be at least 1, is " + str(v));
   }
-  require(m.heads % par.tp == 0, "parallel.tp",
+  TRAINSIM_REQUIRE(m.heads % par.tp == 0, "parallel.tp",
           "TP " + str(par.tp) + " does not divide the " + str(m.heads) + " attention heads",
           "use a TP that divides model.heads");
-  require(m.kv_heads % par.tp == 0, "parallel.tp",
+  TRAINSIM_REQUIRE(m.kv_heads % par.tp == 0, "parallel.tp",
           "TP " + str(par.tp) + " does not divide the " + str(m.kv_heads) +
               " key/value heads (query groups)");
-  require(m.ffn_hidden % par.tp == 0, "parallel.tp",
+  TRAINSIM_REQUIRE(m.ffn_hidden % par.tp == 0, "parallel.tp",
           "TP " + str(par.tp) + " does not divide the MLP size " + str(m.ffn_hidden));
-  require(par.world() == cluster.gpus, "cluster.gpus",
+  TRAINSIM_REQUIRE(par.world() == cluster.gpus, "cluster.gpus",
           str(cluster.gpus) + " GPUs is not TP×PP×DP×CP = " + str(par.tp) + "×" + str(par.pp) + "×" +
               str(par.dp) + "×" + str(par.cp) + " = " + str(par.world()));
-  require(par.pp * par.vpp <= m.layers, "parallel.pp",
+  TRAINSIM_REQUIRE(par.pp * par.vpp <= m.layers, "parallel.pp",
           "PP " + str(par.pp) + " × VPP " + str(par.vpp) + " = " + str(par.pp * par.vpp) +
               " model chunks for only " + str(m.layers) + " layers");
-  require(par.cp == 1 || m.seq_len % (2 * par.cp) == 0, "parallel.cp",
+  TRAINSIM_REQUIRE(par.cp == 1 || m.seq_len % (2 * par.cp) == 0, "parallel.cp",
           "CP " + str(par.cp) + " needs the sequence length " + str(m.seq_len) +
               " to divide into 2·CP load-balanced chunks");
-  require(par.ep == 1 || m.experts > 0, "parallel.ep", "expert parallelism needs an MoE model");
-  require(par.ep == 1 || m.experts % par.ep == 0, "parallel.ep",
+  TRAINSIM_REQUIRE(par.ep == 1 || m.experts > 0, "parallel.ep", "expert parallelism needs an MoE model");
+  TRAINSIM_REQUIRE(par.ep == 1 || m.experts % par.ep == 0, "parallel.ep",
           "EP " + str(par.ep) + " does not divide the " + str(m.experts) + " experts");
-  require(par.dp % par.ep == 0, "parallel.ep",
+  TRAINSIM_REQUIRE(par.dp % par.ep == 0, "parallel.ep",
           "EP " + str(par.ep) + " must divide DP " + str(par.dp) + " (experts shard the DP group)");
-  require(par.zero >= 0 && par.zero <= 3, "parallel.zero", "ZeRO stage must be 0..3");
-  require(train.micro_batch >= 1, "training.micro_batch", "must be at least 1");
-  require(train.global_batch >= 1, "training.global_batch", "must be at least 1");
+  TRAINSIM_REQUIRE(par.zero >= 0 && par.zero <= 3, "parallel.zero", "ZeRO stage must be 0..3");
+  TRAINSIM_REQUIRE(train.micro_batch >= 1, "training.micro_batch", "must be at least 1");
+  TRAINSIM_REQUIRE(train.global_batch >= 1, "training.global_batch", "must be at least 1");
   const long per_step = static_cast<long>(train.micro_batch) * par.dp;
-  require(train.global_batch % per_step == 0, "training.global_batch",
+  TRAINSIM_REQUIRE(train.global_batch % per_step == 0, "training.global_batch",
           "global batch " + str(train.global_batch) + " is not a multiple of micro_batch × DP = " +
               str(train.micro_batch) + "×" + str(par.dp) + " = " + std::to_string(per_step));
-  Layout L;
   L.par = par;
   L.microbatches = static_cast<int>(train.global_batch / per_step);
   const int p = par.pp;
-  require(par.first_stage_layers >= 0 && par.last_stage_layers >= 0, "parallel.first_stage_layers",
+  TRAINSIM_REQUIRE(par.first_stage_layers >= 0 && par.last_stage_layers >= 0, "parallel.first_stage_layers",
           "stage layer counts cannot be negative");
-  require(p > 1 || (par.first_stage_layers == 0 && par.last_stage_layers == 0),
+  TRAINSIM_REQUIRE(p > 1 || (par.first_stage_layers == 0 && par.last_stage_layers == 0),
           "parallel.first_stage_layers", "uneven stages need pipeline parallelism (PP > 1)");
   L.stage_layers.assign(static_cast<std::size_t>(p), 0);
   if (p > 1 && (par.first_stage_layers > 0 || par.last_stage_layers > 0)) {
@@ -78,7 +88,7 @@ Layout make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster
     const int given_ends = (par.first_stage_layers > 0 ? 1 : 0) + (par.last_stage_layers > 0 ? 1 : 0);
     const int rest = m.layers - par.first_stage_layers - par.last_stage_layers;
     const int sharing = p - given_ends;
-    require(rest >= sharing && (sharing > 0 || rest == 0), "parallel.first_stage_layers",
+    TRAINSIM_REQUIRE(rest >= sharing && (sharing > 0 || rest == 0), "parallel.first_stage_layers",
             str(par.first_stage_layers) + " + " + str(par.last_stage_layers) +
                 " layers on the end stages leave " + str(rest) + " of " + str(m.layers) +
                 " layers for " + str(sharing) + " other stages");
@@ -99,24 +109,24 @@ Layout make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster
     }
   }
   if (par.schedule == Schedule::kInterleaved) {
-    require(par.vpp > 1, "parallel.vpp", "the interleaved schedule needs vpp > 1");
-    require(L.microbatches % par.pp == 0, "training.global_batch",
+    TRAINSIM_REQUIRE(par.vpp > 1, "parallel.vpp", "the interleaved schedule needs vpp > 1");
+    TRAINSIM_REQUIRE(L.microbatches % par.pp == 0, "training.global_batch",
             "the interleaved schedule needs the " + str(L.microbatches) +
                 " micro-batches per pipeline to be a multiple of PP " + str(par.pp),
             "Megatron-LM requirement");
     const bool uneven = par.first_stage_layers > 0 || par.last_stage_layers > 0;
     if (!uneven) {
-      require(m.layers % (par.pp * par.vpp) == 0, "parallel.vpp",
+      TRAINSIM_REQUIRE(m.layers % (par.pp * par.vpp) == 0, "parallel.vpp",
               str(m.layers) + " layers do not split evenly into PP×VPP = " +
                   str(par.pp * par.vpp) + " model chunks");
     }
     for (int st = 0; st < p; ++st) {
-      require(L.stage_layers[static_cast<std::size_t>(st)] >= par.vpp - 1, "parallel.vpp",
+      TRAINSIM_REQUIRE(L.stage_layers[static_cast<std::size_t>(st)] >= par.vpp - 1, "parallel.vpp",
               "stage " + str(st) + " has " + str(L.stage_layers[static_cast<std::size_t>(st)]) +
                   " layers for " + str(par.vpp) + " model chunks");
     }
   } else {
-    require(par.vpp == 1, "parallel.vpp",
+    TRAINSIM_REQUIRE(par.vpp == 1, "parallel.vpp",
             "vpp " + str(par.vpp) + " needs the interleaved schedule");
   }
   L.layers_first_stage = L.stage_layers.front();
@@ -131,6 +141,18 @@ Layout make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster
   L.ep = group_shape(par.ep, par.tp * par.cp, cluster);
   L.expert_dp = group_shape(par.dp / par.ep, par.tp * par.cp * par.ep, cluster);
   L.pp = group_shape(par.pp, par.tp * par.cp * par.dp, cluster);
+  return true;
+}
+
+#undef TRAINSIM_REQUIRE
+
+Layout make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster,
+                   const ParallelConfig& par, const TrainingConfig& train) {
+  Layout L;
+  Infeasibility why;
+  if (!try_make_layout(m, cluster, par, train, L, &why)) {
+    throw_infeasible(std::move(why.message), {"", 0, why.field}, std::move(why.hint));
+  }
   return L;
 }
 

@@ -6,6 +6,7 @@
 // the network, which is all the analytic cost model needs to know about placement.
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -42,5 +43,20 @@ coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster
 /// the offending key (`parallel.tp`, `training.global_batch`, ...) with the numbers involved.
 Layout make_layout(const model::ModelConfig& model, const topo::ClusterSpec& cluster,
                    const ParallelConfig& par, const TrainingConfig& train);
+
+/// Why a configuration cannot run: what make_layout (or the analytic core) throws as
+/// trainsim::Error(kInfeasible), as data.
+struct Infeasibility {
+  const char* field = "";  // the offending key ("parallel.tp"), "" when not about one key
+  std::string message;
+  std::string hint;
+};
+
+/// make_layout without exceptions, for sweeps (most --auto points fail a check): returns false
+/// and, when `why` is given, fills it with the field, message and hint make_layout would throw.
+/// Strings are built only for a failing check.
+bool try_make_layout(const model::ModelConfig& model, const topo::ClusterSpec& cluster,
+                     const ParallelConfig& par, const TrainingConfig& train, Layout& out,
+                     Infeasibility* why);
 
 }  // namespace trainsim::plan

@@ -46,7 +46,12 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
 
 StageParams stage_parameters(const model::ModelConfig& m, const Layout& L, bool first_stage,
                              bool last_stage, int stage_layers) {
-  const model::ParamCount pc = model::count_parameters(m);
+  return stage_parameters(m, model::count_parameters(m), L, first_stage, last_stage, stage_layers);
+}
+
+StageParams stage_parameters(const model::ModelConfig& m, const model::ParamCount& pc,
+                             const Layout& L, bool first_stage, bool last_stage,
+                             int stage_layers) {
   const double t = L.par.tp;
   StageParams sp;
   // Dense and MoE layers are interleaved evenly, so a stage holds its share of each.
@@ -122,8 +127,14 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
           : per_layer_full;
   const double tokens = static_cast<double>(train.micro_batch) * m.seq_len / par.cp;
 
+  const model::ParamCount pc = model::count_parameters(m);
   MemoryUsage best;
   const int p = par.pp;
+  // Layer counts of the middle stages evaluated so far (a stage split has one or two distinct
+  // counts; past kSeen of them the earlier stages are searched instead).
+  constexpr int kSeen = 8;
+  int seen_counts[kSeen];
+  int seen_n = 0;
   for (int stage = 0; stage < p; ++stage) {
     const bool first = stage == 0;
     const bool last = stage == p - 1;
@@ -132,11 +143,21 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
     if (!first && !last) {
       const int n = L.stage_layers[static_cast<std::size_t>(stage)];
       bool seen = false;
-      for (int e = 1; e < stage && !seen; ++e) seen = L.stage_layers[static_cast<std::size_t>(e)] == n;
+      if (seen_n <= kSeen) {
+        for (int e = 0; e < seen_n && !seen; ++e) seen = seen_counts[e] == n;
+        if (!seen) {
+          if (seen_n < kSeen) seen_counts[seen_n] = n;
+          ++seen_n;
+        }
+      } else {
+        for (int e = 1; e < stage && !seen; ++e) {
+          seen = L.stage_layers[static_cast<std::size_t>(e)] == n;
+        }
+      }
       if (seen) continue;
     }
     const int layers = L.stage_layers[static_cast<std::size_t>(stage)];
-    const StageParams sp = stage_parameters(m, L, first, last, layers);
+    const StageParams sp = stage_parameters(m, pc, L, first, last, layers);
     auto sharded = [&](double bytes_per_param, int from_stage) {
       if (par.zero < from_stage) return sp.total() * bytes_per_param;
       return sp.dense * bytes_per_param / shard + sp.expert * bytes_per_param / eshard;

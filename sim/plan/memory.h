@@ -60,6 +60,9 @@ struct StageParams {
 };
 StageParams stage_parameters(const model::ModelConfig& m, const Layout& L, bool first_stage,
                              bool last_stage, int stage_layers);
+/// The same with the model's parameter count already made (model::count_parameters(m)).
+StageParams stage_parameters(const model::ModelConfig& m, const model::ParamCount& pc,
+                             const Layout& L, bool first_stage, bool last_stage, int stage_layers);
 
 /// Peak memory over the pipeline stages. Capacity is the HBM the driver exposes; the CUDA
 /// context, workspaces, NCCL buffers and allocator fragmentation are counted against it.
