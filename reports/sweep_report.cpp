@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <iterator>
 #include <map>
+#include <string_view>
+#include <type_traits>
 
 #include "sim/core/units.h"
 #include "sim/core/version.h"
@@ -16,45 +19,100 @@ namespace {
 using scen::PointResult;
 using scen::SweepOutcome;
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
+// Appends to a buffer that goes to the stream in large pieces: a sweep writes hundreds of
+// thousands of rows, and building each field as its own std::string (then each row, then the
+// stream's own locking and buffering per insertion) was most of the cost of `sweep --format json`.
+class Sink {
+ public:
+  explicit Sink(std::ostream& out) : out_(out) {}
+  Sink(const Sink&) = delete;
+  Sink& operator=(const Sink&) = delete;
+  ~Sink() { flush(); }
+
+  Sink& operator<<(std::string_view s) {
+    buf_.append(s);
+    return *this;
+  }
+  Sink& operator<<(char c) {
+    buf_.push_back(c);
+    return *this;
+  }
+  // Integers as decimal (as the stream and std::to_string print them).
+  template <typename I>
+    requires std::is_integral_v<I>
+  Sink& operator<<(I v) {
+    fmt::format_to(std::back_inserter(buf_), "{}", v);
+    return *this;
+  }
+  // A JSON string literal with the escapes JSON needs.
+  void json_string(std::string_view s) {
+    buf_.push_back('"');
+    for (const char c : s) {
+      switch (c) {
+        case '"':
+          buf_.append(std::string_view("\\\""));
+          break;
+        case '\\':
+          buf_.append(std::string_view("\\\\"));
+          break;
+        case '\n':
+          buf_.append(std::string_view("\\n"));
+          break;
+        case '\t':
+          buf_.append(std::string_view("\\t"));
+          break;
+        default:
+          if (static_cast<unsigned char>(c) < 0x20) {
+            fmt::format_to(std::back_inserter(buf_), "\\u{:04x}", static_cast<unsigned>(c));
+          } else {
+            buf_.push_back(c);
+          }
+      }
+    }
+    buf_.push_back('"');
+  }
+  // Shortest round-trip decimal; JSON has no infinity or NaN.
+  void num(double v) {
+    if (std::isfinite(v)) {
+      fmt::format_to(std::back_inserter(buf_), "{}", v);
+    } else {
+      buf_.append(std::string_view("null"));
     }
   }
-  return out + "\"";
-}
-
-// Shortest round-trip decimal; JSON has no infinity or NaN.
-std::string num(double v) { return std::isfinite(v) ? fmt::format("{}", v) : "null"; }
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (const char c : s) {
-    if (c == '"') out += '"';
-    out += c;
+  // `, "key": value` (the separator first, as every field after an object's first).
+  void field(std::string_view key, double v) {
+    buf_.append(std::string_view(", \""));
+    buf_.append(key);
+    buf_.append(std::string_view("\": "));
+    num(v);
   }
-  return out + "\"";
-}
+  // A CSV field, quoted only when it holds a comma, a quote or a newline.
+  void csv_field(std::string_view s) {
+    if (s.find_first_of(",\"\n") == std::string_view::npos) {
+      buf_.append(s);
+      return;
+    }
+    buf_.push_back('"');
+    for (const char c : s) {
+      if (c == '"') buf_.push_back('"');
+      buf_.push_back(c);
+    }
+    buf_.push_back('"');
+  }
+  // Hands the buffer to the stream once it is large (called between rows).
+  void maybe_flush() {
+    if (buf_.size() >= kFlushBytes) flush();
+  }
+  void flush() {
+    out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
+    buf_.clear();
+  }
+
+ private:
+  static constexpr std::size_t kFlushBytes = 1 << 20;
+  std::ostream& out_;
+  fmt::memory_buffer buf_;
+};
 
 const char* metric_name(scen::RankBy r) {
   switch (r) {
@@ -319,164 +377,232 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
   return s;
 }
 
+namespace {
+
+// The timing fields a feasible point shares between "refine" and "results".
+void breakdown_head(Sink& w, const PointResult& x) {
+  const exec::Breakdown& b = x.breakdown;
+  w << ", \"breakdown\": {\"compute_s\": ";
+  w.num(b.compute_s);
+  w << ", \"exposed_comm_s\": {\"tp\": ";
+  w.num(b.exposed_tp_s);
+  w.field("cp", b.exposed_cp_s);
+  w.field("ep", b.exposed_ep_s);
+  w.field("pp", b.exposed_pp_s);
+  w.field("dp", b.exposed_dp_s);
+  w << '}';
+  w.field("pipeline_bubble_s", b.pipeline_bubble_s);
+}
+
+void refine_json(Sink& w, const SweepOutcome& o) {
+  w << "  \"refine\": {\"fidelity\": ";
+  w.json_string(o.refine_fidelity);
+  w << ", \"points\": [";
+  for (std::size_t r = 0; r < o.refined.size(); ++r) {
+    const scen::RefinedPoint& rp = o.refined[r];
+    const PointResult& x = rp.result;
+    w << (r ? ",\n    {" : "\n    {") << "\"point\": " << rp.point
+      << ", \"analytic_rank\": " << rp.analytic_rank << ", \"refined_rank\": ";
+    if (rp.refined_rank) {
+      w << rp.refined_rank;
+    } else {
+      w << "null";
+    }
+    w << ", \"status\": \"" << to_string(x.status) << '"';
+    if (x.ok()) {
+      w.field("iteration_time_s", x.iteration_time_s);
+      w.field("tokens_per_s", x.tokens_per_s);
+      w.field("mfu", x.mfu);
+      w.field("hfu", x.hfu);
+      w.field("nvlink_utilization", x.nvlink_utilization);
+      w.field("nic_utilization", x.nic_utilization);
+      breakdown_head(w, x);
+      w << '}';
+      if (o.spec.goodput) w.field("goodput_tokens_per_day", x.goodput_tokens_per_day);
+    } else {
+      if (!x.field.empty()) {
+        w << ", \"field\": ";
+        w.json_string(x.field);
+      }
+      w << ", \"reason\": ";
+      w.json_string(x.reason);
+    }
+    w << '}';
+  }
+  w << "\n  ]},\n";
+}
+
+void result_json(Sink& w, const SweepOutcome& o, std::size_t r) {
+  const scen::SweepPlan& p = o.plan;
+  const std::size_t i = o.order[r];
+  const PointResult& x = o.results[i];
+  w << (r ? ",\n    {" : "\n    {") << "\"rank\": ";
+  if (x.ok()) {
+    w << r + 1;
+  } else {
+    w << "null";
+  }
+  w << ", \"point\": " << i << ", \"status\": \"" << to_string(x.status) << "\", \"config\": {";
+  for (std::size_t k = 0; k < p.keys.size(); ++k) {
+    if (k) w << ", ";
+    w.json_string(p.keys[k]);
+    w << ": ";
+    w.json_string(p.value(i, k));
+  }
+  w << '}';
+  if (x.ok()) {
+    const exec::Breakdown& b = x.breakdown;
+    w.field("iteration_time_s", x.iteration_time_s);
+    w.field("tokens_per_s", x.tokens_per_s);
+    w.field("mfu", x.mfu);
+    w.field("hfu", x.hfu);
+    w.field("tflops_per_gpu", x.tflops_per_gpu);
+    if (o.spec.price) w.field("cost_per_mtok", *o.cost_per_mtok(i));
+    w << ", \"gpus\": " << x.gpus << ", \"microbatches_per_pipeline\": " << x.microbatches;
+    w.field("memory_peak_bytes", x.memory_peak_bytes);
+    w.field("memory_capacity_bytes", x.memory_capacity_bytes);
+    w.field("nvlink_utilization", x.nvlink_utilization);
+    w.field("nic_utilization", x.nic_utilization);
+    breakdown_head(w, x);
+    w.field("optimizer_s", b.optimizer_s);
+    w.field("data_loading_s", b.data_loading_s);
+    w.field("gpu_variation_s", b.gpu_variation_s);
+    w.field("global_sync_s", b.global_sync_s);
+    w << '}';
+    if (o.spec.goodput) {
+      w << ", \"goodput\": {\"ettr\": ";
+      w.num(x.ettr);
+      w.field("ettr_ci95", x.ettr_ci95);
+      w.field("tokens_per_day", x.goodput_tokens_per_day);
+      w.field("interruptions", x.interruptions);
+      w.field("checkpoint_interval_s", x.checkpoint_interval_s);
+      w.field("checkpoint_blocking_s", x.checkpoint_blocking_s);
+      w.field("restart_s", x.restart_s);
+      w << ", \"shares\": {\"training\": ";
+      w.num(x.ettr);
+      w.field("lost", x.lost_share);
+      w.field("checkpoint", x.checkpoint_share);
+      w.field("restart", x.restart_share);
+      w.field("recovery", x.recovery_share);
+      w.field("slow", x.slow_share);
+      w << "}}";
+    }
+  } else {
+    if (!x.field.empty()) {
+      w << ", \"field\": ";
+      w.json_string(x.field);
+    }
+    w << ", \"reason\": ";
+    w.json_string(x.reason);
+    if (x.memory_peak_bytes > 0) {
+      w.field("memory_peak_bytes", x.memory_peak_bytes);
+      w.field("memory_capacity_bytes", x.memory_capacity_bytes);
+    }
+  }
+  w << '}';
+}
+
+}  // namespace
+
 void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
   const scen::SweepPlan& p = o.plan;
-  out << "{\n";
-  out << "  \"trainsim_version\": " << json_string(kVersion) << ",\n";
-  out << "  \"fidelity\": \"analytic\",\n";
-  out << "  \"model_version\": " << json_string(exec::kAnalyticModelVersion) << ",\n";
-  out << "  \"calibration\": " << json_string(o.calibration) << ",\n";
-  out << "  \"scenario\": " << json_string(p.source) << ",\n";
-  out << "  \"points_description\": " << json_string(p.description) << ",\n";
-  out << "  \"keys\": [";
-  for (std::size_t k = 0; k < p.keys.size(); ++k) out << (k ? ", " : "") << json_string(p.keys[k]);
-  out << "],\n";
-  out << "  \"rank_by\": " << json_string(to_string(o.spec.rank_by)) << ",\n";
+  Sink w(out);
+  auto str = [&](std::string_view key, std::string_view value) {
+    w << "  \"" << key << "\": ";
+    w.json_string(value);
+    w << ",\n";
+  };
+  w << "{\n";
+  str("trainsim_version", kVersion);
+  w << "  \"fidelity\": \"analytic\",\n";
+  str("model_version", exec::kAnalyticModelVersion);
+  str("calibration", o.calibration);
+  str("scenario", p.source);
+  str("points_description", p.description);
+  w << "  \"keys\": [";
+  for (std::size_t k = 0; k < p.keys.size(); ++k) {
+    if (k) w << ", ";
+    w.json_string(p.keys[k]);
+  }
+  w << "],\n";
+  str("rank_by", to_string(o.spec.rank_by));
   if (o.spec.goodput) {
-    out << "  \"goodput\": {\"days\": " << num(o.spec.goodput->days)
-        << ", \"trials\": " << o.spec.goodput->trials << "},\n";
+    w << "  \"goodput\": {\"days\": ";
+    w.num(o.spec.goodput->days);
+    w << ", \"trials\": " << o.spec.goodput->trials << "},\n";
   } else {
-    out << "  \"goodput\": null,\n";
+    w << "  \"goodput\": null,\n";
   }
   if (o.spec.price) {
-    out << "  \"gpu_hour_price\": {\"amount\": " << num(o.spec.price->amount)
-        << ", \"currency\": " << json_string(o.spec.price->currency) << "},\n";
+    w << "  \"gpu_hour_price\": {\"amount\": ";
+    w.num(o.spec.price->amount);
+    w << ", \"currency\": ";
+    w.json_string(o.spec.price->currency);
+    w << "},\n";
   } else {
-    out << "  \"gpu_hour_price\": null,\n";
+    w << "  \"gpu_hour_price\": null,\n";
   }
-  out << "  \"summary\": {\"points\": " << p.size() << ", \"feasible\": " << o.feasible
-      << ", \"infeasible\": " << status_count(o, scen::PointStatus::kInfeasible)
-      << ", \"invalid\": " << status_count(o, scen::PointStatus::kInvalid) << "},\n";
+  w << "  \"summary\": {\"points\": " << p.size() << ", \"feasible\": " << o.feasible
+    << ", \"infeasible\": " << status_count(o, scen::PointStatus::kInfeasible)
+    << ", \"invalid\": " << status_count(o, scen::PointStatus::kInvalid) << "},\n";
   if (p.base_point) {
-    out << "  \"base\": {\"point\": " << *p.base_point
-        << ", \"rank\": " << (o.base_rank ? std::to_string(*o.base_rank) : "null") << "},\n";
+    w << "  \"base\": {\"point\": " << *p.base_point << ", \"rank\": ";
+    if (o.base_rank) {
+      w << *o.base_rank;
+    } else {
+      w << "null";
+    }
+    w << "},\n";
   } else {
-    out << "  \"base\": null,\n";
+    w << "  \"base\": null,\n";
   }
   if (o.refined.empty()) {
-    out << "  \"refine\": null,\n";
+    w << "  \"refine\": null,\n";
   } else {
-    out << "  \"refine\": {\"fidelity\": " << json_string(o.refine_fidelity) << ", \"points\": [";
-    for (std::size_t r = 0; r < o.refined.size(); ++r) {
-      const scen::RefinedPoint& rp = o.refined[r];
-      const PointResult& x = rp.result;
-      std::string line = r ? ",\n    {" : "\n    {";
-      line += fmt::format("\"point\": {}, \"analytic_rank\": {}, \"refined_rank\": {}, \"status\": \"{}\"",
-                          rp.point, rp.analytic_rank,
-                          rp.refined_rank ? std::to_string(rp.refined_rank) : std::string("null"),
-                          to_string(x.status));
-      if (x.ok()) {
-        const exec::Breakdown& b = x.breakdown;
-        line += ", \"iteration_time_s\": " + num(x.iteration_time_s) +
-                ", \"tokens_per_s\": " + num(x.tokens_per_s) + ", \"mfu\": " + num(x.mfu) +
-                ", \"hfu\": " + num(x.hfu) + ", \"nvlink_utilization\": " + num(x.nvlink_utilization) +
-                ", \"nic_utilization\": " + num(x.nic_utilization) +
-                ", \"breakdown\": {\"compute_s\": " + num(b.compute_s) +
-                ", \"exposed_comm_s\": {\"tp\": " + num(b.exposed_tp_s) +
-                ", \"cp\": " + num(b.exposed_cp_s) + ", \"ep\": " + num(b.exposed_ep_s) +
-                ", \"pp\": " + num(b.exposed_pp_s) + ", \"dp\": " + num(b.exposed_dp_s) +
-                "}, \"pipeline_bubble_s\": " + num(b.pipeline_bubble_s) + "}";
-        if (o.spec.goodput) line += ", \"goodput_tokens_per_day\": " + num(x.goodput_tokens_per_day);
-      } else {
-        if (!x.field.empty()) line += ", \"field\": " + json_string(x.field);
-        line += ", \"reason\": " + json_string(x.reason);
-      }
-      out << line << "}";
-    }
-    out << "\n  ]},\n";
+    refine_json(w, o);
   }
-  out << "  \"results\": [";
+  w << "  \"results\": [";
   for (std::size_t r = 0; r < o.order.size(); ++r) {
-    const std::size_t i = o.order[r];
-    const PointResult& x = o.results[i];
-    std::string line = r ? ",\n    {" : "\n    {";
-    line += "\"rank\": " + (x.ok() ? std::to_string(r + 1) : std::string("null"));
-    line +=
-        fmt::format(", \"point\": {}, \"status\": \"{}\", \"config\": {{", i, to_string(x.status));
-    for (std::size_t k = 0; k < p.keys.size(); ++k) {
-      line += (k ? ", " : "") + json_string(p.keys[k]) + ": " + json_string(p.value(i, k));
-    }
-    line += "}";
-    if (x.ok()) {
-      const exec::Breakdown& b = x.breakdown;
-      line += ", \"iteration_time_s\": " + num(x.iteration_time_s);
-      line += ", \"tokens_per_s\": " + num(x.tokens_per_s);
-      line += ", \"mfu\": " + num(x.mfu) + ", \"hfu\": " + num(x.hfu);
-      line += ", \"tflops_per_gpu\": " + num(x.tflops_per_gpu);
-      if (o.spec.price) line += ", \"cost_per_mtok\": " + num(*o.cost_per_mtok(i));
-      line +=
-          fmt::format(", \"gpus\": {}, \"microbatches_per_pipeline\": {}", x.gpus, x.microbatches);
-      line += ", \"memory_peak_bytes\": " + num(x.memory_peak_bytes);
-      line += ", \"memory_capacity_bytes\": " + num(x.memory_capacity_bytes);
-      line += ", \"nvlink_utilization\": " + num(x.nvlink_utilization);
-      line += ", \"nic_utilization\": " + num(x.nic_utilization);
-      line += ", \"breakdown\": {\"compute_s\": " + num(b.compute_s) +
-              ", \"exposed_comm_s\": {\"tp\": " + num(b.exposed_tp_s) +
-              ", \"cp\": " + num(b.exposed_cp_s) + ", \"ep\": " + num(b.exposed_ep_s) +
-              ", \"pp\": " + num(b.exposed_pp_s) + ", \"dp\": " + num(b.exposed_dp_s) +
-              "}, \"pipeline_bubble_s\": " + num(b.pipeline_bubble_s) +
-              ", \"optimizer_s\": " + num(b.optimizer_s) +
-              ", \"data_loading_s\": " + num(b.data_loading_s) +
-              ", \"gpu_variation_s\": " + num(b.gpu_variation_s) +
-              ", \"global_sync_s\": " + num(b.global_sync_s) + "}";
-      if (o.spec.goodput) {
-        line += ", \"goodput\": {\"ettr\": " + num(x.ettr) + ", \"ettr_ci95\": " + num(x.ettr_ci95) +
-                ", \"tokens_per_day\": " + num(x.goodput_tokens_per_day) +
-                ", \"interruptions\": " + num(x.interruptions) +
-                ", \"checkpoint_interval_s\": " + num(x.checkpoint_interval_s) +
-                ", \"checkpoint_blocking_s\": " + num(x.checkpoint_blocking_s) +
-                ", \"restart_s\": " + num(x.restart_s) +
-                ", \"shares\": {\"training\": " + num(x.ettr) +
-                ", \"lost\": " + num(x.lost_share) +
-                ", \"checkpoint\": " + num(x.checkpoint_share) +
-                ", \"restart\": " + num(x.restart_share) +
-                ", \"recovery\": " + num(x.recovery_share) +
-                ", \"slow\": " + num(x.slow_share) + "}}";
-      }
-    } else {
-      if (!x.field.empty()) line += ", \"field\": " + json_string(x.field);
-      line += ", \"reason\": " + json_string(x.reason);
-      if (x.memory_peak_bytes > 0) {
-        line += ", \"memory_peak_bytes\": " + num(x.memory_peak_bytes);
-        line += ", \"memory_capacity_bytes\": " + num(x.memory_capacity_bytes);
-      }
-    }
-    line += "}";
-    out << line;
+    result_json(w, o, r);
+    w.maybe_flush();
   }
-  out << "\n  ]\n}\n";
+  w << "\n  ]\n}\n";
 }
 
 void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
   const scen::SweepPlan& p = o.plan;
-  std::string head = "rank,point,status";
-  for (const std::string& k : p.keys) head += "," + k;
-  head +=
-      ",iteration_time_s,tokens_per_s,mfu,hfu,tflops_per_gpu,memory_peak_bytes,"
-      "memory_capacity_bytes,compute_s,exposed_tp_s,exposed_cp_s,exposed_ep_s,exposed_pp_s,"
-      "exposed_dp_s,pipeline_bubble_s,optimizer_s,data_loading_s,gpu_variation_s,global_sync_s";
-  if (o.spec.price) head += ",cost_per_mtok_" + o.spec.price->currency;
+  Sink w(out);
+  w << "rank,point,status";
+  for (const std::string& k : p.keys) w << ',' << k;
+  w << ",iteration_time_s,tokens_per_s,mfu,hfu,tflops_per_gpu,memory_peak_bytes,"
+       "memory_capacity_bytes,compute_s,exposed_tp_s,exposed_cp_s,exposed_ep_s,exposed_pp_s,"
+       "exposed_dp_s,pipeline_bubble_s,optimizer_s,data_loading_s,gpu_variation_s,global_sync_s";
+  if (o.spec.price) w << ",cost_per_mtok_" << o.spec.price->currency;
   if (o.spec.goodput) {
-    head +=
-        ",ettr,ettr_ci95,goodput_tokens_per_day,interruptions,checkpoint_interval_s,"
-        "checkpoint_blocking_s,restart_s,lost_share,checkpoint_share,restart_share,"
-        "recovery_share,slow_share";
+    w << ",ettr,ettr_ci95,goodput_tokens_per_day,interruptions,checkpoint_interval_s,"
+         "checkpoint_blocking_s,restart_s,lost_share,checkpoint_share,restart_share,"
+         "recovery_share,slow_share";
   }
   std::vector<const scen::RefinedPoint*> refined(p.size(), nullptr);
   for (const scen::RefinedPoint& rp : o.refined) refined[rp.point] = &rp;
   if (!o.refined.empty()) {
-    head += ",refined_rank,refined_iteration_time_s,refined_tokens_per_s,refined_mfu";
+    w << ",refined_rank,refined_iteration_time_s,refined_tokens_per_s,refined_mfu";
   }
-  head += ",field,reason\n";
-  out << head;
+  w << ",field,reason\n";
   for (std::size_t r = 0; r < o.order.size(); ++r) {
     const std::size_t i = o.order[r];
     const PointResult& x = o.results[i];
-    std::string line = (x.ok() ? std::to_string(r + 1) : std::string()) +
-                       fmt::format(",{},{}", i, to_string(x.status));
-    for (std::size_t k = 0; k < p.keys.size(); ++k) line += "," + csv_field(p.value(i, k));
+    if (x.ok()) w << r + 1;
+    w << ',' << i << ',' << to_string(x.status);
+    for (std::size_t k = 0; k < p.keys.size(); ++k) {
+      w << ',';
+      w.csv_field(p.value(i, k));
+    }
     const exec::Breakdown& b = x.breakdown;
-    auto cell = [&](double v, bool has) { line += has ? "," + num(v) : ","; };
+    auto cell = [&](double v, bool has) {
+      w << ',';
+      if (has) w.num(v);
+    };
     for (double v : {x.iteration_time_s, x.tokens_per_s, x.mfu, x.hfu, x.tflops_per_gpu}) {
       cell(v, x.ok());
     }
@@ -499,13 +625,18 @@ void write_sweep_csv(std::ostream& out, const SweepOutcome& o) {
     if (!o.refined.empty()) {
       const scen::RefinedPoint* rp = refined[i];
       const bool ran = rp != nullptr && rp->result.ok();
-      line += ran ? "," + std::to_string(rp->refined_rank) : ",";
+      w << ',';
+      if (ran) w << rp->refined_rank;
       cell(ran ? rp->result.iteration_time_s : 0, ran);
       cell(ran ? rp->result.tokens_per_s : 0, ran);
       cell(ran ? rp->result.mfu : 0, ran);
     }
-    line += "," + csv_field(x.field) + "," + csv_field(x.reason) + "\n";
-    out << line;
+    w << ',';
+    w.csv_field(x.field);
+    w << ',';
+    w.csv_field(x.reason);
+    w << '\n';
+    w.maybe_flush();
   }
 }
 
