@@ -114,6 +114,10 @@ double protocol_factor(Algorithm a, Protocol p, Kind k, const GroupShape& g) {
 struct Candidate {
   bool ok = false;
   Cost cost;
+  // The time NCCL's own tuning model (src/graph/tuning.cc) gives the pair: latency plus bytes
+  // over bandwidth. NCCL picks the pair with the least of it, whatever the kernel then really
+  // takes (its model has no chunk pipeline), so the choice follows this and not cost.time_s.
+  double tuner_time_s = 0;
 };
 
 Candidate ring(Kind k, double bytes, const GroupShape& group, const LinkModel& l, Protocol p) {
@@ -156,18 +160,20 @@ Candidate ring(Kind k, double bytes, const GroupShape& group, const LinkModel& l
   }
   busbw *= protocol_factor(Algorithm::kRing, p, k, group);
   c.cost.time_s = lat + factor * bytes / busbw;
+  c.tuner_time_s = c.cost.time_s;
   c.ok = busbw > 0;
   return c;
 }
 
 // Double binary tree all-reduce: reduce up and broadcast down, pipelined, so its bus bandwidth is
-// the ring's × 0.92 (NCCL) while its latency grows with log2(nodes); inside one server the tree is
-// a chain through the g GPUs.
+// the ring's × 0.92 while its latency grows with log2(nodes); inside one server the tree is a
+// chain through the g GPUs. NCCL's tuning model (src/graph/tuning.cc, v2.19–v2.24) turns the
+// tree's bus bandwidth into algorithm bandwidth with × 1/2 (the ring's is × n/(2(n−1))), and
+// prices LL128 on a tree at × 7/9 inside one server and × 120/128 across servers.
 Candidate tree(Kind k, double bytes, const GroupShape& group, const LinkModel& l, Protocol p) {
   Candidate c;
   if (k != Kind::kAllReduce) return c;
   const Candidate r = ring(k, bytes, group, l, Protocol::kSimple);
-  const double factor = busbw_factor(k, group.ranks);
   const int g = std::max(1, std::min(group.per_node, group.ranks));
   const double nic_busbw = group.nodes > 1
                                ? g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l)
@@ -175,19 +181,60 @@ Candidate tree(Kind k, double bytes, const GroupShape& group, const LinkModel& l
   const double nvl_busbw = group.nodes == 1 ? l.nvlink_busbw_Bps
                            : g > 1          ? g / (g - 1.0) * l.nvlink_busbw_Bps
                                             : std::numeric_limits<double>::infinity();
-  const double busbw =
-      0.92 * std::min(nic_busbw, nvl_busbw) * protocol_factor(Algorithm::kTree, p, k, group);
+  const double proto = p == Protocol::kLL128 ? (group.nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0)
+                                             : protocol_factor(Algorithm::kTree, p, k, group);
+  const double busbw = 0.92 * std::min(nic_busbw, nvl_busbw) * proto;
   const PairLatency& L = l.latency[kTree][static_cast<int>(p)];
   const double lat =
       L.base_s + 2.0 * ((g - 1) * L.nvlink_step_s + std::log2(group.nodes) * L.net_step_s);
   c.cost = r.cost;  // same bytes per link type as the ring
-  c.cost.time_s = lat + factor * bytes / busbw;
+  c.cost.time_s = lat + 2.0 * bytes / busbw;
+  c.tuner_time_s = c.cost.time_s;
   c.ok = true;
   return c;
 }
 
+// NCCL's NVLS all-reduce kernel, as NCCL v2.19–v2.24 run it on one server (NVIDIA/nccl):
+// - 16 CTAs (channels), whatever the size: NCCL_NVLS_NCHANNELS, src/transport/nvls.cc; the
+//   channel tuning of src/enqueue.cc leaves NVLS's count alone.
+// - Each CTA takes 1/16 of the buffer and walks it in loops of nHeads chunks (one per GPU of the
+//   NVLS domain). The chunk starts at NCCL_NVLS_CHUNKSIZE = 128 KiB and shrinks with the message
+//   (calcCollChunking, src/enqueue.cc): 64 KiB when the CTA's part is below 64·nHeads·C,
+//   32 KiB below 8·nHeads·C, 16 KiB below 2·nHeads·C (on one server: 64 KiB below 1 GiB,
+//   32 KiB below 64 MiB, 16 KiB below 8 MiB).
+// - A loop goes through three warp groups linked by step FIFOs (src/device/all_reduce.h,
+//   RunWorkColl<…, NCCL_ALGO_NVLS, NCCL_PROTO_SIMPLE>): scatter into the heads' buffers,
+//   multimem reduce and broadcast through the switch, gather. It is a three-stage pipeline, so
+//   L loops take L + 2 loop times: the first loop's scatter and the last loop's gather overlap
+//   nothing. At 1 GiB the two extra loops are 3 % of the time, at 8 MiB half of it; this is the
+//   slow rise of the published 8-GPU H100 curve (docs/network.md).
+constexpr double kNvlsChannels = 16;
+constexpr double kNvlsMaxChunkBytes = 128.0 * 1024;
+constexpr double kNvlsMinChunkBytes = 16.0 * 1024;
+constexpr int kNvlsPipelineStages = 3;
+
+}  // namespace
+
+double nvls_chunk_bytes(double bytes, int heads) {
+  const double per_cta = bytes / kNvlsChannels;
+  double chunk = kNvlsMaxChunkBytes;
+  for (const double times : {64.0, 8.0, 2.0}) {
+    if (chunk > kNvlsMinChunkBytes && per_cta < times * heads * chunk) chunk /= 2;
+  }
+  return chunk;
+}
+
+double nvls_pipeline_fill_bytes(double bytes, int heads) {
+  const double loop = kNvlsChannels * heads * nvls_chunk_bytes(bytes, heads);
+  return (kNvlsPipelineStages - 1) * std::min(loop, bytes);
+}
+
+namespace {
+
 // NVLS all-reduce: the NVSwitch reduces (NVLink SHARP); across servers NVLS_TREE adds a tree
-// over the network, bounded by the NIC bandwidth. Simple protocol only.
+// over the network, bounded by the NIC bandwidth. Simple protocol only. On one server the
+// chunk pipeline's fill and drain (above) add to the bandwidth term; NVLS_TREE's own chunking
+// across servers is not modelled.
 Candidate nvls(Kind k, double bytes, const GroupShape& group, const LinkModel& l, Protocol p) {
   Candidate c;
   if (k != Kind::kAllReduce || l.nvls_busbw_Bps <= 0 || p != Protocol::kSimple) return c;
@@ -202,7 +249,9 @@ Candidate nvls(Kind k, double bytes, const GroupShape& group, const LinkModel& l
     c.cost.nic_bytes = factor * bytes / g;
   }
   c.cost.nvlink_bytes = factor * bytes * (group.nodes > 1 ? (g - 1.0) / g : 1.0);
-  c.cost.time_s = lat + factor * bytes / busbw;
+  const double fill = group.nodes > 1 ? 0.0 : nvls_pipeline_fill_bytes(bytes, g);
+  c.cost.time_s = lat + factor * (bytes + fill) / busbw;
+  c.tuner_time_s = lat + factor * bytes / busbw;
   c.ok = true;
   return c;
 }
@@ -272,7 +321,7 @@ Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkMo
       if (!c.ok) continue;
       c.cost.algorithm = a;
       c.cost.protocol = p;
-      if (!best.ok || c.cost.time_s < best.cost.time_s) best = c;
+      if (!best.ok || c.tuner_time_s < best.tuner_time_s) best = c;
     }
   }
   if (!best.ok) {

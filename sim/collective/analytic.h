@@ -77,6 +77,12 @@ struct Choice {
 /// Bus-bandwidth factor of nccl-tests for a collective over n ranks.
 double busbw_factor(Kind k, int n);
 
+/// NVLS chunk size NCCL picks for a one-server all-reduce of `bytes` over `heads` GPUs (bytes).
+double nvls_chunk_bytes(double bytes, int heads);
+/// Bytes' worth of time the NVLS kernel's three-stage chunk pipeline adds on one server (two
+/// loops of 16 CTAs × heads chunks, or the whole buffer twice if it is smaller than a loop).
+double nvls_pipeline_fill_bytes(double bytes, int heads);
+
 /// Time and per-rank traffic of one collective of `bytes` over `group`. Throws trainsim::Error
 /// (kInput) when `choice` asks for an algorithm or protocol the collective or GPU cannot use.
 Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkModel& links,

@@ -42,12 +42,83 @@ TEST(Collective, NvlsAllReduce) {
   LinkModel l = links();
   l.nvls_busbw_Bps = 400e9;
   const double S = 1 << 30;
-  // NVLS: 23 µs fixed (NCCL hwLat), then the NVLS bus bandwidth.
+  // NVLS: 23 µs fixed (NCCL hwLat), then the NVLS bus bandwidth over the buffer and two more
+  // loops of the chunk pipeline: 16 CTAs × 8 heads × 128 KiB (1 GiB keeps the largest chunk).
   const Cost c = collective_cost(Kind::kAllReduce, S, GroupShape{8, 8, 1, 1}, l);
   EXPECT_EQ(c.algorithm, Algorithm::kNvls);
-  EXPECT_DOUBLE_EQ(c.time_s, 23e-6 + 2.0 * 7 / 8 * S / 400e9);
+  EXPECT_DOUBLE_EQ(c.time_s, 23e-6 + 2.0 * 7 / 8 * (S + 2 * 16 * 8 * 131072.0) / 400e9);
   const Cost ag = collective_cost(Kind::kAllGather, S, GroupShape{8, 8, 1, 1}, l, kRingSimple);
   EXPECT_DOUBLE_EQ(ag.time_s, 5e-6 + 7 * 2e-6 + 7.0 / 8 * S / 200e9);
+}
+
+// NCCL's NVLS chunk (calcCollChunking): 128 KiB, halved while a CTA's 1/16 of the buffer is below
+// 64, 8, 2 × heads × chunk. With 8 heads: 128 KiB from 1 GiB, 64 KiB from 64 MiB, 32 KiB from
+// 8 MiB, 16 KiB below; with 4 heads every threshold halves.
+TEST(Collective, NvlsChunkShrinksWithTheMessage) {
+  const double MiB = 1 << 20;
+  EXPECT_EQ(nvls_chunk_bytes(1024 * MiB, 8), 131072);
+  EXPECT_EQ(nvls_chunk_bytes(1024 * MiB - 1, 8), 65536);
+  EXPECT_EQ(nvls_chunk_bytes(64 * MiB, 8), 65536);
+  EXPECT_EQ(nvls_chunk_bytes(64 * MiB - 1, 8), 32768);
+  EXPECT_EQ(nvls_chunk_bytes(8 * MiB, 8), 32768);
+  EXPECT_EQ(nvls_chunk_bytes(8 * MiB - 1, 8), 16384);
+  EXPECT_EQ(nvls_chunk_bytes(1, 8), 16384);
+  EXPECT_EQ(nvls_chunk_bytes(512 * MiB, 4), 131072);
+  EXPECT_EQ(nvls_chunk_bytes(32 * MiB - 1, 4), 32768);
+  // The pipeline's fill and drain: two loops (16 CTAs × heads × chunk), or twice the buffer when
+  // it is smaller than one loop.
+  EXPECT_EQ(nvls_pipeline_fill_bytes(8 * MiB, 8), 2 * 16 * 8 * 32768.0);
+  EXPECT_EQ(nvls_pipeline_fill_bytes(1 * MiB, 8), 2 * MiB);
+}
+
+// The published 8-GPU H100 curve by hand (docs/network.md): at 8 MiB the pipeline adds 8 MiB
+// of time to 8 MiB of data, so busbw is about half the peak; at 1 GiB it adds 3 %.
+TEST(Collective, NvlsRampsUpWithTheMessage) {
+  LinkModel l = links();
+  l.nvls_busbw_Bps = 480e9;
+  const GroupShape server{8, 8, 1, 1};
+  const double MiB = 1 << 20;
+  auto busbw = [&](double S) {
+    const Cost c = collective_cost(Kind::kAllReduce, S, server, l, Choice{Algorithm::kNvls, {}});
+    return 2.0 * 7 / 8 * S / c.time_s;
+  };
+  EXPECT_NEAR(busbw(8 * MiB), 1.75 * 8 * MiB / (23e-6 + 1.75 * 16 * MiB / 480e9), 1e-3);
+  EXPECT_NEAR(busbw(1024 * MiB), 1.75 * 1024 * MiB / (23e-6 + 1.75 * 1056 * MiB / 480e9), 1e-3);
+  EXPECT_LT(busbw(8 * MiB), 0.4 * 480e9);
+  EXPECT_GT(busbw(1024 * MiB), 0.96 * 480e9);
+  // Across servers NVLS_TREE's pipeline is not modelled: no fill term.
+  l.nic_Bps_per_gpu = 1e12;
+  const Cost two = collective_cost(Kind::kAllReduce, 8 * MiB, GroupShape{16, 8, 2, 1}, l,
+                                   Choice{Algorithm::kNvls, {}});
+  EXPECT_DOUBLE_EQ(two.time_s, 23e-6 + 2 * 18e-6 + 2.0 * 15 / 16 * 8 * MiB / 480e9);
+}
+
+// NCCL picks the pair its own tuning model rates fastest (latency + bytes / bandwidth, no chunk
+// pipeline), then the kernel takes what it takes. At 2 MiB on an H100-like server NVLS's model
+// time (23 + 7.6 µs) beats the ring's (Simple: 33 + 9.9 µs), so NVLS runs, although with its
+// pipeline (4 MiB more of time: 45.9 µs) it is slower than the ring would be (42.9 µs).
+TEST(Collective, ChoiceFollowsTheTunerModelNotTheKernel) {
+  LinkModel l = links();
+  l.nvlink_busbw_Bps = 370e9;
+  l.nvls_busbw_Bps = 480e9;
+  const double S = 2 << 20;
+  const GroupShape server{8, 8, 1, 1};
+  const Cost chosen = collective_cost(Kind::kAllReduce, S, server, l);
+  EXPECT_EQ(chosen.algorithm, Algorithm::kNvls);
+  const Cost ring = collective_cost(Kind::kAllReduce, S, server, l, Choice{Algorithm::kRing, {}});
+  EXPECT_NEAR(chosen.time_s, 23e-6 + 1.75 * 3 * S / 480e9, 1e-12);
+  EXPECT_NEAR(ring.time_s, 5e-6 + 14 * 2e-6 + 1.75 * S / 370e9, 1e-12);
+  EXPECT_GT(chosen.time_s, ring.time_s);
+}
+
+// Tree inside one server (NCCL tuning.cc): algorithm bandwidth is half the bus bandwidth, and
+// LL128 runs at 7/9 of it.
+TEST(Collective, TreeInsideOneServer) {
+  const LinkModel l = links();
+  const double S = 1 << 20;
+  const Cost t = collective_cost(Kind::kAllReduce, S, GroupShape{8, 8, 1, 1}, l,
+                                 Choice{Algorithm::kTree, Protocol::kLL128});
+  EXPECT_NEAR(t.time_s, 14e-6 + 2 * 7 * 1.25e-6 + 2.0 * S / (0.92 * 200e9 * 7 / 9), 1e-12);
 }
 
 // One rank per server (a DP ring on rails): every step crosses the network at the NIC rate.
