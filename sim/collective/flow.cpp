@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
@@ -49,7 +50,6 @@ std::vector<std::uint8_t> implied_links(const topo::ClusterGraph& graph,
 }
 
 namespace {
-using Connection = FlowConnection;
 using Prepared = CollectiveFlows;
 }  // namespace
 
@@ -144,6 +144,33 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
   return p;
 }
 
+void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
+                            std::span<const std::uint8_t> implied, RoutedFlows& out) {
+  const int Q = std::max(1, router.config().qps_per_connection);
+  out.latency_s = std::max(out.latency_s, plan.result.latency_s);
+  std::vector<topo::LinkId> path;
+  for (const FlowConnection& conn : plan.conns) {
+    const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * plan.wire));
+    for (int q = 0; q < Q; ++q) {
+      const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
+      if (share <= 0) continue;
+      if (!router.route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path)) {
+        throw_infeasible("no path from GPU " + std::to_string(conn.src) + " to GPU " +
+                             std::to_string(conn.dst) + ": " +
+                             router.why_unreachable(conn.src, conn.dst),
+                         {"", 0, ""});
+      }
+      out.bytes.push_back(share);
+      out.links.insert(out.links.end(), path.begin(), path.end());
+      out.offset.push_back(static_cast<std::uint32_t>(out.links.size()));
+      for (const topo::LinkId l : path) {
+        if (implied.empty() || implied[static_cast<std::size_t>(l)] == 0) out.net_links.push_back(l);
+      }
+      out.net_offset.push_back(static_cast<std::uint32_t>(out.net_links.size()));
+    }
+  }
+}
+
 std::vector<FlowCollectiveResult> collective_flow_batch(
     std::span<const FlowCollectiveRequest> requests, const topo::ClusterGraph& graph,
     topo::Router& router, std::span<const double> capacities, const LinkModel& links,
@@ -175,29 +202,19 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
     t = std::max(t, d.end);
   });
 
-  const int Q = std::max(1, router.config().qps_per_connection);
-  std::vector<topo::LinkId> path;
+  RoutedFlows routed;
   for (std::size_t i = 0; i < prepared.size(); ++i) {
-    Prepared& p = prepared[i];
-    for (const Connection& conn : p.conns) {
-      const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * p.wire));
-      for (int q = 0; q < Q; ++q) {
-        const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
-        if (share <= 0) continue;
-        if (!router.route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path)) {
-          throw_infeasible("no path from GPU " + std::to_string(conn.src) + " to GPU " +
-                               std::to_string(conn.dst) + ": " +
-                               router.why_unreachable(conn.src, conn.dst),
-                           {"", 0, ""});
-        }
-        net::FlowSpec spec;
-        spec.path = path;
-        spec.bytes = share;
-        spec.tag = i;
-        network.start_flow(spec);
-        ++p.result.flows;
-      }
+    routed = RoutedFlows{};
+    route_collective_flows(prepared[i], router, {}, routed);
+    for (std::size_t f = 0; f < routed.bytes.size(); ++f) {
+      net::FlowSpec spec;
+      spec.path = std::span<const topo::LinkId>(routed.links.data() + routed.offset[f],
+                                                routed.offset[f + 1] - routed.offset[f]);
+      spec.bytes = routed.bytes[f];
+      spec.tag = i;
+      network.start_flow(spec);
     }
+    prepared[i].result.flows += static_cast<std::int64_t>(routed.bytes.size());
   }
   sim.run();
   std::vector<FlowCollectiveResult> out;

@@ -82,6 +82,29 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req,
                                       const topo::ClusterGraph& graph, const LinkModel& links,
                                       const Choice& choice, int channels);
 
+/// Collectives' flows on their routed paths, ready to start: flow f carries bytes[f] over
+/// links[offset[f], offset[f+1]); net_links/net_offset are the same paths without the links the
+/// caller marked implied (what a flow solver needs, see implied_links).
+struct RoutedFlows {
+  double latency_s = 0;  // the largest latency of the collectives routed into it
+  std::vector<std::int64_t> bytes;
+  std::vector<std::uint32_t> offset{0};
+  std::vector<topo::LinkId> links;
+  std::vector<std::uint32_t> net_offset{0};
+  std::vector<topo::LinkId> net_links;
+};
+
+/// Turns a planned collective into flows and appends them to `out`: every connection's bytes on
+/// the wire (bytes · wire, rounded) are split over its Q = qps_per_connection queue pairs, the
+/// first `total mod Q` taking one byte more, empty shares dropped; queue pair q of a connection
+/// with qp_base b is routed as flow label b·Q + q, so each hashes onto its own ECMP path.
+/// `implied` (one entry per link, or empty for none) marks links left out of net_links. The one
+/// routine both `trainsim collective --fidelity flow` and the Program executor's flow backend
+/// split and route collectives with. Throws trainsim::Error(kInfeasible) when a pair of GPUs
+/// has no path.
+void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
+                            std::span<const std::uint8_t> implied, RoutedFlows& out);
+
 /// Runs several collectives at once (e.g. the 8 DP rings of a server's GPUs), sharing the
 /// fabric; one result per request, in order.
 std::vector<FlowCollectiveResult> collective_flow_batch(

@@ -2,13 +2,19 @@
 // streams advance task by task; compute tasks take their time from the calibration profile
 // (ComputeModel, the same pricing as the analytic fidelity); collectives start when every member
 // has reached them and point-to-point transfers when both ends are posted; communication goes
-// through a network backend:
+// through a communication backend (sim/exec/comm_backend.h), chosen once by `backend`:
 //
-//   kAnalytic  each collective and transfer takes its closed-form time (no contention);
+//   kAnalytic  each collective and transfer takes its closed-form time (no contention;
+//              closed_form_backend.h);
 //   kFlow      collectives and transfers that leave a server become flows on the cluster graph
 //              (ECMP-hashed per queue pair, max-min rates, the scenario's congestion control),
 //              all ranks' flows sharing the fabric at once; groups inside one server use NVLink
-//              through the closed form (NVLink ports are not shared between groups).
+//              through the closed form (NVLink ports are not shared between groups;
+//              flow_backend.h).
+//
+// The executor (program_exec.cpp) keeps the streams, dependencies, rendezvous and the breakdown;
+// the backend its network state and statistics; role_index.h, task_time.h and stage_groups.h
+// what the executor reads off the Programs and the layout.
 //
 // Symmetry shortcut (on by default, `symmetry = false` turns it off): when no rank differs from
 // the others (no straggler, no jitter), all ranks of a pipeline stage run in lockstep, so one actor

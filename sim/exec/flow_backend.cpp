@@ -1,0 +1,236 @@
+#include "sim/exec/flow_backend.h"
+
+#include <bit>
+#include <string>
+
+#include "sim/core/error.h"
+#include "topology/clos.h"
+#include "topology/stats.h"
+
+namespace trainsim::exec {
+namespace {
+
+// start_group keys: a transfer's is 1 + its cache index, a collective's kCollectiveKeys + its
+// cache index; each job after the first has its own range above kJobKeys.
+constexpr std::uint64_t kCollectiveKeys = std::uint64_t{1} << 40;
+constexpr int kJobKeyShift = 48;
+
+}  // namespace
+
+FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOptions& options,
+                         const Result& analytic)
+    : sim_(sim), cfg_(cfg), closed_form_(sim, cfg, analytic), links_(link_model(cfg.cluster, cfg.profile)) {
+  if (options.routing.mode == topo::RoutingMode::kSpray) {
+    throw_input("packet spraying splits a flow over links; flow fidelity needs one path per "
+                "queue pair",
+                {"", 0, "network.routing.mode"}, "use ecmp with more QPs per connection");
+  }
+  if (cfg.collectives.algorithm && *cfg.collectives.algorithm != coll::Algorithm::kRing) {
+    throw_input(std::string(coll::to_string(*cfg.collectives.algorithm)) +
+                    " is modelled at analytic fidelity only; flow fidelity runs rings",
+                {"", 0, "collectives.algorithm"}, "use ring");
+  }
+  graph_.emplace(topo::build_cluster_graph(cfg.cluster));
+  router_.emplace(*graph_, options.routing);
+  std::vector<double> caps = coll::calibrated_capacities(
+      *graph_, cfg.profile.nvlink.busbw_Bps / cfg.cluster.gpu.nvlink_Bps,
+      cfg.profile.nic_efficiency);
+  // PCIe hops whose constraint the NIC's link implies (coll::implied_links) are left out of the
+  // solver's paths when no congestion control derates links by their flow count.
+  if (net::CongestionModel(options.network).active()) {
+    implied_.assign(caps.size(), 0);
+  } else {
+    implied_ = coll::implied_links(*graph_, caps);
+  }
+  net::FlowNetworkOptions fo;
+  fo.config = options.network;
+  fo.check_invariants = false;
+  network_ = &sim_.emplace<net::FlowNetwork>(std::move(caps), fo);
+  network_->flow_done().subscribe([this](const net::FlowDone& d) {
+    InFlight& c = in_flight_[static_cast<std::size_t>(d.tag)];
+    if (--c.flows_left == 0) {
+      sim_.schedule(sim_.now() + c.latency, *c.target, c.tag);
+      free_in_flight_.push_back(static_cast<std::uint32_t>(d.tag));
+    }
+  });
+}
+
+int FlowBackend::add_job(const CommEndpoints& endpoints) {
+  Job& job = jobs_.emplace_back();
+  job.endpoints = &endpoints;
+  return static_cast<int>(jobs_.size()) - 1;
+}
+
+bool FlowBackend::inside_server(int a, int b) const {
+  const int gpn = std::max(1, cfg_.cluster.gpus_per_node);
+  return a / gpn == b / gpn;
+}
+
+bool FlowBackend::group_inside_server(Job& job, int e, plan::Dim d) const {
+  const std::size_t key = static_cast<std::size_t>(e) * 8 + static_cast<std::size_t>(d);
+  if (job.inside.size() <= key) {
+    job.inside.resize(static_cast<std::size_t>(job.endpoints->endpoint_count()) * 8, -1);
+  }
+  if (job.inside[key] < 0) {
+    const std::vector<int> g = job.endpoints->own_group(e, d);
+    bool inside = true;
+    for (int r : g) inside = inside && inside_server(r, g.front());
+    job.inside[key] = inside ? 1 : 0;
+  }
+  return job.inside[key] == 1;
+}
+
+// Starts the routed flows of `c` for `req`: it completes its latency after its last flow. The
+// flows start as a group under `group_key`, whose components the network records and replays
+// when they run alone (FlowNetwork::start_group); their link bytes are counted at the end.
+void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_key) {
+  ++c.starts;
+  std::uint32_t slot;
+  if (!free_in_flight_.empty()) {
+    slot = free_in_flight_.back();
+    free_in_flight_.pop_back();
+  } else {
+    slot = static_cast<std::uint32_t>(in_flight_.size());
+    in_flight_.emplace_back();
+  }
+  const coll::RoutedFlows& flows = c.flows;
+  const std::size_t n = flows.bytes.size();
+  InFlight& f = in_flight_[slot];
+  f = InFlight{req.target, req.tag, static_cast<int>(n), TimePs::from_seconds(flows.latency_s)};
+  specs_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    net::FlowSpec& spec = specs_[i];
+    spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[i],
+                                              flows.net_offset[i + 1] - flows.net_offset[i]);
+    spec.bytes = flows.bytes[i];
+    spec.tag = slot;
+  }
+  network_->start_group(specs_, group_key);
+  flows_started_ += static_cast<long>(n);
+  if (n == 0) {
+    sim_.schedule(sim_.now() + f.latency, *f.target, f.tag);
+    free_in_flight_.push_back(slot);
+  }
+}
+
+void FlowBackend::start_collective(const CommRequest& req) {
+  Job& job = jobs_[static_cast<std::size_t>(req.job)];
+  if (group_inside_server(job, req.endpoint, req.dim)) {
+    closed_form_.start_collective(req);
+    return;
+  }
+  const CollKey key{req.endpoint, static_cast<int>(req.dim), static_cast<int>(req.kind),
+                    std::bit_cast<std::int64_t>(req.bytes)};
+  auto [it, fresh] = job.coll_index.emplace(key, job.collectives.size());
+  if (fresh) {
+    Cached& c = job.collectives.emplace_back();
+    c.ready = true;
+    coll::Choice choice;
+    if (req.kind != coll::Kind::kAllToAll) choice.protocol = cfg_.collectives.protocol;
+    for (const auto& g : job.endpoints->collective_groups(req.endpoint, req.dim)) {
+      coll::FlowCollectiveRequest fr{req.kind, req.bytes,
+                                     std::vector<topo::GpuId>(g.begin(), g.end())};
+      coll::route_collective_flows(coll::plan_collective_flows(fr, *graph_, links_, choice, 0),
+                                   *router_, implied_, c.flows);
+    }
+  }
+  const std::uint64_t job_keys = static_cast<std::uint64_t>(req.job) << kJobKeyShift;
+  start(req, job.collectives[it->second], job_keys + kCollectiveKeys + it->second);
+}
+
+void FlowBackend::start_transfer(const CommRequest& req) {
+  Job& job = jobs_[static_cast<std::size_t>(req.job)];
+  const std::size_t key =
+      static_cast<std::size_t>(req.endpoint) * 2 + static_cast<std::size_t>(req.direction);
+  if (job.transfers.size() <= key) {
+    job.transfers.resize(static_cast<std::size_t>(job.endpoints->endpoint_count()) * 2);
+  }
+  Cached& c = job.transfers[key];
+  if (!c.ready) {
+    c.ready = true;
+    const std::vector<std::pair<int, int>> pairs =
+        job.endpoints->transfer_pairs(req.endpoint, req.direction);
+    c.inside = inside_server(pairs.front().first, pairs.front().second);
+    if (!c.inside) {
+      for (const auto& [src, dst] : pairs) {
+        coll::FlowCollectiveRequest fr{coll::Kind::kSendRecv, req.bytes, {src, dst}};
+        coll::route_collective_flows(coll::plan_collective_flows(fr, *graph_, links_, {}, 0),
+                                     *router_, implied_, c.flows);
+      }
+    }
+  }
+  if (c.inside) {
+    closed_form_.start_transfer(req);
+    return;
+  }
+  const std::uint64_t job_keys = static_cast<std::uint64_t>(req.job) << kJobKeyShift;
+  start(req, c, job_keys + key + 1);
+}
+
+// Adds the bytes of `c`'s flows to every link of their paths, once per start.
+void FlowBackend::count_link_bytes(const Cached& c, std::vector<double>& link_bytes) const {
+  const coll::RoutedFlows& flows = c.flows;
+  for (std::size_t f = 0; f < flows.bytes.size(); ++f) {
+    const double bytes = static_cast<double>(flows.bytes[f]) * static_cast<double>(c.starts);
+    for (std::uint32_t k = flows.offset[f]; k < flows.offset[f + 1]; ++k) {
+      link_bytes[static_cast<std::size_t>(flows.links[k])] += bytes;
+    }
+  }
+}
+
+void FlowBackend::report(double executed_s, Result& r) const {
+  const double iter = executed_s;
+  std::vector<double> link_bytes(static_cast<std::size_t>(graph_->link_count()), 0.0);
+  for (const Job& job : jobs_) {
+    for (const Cached& c : job.transfers) count_link_bytes(c, link_bytes);
+  }
+  for (const Job& job : jobs_) {
+    for (const Cached& c : job.collectives) count_link_bytes(c, link_bytes);
+  }
+  NetworkStats& ns = r.network;
+  double max_u = 0, sum_u = 0, nic_sum = 0;
+  int n = 0, nic_n = 0;
+  double up_max = 0, up_sum = 0;
+  int up_n = 0;
+  const auto& caps = graph_->link_capacity_Bps();
+  for (topo::LinkId l = 0; l < graph_->link_count(); ++l) {
+    const double u = link_bytes[static_cast<std::size_t>(l)] /
+                     (caps[static_cast<std::size_t>(l)] * iter);
+    const topo::LinkKind k = graph_->link_kind(l);
+    if (k == topo::LinkKind::kPcie) continue;
+    max_u = std::max(max_u, u);
+    sum_u += u;
+    ++n;
+    if (k == topo::LinkKind::kNicUp) {
+      nic_sum += u;
+      ++nic_n;
+    }
+    if (k == topo::LinkKind::kUp) {
+      up_max = std::max(up_max, link_bytes[static_cast<std::size_t>(l)]);
+      up_sum += link_bytes[static_cast<std::size_t>(l)];
+      ++up_n;
+    }
+  }
+  ns.max_link_utilization = max_u;
+  ns.mean_link_utilization = n > 0 ? sum_u / n : 0;
+  ns.nic_utilization = nic_n > 0 ? nic_sum / nic_n : 0;
+  ns.has_ecmp = up_n > 0 && up_sum > 0;
+  ns.ecmp_imbalance = ns.has_ecmp ? up_max / (up_sum / up_n) : 0;
+  std::vector<double> utilization(static_cast<std::size_t>(graph_->link_count()));
+  for (std::size_t l = 0; l < utilization.size(); ++l) {
+    utilization[l] = link_bytes[l] / (caps[l] * iter);
+  }
+  for (const topo::LinkClassLoad& c : topo::link_class_loads(*graph_, utilization)) {
+    ns.link_classes.push_back({c.name, c.links, c.used, c.max, c.mean});
+  }
+
+  r.exec.flows = flows_started_;
+  const net::FlowNetworkStats& st = network_->stats();
+  r.exec.solves = st.solves;
+  r.exec.flows_replayed = st.flows_replayed;
+  r.exec.replays_materialized = st.replays_materialized;
+  r.exec.flows_per_solve =
+      st.solves > 0 ? static_cast<double>(st.flows_resolved) / static_cast<double>(st.solves) : 0;
+}
+
+}  // namespace trainsim::exec

@@ -1,0 +1,49 @@
+// A role's Program (one pipeline stage × virtual chunk, sim/plan/program.h) indexed once for the
+// executor: compute times before stragglers and jitter, the task order of every stream, and
+// every task's kind (its name and report category), which the task-kind table and the trace of
+// a rank are written from.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "sim/exec/program_exec.h"
+#include "sim/plan/program.h"
+
+namespace trainsim::exec {
+
+struct RoleIndex {
+  const plan::Program* prog = nullptr;
+  std::vector<std::int64_t> duration_ps;                    // compute tasks, 0 for communication
+  std::vector<std::uint32_t> stream_list[plan::kStreamCount];  // task indices per stream, in order
+  std::vector<std::uint16_t> kind;                          // task → kind id (its name)
+  std::vector<std::string> kind_names;
+  std::vector<std::string> kind_category;
+};
+
+RoleIndex index_role(const RunConfig& cfg, const plan::Program& program);
+
+/// Throws trainsim::Error(kRuntime) "the schedule deadlocked: rank R (stage S) stopped at `task`
+/// on stream ... ; waiting for `dep` ..." when some stream of a rank (which has completed
+/// `completed[s]` tasks of stream s) did not run all its tasks.
+void check_finished(const RoleIndex& role, int rank, int stage,
+                    std::span<const std::uint32_t> completed);
+
+/// One executed task of a rank: when its work began and ended.
+struct TaskSpan {
+  std::uint32_t task;
+  TimePs start, end;
+};
+
+/// The task-kind table of a rank: total time and count per kind (by kind id), longest first,
+/// kinds that never ran left out.
+std::vector<TaskKindTime> task_kind_times(const RoleIndex& role, std::span<const double> total_s,
+                                          std::span<const long> count);
+
+/// Appends rank `rank`'s executed `spans`, in start order, to `timeline`.
+void append_trace(const RoleIndex& role, int rank, std::span<const TaskSpan> spans,
+                  Timeline& timeline);
+
+}  // namespace trainsim::exec

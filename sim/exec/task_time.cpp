@@ -1,0 +1,92 @@
+#include "sim/exec/task_time.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "sim/core/error.h"
+#include "sim/core/units.h"
+#include "sim/exec/compute_model.h"
+
+namespace trainsim::exec {
+
+std::vector<std::int64_t> compute_durations_ps(const RunConfig& cfg, const plan::Program& P) {
+  using plan::Part;
+  using plan::Pass;
+  const auto& gpu = cfg.cluster.gpu;
+  const double peak16 = gpu.peak_dense_16bit_flops;
+  const double gemm_peak =
+      cfg.training.precision == Precision::kFp8 ? gpu.peak_dense_fp8_flops : peak16;
+  const ComputeModel cm{cfg.profile, gemm_peak, peak16, gpu.hbm_Bps};
+  std::vector<std::int64_t> out(P.tasks.size(), 0);
+  for (std::size_t ti = 0; ti < P.tasks.size(); ++ti) {
+    const plan::Task& t = P.tasks[ti];
+    if (t.type != plan::TaskType::kCompute) continue;
+    const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
+    const double launch = cfg.profile.kernel_overhead_s * op.kernels;
+    const double peak = op.batch > 1 ? peak16 : gemm_peak;
+    // A share of a GEMM (a TP-overlap chunk, an attention block under CP) takes its share of
+    // the whole GEMM's time plus its own launch (ComputeModel::forward_split: the pipelined
+    // chunks keep the whole shape's rate).
+    const double rows = op.m;
+    const double share = t.fraction;
+    double s = 0;
+    switch (t.part) {
+      case Part::kForward:
+        s = op.kind == model::OpKind::kGemm
+                ? launch + cm.gemm_time(rows, op.n, op.k, op.batch, peak) * share
+                : launch + (cm.forward(op) - launch) * t.fraction;
+        break;
+      case Part::kBackward: s = launch + (cm.backward(op) - launch) * t.fraction; break;
+      case Part::kDgrad: s = launch + cm.gemm_time(rows, op.k, op.n, op.batch, peak) * share; break;
+      case Part::kWgrad:
+        s = launch + cm.gemm_time(op.k, op.n, op.m, op.batch, peak) * t.fraction;
+        break;
+      case Part::kWhole:
+        s = t.pass == Pass::kData ? cfg.profile.data_loading_s : cm.forward(op);
+        break;
+    }
+    out[ti] = TimePs::from_seconds(s).ps;
+  }
+  return out;
+}
+
+std::vector<double> straggler_factors(std::span<const Straggler> stragglers, int world, int gpn) {
+  std::vector<double> factor(static_cast<std::size_t>(world), 1.0);
+  for (const Straggler& s : stragglers) {
+    if (s.factor <= 0 || !std::isfinite(s.factor)) {
+      throw_input("a straggler's factor must be positive, is " + fmt::format("{}", s.factor),
+                  {"", 0, "simulation.straggler_factor"});
+    }
+    if (s.rank >= 0) {
+      if (s.rank >= world) {
+        throw_input(fmt::format("straggler rank {} is outside the job's {} ranks", s.rank, world),
+                    {"", 0, "simulation.straggler_rank"});
+      }
+      factor[static_cast<std::size_t>(s.rank)] *= s.factor;
+    }
+    if (s.host >= 0) {
+      if (s.host >= (world + gpn - 1) / gpn) {
+        throw_input(fmt::format("straggler host {} is outside the job's {} servers", s.host,
+                                (world + gpn - 1) / gpn),
+                    {"", 0, "simulation.straggler_host"});
+      }
+      for (int g = 0; g < gpn && s.host * gpn + g < world; ++g) {
+        factor[static_cast<std::size_t>(s.host * gpn + g)] *= s.factor;
+      }
+    }
+  }
+  return factor;
+}
+
+double jitter_factor(Rng& rng, double sigma) {
+  // Log-normal with mean 1: exp(σ·z − σ²/2), z standard normal (Box–Muller).
+  const double u1 = std::max(1e-300, rng.uniform01());
+  const double u2 = rng.uniform01();
+  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  return std::exp(sigma * z - 0.5 * sigma * sigma);
+}
+
+}  // namespace trainsim::exec
