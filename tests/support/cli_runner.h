@@ -16,6 +16,15 @@
 
 namespace trainsim::testing {
 
+// Wall-clock guards in CLI tests (a refusal that must not hang, a run that must not take
+// minutes) are written for an optimized build; sanitizer builds run at -O0 with instrumentation,
+// about ten times slower, so their guards stretch by that much.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr double kWallClockScale = 10.0;
+#else
+inline constexpr double kWallClockScale = 1.0;
+#endif
+
 struct CliRun {
   int code = -1;
   std::string out, err;
