@@ -21,6 +21,8 @@
 #include "cli/output.h"
 #include "cli/run_checks.h"
 #include "cli/run_compare.h"
+#include "reports/jobs_report.h"
+#include "scenarios/jobs.h"
 #include "cli/default_scenario.h"
 #include "cli/sweep_command.h"
 #include "cli/topo_command.h"
@@ -122,6 +124,28 @@ std::vector<int> parse_trace_ranks(const std::string& text, const scen::Scenario
 using cli::check_flow_work;
 using cli::require_finite_result;
 
+// A scenario with `jobs:` (scenarios/jobs.h): every job together on the cluster, and alone.
+int run_jobs(const RunArgs& a, const scen::Scenario& s) {
+  if (!a.trace.empty()) {
+    throw_input("a trace is of one job's ranks; this scenario has several jobs", {"", 0, "--trace"},
+                "trace one job in a scenario of its own");
+  }
+  if (!a.report.empty()) {
+    throw_input("the HTML report draws one job; this scenario has several", {"", 0, "--report"},
+                "use --format json for every job's full result");
+  }
+  for (const scen::JobSpec& j : s.jobs) check_flow_work(j.scenario, a.force);
+  const scen::JobsOutcome o = scen::run_scenario_jobs(s);
+  for (const scen::JobOutcome& j : o.jobs) {
+    require_finite_result(j.shared);
+    require_finite_result(j.alone);
+  }
+  write_output(a.format == "json" ? reports::jobs_json(o, s).dump(2) + "\n"
+                                  : reports::jobs_text(o, s),
+               a.output);
+  return 0;
+}
+
 int cmd_run(const RunArgs& a) {
   std::vector<std::string> sets = a.sets;
   if (!a.fidelity.empty()) sets.push_back("simulation.fidelity=" + a.fidelity);
@@ -146,6 +170,7 @@ int cmd_run(const RunArgs& a) {
       a.scenario.empty()
           ? scen::load_scenario_string(cli::kDefaultScenarioYaml, cli::kDefaultScenarioName, sets)
           : scen::load_scenario_file(a.scenario, sets);
+  if (!s.jobs.empty()) return run_jobs(a, s);
   check_flow_work(s, a.force);
   const exec::RunConfig cfg = scen::make_run_config(s);
   std::vector<int> trace_ranks;

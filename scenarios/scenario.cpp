@@ -9,6 +9,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -740,6 +741,182 @@ YAML::Node load_one_document(const std::string& text, const std::string& name) {
   return YAML::Load(text);  // the first document, now known to end
 }
 
+// ---- Multi-job scenarios (`jobs:`) -------------------------------------------------------
+
+// Sections that describe the shared cluster, its network and the simulation as a whole (the
+// seed included): a job cannot have its own.
+bool cluster_wide(const std::string& path) {
+  for (const char* p : {"cluster.", "network.", "calibration.", "collectives.", "simulation."}) {
+    if (path.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+// `hosts:` as a list of servers and ranges (`[0, 1, 4-7]`) or one text of them (`"0-383,512"`).
+std::vector<int> parse_hosts(const YAML::Node& node, const ErrorContext& where) {
+  std::vector<int> out;
+  const auto add_item = [&](std::string item) {
+    const std::size_t b = item.find_first_not_of(" \t");
+    const std::size_t e = item.find_last_not_of(" \t");
+    item = b == std::string::npos ? std::string() : item.substr(b, e - b + 1);
+    const std::size_t dash = item.find('-', 1);
+    const std::int64_t max = limits::kMaxClusterGpus;
+    const std::int64_t lo = parse_int64(item.substr(0, dash), where, 0, max);
+    const std::int64_t hi =
+        dash == std::string::npos ? lo : parse_int64(item.substr(dash + 1), where, 0, max);
+    if (hi < lo) {
+      throw_input("server range `" + clip_name(item) + "` runs backwards", where,
+                  "write the lower server first, e.g. 4-7");
+    }
+    if (static_cast<std::int64_t>(out.size()) + (hi - lo + 1) > max) {
+      throw_input("names more servers than any cluster has", where);
+    }
+    for (std::int64_t h = lo; h <= hi; ++h) out.push_back(static_cast<int>(h));
+  };
+  if (node.IsScalar()) {
+    std::string text = node.Scalar();
+    std::size_t pos = 0;
+    while (true) {
+      const std::size_t comma = text.find(',', pos);
+      add_item(text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) {
+      if (!item.IsScalar()) throw_input("expected server numbers or ranges such as 4-7", where);
+      add_item(item.Scalar());
+    }
+  } else {
+    throw_input("expected a list of servers, e.g. [0, 1, 4-7]", where);
+  }
+  if (out.empty()) throw_input("names no server", where);
+  return out;
+}
+
+// One entry of `jobs:`: its own keys, then the file's keys (`base`) with the entry's other keys
+// over them, `--set` over both (cluster.gpus excepted: there it sizes the cluster), resolved as
+// a scenario of the job's GPUs.
+JobSpec load_job(const YAML::Node& entry, int index, const GivenMap& base,
+                 const std::vector<std::string>& sets, int cluster_gpus_per_node,
+                 const std::string& file) {
+  JobSpec job;
+  job.name = "job" + std::to_string(index);
+  job.where = {file, entry.Mark().line + 1, fmt::format("jobs[{}]", index)};
+  if (!entry.IsMap()) {
+    throw_input("a job is a mapping (name:, gpus:, placement:, and the job's own keys)",
+                job.where);
+  }
+  GivenMap own;
+  std::optional<std::int64_t> gpus;
+  ErrorContext gpus_where = job.where;
+  bool placement_given = false;
+  for (const auto& item : entry) {
+    const YAML::Node& key_node = item.first;
+    const YAML::Node& value = item.second;
+    const int line = key_node.Mark().line + 1;
+    if (!key_node.IsScalar()) throw_input("a key must be a plain name", {file, line, job.where.field});
+    const std::string key = key_node.Scalar();
+    const ErrorContext where{file, line, job.where.field + "." + clip_name(key)};
+    const auto scalar = [&]() -> std::string {
+      if (!value.IsScalar()) throw_input("expected a single value", where);
+      return value.Scalar();
+    };
+    if (key == "name") {
+      job.name = clip_name(scalar(), limits::kMaxNameLength);
+    } else if (key == "gpus") {
+      gpus = parse_int64(scalar(), where, 1, limits::kMaxClusterGpus);
+      gpus_where = where;
+    } else if (key == "placement") {
+      job.placement = scalar();
+      placement_given = true;
+      const auto& names = kJobPlacements;
+      if (std::find_if(std::begin(names), std::end(names), [&](const char* n) {
+            return job.placement == n;
+          }) == std::end(names)) {
+        throw_input("unknown placement `" + clip_name(job.placement) + "`", where,
+                    "one of packed, spread, random, fragmented, hosts");
+      }
+    } else if (key == "hosts") {
+      job.hosts = parse_hosts(value, where);
+    } else if (key == "start_s") {
+      job.start_s = parse_double(scalar(), where, 0, limits::kMaxHostTime_s);
+    } else {
+      YAML::Node one;
+      one[key] = value;
+      GivenMap part;
+      // flatten() names the key's own line; the mapping built here has none, so errors are
+      // re-located to the entry's line below.
+      try {
+        flatten(one, "", file, part);
+      } catch (const Error& e) {
+        ErrorContext at = e.where();
+        if (at.line <= 0) at.line = line;
+        throw Error(e.kind(), e.message(), at, e.hint());
+      }
+      for (auto& [path, g] : part) {
+        const ErrorContext at{file, g.where.line > 0 ? g.where.line : line, path};
+        if (cluster_wide(path)) {
+          throw_input("describes the shared cluster or the simulation, not one job", at,
+                      "give it at the top level of the scenario, outside `jobs:`");
+        }
+        if (own.count(path) > 0) throw_input("given twice in this job", at);
+        g.origin = line_origin(file, at.line);
+        g.where = at;
+        own[path] = g;
+      }
+    }
+  }
+  if (!job.hosts.empty() && placement_given && job.placement != "hosts") {
+    throw_input("`hosts:` lists the job's servers, so its placement is `hosts`", job.where,
+                "remove `placement: " + job.placement + "` or `hosts:`");
+  }
+  if (!job.hosts.empty()) job.placement = "hosts";
+  if (job.placement == "hosts" && job.hosts.empty()) {
+    throw_input("placement `hosts` needs the list of servers", job.where, "add hosts: [0, 1, 4-7]");
+  }
+  const std::int64_t gpn = std::max(1, cluster_gpus_per_node);
+  if (!gpus) {
+    if (job.hosts.empty()) throw_input("has no `gpus:`", job.where, "give the job's GPU count");
+    gpus = static_cast<std::int64_t>(job.hosts.size()) * gpn;
+  }
+  if (*gpus % gpn != 0) {
+    throw_input(fmt::format("{} GPUs is not a whole number of {}-GPU servers", *gpus, gpn),
+                gpus_where, "a job of a shared cluster takes whole servers");
+  }
+  if (!job.hosts.empty() && static_cast<std::int64_t>(job.hosts.size()) * gpn != *gpus) {
+    throw_input(fmt::format("{} servers of {} GPUs hold {} GPUs, not the job's {}",
+                            job.hosts.size(), gpn, job.hosts.size() * gpn, *gpus),
+                gpus_where);
+  }
+  GivenMap given = base;
+  for (auto& [path, g] : own) given[path] = g;
+  std::vector<std::string> job_sets;
+  for (const std::string& set : sets) {
+    const std::string path = set.substr(0, set.find('='));
+    if (path.find("cluster.gpus") == std::string::npos) job_sets.push_back(set);
+  }
+  apply_sets(job_sets, given);
+  given["cluster.gpus"] = {std::to_string(*gpus), gpus_where.line > 0 && gpus_where.file == file
+                                                      ? line_origin(file, gpus_where.line)
+                                                      : "derived",
+                           gpus_where};
+  // parallel.dp follows the job's GPUs unless the job gives it.
+  if (own.count("parallel.dp") == 0) given.erase("parallel.dp");
+  try {
+    job.scenario = Resolver(given, file).run();
+  } catch (const Error& e) {
+    // A problem with a default or derived value is the job's: it is located at the job's entry.
+    ErrorContext at = e.where();
+    if (at.file != file && at.file != "--set") {
+      at.file = file;
+      at.line = job.where.line;
+    }
+    throw Error(e.kind(), fmt::format("job `{}`: {}", job.name, e.message()), at, e.hint());
+  }
+  return job;
+}
+
 }  // namespace
 
 ErrorContext origin_context(const std::string& origin, const std::string& key) {
@@ -773,14 +950,49 @@ Scenario load_scenario_string(std::string_view yaml, const std::string& name,
     throw_input("not valid YAML: " + e.msg, {name, e.mark.line + 1, ""});
   }
   GivenMap given;
+  YAML::Node jobs;
+  int jobs_line = 0;
   if (root.IsMap()) {
+    // `jobs:` is a list of job entries, not a section of keys: it is taken out before the keys
+    // are flattened.
+    for (const auto& entry : root) {
+      if (entry.first.IsScalar() && entry.first.Scalar() == "jobs") {
+        jobs = entry.second;
+        jobs_line = entry.first.Mark().line + 1;
+      }
+    }
+    if (jobs_line > 0) root.remove("jobs");
     flatten(root, "", name, given);
   } else if (!root.IsNull()) {
     throw_input("a scenario is a mapping of sections (model:, cluster:, parallel:, ...)",
                 {name, root.Mark().line + 1, ""});
   }
+  const GivenMap file_given = given;
   apply_sets(sets, given);
-  return Resolver(given, name).run();
+  if (jobs_line > 0) {
+    // The top level of a multi-job scenario describes the cluster; its parallel keys are the
+    // jobs' defaults and need not divide the cluster's GPUs: the cluster resolves as one
+    // replica per GPU.
+    for (auto it = given.begin(); it != given.end();) {
+      it = it->first.rfind("parallel.", 0) == 0 ? given.erase(it) : std::next(it);
+    }
+    for (const char* k : {"parallel.tp", "parallel.pp", "parallel.cp", "parallel.ep"}) {
+      given[k] = {"1", "derived", {name, 0, k}};
+    }
+  }
+  Scenario s = Resolver(given, name).run();
+  if (jobs_line > 0) {
+    if (!jobs.IsSequence() || jobs.size() == 0) {
+      throw_input("expected a list of jobs", {name, jobs_line, "jobs"},
+                  "jobs:\n  - {name: a, gpus: 64}\n  - {name: b, gpus: 64}");
+    }
+    if (jobs.size() > 4096) throw_input("more than 4,096 jobs", {name, jobs_line, "jobs"});
+    int index = 0;
+    for (const YAML::Node& entry : jobs) {
+      s.jobs.push_back(load_job(entry, index++, file_given, sets, s.cluster.gpus_per_node, name));
+    }
+  }
+  return s;
 }
 
 Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {

@@ -44,6 +44,8 @@ struct SimulationOptions {
   double straggler_factor = 1.0;
 };
 
+struct JobSpec;
+
 struct Scenario {
   std::string source;  // file path, or the name given to the string loaders
   model::ModelConfig model;
@@ -70,7 +72,29 @@ struct Scenario {
   // Derived settings worth telling the user, e.g.
   // "parallel.dp = 192 (auto: 12288 GPUs / (tp 8 · pp 8 · cp 1))".
   std::vector<std::string> notes;
+  // A multi-job scenario (`jobs:`, docs/network.md "Several jobs on one fabric"): the jobs that
+  // share this scenario's cluster. Empty for the usual one-job scenario. The scenario's own
+  // model and parallel keys are then the jobs' defaults, and cluster.gpus is the cluster's size.
+  std::vector<JobSpec> jobs;
 };
+
+/// One job of a multi-job scenario: its entry's own keys (`name`, `gpus`, `placement`, `hosts`,
+/// `start_s`) and its scenario, which is the file's keys with the entry's other keys over them
+/// (the file's cluster-wide sections, `cluster`, `network`, `calibration`, `collectives` and
+/// `simulation` (the seed too), cannot be given per job), `--set` over both, and cluster.gpus the
+/// job's GPUs.
+struct JobSpec {
+  std::string name;
+  std::string placement = "packed";  // packed | spread | random | fragmented | hosts
+  std::vector<int> hosts;            // the servers `hosts:` names, in rank order
+  double start_s = 0;                // when its iteration starts, seconds after the first job's
+  ErrorContext where;                // the entry in the file (its first line)
+  Scenario scenario;
+};
+
+/// Placements a job may ask for.
+inline constexpr const char* kJobPlacements[] = {"packed", "spread", "random", "fragmented",
+                                                 "hosts"};
 
 /// Loads a YAML scenario file, then applies `sets` ("key.path=value", later ones win).
 Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets = {});

@@ -224,6 +224,31 @@ void FlowBackend::report(double executed_s, Result& r) const {
     ns.link_classes.push_back({c.name, c.links, c.used, c.max, c.mean});
   }
 
+  // Links more than one job used, from each job's own link bytes.
+  ns.jobs = static_cast<int>(jobs_.size());
+  if (jobs_.size() > 1) {
+    std::vector<int> users(link_bytes.size(), 0);
+    std::vector<double> own(link_bytes.size());
+    for (const Job& job : jobs_) {
+      std::fill(own.begin(), own.end(), 0.0);
+      for (const Cached& c : job.transfers) count_link_bytes(c, own);
+      for (const Cached& c : job.collectives) count_link_bytes(c, own);
+      for (std::size_t l = 0; l < own.size(); ++l) users[l] += own[l] > 0 ? 1 : 0;
+    }
+    double shared = 0, total = 0;
+    for (topo::LinkId l = 0; l < graph_->link_count(); ++l) {
+      const topo::LinkKind k = graph_->link_kind(l);
+      if (k == topo::LinkKind::kPcie || k == topo::LinkKind::kNvlink) continue;
+      const std::size_t i = static_cast<std::size_t>(l);
+      total += link_bytes[i];
+      if (users[i] > 1) {
+        ++ns.links_shared_by_jobs;
+        shared += link_bytes[i];
+      }
+    }
+    ns.shared_link_bytes_fraction = total > 0 ? shared / total : 0;
+  }
+
   r.exec.flows = flows_started_;
   const net::FlowNetworkStats& st = network_->stats();
   r.exec.solves = st.solves;

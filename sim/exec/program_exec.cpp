@@ -26,6 +26,7 @@ using plan::TaskType;
 
 constexpr int kStreams = plan::kStreamCount;
 constexpr std::uint64_t kCommTag = 1ull << 62;
+constexpr std::uint64_t kStartTag = 1ull << 61;  // a job that starts later than time 0
 
 enum Exposed { kExTp, kExCp, kExEp, kExPp, kExDp, kExCount };
 
@@ -85,16 +86,23 @@ struct Comm {
 // the CommBackend; the executor is the job's CommEndpoints (its actors are the endpoints).
 class Executor final : public EventTarget, public CommEndpoints {
  public:
+  /// `gpus`: the cluster GPU of each rank (empty: rank r is GPU r); `start`: when the job's
+  /// iteration begins.
   Executor(const RunConfig& cfg, const ExecOptions& opt, const plan::ProgramSet& ps,
-           Simulation& sim, CommBackend& backend)
-      : cfg_(cfg), opt_(opt), ps_(ps), L_(ps.layout), sim_(sim), backend_(backend) {}
+           Simulation& sim, CommBackend& backend, std::vector<int> gpus = {},
+           TimePs start = TimePs{})
+      : cfg_(cfg), opt_(opt), ps_(ps), L_(ps.layout), sim_(sim), backend_(backend),
+        gpus_(std::move(gpus)), start_(start) {}
 
-  /// Runs the iteration and fills `r`; returns the executed timeline's length in seconds.
-  double run(Result& r);
+  /// Sets the job up on the backend and schedules its first tasks (at `start`).
+  void begin();
+  /// After the simulation has run: checks every task ran and fills `r`; returns the executed
+  /// iteration's length in seconds (from `start`).
+  double finish(Result& r);
 
   int endpoint_count() const override { return static_cast<int>(actors_.size()); }
   std::vector<int> own_group(int e, Dim d) const override {
-    return ps_.group(d, actors_[static_cast<std::size_t>(e)].rank);
+    return placed(ps_.group(d, actors_[static_cast<std::size_t>(e)].rank));
   }
   std::vector<std::vector<int>> collective_groups(int e, Dim d) const override;
   std::vector<std::pair<int, int>> transfer_pairs(int e, int dir) const override;
@@ -120,6 +128,12 @@ class Executor final : public EventTarget, public CommEndpoints {
     return symmetric_ ? stage : ps_.peer_on_stage(actors_[static_cast<std::size_t>(a)].rank, stage);
   }
   double fill_result(Result& r) const;
+  std::vector<int> placed(std::vector<int> ranks) const {
+    if (!gpus_.empty()) {
+      for (int& r : ranks) r = gpus_[static_cast<std::size_t>(r)];
+    }
+    return ranks;
+  }
 
   const RunConfig& cfg_;
   const ExecOptions& opt_;
@@ -127,6 +141,8 @@ class Executor final : public EventTarget, public CommEndpoints {
   const plan::Layout& L_;
   Simulation& sim_;
   CommBackend& backend_;
+  const std::vector<int> gpus_;
+  const TimePs start_;
   int job_ = 0;
   std::vector<Role> roles_;
   std::vector<Actor> actors_;
@@ -213,16 +229,27 @@ void Executor::setup_actors() {
 std::vector<std::pair<int, int>> Executor::transfer_pairs(int e, int dir) const {
   const Actor& sa = actors_[static_cast<std::size_t>(e)];
   const int peer_stage = dir == 0 ? ps_.next_stage(sa.stage) : ps_.prev_stage(sa.stage);
-  if (sa.all_stage) return stage_transfer_pairs(ps_, sa.stage, peer_stage);
-  return {std::pair<int, int>(sa.rank, ps_.peer_on_stage(sa.rank, peer_stage))};
+  std::vector<std::pair<int, int>> pairs =
+      sa.all_stage ? stage_transfer_pairs(ps_, sa.stage, peer_stage)
+                   : std::vector<std::pair<int, int>>{
+                         {sa.rank, ps_.peer_on_stage(sa.rank, peer_stage)}};
+  if (!gpus_.empty()) {
+    for (auto& [a, b] : pairs) {
+      a = gpus_[static_cast<std::size_t>(a)];
+      b = gpus_[static_cast<std::size_t>(b)];
+    }
+  }
+  return pairs;
 }
 
 // The concrete groups a communication of actor `a` stands for: its rank's group, or (symmetry
 // shortcut) every group of the dimension on the actor's stage.
 std::vector<std::vector<int>> Executor::collective_groups(int a, Dim d) const {
   const Actor& act = actors_[static_cast<std::size_t>(a)];
-  if (!act.all_stage) return {ps_.group(d, act.rank)};
-  return stage_groups(ps_, act.stage, d);
+  if (!act.all_stage) return {placed(ps_.group(d, act.rank))};
+  std::vector<std::vector<int>> groups = stage_groups(ps_, act.stage, d);
+  for (auto& g : groups) g = placed(std::move(g));
+  return groups;
 }
 
 bool Executor::ready(const Actor& act, const Role& role, const Task& t) const {
@@ -399,6 +426,10 @@ void Executor::complete(int a, Stream st) {
 }
 
 void Executor::on_event(std::uint64_t tag) {
+  if (tag == kStartTag) {
+    for (int a = 0; a < static_cast<int>(actors_.size()); ++a) try_start(a, -1);
+    return;
+  }
   if (tag & kCommTag) {
     finish_comm(static_cast<std::size_t>(tag & ~kCommTag));
     return;
@@ -409,13 +440,19 @@ void Executor::on_event(std::uint64_t tag) {
   try_start(a, static_cast<int>(st));
 }
 
-double Executor::run(Result& r) {
+void Executor::begin() {
   setup_roles();
   setup_actors();
   job_ = backend_.add_job(*this);
+  if (start_ > TimePs{}) {
+    for (Actor& a : actors_) a.compute_end = a.end = start_;
+    sim_.schedule(start_, *this, kStartTag);
+    return;
+  }
   for (int a = 0; a < static_cast<int>(actors_.size()); ++a) try_start(a, -1);
-  sim_.run();
+}
 
+double Executor::finish(Result& r) {
   // Every task must have run: anything left is a schedule that cannot make progress.
   for (const Actor& act : actors_) {
     std::uint32_t completed[kStreams];
@@ -437,7 +474,7 @@ double Executor::fill_result(Result& r) const {
     }
   }
   const Actor& ca = actors_[crit];
-  const double iter = T.seconds();
+  const double iter = (T - start_).seconds();
   Breakdown& bd = r.breakdown;
   bd = Breakdown{};
   bd.compute_s = ca.acc_compute;
@@ -485,20 +522,19 @@ double Executor::fill_result(Result& r) const {
 
 }  // namespace
 
-Result run_program(const RunConfig& cfg, const ExecOptions& options) {
+namespace {
+
+// The analytic evaluation a run starts from: memory, FLOP accounting, start-up and the analytic
+// pipeline picture; every time is replaced by the executed timeline.
+Result analytic_base(const RunConfig& cfg, const ExecOptions& options) {
   AnalyticOptions ao;
   ao.enforce_memory = options.enforce_memory;
-  // Memory, FLOP accounting, start-up and the analytic pipeline picture come from the analytic
-  // evaluation; every time below is replaced by the executed timeline.
-  Result r = run_analytic(cfg, ao);
-  const plan::ProgramSet ps =
-      plan::build_programs(cfg.model, cfg.cluster, cfg.parallel, cfg.training, cfg.opt);
-  Simulation sim(options.seed);
-  // The one place the fidelity is chosen: the executor sees only the CommBackend interface.
-  const std::unique_ptr<CommBackend> backend = make_comm_backend(sim, cfg, options, r);
-  Executor ex(cfg, options, ps, sim, *backend);
-  const double executed_s = ex.run(r);
-  r.fidelity = backend->fidelity();
+  return run_analytic(cfg, ao);
+}
+
+// The rates of an executed iteration, and the note that says how it ran.
+void finalize(const RunConfig& cfg, const char* fidelity, Result& r) {
+  r.fidelity = fidelity;
   r.model_version = kProgramModelVersion;
   const double tokens = static_cast<double>(cfg.training.global_batch) * cfg.model.seq_len;
   r.tokens_per_s = tokens / r.iteration_time_s;
@@ -507,7 +543,9 @@ Result run_program(const RunConfig& cfg, const ExecOptions& options) {
   r.hw_tflops_per_gpu = r.hardware_flops_per_iteration / gpu_seconds / kTera;
   r.mfu = r.model_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
   r.hfu = r.hardware_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
-  backend->report(executed_s, r);
+}
+
+void add_exec_note(Result& r) {
   std::erase_if(r.notes, [](const std::string& n) { return n.rfind("analytic fidelity", 0) == 0; });
   r.notes.push_back(fmt::format(
       "{} fidelity: {} Programs of up to {} tasks, {} {} executed ({} task instances{}); "
@@ -516,7 +554,82 @@ Result run_program(const RunConfig& cfg, const ExecOptions& options) {
       r.exec.symmetry ? "stage actors (symmetry shortcut)" : "ranks", r.exec.task_instances,
       r.exec.flows > 0 ? fmt::format(", {} flows", r.exec.flows) : std::string(),
       r.exec.critical_rank));
+}
+
+}  // namespace
+
+Result run_program(const RunConfig& cfg, const ExecOptions& options) {
+  Result r = analytic_base(cfg, options);
+  const plan::ProgramSet ps =
+      plan::build_programs(cfg.model, cfg.cluster, cfg.parallel, cfg.training, cfg.opt);
+  Simulation sim(options.seed);
+  // The one place the fidelity is chosen: the executor sees only the CommBackend interface.
+  const std::unique_ptr<CommBackend> backend = make_comm_backend(sim, cfg, options, r);
+  Executor ex(cfg, options, ps, sim, *backend);
+  ex.begin();
+  sim.run();
+  const double executed_s = ex.finish(r);
+  finalize(cfg, backend->fidelity(), r);
+  backend->report(executed_s, r);
+  add_exec_note(r);
   return r;
+}
+
+JobsResult run_jobs(const RunConfig& cluster, const std::vector<JobRun>& jobs,
+                    const ExecOptions& options) {
+  JobsResult out;
+  std::vector<Result> results;
+  std::vector<plan::ProgramSet> programs;
+  results.reserve(jobs.size());
+  programs.reserve(jobs.size());
+  for (const JobRun& j : jobs) {
+    if (static_cast<int>(j.gpus.size()) != j.cfg->cluster.gpus) {
+      throw_input(fmt::format("the job runs {} ranks on {} placed GPUs", j.cfg->cluster.gpus,
+                              j.gpus.size()),
+                  {"", 0, "jobs"});
+    }
+    for (int g : j.gpus) {
+      if (g < 0 || g >= cluster.cluster.gpus) {
+        throw_input(fmt::format("GPU {} is outside the cluster's {} GPUs", g, cluster.cluster.gpus),
+                    {"", 0, "jobs"});
+      }
+    }
+    results.push_back(analytic_base(*j.cfg, options));
+    programs.push_back(plan::build_programs(j.cfg->model, j.cfg->cluster, j.cfg->parallel,
+                                            j.cfg->training, j.cfg->opt));
+  }
+  Simulation sim(options.seed);
+  // One backend, and so one fabric, for every job; the closed form's traffic estimate is that of
+  // the first job (schedule fidelity reports no shared network state).
+  const std::unique_ptr<CommBackend> backend =
+      make_comm_backend(sim, cluster, options, results.front());
+  std::vector<std::unique_ptr<Executor>> executors;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    executors.push_back(std::make_unique<Executor>(*jobs[i].cfg, options, programs[i], sim,
+                                                   *backend, jobs[i].gpus,
+                                                   TimePs::from_seconds(jobs[i].start_s)));
+    executors.back()->begin();
+  }
+  sim.run();
+  out.makespan_s = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    Result& r = results[i];
+    const double executed_s = executors[i]->finish(r);
+    finalize(*jobs[i].cfg, backend->fidelity(), r);
+    add_exec_note(r);
+    out.makespan_s = std::max(out.makespan_s, jobs[i].start_s + executed_s);
+  }
+  out.fidelity = backend->fidelity();
+  if (out.fidelity == "flow") {
+    Result fabric;
+    fabric.iteration_time_s = out.makespan_s;
+    backend->report(out.makespan_s, fabric);
+    out.fabric = fabric.network;
+    out.exec = fabric.exec;
+  }
+  out.exec.events = static_cast<long>(sim.events_dispatched());
+  out.jobs = std::move(results);
+  return out;
 }
 
 }  // namespace trainsim::exec

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sim/exec/analytic.h"
@@ -69,5 +70,31 @@ struct ExecOptions {
 /// Runs one iteration. Throws trainsim::Error(kInfeasible) for configurations that cannot run,
 /// kInput for bad options (a straggler rank outside the job).
 Result run_program(const RunConfig& cfg, const ExecOptions& options);
+
+/// One job of a shared cluster (run_jobs): its configuration (cfg->cluster.gpus = its ranks), the
+/// cluster GPU each of its ranks runs on, and when its iteration starts.
+struct JobRun {
+  const RunConfig* cfg = nullptr;
+  std::vector<int> gpus;  // rank r runs on cluster GPU gpus[r]
+  double start_s = 0;
+};
+
+/// Several jobs run together (docs/network.md "Several jobs on one fabric").
+struct JobsResult {
+  std::vector<Result> jobs;  // each as run_program's, its iteration measured from its start;
+                             // the network statistics are the fabric's, below
+  NetworkStats fabric;       // flow fidelity: every link over [0, makespan], all jobs together
+  Result::ExecStats exec;    // the shared run's counters (flows, solver, events)
+  double makespan_s = 0;     // the last job's end
+  std::string fidelity;
+};
+
+/// Runs one iteration of every job on one Simulation and one communication backend built for
+/// `cluster` (cluster.cluster.gpus = the cluster's GPUs): at flow fidelity their flows share the
+/// fabric; at schedule fidelity each communication takes its closed-form time and jobs do not
+/// meet. Stragglers and jitter are per job rank (the options apply to every job). Throws as
+/// run_program, and kInput for a placement outside the cluster.
+JobsResult run_jobs(const RunConfig& cluster, const std::vector<JobRun>& jobs,
+                    const ExecOptions& options);
 
 }  // namespace trainsim::exec

@@ -53,6 +53,11 @@ struct NetworkStats {
     double mean_utilization = 0;  // over every link of the class
   };
   std::vector<LinkClass> link_classes;
+  // Several jobs on one fabric (flow fidelity): switch and NIC links that carried more than one
+  // job's bytes, and the share of all bytes on switch and NIC links that crossed such a link.
+  int jobs = 1;
+  int links_shared_by_jobs = 0;
+  double shared_link_bytes_fraction = 0;
 };
 
 /// The pipeline schedule the analytic fidelity assumes: every stage runs at the pace of the

@@ -1,0 +1,180 @@
+// Several jobs on one fabric (`jobs:` in a scenario; scenarios/jobs.h, docs/network.md), run as
+// the real executable: two DP rings forced onto the same leaf-spine links each slow down by what
+// max-min fairness gives, the same jobs under their own leaves do not slow each other, a job
+// started later is measured from its start, and bad job lists exit 2 naming the field.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tests/support/cli_runner.h"
+
+namespace {
+
+using trainsim::testing::CliRun;
+using trainsim::testing::slurp;
+using trainsim::testing::temp_path;
+using trainsim::testing::trainsim;
+
+const char* kDumbbell = "scenarios/examples/two-jobs-dumbbell.yaml";
+
+bool has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
+// The dumbbell scenario with its `jobs:` list replaced by `jobs` (YAML text after "jobs:").
+std::string dumbbell_with(const std::string& jobs, const std::string& name) {
+  std::string text = slurp(kDumbbell);
+  text = text.substr(0, text.find("\njobs:")) + "\njobs:\n" + jobs;
+  const std::string path = temp_path(name + ".yaml");
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The built-in H100 profile with NICs at their full line rate, so that the NIC links and the
+// leaf-spine cables have the same capacity C (switch links are not derated; the NIC's are by
+// nic_efficiency).
+std::string full_rate_profile() {
+  std::string p = slurp("calibrate/profiles/h100-sxm.json");
+  const std::string key = "\"nic_efficiency\": ";
+  const std::size_t at = p.find(key);
+  const std::size_t end = p.find_first_of(",\n}", at);
+  p = p.substr(0, at + key.size()) + "1.0" + p.substr(end);
+  const std::string path = temp_path("full_rate_h100.json");
+  std::ofstream(path) << p;
+  return path;
+}
+
+nlohmann::json run_json(const std::string& args) {
+  const CliRun r = trainsim("run " + args + " --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+double exposed_dp(const nlohmann::json& breakdown) {
+  return breakdown["exposed_comm_s"]["dp"].get<double>();
+}
+
+// Job a (servers 0, 2) and job b (servers 1, 3) each all-reduce over a 2-rank ring whose two
+// flows cross leaf 0 -> spine and leaf 1 -> spine. Alone, a job's flows run at C on every link
+// (NIC and leaf-spine cables are both C), so its DP transfer of W bytes per GPU takes W / C.
+// Together, each leaf-spine link carries one flow group of each job; max-min fairness gives each
+// C / 2, so the transfer takes 2 W / C: each job's exposed DP time grows by exactly W / C, and the
+// rest of its iteration (compute, latencies) is unchanged.
+TEST(JobsCli, TwoDpRingsOnSharedCoreLinksSlowDownByTheMaxMinShare) {
+  const nlohmann::json j =
+      run_json(std::string(kDumbbell) + " --set calibration.profile=" + full_rate_profile());
+  ASSERT_EQ(j["jobs"].size(), 2u);
+  EXPECT_EQ(j["fidelity"], "flow");
+  const double C = 400e9 / 8;
+  for (const auto& job : j["jobs"]) {
+    const double W = job["result"]["network"]["nic_bytes_per_gpu"].get<double>();
+    ASSERT_GT(W, 1e8);
+    const double shared = exposed_dp(job["result"]["breakdown"]);
+    const double alone = exposed_dp(job["alone"]["breakdown"]);
+    EXPECT_NEAR(shared - alone, W / C, 1e-9 * W / C) << job["name"];
+    EXPECT_NEAR(job["iteration_time_s"].get<double>() - job["alone_iteration_time_s"].get<double>(),
+                W / C, 1e-9 * W / C);
+    EXPECT_GT(job["slowdown"].get<double>(), 1.2);
+  }
+  EXPECT_EQ(j["jobs"][0]["iteration_time_s"], j["jobs"][1]["iteration_time_s"]);
+  // The two leaf-spine links each way, and nothing else, carry both jobs.
+  EXPECT_EQ(j["fabric"]["links_shared_by_jobs"], 4);
+  for (const auto& c : j["fabric"]["link_classes"]) {
+    if (c["class"] == "leaf->spine") {
+      EXPECT_NEAR(c["mean_utilization"].get<double>() * C * j["fabric"]["makespan_s"].get<double>(),
+                  2 * j["jobs"][0]["result"]["network"]["nic_bytes_per_gpu"].get<double>(), 1.0);
+    }
+  }
+}
+
+// With the datasheet profile the NIC is derated (efficiency e < 1): alone the NIC link is the
+// bottleneck at e·C, together the shared cable at C / 2, so the extra time is W/C · (2 − 1/e),
+// within the tail of unequal flows (flows of one job do not all end together).
+TEST(JobsCli, DeratedNicsMoveTheBottleneckToTheSharedCable) {
+  const nlohmann::json j = run_json(kDumbbell);
+  const double C = 400e9 / 8;
+  const double e = 0.94;  // calibrate/profiles/h100-sxm.json
+  for (const auto& job : j["jobs"]) {
+    const double W = job["result"]["network"]["nic_bytes_per_gpu"].get<double>();
+    const double extra = exposed_dp(job["result"]["breakdown"]) - exposed_dp(job["alone"]["breakdown"]);
+    EXPECT_NEAR(extra, W / C * (2 - 1 / e), 0.03 * W / C);
+  }
+}
+
+TEST(JobsCli, JobsUnderTheirOwnLeavesDoNotSlowEachOther) {
+  const std::string path =
+      dumbbell_with("  - {name: a, hosts: [0, 1]}\n  - {name: b, hosts: [2, 3]}\n", "disjoint");
+  const nlohmann::json j = run_json(path);
+  for (const auto& job : j["jobs"]) {
+    EXPECT_EQ(job["slowdown"].get<double>(), 1.0) << job["name"];
+    EXPECT_EQ(job["iteration_time_s"], job["alone_iteration_time_s"]);
+  }
+  EXPECT_EQ(j["fabric"]["links_shared_by_jobs"], 0);
+  for (const auto& c : j["fabric"]["link_classes"]) {
+    if (c["class"] == "leaf->spine") {
+      EXPECT_EQ(c["used"], 0);
+    }
+  }
+  // The text output names both jobs and the fabric.
+  const CliRun text = trainsim("run " + path);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "1.000×"));
+  EXPECT_TRUE(has(text.out, "0 switch and NIC links carried more than one job's traffic"));
+}
+
+// A job that starts later is measured from its own start; b starts when a's DP all-reduce is
+// under way, so the two overlap only in part and b slows down less than when they start together.
+TEST(JobsCli, ALaterStartIsMeasuredFromTheJobsOwnStart) {
+  const nlohmann::json together = run_json(kDumbbell);
+  const double a_alone = together["jobs"][0]["alone_iteration_time_s"].get<double>();
+  const std::string late = dumbbell_with(
+      "  - {name: a, hosts: [0, 2]}\n  - {name: b, hosts: [1, 3], start_s: 0.06}\n", "late");
+  const nlohmann::json j = run_json(late);
+  EXPECT_EQ(j["jobs"][1]["start_s"], 0.06);
+  const double b = j["jobs"][1]["iteration_time_s"].get<double>();
+  EXPECT_GT(b, a_alone);
+  EXPECT_LT(b, together["jobs"][1]["iteration_time_s"].get<double>());
+  EXPECT_NEAR(j["fabric"]["makespan_s"].get<double>(),
+              0.06 + b - (j["jobs"][1]["result"]["breakdown"]["gpu_variation_s"].get<double>() +
+                          j["jobs"][1]["result"]["breakdown"]["global_sync_s"].get<double>()),
+              1e-9);
+  // Without a shared network (schedule fidelity) jobs do not meet.
+  const nlohmann::json sched = run_json(std::string(kDumbbell) + " --fidelity schedule");
+  for (const auto& job : sched["jobs"]) EXPECT_EQ(job["slowdown"].get<double>(), 1.0);
+}
+
+TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
+  struct Case {
+    std::string jobs, expect;
+  };
+  const Case cases[] = {
+      {"  - {name: a, gpus: 4}\n  - {name: b, gpus: 2}\n",
+       "the jobs need 6 GPUs; the cluster has 4"},
+      {"  - {name: a, hosts: [0, 2]}\n  - {name: b, hosts: [2, 3]}\n",
+       "`jobs[1].hosts`: server 2 is also in job `a`'s hosts"},
+      {"  - {name: a, hosts: [0, 7]}\n", "server 7 is outside the cluster's servers 0-3"},
+      {"  - {name: a, gpus: 2, placement: scattered}\n", "unknown placement `scattered`"},
+      {"  - {name: a, gpus: 2, cluster: {nic_gbps: 200}}\n",
+       "`cluster.nic_gbps`: describes the shared cluster or the simulation, not one job"},
+      {"  - {name: a, gpus: 2, parallel: {tpp: 2}}\n", "`parallel.tpp`: unknown key"},
+      {"  - {name: a, placement: packed}\n", "has no `gpus:`"},
+      {"  - {name: a, hosts: [3-1]}\n", "runs backwards"},
+      {"  {name: a}\n", "`jobs`: expected a list of jobs"},
+      {"  - {name: a, gpus: 2, parallel: {tp: 4}}\n", "job `a`"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dumbbell_with(c.jobs, "bad");
+    const CliRun r = trainsim("run " + path);
+    EXPECT_EQ(r.code, c.jobs.find("tp: 4") != std::string::npos ? 3 : 2) << c.jobs << r.err;
+    EXPECT_TRUE(has(r.err, c.expect)) << c.jobs << " -> " << r.err;
+    EXPECT_TRUE(has(r.err, path)) << r.err;
+  }
+  // Options that draw one job.
+  const CliRun trace = trainsim(std::string("run ") + kDumbbell + " --trace /dev/null");
+  EXPECT_EQ(trace.code, 2);
+  EXPECT_TRUE(has(trace.err, "--trace"));
+}
+
+}  // namespace
