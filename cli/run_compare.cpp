@@ -11,11 +11,22 @@
 #include "cli/run_checks.h"
 #include "reports/compare_report.h"
 #include "scenarios/variants.h"
+#include "sim/core/error.h"
 
 namespace trainsim::cli {
 
 int run_compare(const CompareVariantsArgs& a) {
   const scen::VariantPlan plan = scen::plan_variants(a.compare);
+  if (!a.report.empty()) {
+    const scen::Scenario s =
+        a.scenario.empty()
+            ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
+            : scen::load_scenario_file(a.scenario, a.sets);
+    if (!s.jobs.empty()) {
+      throw_input("the HTML comparison draws one job per variant; this scenario has several",
+                  {"", 0, "--report"}, "use the table, or --format json for every job's result");
+    }
+  }
   // Progress on a terminal only: never in a pipe, a file or JSON.
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto start = std::chrono::steady_clock::now();
@@ -32,7 +43,15 @@ int run_compare(const CompareVariantsArgs& a) {
         if (done == total) std::cerr << "\n";
         std::cerr.flush();
       });
-  for (const scen::Variant& v : variants) require_finite_result(v.result);
+  for (const scen::Variant& v : variants) {
+    require_finite_result(v.result);
+    if (!v.jobs) continue;
+    for (const scen::JobOutcome& j : v.jobs->jobs) {
+      require_finite_result(j.shared);
+      require_finite_result(j.alone);
+    }
+  }
+
   write_output(a.format == "json" ? reports::compare_json(variants, plan.keys).dump(2) + "\n"
                                   : reports::compare_text(variants, plan.keys),
                a.output);

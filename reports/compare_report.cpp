@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "reports/html_report.h"
+#include "reports/jobs_report.h"
 #include "reports/summary.h"
 #include "reports/svg.h"
 #include "reports/sweep_report.h"
@@ -73,11 +74,57 @@ std::string header(const std::vector<Variant>& vs, const std::vector<std::string
   return s;
 }
 
+// Several jobs per variant: one row per (variant, job), then the shared links per variant.
+std::string jobs_table(const std::vector<Variant>& vs) {
+  std::vector<std::vector<std::string>> rows = {jobs_header({"variant"})};
+  for (const Variant& v : vs) {
+    for (auto& row : jobs_rows(*v.jobs, {v.label})) rows.push_back(std::move(row));
+  }
+  std::string s = aligned(rows, 5);
+  if (vs.front().jobs->run.fidelity == "flow") {
+    s += "\nlinks that carried more than one job's traffic\n";
+    std::vector<std::vector<std::string>> t = {
+        {"variant", "makespan s", "shared links", "bytes on them", "ECMP max/mean"}};
+    for (const Variant& v : vs) {
+      const exec::NetworkStats& n = v.jobs->run.fabric;
+      t.push_back({v.label, fmt::format("{:.3f}", v.jobs->run.makespan_s),
+                   fmt::format("{}", n.links_shared_by_jobs),
+                   fmt::format("{:.1f} %", 100 * n.shared_link_bytes_fraction),
+                   n.has_ecmp ? fmt::format("{:.2f}", n.ecmp_imbalance) : std::string("–")});
+    }
+    s += aligned(t, 1);
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string compare_text(const std::vector<Variant>& vs, const std::vector<std::string>& keys) {
   std::string s = header(vs, keys) + "\n";
   const exec::Result& first = vs.front().result;
+  if (vs.front().jobs) {
+    s += jobs_table(vs);
+    const std::vector<std::string> classes = used_classes(vs);
+    if (!classes.empty()) {
+      s += "\nfabric load by class over the makespan, % of capacity: busiest link / mean of the "
+           "class\n";
+      std::vector<std::vector<std::string>> t = {{"variant"}};
+      for (const std::string& name : classes) t[0].push_back(name);
+      for (const Variant& v : vs) {
+        std::vector<std::string> row = {v.label};
+        for (const std::string& name : classes) {
+          const auto* c = find_class(v, name);
+          row.push_back(c == nullptr || c->used == 0
+                            ? std::string("–")
+                            : fmt::format("{:.1f}/{:.1f}", 100 * c->max_utilization,
+                                          100 * c->mean_utilization));
+        }
+        t.push_back(std::move(row));
+      }
+      s += aligned(t, 1);
+    }
+    return s;
+  }
   std::vector<std::vector<std::string>> rows = {
       {"variant", "iter s", "MFU", "vs first", "tokens/s", "exposed s: tp", "cp", "ep", "pp", "dp",
        "bubble", "ECMP max/mean"}};
@@ -141,6 +188,10 @@ nlohmann::ordered_json compare_json(const std::vector<Variant>& vs,
   for (const Variant& v : vs) {
     nlohmann::ordered_json config = nlohmann::ordered_json::object();
     for (const auto& [k, value] : v.config) config[k] = value;
+    if (v.jobs) {
+      arr.push_back({{"label", v.label}, {"config", config}, {"jobs", jobs_json(*v.jobs, v.scenario)}});
+      continue;
+    }
     arr.push_back({{"label", v.label},
                    {"config", config},
                    {"result", result_json(v.result, v.scenario, v.profile)}});

@@ -80,10 +80,23 @@ std::vector<Variant> run_variants(const VariantPlan& plan, const std::string& pa
     try {
       v.scenario = path.empty() ? load_scenario_string(default_yaml, default_name, all)
                                 : load_scenario_file(path, all);
-      if (check) check(v.scenario);
-      const exec::RunConfig cfg = make_run_config(v.scenario);
-      v.result = run_scenario(v.scenario, cfg);
-      v.profile = cfg.profile;
+      if (!v.scenario.jobs.empty()) {
+        for (const JobSpec& j : v.scenario.jobs) {
+          if (check) check(j.scenario);
+        }
+        // The outcome points into v.scenario.jobs, whose elements keep their addresses when the
+        // Variant (and so the vector) is moved.
+        auto jobs = std::make_shared<JobsOutcome>(run_scenario_jobs(v.scenario));
+        v.result = jobs->jobs.front().shared;
+        v.result.network = jobs->run.fabric;
+        v.profile = jobs->profile;
+        v.jobs = std::move(jobs);
+      } else {
+        if (check) check(v.scenario);
+        const exec::RunConfig cfg = make_run_config(v.scenario);
+        v.result = run_scenario(v.scenario, cfg);
+        v.profile = cfg.profile;
+      }
     } catch (const Error& e) {
       throw Error(e.kind(), "variant " + v.label + ": " + e.message(), e.where(), e.hint());
     }

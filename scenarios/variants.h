@@ -11,11 +11,13 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "calibrate/profile.h"
+#include "scenarios/jobs.h"
 #include "scenarios/scenario.h"
 #include "sim/exec/result.h"
 
@@ -28,6 +30,9 @@ struct Variant {
   Scenario scenario;
   exec::Result result;
   calib::Profile profile;
+  // A scenario with `jobs:`: every job together and alone (scenarios/jobs.h); `result` is then the
+  // first job's shared run with the fabric's network statistics.
+  std::shared_ptr<const JobsOutcome> jobs;
 };
 
 struct VariantPlan {

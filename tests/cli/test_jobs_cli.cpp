@@ -145,6 +145,37 @@ TEST(JobsCli, ALaterStartIsMeasuredFromTheJobsOwnStart) {
   for (const auto& job : sched["jobs"]) EXPECT_EQ(job["slowdown"].get<double>(), 1.0);
 }
 
+// `--compare` runs the jobs on each variant of the fabric: one row per (variant, job). On the
+// dumbbell at 1:1 (two spines) the rings may still collide by ECMP; at 2:1 they always share.
+TEST(JobsCli, CompareRunsEveryJobOnEachFabricVariant) {
+  const CliRun r = trainsim(std::string("run ") + kDumbbell +
+                            " --compare cluster.fabric.oversubscription=1,2 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["variants"].size(), 2u);
+  const nlohmann::json& two = j["variants"][1]["jobs"];
+  EXPECT_EQ(j["variants"][1]["config"]["cluster.fabric.oversubscription"], "2");
+  // The 2:1 variant is the scenario as written.
+  const nlohmann::json direct = run_json(kDumbbell);
+  EXPECT_EQ(two["jobs"][0]["iteration_time_s"], direct["jobs"][0]["iteration_time_s"]);
+  EXPECT_LE(j["variants"][0]["jobs"]["jobs"][0]["slowdown"].get<double>(),
+            two["jobs"][0]["slowdown"].get<double>());
+  const CliRun text = trainsim(std::string("run ") + kDumbbell +
+                               " --compare cluster.fabric.oversubscription=1,2");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "oversubscription=2  b"));
+  EXPECT_TRUE(has(text.out, "links that carried more than one job's traffic"));
+  const CliRun unknown = trainsim(std::string("run ") + kDumbbell +
+                                  " --compare cluster.fabric.oversubscriptio=1,2");
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_TRUE(has(unknown.err, "`cluster.fabric.oversubscriptio`: unknown key")) << unknown.err;
+  const CliRun report = trainsim(std::string("run ") + kDumbbell +
+                                 " --compare cluster.fabric.oversubscription=1,2 --report " +
+                                 temp_path("jobs_report"));
+  EXPECT_EQ(report.code, 2);
+  EXPECT_TRUE(has(report.err, "--report")) << report.err;
+}
+
 TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
   struct Case {
     std::string jobs, expect;
