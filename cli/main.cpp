@@ -4,7 +4,11 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -124,6 +128,37 @@ std::vector<int> parse_trace_ranks(const std::string& text, const scen::Scenario
 using cli::check_flow_work;
 using cli::require_finite_result;
 
+// Progress of an event-driven run on stderr, on a terminal only (never in a pipe, a file or with
+// JSON output): the simulated time against the analytic estimate, and a wall-clock ETA. Redrawn at
+// most four times a second; the line is cleared at the end.
+exec::ProgressFn terminal_progress(const std::string& format, const std::string& fidelity,
+                                   const std::string& what) {
+  if (format == "json" || (fidelity != "flow" && fidelity != "schedule") ||
+      ::isatty(STDERR_FILENO) != 1) {
+    return {};
+  }
+  struct State {
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    double last_drawn = -1;
+  };
+  auto st = std::make_shared<State>();
+  return [st, what](double sim_s, double estimate_s) {
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - st->start).count();
+    if (wall - st->last_drawn < 0.25) return;
+    st->last_drawn = wall;
+    const double left = sim_s > 0 ? wall * std::max(0.0, estimate_s - sim_s) / sim_s : 0;
+    std::cerr << fmt::format("\r{}: simulated {:.2f} of ~{:.2f} s (analytic estimate), {:.0f} s, "
+                             "ETA {:.0f} s   ",
+                             what, sim_s, estimate_s, wall, left);
+    std::cerr.flush();
+  };
+}
+
+void end_progress(const exec::ProgressFn& p) {
+  if (p) std::cerr << "\r\033[K" << std::flush;
+}
+
 // A scenario with `jobs:` (scenarios/jobs.h): every job together on the cluster, and alone.
 int run_jobs(const RunArgs& a, const scen::Scenario& s) {
   if (!a.trace.empty()) {
@@ -135,7 +170,10 @@ int run_jobs(const RunArgs& a, const scen::Scenario& s) {
                 "use --format json for every job's full result");
   }
   for (const scen::JobSpec& j : s.jobs) check_flow_work(j.scenario, a.force);
-  const scen::JobsOutcome o = scen::run_scenario_jobs(s);
+  const exec::ProgressFn progress =
+      terminal_progress(a.format, s.fidelity, fmt::format("{} jobs, {} fidelity", s.jobs.size(), s.fidelity));
+  const scen::JobsOutcome o = scen::run_scenario_jobs(s, progress);
+  end_progress(progress);
   for (const scen::JobOutcome& j : o.jobs) {
     require_finite_result(j.shared);
     require_finite_result(j.alone);
@@ -181,7 +219,10 @@ int cmd_run(const RunArgs& a) {
     }
     trace_ranks = parse_trace_ranks(a.trace_ranks, s);
   }
-  const exec::Result r = scen::run_scenario(s, cfg, {}, trace_ranks);
+  const exec::ProgressFn progress =
+      terminal_progress(a.format, s.fidelity, fmt::format("{} fidelity", s.fidelity));
+  const exec::Result r = scen::run_scenario(s, cfg, {}, trace_ranks, progress);
+  end_progress(progress);
   require_finite_result(r);
   if (!a.trace.empty()) {
     reports::TraceMeta meta;

@@ -123,7 +123,7 @@ std::vector<std::vector<int>> place_jobs(const Scenario& s) {
   return hosts;
 }
 
-JobsOutcome run_scenario_jobs(const Scenario& s) {
+JobsOutcome run_scenario_jobs(const Scenario& s, const exec::ProgressFn& progress) {
   if (s.jobs.empty()) throw_input("the scenario has no jobs", {s.source, 0, "jobs"});
   if (s.simulation.jitter > 0 || s.simulation.straggler_rank >= 0 ||
       s.simulation.straggler_host >= 0) {
@@ -180,7 +180,9 @@ JobsOutcome run_scenario_jobs(const Scenario& s) {
   }
   if (event) {
     try {
-      out.run = exec::run_jobs(cluster, runs, exec_options(s));
+      exec::ExecOptions options = exec_options(s);
+      options.progress = progress;
+      out.run = exec::run_jobs(cluster, runs, options);
     } catch (const Error& e) {
       throw located(e, nullptr);
     }

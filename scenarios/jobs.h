@@ -42,7 +42,8 @@ struct JobsOutcome {
 /// Places and runs the jobs of `s` (s.jobs non-empty) at the scenario's fidelity: at schedule and
 /// flow fidelity together on one event core and (flow) one fabric, then each alone for its
 /// slowdown; at analytic fidelity each alone (the closed form has no shared network state).
+/// `progress` follows the shared run (exec::ExecOptions::progress).
 /// Throws as run_scenario, and Error(kInput) for what the jobs cannot use (stragglers, jitter).
-JobsOutcome run_scenario_jobs(const Scenario& s);
+JobsOutcome run_scenario_jobs(const Scenario& s, const exec::ProgressFn& progress = {});
 
 }  // namespace trainsim::scen

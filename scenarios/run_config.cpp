@@ -49,7 +49,8 @@ exec::ExecOptions exec_options(const Scenario& s) {
 
 exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
                           const exec::AnalyticOptions& options,
-                          const std::vector<int>& trace_ranks) {
+                          const std::vector<int>& trace_ranks,
+                          const exec::ProgressFn& progress) {
   if (s.fidelity == "packet") {
     throw_input("fidelity `packet` is not available in this build yet",
                 origin_of(s, "simulation.fidelity"), "use `analytic`, `schedule` or `flow`");
@@ -65,6 +66,7 @@ exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
     exec::ExecOptions o = exec_options(s);
     o.enforce_memory = options.enforce_memory;
     o.trace_ranks = trace_ranks;
+    o.progress = progress;
     return exec::run_program(cfg, o);
   } catch (const Error& e) {
     if (!e.where().file.empty()) throw;

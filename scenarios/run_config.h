@@ -17,10 +17,12 @@ exec::RunConfig make_run_config(const Scenario& s);
 exec::ExecOptions exec_options(const Scenario& s);
 
 /// Runs the scenario at its fidelity (analytic: closed form; schedule and flow: the Programs on
-/// the event core). `trace_ranks` asks the event-driven fidelities for those ranks' task spans.
+/// the event core). `progress` (event-driven fidelities) is called as the simulation advances
+/// (exec::ExecOptions::progress). `trace_ranks` asks the event-driven fidelities for those ranks' task spans.
 /// Errors without a file get the scenario's file attached.
 exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
                           const exec::AnalyticOptions& options = {},
-                          const std::vector<int>& trace_ranks = {});
+                          const std::vector<int>& trace_ranks = {},
+                          const exec::ProgressFn& progress = {});
 
 }  // namespace trainsim::scen

@@ -545,6 +545,22 @@ void finalize(const RunConfig& cfg, const char* fidelity, Result& r) {
   r.hfu = r.hardware_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
 }
 
+// Runs `sim` to the end, in steps of about a hundredth of `estimate_s` when progress is asked for
+// (Simulation::run_until dispatches the same events in the same order as run()).
+void run_with_progress(Simulation& sim, const ExecOptions& options, double estimate_s) {
+  if (!options.progress) {
+    sim.run();
+    return;
+  }
+  // At least one step: before it, the work may be only batch calls (flows started and not yet
+  // solved), with no event queued.
+  const TimePs step = TimePs::from_seconds(std::max(estimate_s / 100, 1e-3));
+  do {
+    sim.run_until(sim.now() + step);
+    options.progress(sim.now().seconds(), estimate_s);
+  } while (sim.pending_events() > 0);
+}
+
 void add_exec_note(Result& r) {
   std::erase_if(r.notes, [](const std::string& n) { return n.rfind("analytic fidelity", 0) == 0; });
   r.notes.push_back(fmt::format(
@@ -567,7 +583,7 @@ Result run_program(const RunConfig& cfg, const ExecOptions& options) {
   const std::unique_ptr<CommBackend> backend = make_comm_backend(sim, cfg, options, r);
   Executor ex(cfg, options, ps, sim, *backend);
   ex.begin();
-  sim.run();
+  run_with_progress(sim, options, r.iteration_time_s);
   const double executed_s = ex.finish(r);
   finalize(cfg, backend->fidelity(), r);
   backend->report(executed_s, r);
@@ -610,7 +626,11 @@ JobsResult run_jobs(const RunConfig& cluster, const std::vector<JobRun>& jobs,
                                                    TimePs::from_seconds(jobs[i].start_s)));
     executors.back()->begin();
   }
-  sim.run();
+  double estimate_s = 0;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    estimate_s = std::max(estimate_s, jobs[i].start_s + results[i].iteration_time_s);
+  }
+  run_with_progress(sim, options, estimate_s);
   out.makespan_s = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     Result& r = results[i];

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,10 @@ namespace trainsim::exec {
 inline constexpr const char* kProgramModelVersion = "program-1";
 
 enum class NetworkBackend { kAnalytic, kFlow };
+
+/// Progress of an event-driven run: the simulated time and the analytic estimate of its end, in
+/// seconds.
+using ProgressFn = std::function<void(double simulated_s, double estimate_s)>;
 
 /// A slow GPU (rank ≥ 0) or a slow server (host ≥ 0: every GPU of server `host`): its compute
 /// tasks take `factor` times as long.
@@ -65,6 +70,10 @@ struct ExecOptions {
   // Flow backend.
   topo::RoutingConfig routing;
   net::NetworkConfig network;
+  // Called with the simulated time (seconds) and the analytic estimate of the whole run as the
+  // simulation advances (about every hundredth of the estimate); empty: the run goes in one
+  // piece. Results are the same either way.
+  ProgressFn progress;
 };
 
 /// Runs one iteration. Throws trainsim::Error(kInfeasible) for configurations that cannot run,

@@ -176,6 +176,33 @@ TEST(JobsCli, CompareRunsEveryJobOnEachFabricVariant) {
   EXPECT_TRUE(has(report.err, "--report")) << report.err;
 }
 
+// On a terminal an event-driven run shows its progress with an ETA on stderr; piped, or with
+// JSON output, it shows none; and the result is the same bytes either way. `script` (util-linux)
+// gives the run a pseudo-terminal.
+TEST(JobsCli, ProgressOnATerminalOnly) {
+  if (trainsim::testing::shell("command -v script > /dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "no `script` to give the run a terminal";
+  }
+  const std::string tty_out = temp_path("tty_result.txt"), tty_log = temp_path("tty_log.txt");
+  for (const std::string& scenario :
+       {std::string("scenarios/examples/megatron-1.7b-32xa100.yaml --fidelity flow"),
+        std::string(kDumbbell)}) {
+    const std::string cmd = std::string("script -qec \"") + TRAINSIM_BINARY + " run " + scenario +
+                            " -o " + tty_out + "\" /dev/null > " + tty_log + " 2>&1";
+    ASSERT_EQ(trainsim::testing::shell(cmd), 0) << slurp(tty_log);
+    EXPECT_TRUE(has(slurp(tty_log), "ETA")) << slurp(tty_log);
+    const CliRun piped = trainsim("run " + scenario);
+    ASSERT_EQ(piped.code, 0) << piped.err;
+    EXPECT_FALSE(has(piped.err, "ETA")) << piped.err;
+    EXPECT_EQ(slurp(tty_out), piped.out);
+    const std::string json_cmd = std::string("script -qec \"") + TRAINSIM_BINARY + " run " +
+                                 scenario + " --format json -o " + tty_out + "\" /dev/null > " +
+                                 tty_log + " 2>&1";
+    ASSERT_EQ(trainsim::testing::shell(json_cmd), 0) << slurp(tty_log);
+    EXPECT_FALSE(has(slurp(tty_log), "ETA")) << slurp(tty_log);
+  }
+}
+
 TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
   struct Case {
     std::string jobs, expect;
