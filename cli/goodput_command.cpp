@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <chrono>
+#include <functional>
 #include <cstring>
 #include <iostream>
 #include <memory>
@@ -59,17 +63,36 @@ goodput::TrialResult deserialize(const std::string& in, std::size_t& pos, std::s
 
 // Runs `trials` trials of every variant: this rank's contiguous share of the trial indices on
 // `jobs` threads, gathered on rank 0 in rank order (= trial order). Other ranks get nothing.
+// Progress on rank 0's terminal only (never in a pipe, a file or with JSON output): checkpoint
+// intervals done, elapsed time and an ETA, after each interval's trials.
+std::function<void(std::size_t, std::size_t)> goodput_progress(const std::string& format,
+                                                               const SweepGroup& group) {
+  if (format == "json" || group.rank() != 0 || ::isatty(STDERR_FILENO) != 1) return {};
+  const auto start = std::chrono::steady_clock::now();
+  return [start](std::size_t done, std::size_t total) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cerr << fmt::format("\rgoodput: {}/{} checkpoint intervals, {:.0f} s, ETA {:.0f} s   ",
+                             done, total, s,
+                             s / static_cast<double>(done) * static_cast<double>(total - done));
+    if (done == total) std::cerr << "\r\033[K";
+    std::cerr.flush();
+  };
+}
+
 std::vector<std::vector<goodput::TrialResult>> run_distributed(
-    const std::vector<goodput::Params>& variants, long trials, int jobs, SweepGroup& group) {
+    const std::vector<goodput::Params>& variants, long trials, int jobs, SweepGroup& group,
+    const std::function<void(std::size_t, std::size_t)>& progress) {
   const auto n = static_cast<std::uint64_t>(trials);
   const auto ranks = static_cast<std::uint64_t>(group.size());
   auto lo = [&](std::uint64_t r) { return n * r / ranks; };
   const auto me = static_cast<std::uint64_t>(group.rank());
   std::string mine;
-  for (const goodput::Params& p : variants) {
-    for (const goodput::TrialResult& t : goodput::run_trials(p, lo(me), lo(me + 1) - lo(me), jobs)) {
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    for (const goodput::TrialResult& t :
+         goodput::run_trials(variants[v], lo(me), lo(me + 1) - lo(me), jobs)) {
       serialize(t, mine);
     }
+    if (progress) progress(v + 1, variants.size());
   }
   const std::vector<std::string> all = group.gather(mine);
   std::vector<std::vector<goodput::TrialResult>> out(variants.size());
@@ -111,7 +134,8 @@ int goodput_run(const GoodputArgs& a, SweepGroup& group) {
   }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / local_ranks());
-  const auto results = run_distributed(variants, a.trials, jobs, group);
+  const auto results =
+      run_distributed(variants, a.trials, jobs, group, goodput_progress(a.format, group));
   if (group.rank() != 0) return 0;
 
   reports::GoodputOutcome o;

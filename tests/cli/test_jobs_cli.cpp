@@ -176,8 +176,8 @@ TEST(JobsCli, CompareRunsEveryJobOnEachFabricVariant) {
   EXPECT_TRUE(has(report.err, "--report")) << report.err;
 }
 
-// On a terminal an event-driven run shows its progress with an ETA on stderr; piped, or with
-// JSON output, it shows none; and the result is the same bytes either way. `script` (util-linux)
+// On a terminal an event-driven run (and goodput) shows its progress with an ETA on stderr;
+// piped, or with JSON output, it shows none; and the result is the same bytes either way. `script` (util-linux)
 // gives the run a pseudo-terminal.
 TEST(JobsCli, ProgressOnATerminalOnly) {
   if (trainsim::testing::shell("command -v script > /dev/null 2>&1") != 0) {
@@ -201,6 +201,16 @@ TEST(JobsCli, ProgressOnATerminalOnly) {
     ASSERT_EQ(trainsim::testing::shell(json_cmd), 0) << slurp(tty_log);
     EXPECT_FALSE(has(slurp(tty_log), "ETA")) << slurp(tty_log);
   }
+  // goodput: one progress line per checkpoint interval searched.
+  const std::string gp = std::string("script -qec \"") + TRAINSIM_BINARY +
+                         " goodput --trials 20 -o " + tty_out + "\" /dev/null > " + tty_log +
+                         " 2>&1";
+  ASSERT_EQ(trainsim::testing::shell(gp), 0) << slurp(tty_log);
+  EXPECT_TRUE(has(slurp(tty_log), "checkpoint intervals")) << slurp(tty_log);
+  const CliRun piped = trainsim("goodput --trials 20");
+  ASSERT_EQ(piped.code, 0) << piped.err;
+  EXPECT_FALSE(has(piped.err, "ETA"));
+  EXPECT_EQ(slurp(tty_out), piped.out);
 }
 
 TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
