@@ -75,7 +75,7 @@ std::string server_ranges(const std::vector<int>& hosts, std::size_t max_runs) {
 
 std::vector<std::string> jobs_header(const std::vector<std::string>& prefix) {
   std::vector<std::string> h = prefix;
-  for (const char* c : {"job", "GPUs", "placement", "servers", "start s", "iter s", "alone s",
+  for (const char* c : {"job", "GPUs", "placement", "servers", "start s", "iters", "iter s", "alone s",
                         "slowdown", "MFU", "exposed s: dp", "pp", "tp"}) {
     h.push_back(c);
   }
@@ -91,6 +91,7 @@ std::vector<std::vector<std::string>> jobs_rows(const scen::JobsOutcome& o,
     for (std::string cell :
          {j.spec->name, fmt::format("{}", j.spec->scenario.cluster.gpus), j.spec->placement,
           server_ranges(j.hosts, 3), fmt::format("{:g}", j.spec->start_s),
+          fmt::format("{}", j.spec->iterations),
           fmt::format("{:.3f}", j.shared.iteration_time_s),
           fmt::format("{:.3f}", j.alone.iteration_time_s), fmt::format("{:.3f}×", j.slowdown),
           fmt::format("{:.1f} %", 100 * j.shared.mfu), fmt::format("{:.3f}", b.exposed_dp_s),
@@ -157,6 +158,7 @@ nlohmann::ordered_json jobs_json(const scen::JobsOutcome& o, const scen::Scenari
                     {"placement", jo.spec->placement},
                     {"servers", jo.hosts},
                     {"start_s", jo.spec->start_s},
+                    {"iterations", jo.spec->iterations},
                     {"iteration_time_s", jo.shared.iteration_time_s},
                     {"alone_iteration_time_s", jo.alone.iteration_time_s},
                     {"slowdown", jo.slowdown},

@@ -15,7 +15,8 @@ namespace trainsim::reports {
 /// Servers as ranges: "0-383", "0-3, 8-11, 20 (3 runs)"; long lists are cut after `max_runs`.
 std::string server_ranges(const std::vector<int>& hosts, std::size_t max_runs = 6);
 
-/// The per-job table (rows only: job, GPUs, placement, servers, start, iteration, alone,
+/// The per-job table (rows only: job, GPUs, placement, servers, start, iterations, mean
+/// iteration, alone,
 /// slowdown, MFU, exposed DP/PP/TP), with `prefix` cells before each row's own.
 std::vector<std::vector<std::string>> jobs_rows(const scen::JobsOutcome& o,
                                                 const std::vector<std::string>& prefix);

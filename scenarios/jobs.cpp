@@ -149,6 +149,7 @@ JobsOutcome run_scenario_jobs(const Scenario& s, const exec::ProgressFn& progres
     exec::JobRun jr;
     jr.cfg = &cfgs[j];
     jr.start_s = s.jobs[j].start_s;
+    jr.iterations = s.jobs[j].iterations;
     for (int r = 0; r < cfgs[j].cluster.gpus; ++r) {
       jr.gpus.push_back(hosts[j][static_cast<std::size_t>(r / gpn)] * gpn + r % gpn);
     }
@@ -169,6 +170,7 @@ JobsOutcome run_scenario_jobs(const Scenario& s, const exec::ProgressFn& progres
       if (event) {
         exec::JobRun alone = runs[j];
         alone.start_s = 0;
+        alone.iterations = 1;  // alone, every iteration is the first one again
         o.alone = exec::run_jobs(cluster, {alone}, exec_options(s)).jobs.front();
       } else {
         o.alone = exec::run_analytic(cfgs[j]);
@@ -194,7 +196,8 @@ JobsOutcome run_scenario_jobs(const Scenario& s, const exec::ProgressFn& progres
     for (JobOutcome& o : out.jobs) {
       o.shared = o.alone;
       out.run.jobs.push_back(o.alone);
-      out.run.makespan_s = std::max(out.run.makespan_s, o.spec->start_s + o.alone.iteration_time_s);
+      out.run.makespan_s = std::max(out.run.makespan_s, o.spec->start_s + o.spec->iterations *
+                                                                              o.alone.iteration_time_s);
     }
   }
   for (JobOutcome& o : out.jobs) {

@@ -841,6 +841,8 @@ JobSpec load_job(const YAML::Node& entry, int index, const GivenMap& base,
       job.hosts = parse_hosts(value, where);
     } else if (key == "start_s") {
       job.start_s = parse_double(scalar(), where, 0, limits::kMaxHostTime_s);
+    } else if (key == "iterations") {
+      job.iterations = parse_int(scalar(), where, 1, 1000);
     } else {
       YAML::Node one;
       one[key] = value;

@@ -79,7 +79,7 @@ struct Scenario {
 };
 
 /// One job of a multi-job scenario: its entry's own keys (`name`, `gpus`, `placement`, `hosts`,
-/// `start_s`) and its scenario, which is the file's keys with the entry's other keys over them
+/// `start_s`, `iterations`) and its scenario, which is the file's keys with the entry's other keys over them
 /// (the file's cluster-wide sections, `cluster`, `network`, `calibration`, `collectives` and
 /// `simulation` (the seed too), cannot be given per job), `--set` over both, and cluster.gpus the
 /// job's GPUs.
@@ -87,7 +87,8 @@ struct JobSpec {
   std::string name;
   std::string placement = "packed";  // packed | spread | random | fragmented | hosts
   std::vector<int> hosts;            // the servers `hosts:` names, in rank order
-  double start_s = 0;                // when its iteration starts, seconds after the first job's
+  double start_s = 0;                // when its first iteration starts, seconds after time 0
+  int iterations = 1;                // iterations back to back (its result: the mean one)
   ErrorContext where;                // the entry in the file (its first line)
   Scenario scenario;
 };

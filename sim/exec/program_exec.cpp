@@ -88,16 +88,19 @@ class Executor final : public EventTarget, public CommEndpoints {
  public:
   /// `gpus`: the cluster GPU of each rank (empty: rank r is GPU r); `start`: when the job's
   /// iteration begins.
+  /// `iterations`: how many iterations run back to back (each starts when every rank has
+  /// finished the one before).
   Executor(const RunConfig& cfg, const ExecOptions& opt, const plan::ProgramSet& ps,
            Simulation& sim, CommBackend& backend, std::vector<int> gpus = {},
-           TimePs start = TimePs{})
+           TimePs start = TimePs{}, int iterations = 1)
       : cfg_(cfg), opt_(opt), ps_(ps), L_(ps.layout), sim_(sim), backend_(backend),
-        gpus_(std::move(gpus)), start_(start) {}
+        gpus_(std::move(gpus)), start_(start), iterations_(std::max(1, iterations)) {}
 
   /// Sets the job up on the backend and schedules its first tasks (at `start`).
   void begin();
-  /// After the simulation has run: checks every task ran and fills `r`; returns the executed
-  /// iteration's length in seconds (from `start`).
+  /// After the simulation has run: checks every task ran and fills `r` (the mean iteration:
+  /// times and breakdown over all iterations divided by their number); returns the executed
+  /// timeline's length in seconds (from `start`, every iteration).
   double finish(Result& r);
 
   int endpoint_count() const override { return static_cast<int>(actors_.size()); }
@@ -128,6 +131,7 @@ class Executor final : public EventTarget, public CommEndpoints {
     return symmetric_ ? stage : ps_.peer_on_stage(actors_[static_cast<std::size_t>(a)].rank, stage);
   }
   double fill_result(Result& r) const;
+  void next_iteration();
   std::vector<int> placed(std::vector<int> ranks) const {
     if (!gpus_.empty()) {
       for (int& r : ranks) r = gpus_[static_cast<std::size_t>(r)];
@@ -143,6 +147,9 @@ class Executor final : public EventTarget, public CommEndpoints {
   CommBackend& backend_;
   const std::vector<int> gpus_;
   const TimePs start_;
+  const int iterations_;
+  int iterations_done_ = 0;
+  std::size_t finished_actors_ = 0;  // actors done with the current iteration (iterations_ > 1)
   int job_ = 0;
   std::vector<Role> roles_;
   std::vector<Actor> actors_;
@@ -423,6 +430,27 @@ void Executor::complete(int a, Stream st) {
   ss.running = false;
   ++ss.next;
   ++ss.completed;
+  if (iterations_ > 1 && ss.completed == R.stream_list[static_cast<int>(st)].size()) {
+    bool done = true;
+    for (int s = 0; s < kStreams; ++s) {
+      done = done && act.s[s].completed == R.stream_list[s].size();
+    }
+    if (done && ++finished_actors_ == actors_.size()) next_iteration();
+  }
+}
+
+// Every rank has finished an iteration: the next one starts now, from the first task of every
+// stream. Accumulated times carry on (the breakdown is of all iterations); a rank's wait for the
+// slowest one of the iteration before is its bubble.
+void Executor::next_iteration() {
+  finished_actors_ = 0;
+  if (++iterations_done_ == iterations_) return;
+  for (Actor& a : actors_) {
+    for (StreamState& ss : a.s) ss = StreamState{};
+    a.posted_send[0] = a.posted_send[1] = 0;
+    a.posted_recv[0] = a.posted_recv[1] = 0;
+  }
+  sim_.schedule(sim_.now(), *this, kStartTag);
 }
 
 void Executor::on_event(std::uint64_t tag) {
@@ -474,18 +502,21 @@ double Executor::fill_result(Result& r) const {
     }
   }
   const Actor& ca = actors_[crit];
-  const double iter = (T - start_).seconds();
+  const double executed = (T - start_).seconds();
+  // Several iterations: the mean one (one iteration: the same numbers, divided by 1).
+  const double n = static_cast<double>(iterations_);
+  const double iter = executed / n;
   Breakdown& bd = r.breakdown;
   bd = Breakdown{};
-  bd.compute_s = ca.acc_compute;
-  bd.optimizer_s = ca.acc_opt;
-  bd.data_loading_s = ca.acc_data;
-  bd.exposed_tp_s = ca.acc_exposed[kExTp];
-  bd.exposed_cp_s = ca.acc_exposed[kExCp];
-  bd.exposed_ep_s = ca.acc_exposed[kExEp];
-  bd.exposed_pp_s = ca.acc_exposed[kExPp];
-  bd.exposed_dp_s = ca.acc_exposed[kExDp];
-  bd.pipeline_bubble_s = ca.acc_bubble + (T - ca.compute_end).seconds();
+  bd.compute_s = ca.acc_compute / n;
+  bd.optimizer_s = ca.acc_opt / n;
+  bd.data_loading_s = ca.acc_data / n;
+  bd.exposed_tp_s = ca.acc_exposed[kExTp] / n;
+  bd.exposed_cp_s = ca.acc_exposed[kExCp] / n;
+  bd.exposed_ep_s = ca.acc_exposed[kExEp] / n;
+  bd.exposed_pp_s = ca.acc_exposed[kExPp] / n;
+  bd.exposed_dp_s = ca.acc_exposed[kExDp] / n;
+  bd.pipeline_bubble_s = (ca.acc_bubble + (T - ca.compute_end).seconds()) / n;
   // The costs of scale (sim/exec/scale.h) are added as the analytic fidelity adds them: the
   // per-GPU speed spread is an order statistic over all ranks, not a per-rank draw here.
   const ScaleCosts sc = scale_costs(cfg_.scale, bd, ps_.layout, cfg_.cluster,
@@ -495,7 +526,15 @@ double Executor::fill_result(Result& r) const {
   r.iteration_time_s = iter + sc.gpu_variation_s + sc.global_sync_s;
 
   const Role& CR = roles_[static_cast<std::size_t>(ca.stage)];
-  r.task_kinds = task_kind_times(CR, ca.kind_total, ca.kind_count);
+  if (iterations_ == 1) {
+    r.task_kinds = task_kind_times(CR, ca.kind_total, ca.kind_count);
+  } else {
+    std::vector<double> total = ca.kind_total;
+    std::vector<long> count = ca.kind_count;
+    for (double& t : total) t /= n;
+    for (long& c : count) c /= iterations_;
+    r.task_kinds = task_kind_times(CR, total, count);
+  }
 
   // Timeline of the traced ranks.
   r.timeline = Timeline{};
@@ -517,7 +556,7 @@ double Executor::fill_result(Result& r) const {
   r.exec.events = static_cast<long>(sim_.events_dispatched());
   r.exec.symmetry = symmetric_;
   r.exec.critical_rank = ca.rank;
-  return iter;
+  return executed;
 }
 
 }  // namespace
@@ -623,12 +662,14 @@ JobsResult run_jobs(const RunConfig& cluster, const std::vector<JobRun>& jobs,
   for (std::size_t i = 0; i < jobs.size(); ++i) {
     executors.push_back(std::make_unique<Executor>(*jobs[i].cfg, options, programs[i], sim,
                                                    *backend, jobs[i].gpus,
-                                                   TimePs::from_seconds(jobs[i].start_s)));
+                                                   TimePs::from_seconds(jobs[i].start_s),
+                                                   jobs[i].iterations));
     executors.back()->begin();
   }
   double estimate_s = 0;
   for (std::size_t i = 0; i < jobs.size(); ++i) {
-    estimate_s = std::max(estimate_s, jobs[i].start_s + results[i].iteration_time_s);
+    estimate_s = std::max(estimate_s, jobs[i].start_s + jobs[i].iterations *
+                                                           results[i].iteration_time_s);
   }
   run_with_progress(sim, options, estimate_s);
   out.makespan_s = 0;

@@ -86,15 +86,16 @@ struct JobRun {
   const RunConfig* cfg = nullptr;
   std::vector<int> gpus;  // rank r runs on cluster GPU gpus[r]
   double start_s = 0;
+  int iterations = 1;     // back to back; its Result is the mean iteration
 };
 
 /// Several jobs run together (docs/network.md "Several jobs on one fabric").
 struct JobsResult {
-  std::vector<Result> jobs;  // each as run_program's, its iteration measured from its start;
-                             // the network statistics are the fabric's, below
+  std::vector<Result> jobs;  // each as run_program's, its iterations measured from its start
+                             // (the mean one); the network statistics are the fabric's, below
   NetworkStats fabric;       // flow fidelity: every link over [0, makespan], all jobs together
   Result::ExecStats exec;    // the shared run's counters (flows, solver, events)
-  double makespan_s = 0;     // the last job's end
+  double makespan_s = 0;     // the last job's end (all its iterations)
   std::string fidelity;
 };
 

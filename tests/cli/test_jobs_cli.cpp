@@ -145,6 +145,37 @@ TEST(JobsCli, ALaterStartIsMeasuredFromTheJobsOwnStart) {
   for (const auto& job : sched["jobs"]) EXPECT_EQ(job["slowdown"].get<double>(), 1.0);
 }
 
+// Jobs of different lengths: a runs three iterations, b one. b shares only a's first iteration,
+// which is then exactly the iteration of the two-job run; a's next two run alone. So a's mean
+// iteration is (T_shared + 2 T_alone) / 3, and b's is the two-job run's.
+TEST(JobsCli, IterationsRunBackToBackAndTheMeanIsReported) {
+  const nlohmann::json both = run_json(kDumbbell);
+  const double shared = both["jobs"][0]["iteration_time_s"].get<double>();
+  const double alone = both["jobs"][0]["alone_iteration_time_s"].get<double>();
+  const nlohmann::json j = run_json(dumbbell_with(
+      "  - {name: a, hosts: [0, 2], iterations: 3}\n  - {name: b, hosts: [1, 3]}\n", "iters"));
+  EXPECT_EQ(j["jobs"][0]["iterations"], 3);
+  const auto scale = [](const nlohmann::json& job) {
+    const auto& b = job["result"]["breakdown"];
+    return b["gpu_variation_s"].get<double>() + b["global_sync_s"].get<double>();
+  };
+  const double sc = scale(both["jobs"][0]);
+  EXPECT_NEAR(j["jobs"][0]["iteration_time_s"].get<double>() - sc,
+              ((shared - sc) + 2 * (alone - sc)) / 3, 1e-12);
+  EXPECT_NEAR(j["jobs"][1]["iteration_time_s"].get<double>(), shared, 1e-12);
+  EXPECT_NEAR(j["fabric"]["makespan_s"].get<double>(), (shared - sc) + 2 * (alone - sc), 1e-12);
+  // The mean iteration's breakdown still adds up to it.
+  const auto& b = j["jobs"][0]["result"]["breakdown"];
+  double sum = b["compute_s"].get<double>() + b["pipeline_bubble_s"].get<double>() +
+               b["optimizer_s"].get<double>() + b["data_loading_s"].get<double>() + sc;
+  for (const auto& [dim, t] : b["exposed_comm_s"].items()) sum += t.get<double>();
+  EXPECT_NEAR(sum, j["jobs"][0]["iteration_time_s"].get<double>(), 1e-9);
+  // Alone on its own servers, three iterations are three times the first.
+  const nlohmann::json solo = run_json(
+      dumbbell_with("  - {name: a, hosts: [0, 2], iterations: 3}\n", "solo"));
+  EXPECT_NEAR(solo["jobs"][0]["iteration_time_s"].get<double>(), alone, 1e-12);
+}
+
 // `--compare` runs the jobs on each variant of the fabric: one row per (variant, job). On the
 // dumbbell at 1:1 (two spines) the rings may still collide by ECMP; at 2:1 they always share.
 TEST(JobsCli, CompareRunsEveryJobOnEachFabricVariant) {
@@ -229,6 +260,7 @@ TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
       {"  - {name: a, gpus: 2, parallel: {tpp: 2}}\n", "`parallel.tpp`: unknown key"},
       {"  - {name: a, placement: packed}\n", "has no `gpus:`"},
       {"  - {name: a, hosts: [3-1]}\n", "runs backwards"},
+      {"  - {name: a, hosts: [0, 1], iterations: 0}\n", "`jobs[0].iterations`"},
       {"  {name: a}\n", "`jobs`: expected a list of jobs"},
       {"  - {name: a, gpus: 2, parallel: {tp: 4}}\n", "job `a`"},
   };
