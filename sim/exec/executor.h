@@ -1,0 +1,170 @@
+// The executor of one job's Programs (program_exec.h): its actors' streams, dependencies,
+// collective rendezvous and pipeline pairing, and the breakdown of the rank that finished last.
+// Communication goes through a CommBackend; the executor is the job's CommEndpoints. Internal to
+// sim/exec: run_program and run_jobs (run_jobs.cpp) build one per job.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "sim/core/rng.h"
+#include "sim/core/simulation.h"
+#include "sim/exec/comm_backend.h"
+#include "sim/exec/role_index.h"
+#include "sim/exec/task_time.h"
+#include "sim/plan/program.h"
+
+namespace trainsim::exec::detail {
+using plan::Dim;
+using plan::Pass;
+using plan::Stream;
+using plan::Task;
+using plan::TaskType;
+
+constexpr int kStreams = plan::kStreamCount;
+constexpr std::uint64_t kCommTag = 1ull << 62;
+constexpr std::uint64_t kStartTag = 1ull << 61;  // a job that starts later than time 0
+
+enum Exposed { kExTp, kExCp, kExEp, kExPp, kExDp, kExCount };
+
+inline int exposed_index(Dim d) {
+  switch (d) {
+    case Dim::kTp: return kExTp;
+    case Dim::kCp: return kExCp;
+    case Dim::kEp: return kExEp;
+    case Dim::kPp: return kExPp;
+    default: return kExDp;
+  }
+}
+
+using Role = RoleIndex;
+
+struct StreamState {
+  std::uint32_t next = 0;       // position of the head task
+  std::uint32_t completed = 0;  // tasks done
+  bool running = false;         // the head has started (or is posted, for communication)
+  TimePs start;                 // when its work began (communication: the transfer/collective)
+};
+
+struct Actor {
+  int stage = 0;
+  int rank = 0;              // representative rank
+  bool all_stage = false;    // stands for every rank of its stage (symmetry shortcut)
+  double factor = 1.0;       // straggler slow-down
+  StreamState s[kStreams];
+  std::uint32_t posted_send[2] = {0, 0};  // [0] activations (next), [1] gradients (prev)
+  std::uint32_t posted_recv[2] = {0, 0};
+  TimePs compute_end;        // end of the last compute task
+  TimePs end;                // end of the last task of any stream
+  double acc_compute = 0, acc_opt = 0, acc_data = 0, acc_bubble = 0;
+  double acc_exposed[kExCount] = {};
+  std::vector<double> kind_total;
+  std::vector<long> kind_count;
+  std::optional<Rng> jitter;
+  bool traced = false;
+  std::vector<TaskSpan> spans;
+  // What the last completion on each stream was (for charging compute-stream gaps).
+  struct Done {
+    std::uint32_t task = 0;
+    TimePs start;
+  } last_done[kStreams];
+};
+
+// One communication in flight (a collective or a transfer): the streams it completes.
+struct Comm {
+  struct Member {
+    int actor;
+    Stream stream;
+  };
+  std::vector<Member> members;
+};
+
+// The executor: streams, dependencies, rendezvous and the breakdown. Communication goes through
+// the CommBackend; the executor is the job's CommEndpoints (its actors are the endpoints).
+class Executor final : public EventTarget, public CommEndpoints {
+ public:
+  /// `gpus`: the cluster GPU of each rank (empty: rank r is GPU r); `start`: when the job's
+  /// iteration begins.
+  /// `iterations`: how many iterations run back to back (each starts when every rank has
+  /// finished the one before).
+  Executor(const RunConfig& cfg, const ExecOptions& opt, const plan::ProgramSet& ps,
+           Simulation& sim, CommBackend& backend, std::vector<int> gpus = {},
+           TimePs start = TimePs{}, int iterations = 1)
+      : cfg_(cfg), opt_(opt), ps_(ps), L_(ps.layout), sim_(sim), backend_(backend),
+        gpus_(std::move(gpus)), start_(start), iterations_(std::max(1, iterations)) {}
+
+  /// Sets the job up on the backend and schedules its first tasks (at `start`).
+  void begin();
+  /// After the simulation has run: checks every task ran and fills `r` (the mean iteration:
+  /// times and breakdown over all iterations divided by their number); returns the executed
+  /// timeline's length in seconds (from `start`, every iteration).
+  double finish(Result& r);
+
+  int endpoint_count() const override { return static_cast<int>(actors_.size()); }
+  std::vector<int> own_group(int e, Dim d) const override {
+    return placed(ps_.group(d, actors_[static_cast<std::size_t>(e)].rank));
+  }
+  std::vector<std::vector<int>> collective_groups(int e, Dim d) const override;
+  std::vector<std::pair<int, int>> transfer_pairs(int e, int dir) const override;
+
+ private:
+  void on_event(std::uint64_t tag) override;
+
+  void setup_roles();
+  void setup_actors();
+  void try_start(int a, int cause_stream);
+  void start_task(int a, Stream st, std::uint32_t ti, int cause_stream);
+  bool ready(const Actor& act, const Role& role, const Task& t) const;
+  void complete(int a, Stream st);
+  void post_collective(int a, Stream st, std::uint32_t ti);
+  void post_p2p(int a, Stream st, std::uint32_t ti);
+  bool start_clock(std::size_t id);
+  void begin_transfer(int send_actor, int recv_actor, const Task& t, int dir);
+  void finish_comm(std::size_t id);
+  std::size_t new_comm();
+  CommRequest request(std::size_t id, int a, const Task& t);
+  int actor_of_rank(int rank) const { return symmetric_ ? ps_.coord(rank).pp : rank; }
+  int actor_of_peer(int a, int stage) const {
+    return symmetric_ ? stage : ps_.peer_on_stage(actors_[static_cast<std::size_t>(a)].rank, stage);
+  }
+  double fill_result(Result& r) const;
+  void next_iteration();
+  std::vector<int> placed(std::vector<int> ranks) const {
+    if (!gpus_.empty()) {
+      for (int& r : ranks) r = gpus_[static_cast<std::size_t>(r)];
+    }
+    return ranks;
+  }
+
+  const RunConfig& cfg_;
+  const ExecOptions& opt_;
+  const plan::ProgramSet& ps_;
+  const plan::Layout& L_;
+  Simulation& sim_;
+  CommBackend& backend_;
+  const std::vector<int> gpus_;
+  const TimePs start_;
+  const int iterations_;
+  int iterations_done_ = 0;
+  std::size_t finished_actors_ = 0;  // actors done with the current iteration (iterations_ > 1)
+  int job_ = 0;
+  std::vector<Role> roles_;
+  std::vector<Actor> actors_;
+  bool symmetric_ = false;
+  // Collective rendezvous: (task, group id) → comm id and arrivals.
+  struct Rendezvous {
+    std::size_t comm;
+    int arrived = 0;
+    int expected = 0;
+  };
+  std::unordered_map<std::uint64_t, Rendezvous> rendezvous_;
+  std::vector<std::unique_ptr<Comm>> comms_;
+  std::vector<std::size_t> free_comms_;
+  long task_instances_ = 0;
+};
+
+
+}  // namespace trainsim::exec::detail
