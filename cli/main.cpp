@@ -165,10 +165,6 @@ int run_jobs(const RunArgs& a, const scen::Scenario& s) {
     throw_input("a trace is of one job's ranks; this scenario has several jobs", {"", 0, "--trace"},
                 "trace one job in a scenario of its own");
   }
-  if (!a.report.empty()) {
-    throw_input("the HTML report draws one job; this scenario has several", {"", 0, "--report"},
-                "use --format json for every job's full result");
-  }
   for (const scen::JobSpec& j : s.jobs) check_flow_work(j.scenario, a.force);
   const exec::ProgressFn progress =
       terminal_progress(a.format, s.fidelity, fmt::format("{} jobs, {} fidelity", s.jobs.size(), s.fidelity));
@@ -181,6 +177,7 @@ int run_jobs(const RunArgs& a, const scen::Scenario& s) {
   write_output(a.format == "json" ? reports::jobs_json(o, s).dump(2) + "\n"
                                   : reports::jobs_text(o, s),
                a.output);
+  if (!a.report.empty()) reports::write_jobs_report(a.report, o, s);
   return 0;
 }
 

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 
+#include "reports/html_report.h"
 #include "reports/summary.h"
+#include "reports/svg.h"
 #include "sim/core/version.h"
 
 namespace trainsim::reports {
@@ -172,6 +174,109 @@ nlohmann::ordered_json jobs_json(const scen::JobsOutcome& o, const scen::Scenari
   j["jobs"] = jobs;
   j["fabric"] = fabric_json(o.run);
   return j;
+}
+
+void write_jobs_report(const std::string& dir, const scen::JobsOutcome& o,
+                       const scen::Scenario& s) {
+  const exec::Result& first = o.jobs.front().shared;
+  const auto worst = std::max_element(
+      o.jobs.begin(), o.jobs.end(),
+      [](const scen::JobOutcome& a, const scen::JobOutcome& b) { return a.slowdown < b.slowdown; });
+  std::vector<std::pair<std::string, std::string>> items = {
+      {"jobs", fmt::format("{}", o.jobs.size())},
+      {"fidelity", o.run.fidelity},
+      {"makespan", fmt::format("{:.3f} s", o.run.makespan_s)},
+      {"largest slowdown", fmt::format("{:.3f}× ({})", worst->slowdown, worst->spec->name)}};
+  if (o.run.fidelity == "flow") {
+    items.push_back({"links shared by jobs", fmt::format("{}", o.run.fabric.links_shared_by_jobs)});
+  }
+  std::vector<std::string> head;
+  for (const std::string& h : jobs_header({})) {
+    head.push_back(h == "job" || h == "placement" || h == "servers" ? h : "#" + h);
+  }
+  std::string body =
+      html::section("summary", "Summary", html::cards(items) + html::table("jobs-table", head, jobs_rows(o, {})));
+
+  svg::Bars slow;
+  slow.id = "jobs-slowdown";
+  slow.title = "Iteration together against alone, per job";
+  slow.unit = "s";
+  for (const scen::JobOutcome& j : o.jobs) {
+    slow.bars.push_back({j.spec->name + " · alone", j.alone.iteration_time_s,
+                         fmt::format("{:.3f} s", j.alone.iteration_time_s), false, false, ""});
+    slow.bars.push_back({j.spec->name + " · together", j.shared.iteration_time_s,
+                         fmt::format("{:.3f} s · {:.3f}×", j.shared.iteration_time_s, j.slowdown),
+                         j.slowdown > 1.0, false, ""});
+  }
+  svg::StackedBars bd;
+  bd.id = "jobs-breakdown";
+  bd.title = "Where each job's iteration goes (together)";
+  bd.unit = "s";
+  bd.segments = {"compute", "exposed TP", "exposed CP", "exposed EP", "exposed PP", "exposed DP",
+                 "pipeline bubble", "optimizer", "data loading", "slowest-GPU pacing",
+                 "global sync"};
+  for (std::size_t i = 0; i < bd.segments.size(); ++i) bd.colors.push_back(svg::palette(i));
+  for (const scen::JobOutcome& j : o.jobs) {
+    const exec::Breakdown& b = j.shared.breakdown;
+    bd.bars.push_back({j.spec->name,
+                       {b.compute_s, b.exposed_tp_s, b.exposed_cp_s, b.exposed_ep_s,
+                        b.exposed_pp_s, b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s,
+                        b.data_loading_s, b.gpu_variation_s, b.global_sync_s},
+                       false});
+  }
+  body += html::section("jobs", "Jobs together and alone",
+                        html::figure(svg::bars(slow), "Highlighted: a job the others slowed.") +
+                            html::figure(svg::stacked_bars(bd), "Critical-path seconds per iteration."));
+
+  svg::Bars links;
+  links.id = "jobs-links";
+  links.unit = "% busy";
+  links.max_value = 100;
+  links.title = "Busiest and mean link of each class, all jobs over the makespan";
+  for (const auto& c : o.run.fabric.link_classes) {
+    if (c.used == 0) continue;
+    links.bars.push_back({c.name + " · busiest", 100 * c.max_utilization,
+                          fmt::format("{:.1f} %", 100 * c.max_utilization), false, false, ""});
+    links.bars.push_back({c.name + " · mean", 100 * c.mean_utilization,
+                          fmt::format("{:.1f} % · {} of {} links used", 100 * c.mean_utilization,
+                                      c.used, c.links),
+                          false, false, ""});
+  }
+  body += html::section(
+      "links", "Fabric",
+      links.bars.empty()
+          ? std::string("<p>No shared network state at ") + o.run.fidelity +
+                " fidelity: the jobs do not meet; run with --fidelity flow.</p>"
+          : html::figure(svg::bars(links),
+                         fmt::format("Bytes carried over capacity times the makespan. {} switch "
+                                     "and NIC links carried more than one job's traffic ({:.1f} % "
+                                     "of the bytes on such links); ECMP max/mean {}.",
+                                     o.run.fabric.links_shared_by_jobs,
+                                     100 * o.run.fabric.shared_link_bytes_fraction,
+                                     o.run.fabric.has_ecmp
+                                         ? fmt::format("{:.2f}", o.run.fabric.ecmp_imbalance)
+                                         : std::string("–"))));
+
+  std::string csv =
+      "job,gpus,placement,start_s,iterations,iteration_time_s,alone_iteration_time_s,slowdown,mfu,"
+      "exposed_dp_s,exposed_pp_s,exposed_tp_s\n";
+  for (const scen::JobOutcome& j : o.jobs) {
+    std::string name;
+    for (const char ch : j.spec->name) name += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+    const exec::Breakdown& b = j.shared.breakdown;
+    csv += fmt::format("\"{}\",{},{},{},{},{},{},{},{},{},{},{}\n", name,
+                       j.spec->scenario.cluster.gpus, j.spec->placement, j.spec->start_s,
+                       j.spec->iterations, j.shared.iteration_time_s, j.alone.iteration_time_s,
+                       j.slowdown, j.shared.mfu, b.exposed_dp_s, b.exposed_pp_s, b.exposed_tp_s);
+  }
+  html::write_files(
+      dir, {{"index.html",
+             html::page("jobs", fmt::format("trainsim run · {} jobs · {}", o.jobs.size(), s.source),
+                        html::meta_line(o.run.fidelity, first.model_version,
+                                        first.profile_name + " v" + first.profile_version),
+                        body)},
+            {"results.json", jobs_json(o, s).dump(2) + "\n"},
+            {"results.csv", csv}});
 }
 
 }  // namespace trainsim::reports

@@ -25,5 +25,8 @@ std::vector<std::string> jobs_header(const std::vector<std::string>& prefix);
 
 std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s);
 nlohmann::ordered_json jobs_json(const scen::JobsOutcome& o, const scen::Scenario& s);
+/// DIR/index.html (each job's iteration together and alone, its breakdown, the fabric's load per
+/// link class), DIR/results.json (jobs_json) and DIR/results.csv (one row per job).
+void write_jobs_report(const std::string& dir, const scen::JobsOutcome& o, const scen::Scenario& s);
 
 }  // namespace trainsim::reports

@@ -117,6 +117,15 @@ TEST(JobsCli, JobsUnderTheirOwnLeavesDoNotSlowEachOther) {
       EXPECT_EQ(c["used"], 0);
     }
   }
+  // The report: the page, and its JSON and CSV read back.
+  const std::string dir = temp_path("jobs_report_dir");
+  const CliRun rep = trainsim("run " + path + " --report " + dir);
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  EXPECT_TRUE(has(slurp(dir + "/index.html"), "jobs-slowdown"));
+  const nlohmann::json back = nlohmann::json::parse(slurp(dir + "/results.json"));
+  EXPECT_EQ(back["jobs"][1]["slowdown"], 1.0);
+  const std::string csv = slurp(dir + "/results.csv");
+  EXPECT_TRUE(has(csv, "\"a\",2,hosts,0,1,")) << csv;
   // The text output names both jobs and the fabric.
   const CliRun text = trainsim("run " + path);
   ASSERT_EQ(text.code, 0) << text.err;
@@ -271,7 +280,7 @@ TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
     EXPECT_TRUE(has(r.err, c.expect)) << c.jobs << " -> " << r.err;
     EXPECT_TRUE(has(r.err, path)) << r.err;
   }
-  // Options that draw one job.
+  // A trace draws one job's ranks.
   const CliRun trace = trainsim(std::string("run ") + kDumbbell + " --trace /dev/null");
   EXPECT_EQ(trace.code, 2);
   EXPECT_TRUE(has(trace.err, "--trace"));

@@ -29,6 +29,7 @@
 #include "scenarios/sweep.h"
 #include "scenarios/variants.h"
 #include "reports/compare_report.h"
+#include "reports/jobs_report.h"
 #include "scenarios/validation_runs.h"
 
 namespace trainsim::reports {
@@ -419,6 +420,18 @@ TEST_F(HtmlBrowser, CompareReportRenders) {
   const PageCheck c =
       open_page(b, dir_ / "compare" / "index.html", screenshot_dir() / "report-compare.png");
   expect_rendered(c, "compare", {"compare-mfu", "compare-breakdown", "compare-links"});
+}
+
+// Several jobs on one fabric: each job together and alone, its breakdown, the fabric's load.
+TEST_F(HtmlBrowser, JobsReportRenders) {
+  const scen::Scenario s =
+      scen::load_scenario_file("scenarios/examples/two-jobs-dumbbell.yaml");
+  const scen::JobsOutcome o = scen::run_scenario_jobs(s);
+  write_jobs_report((dir_ / "jobs").string(), o, s);
+  Browser b(exe_);
+  const PageCheck c =
+      open_page(b, dir_ / "jobs" / "index.html", screenshot_dir() / "report-jobs.png");
+  expect_rendered(c, "jobs", {"jobs-slowdown", "jobs-breakdown", "jobs-links"});
 }
 
 TEST_F(HtmlBrowser, ValidationReportRenders) {
