@@ -45,21 +45,26 @@ const exec::NetworkStats::LinkClass* find_class(const Variant& v, const std::str
 }
 
 std::string aligned(const std::vector<std::vector<std::string>>& rows, std::size_t left_cols) {
-  std::vector<std::size_t> width(rows.front().size(), 0);
-  for (const auto& row : rows) {
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string s;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += c < left_cols ? fmt::format("{:<{}}  ", row[c], width[c])
-                            : fmt::format("{:>{}}  ", row[c], width[c]);
+  return aligned_columns(rows, left_cols);
+}
+
+// The busiest / mean utilisation of every used link class, one row per variant.
+std::string link_class_table(const std::vector<Variant>& vs,
+                             const std::vector<std::string>& classes) {
+  std::vector<std::vector<std::string>> t = {{"variant"}};
+  for (const std::string& name : classes) t[0].push_back(name);
+  for (const Variant& v : vs) {
+    std::vector<std::string> row = {v.label};
+    for (const std::string& name : classes) {
+      const auto* c = find_class(v, name);
+      row.push_back(c == nullptr || c->used == 0
+                        ? std::string("–")
+                        : fmt::format("{:.1f}/{:.1f}", 100 * c->max_utilization,
+                                      100 * c->mean_utilization));
     }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    s += line + "\n";
+    t.push_back(std::move(row));
   }
-  return s;
+  return aligned(t, 1);
 }
 
 std::string header(const std::vector<Variant>& vs, const std::vector<std::string>& keys) {
@@ -108,20 +113,7 @@ std::string compare_text(const std::vector<Variant>& vs, const std::vector<std::
     if (!classes.empty()) {
       s += "\nfabric load by class over the makespan, % of capacity: busiest link / mean of the "
            "class\n";
-      std::vector<std::vector<std::string>> t = {{"variant"}};
-      for (const std::string& name : classes) t[0].push_back(name);
-      for (const Variant& v : vs) {
-        std::vector<std::string> row = {v.label};
-        for (const std::string& name : classes) {
-          const auto* c = find_class(v, name);
-          row.push_back(c == nullptr || c->used == 0
-                            ? std::string("–")
-                            : fmt::format("{:.1f}/{:.1f}", 100 * c->max_utilization,
-                                          100 * c->mean_utilization));
-        }
-        t.push_back(std::move(row));
-      }
-      s += aligned(t, 1);
+      s += link_class_table(vs, classes);
     }
     return s;
   }
@@ -148,20 +140,7 @@ std::string compare_text(const std::vector<Variant>& vs, const std::vector<std::
   if (!classes.empty()) {
     s += "\nlink utilisation by class over the iteration, % of capacity: busiest link / mean of "
          "the class\n";
-    std::vector<std::vector<std::string>> t = {{"variant"}};
-    for (const std::string& name : classes) t[0].push_back(name);
-    for (const Variant& v : vs) {
-      std::vector<std::string> row = {v.label};
-      for (const std::string& name : classes) {
-        const auto* c = find_class(v, name);
-        row.push_back(c == nullptr || c->used == 0
-                          ? std::string("–")
-                          : fmt::format("{:.1f}/{:.1f}", 100 * c->max_utilization,
-                                        100 * c->mean_utilization));
-      }
-      t.push_back(std::move(row));
-    }
-    s += aligned(t, 1);
+    s += link_class_table(vs, classes);
   } else {
     s += "\nlink utilisation (GPU-attached links only at this fidelity; --fidelity flow for every "
          "tier):\n";
@@ -242,21 +221,9 @@ void write_compare_report(const std::string& dir, const std::vector<Variant>& vs
                                     v.result.iteration_time_s),
                         &v == &vs.front(), false, ""});
   }
-  svg::StackedBars bd;
-  bd.id = "compare-breakdown";
-  bd.title = "Where the iteration goes";
-  bd.unit = "s";
-  bd.segments = {"compute", "exposed TP", "exposed CP", "exposed EP", "exposed PP", "exposed DP",
-                 "pipeline bubble", "optimizer", "data loading", "slowest-GPU pacing",
-                 "global sync"};
-  for (std::size_t i = 0; i < bd.segments.size(); ++i) bd.colors.push_back(svg::palette(i));
+  svg::StackedBars bd = html::breakdown_chart("compare-breakdown", "Where the iteration goes");
   for (const Variant& v : vs) {
-    const exec::Breakdown& b = v.result.breakdown;
-    bd.bars.push_back({v.label,
-                       {b.compute_s, b.exposed_tp_s, b.exposed_cp_s, b.exposed_ep_s,
-                        b.exposed_pp_s, b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s,
-                        b.data_loading_s, b.gpu_variation_s, b.global_sync_s},
-                       &v == &vs.front()});
+    bd.bars.push_back({v.label, html::breakdown_values(v.result.breakdown), &v == &vs.front()});
   }
   body += html::section("variants", "Variants side by side",
                         html::figure(svg::bars(mfu), "The outlined bar is the first variant.") +

@@ -1036,6 +1036,14 @@ void write_files(const std::string& dir,
   const std::filesystem::path d = make_dir(dir);
   for (const auto& [name, text] : files) write_file(d / name, text);
 }
+svg::StackedBars breakdown_chart(const std::string& id, const std::string& title) {
+  return ::trainsim::reports::breakdown_chart(id, title, false);
+}
+
+std::vector<double> breakdown_values(const exec::Breakdown& b) {
+  return ::trainsim::reports::breakdown_values(b);
+}
+
 }  // namespace html
 
 }  // namespace trainsim::reports

@@ -19,6 +19,7 @@
 #include "scenarios/scenario.h"
 #include "scenarios/sweep.h"
 #include "scenarios/validation_runs.h"
+#include "reports/svg.h"
 #include "sim/exec/result.h"
 
 namespace trainsim::reports {
@@ -65,6 +66,11 @@ std::string table(const std::string& id, const std::vector<std::string>& head,
                   const std::vector<std::vector<std::string>>& rows);
 std::string meta_line(const std::string& fidelity, const std::string& model_version,
                       const std::string& calibration);
+/// The stacked chart of iteration breakdowns every report draws (compute, exposed communication
+/// per dimension, bubble, optimizer, data loading, costs of scale), with no bars yet; a bar's
+/// values are breakdown_values(b), in the same order.
+svg::StackedBars breakdown_chart(const std::string& id, const std::string& title);
+std::vector<double> breakdown_values(const exec::Breakdown& b);
 /// Writes a report's files: `dir` is created if missing; each (name, text) pair becomes
 /// dir/name. Throws Error(kRuntime) naming the folder or file that cannot be written.
 void write_files(const std::string& dir,

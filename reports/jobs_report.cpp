@@ -12,25 +12,6 @@
 namespace trainsim::reports {
 namespace {
 
-std::string aligned_rows(const std::vector<std::vector<std::string>>& rows,
-                         std::size_t left_cols) {
-  std::vector<std::size_t> width(rows.front().size(), 0);
-  for (const auto& row : rows) {
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string s;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      line += c < left_cols ? fmt::format("{:<{}}  ", row[c], width[c])
-                            : fmt::format("{:>{}}  ", row[c], width[c]);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    s += line + "\n";
-  }
-  return s;
-}
-
 nlohmann::ordered_json fabric_json(const exec::JobsResult& run) {
   nlohmann::ordered_json f;
   f["makespan_s"] = run.makespan_s;
@@ -41,15 +22,7 @@ nlohmann::ordered_json fabric_json(const exec::JobsResult& run) {
   f["ecmp_imbalance"] = n.has_ecmp ? nlohmann::ordered_json(n.ecmp_imbalance) : nullptr;
   f["links_shared_by_jobs"] = n.links_shared_by_jobs;
   f["shared_link_bytes_fraction"] = n.shared_link_bytes_fraction;
-  nlohmann::ordered_json classes = nlohmann::ordered_json::array();
-  for (const auto& c : n.link_classes) {
-    classes.push_back({{"class", c.name},
-                       {"links", c.links},
-                       {"used", c.used},
-                       {"max_utilization", c.max_utilization},
-                       {"mean_utilization", c.mean_utilization}});
-  }
-  f["link_classes"] = classes;
+  f["link_classes"] = link_classes_json(n);
   f["flows"] = run.exec.flows;
   f["solves"] = run.exec.solves;
   return f;
@@ -121,7 +94,7 @@ std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
   t += "\n";
   std::vector<std::vector<std::string>> rows = {jobs_header({})};
   for (auto& row : jobs_rows(o, {})) rows.push_back(std::move(row));
-  t += aligned_rows(rows, 4);
+  t += aligned_columns(rows, 4);
   if (o.run.fidelity != "flow") {
     t += fmt::format("\n{} fidelity: the jobs do not share network state (slowdown 1); "
                      "--fidelity flow puts their flows on one fabric\n",
@@ -137,7 +110,7 @@ std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
                  fmt::format("{:.1f} %", 100 * c.max_utilization),
                  fmt::format("{:.1f} %", 100 * c.mean_utilization)});
   }
-  t += aligned_rows(f, 1);
+  t += aligned_columns(f, 1);
   t += fmt::format("ECMP      max/mean load over uplinks {}\n",
                    n.has_ecmp ? fmt::format("{:.2f}", n.ecmp_imbalance) : std::string("–"));
   t += fmt::format("shared    {} switch and NIC links carried more than one job's traffic "
@@ -194,8 +167,8 @@ void write_jobs_report(const std::string& dir, const scen::JobsOutcome& o,
   for (const std::string& h : jobs_header({})) {
     head.push_back(h == "job" || h == "placement" || h == "servers" ? h : "#" + h);
   }
-  std::string body =
-      html::section("summary", "Summary", html::cards(items) + html::table("jobs-table", head, jobs_rows(o, {})));
+  std::string body = html::section(
+      "summary", "Summary", html::cards(items) + html::table("jobs-table", head, jobs_rows(o, {})));
 
   svg::Bars slow;
   slow.id = "jobs-slowdown";
@@ -208,25 +181,15 @@ void write_jobs_report(const std::string& dir, const scen::JobsOutcome& o,
                          fmt::format("{:.3f} s · {:.3f}×", j.shared.iteration_time_s, j.slowdown),
                          j.slowdown > 1.0, false, ""});
   }
-  svg::StackedBars bd;
-  bd.id = "jobs-breakdown";
-  bd.title = "Where each job's iteration goes (together)";
-  bd.unit = "s";
-  bd.segments = {"compute", "exposed TP", "exposed CP", "exposed EP", "exposed PP", "exposed DP",
-                 "pipeline bubble", "optimizer", "data loading", "slowest-GPU pacing",
-                 "global sync"};
-  for (std::size_t i = 0; i < bd.segments.size(); ++i) bd.colors.push_back(svg::palette(i));
+  svg::StackedBars bd =
+      html::breakdown_chart("jobs-breakdown", "Where each job's iteration goes (together)");
   for (const scen::JobOutcome& j : o.jobs) {
-    const exec::Breakdown& b = j.shared.breakdown;
-    bd.bars.push_back({j.spec->name,
-                       {b.compute_s, b.exposed_tp_s, b.exposed_cp_s, b.exposed_ep_s,
-                        b.exposed_pp_s, b.exposed_dp_s, b.pipeline_bubble_s, b.optimizer_s,
-                        b.data_loading_s, b.gpu_variation_s, b.global_sync_s},
-                       false});
+    bd.bars.push_back({j.spec->name, html::breakdown_values(j.shared.breakdown), false});
   }
   body += html::section("jobs", "Jobs together and alone",
                         html::figure(svg::bars(slow), "Highlighted: a job the others slowed.") +
-                            html::figure(svg::stacked_bars(bd), "Critical-path seconds per iteration."));
+                            html::figure(svg::stacked_bars(bd),
+                                         "Critical-path seconds per iteration."));
 
   svg::Bars links;
   links.id = "jobs-links";

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "sim/core/units.h"
 #include "sim/core/version.h"
 
@@ -72,17 +74,7 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
                                     ? "no traffic crossed the switch tiers (no equal-cost choice)"
                                     : "not modelled at this fidelity (no routed flows)";
   }
-  if (!n.link_classes.empty()) {
-    ordered_json classes = ordered_json::array();
-    for (const auto& c : n.link_classes) {
-      classes.push_back({{"class", c.name},
-                         {"links", c.links},
-                         {"used", c.used},
-                         {"max_utilization", c.max_utilization},
-                         {"mean_utilization", c.mean_utilization}});
-    }
-    j["network"]["link_classes"] = classes;
-  }
+  if (!n.link_classes.empty()) j["network"]["link_classes"] = link_classes_json(n);
   if (!r.task_kinds.empty()) {
     ordered_json kinds = ordered_json::array();
     for (const auto& k : r.task_kinds) {
@@ -115,6 +107,40 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
   for (const auto& note : r.notes) notes.push_back(note);
   j["notes"] = notes;
   return j;
+}
+
+nlohmann::ordered_json link_classes_json(const exec::NetworkStats& n) {
+  nlohmann::ordered_json classes = nlohmann::ordered_json::array();
+  for (const auto& c : n.link_classes) {
+    classes.push_back({{"class", c.name},
+                       {"links", c.links},
+                       {"used", c.used},
+                       {"max_utilization", c.max_utilization},
+                       {"mean_utilization", c.mean_utilization}});
+  }
+  return classes;
+}
+
+std::string aligned_columns(const std::vector<std::vector<std::string>>& rows,
+                            std::size_t left_cols) {
+  if (rows.empty()) return {};
+  std::vector<std::size_t> width(rows.front().size(), 0);
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+    }
+  }
+  std::string s;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size() && c < width.size(); ++c) {
+      line += c < left_cols ? fmt::format("{:<{}}  ", row[c], width[c])
+                            : fmt::format("{:>{}}  ", row[c], width[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    s += line + "\n";
+  }
+  return s;
 }
 
 std::string result_json_text(const exec::Result& r, const scen::Scenario& s,

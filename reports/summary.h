@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "calibrate/profile.h"
 #include "scenarios/scenario.h"
@@ -20,6 +21,15 @@ nlohmann::ordered_json result_json(const exec::Result& r, const scen::Scenario& 
 /// `result_json` serialised with two-space indentation and a trailing newline.
 std::string result_json_text(const exec::Result& r, const scen::Scenario& s,
                              const calib::Profile& profile);
+/// The link classes of a flow-fidelity run as JSON (class, links, used, max and mean
+/// utilisation), as `result_json` writes them under network.link_classes.
+nlohmann::ordered_json link_classes_json(const exec::NetworkStats& n);
+
+/// Rows as text columns: the first `left_cols` left-aligned, the rest right-aligned, two spaces
+/// between, no trailing blanks.
+std::string aligned_columns(const std::vector<std::vector<std::string>>& rows,
+                            std::size_t left_cols);
+
 /// Human summary: headline numbers, memory, breakdown table, network, notes.
 std::string result_text(const exec::Result& r, const scen::Scenario& s,
                         const calib::Profile& profile);
