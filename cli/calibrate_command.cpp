@@ -249,6 +249,7 @@ int measure_kernels(const CalibrateArgs& a) {
   kernels::DType gemm = kernels::DType::kBf16;
   if (!a.scenario.empty()) {
     const scen::Scenario sc = scen::load_scenario_file(a.scenario, a.sets);
+    scen::require_one_job(sc, "calibrate kernels");
     if (sc.training.precision == Precision::kFp8) gemm = kernels::DType::kFp8;
     if (!a.dtype.empty()) gemm = kernels::parse_dtype(a.dtype, "--dtype");
     model::Sharding sh;

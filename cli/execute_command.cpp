@@ -85,6 +85,7 @@ int run_execute_command(const ExecuteArgs& a) {
       a.scenario.empty()
           ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
           : scen::load_scenario_file(a.scenario, a.sets);
+  scen::require_one_job(s, "execute");
   const exec::RunConfig cfg = scen::make_run_config(s);
   const plan::ProgramSet ps =
       plan::build_programs(cfg.model, cfg.cluster, cfg.parallel, cfg.training, cfg.opt);

@@ -116,6 +116,7 @@ int goodput_run(const GoodputArgs& a, SweepGroup& group) {
       a.scenario.empty()
           ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
           : scen::load_scenario_file(a.scenario, a.sets);
+  scen::require_one_job(s, "goodput");
   const scen::GoodputSetup setup = scen::goodput_setup(s, a.days);
   const goodput::Params& p = setup.params;
 

@@ -146,6 +146,7 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
       a.scenario.empty()
           ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
           : scen::load_scenario_file(a.scenario, a.sets);
+  scen::require_one_job(base, "sweep");
   scen::SweepPlan plan = scen::plan_sweep(base, spec);
 
   scen::SweepOptions options;

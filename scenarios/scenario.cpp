@@ -1004,6 +1004,15 @@ Scenario load_scenario_file(const std::string& path, const std::vector<std::stri
 
 Scenario default_scenario() { return load_scenario_string("", "<default>"); }
 
+void require_one_job(const Scenario& s, const std::string& command) {
+  if (s.jobs.empty()) return;
+  ErrorContext at = s.jobs.front().where;
+  at.field = "jobs";
+  throw_input(fmt::format("`trainsim {}` takes a scenario of one job; this one lists {} jobs",
+                          command, s.jobs.size()),
+              at, "run the jobs together with `trainsim run`, or give one job's keys at the top level");
+}
+
 Scenario build_scenario(const std::map<std::string, std::string>& flat_values,
                         const std::string& name) {
   GivenMap given;

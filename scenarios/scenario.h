@@ -115,6 +115,10 @@ ErrorContext origin_of(const Scenario& s, const std::string& key);
 /// The same for one origin text as stored in Scenario::origin.
 ErrorContext origin_context(const std::string& origin, const std::string& key);
 
+/// Throws Error(kInput) at the first job's entry when `s` lists jobs: `command` takes one job
+/// (`trainsim run` is the command for several).
+void require_one_job(const Scenario& s, const std::string& command);
+
 /// Builds from values already flattened to dotted keys (e.g. columns of published-runs.csv), with
 /// the same rules and errors as the YAML loaders; `name` stands for the file in messages and is
 /// the origin of every given value. An empty value means "not given" (a blank CSV cell).

@@ -280,6 +280,14 @@ TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
     EXPECT_TRUE(has(r.err, c.expect)) << c.jobs << " -> " << r.err;
     EXPECT_TRUE(has(r.err, path)) << r.err;
   }
+  // Commands of one job refuse a scenario of several, naming the file and `jobs`.
+  for (const std::string& cmd : {std::string("sweep"), std::string("goodput --trials 10"),
+                                 std::string("execute --backend fake")}) {
+    const CliRun one = trainsim(cmd + " " + kDumbbell);
+    EXPECT_EQ(one.code, 2) << cmd << one.err;
+    EXPECT_TRUE(has(one.err, std::string(kDumbbell) + ":32: `jobs`: ")) << cmd << one.err;
+    EXPECT_TRUE(has(one.err, "takes a scenario of one job")) << one.err;
+  }
   // A trace draws one job's ranks.
   const CliRun trace = trainsim(std::string("run ") + kDumbbell + " --trace /dev/null");
   EXPECT_EQ(trace.code, 2);
