@@ -895,8 +895,10 @@ JobSpec load_job(const YAML::Node& entry, int index, const GivenMap& base,
   for (auto& [path, g] : own) given[path] = g;
   std::vector<std::string> job_sets;
   for (const std::string& set : sets) {
-    const std::string path = set.substr(0, set.find('='));
-    if (path.find("cluster.gpus") == std::string::npos) job_sets.push_back(set);
+    std::string path = set.substr(0, set.find('='));
+    path.erase(0, path.find_first_not_of(" \t"));
+    path.erase(path.find_last_not_of(" \t") + 1);
+    if (path != "cluster.gpus") job_sets.push_back(set);
   }
   apply_sets(job_sets, given);
   given["cluster.gpus"] = {std::to_string(*gpus), gpus_where.line > 0 && gpus_where.file == file

@@ -90,6 +90,13 @@ TEST(Jobs, AJobsOwnKeysOverrideTheFilesAndSetOverridesBoth) {
   EXPECT_EQ(s.jobs[1].scenario.model.layers, 24);
   EXPECT_EQ(s.jobs[0].scenario.training.global_batch, 128);
   EXPECT_EQ(s.jobs[1].scenario.training.global_batch, 128);
+  // --set cluster.gpus sizes the cluster, not the jobs; --set cluster.gpus_per_node reaches both.
+  const auto t = load_scenario_string(
+      cluster_with("  - {name: a, gpus: 64}\n"), "jobs.yaml",
+      {" cluster.gpus = 1024", "cluster.gpus_per_node=4", "cluster.nics_per_node=4"});
+  EXPECT_EQ(t.cluster.gpus, 1024);
+  EXPECT_EQ(t.jobs[0].scenario.cluster.gpus, 64);
+  EXPECT_EQ(t.jobs[0].scenario.cluster.gpus_per_node, 4);
   // The job's key is located at its own line.
   EXPECT_EQ(s.jobs[0].scenario.origin.at("parallel.pp"), "jobs.yaml:7");
 }
