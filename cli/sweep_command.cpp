@@ -115,7 +115,13 @@ void write_report(const scen::SweepOutcome& o, const SweepArgs& a) {
     return d;
   };
   std::optional<reports::PointDetail> best, base;
-  if (o.feasible > 0) best = detail(o.order.front());
+  if (!o.refined.empty() && o.refined.front().full) {
+    // Re-ranked: the best is the first refined point, as its finer-fidelity run saw it.
+    const scen::RefinedPoint& r = o.refined.front();
+    best = reports::PointDetail{r.point, *r.scenario, *r.full, *r.profile};
+  } else if (o.feasible > 0) {
+    best = detail(o.order.front());
+  }
   if (o.base_rank) base = detail(*o.plan.base_point);
   reports::write_sweep_report(a.report, o, best, base);
 }

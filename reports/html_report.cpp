@@ -786,6 +786,14 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
     items.push_back(
         {"the scenario's configuration", fmt::format("rank {} of {}", *o.base_rank, o.feasible)});
   }
+  // With --refine, the best is the first point of the re-ranking (cli/sweep_command.cpp).
+  const bool refined_best = best && !o.refined.empty() && o.refined.front().full &&
+                            o.refined.front().point == best->point;
+  if (refined_best) {
+    items.push_back({"best MFU at " + o.refine_fidelity + " fidelity",
+                     pct(o.refined.front().result.mfu) +
+                         fmt::format(" (analytic rank {})", o.refined.front().analytic_rank)});
+  }
   std::string summary =
       cards(items) + note("Points: " + p.description + ". Ranked by " + m.name +
                           (o.spec.price ? fmt::format(" at {} {} per GPU-hour",
@@ -793,7 +801,9 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
                                         : std::string()) +
                           ".");
   if (best) {
-    summary += "<h3>Best configuration</h3>" + config_rows(best->scenario);
+    summary += refined_best ? "<h3>Best configuration after re-ranking at " + o.refine_fidelity +
+                                  " fidelity</h3>" + config_rows(best->scenario)
+                            : "<h3>Best configuration</h3>" + config_rows(best->scenario);
   }
   if (!p.base_point) {
     summary += note("The scenario's own configuration is not among the swept points.");

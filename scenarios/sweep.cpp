@@ -835,8 +835,14 @@ void refine_sweep(SweepOutcome& o, std::size_t k,
     std::map<std::string, std::string> flat = o.plan.flat_values(rp.point);
     flat["simulation.fidelity"] = fidelity;
     try {
-      const Scenario s = build_scenario(flat, fmt::format("sweep point {}", rp.point));
-      rp.result = point_result(run_scenario(s, make_run_config(s)));
+      auto s = std::make_shared<const Scenario>(
+          build_scenario(flat, fmt::format("sweep point {}", rp.point)));
+      const exec::RunConfig cfg = make_run_config(*s);
+      auto full = std::make_shared<const exec::Result>(run_scenario(*s, cfg));
+      rp.result = point_result(*full);
+      rp.scenario = std::move(s);
+      rp.full = std::move(full);
+      rp.profile = std::make_shared<const calib::Profile>(cfg.profile);
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::kRuntime) throw;
       rp.result = failed_point(e);

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -243,6 +244,10 @@ struct RefinedPoint {
   std::size_t analytic_rank = 0;  // 1-based
   std::size_t refined_rank = 0;   // 1-based among the refined points that ran; 0 if it did not
   PointResult result;             // at the finer fidelity (goodput figures: see refine_sweep)
+  // The run itself (its scenario, result and profile), for reports; null if it could not run.
+  std::shared_ptr<const Scenario> scenario;
+  std::shared_ptr<const exec::Result> full;
+  std::shared_ptr<const calib::Profile> profile;
 };
 
 /// The ranked outcome: results by point index, the order of the ranking (feasible points by the

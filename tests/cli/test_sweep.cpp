@@ -1,6 +1,7 @@
 // `trainsim sweep` and `--report`, run as the real executable: the MegaScale --auto sweep within a
 // minute with the paper's configuration ranked, byte-identical results whatever the thread count,
 // resuming, the report folders, and clear errors for bad input.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "tests/support/cli_runner.h"
@@ -185,7 +186,8 @@ TEST(SweepCli, RefineRerunsTheTopPointsAtFlowFidelity) {
   const std::string json = temp_path("refine.json");
   const CliRun r = trainsim(std::string("sweep ") + kSmall +
                             " --vary parallel.tp=1,2,4,8 --vary training.micro_batch=1,2"
-                            " --refine 3 --format json -o " + json);
+                            " --refine 3 --format json -o " + json + " --report " +
+                            temp_path("refine_report"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_TRUE(has(r.err, "refine: 3/3 points at flow fidelity")) << r.err;
   const nlohmann::json j = nlohmann::json::parse(slurp(json));
@@ -211,6 +213,10 @@ TEST(SweepCli, RefineRerunsTheTopPointsAtFlowFidelity) {
                               config["training.micro_batch"].get<std::string>());
   ASSERT_EQ(run.code, 0) << run.err;
   EXPECT_EQ(nlohmann::json::parse(run.out)["mfu"].get<double>(), points[0]["mfu"].get<double>());
+  // The report's best configuration is the re-ranking's first, with its flow-fidelity MFU.
+  const std::string html = slurp(temp_path("refine_report") + "/index.html");
+  EXPECT_TRUE(has(html, "Best configuration after re-ranking at flow fidelity")) << html.size();
+  EXPECT_TRUE(has(html, fmt::format("{:.1f} %", 100 * points[0]["mfu"].get<double>())));
   std::filesystem::remove(json);
 }
 
