@@ -21,8 +21,10 @@ namespace trainsim::testing {
 // about ten times slower, so their guards stretch by that much.
 #if defined(__SANITIZE_ADDRESS__)
 inline constexpr double kWallClockScale = 10.0;
+inline constexpr bool kSanitized = true;
 #else
 inline constexpr double kWallClockScale = 1.0;
+inline constexpr bool kSanitized = false;
 #endif
 
 struct CliRun {
