@@ -531,12 +531,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         r.model_flops_per_iteration +
         share * (r.hardware_flops_per_iteration - r.model_flops_per_iteration);
   }
-  r.tokens_per_s = tokens / r.iteration_time_s;
-  const double gpu_seconds = r.iteration_time_s * cfg.cluster.gpus;
-  r.tflops_per_gpu = r.model_flops_per_iteration / gpu_seconds / kTera;
-  r.hw_tflops_per_gpu = r.hardware_flops_per_iteration / gpu_seconds / kTera;
-  r.mfu = r.model_flops_per_iteration / (gpu_seconds * gemm_peak);
-  r.hfu = r.hardware_flops_per_iteration / (gpu_seconds * gemm_peak);
+  set_rates(cfg, r);
 
   // Link utilisation of the GPU-attached links: NVLink per GPU and the GPU's share of NICs.
   NetworkStats& ns = r.network;
@@ -559,6 +554,16 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       "slowest stage per micro-batch {:.3f} ms",
       slot.total() * 1e3));
   return true;
+}
+
+void set_rates(const RunConfig& cfg, Result& r) {
+  const double tokens = static_cast<double>(cfg.training.global_batch) * cfg.model.seq_len;
+  r.tokens_per_s = tokens / r.iteration_time_s;
+  const double gpu_seconds = r.iteration_time_s * cfg.cluster.gpus;
+  r.tflops_per_gpu = r.model_flops_per_iteration / gpu_seconds / kTera;
+  r.hw_tflops_per_gpu = r.hardware_flops_per_iteration / gpu_seconds / kTera;
+  r.mfu = r.model_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
+  r.hfu = r.hardware_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
 }
 
 Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {

@@ -54,6 +54,10 @@ coll::LinkModel link_model(const topo::ClusterSpec& cluster, const calib::Profil
 /// Evaluates one iteration. Throws trainsim::Error(kInfeasible) for configurations that cannot run.
 Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options = {});
 
+/// The rates of an iteration from r.iteration_time_s, r's FLOP counts and r.peak_flops_per_gpu:
+/// tokens/s, model and hardware TFLOP/s per GPU, MFU and HFU (every fidelity uses this).
+void set_rates(const RunConfig& cfg, Result& r);
+
 /// run_analytic without an exception for a configuration that cannot run: returns false with
 /// `why` holding the field, message and hint run_analytic would throw as
 /// trainsim::Error(kInfeasible); otherwise fills `out` and returns true. Input errors (an

@@ -32,13 +32,7 @@ Result analytic_base(const RunConfig& cfg, const ExecOptions& options) {
 void finalize(const RunConfig& cfg, const char* fidelity, Result& r) {
   r.fidelity = fidelity;
   r.model_version = kProgramModelVersion;
-  const double tokens = static_cast<double>(cfg.training.global_batch) * cfg.model.seq_len;
-  r.tokens_per_s = tokens / r.iteration_time_s;
-  const double gpu_seconds = r.iteration_time_s * cfg.cluster.gpus;
-  r.tflops_per_gpu = r.model_flops_per_iteration / gpu_seconds / kTera;
-  r.hw_tflops_per_gpu = r.hardware_flops_per_iteration / gpu_seconds / kTera;
-  r.mfu = r.model_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
-  r.hfu = r.hardware_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
+  set_rates(cfg, r);
 }
 
 // Runs `sim` to the end, in steps of about a hundredth of `estimate_s` when progress is asked for
