@@ -82,6 +82,11 @@ run() {
       --format markdown --out "$dir/compare-datasheet.md"
   done
   date -u +%FT%TZ >>"$summary"
+  # Committed records hold no absolute path of either machine: commands and provenance strings
+  # name the repository root's files relative to it and the record's own files by their name.
+  grep -rlI -e "$root/" -e "$out/" "$out" | while read -r f; do
+    sed -i -e "s#$out/##g" -e "s#$root/##g" "$f"
+  done
   tar czf "$dest/gpu-record.tgz" -C "$out" .
   cat "$summary"
 }
