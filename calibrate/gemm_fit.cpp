@@ -93,6 +93,7 @@ GemmFit fit_gemm_surface(const std::vector<GemmSample>& samples, double overhead
     }
   }
   GemmFit f;
+  f.overhead_s = overhead_s;
   f.half_dim = d0_at((lo + hi) / 2);
   f.peak_efficiency = 1.0 / solve_for_d0(samples, overhead_s, f.half_dim).inv_emax;
   f.samples = static_cast<int>(samples.size());
@@ -105,6 +106,50 @@ GemmFit fit_gemm_surface(const std::vector<GemmSample>& samples, double overhead
   }
   f.rms_rel_error = std::sqrt(sq / static_cast<double>(samples.size()));
   return f;
+}
+
+GemmFit fit_gemm_surface_and_overhead(const std::vector<GemmSample>& samples,
+                                      double max_half_dim) {
+  if (samples.empty()) throw_input("a GEMM surface needs at least 2 samples", {"", 0, "gemm"});
+  double shortest = samples.front().seconds;
+  for (const GemmSample& s : samples) shortest = std::min(shortest, s.seconds);
+  // The residual of the best surface as a function of the overhead: a coarse grid, then golden
+  // section inside the best cell's neighbours (as for d0 inside fit_gemm_surface).
+  auto err = [&](double o) { return fit_gemm_surface(samples, o, max_half_dim).rms_rel_error; };
+  const double top = (1 - 1e-6) * std::max(0.0, shortest);  // below every sample
+  constexpr int kGrid = 24;
+  int best = 0;
+  double best_err = 0;
+  for (int i = 0; i <= kGrid; ++i) {
+    const double e = err(top * i / kGrid);
+    if (i == 0 || e < best_err) {
+      best = i;
+      best_err = e;
+    }
+  }
+  double lo = top * std::max(0, best - 1) / kGrid;
+  double hi = top * std::min(kGrid, best + 1) / kGrid;
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
+  double fa = err(a), fb = err(b);
+  for (int it = 0; it < 40; ++it) {
+    if (fa < fb) {
+      hi = b;
+      b = a;
+      fb = fa;
+      a = hi - phi * (hi - lo);
+      fa = err(a);
+    } else {
+      lo = a;
+      a = b;
+      fa = fb;
+      b = lo + phi * (hi - lo);
+      fb = err(b);
+    }
+  }
+  double o = (lo + hi) / 2;
+  if (best_err < err(o)) o = top * best / kGrid;  // the grid point, if the search left it
+  return fit_gemm_surface(samples, o, max_half_dim);
 }
 
 BandwidthFit fit_memory_bandwidth(const std::vector<std::pair<double, double>>& bs,
@@ -193,7 +238,7 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
     throw_input("fewer than 2 unbatched " + gemm_dtype + " GEMM samples", {"", 0, "gemm"},
                 "time the grid GEMMs in the training precision");
   }
-  f.gemm = fit_gemm_surface(gemms, f.memory.overhead_s);
+  f.gemm = fit_gemm_surface_and_overhead(gemms);
   if (!att_fwd.empty()) {
     f.attention_fwd_efficiency =
         fit_flops_efficiency(att_fwd, peaks.dense_16bit_flops, f.memory.overhead_s);
@@ -226,6 +271,7 @@ void apply_kernel_fits(const KernelFits& f, Profile& p) {
   p.kernel_overhead_s = f.memory.overhead_s;
   p.gemm_peak_efficiency = std::min(1.0, f.gemm.peak_efficiency);
   p.gemm_half_dim = f.gemm.half_dim;
+  p.gemm_overhead_s = f.gemm.overhead_s;
   if (f.attention_fwd_efficiency > 0) {
     p.attention_fwd_efficiency = std::min(1.0, f.attention_fwd_efficiency);
   }

@@ -9,7 +9,8 @@
 //    nonlinear in d0 (gemm_half_dim) only: for a fixed d0 the time is linear in 1/e_max, whose
 //    best value is a ratio of sums, so the fit scans d0 on a log grid and refines the best cell
 //    by golden-section search, minimising squared relative residuals of the time, overhead
-//    included (every shape weighs alike, and launch-bound tiny GEMMs do not blow up);
+//    included (every shape weighs alike, and launch-bound tiny GEMMs do not blow up); the
+//    overhead (gemm_overhead_s) is fitted around that by a golden-section search of its own;
 //  - attention:  t = overhead + flops / (peak16 · efficiency), forward and backward separately
 //    (a backward sample carries the 2× forward FLOPs the simulator counts), one linear parameter.
 //
@@ -34,6 +35,7 @@ struct GemmSample {
 struct GemmFit {
   double peak_efficiency = 0;  // e_max
   double half_dim = 0;         // d0
+  double overhead_s = 0;       // the fixed cost per GEMM the fit used (given or fitted)
   double rms_rel_error = 0;    // over the samples, of predicted vs measured time
   double max_rel_error = 0;
   int samples = 0;
@@ -43,6 +45,14 @@ struct GemmFit {
 /// every time first, as the compute model adds it back. d0 is searched in [0, max_half_dim].
 GemmFit fit_gemm_surface(const std::vector<GemmSample>& samples, double overhead_s = 0,
                          double max_half_dim = 8192);
+
+/// Fits e_max, d0 and the GEMM's own fixed cost together: the overhead is searched in
+/// [0, the shortest sample) (golden section on the best surface fit at each overhead). A
+/// GEMM's fixed cost (cuBLASLt launch, prologue, epilogue, the partial last wave) is not an
+/// element-wise kernel's: borrowing the bandwidth fit's intercept misfits the small shapes and
+/// drags d0 up (the H200 record, docs/calibration.md).
+GemmFit fit_gemm_surface_and_overhead(const std::vector<GemmSample>& samples,
+                                      double max_half_dim = 8192);
 
 /// Predicted GEMM time of the surface (without overhead), for checks and residuals.
 double gemm_surface_time(const GemmSample& shape, double peak_efficiency, double half_dim);

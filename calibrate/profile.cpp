@@ -277,7 +277,8 @@ Profile parse_profile(std::string_view text, const std::string& path) {
   const json& c = j["compute"];
   reject_unknown(c,
                  {"gemm_peak_efficiency", "gemm_half_dim", "attention_fwd_efficiency",
-                  "attention_bwd_efficiency", "memory_bw_efficiency", "kernel_overhead_s"},
+                  "attention_bwd_efficiency", "memory_bw_efficiency", "kernel_overhead_s",
+                  "gemm_overhead_s"},
                  path, "compute");
   p.gemm_peak_efficiency = get_number(c, "gemm_peak_efficiency", path, "compute", kEfficiency);
   p.gemm_half_dim = get_number(c, "gemm_half_dim", path, "compute", kDimension);
@@ -287,6 +288,9 @@ Profile parse_profile(std::string_view text, const std::string& path) {
       get_number(c, "attention_bwd_efficiency", path, "compute", kEfficiency);
   p.memory_bw_efficiency = get_number(c, "memory_bw_efficiency", path, "compute", kEfficiency);
   p.kernel_overhead_s = get_number(c, "kernel_overhead_s", path, "compute", kLatency);
+  if (c.contains("gemm_overhead_s")) {
+    p.gemm_overhead_s = get_number(c, "gemm_overhead_s", path, "compute", kLatency);
+  }
   const json& k = j["collectives"];
   reject_unknown(k,
                  {"nvlink_busbw_Bps", "nvlink_step_latency_s", "nvls_busbw_Bps", "nic_efficiency",
@@ -332,6 +336,7 @@ std::string profile_to_json(const Profile& p) {
                   {"attention_bwd_efficiency", p.attention_bwd_efficiency},
                   {"memory_bw_efficiency", p.memory_bw_efficiency},
                   {"kernel_overhead_s", p.kernel_overhead_s}};
+  if (p.gemm_overhead_s) j["compute"]["gemm_overhead_s"] = *p.gemm_overhead_s;
   j["collectives"] = {{"nvlink_busbw_Bps", p.nvlink.busbw_Bps},
                       {"nvlink_step_latency_s", p.nvlink.step_latency_s},
                       {"nvls_busbw_Bps", p.nvls_busbw_Bps},

@@ -10,6 +10,7 @@
 // validates every field and reports the file and the field on error.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -92,6 +93,11 @@ struct Profile {
   double memory_bw_efficiency = 0.8;
   // Fixed cost per kernel on the GPU timeline (launch + tail), seconds.
   double kernel_overhead_s = 4e-6;
+  // Fixed cost of one GEMM (launch, prologue, epilogue, tail), seconds; absent: kernel_overhead_s.
+  // `calibrate kernels` fits it with the GEMM surface (calibrate/gemm_fit.h), since a GEMM's fixed
+  // cost is not an element-wise kernel's; datasheet profiles leave it out.
+  std::optional<double> gemm_overhead_s;
+  double gemm_launch_s() const { return gemm_overhead_s.value_or(kernel_overhead_s); }
 
   ScopeParams nvlink;                 // intra-server ring collectives
   double nvls_busbw_Bps = 0;          // NVLS all-reduce bus bandwidth; 0 = not available

@@ -215,12 +215,12 @@ void fit_compute(calib::Profile& p, const std::string& gemm_dtype) {
       "kernel samples: {}\n"
       "memory-bound: memory_bw_efficiency {:.3f}, kernel_overhead_s {:.3g} "
       "(max error {:.1f} % over {} samples)\n"
-      "GEMM ({}): gemm_peak_efficiency {:.3f}, gemm_half_dim {:.1f} "
+      "GEMM ({}): gemm_peak_efficiency {:.3f}, gemm_half_dim {:.1f}, gemm_overhead_s {:.3g} "
       "(rms error {:.1f} %, max {:.1f} % over {} samples)\n"
       "attention: fwd efficiency {:.3f}, bwd efficiency {:.3f}\n",
       p.kernels_measured.size(), p.memory_bw_efficiency, p.kernel_overhead_s,
       f.memory.max_rel_error * 100, f.memory.samples, f.gemm_dtype, p.gemm_peak_efficiency,
-      p.gemm_half_dim, f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples,
+      p.gemm_half_dim, p.gemm_launch_s(), f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples,
       p.attention_fwd_efficiency, p.attention_bwd_efficiency);
   for (const std::string& n : f.notes) std::cerr << "note: " << n << "\n";
 }

@@ -29,8 +29,13 @@ struct ComputeModel {
   double gemm_time(double m, double n, double k, double batch, double peak) const {
     return 2.0 * m * n * k * batch / (peak * gemm_eff(m, n, k));
   }
+  /// Fixed cost of an op's kernels: a GEMM's own (Profile::gemm_launch_s) or a kernel's.
+  double launch(const model::Op& op) const {
+    return (op.kind == model::OpKind::kGemm ? prof.gemm_launch_s() : prof.kernel_overhead_s) *
+           op.kernels;
+  }
   double forward(const model::Op& op) const {
-    const double launch = prof.kernel_overhead_s * op.kernels;
+    const double launch = this->launch(op);
     switch (op.kind) {
       case model::OpKind::kGemm: {
         const bool batched = op.batch > 1;  // attention's batched GEMMs stay 16-bit
@@ -47,7 +52,7 @@ struct ComputeModel {
   // (k, n, m); attention runs its backward kernel (2× the forward FLOPs, recomputing scores);
   // element-wise ops read the saved input and the incoming gradient and write one: 2× the bytes.
   double backward(const model::Op& op) const {
-    const double launch = prof.kernel_overhead_s * op.kernels;
+    const double launch = this->launch(op);
     switch (op.kind) {
       case model::OpKind::kGemm: {
         const double peak = op.batch > 1 ? peak16 : gemm_peak;
@@ -68,11 +73,11 @@ struct ComputeModel {
   // lone GEMM happens once, at the pipeline's tail, so the GEMM keeps its whole-shape rate.
   double forward_split(const model::Op& op, int chunks) const {
     if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return forward(op);
-    return forward(op) + (chunks - 1) * prof.kernel_overhead_s * op.kernels;
+    return forward(op) + (chunks - 1) * launch(op);
   }
   double backward_split(const model::Op& op, int chunks) const {
     if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return backward(op);
-    return backward(op) + (chunks - 1) * prof.kernel_overhead_s * op.kernels;
+    return backward(op) + (chunks - 1) * launch(op);
   }
   /// Time a computation of `t_compute` and a communication of `t_comm` take when they run as
   /// concurrent kernels: the communication kernels hold `sm_share` of the SMs while they run
