@@ -37,6 +37,70 @@ GridPoint solve_for_d0(const std::vector<GemmSample>& s, double overhead, double
   return g;
 }
 
+// One launch cost shared by every memory-bound kind and a slope per kind: rows t_i = o +
+// bytes_i · y_k(i), each divided by t_i so that the target is 1 (relative residuals).
+void fit_memory_kinds(const std::map<std::string, std::vector<std::pair<double, double>>>& by_kind,
+                      double hbm_Bps, KernelFits& f) {
+  std::vector<std::string> kinds;
+  Eigen::Index rows = 0;
+  for (const auto& [kind, samples] : by_kind) {
+    kinds.push_back(kind);
+    rows += static_cast<Eigen::Index>(samples.size());
+  }
+  const auto cols = static_cast<Eigen::Index>(kinds.size()) + 1;
+  if (rows < cols) return;  // too few samples to separate the kinds: the common line only
+  Eigen::MatrixXd a = Eigen::MatrixXd::Zero(rows, cols);
+  Eigen::Index r = 0;
+  for (Eigen::Index c = 1; c < cols; ++c) {
+    for (const auto& [bytes, t] : by_kind.at(kinds[static_cast<std::size_t>(c - 1)])) {
+      a(r, 0) = 1.0 / t;
+      a(r, c) = bytes / t;
+      ++r;
+    }
+  }
+  const Eigen::VectorXd ones = Eigen::VectorXd::Ones(rows);
+  Eigen::VectorXd x = a.colPivHouseholderQr().solve(ones);
+  if (!(x[0] >= 0)) {  // no negative launch cost: every slope on its own through the origin
+    x[0] = 0;
+    for (Eigen::Index c = 1; c < cols; ++c) {
+      x[c] = a.col(c).squaredNorm() > 0 ? a.col(c).sum() / a.col(c).squaredNorm() : 0;
+    }
+  }
+  const double o = x[0];
+  // The single slope through the same o, for kinds that were not timed.
+  double sa = 0, saa = 0;
+  for (const auto& [kind, samples] : by_kind) {
+    for (const auto& [bytes, t] : samples) {
+      const double ai = bytes / t, ri = 1 - o / t;
+      sa += ai * ri;
+      saa += ai * ai;
+    }
+  }
+  f.memory_joint_overhead_s = o;
+  f.memory_joint_common_efficiency = sa > 0 ? saa / (sa * hbm_Bps) : f.memory.efficiency;
+  for (Eigen::Index c = 1; c < cols; ++c) {
+    const std::string& kind = kinds[static_cast<std::size_t>(c - 1)];
+    if (!(x[c] > 0)) {
+      f.notes.push_back("memory-bound kind " + kind + ": no slope left above the launch cost, "
+                        "common efficiency kept");
+      continue;
+    }
+    KindFit k;
+    k.efficiency = 1.0 / (x[c] * hbm_Bps);
+    double sq = 0, sq_common = 0;
+    for (const auto& [bytes, t] : by_kind.at(kind)) {
+      const double own = o + bytes / (k.efficiency * hbm_Bps);
+      const double common = f.memory.overhead_s + bytes / (f.memory.efficiency * hbm_Bps);
+      sq += (own / t - 1) * (own / t - 1);
+      sq_common += (common / t - 1) * (common / t - 1);
+      ++k.samples;
+    }
+    k.rms_rel_error = std::sqrt(sq / k.samples);
+    k.rms_rel_error_common = std::sqrt(sq_common / k.samples);
+    f.memory_by_kind[kind] = k;
+  }
+}
+
 }  // namespace
 
 double gemm_surface_time(const GemmSample& s, double peak_efficiency, double half_dim) {
@@ -210,6 +274,7 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
   KernelFits f;
   f.gemm_dtype = gemm_dtype;
   std::vector<std::pair<double, double>> mem, att_fwd, att_bwd;
+  std::map<std::string, std::vector<std::pair<double, double>>> mem_by_kind;
   std::vector<GemmSample> gemms;
   double gemm_peak = 0;
   if (gemm_dtype == "fp8") {
@@ -225,6 +290,7 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
   for (const MeasuredKernel& k : samples) {
     if (is_memory_bound_kernel(k.op)) {
       mem.emplace_back(k.bytes, k.median_s);
+      mem_by_kind[k.op].emplace_back(k.bytes, k.median_s);
     } else if (k.op == "attention_fwd") {
       att_fwd.emplace_back(k.flops, k.median_s);
     } else if (k.op == "attention_bwd") {
@@ -234,6 +300,7 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
     }
   }
   f.memory = fit_memory_bandwidth(mem, peaks.hbm_Bps);
+  fit_memory_kinds(mem_by_kind, peaks.hbm_Bps, f);
   if (gemms.size() < 2) {
     throw_input("fewer than 2 unbatched " + gemm_dtype + " GEMM samples", {"", 0, "gemm"},
                 "time the grid GEMMs in the training precision");
@@ -260,6 +327,9 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
     }
   };
   clamp_note(f.memory.efficiency, "memory_bw_efficiency");
+  for (const auto& [kind, k] : f.memory_by_kind) {
+    clamp_note(k.efficiency, ("memory_bw_efficiency_by_kind." + kind).c_str());
+  }
   clamp_note(f.gemm.peak_efficiency, "gemm_peak_efficiency");
   clamp_note(f.attention_fwd_efficiency, "attention_fwd_efficiency");
   clamp_note(f.attention_bwd_efficiency, "attention_bwd_efficiency");
@@ -269,6 +339,16 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
 void apply_kernel_fits(const KernelFits& f, Profile& p) {
   p.memory_bw_efficiency = std::min(1.0, f.memory.efficiency);
   p.kernel_overhead_s = f.memory.overhead_s;
+  if (!f.memory_by_kind.empty()) {
+    // The per-kind slopes were fitted on their own launch cost: the profile takes that one,
+    // and the common efficiency through it.
+    p.kernel_overhead_s = f.memory_joint_overhead_s;
+    p.memory_bw_efficiency = std::min(1.0, f.memory_joint_common_efficiency);
+  }
+  p.memory_bw_efficiency_by_kind.clear();
+  for (const auto& [kind, k] : f.memory_by_kind) {
+    p.memory_bw_efficiency_by_kind[kind] = std::min(1.0, k.efficiency);
+  }
   p.gemm_peak_efficiency = std::min(1.0, f.gemm.peak_efficiency);
   p.gemm_half_dim = f.gemm.half_dim;
   p.gemm_overhead_s = f.gemm.overhead_s;

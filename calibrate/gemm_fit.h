@@ -18,6 +18,7 @@
 // naming the op kind that lacks samples.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,9 +82,24 @@ struct PeakRates {
   double hbm_Bps = 0;
 };
 
+/// One memory-bound kernel kind's own efficiency (KernelFits::memory_by_kind).
+struct KindFit {
+  double efficiency = 0;
+  int samples = 0;
+  double rms_rel_error = 0;         // of its samples, with its own efficiency
+  double rms_rel_error_common = 0;  // the same samples priced with the common line
+};
+
 /// Everything the compute fields of a profile get from `kernels_measured`.
 struct KernelFits {
   BandwidthFit memory;
+  // Per memory-bound kind (softmax, dropout, layernorm, ..., adam): t = o + bytes / (e_kind ·
+  // hbm_Bps) with one launch cost o shared by every kind and a slope per kind, fitted together
+  // by linear least squares on relative residuals (a negative o is refitted as 0). The common
+  // efficiency for kinds that were not timed is then the single slope through the same o.
+  std::map<std::string, KindFit> memory_by_kind;
+  double memory_joint_overhead_s = 0;
+  double memory_joint_common_efficiency = 0;
   GemmFit gemm;
   std::string gemm_dtype;  // the dtype whose GEMM samples were fitted
   double attention_fwd_efficiency = 0;

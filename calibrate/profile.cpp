@@ -278,7 +278,7 @@ Profile parse_profile(std::string_view text, const std::string& path) {
   reject_unknown(c,
                  {"gemm_peak_efficiency", "gemm_half_dim", "attention_fwd_efficiency",
                   "attention_bwd_efficiency", "memory_bw_efficiency", "kernel_overhead_s",
-                  "gemm_overhead_s"},
+                  "gemm_overhead_s", "memory_bw_efficiency_by_kind"},
                  path, "compute");
   p.gemm_peak_efficiency = get_number(c, "gemm_peak_efficiency", path, "compute", kEfficiency);
   p.gemm_half_dim = get_number(c, "gemm_half_dim", path, "compute", kDimension);
@@ -290,6 +290,19 @@ Profile parse_profile(std::string_view text, const std::string& path) {
   p.kernel_overhead_s = get_number(c, "kernel_overhead_s", path, "compute", kLatency);
   if (c.contains("gemm_overhead_s")) {
     p.gemm_overhead_s = get_number(c, "gemm_overhead_s", path, "compute", kLatency);
+  }
+  if (c.contains("memory_bw_efficiency_by_kind")) {
+    const json& by = c["memory_bw_efficiency_by_kind"];
+    const std::string where = "compute.memory_bw_efficiency_by_kind";
+    if (!by.is_object()) throw_input("must be an object of kernel kind: efficiency", {path, 0, where});
+    for (const auto& [kind, v] : by.items()) {
+      if (!one_of(kind, kKernelOps) || !is_memory_bound_kernel(kind)) {
+        throw_input("`" + kind + "` is not a memory-bound kernel kind",
+                    {path, 0, where + "." + kind},
+                    "one of the memory-bound kinds of: " + std::string(measured_kernel_ops()));
+      }
+      p.memory_bw_efficiency_by_kind[kind] = get_number(by, kind.c_str(), path, where, kEfficiency);
+    }
   }
   const json& k = j["collectives"];
   reject_unknown(k,
@@ -337,6 +350,11 @@ std::string profile_to_json(const Profile& p) {
                   {"memory_bw_efficiency", p.memory_bw_efficiency},
                   {"kernel_overhead_s", p.kernel_overhead_s}};
   if (p.gemm_overhead_s) j["compute"]["gemm_overhead_s"] = *p.gemm_overhead_s;
+  if (!p.memory_bw_efficiency_by_kind.empty()) {
+    nlohmann::ordered_json by = nlohmann::ordered_json::object();
+    for (const auto& [kind, e] : p.memory_bw_efficiency_by_kind) by[kind] = e;
+    j["compute"]["memory_bw_efficiency_by_kind"] = by;
+  }
   j["collectives"] = {{"nvlink_busbw_Bps", p.nvlink.busbw_Bps},
                       {"nvlink_step_latency_s", p.nvlink.step_latency_s},
                       {"nvls_busbw_Bps", p.nvls_busbw_Bps},

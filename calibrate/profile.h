@@ -10,6 +10,7 @@
 // validates every field and reports the file and the field on error.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -91,6 +92,15 @@ struct Profile {
   double attention_bwd_efficiency = 0.5;
   // Fraction of datasheet HBM bandwidth that memory-bound kernels achieve.
   double memory_bw_efficiency = 0.8;
+  // Optional, measured: the same per kernel kind (keys from measured_kernel_ops(), memory-bound
+  // kinds only), for the kinds `calibrate kernels` timed; a kind not listed uses
+  // memory_bw_efficiency. Datasheet profiles have none.
+  std::map<std::string, double, std::less<>> memory_bw_efficiency_by_kind;
+  double memory_efficiency(std::string_view kind) const {
+    if (memory_bw_efficiency_by_kind.empty()) return memory_bw_efficiency;
+    const auto it = memory_bw_efficiency_by_kind.find(kind);
+    return it == memory_bw_efficiency_by_kind.end() ? memory_bw_efficiency : it->second;
+  }
   // Fixed cost per kernel on the GPU timeline (launch + tail), seconds.
   double kernel_overhead_s = 4e-6;
   // Fixed cost of one GEMM (launch, prologue, epilogue, tail), seconds; absent: kernel_overhead_s.

@@ -222,6 +222,14 @@ void fit_compute(calib::Profile& p, const std::string& gemm_dtype) {
       f.memory.max_rel_error * 100, f.memory.samples, f.gemm_dtype, p.gemm_peak_efficiency,
       p.gemm_half_dim, p.gemm_launch_s(), f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples,
       p.attention_fwd_efficiency, p.attention_bwd_efficiency);
+  if (!f.memory_by_kind.empty()) {
+    std::cout << "memory-bound per kind (own efficiency; rms error with it and with the common line):\n";
+    for (const auto& [kind, k] : f.memory_by_kind) {
+      std::cout << fmt::format("  {:<17} {:.3f}  rms {:5.1f} % (common {:5.1f} %) over {} samples\n",
+                               kind, p.memory_efficiency(kind), k.rms_rel_error * 100,
+                               k.rms_rel_error_common * 100, k.samples);
+    }
+  }
   for (const std::string& n : f.notes) std::cerr << "note: " << n << "\n";
 }
 

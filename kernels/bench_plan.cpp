@@ -82,9 +82,9 @@ BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& 
   const double h = m.hidden;
   const double f_tp = static_cast<double>(m.ffn_hidden) / s.tp;
   const std::string& n = op.name;
+  // The kernel kind is the op's own (sim/model/ops.cpp names it); the shapes are set here.
   if (n == "norm_attn" || n == "norm_mlp" || n == "final_norm") {
-    const char* kind = m.norm == model::NormKind::kRmsNorm ? "rmsnorm" : "layernorm";
-    return memory_item(kind, n, rows_of(op, 2 * h * e), h, act);
+    return memory_item(op.kernel, n, rows_of(op, 2 * h * e), h, act);
   }
   if (n == "softmax") {
     const double keys = m.attended_tokens();

@@ -44,7 +44,7 @@ struct ComputeModel {
       case model::OpKind::kAttention:
         return launch + op.flops / (peak16 * prof.attention_fwd_efficiency);
       case model::OpKind::kMemory:
-        return launch + op.bytes / (hbm_Bps * prof.memory_bw_efficiency);
+        return launch + op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
     }
     return launch;
   }
@@ -62,7 +62,7 @@ struct ComputeModel {
       case model::OpKind::kAttention:
         return launch + 2.0 * op.flops / (peak16 * prof.attention_bwd_efficiency);
       case model::OpKind::kMemory:
-        return launch + 2.0 * op.bytes / (hbm_Bps * prof.memory_bw_efficiency);
+        return launch + 2.0 * op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
     }
     return launch;
   }
@@ -96,7 +96,7 @@ struct ComputeModel {
   /// per-tensor weight and update norms (another 8 B). Ten kernel launches.
   double optimizer(double params, bool lamb) const {
     const double bytes_per_param = lamb ? 42.0 : 34.0;
-    return params * bytes_per_param / (hbm_Bps * prof.memory_bw_efficiency) +
+    return params * bytes_per_param / (hbm_Bps * prof.memory_efficiency(lamb ? "lamb" : "adam")) +
            10 * prof.kernel_overhead_s;
   }
 };

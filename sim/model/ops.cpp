@@ -31,13 +31,18 @@ Op& gemm(std::vector<Op>& out, std::size_t& n, const char* name, double m, doubl
   return op;
 }
 
-Op& memory(std::vector<Op>& out, std::size_t& n, const char* name, double bytes,
-           int kernels = 1) {
+Op& memory(std::vector<Op>& out, std::size_t& n, const char* name, const char* kernel,
+           double bytes, int kernels = 1) {
   Op& op = next_op(out, n, name);
   op.kind = OpKind::kMemory;
+  op.kernel = kernel;
   op.bytes = bytes;
   op.kernels = kernels;
   return op;
+}
+
+const char* norm_kernel(const ModelConfig& m) {
+  return m.norm == NormKind::kRmsNorm ? "rmsnorm" : "layernorm";
 }
 
 }  // namespace
@@ -59,7 +64,7 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   // Norm: read x, write y (+ residual add and dropout when fused into it).
   const int norms = m.parallel_block ? 1 : 2;
   for (int i = 0; i < norms; ++i) {
-    memory(ops, n, i == 0 ? "norm_attn" : "norm_mlp", 2 * ew);
+    memory(ops, n, i == 0 ? "norm_attn" : "norm_mlp", norm_kernel(m), 2 * ew);
   }
 
   Op& qkv = gemm(ops, n, "qkv", tokens, (h + 2 * kv) / t, h);
@@ -82,8 +87,8 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
     const double keys = m.seq_len;
     gemm(ops, n, "attn_scores", q_rows, keys, dh, b * heads);
     const double scores = b * heads * q_rows * keys;
-    memory(ops, n, "softmax", scores * 2 * kAct);
-    if (m.dropout) memory(ops, n, "attn_dropout", scores * (2 * kAct + 1));
+    memory(ops, n, "softmax", "softmax", scores * 2 * kAct);
+    if (m.dropout) memory(ops, n, "attn_dropout", "dropout", scores * (2 * kAct + 1));
     gemm(ops, n, "attn_context", q_rows, dh, keys, b * heads);
   }
   // A parallel block sums the attention and MLP outputs before one reduction and one residual
@@ -93,7 +98,7 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   proj.tp_comm_after = !m.parallel_block;
   // Bias + dropout + residual add: one fused pass reading two inputs and writing one.
   if (!s.fused_elementwise && !m.parallel_block) {
-    memory(ops, n, "attn_bias_dropout_add", 3 * ew + ew / kAct);
+    memory(ops, n, "attn_bias_dropout_add", "bias_dropout_add", 3 * ew + ew / kAct);
   }
 
   const bool moe = m.is_moe_layer(layer_index);
@@ -102,7 +107,7 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   const double expert_rows = moe ? tokens * m.top_k : tokens;
   if (moe) {
     gemm(ops, n, "router", tokens, m.experts, h);
-    memory(ops, n, "router_topk", tokens * m.experts * 4.0 * 2);
+    memory(ops, n, "router_topk", "softmax", tokens * m.experts * 4.0 * 2);
   }
   Op& up = gemm(ops, n, moe ? "expert_up" : "mlp_up", expert_rows, up_mult * f / t, h);
   up.tp_comm_before = !moe && !m.parallel_block;
@@ -110,12 +115,15 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   if (!s.fused_elementwise) {
     // Activation (bias-GeLU or SiLU·up) as its own pass over the [rows × f/t] tensor.
     const double act = expert_rows * (f / t) * kAct;
-    memory(ops, n, m.mlp == MlpKind::kSwiglu ? "swiglu" : "bias_gelu", (up_mult + 1) * act);
+    const char* kind = m.mlp == MlpKind::kSwiglu ? "swiglu" : "bias_gelu";
+    memory(ops, n, kind, kind, (up_mult + 1) * act);
   }
   Op& down = gemm(ops, n, moe ? "expert_down" : "mlp_down", expert_rows, h, f / t);
   down.tp_comm_after = !moe;
   down.moe = moe;
-  if (!s.fused_elementwise) memory(ops, n, "mlp_bias_dropout_add", 3 * ew + ew / kAct);
+  if (!s.fused_elementwise) {
+    memory(ops, n, "mlp_bias_dropout_add", "bias_dropout_add", 3 * ew + ew / kAct);
+  }
   ops.resize(n);
 }
 
@@ -129,7 +137,7 @@ void embedding_forward_ops(const ModelConfig& m, const Sharding& s, std::vector<
   std::size_t n = 0;
   const double tokens = s.micro_batch * static_cast<double>(m.seq_len) / s.cp;
   // Vocab-parallel lookup writes [tokens × h], then an all-reduce / reduce-scatter over TP.
-  Op& lookup = memory(ops, n, "embedding", tokens * m.hidden * kAct * 2);
+  Op& lookup = memory(ops, n, "embedding", "embedding", tokens * m.hidden * kAct * 2);
   lookup.tp_comm_after = s.tp > 1;
   ops.resize(n);
 }
@@ -143,11 +151,12 @@ std::vector<Op> embedding_forward_ops(const ModelConfig& m, const Sharding& s) {
 void head_forward_ops(const ModelConfig& m, const Sharding& s, std::vector<Op>& ops) {
   std::size_t n = 0;
   const double tokens = s.micro_batch * static_cast<double>(m.seq_len) / s.cp;
-  memory(ops, n, "final_norm", 2 * (s.sp ? tokens / s.tp : tokens) * m.hidden * kAct);
+  memory(ops, n, "final_norm", norm_kernel(m), 2 * (s.sp ? tokens / s.tp : tokens) * m.hidden * kAct);
   Op& logits = gemm(ops, n, "logits", tokens, static_cast<double>(m.vocab) / s.tp, m.hidden);
   logits.tp_comm_before = true;
   // Vocab-parallel cross-entropy in fp32: cast, max, exp-sum, loss over [tokens × V/tp].
-  memory(ops, n, "cross_entropy", tokens * (m.vocab / s.tp) * (kAct + 4.0 * 3), 3);
+  memory(ops, n, "cross_entropy", "cross_entropy", tokens * (m.vocab / s.tp) * (kAct + 4.0 * 3),
+         3);
   ops.resize(n);
 }
 

@@ -815,6 +815,7 @@ void Builder::build() {
     model::Op o;
     o.name = "optimizer";
     o.kind = model::OpKind::kMemory;
+    o.kernel = ps.training.optimizer == Optimizer::kLamb ? "lamb" : "adam";
     o.m = params;
     o.bytes = params * (ps.training.optimizer == Optimizer::kLamb ? 42.0 : 34.0);
     o.kernels = 10;

@@ -1,0 +1,98 @@
+// sim/exec/compute_model.h with the measured fields of a profile: a GEMM's own fixed cost and
+// per-kind memory-bound efficiencies (calibrate/gemm_fit.h fits them; docs/calibration.md).
+// Expected values derived by hand from the pricing formulas.
+#include <gtest/gtest.h>
+
+#include "calibrate/profile.h"
+#include "sim/exec/compute_model.h"
+#include "sim/model/ops.h"
+#include "sim/model/transformer.h"
+
+namespace trainsim::exec {
+namespace {
+
+constexpr double kPeak = 989e12;
+constexpr double kHbm = 4.8e12;
+
+model::Op memory_op(const char* kernel, double bytes) {
+  model::Op op;
+  op.name = "x";
+  op.kind = model::OpKind::kMemory;
+  op.kernel = kernel;
+  op.bytes = bytes;
+  return op;
+}
+
+TEST(ComputeModelMeasured, MemoryOpsUseTheirKindsEfficiency) {
+  calib::Profile p;
+  p.memory_bw_efficiency = 0.5;
+  p.kernel_overhead_s = 4e-6;
+  p.memory_bw_efficiency_by_kind = {{"softmax", 0.25}};
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  // softmax at 0.25 of 4.8 TB/s: 1.2e9 B/s... 1 GB takes 4e-6 + 1e9 / 1.2e12 s.
+  EXPECT_DOUBLE_EQ(cm.forward(memory_op("softmax", 1e9)), 4e-6 + 1e9 / (kHbm * 0.25));
+  EXPECT_DOUBLE_EQ(cm.backward(memory_op("softmax", 1e9)), 4e-6 + 2e9 / (kHbm * 0.25));
+  // A kind the profile does not list, and an op without a kind: the common efficiency.
+  EXPECT_DOUBLE_EQ(cm.forward(memory_op("dropout", 1e9)), 4e-6 + 1e9 / (kHbm * 0.5));
+  EXPECT_DOUBLE_EQ(cm.forward(memory_op("", 1e9)), 4e-6 + 1e9 / (kHbm * 0.5));
+  // The optimizer step streams 34 B per parameter (Adam), 42 (LAMB), ten launches.
+  p.memory_bw_efficiency_by_kind["adam"] = 0.8;
+  EXPECT_DOUBLE_EQ(cm.optimizer(1e9, false), 34e9 / (kHbm * 0.8) + 10 * 4e-6);
+  EXPECT_DOUBLE_EQ(cm.optimizer(1e9, true), 42e9 / (kHbm * 0.5) + 10 * 4e-6);
+}
+
+TEST(ComputeModelMeasured, GemmsPayTheirOwnFixedCost) {
+  calib::Profile p;
+  p.gemm_peak_efficiency = 0.8;
+  p.gemm_half_dim = 0;  // no shape penalty: time = 2mnk / (peak · 0.8)
+  p.kernel_overhead_s = 4e-6;
+  model::Op g;
+  g.name = "qkv";
+  g.kind = model::OpKind::kGemm;
+  g.m = 2048;
+  g.n = 4608;
+  g.k = 12288;
+  const double t = 2.0 * 2048 * 4608 * 12288 / (kPeak * 0.8);
+  {
+    const ComputeModel cm{p, kPeak, kPeak, kHbm};
+    EXPECT_DOUBLE_EQ(cm.forward(g), 4e-6 + t);  // no gemm_overhead_s: a kernel's
+  }
+  p.gemm_overhead_s = 13.8e-6;
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  EXPECT_DOUBLE_EQ(cm.forward(g), 13.8e-6 + t);
+  // Backward: the dgrad and the wgrad GEMM, each with its own fixed cost.
+  EXPECT_DOUBLE_EQ(cm.backward(g), 2 * 13.8e-6 + 2 * t);
+  // A memory-bound op still pays the kernel's.
+  EXPECT_DOUBLE_EQ(cm.forward(memory_op("softmax", 0)), 4e-6);
+}
+
+TEST(ComputeModelMeasured, EveryMemoryOpOfALayerNamesATimedKind) {
+  // The ops carry the kernel kind calibrate kernels times for them, so that a measured profile
+  // can price each with its own efficiency.
+  model::ModelConfig m;
+  m.layers = 2;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.kv_heads = 16;
+  m.ffn_hidden = 4096;
+  m.seq_len = 1024;
+  m.vocab = 32000;
+  m.dropout = true;
+  model::Sharding s;
+  std::vector<model::Op> ops = model::layer_forward_ops(m, s, 0);
+  for (model::Op& op : model::embedding_forward_ops(m, s)) ops.push_back(op);
+  for (model::Op& op : model::head_forward_ops(m, s)) ops.push_back(op);
+  int memory_ops = 0;
+  for (const model::Op& op : ops) {
+    if (op.kind != model::OpKind::kMemory) continue;
+    ++memory_ops;
+    EXPECT_TRUE(calib::is_memory_bound_kernel(op.kernel)) << op.name;
+    EXPECT_NE(std::string(calib::measured_kernel_ops()).find(op.kernel), std::string::npos)
+        << op.name << " → `" << op.kernel << "`";
+    EXPECT_NE(std::string(op.kernel), "") << op.name;
+  }
+  EXPECT_GE(memory_ops, 8);  // norms, softmax, dropout, bias-dropout-adds, GeLU, embedding, loss
+}
+
+}  // namespace
+}  // namespace trainsim::exec
