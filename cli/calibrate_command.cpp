@@ -277,13 +277,12 @@ int measure_kernels(const CalibrateArgs& a) {
   } else if (!a.dtype.empty()) {
     gemm = kernels::parse_dtype(a.dtype, "--dtype");
   }
-  if (!a.no_grid) {
-    for (kernels::BenchItem& b : kernels::standard_grid(kernels::DType::kBf16, gemm)) {
-      items.push_back(std::move(b));
-    }
+  // The GEMM surface always gets the grid's shapes (kernels/bench_plan.h, standard_gemm_grid);
+  // --no-grid leaves out the rest of the grid.
+  for (kernels::BenchItem& b : a.no_grid ? kernels::standard_gemm_grid(gemm)
+                                         : kernels::standard_grid(kernels::DType::kBf16, gemm)) {
+    items.push_back(std::move(b));
   }
-  if (items.empty())
-    throw_input("nothing to time: --no-grid without --scenario", {"", 0, "--no-grid"});
 
   kernels::BenchOptions o;
   o.device = a.device;
@@ -489,7 +488,9 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
   a.kernels->add_option("--warmup", a.warmup, "Untimed launches per kernel")
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
-  a.kernels->add_flag("--no-grid", a.no_grid, "Only the scenario's ops, not the standard grid");
+  a.kernels->add_flag("--no-grid", a.no_grid,
+                      "Only the scenario's ops and the grid's GEMMs (the GEMM surface always needs "
+                      "the grid's shapes), not the rest of the standard grid");
   auto* kbase = a.kernels->add_option("--base", a.base, "Profile JSON to start from")
                     ->check(CLI::ExistingFile);
   a.kernels

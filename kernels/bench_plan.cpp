@@ -161,7 +161,7 @@ std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const 
   return unique;
 }
 
-std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype) {
+std::vector<BenchItem> standard_gemm_grid(DType gemm_dtype) {
   std::vector<BenchItem> g;
   const double dims[] = {256, 1024, 4096, 16384};
   for (double m : dims) {
@@ -172,6 +172,11 @@ std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype) {
       }
     }
   }
+  return g;
+}
+
+std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype) {
+  std::vector<BenchItem> g = standard_gemm_grid(gemm_dtype);
   for (double d : {64.0, 128.0}) {
     for (double seq : {1024.0, 2048.0, 4096.0, 8192.0}) {
       const double bh = 16.0 * 2048 / seq * (128 / d);  // similar work per launch

@@ -49,6 +49,11 @@ BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& 
 /// in `gemm_dtype`, causal attention over 1K–8K tokens at head dims 64 and 128, memory-bound
 /// kernels from 16 KiB to 1 GiB, Adam and LAMB from 1M to 128M parameters.
 std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype);
+/// Its GEMMs alone (the first items of standard_grid): `calibrate kernels` times them even with
+/// --no-grid, because a GEMM surface fitted on one model's few shapes is ill-conditioned (three
+/// constants from shapes that share most of their dimensions; the H200 record's small-GPT fit
+/// came out above 1 and was clamped).
+std::vector<BenchItem> standard_gemm_grid(DType gemm_dtype);
 
 /// Bytes a memory-bound kernel of this kind and shape moves (see kernels/launchers.h).
 double memory_kernel_bytes(const std::string& op, double rows, double cols, DType t);

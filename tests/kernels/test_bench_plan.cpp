@@ -3,7 +3,9 @@
 // [2048 × 12288]·[12288 × 3·12288/8 = 4608], attention 96/8 = 12 heads of 128 over 2048 tokens.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
+#include <random>
 
 #include "calibrate/gemm_fit.h"
 #include "kernels/bench_plan.h"
@@ -207,6 +209,54 @@ TEST(BenchPlan, GridCoversEveryKernelAndFitsItsOwnModel) {
   EXPECT_NEAR(f.memory.efficiency, 0.85, 1e-6);
   EXPECT_NEAR(f.attention_fwd_efficiency, 0.5, 1e-6);
   EXPECT_NEAR(f.attention_bwd_efficiency, 0.4, 1e-6);
+}
+
+// A small model's GEMMs alone do not pin the surface: its shapes share most of their
+// dimensions, so with 2.5 % timing noise e_max and d0 trade off against each other. With the
+// grid's GEMMs (what calibrate kernels always times) the same noisy samples give them back.
+TEST(BenchPlan, GemmGridConditionsASmallModelsFit) {
+  model::ModelConfig m = gpt175b();
+  m.layers = 24;
+  m.hidden = 2304;
+  m.heads = 24;
+  m.kv_heads = 24;
+  m.ffn_hidden = 4 * 2304;
+  model::Sharding s;
+  std::vector<BenchItem> model_gemms;
+  for (const BenchItem& b : bench_items_for_model(m, s, DType::kBf16, DType::kBf16)) {
+    if (b.op == "gemm" && b.batch == 1) model_gemms.push_back(b);
+  }
+  const std::vector<BenchItem> grid = standard_gemm_grid(DType::kBf16);
+  ASSERT_GE(grid.size(), 40u);
+  for (const BenchItem& b : grid) EXPECT_EQ(b.op, "gemm");
+  EXPECT_EQ(grid.size(), [] {
+    std::size_t n = 0;
+    for (const BenchItem& b : standard_grid(DType::kBf16, DType::kBf16)) n += b.op == "gemm";
+    return n;
+  }());
+  const double e = 0.80, d0 = 90, o = 10e-6;
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(0.0, 0.025);
+  auto samples = [&](const std::vector<BenchItem>& items) {
+    std::vector<calib::GemmSample> out;
+    for (const BenchItem& b : items) {
+      calib::GemmSample x{b.m, b.n, b.k, 1, 989e12, 0};
+      x.seconds = (o + calib::gemm_surface_time(x, e, d0)) * std::exp(noise(rng));
+      out.push_back(x);
+    }
+    return out;
+  };
+  std::vector<calib::GemmSample> with_grid = samples(model_gemms);
+  const calib::GemmFit alone = calib::fit_gemm_surface_and_overhead(with_grid);
+  for (const calib::GemmSample& x : samples(grid)) with_grid.push_back(x);
+  const calib::GemmFit both = calib::fit_gemm_surface_and_overhead(with_grid);
+  EXPECT_NEAR(both.peak_efficiency, e, 0.05 * e);
+  EXPECT_NEAR(both.half_dim, d0, 0.3 * d0);
+  EXPECT_NEAR(both.overhead_s, o, 0.3 * o);
+  // The model's shapes alone miss at least one constant by far more.
+  EXPECT_TRUE(std::abs(alone.peak_efficiency / e - 1) > 0.1 ||
+              std::abs(alone.half_dim / d0 - 1) > 0.5 || std::abs(alone.overhead_s / o - 1) > 0.5)
+      << alone.peak_efficiency << " " << alone.half_dim << " " << alone.overhead_s;
 }
 
 TEST(BenchPlan, MeasuredSampleCarriesTheRightQuantity) {
