@@ -37,6 +37,43 @@ GridPoint solve_for_d0(const std::vector<GemmSample>& s, double overhead, double
   return g;
 }
 
+// Minimises f over [lo, hi]: the best of `grid` + 1 evenly spaced points, then golden-section
+// search inside that point's neighbours (`iters` steps). Returns the last bracket's midpoint.
+template <class F>
+double grid_golden_min(F&& f, double lo, double hi, int grid, int iters) {
+  const double span = hi - lo;
+  int best = 0;
+  double best_v = 0;
+  for (int i = 0; i <= grid; ++i) {
+    const double v = f(lo + span * i / grid);
+    if (i == 0 || v < best_v) {
+      best = i;
+      best_v = v;
+    }
+  }
+  double l = lo + span * std::max(0, best - 1) / grid;
+  double h = lo + span * std::min(grid, best + 1) / grid;
+  const double phi = (std::sqrt(5.0) - 1) / 2;
+  double a = h - phi * (h - l), b = l + phi * (h - l);
+  double fa = f(a), fb = f(b);
+  for (int it = 0; it < iters; ++it) {
+    if (fa < fb) {
+      h = b;
+      b = a;
+      fb = fa;
+      a = h - phi * (h - l);
+      fa = f(a);
+    } else {
+      l = a;
+      a = b;
+      fa = fb;
+      b = l + phi * (h - l);
+      fb = f(b);
+    }
+  }
+  return (l + h) / 2;
+}
+
 // One launch cost shared by every memory-bound kind and a slope per kind: rows t_i = o +
 // bytes_i · y_k(i), each divided by t_i so that the target is 1 (relative residuals).
 void fit_memory_kinds(const std::map<std::string, std::vector<std::pair<double, double>>>& by_kind,
@@ -123,42 +160,13 @@ GemmFit fit_gemm_surface(const std::vector<GemmSample>& samples, double overhead
   }
   // Grid in log(1 + d0) from 0 to max_half_dim (d0 = 0 means no shape penalty), then golden
   // section inside the best cell's neighbours.
-  constexpr int kGrid = 240;
-  const double top = std::log1p(max_half_dim);
   auto d0_at = [&](double u) { return std::expm1(u); };
-  int best = 0;
-  double best_sse = 0;
-  for (int i = 0; i <= kGrid; ++i) {
-    const double sse = solve_for_d0(samples, overhead_s, d0_at(top * i / kGrid)).sse;
-    if (i == 0 || sse < best_sse) {
-      best = i;
-      best_sse = sse;
-    }
-  }
-  double lo = top * std::max(0, best - 1) / kGrid;
-  double hi = top * std::min(kGrid, best + 1) / kGrid;
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
-  double fa = solve_for_d0(samples, overhead_s, d0_at(a)).sse;
-  double fb = solve_for_d0(samples, overhead_s, d0_at(b)).sse;
-  for (int it = 0; it < 80; ++it) {
-    if (fa < fb) {
-      hi = b;
-      b = a;
-      fb = fa;
-      a = hi - phi * (hi - lo);
-      fa = solve_for_d0(samples, overhead_s, d0_at(a)).sse;
-    } else {
-      lo = a;
-      a = b;
-      fa = fb;
-      b = lo + phi * (hi - lo);
-      fb = solve_for_d0(samples, overhead_s, d0_at(b)).sse;
-    }
-  }
+  const double u = grid_golden_min(
+      [&](double x) { return solve_for_d0(samples, overhead_s, d0_at(x)).sse; }, 0.0,
+      std::log1p(max_half_dim), 240, 80);
   GemmFit f;
   f.overhead_s = overhead_s;
-  f.half_dim = d0_at((lo + hi) / 2);
+  f.half_dim = d0_at(u);
   f.peak_efficiency = 1.0 / solve_for_d0(samples, overhead_s, f.half_dim).inv_emax;
   f.samples = static_cast<int>(samples.size());
   double sq = 0;
@@ -182,37 +190,16 @@ GemmFit fit_gemm_surface_and_overhead(const std::vector<GemmSample>& samples,
   auto err = [&](double o) { return fit_gemm_surface(samples, o, max_half_dim).rms_rel_error; };
   const double top = (1 - 1e-6) * std::max(0.0, shortest);  // below every sample
   constexpr int kGrid = 24;
-  int best = 0;
-  double best_err = 0;
+  double o = grid_golden_min(err, 0.0, top, kGrid, 40);
+  // The best grid point, if the search inside its neighbours ended worse (a non-unimodal error).
+  double best = err(o);
   for (int i = 0; i <= kGrid; ++i) {
     const double e = err(top * i / kGrid);
-    if (i == 0 || e < best_err) {
-      best = i;
-      best_err = e;
+    if (e < best) {
+      best = e;
+      o = top * i / kGrid;
     }
   }
-  double lo = top * std::max(0, best - 1) / kGrid;
-  double hi = top * std::min(kGrid, best + 1) / kGrid;
-  const double phi = (std::sqrt(5.0) - 1) / 2;
-  double a = hi - phi * (hi - lo), b = lo + phi * (hi - lo);
-  double fa = err(a), fb = err(b);
-  for (int it = 0; it < 40; ++it) {
-    if (fa < fb) {
-      hi = b;
-      b = a;
-      fb = fa;
-      a = hi - phi * (hi - lo);
-      fa = err(a);
-    } else {
-      lo = a;
-      a = b;
-      fa = fb;
-      b = lo + phi * (hi - lo);
-      fb = err(b);
-    }
-  }
-  double o = (lo + hi) / 2;
-  if (best_err < err(o)) o = top * best / kGrid;  // the grid point, if the search left it
   return fit_gemm_surface(samples, o, max_half_dim);
 }
 
