@@ -180,7 +180,7 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
   // A local list: starting a flow can bring a replayed component back, whose completions'
   // observers may start another group before this one is done.
   std::vector<FlowId> ids;
-  bool eligible = group_key != 0 && !cc_.active() && !specs.empty();
+  bool eligible = group_key != 0 && !specs.empty();
   for (const FlowSpec& spec : specs) {
     if (spec.bytes <= 0) eligible = false;
     for (const topo::LinkId l : spec.path) {
@@ -234,6 +234,7 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       Owner& ow = owners_[static_cast<std::size_t>(o)];
       ow.ids.assign(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
       ow.segs.assign(e - b, {});
+      ow.holds.assign(e - b, {});
       ow.ends.assign(e - b, -1);
       for (std::size_t k = 0; k < ow.ids.size(); ++k) {
         FlowState& st = st_[static_cast<std::size_t>(ow.ids[k])];
@@ -264,6 +265,7 @@ std::int32_t FlowNetwork::new_owner(Shape* sh, std::uint32_t comp, bool replay) 
   ow.start = sim_.now();
   ow.ids.clear();
   ow.segs.clear();
+  ow.holds.clear();
   ow.ends.clear();
   ow.ended = 0;
   ow.tags.reset();
@@ -334,6 +336,12 @@ void FlowNetwork::record_end(FlowId f) {
       t->seg_rate.push_back(rate);
     }
     t->seg_offset.push_back(static_cast<std::uint32_t>(t->seg_start.size()));
+    for (const Owner::Hold& h : ow.holds[k]) {
+      t->hold_set.push_back(h.set);
+      t->hold_until.push_back(h.until);
+      t->hold_cap.push_back(h.cap);
+    }
+    t->hold_offset.push_back(static_cast<std::uint32_t>(t->hold_set.size()));
     t->end.push_back(ow.ends[k]);
     t->last_end = std::max(t->last_end, ow.ends[k]);
   }
@@ -389,8 +397,27 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
     FlowState& st = st_[static_cast<std::size_t>(f)];
     st.start = start;
     st.remaining = left;
+    // A congestion-control hold in progress comes back with its rate and its end; one ending
+    // now has ended (a moment's events count as done, as for the rate segments above), and the
+    // flow is exempt from a new hold in the batch that released it.
+    for (std::uint32_t i = t->hold_offset[k]; i < t->hold_offset[k + 1]; ++i) {
+      if (t->hold_set[i] > elapsed) break;
+      if (t->hold_until[i] > elapsed) {
+        st.hold_cap = t->hold_cap[i];
+        set_timer(f, Timer::kHold, start + TimePs{t->hold_until[i]});
+        refresh_cap(f);
+      } else if (t->hold_until[i] == elapsed) {
+        st.exempt_batch = in_batch_ ? batch_ : batch_ + 1;
+      }
+    }
     apply_rate(f, rate);
+    if (cc_.active()) materialized_.push_back(f);
   }
+  // The links' congestion-control derating counts the flows now back on them.
+  for (const FlowId f : materialized_) {
+    for (const topo::LinkId l : solver_.path(f)) refresh_link_efficiency(l);
+  }
+  materialized_.clear();
   for (const FlowDone& d : done) {
     ++stats_.flows_done;
     stats_.bytes_done += d.bytes;
@@ -564,6 +591,7 @@ void FlowNetwork::fail(FlowId f) {
 
 void FlowNetwork::on_batch_end() {
   ++batch_;
+  in_batch_ = true;
   const TimePs now = sim_.now();
   // Timers first (a resume or a hold release changes a bound), then completions. Callbacks may
   // start flows that are due at once (zero bytes), hence the loop.
@@ -577,6 +605,7 @@ void FlowNetwork::on_batch_end() {
     }
   }
   solve_and_apply();
+  in_batch_ = false;
   reschedule_wakeup();
 }
 
@@ -616,6 +645,12 @@ void FlowNetwork::solve_and_apply() {
       set_timer(f, Timer::kHold, sim_.now() + lag);
       refresh_cap(f);
       new_hold = true;
+      if (st_[i].owner >= 0) {
+        Owner& ow = owners_[static_cast<std::size_t>(st_[i].owner)];
+        const std::int64_t at = (sim_.now() - ow.start).ps;
+        ow.holds[static_cast<std::size_t>(st_[i].owner_index)].push_back(
+            {at, at + lag.ps, old_rate});
+      }
     }
     if (!new_hold || round + 1 >= kMaxHoldRounds) break;
     changed = solver_.solve();

@@ -115,8 +115,8 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
 
   /// Starts a flow now; its rate is set at the end of the current batch.
   FlowId start_flow(const FlowSpec& spec);
-  /// Starts a group of flows now (a transfer's queue pairs). With `group_key` != 0 and ideal
-  /// congestion control, the group is split once per key into its connected components (flows
+  /// Starts a group of flows now (a transfer's queue pairs). With `group_key` != 0, under any
+  /// congestion-control model, the group is split once per key into its connected components (flows
   /// sharing links), and each component whose links are up and carry no other flow runs alone:
   /// its max-min rates depend on nothing else. The caller guarantees that a key always names the
   /// same paths, bounds and sizes, in the same order (a different count or size is refused).
@@ -126,8 +126,10 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   ///     out of the solver and complete at the recorded offsets. When anything reaches its links
   ///     before it ends (a flow starting on one, a capacity change, a link going down), its
   ///     unfinished flows enter the solver at that moment with their recorded rates and the bytes
-  ///     they have left, and everything proceeds as if they had been there all along (max-min
-  ///     allocations of disjoint components are independent).
+  ///     they have left (under congestion control also a rate-increase hold in progress, with its
+  ///     end, and their links derated for the flows back on them), and everything proceeds as if
+  ///     they had been there all along (max-min allocations of disjoint components are
+  ///     independent; a component's derating and holds depend only on its own flows).
   /// Otherwise it is start_flow for each. Returns the ids of the flows that entered the solver
   /// (replayed flows report id -1 in FlowDone).
   std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t group_key);
@@ -236,6 +238,8 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   std::vector<topo::LinkId> path_scratch_;
 
   std::vector<FlowId> group_ids_;
+  bool in_batch_ = false;                // inside on_batch_end (batch_ is the current batch)
+  std::vector<FlowId> materialized_;     // end_replay scratch
 
   // Replay (start_group). A Shape is a key's flows split into components; a Trajectory is what a
   // component did alone (flows in component order); an Owner is a component whose links no
@@ -248,6 +252,12 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::vector<std::int64_t> end;             // ps after the start
     std::vector<std::uint32_t> order;          // flows by end
     std::int64_t last_end = 0;
+    // Congestion-control holds (a flow keeping its old rate for τ_up after its share rose):
+    // flow k: holds [hold_offset[k], hold_offset[k+1]), each set at hold_set (ps after the
+    // start) at rate hold_cap until hold_until. What a materialized flow needs besides its rate.
+    std::vector<std::uint32_t> hold_offset{0};
+    std::vector<std::int64_t> hold_set, hold_until;
+    std::vector<double> hold_cap;
   };
   struct Shape {
     std::vector<topo::LinkId> links;  // every flow's path, back to back
@@ -271,6 +281,11 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     // Recording.
     std::vector<FlowId> ids;
     std::vector<std::vector<std::pair<std::int64_t, double>>> segs;
+    struct Hold {
+      std::int64_t set, until;
+      double cap;
+    };
+    std::vector<std::vector<Hold>> holds;
     std::vector<std::int64_t> ends;
     std::int64_t ended = 0;
     // Replay.

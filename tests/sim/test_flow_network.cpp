@@ -580,10 +580,10 @@ struct GroupEvent {
 
 std::vector<FlowDone> run_groups(const std::vector<GroupEvent>& events, bool grouped,
                                  FlowNetworkStats* stats, const Path& a = Path{0, 1},
-                                 const Path& b = Path{0, 2}) {
+                                 const Path& b = Path{0, 2}, const NetworkConfig& cc = {}) {
   Simulation sim;
   FlowNetwork& net =
-      sim.emplace<FlowNetwork>(std::vector<double>{10 * kG, 4 * kG, 6 * kG}, checked());
+      sim.emplace<FlowNetwork>(std::vector<double>{10 * kG, 4 * kG, 6 * kG}, checked(cc));
   Done d(net);
   std::uint64_t tag = 0;
   for (const GroupEvent& e : events) {
@@ -611,9 +611,10 @@ std::vector<FlowDone> run_groups(const std::vector<GroupEvent>& events, bool gro
 }
 
 void expect_same_completions(const std::vector<GroupEvent>& events, FlowNetworkStats* grouped_stats,
-                             const Path& a = Path{0, 1}, const Path& b = Path{0, 2}) {
-  const std::vector<FlowDone> grouped = run_groups(events, true, grouped_stats, a, b);
-  const std::vector<FlowDone> plain = run_groups(events, false, nullptr, a, b);
+                             const Path& a = Path{0, 1}, const Path& b = Path{0, 2},
+                             const NetworkConfig& cc = {}) {
+  const std::vector<FlowDone> grouped = run_groups(events, true, grouped_stats, a, b, cc);
+  const std::vector<FlowDone> plain = run_groups(events, false, nullptr, a, b, cc);
   ASSERT_EQ(grouped.size(), plain.size());
   for (std::size_t k = 0; k < grouped.size(); ++k) {
     EXPECT_EQ(grouped[k].tag, plain[k].tag) << k;
@@ -676,6 +677,45 @@ TEST(FlowNetwork, GroupsReplayEachComponentOnItsOwn) {
   expect_same_completions(events, &st, Path{1}, Path{2});
   EXPECT_EQ(st.flows_replayed, 4);
   EXPECT_EQ(st.replays_materialized, 1);
+}
+
+// Replay under congestion control (DCQCN). Link 0 carries A and B: derated to 0.95 · 10 = 9.5
+// GB/s, A = 4 (link 1), B = 5.5. A ends at 10 ms; B's share rises to 6 and DCQCN holds it at 5.5
+// for τ_up = 682 µs (7 timer periods of 55 µs, then 10 hyper-increase steps). A replayed start
+// reached in the middle of that hold must come back held, with the hold's end, and the links
+// derated for the flows back on them: every completion as the plain flows give it.
+NetworkConfig dcqcn() {
+  NetworkConfig c;
+  c.congestion_control = CongestionControl::kDcqcn;
+  return c;
+}
+
+TEST(FlowNetwork, CongestionControlGroupsReplayWithTheirHolds) {
+  const CongestionModel cm(dcqcn());
+  ASSERT_NEAR(cm.link_efficiency(2), 0.95, 1e-12);
+  const TimePs lag = cm.increase_lag(5.5 * kG, 6 * kG);
+  ASSERT_GT(lag, TimePs::from_us(600));
+  ASSERT_LT(lag, TimePs::from_us(700));
+  // 20 ms: replayed; A ends at 30 ms, B is held until 30 ms + τ_up. Reached at 30.3 ms by a flow
+  // on link 1 (A's, not B's: B stays held), on link 2 (B's own), at 25 ms (before the hold; on
+  // link 1, the shared link 0 must be derated again for the two flows back on it),
+  // at the very end of the hold, and not at all (40 ms).
+  const double hold_end_ms = 30 + lag.seconds() * 1e3;
+  for (const auto& [at_ms, link] : std::vector<std::pair<double, LinkId>>{
+           {30.3, 1}, {30.3, 2}, {25, 0}, {25, 1}, {hold_end_ms, 1}, {30.0, 1}}) {
+    const std::vector<GroupEvent> events = {{0, true}, {20, true}, {at_ms, false, 1, link}, {40, true}};
+    FlowNetworkStats st;
+    expect_same_completions(events, &st, Path{0, 1}, Path{0, 2}, dcqcn());
+    EXPECT_EQ(st.flows_replayed, 4) << at_ms << " ms, link " << link;
+    EXPECT_EQ(st.replays_materialized, 1) << at_ms << " ms, link " << link;
+  }
+  // The hold is real: alone, B ends later than at a constant 5.5 → 6 GB/s jump would give.
+  const std::vector<FlowDone> done = run_groups({{0, true}}, true, nullptr, Path{0, 1},
+                                                Path{0, 2}, dcqcn());
+  ASSERT_EQ(done.size(), 2u);
+  const double b_left_at_10ms = 60e6 - 5.5 * kG * 10e-3;
+  const double b_end_s = 10e-3 + lag.seconds() + (b_left_at_10ms - 5.5 * kG * lag.seconds()) / (6 * kG);
+  EXPECT_NEAR(done[1].end.seconds(), b_end_s, 2e-12);
 }
 
 TEST(FlowNetwork, IncastCompletesTogetherInOneBatch) {
