@@ -90,12 +90,10 @@ struct ComputeModel {
     // communication.
     return std::max(t_comm, t_compute + sm_share * t_comm);
   }
-  /// Optimizer step over `params` parameters (memory-bound): Adam reads and writes the fp32
-  /// master weights and both moments (24 B), reads the fp32 gradient (4 B), writes the 16-bit
-  /// weights (2 B), and gradient clipping reads the gradients once more (4 B); LAMB adds the
-  /// per-tensor weight and update norms (another 8 B). Ten kernel launches.
+  /// Optimizer step over `params` parameters (memory-bound, model::optimizer_bytes_per_param).
+  /// Ten kernel launches.
   double optimizer(double params, bool lamb) const {
-    const double bytes_per_param = lamb ? 42.0 : 34.0;
+    const double bytes_per_param = model::optimizer_bytes_per_param(lamb);
     return params * bytes_per_param / (hbm_Bps * prof.memory_efficiency(lamb ? "lamb" : "adam")) +
            10 * prof.kernel_overhead_s;
   }

@@ -44,6 +44,12 @@ struct Sharding {
   bool fused_elementwise = false;  // norm fused with residual/dropout, GeLU in the GEMM epilogue
 };
 
+/// HBM bytes per parameter of one optimizer step: Adam reads and writes the fp32 master weights
+/// and both moments (24 B), reads the fp32 gradient (4 B), writes the 16-bit weights (2 B), and
+/// gradient clipping reads the gradients once more (4 B): 34; LAMB adds the per-tensor weight and
+/// update norms (another 8 B): 42.
+inline double optimizer_bytes_per_param(bool lamb) { return lamb ? 42.0 : 34.0; }
+
 /// Forward ops of layer `layer_index` (0-based; decides MoE vs dense), for one micro-batch.
 std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index);
 /// Forward ops of the input embedding (first pipeline stage).

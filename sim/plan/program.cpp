@@ -817,7 +817,7 @@ void Builder::build() {
     o.kind = model::OpKind::kMemory;
     o.kernel = ps.training.optimizer == Optimizer::kLamb ? "lamb" : "adam";
     o.m = params;
-    o.bytes = params * (ps.training.optimizer == Optimizer::kLamb ? 42.0 : 34.0);
+    o.bytes = params * model::optimizer_bytes_per_param(ps.training.optimizer == Optimizer::kLamb);
     o.kernels = 10;
     for (std::uint32_t g : grad_reductions) blockers.push_back(g);
     compute(add_op(o), Pass::kOptimizer, Part::kWhole, -1, -1, -1);
