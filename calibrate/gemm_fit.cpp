@@ -293,6 +293,23 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
                 "time the grid GEMMs in the training precision");
   }
   f.gemm = fit_gemm_surface_and_overhead(gemms);
+  for (const MeasuredKernel& k : samples) {
+    if (k.op != "gemm" || k.dtype != gemm_dtype || !(k.median_s > 0)) continue;
+    const GemmSample s{k.m, k.n, k.k, k.batch, k.batch > 1 ? peaks.dense_16bit_flops : gemm_peak,
+                       k.median_s};
+    const double rel =
+        (f.gemm.overhead_s + gemm_surface_time(s, f.gemm.peak_efficiency, f.gemm.half_dim)) /
+            k.median_s -
+        1;
+    KernelFits::GemmResidual& r = f.gemm_by_op[k.label.substr(0, k.label.find('.'))];
+    ++r.samples;
+    r.rms_rel_error += rel * rel;  // sums until the loop ends
+    r.mean_rel_error += rel;
+  }
+  for (auto& [op, r] : f.gemm_by_op) {
+    r.rms_rel_error = std::sqrt(r.rms_rel_error / r.samples);
+    r.mean_rel_error /= r.samples;
+  }
   if (!att_fwd.empty()) {
     f.attention_fwd_efficiency =
         fit_flops_efficiency(att_fwd, peaks.dense_16bit_flops, f.memory.overhead_s);

@@ -98,6 +98,16 @@ struct KernelFits {
   // by linear least squares on relative residuals (a negative o is refitted as 0). The common
   // efficiency for kinds that were not timed is then the single slope through the same o.
   std::map<std::string, KindFit> memory_by_kind;
+  // The fitted GEMM surface's residuals per op (the sample's label up to its first '.', so that
+  // "qkv", "qkv.dgrad" and "qkv.wgrad" are one op; "grid" for the grid): rms and mean relative
+  // error of predicted against measured time, over the GEMMs of the fitted dtype, batched ones
+  // included (they are not fitted: their residual is out of sample).
+  struct GemmResidual {
+    int samples = 0;
+    double rms_rel_error = 0;
+    double mean_rel_error = 0;  // > 0: the surface predicts longer than measured
+  };
+  std::map<std::string, GemmResidual> gemm_by_op;
   double memory_joint_overhead_s = 0;
   double memory_joint_common_efficiency = 0;
   GemmFit gemm;

@@ -222,6 +222,13 @@ void fit_compute(calib::Profile& p, const std::string& gemm_dtype) {
       f.memory.max_rel_error * 100, f.memory.samples, f.gemm_dtype, p.gemm_peak_efficiency,
       p.gemm_half_dim, p.gemm_launch_s(), f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples,
       p.attention_fwd_efficiency, p.attention_bwd_efficiency);
+  if (!f.gemm_by_op.empty()) {
+    std::cout << "GEMM surface residuals per op (mean and rms of predicted/measured - 1):\n";
+    for (const auto& [op, r] : f.gemm_by_op) {
+      std::cout << fmt::format("  {:<17} {:+6.1f} %  rms {:5.1f} % over {} samples\n", op,
+                               r.mean_rel_error * 100, r.rms_rel_error * 100, r.samples);
+    }
+  }
   if (!f.memory_by_kind.empty()) {
     std::cout << "memory-bound per kind (own efficiency; rms error with it and with the common line):\n";
     for (const auto& [kind, k] : f.memory_by_kind) {

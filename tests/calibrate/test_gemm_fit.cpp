@@ -126,6 +126,15 @@ TEST(GemmFit, H200RecordFitsBetterWithTheGemmsOwnOverhead) {
   EXPECT_LT(adam.rms_rel_error, 0.10);
   EXPECT_GT(adam.rms_rel_error_common, 0.50);
   EXPECT_LT(f.memory_by_kind.at("softmax").rms_rel_error, 0.10);
+  // Residuals per op: the model's own GEMMs (forward, dgrad and wgrad together) within a few
+  // per cent, the grid's 60 shapes wider; the batched score GEMMs are out of sample.
+  ASSERT_EQ(f.gemm_by_op.count("qkv"), 1u);
+  EXPECT_EQ(f.gemm_by_op.at("qkv").samples, 6);
+  for (const char* op : {"qkv", "attn_proj", "mlp_up", "logits"}) {
+    EXPECT_LT(f.gemm_by_op.at(op).rms_rel_error, 0.05) << op;
+  }
+  EXPECT_EQ(f.gemm_by_op.at("grid").samples, 60);
+  EXPECT_LT(f.gemm_by_op.at("grid").rms_rel_error, 0.12);
   Profile q = p;
   apply_kernel_fits(f, q);
   ASSERT_TRUE(q.gemm_overhead_s.has_value());
