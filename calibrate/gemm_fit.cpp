@@ -38,9 +38,13 @@ GridPoint solve_for_d0(const std::vector<GemmSample>& s, double overhead, double
 }
 
 // Minimises f over [lo, hi]: the best of `grid` + 1 evenly spaced points, then golden-section
-// search inside that point's neighbours (`iters` steps). Returns the last bracket's midpoint.
+// search inside that point's neighbours (`iters` steps). Returns the last bracket's midpoint
+// (`x`) and the best grid point with its value.
+struct GridGolden {
+  double x = 0, grid_x = 0, grid_value = 0;
+};
 template <class F>
-double grid_golden_min(F&& f, double lo, double hi, int grid, int iters) {
+GridGolden grid_golden_min(F&& f, double lo, double hi, int grid, int iters) {
   const double span = hi - lo;
   int best = 0;
   double best_v = 0;
@@ -71,7 +75,7 @@ double grid_golden_min(F&& f, double lo, double hi, int grid, int iters) {
       fb = f(b);
     }
   }
-  return (l + h) / 2;
+  return {(l + h) / 2, lo + span * best / grid, best_v};
 }
 
 // One launch cost shared by every memory-bound kind and a slope per kind: rows t_i = o +
@@ -163,7 +167,7 @@ GemmFit fit_gemm_surface(const std::vector<GemmSample>& samples, double overhead
   auto d0_at = [&](double u) { return std::expm1(u); };
   const double u = grid_golden_min(
       [&](double x) { return solve_for_d0(samples, overhead_s, d0_at(x)).sse; }, 0.0,
-      std::log1p(max_half_dim), 240, 80);
+      std::log1p(max_half_dim), 240, 80).x;
   GemmFit f;
   f.overhead_s = overhead_s;
   f.half_dim = d0_at(u);
@@ -189,17 +193,9 @@ GemmFit fit_gemm_surface_and_overhead(const std::vector<GemmSample>& samples,
   // section inside the best cell's neighbours (as for d0 inside fit_gemm_surface).
   auto err = [&](double o) { return fit_gemm_surface(samples, o, max_half_dim).rms_rel_error; };
   const double top = (1 - 1e-6) * std::max(0.0, shortest);  // below every sample
-  constexpr int kGrid = 24;
-  double o = grid_golden_min(err, 0.0, top, kGrid, 40);
+  const GridGolden g = grid_golden_min(err, 0.0, top, 24, 40);
   // The best grid point, if the search inside its neighbours ended worse (a non-unimodal error).
-  double best = err(o);
-  for (int i = 0; i <= kGrid; ++i) {
-    const double e = err(top * i / kGrid);
-    if (e < best) {
-      best = e;
-      o = top * i / kGrid;
-    }
-  }
+  const double o = err(g.x) <= g.grid_value ? g.x : g.grid_x;
   return fit_gemm_surface(samples, o, max_half_dim);
 }
 
