@@ -111,6 +111,7 @@ FlowNetwork::Shape& FlowNetwork::shape_of(std::uint64_t key, std::span<const Flo
   if (slot) return *slot;
   slot = std::make_unique<Shape>();
   Shape& sh = *slot;
+  sh.serial = next_serial_++;
   const std::size_t n = specs.size();
   sh.offset.push_back(0);
   for (const FlowSpec& spec : specs) {
@@ -165,16 +166,6 @@ FlowNetwork::Shape& FlowNetwork::shape_of(std::uint64_t key, std::span<const Flo
   return sh;
 }
 
-bool FlowNetwork::component_alone(const Shape& sh, std::uint32_t c) const {
-  for (std::uint32_t e = sh.comp_link_offset[c]; e < sh.comp_link_offset[c + 1]; ++e) {
-    const auto l = static_cast<std::size_t>(sh.comp_links[e]);
-    if (down_[l] != 0 || link_owner_[l] >= 0 || solver_.flow_count_on(sh.comp_links[e]) != 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs,
                                                  std::uint64_t group_key) {
   // A local list: starting a flow can bring a replayed component back, whose completions'
@@ -203,9 +194,72 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
   }
   std::shared_ptr<std::vector<std::uint64_t>> tags;
   const std::size_t comps = sh->comp_offset.size() - 1;
+  // Components whose links are free or held by replays only. Those that reach replays start
+  // together with them as composites: units of components joined through the replays they
+  // reach (start_composite). A unit with a component that meets anything else starts plainly.
+  std::vector<std::uint8_t> kind(comps);
+  std::vector<std::int32_t> reached;
+  std::vector<std::uint32_t> reached_offset(comps + 1, 0);
+  bool any_reached = false;
   for (std::uint32_t c = 0; c < comps; ++c) {
-    const bool alone = component_alone(*sh, c);
+    kind[c] = classify(*sh, c, &reached);
+    reached_offset[c + 1] = static_cast<std::uint32_t>(reached.size());
+    any_reached = any_reached || kind[c] == 1;
+  }
+  std::vector<std::uint32_t> unit;  // per component: its unit's root component
+  std::vector<std::uint8_t> unit_ok;
+  if (any_reached) {
+    unit.resize(comps);
+    for (std::uint32_t c = 0; c < comps; ++c) unit[c] = c;
+    const auto find = [&](std::uint32_t x) {
+      while (unit[x] != x) x = unit[x] = unit[unit[x]];
+      return x;
+    };
+    if (owner_mark_.size() < owners_.size()) owner_mark_.resize(owners_.size(), -1);
+    for (std::uint32_t c = 0; c < comps; ++c) {
+      for (std::uint32_t i = reached_offset[c]; i < reached_offset[c + 1]; ++i) {
+        std::int32_t& mark = owner_mark_[static_cast<std::size_t>(reached[i])];
+        if (mark < 0) {
+          mark = static_cast<std::int32_t>(c);
+        } else {
+          unit[find(c)] = find(static_cast<std::uint32_t>(mark));
+        }
+      }
+    }
+    for (const std::int32_t o : reached) owner_mark_[static_cast<std::size_t>(o)] = -1;
+    unit_ok.assign(comps, 1);
+    for (std::uint32_t c = 0; c < comps; ++c) {
+      unit[c] = find(c);
+      if (kind[c] != 1) unit_ok[unit[c]] = 0;
+    }
+  }
+  std::vector<std::uint32_t> unit_comps;
+  std::vector<std::int32_t> unit_owners;
+  for (std::uint32_t c = 0; c < comps; ++c) {
     const std::uint32_t b = sh->comp_offset[c], e = sh->comp_offset[c + 1];
+    if (kind[c] == 1 && unit_ok[unit[c]] != 0) {
+      if (unit_ok[unit[c]] == 2) continue;  // started with its unit
+      unit_comps.clear();
+      unit_owners.clear();
+      for (std::uint32_t d = c; d < comps; ++d) {
+        if (unit[d] != unit[c]) continue;
+        unit_comps.push_back(d);
+        for (std::uint32_t i = reached_offset[d]; i < reached_offset[d + 1]; ++i) {
+          if (std::find(unit_owners.begin(), unit_owners.end(), reached[i]) == unit_owners.end()) {
+            unit_owners.push_back(reached[i]);
+          }
+        }
+      }
+      unit_ok[unit[c]] = 2;
+      if (start_composite(*sh, specs, unit_comps, unit_owners, &ids)) continue;
+      for (const std::uint32_t d : unit_comps) {
+        for (std::uint32_t i = sh->comp_offset[d]; i < sh->comp_offset[d + 1]; ++i) {
+          ids.push_back(start_flow(specs[sh->comp_flows[i]]));
+        }
+      }
+      continue;
+    }
+    const bool alone = kind[c] == 0;
     if (alone && sh->trajectory[c]) {
       if (!tags) {
         tags = std::make_shared<std::vector<std::uint64_t>>();
@@ -248,6 +302,268 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
   return group_ids_;
 }
 
+// 0: component c's links are up and carry nothing (it runs alone); 1: they are up, carry no
+// flow in the solver and are held by replays only (appended to `owners`, each once); 2: anything
+// else (the owners it reaches are appended too).
+std::uint8_t FlowNetwork::classify(const Shape& sh, std::uint32_t c,
+                                   std::vector<std::int32_t>* owners) const {
+  std::uint8_t kind = 0;
+  const std::size_t first = owners->size();
+  for (std::uint32_t e = sh.comp_link_offset[c]; e < sh.comp_link_offset[c + 1]; ++e) {
+    const auto l = static_cast<std::size_t>(sh.comp_links[e]);
+    if (down_[l] != 0 || solver_.flow_count_on(sh.comp_links[e]) != 0) kind = 2;
+    const std::int32_t o = link_owner_[l];
+    if (o < 0) continue;
+    if (!owners_[static_cast<std::size_t>(o)].replay) kind = 2;
+    if (kind == 0) kind = 1;
+    if (std::find(owners->begin() + static_cast<std::ptrdiff_t>(first), owners->end(), o) ==
+        owners->end()) {
+      owners->push_back(o);
+    }
+  }
+  return kind;
+}
+
+namespace {
+
+// Bytes a replayed flow has left `elapsed` ps after its component's start, and its rate then,
+// from its recorded segments (a segment starting now gives the rate now). The same operations,
+// in the same order, as the flow's own updates would have made.
+double replay_left(std::span<const std::int64_t> seg_start, std::span<const double> seg_rate,
+                   double left, std::int64_t elapsed, double* rate) {
+  *rate = 0;
+  for (std::size_t i = 0; i < seg_start.size(); ++i) {
+    if (seg_start[i] > elapsed) break;
+    const std::int64_t until = i + 1 < seg_start.size() ? std::min(seg_start[i + 1], elapsed) : elapsed;
+    *rate = seg_rate[i];
+    left -= *rate * TimePs{until - seg_start[i]}.seconds();
+  }
+  return left;
+}
+
+}  // namespace
+
+// The composite of replays `owners` (reached by components `comps` of the group `sh` starting
+// now) and those components: flows still under way in each replay (by owner, in component
+// order), then the components' flows. One component; one part per replay and one for the group.
+std::unique_ptr<FlowNetwork::Shape> FlowNetwork::composite_shape(
+    std::span<const std::int32_t> owners, const Shape& sh, std::span<const FlowSpec> specs,
+    std::span<const std::uint32_t> comps) {
+  auto csh = std::make_unique<Shape>();
+  csh->serial = next_serial_++;
+  csh->offset.push_back(0);
+  const TimePs now = sim_.now();
+  const auto add = [&](const Shape& from, std::uint32_t flow, double left, std::int64_t start0,
+                       std::uint32_t part) {
+    csh->links.insert(csh->links.end(), from.links.begin() + from.offset[flow],
+                      from.links.begin() + from.offset[flow + 1]);
+    csh->offset.push_back(static_cast<std::uint32_t>(csh->links.size()));
+    csh->bytes.push_back(from.bytes[flow]);
+    csh->caps.push_back(from.caps[flow]);
+    csh->left0.push_back(left);
+    csh->start0.push_back(start0);
+    csh->part.push_back(part);
+  };
+  std::uint32_t part = 0;
+  for (const std::int32_t o : owners) {
+    const Owner& ow = owners_[static_cast<std::size_t>(o)];
+    const Shape& from = *ow.shape;
+    const Trajectory& t = *ow.trajectory;
+    const std::int64_t elapsed = (now - ow.start).ps;
+    const std::uint32_t b = from.comp_offset[ow.comp];
+    for (std::uint32_t k = 0; k < from.comp_offset[ow.comp + 1] - b; ++k) {
+      if (t.end[k] <= elapsed) continue;
+      const std::uint32_t flow = from.comp_flows[b + k];
+      double rate = 0;
+      const double left = replay_left(
+          std::span(t.seg_start).subspan(t.seg_offset[k], t.seg_offset[k + 1] - t.seg_offset[k]),
+          std::span(t.seg_rate).subspan(t.seg_offset[k], t.seg_offset[k + 1] - t.seg_offset[k]),
+          from.left0.empty() ? static_cast<double>(from.bytes[flow]) : from.left0[flow], elapsed,
+          &rate);
+      const std::int64_t start0 =
+          (ow.start - now).ps + (from.start0.empty() ? 0 : from.start0[flow]);
+      add(from, flow, left, start0, part);
+    }
+    ++part;
+  }
+  for (const std::uint32_t c : comps) {
+    for (std::uint32_t i = sh.comp_offset[c]; i < sh.comp_offset[c + 1]; ++i) {
+      add(sh, sh.comp_flows[i], static_cast<double>(specs[sh.comp_flows[i]].bytes), 0, part);
+    }
+  }
+  const auto n = static_cast<std::uint32_t>(csh->bytes.size());
+  csh->comp_offset = {0, n};
+  csh->comp_flows.resize(n);
+  for (std::uint32_t k = 0; k < n; ++k) csh->comp_flows[k] = k;
+  csh->comp_links = csh->links;
+  std::sort(csh->comp_links.begin(), csh->comp_links.end());
+  csh->comp_links.erase(std::unique(csh->comp_links.begin(), csh->comp_links.end()),
+                        csh->comp_links.end());
+  csh->comp_link_offset = {0, static_cast<std::uint32_t>(csh->comp_links.size())};
+  csh->trajectory.assign(1, nullptr);
+  csh->recording.assign(1, -1);
+  return csh;
+}
+
+// Components `comps` of group `sh` start now and reach the replays `owners` (and nothing else):
+// replays that a group reaches at the same age are reached the same way each time, so the
+// replays' remaining flows and the group's run together as one composite, recorded the first
+// time it runs alone to its end and replayed afterwards (nested composites alike). Returns false
+// when the composite is being recorded by another start (the caller starts the flows plainly).
+bool FlowNetwork::start_composite(const Shape& sh, std::span<const FlowSpec> specs,
+                                  std::span<const std::uint32_t> comps,
+                                  std::vector<std::int32_t> owners, std::vector<FlowId>* ids) {
+  // Re-checked here: an observer of an earlier component's start may have changed the links.
+  std::vector<std::int32_t> now_reached;
+  for (const std::uint32_t c : comps) {
+    if (classify(sh, c, &now_reached) != 1) return false;
+  }
+  for (const std::int32_t o : now_reached) {
+    if (std::find(owners.begin(), owners.end(), o) == owners.end()) return false;
+  }
+  if (now_reached.size() < owners.size()) {
+    for (const std::int32_t o : owners) {
+      if (std::find(now_reached.begin(), now_reached.end(), o) == now_reached.end()) return false;
+    }
+  }
+  std::sort(owners.begin(), owners.end(), [&](std::int32_t a, std::int32_t b) {
+    const Owner& x = owners_[static_cast<std::size_t>(a)];
+    const Owner& y = owners_[static_cast<std::size_t>(b)];
+    return std::pair(x.shape->serial, x.comp) < std::pair(y.shape->serial, y.comp);
+  });
+  const TimePs now = sim_.now();
+  std::vector<std::int64_t> key{static_cast<std::int64_t>(sh.serial), in_batch_ ? 1 : 0,
+                                static_cast<std::int64_t>(comps.size())};
+  key.insert(key.end(), comps.begin(), comps.end());
+  for (const std::int32_t o : owners) {
+    const Owner& ow = owners_[static_cast<std::size_t>(o)];
+    key.push_back(static_cast<std::int64_t>(ow.shape->serial));
+    key.push_back(ow.comp);
+    key.push_back((now - ow.start).ps);
+  }
+  std::unique_ptr<Shape>& csh = composites_[std::move(key)];
+  if (csh && csh->trajectory[0]) {
+    replay_composite(*csh, sh, specs, comps, owners);
+    return true;
+  }
+  if (csh && csh->recording[0] >= 0) return false;
+  if (!csh) csh = composite_shape(owners, sh, specs, comps);
+  // Record: the replays' flows enter the solver as they are now, the group's flows start.
+  struct Was {
+    const Shape* shape;
+    std::uint32_t comp;
+    TimePs start;
+  };
+  std::vector<Was> was;
+  for (const std::int32_t o : owners) {
+    const Owner& ow = owners_[static_cast<std::size_t>(o)];
+    was.push_back({ow.shape, ow.comp, ow.start});
+  }
+  std::vector<FlowId> cids;
+  bool same = true;
+  for (std::size_t i = 0; i < owners.size(); ++i) {
+    const Owner& ow = owners_[static_cast<std::size_t>(owners[i])];
+    // (The completions one replay reports could, through an observer, reach the next.)
+    if (!ow.live || !ow.replay || ow.shape != was[i].shape || ow.comp != was[i].comp ||
+        ow.start != was[i].start) {
+      same = false;
+      continue;
+    }
+    end_replay(owners[i], true);
+    for (const FlowId f : replay_ids_) {
+      if (f >= 0) cids.push_back(f);
+    }
+  }
+  const std::size_t from_group = cids.size();
+  for (const std::uint32_t c : comps) {
+    for (std::uint32_t i = sh.comp_offset[c]; i < sh.comp_offset[c + 1]; ++i) {
+      const FlowId f = start_flow(specs[sh.comp_flows[i]]);
+      cids.push_back(f);
+      ids->push_back(f);
+    }
+  }
+  // Not what the shape holds (cannot happen unless an observer intervened): not recorded.
+  if (!same || cids.size() != csh->bytes.size()) return true;
+  for (std::size_t k = 0; k < from_group; ++k) {
+    const FlowState& st = st_[static_cast<std::size_t>(cids[k])];
+    if (!solver_.alive(cids[k]) || st.remaining != csh->left0[k]) return true;
+  }
+  const std::int32_t o = new_owner(csh.get(), 0, false);
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  ow.ids = std::move(cids);
+  ow.segs.assign(ow.ids.size(), {});
+  ow.holds.assign(ow.ids.size(), {});
+  ow.ends.assign(ow.ids.size(), -1);
+  for (std::size_t k = 0; k < ow.ids.size(); ++k) {
+    const FlowId f = ow.ids[k];
+    FlowState& st = st_[static_cast<std::size_t>(f)];
+    st.owner = o;
+    st.owner_index = static_cast<std::int32_t>(k);
+    if (k >= from_group) continue;
+    // A flow under way starts the recording with its rate and any hold in progress.
+    ow.segs[k].emplace_back(0, st.applied_rate);
+    if (st.timer_kind == Timer::kHold) {
+      ow.holds[k].push_back({0, (timers_.key(f) - now).ps, st.hold_cap});
+    }
+  }
+  csh->recording[0] = o;
+  ++stats_.composites_recorded;
+  return true;
+}
+
+// A recorded composite starts again: its replays stop (reporting the completions they have
+// reached) and one replay of the composite carries their remaining flows and the group's.
+void FlowNetwork::replay_composite(Shape& csh, const Shape& sh, std::span<const FlowSpec> specs,
+                                   std::span<const std::uint32_t> comps,
+                                   std::span<const std::int32_t> owners) {
+  const TimePs now = sim_.now();
+  auto tags = std::make_shared<std::vector<std::uint64_t>>();
+  std::vector<FlowDone> done;
+  for (const std::int32_t o : owners) {
+    Owner& ow = owners_[static_cast<std::size_t>(o)];
+    const Trajectory& t = *ow.trajectory;
+    const Shape& from = *ow.shape;
+    const std::uint32_t b = from.comp_offset[ow.comp];
+    const std::int64_t elapsed = (now - ow.start).ps;
+    for (std::uint32_t k = 0; k < from.comp_offset[ow.comp + 1] - b; ++k) {
+      if (t.end[k] > elapsed) tags->push_back((*ow.tags)[from.comp_flows[b + k]]);
+    }
+    for (std::size_t i = ow.emitted; i < t.order.size(); ++i) {
+      const std::uint32_t k = t.order[i];
+      if (t.end[k] > elapsed) break;
+      const std::uint32_t flow = from.comp_flows[b + k];
+      const TimePs start = ow.start + TimePs{from.start0.empty() ? 0 : from.start0[flow]};
+      done.push_back(FlowDone{-1, (*ow.tags)[flow], start, ow.start + TimePs{t.end[k]},
+                              from.bytes[flow]});
+    }
+    sim_.cancel(ow.end_event);
+    release_owner(o);
+  }
+  std::int64_t flows = 0;
+  for (const std::uint32_t c : comps) {
+    for (std::uint32_t i = sh.comp_offset[c]; i < sh.comp_offset[c + 1]; ++i) {
+      const FlowSpec& spec = specs[sh.comp_flows[i]];
+      tags->push_back(spec.tag);
+      ++stats_.flows_started;
+      stats_.bytes_started += spec.bytes;
+      ++flows;
+    }
+  }
+  stats_.flows_replayed += flows;
+  ++stats_.composites_replayed;
+  const std::int32_t o = new_owner(&csh, 0, true);
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  ow.tags = std::move(tags);
+  ow.trajectory = csh.trajectory[0];
+  ow.end_event = sim_.schedule(now + TimePs{ow.trajectory->breaks.front()}, *this,
+                               kReplayTag | static_cast<std::uint64_t>(o));
+  for (const FlowDone& d : done) {
+    ++stats_.flows_done;
+    stats_.bytes_done += d.bytes;
+    flow_done_.emit(d);
+  }
+}
+
 std::int32_t FlowNetwork::new_owner(Shape* sh, std::uint32_t comp, bool replay) {
   std::int32_t o;
   if (free_owners_.empty()) {
@@ -270,6 +586,8 @@ std::int32_t FlowNetwork::new_owner(Shape* sh, std::uint32_t comp, bool replay) 
   ow.ended = 0;
   ow.tags.reset();
   ow.trajectory.reset();
+  ow.emitted = 0;
+  ow.next_break = 0;
   for (std::uint32_t e = sh->comp_link_offset[comp]; e < sh->comp_link_offset[comp + 1]; ++e) {
     link_owner_[static_cast<std::size_t>(sh->comp_links[e])] = o;
   }
@@ -345,6 +663,18 @@ void FlowNetwork::record_end(FlowId f) {
     t->end.push_back(ow.ends[k]);
     t->last_end = std::max(t->last_end, ow.ends[k]);
   }
+  // Completions are reported at each part's last end (one part unless composite).
+  if (ow.shape->part.empty()) {
+    t->breaks.push_back(t->last_end);
+  } else {
+    for (std::size_t k = 0; k < ow.ends.size(); ++k) {
+      const std::uint32_t p = ow.shape->part[k];
+      if (t->breaks.size() <= p) t->breaks.resize(p + 1, 0);
+      t->breaks[p] = std::max(t->breaks[p], ow.ends[k]);
+    }
+    std::sort(t->breaks.begin(), t->breaks.end());
+    t->breaks.erase(std::unique(t->breaks.begin(), t->breaks.end()), t->breaks.end());
+  }
   t->order.resize(ow.ends.size());
   for (std::size_t k = 0; k < t->order.size(); ++k) t->order[k] = static_cast<std::uint32_t>(k);
   std::stable_sort(t->order.begin(), t->order.end(),
@@ -366,47 +696,48 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
   const TimePs now = sim_.now();
   const TimePs start = ow.start;
   const std::int64_t elapsed = (now - start).ps;
+  const std::size_t from = ow.emitted;
   if (early) {
     sim_.cancel(ow.end_event);
     ++stats_.replays_materialized;
   }
   release_owner(o);
+  std::vector<FlowId> ids(sh.comp_offset[ow.comp + 1] - b, -1);
   std::vector<FlowDone> done;
-  for (const std::uint32_t k : t->order) {
+  for (std::size_t i = from; i < t->order.size(); ++i) {
+    const std::uint32_t k = t->order[i];
     const std::uint32_t flow = sh.comp_flows[b + k];
+    const TimePs flow_start = start + TimePs{sh.start0.empty() ? 0 : sh.start0[flow]};
     if (t->end[k] <= elapsed) {
-      done.push_back(FlowDone{-1, (*tags)[flow], start, start + TimePs{t->end[k]}, sh.bytes[flow]});
+      done.push_back(FlowDone{-1, (*tags)[flow], flow_start, start + TimePs{t->end[k]}, sh.bytes[flow]});
       continue;
     }
-    double left = static_cast<double>(sh.bytes[flow]);
     double rate = 0;
-    for (std::uint32_t i = t->seg_offset[k]; i < t->seg_offset[k + 1]; ++i) {
-      if (t->seg_start[i] > elapsed) break;  // a segment starting now gives the rate now
-      const std::int64_t until =
-          i + 1 < t->seg_offset[k + 1] ? std::min(t->seg_start[i + 1], elapsed) : elapsed;
-      rate = t->seg_rate[i];
-      left -= rate * TimePs{until - t->seg_start[i]}.seconds();
-    }
+    const double left = replay_left(
+        std::span(t->seg_start).subspan(t->seg_offset[k], t->seg_offset[k + 1] - t->seg_offset[k]),
+        std::span(t->seg_rate).subspan(t->seg_offset[k], t->seg_offset[k + 1] - t->seg_offset[k]),
+        sh.left0.empty() ? static_cast<double>(sh.bytes[flow]) : sh.left0[flow], elapsed, &rate);
     const FlowSpec spec{std::span<const topo::LinkId>(sh.links.data() + sh.offset[flow],
                                                       sh.offset[flow + 1] - sh.offset[flow]),
                         sh.bytes[flow], sh.caps[flow], (*tags)[flow]};
     const FlowId f = solver_.add_solved_flow(spec.path, spec.cap_Bps, rate);
+    ids[k] = f;
     init_flow(f, spec, 0);
     --stats_.flows_started;  // counted when the replay started
     stats_.bytes_started -= spec.bytes;
     FlowState& st = st_[static_cast<std::size_t>(f)];
-    st.start = start;
+    st.start = flow_start;
     st.remaining = left;
     // A congestion-control hold in progress comes back with its rate and its end; one ending
     // now has ended (a moment's events count as done, as for the rate segments above), and the
     // flow is exempt from a new hold in the batch that released it.
-    for (std::uint32_t i = t->hold_offset[k]; i < t->hold_offset[k + 1]; ++i) {
-      if (t->hold_set[i] > elapsed) break;
-      if (t->hold_until[i] > elapsed) {
-        st.hold_cap = t->hold_cap[i];
-        set_timer(f, Timer::kHold, start + TimePs{t->hold_until[i]});
+    for (std::uint32_t h = t->hold_offset[k]; h < t->hold_offset[k + 1]; ++h) {
+      if (t->hold_set[h] > elapsed) break;
+      if (t->hold_until[h] > elapsed) {
+        st.hold_cap = t->hold_cap[h];
+        set_timer(f, Timer::kHold, start + TimePs{t->hold_until[h]});
         refresh_cap(f);
-      } else if (t->hold_until[i] == elapsed) {
+      } else if (t->hold_until[h] == elapsed) {
         st.exempt_batch = in_batch_ ? batch_ : batch_ + 1;
       }
     }
@@ -418,6 +749,36 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
     for (const topo::LinkId l : solver_.path(f)) refresh_link_efficiency(l);
   }
   materialized_.clear();
+  for (const FlowDone& d : done) {
+    ++stats_.flows_done;
+    stats_.bytes_done += d.bytes;
+    flow_done_.emit(d);
+  }
+  replay_ids_ = std::move(ids);  // after the observers, which may end other replays
+}
+
+// A replay reaches one of its breaks before the last: the completions up to now are reported
+// and it goes on to the next break.
+void FlowNetwork::replay_break(std::int32_t o) {
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  const Trajectory& t = *ow.trajectory;
+  if (ow.next_break + 1 >= t.breaks.size()) {
+    end_replay(o, false);
+    return;
+  }
+  const Shape& sh = *ow.shape;
+  const std::uint32_t b = sh.comp_offset[ow.comp];
+  const std::int64_t elapsed = (sim_.now() - ow.start).ps;
+  std::vector<FlowDone> done;
+  while (ow.emitted < t.order.size() && t.end[t.order[ow.emitted]] <= elapsed) {
+    const std::uint32_t k = t.order[ow.emitted++];
+    const std::uint32_t flow = sh.comp_flows[b + k];
+    const TimePs start = ow.start + TimePs{sh.start0.empty() ? 0 : sh.start0[flow]};
+    done.push_back(FlowDone{-1, (*ow.tags)[flow], start, ow.start + TimePs{t.end[k]}, sh.bytes[flow]});
+  }
+  ++ow.next_break;
+  ow.end_event = sim_.schedule(ow.start + TimePs{t.breaks[ow.next_break]}, *this,
+                               kReplayTag | static_cast<std::uint64_t>(o));
   for (const FlowDone& d : done) {
     ++stats_.flows_done;
     stats_.bytes_done += d.bytes;
@@ -459,6 +820,7 @@ void FlowNetwork::set_link_capacity(topo::LinkId l, double capacity_Bps) {
   // with what it recorded.
   touch_links(std::span<const topo::LinkId>(&l, 1));
   for (auto& [key, sh] : shapes_) std::fill(sh->trajectory.begin(), sh->trajectory.end(), nullptr);
+  for (auto& [key, sh] : composites_) sh->trajectory[0] = nullptr;
   if (cc_.active() && sender_link_[static_cast<std::size_t>(l)] == 0) {
     refresh_link_efficiency(l);
   } else {
@@ -531,7 +893,7 @@ void FlowNetwork::clear_timer(FlowId f) {
 
 void FlowNetwork::on_event(std::uint64_t tag) {
   if ((tag & kReplayTag) != 0) {
-    end_replay(static_cast<std::int32_t>(tag & ~kReplayTag), false);
+    replay_break(static_cast<std::int32_t>(tag & ~kReplayTag));
     return;
   }
   request_flush();
@@ -711,7 +1073,14 @@ std::size_t FlowNetwork::memory_bytes() const {
                       bytes_of(path_scratch_) + bytes_of(group_ids_) + bytes_of(owners_) +
                       bytes_of(free_owners_) + bytes_of(link_owner_);
   // Groups: their shapes and recorded trajectories (trajectories shared with replays once).
-  for (const auto& [key, sh] : shapes_) {
+  std::vector<const Shape*> all;
+  for (const auto& [key, sh] : shapes_) all.push_back(sh.get());
+  for (const auto& [key, sh] : composites_) {
+    all.push_back(sh.get());
+    bytes += key.capacity() * sizeof(std::int64_t) + bytes_of(sh->left0) + bytes_of(sh->start0) +
+             bytes_of(sh->part);
+  }
+  for (const Shape* sh : all) {
     bytes += sizeof(Shape) + bytes_of(sh->links) + bytes_of(sh->offset) + bytes_of(sh->bytes) +
              bytes_of(sh->caps) + bytes_of(sh->comp_flows) + bytes_of(sh->comp_offset) +
              bytes_of(sh->comp_links) + bytes_of(sh->comp_link_offset) +
@@ -719,7 +1088,9 @@ std::size_t FlowNetwork::memory_bytes() const {
     for (const auto& t : sh->trajectory) {
       if (!t) continue;
       bytes += sizeof(Trajectory) + bytes_of(t->seg_offset) + bytes_of(t->seg_start) +
-               bytes_of(t->seg_rate) + bytes_of(t->end) + bytes_of(t->order);
+               bytes_of(t->seg_rate) + bytes_of(t->end) + bytes_of(t->order) +
+               bytes_of(t->breaks) + bytes_of(t->hold_offset) + bytes_of(t->hold_set) +
+               bytes_of(t->hold_until) + bytes_of(t->hold_cap);
     }
   }
   for (const Owner& ow : owners_) {

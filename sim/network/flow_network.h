@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -104,6 +105,8 @@ struct FlowNetworkStats {
   std::int64_t bytes_done = 0;
   std::int64_t flows_replayed = 0;  // flows that followed a recorded trajectory (start_group)
   std::int64_t replays_materialized = 0;  // replayed components that something reached mid-way
+  std::int64_t composites_recorded = 0;   // replays reached by a group, recorded together
+  std::int64_t composites_replayed = 0;   // ... and replayed together (no solver work)
   double max_residual_bytes = 0;  // largest |size − ∫rate dt| seen at a completion
 };
 
@@ -189,12 +192,21 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   struct Shape;
   struct Owner;
   Shape& shape_of(std::uint64_t key, std::span<const FlowSpec> specs);
-  bool component_alone(const Shape& sh, std::uint32_t c) const;
   std::int32_t new_owner(Shape* sh, std::uint32_t comp, bool replay);
   void release_owner(std::int32_t o);
   void touch_links(std::span<const topo::LinkId> path);
   void contact(std::int32_t o);
   void end_replay(std::int32_t o, bool early);
+  void replay_break(std::int32_t o);
+  std::uint8_t classify(const Shape& sh, std::uint32_t c, std::vector<std::int32_t>* owners) const;
+  bool start_composite(const Shape& sh, std::span<const FlowSpec> specs,
+                       std::span<const std::uint32_t> comps, std::vector<std::int32_t> owners,
+                       std::vector<FlowId>* ids);
+  void replay_composite(Shape& csh, const Shape& sh, std::span<const FlowSpec> specs,
+                        std::span<const std::uint32_t> comps, std::span<const std::int32_t> owners);
+  std::unique_ptr<Shape> composite_shape(std::span<const std::int32_t> owners, const Shape& sh,
+                                         std::span<const FlowSpec> specs,
+                                         std::span<const std::uint32_t> comps);
   void record_rate(FlowId f, double rate);
   void record_end(FlowId f);
 
@@ -252,6 +264,10 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::vector<std::int64_t> end;             // ps after the start
     std::vector<std::uint32_t> order;          // flows by end
     std::int64_t last_end = 0;
+    // When completions are reported (ps after the start, ascending, the last is last_end): the
+    // end of each part's last flow (flows of a part share their caller's tag, so its last
+    // completion is reported at its own date).
+    std::vector<std::int64_t> breaks;
     // Congestion-control holds (a flow keeping its old rate for τ_up after its share rose):
     // flow k: holds [hold_offset[k], hold_offset[k+1]), each set at hold_set (ps after the
     // start) at rate hold_cap until hold_until. What a materialized flow needs besides its rate.
@@ -270,6 +286,14 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::vector<std::uint32_t> comp_link_offset;
     std::vector<std::shared_ptr<const Trajectory>> trajectory;  // per component, once recorded
     std::vector<std::int32_t> recording;                         // owner recording it, or -1
+    std::uint64_t serial = 0;  // unique per shape, for composite keys
+    // A composite shape (replays that a new group reached, with that group's flows; one
+    // component) starts with flows under way. Per flow: bytes left at the start, its start in
+    // ps relative to the composite's (<= 0), and its part (the replay it came from, or the new
+    // group). Empty for a plain shape: full sizes, starts at 0, one part.
+    std::vector<double> left0;
+    std::vector<std::int64_t> start0;
+    std::vector<std::uint32_t> part;
   };
   struct Owner {
     bool live = false;
@@ -291,8 +315,16 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     // Replay.
     std::shared_ptr<const Trajectory> trajectory;
     EventHandle end_event;
+    std::size_t emitted = 0;     // completions reported so far (in trajectory order)
+    std::size_t next_break = 0;  // the break end_event stands for
   };
   std::unordered_map<std::uint64_t, std::unique_ptr<Shape>> shapes_;
+  // Composite shapes by their descriptor: the new group's shape and components, whether it
+  // started inside a batch, and each reached replay's shape, component and age.
+  std::map<std::vector<std::int64_t>, std::unique_ptr<Shape>> composites_;
+  std::uint64_t next_serial_ = 1;
+  std::vector<FlowId> replay_ids_;  // end_replay: the solver id of each flow it brought back (-1: done)
+  std::vector<std::int32_t> owner_mark_;  // start_group scratch, by owner
   std::vector<Owner> owners_;
   std::vector<std::int32_t> free_owners_;
   std::vector<std::int32_t> link_owner_;

@@ -718,6 +718,196 @@ TEST(FlowNetwork, CongestionControlGroupsReplayWithTheirHolds) {
   EXPECT_NEAR(done[1].end.seconds(), b_end_s, 2e-12);
 }
 
+// Composites: a group that reaches a replay at the same age each time. Links 0 (10 GB/s), 1 (4),
+// 2 (6), 3 (5). Group 7 is A {0,1} 40 MB and B {0,2} 60 MB (one component, both end 10 ms after
+// they start alone); group 9 is E {1,3} 10 MB and F {3} 20 MB (one component through link 3),
+// and E shares link 1 with A. `what`: 0 group 7, 1 group 9, 2 a 1 MB flow on link 2 (B's).
+struct CompositeRun {
+  std::vector<FlowDone> done;
+  std::vector<TimePs> reported;  // when each completion was reported, by done's order
+  FlowNetworkStats stats;
+};
+
+CompositeRun run_composites(const std::vector<std::pair<double, int>>& events, bool grouped,
+                            const NetworkConfig& cc = {}) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(
+      std::vector<double>{10 * kG, 4 * kG, 6 * kG, 5 * kG}, checked(cc));
+  CompositeRun run;
+  std::vector<std::pair<FlowDone, TimePs>> seen;
+  net.flow_done().subscribe([&](const FlowDone& d) { seen.emplace_back(d, sim.now()); });
+  static const Path a{0, 1}, b{0, 2}, e{1, 3}, f{3}, p{2};
+  std::uint64_t tag = 0;
+  for (const auto& [at_ms, what] : events) {
+    tag += 10;
+    sim.schedule_call(TimePs::from_seconds(at_ms * 1e-3), [&net, grouped, what, tag] {
+      std::vector<FlowSpec> specs;
+      if (what == 0) specs = {{a, 40'000'000, kUnlimited, tag}, {b, 60'000'000, kUnlimited, tag + 1}};
+      if (what == 1) specs = {{e, 10'000'000, kUnlimited, tag}, {f, 20'000'000, kUnlimited, tag + 1}};
+      if (what == 2) specs = {{p, 1'000'000, kUnlimited, tag}};
+      if (grouped && what != 2) {
+        net.start_group(specs, what == 0 ? 7 : 9);
+      } else {
+        for (const FlowSpec& s : specs) net.start_flow(s);
+      }
+    });
+  }
+  sim.run();
+  run.stats = net.stats();
+  std::sort(seen.begin(), seen.end(),
+            [](const auto& x, const auto& y) { return x.first.tag < y.first.tag; });
+  for (const auto& [d, at] : seen) {
+    run.done.push_back(d);
+    run.reported.push_back(at);
+  }
+  return run;
+}
+
+void expect_composites_exact(const std::vector<std::pair<double, int>>& events,
+                             const CompositeRun& grouped, const NetworkConfig& cc = {}) {
+  const CompositeRun plain = run_composites(events, false, cc);
+  ASSERT_EQ(grouped.done.size(), plain.done.size());
+  for (std::size_t k = 0; k < plain.done.size(); ++k) {
+    const std::uint64_t tag = plain.done[k].tag;
+    EXPECT_EQ(grouped.done[k].tag, tag);
+    EXPECT_EQ(grouped.done[k].start, plain.done[k].start) << "tag " << tag;
+    EXPECT_LE(std::abs((grouped.done[k].end - plain.done[k].end).ps), 1) << "tag " << tag;
+    // A replay reports completions late, but never after the last one of its start (tags t and
+    // t + 1 are one start), which it reports at its own date: a caller waiting for a start's
+    // flows sees them end when they did.
+    const std::uint64_t first = tag - tag % 10;
+    TimePs last_end, last_reported;
+    for (std::size_t j = 0; j < grouped.done.size(); ++j) {
+      if (grouped.done[j].tag - grouped.done[j].tag % 10 != first) continue;
+      last_end = std::max(last_end, grouped.done[j].end);
+      last_reported = std::max(last_reported, grouped.reported[j]);
+    }
+    EXPECT_GE(grouped.reported[k], grouped.done[k].end) << "tag " << tag;
+    EXPECT_LE(grouped.reported[k], last_end) << "tag " << tag;
+    EXPECT_EQ(last_reported, last_end) << "tag " << tag;
+  }
+}
+
+// 20 ms: group 7 replayed; 22 ms: group 9 reaches it 2 ms into its run: the two are recorded
+// together (A and B enter the solver with 32 and 48 MB left). 40/42 ms: the same composite is
+// replayed, no solver work. 60/62 ms: replayed, until a flow on link 2 at 63 ms brings it back
+// into the solver. 80/82 ms: replayed to the end. 100/103 ms: reached at another age: recorded
+// anew. Every completion as plain flows give it.
+TEST(FlowNetwork, CompositesReplayGroupsThatMeetAtTheSameAge) {
+  const std::vector<std::pair<double, int>> events = {
+      {0, 0},  {20, 0}, {22, 1}, {40, 0}, {42, 1},  {60, 0}, {62, 1},
+      {63, 2}, {80, 0}, {82, 1}, {100, 0}, {103, 1}};
+  const CompositeRun run = run_composites(events, true);
+  expect_composites_exact(events, run);
+  EXPECT_EQ(run.stats.composites_recorded, 2);
+  EXPECT_EQ(run.stats.composites_replayed, 3);
+  // Materialized: group 7's replay at 22 and 103 ms (to record), the composite at 63 ms.
+  EXPECT_EQ(run.stats.replays_materialized, 3);
+  EXPECT_EQ(run.stats.flows_done, 23);
+  // By hand, for the composite replayed at 40/42 ms (tags 40/41 are A/B, 50/51 are E/F): A has
+  // 32 MB left at 42 ms. Link 1 (4 GB/s, A and E) saturates first at 2 GB/s each; F gets the
+  // rest of link 3, 3 GB/s; B keeps 6 (link 2). E ends at 42 + 10/2 = 47 ms, A then has
+  // 32 - 10 = 22 MB left at 4 GB/s: 52.5 ms; F has 5 MB left at 5 GB/s: 48 ms; B: 50 ms.
+  const std::map<std::uint64_t, TimePs> by_hand = {{40, TimePs::from_us(52'500)},
+                                                   {41, TimePs::from_ms(50)},
+                                                   {50, TimePs::from_ms(47)},
+                                                   {51, TimePs::from_ms(48)}};
+  for (const FlowDone& d : run.done) {
+    const auto it = by_hand.find(d.tag);
+    if (it != by_hand.end()) {
+      EXPECT_EQ(d.end, it->second) << d.tag;
+      EXPECT_EQ(d.id, -1) << d.tag;  // replayed: never in the solver
+    }
+  }
+}
+
+// The same under DCQCN: holds and link derating carry over into the composite and out of it.
+TEST(FlowNetwork, CompositesUnderCongestionControl) {
+  NetworkConfig cc;
+  cc.congestion_control = CongestionControl::kDcqcn;
+  const std::vector<std::pair<double, int>> events = {
+      {0, 0}, {20, 0}, {22, 1}, {40, 0}, {42, 1}, {60, 0}, {62, 1}, {63, 2}, {80, 0}, {82, 1}};
+  const CompositeRun run = run_composites(events, true, cc);
+  expect_composites_exact(events, run, cc);
+  EXPECT_EQ(run.stats.composites_recorded, 1);
+  EXPECT_EQ(run.stats.composites_replayed, 3);
+}
+
+// Many starts at ages drawn from a few values, so that composites repeat and nest (a group
+// reaching the replay of a composite): every completion as plain flows give it, with and
+// without congestion control.
+TEST(FlowNetwork, CompositesMatchPlainFlowsOnRandomStarts) {
+  const std::vector<double> caps = {10 * kG, 4 * kG, 6 * kG, 5 * kG, 8 * kG, 3 * kG};
+  struct G {
+    std::uint64_t key;
+    std::vector<std::pair<Path, std::int64_t>> flows;
+  };
+  const std::vector<G> groups = {
+      {7, {{Path{0, 1}, 40'000'000}, {Path{0, 2}, 60'000'000}}},
+      {9, {{Path{1, 3}, 10'000'000}, {Path{3}, 20'000'000}}},
+      {11, {{Path{3, 4}, 15'000'000}, {Path{5}, 5'000'000}, {Path{2, 5}, 9'000'000}}}};
+  for (const CongestionControl cc : {CongestionControl::kIdeal, CongestionControl::kDcqcn}) {
+    NetworkConfig config;
+    config.congestion_control = cc;
+    std::uint64_t seed = 12345;
+    const auto draw = [&seed](int n) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<int>((seed >> 33) % static_cast<std::uint64_t>(n));
+    };
+    // (start ms, group index or -1 for a 2 MB flow on link `extra`)
+    // First each group alone (recorded), then rounds where they meet.
+    std::vector<std::tuple<double, int, LinkId>> events = {{0, 0, 0}, {40, 1, 0}, {80, 2, 0}};
+    for (int round = 3; round < 60; ++round) {
+      const double base = 40.0 * round;
+      events.emplace_back(base, 0, 0);
+      events.emplace_back(base + 1 + draw(2), 1, 0);
+      if (draw(3) != 0) events.emplace_back(base + 3 + 0.5 * draw(2), 2, 0);
+      if (draw(5) == 0) events.emplace_back(base + 2.5 + draw(4), -1, static_cast<LinkId>(draw(6)));
+    }
+    std::vector<FlowDone> out[2];
+    FlowNetworkStats stats[2];
+    for (const bool grouped : {false, true}) {
+      Simulation sim;
+      FlowNetwork& net = sim.emplace<FlowNetwork>(caps, checked(config));
+      Done d(net);
+      std::uint64_t tag = 0;
+      for (const auto& [at_ms, g, extra] : events) {
+        tag += 10;
+        sim.schedule_call(TimePs::from_seconds(at_ms * 1e-3), [&, g, extra, tag] {
+          if (g < 0) {
+            net.start_flow({Path{extra}, 2'000'000, kUnlimited, tag});
+            return;
+          }
+          std::vector<FlowSpec> specs;
+          std::uint64_t t = tag;
+          for (const auto& [path, bytes] : groups[static_cast<std::size_t>(g)].flows) {
+            specs.push_back({path, bytes, kUnlimited, t++});
+          }
+          if (grouped) {
+            net.start_group(specs, groups[static_cast<std::size_t>(g)].key);
+          } else {
+            for (const FlowSpec& spec : specs) net.start_flow(spec);
+          }
+        });
+      }
+      sim.run();
+      out[grouped] = d.done;
+      stats[grouped] = net.stats();
+      std::sort(out[grouped].begin(), out[grouped].end(),
+                [](const FlowDone& x, const FlowDone& y) { return x.tag < y.tag; });
+    }
+    ASSERT_EQ(out[0].size(), out[1].size());
+    for (std::size_t k = 0; k < out[0].size(); ++k) {
+      ASSERT_EQ(out[0][k].tag, out[1][k].tag);
+      EXPECT_EQ(out[0][k].start, out[1][k].start) << out[0][k].tag;
+      EXPECT_LE(std::abs((out[0][k].end - out[1][k].end).ps), 1) << out[0][k].tag;
+    }
+    EXPECT_EQ(stats[1].bytes_done, stats[0].bytes_done);
+    EXPECT_GT(stats[1].composites_replayed, 10) << static_cast<int>(cc);
+    EXPECT_LT(stats[1].solves, stats[0].solves / 2) << static_cast<int>(cc);
+  }
+}
+
 TEST(FlowNetwork, IncastCompletesTogetherInOneBatch) {
   Simulation sim;
   FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>(9, 25 * kG), checked());
