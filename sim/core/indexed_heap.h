@@ -1,5 +1,9 @@
-// A binary min-heap over dense integer ids, with a position index so that the key of any id can
-// be changed or the id removed in O(log n) ("a heap with handles").
+// A 4-ary min-heap over dense integer ids, with a position index so that the key of any id can
+// be changed or the id removed in O(log n) ("a heap with handles"). Four children per node halve
+// the depth of a binary heap and sit in one or two cache lines; the pop moves the hole left by
+// the top down to a leaf along the smaller children and only then places the last entry
+// ("bottom-up" deletion, Wegener 1993), which saves most comparisons against it. The pop order
+// depends only on the (key, id) order, not on the heap's shape.
 //
 // The event queue keeps one entry per pending event in it; the flow network keeps one entry per
 // flow's completion date and per flow's control timer. Ties between equal keys are broken by the
@@ -63,7 +67,7 @@ class IndexedMinHeap {
       heap_[at] = heap_[last];
       pos_[heap_[at].id] = at;
       heap_.pop_back();
-      if (at > 0 && less(heap_[at], heap_[(at - 1) / 2])) {
+      if (at > 0 && less(heap_[at], heap_[(at - 1) / kArity])) {
         sift_up(at);
       } else {
         sift_down(at);
@@ -77,7 +81,29 @@ class IndexedMinHeap {
   /// Removes and returns the id with the smallest (key, id).
   std::int32_t pop() {
     const std::int32_t id = heap_.front().id;
-    erase(id);
+    pos_[id] = -1;
+    const Entry last = heap_.back();
+    heap_.pop_back();
+    const auto n = static_cast<std::int32_t>(heap_.size());
+    if (n == 0) return id;
+    // The hole at the top goes down to a leaf along the smallest children, then `last` rises
+    // from there to its place.
+    std::int32_t at = 0;
+    while (true) {
+      const std::int32_t first = kArity * at + 1;
+      if (first >= n) break;
+      std::int32_t best = first;
+      const std::int32_t end = first + kArity < n ? first + kArity : n;
+      for (std::int32_t c = first + 1; c < end; ++c) {
+        if (less(heap_[c], heap_[best])) best = c;
+      }
+      heap_[at] = heap_[best];
+      pos_[heap_[at].id] = at;
+      at = best;
+    }
+    heap_[at] = last;
+    pos_[last.id] = at;
+    sift_up(at);
     return id;
   }
 
@@ -102,10 +128,12 @@ class IndexedMinHeap {
     return a.id < b.id;
   }
 
+  static constexpr std::int32_t kArity = 4;
+
   void sift_up(std::int32_t at) {
     const Entry moving = heap_[at];
     while (at > 0) {
-      const std::int32_t parent = (at - 1) / 2;
+      const std::int32_t parent = (at - 1) / kArity;
       if (!less(moving, heap_[parent])) break;
       heap_[at] = heap_[parent];
       pos_[heap_[at].id] = at;
@@ -119,9 +147,13 @@ class IndexedMinHeap {
     const Entry moving = heap_[at];
     const std::int32_t n = static_cast<std::int32_t>(heap_.size());
     while (true) {
-      std::int32_t child = 2 * at + 1;
-      if (child >= n) break;
-      if (child + 1 < n && less(heap_[child + 1], heap_[child])) ++child;
+      const std::int32_t first = kArity * at + 1;
+      if (first >= n) break;
+      std::int32_t child = first;
+      const std::int32_t end = first + kArity < n ? first + kArity : n;
+      for (std::int32_t c = first + 1; c < end; ++c) {
+        if (less(heap_[c], heap_[child])) child = c;
+      }
       if (!less(heap_[child], moving)) break;
       heap_[at] = heap_[child];
       pos_[heap_[at].id] = at;

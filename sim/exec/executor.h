@@ -61,8 +61,11 @@ struct Actor {
   TimePs end;                // end of the last task of any stream
   double acc_compute = 0, acc_opt = 0, acc_data = 0, acc_bubble = 0;
   double acc_exposed[kExCount] = {};
+  // Its rank's group in each dimension, as a rendezvous needs it: smallest rank and size
+  // (computed at its first collective of that dimension; -1 before).
+  std::int32_t group_min[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  std::int32_t group_size[8] = {};
   std::vector<double> kind_total;
-  std::vector<long> kind_count;
   std::optional<Rng> jitter;
   bool traced = false;
   std::vector<TaskSpan> spans;
@@ -72,6 +75,8 @@ struct Actor {
     TimePs start;
   } last_done[kStreams];
 };
+
+static_assert(static_cast<int>(Dim::kPp) < 8, "Actor::group_min has one slot per Dim");
 
 // One communication in flight (a collective or a transfer): the streams it completes.
 struct Comm {
@@ -117,7 +122,7 @@ class Executor final : public EventTarget, public CommEndpoints {
   void setup_actors();
   void try_start(int a, int cause_stream);
   void start_task(int a, Stream st, std::uint32_t ti, int cause_stream);
-  bool ready(const Actor& act, const Role& role, const Task& t) const;
+  bool ready(const Actor& act, const Role& role, const Role::Step& step) const;
   void complete(int a, Stream st);
   void post_collective(int a, Stream st, std::uint32_t ti);
   void post_p2p(int a, Stream st, std::uint32_t ti);

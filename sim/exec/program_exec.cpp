@@ -82,7 +82,6 @@ void Executor::setup_actors() {
   for (Actor& a : actors_) {
     const Role& R = roles_[static_cast<std::size_t>(a.stage)];
     a.kind_total.assign(R.kind_names.size(), 0.0);
-    a.kind_count.assign(R.kind_names.size(), 0);
   }
 }
 
@@ -112,11 +111,11 @@ std::vector<std::vector<int>> Executor::collective_groups(int a, Dim d) const {
   return groups;
 }
 
-bool Executor::ready(const Actor& act, const Role& role, const Task& t) const {
-  const plan::Program& P = *role.prog;
-  for (std::uint32_t i = 0; i < t.dep_count; ++i) {
-    const Task& d = P.tasks[P.deps[t.dep_begin + i]];
-    if (act.s[static_cast<int>(d.stream)].completed <= d.stream_pos) return false;
+bool Executor::ready(const Actor& act, const Role& role, const Role::Step& step) const {
+  constexpr std::uint32_t kPos = (1u << Role::kPosBits) - 1;
+  for (std::uint32_t i = 0; i < step.dep_count; ++i) {
+    const std::uint32_t d = role.ready_deps[step.dep_begin + i];
+    if (act.s[d >> Role::kPosBits].completed <= (d & kPos)) return false;
   }
   return true;
 }
@@ -126,11 +125,10 @@ void Executor::try_start(int a, int cause_stream) {
   const Role& R = roles_[static_cast<std::size_t>(act.stage)];
   for (int s = 0; s < kStreams; ++s) {
     StreamState& ss = act.s[s];
-    if (ss.running || ss.next >= R.stream_list[s].size()) continue;
-    const std::uint32_t ti = R.stream_list[s][ss.next];
-    const Task& t = R.prog->tasks[ti];
-    if (!ready(act, R, t)) continue;
-    start_task(a, static_cast<Stream>(s), ti, cause_stream);
+    if (ss.running || ss.next >= R.steps[s].size()) continue;
+    const Role::Step& step = R.steps[s][ss.next];
+    if (!ready(act, R, step)) continue;
+    start_task(a, static_cast<Stream>(s), step.task, cause_stream);
   }
 }
 
@@ -185,15 +183,20 @@ std::size_t Executor::new_comm() {
 }
 
 void Executor::post_collective(int a, Stream st, std::uint32_t ti) {
-  const Actor& act = actors_[static_cast<std::size_t>(a)];
+  Actor& act = actors_[static_cast<std::size_t>(a)];
   const Role& R = roles_[static_cast<std::size_t>(act.stage)];
   const Task& t = R.prog->tasks[ti];
   int expected = 1;
   std::uint64_t group_id = static_cast<std::uint64_t>(a);
   if (!act.all_stage) {
-    const std::vector<int> g = ps_.group(t.dim, act.rank);
-    expected = static_cast<int>(g.size());
-    group_id = static_cast<std::uint64_t>(*std::min_element(g.begin(), g.end()));
+    const auto d = static_cast<std::size_t>(t.dim);
+    if (act.group_min[d] < 0) {
+      const std::vector<int> g = ps_.group(t.dim, act.rank);
+      act.group_size[d] = static_cast<std::int32_t>(g.size());
+      act.group_min[d] = *std::min_element(g.begin(), g.end());
+    }
+    expected = act.group_size[d];
+    group_id = static_cast<std::uint64_t>(act.group_min[d]);
   }
   const std::uint64_t key = (static_cast<std::uint64_t>(ti) << 32) ^
                             (group_id << 3) ^ static_cast<std::uint64_t>(t.dim);
@@ -263,14 +266,13 @@ void Executor::complete(int a, Stream st) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
   const Role& R = roles_[static_cast<std::size_t>(act.stage)];
   StreamState& ss = act.s[static_cast<int>(st)];
-  const std::uint32_t ti = R.stream_list[static_cast<int>(st)][ss.next];
-  const Task& t = R.prog->tasks[ti];
+  const Role::Step& step = R.steps[static_cast<int>(st)][ss.next];
+  const std::uint32_t ti = step.task;
   const TimePs now = sim_.now();
   const double dur = (now - ss.start).seconds();
-  act.kind_total[R.kind[ti]] += dur;
-  ++act.kind_count[R.kind[ti]];
-  if (t.type == TaskType::kCompute) {
-    switch (t.pass) {
+  act.kind_total[step.kind] += dur;
+  if (step.type == TaskType::kCompute) {
+    switch (step.pass) {
       case Pass::kData: act.acc_data += dur; break;
       case Pass::kOptimizer: act.acc_opt += dur; break;
       default: act.acc_compute += dur; break;
@@ -283,10 +285,10 @@ void Executor::complete(int a, Stream st) {
   ss.running = false;
   ++ss.next;
   ++ss.completed;
-  if (iterations_ > 1 && ss.completed == R.stream_list[static_cast<int>(st)].size()) {
+  if (iterations_ > 1 && ss.completed == R.steps[static_cast<int>(st)].size()) {
     bool done = true;
     for (int s = 0; s < kStreams; ++s) {
-      done = done && act.s[s].completed == R.stream_list[s].size();
+      done = done && act.s[s].completed == R.steps[s].size();
     }
     if (done && ++finished_actors_ == actors_.size()) next_iteration();
   }
@@ -379,14 +381,14 @@ double Executor::fill_result(Result& r) const {
   r.iteration_time_s = iter + sc.gpu_variation_s + sc.global_sync_s;
 
   const Role& CR = roles_[static_cast<std::size_t>(ca.stage)];
+  // Every task ran (finish checked it): each kind ran as often as the role holds it, per
+  // iteration.
   if (iterations_ == 1) {
-    r.task_kinds = task_kind_times(CR, ca.kind_total, ca.kind_count);
+    r.task_kinds = task_kind_times(CR, ca.kind_total, CR.kind_tasks);
   } else {
     std::vector<double> total = ca.kind_total;
-    std::vector<long> count = ca.kind_count;
     for (double& t : total) t /= n;
-    for (long& c : count) c /= iterations_;
-    r.task_kinds = task_kind_times(CR, total, count);
+    r.task_kinds = task_kind_times(CR, total, CR.kind_tasks);
   }
 
   // Timeline of the traced ranks.

@@ -31,7 +31,6 @@ RoleIndex index_role(const RunConfig& cfg, const plan::Program& P) {
   std::map<std::string, std::uint16_t> ids;
   for (std::size_t ti = 0; ti < P.tasks.size(); ++ti) {
     const plan::Task& t = P.tasks[ti];
-    R.stream_list[static_cast<int>(t.stream)].push_back(static_cast<std::uint32_t>(ti));
     const std::string name = P.task_name(t);
     auto [it, fresh] = ids.emplace(name, static_cast<std::uint16_t>(R.kind_names.size()));
     if (fresh) {
@@ -40,6 +39,24 @@ RoleIndex index_role(const RunConfig& cfg, const plan::Program& P) {
     }
     R.kind[ti] = it->second;
   }
+  R.kind_tasks.assign(R.kind_names.size(), 0);
+  for (std::size_t ti = 0; ti < P.tasks.size(); ++ti) ++R.kind_tasks[R.kind[ti]];
+  for (std::size_t ti = 0; ti < P.tasks.size(); ++ti) {
+    const plan::Task& t = P.tasks[ti];
+    if (t.dep_count > 0xffff || t.stream_pos >= (1u << RoleIndex::kPosBits)) {
+      throw Error(ErrorKind::kRuntime,
+                  fmt::format("stage {}: task {} has {} dependencies at stream position {}; the "
+                              "executor holds at most 65,535 and 2^28",
+                              P.stage, ti, t.dep_count, t.stream_pos));
+    }
+    RoleIndex::Step step{static_cast<std::uint32_t>(ti), static_cast<std::uint32_t>(R.ready_deps.size()),
+                         static_cast<std::uint16_t>(t.dep_count), R.kind[ti], t.type, t.pass};
+    for (std::uint32_t i = 0; i < t.dep_count; ++i) {
+      const plan::Task& d = P.tasks[P.deps[t.dep_begin + i]];
+      R.ready_deps.push_back((static_cast<std::uint32_t>(d.stream) << RoleIndex::kPosBits) | d.stream_pos);
+    }
+    R.steps[static_cast<int>(t.stream)].push_back(step);
+  }
   return R;
 }
 
@@ -47,8 +64,8 @@ void check_finished(const RoleIndex& R, int rank, int stage,
                     std::span<const std::uint32_t> completed) {
   const plan::Program& P = *R.prog;
   for (int s = 0; s < plan::kStreamCount; ++s) {
-    if (completed[s] >= R.stream_list[s].size()) continue;
-    const plan::Task& t = P.tasks[R.stream_list[s][completed[s]]];
+    if (completed[s] >= R.steps[s].size()) continue;
+    const plan::Task& t = P.tasks[R.steps[s][completed[s]].task];
     // "; waiting for `recv-next pp` (micro-batch 3, chunk 1) on stream pp-recv-next" per
     // unfinished dependency.
     std::string waiting;

@@ -17,10 +17,24 @@ namespace trainsim::exec {
 struct RoleIndex {
   const plan::Program* prog = nullptr;
   std::vector<std::int64_t> duration_ps;                    // compute tasks, 0 for communication
-  std::vector<std::uint32_t> stream_list[plan::kStreamCount];  // task indices per stream, in order
   std::vector<std::uint16_t> kind;                          // task → kind id (its name)
   std::vector<std::string> kind_names;
   std::vector<std::string> kind_category;
+  std::vector<long> kind_tasks;                             // kind id → tasks of that kind
+  // Per stream, in order: what the executor reads to start and complete a task, 16 bytes
+  // instead of the 64-byte plan::Task (every-rank runs visit hundreds of millions of them).
+  struct Step {
+    std::uint32_t task;
+    std::uint32_t dep_begin;  // into ready_deps
+    std::uint16_t dep_count;
+    std::uint16_t kind;
+    plan::TaskType type;
+    plan::Pass pass;
+  };
+  std::vector<Step> steps[plan::kStreamCount];
+  /// A dependency as its stream and position there: (stream << kPosBits) | position.
+  static constexpr int kPosBits = 28;
+  std::vector<std::uint32_t> ready_deps;
 };
 
 RoleIndex index_role(const RunConfig& cfg, const plan::Program& program);
