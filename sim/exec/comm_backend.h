@@ -69,6 +69,10 @@ struct CommRequest {
   // Completion: one event for `target` with `tag`, at the end.
   EventTarget* target = nullptr;
   std::uint64_t tag = 0;
+  // Where the backend writes, by the completion, how far apart the copies it ran for this
+  // request ended (a symmetry-shortcut request stands for one copy per rank group: the last
+  // copy's end minus the first's; 0 for one copy or identical copies). Null: not wanted.
+  double* copy_spread_s = nullptr;
 };
 
 class CommBackend {

@@ -58,6 +58,9 @@ struct Actor {
   std::uint32_t posted_send[2] = {0, 0};  // [0] activations (next), [1] gradients (prev)
   std::uint32_t posted_recv[2] = {0, 0};
   TimePs compute_end;        // end of the last compute task
+  // Symmetry shortcut: the largest sum of copy spreads along the communications this actor
+  // has waited on, directly or through other actors (Executor::finish_comm).
+  double copy_spread_chain_s = 0;
   TimePs end;                // end of the last task of any stream
   double acc_compute = 0, acc_opt = 0, acc_data = 0, acc_bubble = 0;
   double acc_exposed[kExCount] = {};
@@ -85,6 +88,7 @@ struct Comm {
     Stream stream;
   };
   std::vector<Member> members;
+  double copy_spread_s = 0;  // written by the backend (CommRequest::copy_spread_s)
 };
 
 // The executor: streams, dependencies, rendezvous and the breakdown. Communication goes through

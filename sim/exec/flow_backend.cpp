@@ -46,11 +46,24 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
   fo.config = options.network;
   fo.check_invariants = false;
   network_ = &sim_.emplace<net::FlowNetwork>(std::move(caps), fo);
+  // A flow's tag: its communication's in-flight slot (low 32 bits) and its copy (high 32).
   network_->flow_done().subscribe([this](const net::FlowDone& d) {
-    InFlight& c = in_flight_[static_cast<std::size_t>(d.tag)];
+    const auto slot = static_cast<std::uint32_t>(d.tag);
+    InFlight& c = in_flight_[slot];
+    if (!c.copy_end.empty()) {
+      TimePs& end = c.copy_end[static_cast<std::size_t>(d.tag >> 32)];
+      end = std::max(end, d.end);
+    }
     if (--c.flows_left == 0) {
+      if (c.copy_spread_s != nullptr) {
+        *c.copy_spread_s = 0;
+        if (!c.copy_end.empty()) {
+          const auto [lo, hi] = std::minmax_element(c.copy_end.begin(), c.copy_end.end());
+          *c.copy_spread_s = (*hi - *lo).seconds();
+        }
+      }
       sim_.schedule(sim_.now() + c.latency, *c.target, c.tag);
-      free_in_flight_.push_back(static_cast<std::uint32_t>(d.tag));
+      free_in_flight_.push_back(slot);
     }
   });
 }
@@ -96,18 +109,25 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
   const coll::RoutedFlows& flows = c.flows;
   const std::size_t n = flows.bytes.size();
   InFlight& f = in_flight_[slot];
-  f = InFlight{req.target, req.tag, static_cast<int>(n), TimePs::from_seconds(flows.latency_s)};
+  f.target = req.target;
+  f.tag = req.tag;
+  f.flows_left = static_cast<int>(n);
+  f.latency = TimePs::from_seconds(flows.latency_s);
+  f.copy_spread_s = req.copy_spread_s;
+  f.copy_end.clear();
+  if (c.copies > 1 && req.copy_spread_s != nullptr) f.copy_end.assign(c.copies, TimePs{});
   specs_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     net::FlowSpec& spec = specs_[i];
     spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[i],
                                               flows.net_offset[i + 1] - flows.net_offset[i]);
     spec.bytes = flows.bytes[i];
-    spec.tag = slot;
+    spec.tag = slot | (static_cast<std::uint64_t>(c.copy_of[i]) << 32);
   }
   network_->start_group(specs_, group_key);
   flows_started_ += static_cast<long>(n);
   if (n == 0) {
+    if (f.copy_spread_s != nullptr) *f.copy_spread_s = 0;
     sim_.schedule(sim_.now() + f.latency, *f.target, f.tag);
     free_in_flight_.push_back(slot);
   }
@@ -127,12 +147,15 @@ void FlowBackend::start_collective(const CommRequest& req) {
     c.ready = true;
     coll::Choice choice;
     if (req.kind != coll::Kind::kAllToAll) choice.protocol = cfg_.collectives.protocol;
-    for (const auto& g : job.endpoints->collective_groups(req.endpoint, req.dim)) {
+    const auto groups = job.endpoints->collective_groups(req.endpoint, req.dim);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
       coll::FlowCollectiveRequest fr{req.kind, req.bytes,
-                                     std::vector<topo::GpuId>(g.begin(), g.end())};
+                                     std::vector<topo::GpuId>(groups[g].begin(), groups[g].end())};
       coll::route_collective_flows(coll::plan_collective_flows(fr, *graph_, links_, choice, 0),
                                    *router_, implied_, c.flows);
+      c.copy_of.resize(c.flows.bytes.size(), static_cast<std::uint32_t>(g));
     }
+    c.copies = static_cast<std::uint32_t>(std::max<std::size_t>(1, groups.size()));
   }
   const std::uint64_t job_keys = static_cast<std::uint64_t>(req.job) << kJobKeyShift;
   start(req, job.collectives[it->second], job_keys + kCollectiveKeys + it->second);
@@ -152,11 +175,14 @@ void FlowBackend::start_transfer(const CommRequest& req) {
         job.endpoints->transfer_pairs(req.endpoint, req.direction);
     c.inside = inside_server(pairs.front().first, pairs.front().second);
     if (!c.inside) {
-      for (const auto& [src, dst] : pairs) {
-        coll::FlowCollectiveRequest fr{coll::Kind::kSendRecv, req.bytes, {src, dst}};
+      for (std::size_t p = 0; p < pairs.size(); ++p) {
+        coll::FlowCollectiveRequest fr{coll::Kind::kSendRecv, req.bytes,
+                                       {pairs[p].first, pairs[p].second}};
         coll::route_collective_flows(coll::plan_collective_flows(fr, *graph_, links_, {}, 0),
                                      *router_, implied_, c.flows);
+        c.copy_of.resize(c.flows.bytes.size(), static_cast<std::uint32_t>(p));
       }
+      c.copies = static_cast<std::uint32_t>(std::max<std::size_t>(1, pairs.size()));
     }
   }
   if (c.inside) {

@@ -48,6 +48,9 @@ class FlowBackend final : public CommBackend {
     bool inside = false;  // inside one server: priced in closed form instead
     coll::RoutedFlows flows;
     long starts = 0;
+    // The copy (rank pair of a transfer, rank group of a collective) each flow belongs to.
+    std::vector<std::uint32_t> copy_of;
+    std::uint32_t copies = 1;
   };
   // Collectives by (endpoint, dimension, kind, bytes).
   struct CollKey {
@@ -78,6 +81,8 @@ class FlowBackend final : public CommBackend {
     std::uint64_t tag = 0;
     int flows_left = 0;
     TimePs latency;
+    double* copy_spread_s = nullptr;
+    std::vector<TimePs> copy_end;  // per copy, its last flow's end (several copies only)
   };
 
   bool inside_server(int a, int b) const;

@@ -38,6 +38,7 @@ CommRequest Executor::request(std::size_t id, int a, const Task& t) {
   req.shape = dim_shape(L_, t.dim);
   req.target = this;
   req.tag = kCommTag | id;
+  req.copy_spread_s = &comms_[id]->copy_spread_s;
   return req;
 }
 
@@ -257,6 +258,17 @@ void Executor::begin_transfer(int send_actor, int recv_actor, const Task& t, int
 void Executor::finish_comm(std::size_t id) {
   // Copy: completing may start new communications that reuse slots.
   const std::vector<Comm::Member> members = comms_[id]->members;
+  // The copies this communication stood for ended up to copy_spread_s apart; a rank of the
+  // every-rank run would have gone on after its own copy. What its members wait on from here
+  // carries that spread on top of the largest one behind any of them.
+  if (symmetric_) {
+    double chain = 0;
+    for (const auto& m : members) {
+      chain = std::max(chain, actors_[static_cast<std::size_t>(m.actor)].copy_spread_chain_s);
+    }
+    chain += comms_[id]->copy_spread_s;
+    for (const auto& m : members) actors_[static_cast<std::size_t>(m.actor)].copy_spread_chain_s = chain;
+  }
   free_comms_.push_back(id);
   for (const auto& m : members) complete(m.actor, m.stream);
   for (const auto& m : members) try_start(m.actor, static_cast<int>(m.stream));
@@ -410,6 +422,9 @@ double Executor::fill_result(Result& r) const {
   r.exec.task_instances = task_instances_;
   r.exec.events = static_cast<long>(sim_.events_dispatched());
   r.exec.symmetry = symmetric_;
+  double chain = 0;
+  for (const Actor& a : actors_) chain = std::max(chain, a.copy_spread_chain_s);
+  r.exec.symmetry_bound_s = chain / n;
   r.exec.critical_rank = ca.rank;
   return executed;
 }

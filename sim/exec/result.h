@@ -154,6 +154,10 @@ struct Result {
     long replays_materialized = 0;  // replayed transfers that other traffic reached mid-way
     double flows_per_solve = 0;  // mean flows in the re-solved components
     bool symmetry = false;   // whether the symmetry shortcut was used
+    // The shortcut's bound on its difference from the every-rank run: the largest sum, along
+    // communications that waited on each other, of how far apart their copies ended (0 when
+    // every copy ended together, or without the shortcut). docs/program.md, "Symmetry".
+    double symmetry_bound_s = 0;
     int critical_rank = 0;   // representative rank of the actor that finished last
   } exec;
 };

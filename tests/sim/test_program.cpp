@@ -268,6 +268,8 @@ TEST(Program, SymmetryShortcutEqualsPerRankRun) {
     EXPECT_EQ(fast.exec.actors, 2);
     EXPECT_EQ(full.exec.actors, 32);
     EXPECT_DOUBLE_EQ(fast.iteration_time_s, full.iteration_time_s);
+    EXPECT_EQ(fast.exec.symmetry_bound_s, 0.0);  // every copy ended with the others
+    EXPECT_EQ(full.exec.symmetry_bound_s, 0.0);
     EXPECT_DOUBLE_EQ(fast.breakdown.exposed_dp_s, full.breakdown.exposed_dp_s);
     EXPECT_DOUBLE_EQ(fast.breakdown.pipeline_bubble_s, full.breakdown.pipeline_bubble_s);
     if (backend == NetworkBackend::kFlow) {
