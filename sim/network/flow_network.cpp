@@ -12,6 +12,8 @@ namespace {
 
 // Rises smaller than this (relative) are rounding noise of a re-solve, not a freed share.
 constexpr double kRiseTolerance = 1e-9;
+// Distinct composites kept at most (each holds its flows' paths and, once recorded, trajectory).
+constexpr std::size_t kMaxComposites = 1 << 14;
 // Tag bit of the events that end a replayed group (the rest of the tag is the owner).
 constexpr std::uint64_t kReplayTag = std::uint64_t{1} << 62;
 // Bound on the congestion-control hold rounds of one batch (each round holds at least one more
@@ -440,6 +442,11 @@ bool FlowNetwork::start_composite(const Shape& sh, std::span<const FlowSpec> spe
     key.push_back(static_cast<std::int64_t>(ow.shape->serial));
     key.push_back(ow.comp);
     key.push_back((now - ow.start).ps);
+  }
+  // Meetings that do not repeat (jitter, stragglers, aperiodic traffic) would each leave a shape
+  // behind: past kMaxComposites distinct keys, unknown ones start plainly.
+  if (composites_.size() >= kMaxComposites && composites_.find(key) == composites_.end()) {
+    return false;
   }
   std::unique_ptr<Shape>& csh = composites_[std::move(key)];
   if (csh && csh->trajectory[0]) {

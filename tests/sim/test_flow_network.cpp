@@ -821,6 +821,26 @@ TEST(FlowNetwork, CompositesReplayGroupsThatMeetAtTheSameAge) {
   }
 }
 
+// Meetings that never repeat (a new age each time) keep at most 2^14 composites; past that, the
+// group starts plainly, with the same completions.
+TEST(FlowNetwork, CompositesAreCappedWhenMeetingsDoNotRepeat) {
+  std::vector<std::pair<double, int>> events = {{0, 0}};
+  const int rounds = (1 << 14) + 100;
+  for (int r = 1; r <= rounds; ++r) {
+    events.emplace_back(40.0 * r, 0);
+    events.emplace_back(40.0 * r + 2 + 1e-6 * r, 1);  // 2 ms + r ns: a new age every round
+  }
+  const CompositeRun run = run_composites(events, true);
+  EXPECT_EQ(run.stats.composites_recorded, 1 << 14);
+  EXPECT_EQ(run.stats.composites_replayed, 0);
+  EXPECT_EQ(run.stats.flows_done, 2 + 4 * rounds);
+  const CompositeRun plain = run_composites(events, false);
+  ASSERT_EQ(run.done.size(), plain.done.size());
+  for (std::size_t k = 0; k < plain.done.size(); ++k) {
+    ASSERT_LE(std::abs((run.done[k].end - plain.done[k].end).ps), 1) << plain.done[k].tag;
+  }
+}
+
 // The same under DCQCN: holds and link derating carry over into the composite and out of it.
 TEST(FlowNetwork, CompositesUnderCongestionControl) {
   NetworkConfig cc;
