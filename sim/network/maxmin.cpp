@@ -193,7 +193,25 @@ void MaxMinSolver::set_link_capacity(topo::LinkId l, double capacity_Bps) {
     for (const Entry& e : link.flows) level = std::max(level, rate(e.flow));
     lower_change_level(level);
   } else {
-    lower_change_level(0.0);
+    // Less capacity matters only from the level where the link saturates with it: below the
+    // water level λ at which Σ min(rate, λ) over its flows reaches the new capacity (flows not
+    // solved yet count as rising at every level), the link is not tight and the filling makes
+    // the same steps as before (congestion control derates a link at every arrival on it).
+    scratch_rates_.clear();
+    for (const Entry& e : link.flows) scratch_rates_.push_back(rate_[static_cast<std::size_t>(e.flow)]);
+    std::sort(scratch_rates_.begin(), scratch_rates_.end());
+    double left = capacity_Bps;
+    double level = kUnlimited;
+    const std::size_t n = scratch_rates_.size();
+    for (std::size_t k = 0; k < n; ++k) {
+      const double share = std::max(0.0, left) / static_cast<double>(n - k);
+      if (scratch_rates_[k] >= share) {
+        level = share;
+        break;
+      }
+      left -= scratch_rates_[k];
+    }
+    lower_change_level(level);
   }
   link.capacity = capacity_Bps;
   mark_dirty(l);

@@ -17,11 +17,12 @@
 // Level-restricted re-solves. Progressive filling freezes flows in increasing order of rate, and
 // a change that can only free capacity leaves the filling unchanged below the level λ* where it
 // first matters: removing flow f (λ* ≤ its rate), raising link l's capacity (λ* ≤ the largest
-// rate on l, its saturation level), changing f's bound to b (λ* ≤ min(rate, b)). Every flow
+// rate on l, its saturation level), lowering it (λ* ≤ the water level at which l saturates with
+// the rates as they are), changing f's bound to b (λ* ≤ min(rate, b)). Every flow
 // frozen strictly below λ* keeps its rate (up to λ*, the filling of the changed problem makes
 // exactly the same steps), so `solve()` re-fills only the flows at or above λ* that are
 // connected to a change through links carrying such flows, over the capacity the lower flows
-// leave. Adding a flow or lowering a capacity sets λ* = 0: the whole component. This is what
+// leave. Adding a flow sets λ* to its equal share on its links. This is what
 // keeps completions cheap: the copies of a transfer finish fastest-first, and each completion
 // re-fills only the flows at least as fast as the one that left, not the whole fabric.
 //
@@ -188,6 +189,7 @@ class MaxMinSolver {
   std::vector<HeapEntry> heap_;    // refreshed keys, a min-heap
   std::vector<HeapEntry> radix_tmp_;
   std::vector<FlowIndex> changed_;
+  std::vector<double> scratch_rates_;  // set_link_capacity
 };
 
 }  // namespace trainsim::net

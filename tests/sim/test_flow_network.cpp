@@ -469,9 +469,11 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
         inc.remove_flow(it->first);
         live.erase(it);
       } else if (kind == 4) {
+        // Up (re-filled from the link's largest rate) or down (from its water level).
         const LinkId l = static_cast<LinkId>(rng.uniform_below(links));
-        capacity[static_cast<std::size_t>(l)] += static_cast<double>(rng.uniform_below(4));
-        inc.set_link_capacity(l, capacity[static_cast<std::size_t>(l)]);
+        double& c = capacity[static_cast<std::size_t>(l)];
+        c = std::max(0.5, c + static_cast<double>(rng.uniform_below(7)) - 3.0);
+        inc.set_link_capacity(l, c);
       } else {
         auto it = live.begin();
         std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
@@ -511,13 +513,25 @@ TEST(MaxMin, LargeComponentFallsBackToAFullSolve) {
   full.add_flow(Path{0, 1});
   inc.solve();
   EXPECT_LT(inc.last_flows().size(), 12001u / 2);  // the flows at or above its equal share
+  // A lower capacity re-fills only from the water level where link 0 saturates with the
+  // rates as they are (λ*, maxmin.h): fewer flows than the component (here most of them: the
+  // rates are alike), the same rates.
   inc.set_link_capacity(0, 8.0);
   full.set_link_capacity(0, 8.0);
+  inc.solve();
+  EXPECT_LT(inc.last_flows().size(), 12001u);
+  full.solve_all();
+  for (FlowIndex f = 0; f < full.flow_slots(); ++f) {
+    ASSERT_NEAR(inc.rate(f), full.rate(f), 1e-9 * full.rate(f)) << f;
+  }
+  // A capacity of 0 matters from level 0: the whole component, as a full solve.
+  inc.set_link_capacity(0, 0.0);
+  full.set_link_capacity(0, 0.0);
   inc.solve();
   EXPECT_EQ(inc.last_flows().size(), 12002u);  // everything, not the 12,001 of the component
   full.solve_all();
   for (FlowIndex f = 0; f < full.flow_slots(); ++f) {
-    ASSERT_NEAR(inc.rate(f), full.rate(f), 1e-9 * full.rate(f)) << f;
+    ASSERT_NEAR(inc.rate(f), full.rate(f), 1e-9 * std::max(1.0, full.rate(f))) << f;
   }
   EXPECT_EQ(inc.rate(alone), 10.0);
   EXPECT_EQ(inc.check_invariants(), "");
