@@ -90,13 +90,8 @@ class IndexedMinHeap {
     // from there to its place.
     std::int32_t at = 0;
     while (true) {
-      const std::int32_t first = kArity * at + 1;
-      if (first >= n) break;
-      std::int32_t best = first;
-      const std::int32_t end = first + kArity < n ? first + kArity : n;
-      for (std::int32_t c = first + 1; c < end; ++c) {
-        if (less(heap_[c], heap_[best])) best = c;
-      }
+      const std::int32_t best = smallest_child(at, n);
+      if (best < 0) break;
       heap_[at] = heap_[best];
       pos_[heap_[at].id] = at;
       at = best;
@@ -130,6 +125,18 @@ class IndexedMinHeap {
 
   static constexpr std::int32_t kArity = 4;
 
+  // The smallest of the children of `at` in a heap of n entries, or -1 for a leaf.
+  std::int32_t smallest_child(std::int32_t at, std::int32_t n) const {
+    const std::int32_t first = kArity * at + 1;
+    if (first >= n) return -1;
+    std::int32_t best = first;
+    const std::int32_t end = first + kArity < n ? first + kArity : n;
+    for (std::int32_t c = first + 1; c < end; ++c) {
+      if (less(heap_[c], heap_[best])) best = c;
+    }
+    return best;
+  }
+
   void sift_up(std::int32_t at) {
     const Entry moving = heap_[at];
     while (at > 0) {
@@ -147,14 +154,8 @@ class IndexedMinHeap {
     const Entry moving = heap_[at];
     const std::int32_t n = static_cast<std::int32_t>(heap_.size());
     while (true) {
-      const std::int32_t first = kArity * at + 1;
-      if (first >= n) break;
-      std::int32_t child = first;
-      const std::int32_t end = first + kArity < n ? first + kArity : n;
-      for (std::int32_t c = first + 1; c < end; ++c) {
-        if (less(heap_[c], heap_[child])) child = c;
-      }
-      if (!less(heap_[child], moving)) break;
+      const std::int32_t child = smallest_child(at, n);
+      if (child < 0 || !less(heap_[child], moving)) break;
       heap_[at] = heap_[child];
       pos_[heap_[at].id] = at;
       at = child;
