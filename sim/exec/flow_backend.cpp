@@ -57,10 +57,15 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
     if (--c.flows_left == 0) {
       if (c.copy_spread_s != nullptr) {
         *c.copy_spread_s = 0;
-        if (!c.copy_end.empty()) {
-          const auto [lo, hi] = std::minmax_element(c.copy_end.begin(), c.copy_end.end());
-          *c.copy_spread_s = (*hi - *lo).seconds();
+        // Copies without a flow (none so far: every copy of a group routes at least one)
+        // keep the sentinel -1 and do not count.
+        TimePs lo = TimePs::never(), hi{-1};
+        for (const TimePs end : c.copy_end) {
+          if (end.ps < 0) continue;
+          lo = std::min(lo, end);
+          hi = std::max(hi, end);
         }
+        if (hi.ps >= 0) *c.copy_spread_s = (hi - lo).seconds();
       }
       sim_.schedule(sim_.now() + c.latency, *c.target, c.tag);
       free_in_flight_.push_back(slot);
@@ -115,7 +120,7 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
   f.latency = TimePs::from_seconds(flows.latency_s);
   f.copy_spread_s = req.copy_spread_s;
   f.copy_end.clear();
-  if (c.copies > 1 && req.copy_spread_s != nullptr) f.copy_end.assign(c.copies, TimePs{});
+  if (c.copies > 1 && req.copy_spread_s != nullptr) f.copy_end.assign(c.copies, TimePs{-1});
   specs_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     net::FlowSpec& spec = specs_[i];
