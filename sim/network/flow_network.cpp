@@ -535,14 +535,7 @@ void FlowNetwork::replay_composite(Shape& csh, const Shape& sh, std::span<const 
     for (std::uint32_t k = 0; k < from.comp_offset[ow.comp + 1] - b; ++k) {
       if (t.end[k] > elapsed) tags->push_back((*ow.tags)[from.comp_flows[b + k]]);
     }
-    for (std::size_t i = ow.emitted; i < t.order.size(); ++i) {
-      const std::uint32_t k = t.order[i];
-      if (t.end[k] > elapsed) break;
-      const std::uint32_t flow = from.comp_flows[b + k];
-      const TimePs start = ow.start + TimePs{from.start0.empty() ? 0 : from.start0[flow]};
-      done.push_back(FlowDone{-1, (*ow.tags)[flow], start, ow.start + TimePs{t.end[k]},
-                              from.bytes[flow]});
-    }
+    replay_done(ow, ow.emitted, elapsed, &done);
     sim_.cancel(ow.end_event);
     release_owner(o);
   }
@@ -564,11 +557,7 @@ void FlowNetwork::replay_composite(Shape& csh, const Shape& sh, std::span<const 
   ow.trajectory = csh.trajectory[0];
   ow.end_event = sim_.schedule(now + TimePs{ow.trajectory->breaks.front()}, *this,
                                kReplayTag | static_cast<std::uint64_t>(o));
-  for (const FlowDone& d : done) {
-    ++stats_.flows_done;
-    stats_.bytes_done += d.bytes;
-    flow_done_.emit(d);
-  }
+  report_done(done);
 }
 
 std::int32_t FlowNetwork::new_owner(Shape* sh, std::uint32_t comp, bool replay) {
@@ -690,6 +679,31 @@ void FlowNetwork::record_end(FlowId f) {
   release_owner(o);
 }
 
+// Appends the completions of replay `ow` from position `from` of its trajectory's order up to
+// `elapsed` ps after its start; returns the position of the first flow still running.
+std::size_t FlowNetwork::replay_done(const Owner& ow, std::size_t from, std::int64_t elapsed,
+                                     std::vector<FlowDone>* done) const {
+  const Trajectory& t = *ow.trajectory;
+  const Shape& sh = *ow.shape;
+  const std::uint32_t b = sh.comp_offset[ow.comp];
+  for (; from < t.order.size() && t.end[t.order[from]] <= elapsed; ++from) {
+    const std::uint32_t k = t.order[from];
+    const std::uint32_t flow = sh.comp_flows[b + k];
+    const TimePs start = ow.start + TimePs{sh.start0.empty() ? 0 : sh.start0[flow]};
+    done->push_back(
+        FlowDone{-1, (*ow.tags)[flow], start, ow.start + TimePs{t.end[k]}, sh.bytes[flow]});
+  }
+  return from;
+}
+
+void FlowNetwork::report_done(std::span<const FlowDone> done) {
+  for (const FlowDone& d : done) {
+    ++stats_.flows_done;
+    stats_.bytes_done += d.bytes;
+    flow_done_.emit(d);
+  }
+}
+
 // A replayed component ends at `now`: at its last recorded completion (`early` false), or
 // because something reached its links first. Its unfinished flows enter the solver with the rate
 // and the bytes left that the recording gives for this moment; the finished ones report their
@@ -703,22 +717,18 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
   const TimePs now = sim_.now();
   const TimePs start = ow.start;
   const std::int64_t elapsed = (now - start).ps;
-  const std::size_t from = ow.emitted;
+  std::vector<FlowDone> done;
+  const std::size_t running = replay_done(ow, ow.emitted, elapsed, &done);
   if (early) {
     sim_.cancel(ow.end_event);
     ++stats_.replays_materialized;
   }
   release_owner(o);
   std::vector<FlowId> ids(sh.comp_offset[ow.comp + 1] - b, -1);
-  std::vector<FlowDone> done;
-  for (std::size_t i = from; i < t->order.size(); ++i) {
+  for (std::size_t i = running; i < t->order.size(); ++i) {
     const std::uint32_t k = t->order[i];
     const std::uint32_t flow = sh.comp_flows[b + k];
     const TimePs flow_start = start + TimePs{sh.start0.empty() ? 0 : sh.start0[flow]};
-    if (t->end[k] <= elapsed) {
-      done.push_back(FlowDone{-1, (*tags)[flow], flow_start, start + TimePs{t->end[k]}, sh.bytes[flow]});
-      continue;
-    }
     double rate = 0;
     const double left = replay_left(
         std::span(t->seg_start).subspan(t->seg_offset[k], t->seg_offset[k + 1] - t->seg_offset[k]),
@@ -756,11 +766,7 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
     for (const topo::LinkId l : solver_.path(f)) refresh_link_efficiency(l);
   }
   materialized_.clear();
-  for (const FlowDone& d : done) {
-    ++stats_.flows_done;
-    stats_.bytes_done += d.bytes;
-    flow_done_.emit(d);
-  }
+  report_done(done);
   replay_ids_ = std::move(ids);  // after the observers, which may end other replays
 }
 
@@ -773,24 +779,12 @@ void FlowNetwork::replay_break(std::int32_t o) {
     end_replay(o, false);
     return;
   }
-  const Shape& sh = *ow.shape;
-  const std::uint32_t b = sh.comp_offset[ow.comp];
-  const std::int64_t elapsed = (sim_.now() - ow.start).ps;
   std::vector<FlowDone> done;
-  while (ow.emitted < t.order.size() && t.end[t.order[ow.emitted]] <= elapsed) {
-    const std::uint32_t k = t.order[ow.emitted++];
-    const std::uint32_t flow = sh.comp_flows[b + k];
-    const TimePs start = ow.start + TimePs{sh.start0.empty() ? 0 : sh.start0[flow]};
-    done.push_back(FlowDone{-1, (*ow.tags)[flow], start, ow.start + TimePs{t.end[k]}, sh.bytes[flow]});
-  }
+  ow.emitted = replay_done(ow, ow.emitted, (sim_.now() - ow.start).ps, &done);
   ++ow.next_break;
   ow.end_event = sim_.schedule(ow.start + TimePs{t.breaks[ow.next_break]}, *this,
                                kReplayTag | static_cast<std::uint64_t>(o));
-  for (const FlowDone& d : done) {
-    ++stats_.flows_done;
-    stats_.bytes_done += d.bytes;
-    flow_done_.emit(d);
-  }
+  report_done(done);
 }
 
 void FlowNetwork::remove(FlowId f) {

@@ -133,6 +133,9 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   ///     end, and their links derated for the flows back on them), and everything proceeds as if
   ///     they had been there all along (max-min allocations of disjoint components are
   ///     independent; a component's derating and holds depend only on its own flows).
+  /// A component whose links are held by replays only starts with them as a composite: the
+  /// replays' remaining flows and its own, recorded the first time such a meeting (same group,
+  /// same replays at the same age) runs alone to its end and replayed at the next.
   /// Otherwise it is start_flow for each. Returns the ids of the flows that entered the solver
   /// (replayed flows report id -1 in FlowDone).
   std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t group_key);
@@ -198,6 +201,9 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   void contact(std::int32_t o);
   void end_replay(std::int32_t o, bool early);
   void replay_break(std::int32_t o);
+  std::size_t replay_done(const Owner& ow, std::size_t from, std::int64_t elapsed,
+                          std::vector<FlowDone>* done) const;
+  void report_done(std::span<const FlowDone> done);
   std::uint8_t classify(const Shape& sh, std::uint32_t c, std::vector<std::int32_t>* owners) const;
   bool start_composite(const Shape& sh, std::span<const FlowSpec> specs,
                        std::span<const std::uint32_t> comps, std::vector<std::int32_t> owners,
