@@ -447,10 +447,9 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   if (par.dp > 1) {
     const plan::StageParams sp = sp_first.total() >= sp_last.total() ? sp_first : sp_last;
     const double gb = bytes_per_element(cfg.training.grad_reduce);
-    // Megatron buckets gradients (plan::dp_bucket_params); the last bucket of the backward pass
-    // (and the first of the forward prefetch) cannot hide behind compute.
+    // Megatron buckets gradients (plan::dp_bucket_params), each model chunk's apart; the last
+    // bucket of the backward pass (and the first of the forward prefetch) cannot hide.
     const double bucket = plan::dp_bucket_params(cfg.opt.dp_buckets, par.dp);
-    const double buckets = std::max(1.0, std::ceil(sp.total() / bucket));
     // Gradients are reduced over every rank that holds the same weights: DP·CP.
     const coll::GroupShape& reduce_group = par.cp > 1 ? L.dp_cp : L.dp;
     auto dp_cost = [&](Kind k, double params, double bytes_per_param, const coll::GroupShape& g) {
@@ -462,18 +461,24 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       return coll::Cost{a.time_s + b.time_s, a.nvlink_bytes + b.nvlink_bytes,
                         a.nic_bytes + b.nic_bytes};
     };
-    // Overlapped, the reduction of all but the last bucket runs beside the backward compute as
-    // concurrent kernels (ComputeModel::concurrent): what does not fit in the window is exposed,
-    // and the compute it overlaps is slowed by the SMs its kernels hold.
-    auto exposed = [&](double t, double window) {
+    // Overlapped, each model chunk's reduction runs beside the backward compute that follows
+    // its last backward, as concurrent kernels (ComputeModel::chunked_overlap derives it).
+    auto exposed = [&](double t, double window, double chunks) {
       if (!cfg.opt.dp_overlap) return t;
-      const double hidden_part = t - t / buckets;
-      return t / buckets + ComputeModel::concurrent(window, hidden_part, c.comm_sm_share) - window;
+      const double chunk_buckets = std::max(1.0, std::ceil(sp.total() / chunks / bucket));
+      return ComputeModel::chunked_overlap(t, window, chunks, chunk_buckets, par.pp,
+                                           c.comm_sm_share);
     };
+    // A pass lasts its compute plus the TP/CP/EP/PP communication left exposed in it: the DP
+    // reduction runs on during both (the stage's passes split in proportion to their compute).
+    const double pass_scale =
+        slot.forward + slot.backward > 0 ? slot.total() / (slot.forward + slot.backward) : 1.0;
+    const double fwd_pass = slot.forward * pass_scale, bwd_pass = slot.backward * pass_scale;
+    const double v = par.schedule == plan::Schedule::kInterleaved ? std::max(1, par.vpp) : 1;
     double dp_exposed = 0;
     if (par.zero == 0) {
       const coll::Cost ar = both(Kind::kAllReduce, gb);
-      dp_exposed = exposed(ar.time_s, slot.backward);
+      dp_exposed = exposed(ar.time_s, bwd_pass, v);
       nvlink_bytes += ar.nvlink_bytes;
       nic_bytes += ar.nic_bytes;
     } else {
@@ -484,10 +489,11 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       // forward and backward pass.
       const double rs_times = par.zero >= 2 ? mb : 1.0;
       const double ag_times = par.zero >= 3 ? 2.0 * mb : 1.0;
-      dp_exposed = rs_times * exposed(rs.time_s, slot.backward) +
-                   (par.zero >= 3 ? mb * (exposed(ag.time_s, slot.forward) +
-                                          exposed(ag.time_s, slot.backward))
-                                  : exposed(ag.time_s, slot.forward));
+      // ZeRO-2/3 reduce (and gather) per micro-batch, inside one pass: no chunk staggering.
+      dp_exposed = rs_times * exposed(rs.time_s, bwd_pass, par.zero >= 2 ? 1.0 : v) +
+                   (par.zero >= 3 ? mb * (exposed(ag.time_s, fwd_pass, 1.0) +
+                                          exposed(ag.time_s, bwd_pass, 1.0))
+                                  : exposed(ag.time_s, fwd_pass, v));
       nvlink_bytes += rs_times * rs.nvlink_bytes + ag_times * ag.nvlink_bytes;
       nic_bytes += rs_times * rs.nic_bytes + ag_times * ag.nic_bytes;
     }

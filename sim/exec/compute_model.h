@@ -90,6 +90,31 @@ struct ComputeModel {
     // communication.
     return std::max(t_comm, t_compute + sm_share * t_comm);
   }
+  /// Exposed time of a data-parallel reduction (or parameter gather) of `t` overlapped with the
+  /// pass it follows (precedes): `window` is one micro-batch's pass of the whole stage, `chunks`
+  /// the model chunks of an interleaved stage (1 otherwise), `buckets` the gradient buckets of
+  /// one chunk (Megatron fills buckets chunk by chunk), `pp` the pipeline depth, `sm_share` the
+  /// SMs a collective holds.
+  ///
+  /// Each chunk's share r = t/chunks is reduced as soon as that chunk's last backward ends (and
+  /// gathered before its first forward): Megatron-Core runs a model chunk's grad-sync when its
+  /// last micro-batch's backward is done, and MegaScale (NSDI'24 §3.2) leaves only the first
+  /// chunk's all-gather and the last chunk's reduce-scatter on the critical path. In the last
+  /// round an interleaved stage runs chunk v−1's backward for `pp` micro-batches, then chunk
+  /// v−2's, ..., so the chunks' reductions start pp·w apart (w = window/chunks, one chunk's pass
+  /// of one micro-batch). The last chunk's reduction is exposed as a lone one: all but its last
+  /// bucket runs beside its own pass as concurrent kernels (`concurrent`). The others hide
+  /// behind the chunks that follow, queueing when r > pp·w, and slow that compute by the SMs
+  /// they hold. With one chunk this is the lone formula.
+  static double chunked_overlap(double t, double window, double chunks, double buckets, int pp,
+                                double sm_share) {
+    const double r = t / chunks, w = window / chunks;
+    const double hidden_part = r - r / buckets;
+    const double last = r / buckets + concurrent(w, hidden_part, sm_share) - w;
+    const double queued = (chunks - 1) * std::max(0.0, r - pp * w);
+    const double beside = (chunks - 1) * r - queued;
+    return last + queued + sm_share * beside;
+  }
   /// Optimizer step over `params` parameters (memory-bound, model::optimizer_bytes_per_param).
   /// Ten kernel launches.
   double optimizer(double params, bool lamb) const {

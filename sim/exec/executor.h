@@ -58,6 +58,18 @@ struct Actor {
   std::uint32_t posted_send[2] = {0, 0};  // [0] activations (next), [1] gradients (prev)
   std::uint32_t posted_recv[2] = {0, 0};
   TimePs compute_end;        // end of the last compute task
+  // Concurrent kernels (ComputeModel::concurrent): each collective transferring on this rank
+  // holds kOverlapCommSms of its SMs, so a GPU compute task running meanwhile progresses at
+  // 1 − share · (collectives) of its rate. `sm_comms` counts them per exposed dimension; the
+  // running compute task keeps its remaining work (at full rate, in ps) as of `work_at` and the
+  // time it has lost to each dimension's SMs, which its completion charges to that dimension.
+  std::int32_t sm_comms[kExCount] = {};
+  std::int32_t sm_total = 0;
+  bool slowable = false;     // the running compute task is a GPU kernel (not the data pass)
+  double work_left_ps = 0;
+  TimePs work_at;
+  double lost_s[kExCount] = {};
+  EventHandle compute_event;
   // Symmetry shortcut: the largest sum of copy spreads along the communications this actor
   // has waited on, directly or through other actors (Executor::finish_comm).
   double copy_spread_chain_s = 0;
@@ -89,6 +101,7 @@ struct Comm {
   };
   std::vector<Member> members;
   double copy_spread_s = 0;  // written by the backend (CommRequest::copy_spread_s)
+  int sm_dim = -1;  // a collective: the exposed dimension whose SMs it holds (-1: a transfer)
 };
 
 // The executor: streams, dependencies, rendezvous and the breakdown. Communication goes through
@@ -133,6 +146,9 @@ class Executor final : public EventTarget, public CommEndpoints {
   bool start_clock(std::size_t id);
   void begin_transfer(int send_actor, int recv_actor, const Task& t, int dir);
   void finish_comm(std::size_t id);
+  void hold_sms(int a, int dim, int delta);
+  void advance_work(Actor& act) const;
+  void schedule_compute_end(int a);
   std::size_t new_comm();
   CommRequest request(std::size_t id, int a, const Task& t);
   int actor_of_rank(int rank) const { return symmetric_ ? ps_.coord(rank).pp : rank; }
@@ -173,6 +189,7 @@ class Executor final : public EventTarget, public CommEndpoints {
   std::vector<std::unique_ptr<Comm>> comms_;
   std::vector<std::size_t> free_comms_;
   long task_instances_ = 0;
+  double sm_share_ = 0;  // share of a GPU's SMs one collective holds (kOverlapCommSms / SMs)
 };
 
 

@@ -11,6 +11,7 @@
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_backend.h"
+#include "sim/exec/compute_model.h"
 #include "sim/exec/role_index.h"
 #include "sim/exec/stage_groups.h"
 #include "sim/exec/task_time.h"
@@ -49,6 +50,9 @@ void Executor::setup_roles() {
 
 void Executor::setup_actors() {
   const int world = ps_.world();
+  sm_share_ = cfg_.cluster.gpu.sms > 0
+                  ? static_cast<double>(kOverlapCommSms) / cfg_.cluster.gpu.sms
+                  : 0.0;
   const std::vector<double> factor =
       straggler_factors(opt_.stragglers, world, std::max(1, cfg_.cluster.gpus_per_node));
   const bool uniform = std::all_of(factor.begin(), factor.end(), [](double f) { return f == 1.0; });
@@ -167,9 +171,69 @@ void Executor::start_task(int a, Stream st, std::uint32_t ti, int cause_stream) 
   // A slow GPU slows its kernels, not the host's data pipeline.
   double d = static_cast<double>(R.duration_ps[ti]) * (t.pass == Pass::kData ? 1.0 : act.factor);
   if (act.jitter && t.pass != Pass::kData) d *= jitter_factor(*act.jitter, opt_.jitter);
-  const TimePs dur{static_cast<std::int64_t>(std::llround(d))};
-  sim_.schedule(sim_.now() + dur, *this,
-                static_cast<std::uint64_t>(a) * kStreams + static_cast<std::uint64_t>(st));
+  act.slowable = sm_share_ > 0 && t.pass != Pass::kData;
+  if (!act.slowable || act.sm_total == 0) {
+    const TimePs dur{static_cast<std::int64_t>(std::llround(d))};
+    act.compute_event = sim_.schedule(sim_.now() + dur, *this,
+                                      static_cast<std::uint64_t>(a) * kStreams +
+                                          static_cast<std::uint64_t>(st));
+  }
+  if (!act.slowable) return;
+  act.work_left_ps = std::round(d);
+  act.work_at = sim_.now();
+  for (double& l : act.lost_s) l = 0;
+  if (act.sm_total > 0) schedule_compute_end(a);
+}
+
+// The running compute task's progress up to now, at the rate the SMs left to it allowed since
+// `work_at`; the time it lost is charged to the dimensions of the collectives that held them.
+void Executor::advance_work(Actor& act) const {
+  const TimePs now = sim_.now();
+  const double dt = static_cast<double>((now - act.work_at).ps);
+  act.work_at = now;
+  if (dt <= 0 || act.sm_total == 0) {
+    act.work_left_ps = std::max(0.0, act.work_left_ps - dt);
+    return;
+  }
+  const double held = std::min(1.0, sm_share_ * act.sm_total);
+  act.work_left_ps = std::max(0.0, act.work_left_ps - dt * (1.0 - held));
+  const double lost = dt * held * 1e-12;
+  for (int d = 0; d < kExCount; ++d) {
+    if (act.sm_comms[d] > 0) act.lost_s[d] += lost * act.sm_comms[d] / act.sm_total;
+  }
+}
+
+// (Re)schedules the end of actor `a`'s running compute task at the rate its SMs allow now; with
+// every SM held it waits (a collective in transfer always ends, and releases them).
+void Executor::schedule_compute_end(int a) {
+  Actor& act = actors_[static_cast<std::size_t>(a)];
+  const double rate = 1.0 - std::min(1.0, sm_share_ * act.sm_total);
+  const bool done = act.work_left_ps < 0.5;
+  if (rate <= 0 && !done) {
+    sim_.cancel(act.compute_event);
+    act.compute_event = EventHandle{};
+    return;
+  }
+  const TimePs end =
+      sim_.now() + TimePs{done ? 0 : static_cast<std::int64_t>(std::llround(act.work_left_ps / rate))};
+  if (sim_.pending(act.compute_event)) {
+    sim_.reschedule(act.compute_event, end);
+  } else {
+    act.compute_event = sim_.schedule(
+        end, *this,
+        static_cast<std::uint64_t>(a) * kStreams + static_cast<std::uint64_t>(Stream::kCompute));
+  }
+}
+
+// A collective starts (delta +1) or ends (-1) on actor `a`: its SMs are taken from (or given
+// back to) the compute task running there.
+void Executor::hold_sms(int a, int dim, int delta) {
+  Actor& act = actors_[static_cast<std::size_t>(a)];
+  const bool running = act.slowable && act.s[static_cast<int>(Stream::kCompute)].running;
+  if (running) advance_work(act);
+  act.sm_comms[dim] += delta;
+  act.sm_total += delta;
+  if (running) schedule_compute_end(a);
 }
 
 std::size_t Executor::new_comm() {
@@ -207,6 +271,7 @@ void Executor::post_collective(int a, Stream st, std::uint32_t ti) {
   if (++it->second.arrived < it->second.expected) return;
   const std::size_t id = it->second.comm;
   rendezvous_.erase(it);
+  comms_[id]->sm_dim = exposed_index(t.dim);
   if (!start_clock(id)) backend_.start_collective(request(id, a, t));
 }
 
@@ -214,8 +279,10 @@ void Executor::post_collective(int a, Stream st, std::uint32_t ti) {
 // it completes at once (returns true).
 bool Executor::start_clock(std::size_t id) {
   const TimePs now = sim_.now();
-  for (const auto& m : comms_[id]->members) {
+  const Comm& c = *comms_[id];
+  for (const auto& m : c.members) {
     actors_[static_cast<std::size_t>(m.actor)].s[static_cast<int>(m.stream)].start = now;
+    if (c.sm_dim >= 0 && sm_share_ > 0) hold_sms(m.actor, c.sm_dim, +1);
   }
   if (!opt_.free_communication) return false;
   sim_.schedule(now, *this, kCommTag | id);
@@ -269,7 +336,11 @@ void Executor::finish_comm(std::size_t id) {
     chain += comms_[id]->copy_spread_s;
     for (const auto& m : members) actors_[static_cast<std::size_t>(m.actor)].copy_spread_chain_s = chain;
   }
+  const int sm_dim = comms_[id]->sm_dim;
   free_comms_.push_back(id);
+  if (sm_dim >= 0 && sm_share_ > 0) {
+    for (const auto& m : members) hold_sms(m.actor, sm_dim, -1);
+  }
   for (const auto& m : members) complete(m.actor, m.stream);
   for (const auto& m : members) try_start(m.actor, static_cast<int>(m.stream));
 }
@@ -282,12 +353,24 @@ void Executor::complete(int a, Stream st) {
   const std::uint32_t ti = step.task;
   const TimePs now = sim_.now();
   const double dur = (now - ss.start).seconds();
-  act.kind_total[step.kind] += dur;
+  if (step.type != TaskType::kCompute) act.kind_total[step.kind] += dur;
   if (step.type == TaskType::kCompute) {
+    // The time its kernels lost to collectives' SMs is exposed communication of their dimension
+    // (as the analytic fidelity charges ComputeModel::concurrent's excess).
+    double lost = 0;
+    if (act.slowable) {
+      advance_work(act);
+      for (int d = 0; d < kExCount; ++d) {
+        act.acc_exposed[d] += act.lost_s[d];
+        lost += act.lost_s[d];
+      }
+      act.slowable = false;
+    }
+    act.kind_total[step.kind] += dur - lost;
     switch (step.pass) {
       case Pass::kData: act.acc_data += dur; break;
-      case Pass::kOptimizer: act.acc_opt += dur; break;
-      default: act.acc_compute += dur; break;
+      case Pass::kOptimizer: act.acc_opt += dur - lost; break;
+      default: act.acc_compute += dur - lost; break;
     }
     act.compute_end = now;
   }
