@@ -66,6 +66,8 @@ struct Actor {
   std::int32_t sm_comms[kExCount] = {};
   std::int32_t sm_total = 0;
   bool slowable = false;     // the running compute task is a GPU kernel (not the data pass)
+  bool sm_dirty = false;     // its SM holds changed in this picosecond (Executor::on_batch_end)
+  double event_rate = 1.0;   // the rate its end event was scheduled at
   double work_left_ps = 0;
   TimePs work_at;
   double lost_s[kExCount] = {};
@@ -106,7 +108,7 @@ struct Comm {
 
 // The executor: streams, dependencies, rendezvous and the breakdown. Communication goes through
 // the CommBackend; the executor is the job's CommEndpoints (its actors are the endpoints).
-class Executor final : public EventTarget, public CommEndpoints {
+class Executor final : public EventTarget, public BatchListener, public CommEndpoints {
  public:
   /// `gpus`: the cluster GPU of each rank (empty: rank r is GPU r); `start`: when the job's
   /// iteration begins.
@@ -134,6 +136,9 @@ class Executor final : public EventTarget, public CommEndpoints {
 
  private:
   void on_event(std::uint64_t tag) override;
+  // Re-schedules, once per picosecond, the compute tasks whose SM holds changed (a TP piece
+  // ending as the next one starts leaves the rate, and the event, as they were).
+  void on_batch_end() override;
 
   void setup_roles();
   void setup_actors();
@@ -190,6 +195,7 @@ class Executor final : public EventTarget, public CommEndpoints {
   std::vector<std::size_t> free_comms_;
   long task_instances_ = 0;
   double sm_share_ = 0;  // share of a GPU's SMs one collective holds (kOverlapCommSms / SMs)
+  std::vector<int> sm_dirty_;  // actors whose SM holds changed in this picosecond
 };
 
 

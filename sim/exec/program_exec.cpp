@@ -172,6 +172,7 @@ void Executor::start_task(int a, Stream st, std::uint32_t ti, int cause_stream) 
   double d = static_cast<double>(R.duration_ps[ti]) * (t.pass == Pass::kData ? 1.0 : act.factor);
   if (act.jitter && t.pass != Pass::kData) d *= jitter_factor(*act.jitter, opt_.jitter);
   act.slowable = sm_share_ > 0 && t.pass != Pass::kData;
+  act.event_rate = 1.0;
   if (!act.slowable || act.sm_total == 0) {
     const TimePs dur{static_cast<std::int64_t>(std::llround(d))};
     act.compute_event = sim_.schedule(sim_.now() + dur, *this,
@@ -208,6 +209,7 @@ void Executor::advance_work(Actor& act) const {
 void Executor::schedule_compute_end(int a) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
   const double rate = 1.0 - std::min(1.0, sm_share_ * act.sm_total);
+  act.event_rate = rate;
   const bool done = act.work_left_ps < 0.5;
   if (rate <= 0 && !done) {
     sim_.cancel(act.compute_event);
@@ -215,7 +217,7 @@ void Executor::schedule_compute_end(int a) {
     return;
   }
   const TimePs end =
-      sim_.now() + TimePs{done ? 0 : static_cast<std::int64_t>(std::llround(act.work_left_ps / rate))};
+      sim_.now() + TimePs{done ? 0 : static_cast<std::int64_t>(act.work_left_ps / rate + 0.5)};
   if (sim_.pending(act.compute_event)) {
     sim_.reschedule(act.compute_event, end);
   } else {
@@ -226,14 +228,30 @@ void Executor::schedule_compute_end(int a) {
 }
 
 // A collective starts (delta +1) or ends (-1) on actor `a`: its SMs are taken from (or given
-// back to) the compute task running there.
+// back to) the compute task running there, whose end is re-scheduled at the end of the
+// picosecond (on_batch_end).
 void Executor::hold_sms(int a, int dim, int delta) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
   const bool running = act.slowable && act.s[static_cast<int>(Stream::kCompute)].running;
   if (running) advance_work(act);
   act.sm_comms[dim] += delta;
   act.sm_total += delta;
-  if (running) schedule_compute_end(a);
+  if (running && !act.sm_dirty) {
+    act.sm_dirty = true;
+    if (sm_dirty_.empty()) sim_.request_batch_end(*this);
+    sm_dirty_.push_back(a);
+  }
+}
+
+void Executor::on_batch_end() {
+  for (int a : sm_dirty_) {
+    Actor& act = actors_[static_cast<std::size_t>(a)];
+    act.sm_dirty = false;
+    if (!act.slowable || !act.s[static_cast<int>(Stream::kCompute)].running) continue;
+    if (1.0 - std::min(1.0, sm_share_ * act.sm_total) == act.event_rate) continue;
+    schedule_compute_end(a);
+  }
+  sm_dirty_.clear();
 }
 
 std::size_t Executor::new_comm() {
