@@ -1,0 +1,350 @@
+// The packet-level network (packet_network.h).
+#include "sim/network/packet_network.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "sim/core/error.h"
+
+namespace trainsim::net {
+namespace {
+
+// Event tags: the kind in the top byte, an index below.
+constexpr std::uint64_t kKindShift = 56;
+enum Kind : std::uint64_t { kTxDone = 1, kArrive, kWake, kCnp, kAlpha, kIncrease, kPause, kResume };
+std::uint64_t tag_of(Kind k, std::int64_t index) {
+  return (static_cast<std::uint64_t>(k) << kKindShift) | static_cast<std::uint64_t>(index);
+}
+
+// Serialization time of `bytes` at `Bps`, rounded up to the picosecond.
+TimePs serialize(double bytes, double Bps) {
+  return TimePs{static_cast<std::int64_t>(std::ceil(bytes / Bps * 1e12 - 1e-6))};
+}
+
+void check(bool ok, const std::string& key, const std::string& why) {
+  if (!ok) throw_input(why, {"", 0, key});
+}
+
+}  // namespace
+
+PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
+                             std::vector<TimePs> latency, PacketNetworkOptions options)
+    : sim_(sim),
+      capacity_(std::move(capacity_Bps)),
+      latency_(std::move(latency)),
+      cc_(options.config.congestion_control),
+      dc_(options.config.dcqcn),
+      pc_(options.packet),
+      ports_(capacity_.size()),
+      ecn_rng_(sim.rng_stream("packet/ecn")) {
+  const PacketConfig& p = pc_;
+  check(std::isfinite(p.mtu_bytes) && p.mtu_bytes >= 64 && p.mtu_bytes <= 65536,
+        "network.packet.mtu_bytes", "the MTU must be 64 B to 64 KiB");
+  check(std::isfinite(p.buffer_bytes) && p.buffer_bytes >= p.mtu_bytes,
+        "network.packet.buffer_bytes", "a port's buffer must hold at least one packet (mtu_bytes)");
+  check(!p.pfc || (std::isfinite(p.pfc_xoff_bytes) && p.pfc_xoff_bytes >= p.mtu_bytes &&
+                   p.pfc_xoff_bytes <= p.buffer_bytes),
+        "network.packet.pfc_xoff_bytes",
+        "PFC's XOFF threshold must be between one packet and the buffer");
+  check(!p.pfc || (std::isfinite(p.pfc_xon_bytes) && p.pfc_xon_bytes >= 0 &&
+                   p.pfc_xon_bytes <= p.pfc_xoff_bytes),
+        "network.packet.pfc_xon_bytes", "PFC's XON threshold must not be above XOFF");
+  check(std::isfinite(p.kmin_bytes) && p.kmin_bytes >= 0, "network.packet.kmin_bytes",
+        "the ECN threshold Kmin must be a size of 0 bytes or more");
+  check(std::isfinite(p.kmax_bytes) && p.kmax_bytes >= p.kmin_bytes,
+        "network.packet.kmax_bytes", "the ECN threshold Kmax must not be below Kmin");
+  check(std::isfinite(p.pmax) && p.pmax >= 0 && p.pmax <= 1, "network.packet.pmax",
+        "the ECN marking probability Pmax must be between 0 and 1");
+  check(std::isfinite(p.dcqcn_g) && p.dcqcn_g > 0 && p.dcqcn_g <= 1, "network.packet.dcqcn_g",
+        "DCQCN's gain g must be in (0, 1]");
+  check(p.alpha_timer.ps > 0, "network.packet.alpha_timer", "the α timer must be positive");
+  check(p.cnp_interval.ps >= 0, "network.packet.cnp_interval",
+        "the CNP interval must not be negative");
+  check(std::isfinite(p.byte_counter_bytes) && p.byte_counter_bytes > 0,
+        "network.packet.byte_counter_bytes", "the byte counter must be positive");
+  check(dc_.rate_increase_timer.ps > 0, "network.dcqcn.rate_increase_timer",
+        "the rate-increase timer must be positive");
+  check(latency_.size() == capacity_.size(), "network.packet",
+        "one latency per link is needed");
+  for (std::size_t l = 0; l < capacity_.size(); ++l) {
+    check(std::isfinite(capacity_[l]) && capacity_[l] > 0, "network.packet",
+          "link " + std::to_string(l) + " has no capacity");
+    check(latency_[l].ps >= 0, "network.packet",
+          "link " + std::to_string(l) + " has a negative latency");
+  }
+}
+
+FlowId PacketNetwork::start_flow(const FlowSpec& spec) {
+  if (spec.path.empty()) throw_input("a packet flow needs a path of at least one link");
+  if (spec.bytes <= 0) throw_input("a packet flow needs at least one byte");
+  for (topo::LinkId l : spec.path) {
+    if (l < 0 || static_cast<std::size_t>(l) >= capacity_.size()) {
+      throw_input("a packet flow's path names link " + std::to_string(l) + ", which does not exist");
+    }
+  }
+  const auto f = static_cast<std::int32_t>(flows_.size());
+  Flow fl;
+  fl.path.assign(spec.path.begin(), spec.path.end());
+  fl.bytes = spec.bytes;
+  fl.tag = spec.tag;
+  fl.start = fl.next_send = sim_.now();
+  fl.last_cnp = TimePs{-pc_.cnp_interval.ps - 1};
+  for (topo::LinkId l : fl.path) fl.reverse_latency += latency_[static_cast<std::size_t>(l)];
+  fl.line = std::min(spec.cap_Bps, capacity_[static_cast<std::size_t>(fl.path.front())]);
+  fl.rate = fl.target = fl.line;
+  fl.active = true;
+  flows_.push_back(std::move(fl));
+  ++stats_.flows_started;
+  stats_.bytes_started += spec.bytes;
+  if (dcqcn()) {
+    sim_.schedule(sim_.now() + pc_.alpha_timer, *this, tag_of(kAlpha, f));
+    flows_.back().increase_event =
+        sim_.schedule(sim_.now() + dc_.rate_increase_timer, *this, tag_of(kIncrease, f));
+  }
+  const topo::LinkId first = flows_.back().path.front();
+  ports_[static_cast<std::size_t>(first)].sources.push_back(f);
+  serve(first);
+  return f;
+}
+
+std::int32_t PacketNetwork::new_packet(std::int32_t flow, std::int32_t bytes) {
+  std::int32_t pk;
+  if (!free_packets_.empty()) {
+    pk = free_packets_.back();
+    free_packets_.pop_back();
+  } else {
+    pk = static_cast<std::int32_t>(packets_.size());
+    packets_.emplace_back();
+  }
+  packets_[static_cast<std::size_t>(pk)] = Packet{flow, 0, bytes, -1, false};
+  ++stats_.packets;
+  stats_.packets_in_flight_max = std::max(stats_.packets_in_flight_max, ++in_flight_);
+  return pk;
+}
+
+// Starts the next transmission on link `l` if it is idle: a queued packet first (FIFO), else the
+// next of its sending flows (round robin) whose pacing allows a packet now; if they all wait
+// for their pacing, a wake-up at the earliest.
+void PacketNetwork::serve(topo::LinkId l) {
+  Port& port = ports_[static_cast<std::size_t>(l)];
+  if (port.busy || port.paused) return;
+  std::int32_t pk = -1;
+  if (!port.fifo.empty()) {
+    pk = port.fifo.front();
+    port.fifo.pop_front();
+    port.queued -= packets_[static_cast<std::size_t>(pk)].bytes;
+    left_queue(packets_[static_cast<std::size_t>(pk)]);
+  } else if (!port.sources.empty()) {
+    const TimePs now = sim_.now();
+    TimePs earliest = TimePs::never();
+    const std::size_t n = port.sources.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t at = (port.next_source + i) % n;
+      Flow& fl = flows_[static_cast<std::size_t>(port.sources[at])];
+      if (fl.next_send > now) {
+        earliest = std::min(earliest, fl.next_send);
+        continue;
+      }
+      const auto bytes =
+          static_cast<std::int32_t>(std::min<double>(pc_.mtu_bytes, static_cast<double>(fl.bytes - fl.sent)));
+      pk = new_packet(port.sources[at], bytes);
+      fl.sent += bytes;
+      fl.next_send = now + serialize(bytes, fl.rate);
+      if (dcqcn()) {
+        fl.bytes_since_increase += bytes;
+        if (fl.bytes_since_increase >= pc_.byte_counter_bytes) {
+          fl.bytes_since_increase = 0;
+          ++fl.byte_count;
+          increase(fl);
+        }
+      }
+      if (fl.sent == fl.bytes) {
+        port.sources.erase(port.sources.begin() + static_cast<std::ptrdiff_t>(at));
+        port.next_source = port.sources.empty() ? 0 : at % port.sources.size();
+      } else {
+        port.next_source = (at + 1) % n;
+      }
+      break;
+    }
+    if (pk < 0 && earliest != TimePs::never() && !port.wake_pending) {
+      port.wake_pending = true;
+      sim_.schedule(earliest, *this, tag_of(kWake, l));
+    }
+  }
+  if (pk < 0) return;
+  port.busy = true;
+  port.current = pk;
+  ++stats_.transmissions;
+  sim_.schedule(sim_.now() + serialize(packets_[static_cast<std::size_t>(pk)].bytes,
+                                       capacity_[static_cast<std::size_t>(l)]),
+                *this, tag_of(kTxDone, l));
+}
+
+// RED marking at enqueue (DCQCN's congestion point), then the FIFO.
+void PacketNetwork::enqueue(topo::LinkId l, std::int32_t pk) {
+  Port& port = ports_[static_cast<std::size_t>(l)];
+  Packet& p = packets_[static_cast<std::size_t>(pk)];
+  const double q = port.queued;
+  if (q > pc_.kmax_bytes) {
+    p.ecn = true;
+  } else if (q > pc_.kmin_bytes && pc_.pmax > 0) {
+    p.ecn = ecn_rng_.uniform01() < pc_.pmax * (q - pc_.kmin_bytes) / (pc_.kmax_bytes - pc_.kmin_bytes);
+  }
+  if (p.ecn) ++stats_.ecn_marks;
+  port.fifo.push_back(pk);
+  port.queued += p.bytes;
+  if (p.ingress >= 0) {
+    Port& in = ports_[static_cast<std::size_t>(p.ingress)];
+    in.ingress_bytes += p.bytes;
+    if (in.ingress_bytes > pc_.buffer_bytes && in.above_since == TimePs::never()) {
+      in.above_since = sim_.now();
+    }
+    if (pc_.pfc && !in.pause_sent && in.ingress_bytes > pc_.pfc_xoff_bytes) {
+      in.pause_sent = true;
+      ++in.pauses;
+      ++stats_.pauses;
+      sim_.schedule(sim_.now() + latency_[static_cast<std::size_t>(p.ingress)], *this,
+                    tag_of(kPause, p.ingress));
+    }
+  }
+  serve(l);
+  // What waits (a packet that went straight onto the link never queued).
+  stats_.max_queue_bytes = std::max(stats_.max_queue_bytes, port.queued);
+}
+
+// A packet left a switch's queue for its link: the ingress link it came in over may resume.
+void PacketNetwork::left_queue(const Packet& p) {
+  if (p.ingress < 0) return;
+  Port& in = ports_[static_cast<std::size_t>(p.ingress)];
+  in.ingress_bytes -= p.bytes;
+  if (in.above_since != TimePs::never() && in.ingress_bytes <= pc_.buffer_bytes) {
+    stats_.time_above_buffer_s += (sim_.now() - in.above_since).seconds();
+    in.above_since = TimePs::never();
+  }
+  if (pc_.pfc && in.pause_sent && in.ingress_bytes <= pc_.pfc_xon_bytes) {
+    in.pause_sent = false;
+    sim_.schedule(sim_.now() + latency_[static_cast<std::size_t>(p.ingress)], *this,
+                  tag_of(kResume, p.ingress));
+  }
+}
+
+void PacketNetwork::arrive(std::int32_t pk) {
+  Packet& p = packets_[static_cast<std::size_t>(pk)];
+  const Flow& fl = flows_[static_cast<std::size_t>(p.flow)];
+  p.ingress = fl.path[static_cast<std::size_t>(p.hop)];
+  ++p.hop;
+  if (static_cast<std::size_t>(p.hop) == fl.path.size()) return deliver(pk);
+  enqueue(fl.path[static_cast<std::size_t>(p.hop)], pk);
+}
+
+// The receiver (DCQCN's notification point): counts the bytes, answers a marked packet with a
+// CNP unless it sent one to this flow less than cnp_interval ago, and reports the last byte.
+void PacketNetwork::deliver(std::int32_t pk) {
+  const Packet p = packets_[static_cast<std::size_t>(pk)];
+  free_packets_.push_back(pk);
+  --in_flight_;
+  Flow& fl = flows_[static_cast<std::size_t>(p.flow)];
+  fl.received += p.bytes;
+  stats_.bytes_delivered += p.bytes;
+  const TimePs now = sim_.now();
+  if (p.ecn && dcqcn() && now - fl.last_cnp >= pc_.cnp_interval) {
+    fl.last_cnp = now;
+    ++stats_.cnps;
+    sim_.schedule(now + fl.reverse_latency, *this, tag_of(kCnp, p.flow));
+  }
+  if (fl.received < fl.bytes) return;
+  fl.active = false;
+  if (dcqcn()) sim_.cancel(fl.increase_event);
+  ++stats_.flows_done;
+  if (!flow_done_.empty()) flow_done_.emit(FlowDone{p.flow, fl.tag, fl.start, now, fl.bytes});
+}
+
+// DCQCN reaction point, on a CNP: remember the rate as the target, cut by α/2, raise α, and
+// restart the increase stages (Zhu et al. §3.1).
+void PacketNetwork::on_cnp(std::int32_t f) {
+  Flow& fl = flows_[static_cast<std::size_t>(f)];
+  if (!fl.active || fl.sent == fl.bytes) return;
+  ++stats_.rate_cuts;
+  fl.target = fl.rate;
+  fl.rate = std::max(dc_.rate_ai_Bps, fl.rate * (1 - fl.alpha / 2));
+  fl.alpha = (1 - pc_.dcqcn_g) * fl.alpha + pc_.dcqcn_g;
+  fl.cnp_since_alpha = true;
+  fl.timer_count = fl.byte_count = 0;
+  fl.bytes_since_increase = 0;
+  sim_.reschedule(fl.increase_event, sim_.now() + dc_.rate_increase_timer);
+}
+
+// One increase event (timer or byte counter): fast recovery towards the target for the first F
+// events of either counter, additive increase of the target after, hyper increase once both
+// have passed F.
+void PacketNetwork::increase(Flow& fl) {
+  const int lo = std::min(fl.timer_count, fl.byte_count);
+  const int hi = std::max(fl.timer_count, fl.byte_count);
+  if (lo > dc_.fast_recovery_steps) {
+    fl.target += dc_.rate_hai_Bps;
+  } else if (hi > dc_.fast_recovery_steps) {
+    fl.target += dc_.rate_ai_Bps;
+  }
+  fl.target = std::min(fl.target, fl.line);
+  fl.rate = std::min(fl.line, (fl.target + fl.rate) / 2);
+}
+
+void PacketNetwork::on_event(std::uint64_t tag) {
+  const auto kind = static_cast<Kind>(tag >> kKindShift);
+  const auto index = static_cast<std::int64_t>(tag & ((std::uint64_t{1} << kKindShift) - 1));
+  switch (kind) {
+    case kTxDone: {
+      const auto l = static_cast<topo::LinkId>(index);
+      Port& port = ports_[static_cast<std::size_t>(l)];
+      const std::int32_t pk = port.current;
+      port.busy = false;
+      port.current = -1;
+      sim_.schedule(sim_.now() + latency_[static_cast<std::size_t>(l)], *this, tag_of(kArrive, pk));
+      serve(l);
+      return;
+    }
+    case kArrive: return arrive(static_cast<std::int32_t>(index));
+    case kWake: {
+      const auto l = static_cast<topo::LinkId>(index);
+      ports_[static_cast<std::size_t>(l)].wake_pending = false;
+      return serve(l);
+    }
+    case kCnp: return on_cnp(static_cast<std::int32_t>(index));
+    case kPause: {
+      Port& port = ports_[static_cast<std::size_t>(index)];
+      if (!port.paused) {
+        port.paused = true;
+        port.paused_since = sim_.now();
+      }
+      return;
+    }
+    case kResume: {
+      const auto l = static_cast<topo::LinkId>(index);
+      Port& port = ports_[static_cast<std::size_t>(l)];
+      if (port.paused) {
+        port.paused = false;
+        stats_.paused_s += (sim_.now() - port.paused_since).seconds();
+      }
+      return serve(l);
+    }
+    case kAlpha: {
+      Flow& fl = flows_[static_cast<std::size_t>(index)];
+      if (!fl.active) return;
+      if (!fl.cnp_since_alpha) fl.alpha *= 1 - pc_.dcqcn_g;
+      fl.cnp_since_alpha = false;
+      sim_.schedule(sim_.now() + pc_.alpha_timer, *this, tag);
+      return;
+    }
+    case kIncrease: {
+      Flow& fl = flows_[static_cast<std::size_t>(index)];
+      if (!fl.active) return;
+      ++fl.timer_count;
+      increase(fl);
+      fl.increase_event = sim_.schedule(sim_.now() + dc_.rate_increase_timer, *this, tag);
+      return;
+    }
+  }
+}
+
+}  // namespace trainsim::net

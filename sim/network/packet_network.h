@@ -1,0 +1,184 @@
+// Packet-level network (issue 16, first part): the same links and paths as the flow level
+// (flow_network.h), carried packet by packet so that queues, ECN marks and the DCQCN rate
+// machine happen rather than being modelled.
+//
+// What a packet does (docs/network.md, "Packet level"):
+//   * a flow (one queue pair) is cut into packets of `mtu_bytes`; its sender's first link (the
+//     NIC's egress or an NVLink port) takes packets from the flows that start there in turn,
+//     each flow paced at its congestion-control rate (line rate without CC: RoCE has no slow
+//     start);
+//   * every link is an output-queued port: a FIFO in front of a serializer of the link's
+//     capacity, then the link's propagation latency; a packet is forwarded once it has fully
+//     arrived (store and forward);
+//   * at enqueue, a port marks ECN with the RED profile of DCQCN: never below `kmin_bytes` of
+//     queue, with probability `pmax`·(q − kmin)/(kmax − kmin) up to `kmax_bytes`, always above;
+//   * PFC (IEEE 802.1Qbb), lossless: each switch counts, per ingress link, the bytes that came in
+//     over it and still wait in any of its queues; above `pfc_xoff_bytes` it sends PAUSE up that
+//     link (arriving one link latency later: the upstream port then starts no new packet), below
+//     `pfc_xon_bytes` RESUME. Pauses spread upstream hop by hop and block every flow behind the
+//     paused port (head-of-line blocking);
+//   * under `dcqcn`, the receiver (notification point) answers marked packets with at most one
+//     CNP per `cnp_interval` per flow, and the sender (reaction point) runs the rate machine of
+//     Zhu et al., SIGCOMM'15 (cut on CNP, α update, fast recovery / additive / hyper increase on
+//     the timer and byte counter).
+// Not (yet) modelled, said where it matters: one priority class (PAUSE stops the whole port),
+// buffers are never exceeded by design of the thresholds (the time any port spends above
+// `buffer_bytes` is reported, so too small a headroom shows), CNPs take the reverse path's propagation latency without queueing, no packet loss,
+// hence no retransmission; Swift and MegaScale's hybrid run as line rate.
+//
+// Deterministic: events follow the Simulation's order and ECN draws come from the
+// Simulation's "packet/ecn" random stream.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "sim/core/observer.h"
+#include "sim/core/rng.h"
+#include "sim/core/simulation.h"
+#include "sim/core/units.h"
+#include "sim/network/congestion.h"
+#include "sim/network/flow_network.h"
+#include "topology/ids.h"
+
+namespace trainsim::net {
+
+/// network.packet.*: the packet level's own parameters.
+struct PacketConfig {
+  double mtu_bytes = 4096;  // RoCE payload MTU (the flow level's swift/megascale mtu_bytes too)
+  /// Buffer per ingress link of a switch (the bytes that came in over it and still wait in its
+  /// queues) [D]. PFC pauses the link before it fills; the engine never drops and reports the
+  /// time any ingress spent above it (too small a headroom, or PFC off).
+  double buffer_bytes = 1 << 20;
+  /// PFC thresholds per ingress link [D]: XOFF leaves a headroom of buffer − xoff for the bytes
+  /// in flight while the PAUSE travels (2 × link latency × rate + a packet each way); XON two
+  /// packets below XOFF. `pfc` false: no pauses (the buffer then only bounds nothing).
+  bool pfc = true;
+  double pfc_xoff_bytes = 512 * 1024;
+  double pfc_xon_bytes = 512 * 1024 - 2 * 4096;
+  /// ECN marking (RED) thresholds of DCQCN, Zhu et al. SIGCOMM'15 §5 (Kmin 5 KB, Kmax 200 KB,
+  /// Pmax 1 %, for 40 Gb/s ports).
+  double kmin_bytes = 5e3;
+  double kmax_bytes = 200e3;
+  double pmax = 0.01;
+  /// DCQCN's remaining constants (Zhu et al. §3 and §5): g, the α timer, the NP's CNP interval
+  /// and the byte counter; T, F, R_AI and R_HAI are the flow level's DcqcnConfig.
+  double dcqcn_g = 1.0 / 256;
+  TimePs alpha_timer = TimePs::from_us(55);
+  TimePs cnp_interval = TimePs::from_us(50);
+  double byte_counter_bytes = 10e6;
+};
+
+struct PacketNetworkOptions {
+  NetworkConfig config;  // congestion_control (ideal or dcqcn) and the DcqcnConfig
+  PacketConfig packet;
+};
+
+struct PacketNetworkStats {
+  std::int64_t flows_started = 0;
+  std::int64_t flows_done = 0;
+  std::int64_t bytes_started = 0;
+  std::int64_t bytes_delivered = 0;
+  std::int64_t packets = 0;        // packets sent by the flows
+  std::int64_t transmissions = 0;  // packet × link serializations
+  std::int64_t ecn_marks = 0;
+  std::int64_t cnps = 0;
+  std::int64_t rate_cuts = 0;      // DCQCN cuts (one per CNP that reached an active flow)
+  double max_queue_bytes = 0;      // largest queue in front of any port
+  double time_above_buffer_s = 0;  // Σ over ingress links of the time their bytes waiting in the
+                                   // switch exceeded buffer_bytes (data a real switch would drop)
+  std::int64_t pauses = 0;         // PAUSE frames sent
+  double paused_s = 0;             // Σ over ports of the time they were paused
+  std::int64_t packets_in_flight_max = 0;
+};
+
+class PacketNetwork final : public Component, public EventTarget {
+ public:
+  /// `capacity_Bps` and `latency` are indexed by topo::LinkId. Throws trainsim::Error (input)
+  /// naming the `network.packet.*` key of an impossible configuration.
+  PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps, std::vector<TimePs> latency,
+                PacketNetworkOptions options = {});
+
+  /// Starts a flow now: `spec.path` from its sender's link to its receiver's; `spec.cap_Bps`
+  /// bounds its rate (the NIC line rate), else the first link's capacity does.
+  FlowId start_flow(const FlowSpec& spec);
+
+  /// A flow's last byte reached its receiver (FlowDone.end); `bytes` is its size.
+  Signal<FlowDone>& flow_done() { return flow_done_; }
+
+  const PacketNetworkStats& stats() const { return stats_; }
+  /// A flow's current sending rate (bytes/s): its DCQCN rate, or its line rate.
+  double rate_Bps(FlowId f) const { return flows_[static_cast<std::size_t>(f)].rate; }
+  /// PAUSE frames the switch at the far end of link `l` has sent up it.
+  std::int64_t pauses_on(topo::LinkId l) const { return ports_[static_cast<std::size_t>(l)].pauses; }
+  /// The queue in front of link `l` now, bytes.
+  double queue_bytes(topo::LinkId l) const { return ports_[static_cast<std::size_t>(l)].queued; }
+
+ private:
+  struct Packet {
+    std::int32_t flow = -1;
+    std::int32_t hop = 0;  // index in the flow's path of the link it is on
+    std::int32_t bytes = 0;
+    std::int32_t ingress = -1;  // the link it came in over, while it waits in a switch
+    bool ecn = false;
+  };
+  struct Flow {
+    std::vector<topo::LinkId> path;
+    std::int64_t bytes = 0, sent = 0, received = 0;
+    std::uint64_t tag = 0;
+    TimePs start, next_send, last_cnp, reverse_latency;
+    double line = 0, rate = 0;
+    bool active = false;
+    // DCQCN reaction point
+    double target = 0, alpha = 1.0;
+    int timer_count = 0, byte_count = 0;
+    double bytes_since_increase = 0;
+    bool cnp_since_alpha = false;
+    EventHandle increase_event;
+  };
+  struct Port {
+    std::deque<std::int32_t> fifo;
+    double queued = 0;
+    bool busy = false;
+    std::int32_t current = -1;
+    TimePs above_since = TimePs::never();  // as an ingress link: over buffer_bytes since
+    std::vector<std::int32_t> sources;  // flows whose first link this is
+    std::size_t next_source = 0;
+    bool wake_pending = false;
+    bool paused = false;       // PFC: the port downstream paused this link
+    TimePs paused_since;
+    double ingress_bytes = 0;  // bytes that came in over this link and wait downstream
+    bool pause_sent = false;   // the downstream switch has paused this link
+    std::int64_t pauses = 0;   // ... how many times
+  };
+
+  void on_event(std::uint64_t tag) override;
+  void serve(topo::LinkId l);
+  void arrive(std::int32_t pk);
+  void enqueue(topo::LinkId l, std::int32_t pk);
+  void deliver(std::int32_t pk);
+  std::int32_t new_packet(std::int32_t flow, std::int32_t bytes);
+  void on_cnp(std::int32_t f);
+  void left_queue(const Packet& p);
+  void increase(Flow& fl);
+  bool dcqcn() const { return cc_ == CongestionControl::kDcqcn; }
+
+  Simulation& sim_;
+  std::vector<double> capacity_;
+  std::vector<TimePs> latency_;
+  CongestionControl cc_;
+  DcqcnConfig dc_;
+  PacketConfig pc_;
+  std::vector<Flow> flows_;
+  std::vector<Port> ports_;
+  std::vector<Packet> packets_;
+  std::vector<std::int32_t> free_packets_;
+  std::int64_t in_flight_ = 0;
+  Rng ecn_rng_;
+  PacketNetworkStats stats_;
+  Signal<FlowDone> flow_done_;
+};
+
+}  // namespace trainsim::net

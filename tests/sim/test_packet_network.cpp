@@ -1,0 +1,241 @@
+// sim/network/packet_network: store-and-forward closed forms, the flow level against the
+// packet level on incast and a shared bottleneck, DCQCN's effect on an incast queue,
+// determinism and bad input.
+#include "sim/network/packet_network.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "sim/core/error.h"
+#include "sim/network/flow_network.h"
+
+namespace trainsim::net {
+namespace {
+
+using topo::LinkId;
+constexpr double kG = 1e9;
+constexpr double kMtu = 4096;
+
+struct PacketRun {
+  std::vector<FlowDone> done;
+  PacketNetworkStats stats;
+  TimePs end_of(std::uint64_t tag) const {
+    for (const FlowDone& d : done) {
+      if (d.tag == tag) return d.end;
+    }
+    return TimePs::never();
+  }
+  TimePs last() const {
+    TimePs t;
+    for (const FlowDone& d : done) t = std::max(t, d.end);
+    return t;
+  }
+};
+
+struct Spec {
+  std::vector<LinkId> path;
+  std::int64_t bytes;
+};
+
+PacketRun run_packets(std::vector<double> cap, std::vector<TimePs> lat, const std::vector<Spec>& flows,
+                PacketNetworkOptions opt = {}, std::uint64_t seed = 1) {
+  Simulation sim(seed);
+  PacketNetwork& net = sim.emplace<PacketNetwork>(std::move(cap), std::move(lat), opt);
+  PacketRun r;
+  net.flow_done().subscribe([&r](const FlowDone& d) { r.done.push_back(d); });
+  std::uint64_t tag = 1;
+  for (const Spec& s : flows) net.start_flow({s.path, s.bytes, kUnlimited, tag++});
+  sim.run();
+  r.stats = net.stats();
+  return r;
+}
+
+std::vector<FlowDone> run_flows(std::vector<double> cap, const std::vector<Spec>& flows) {
+  Simulation sim;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::move(cap));
+  std::vector<FlowDone> done;
+  net.flow_done().subscribe([&done](const FlowDone& d) { done.push_back(d); });
+  std::uint64_t tag = 1;
+  for (const Spec& s : flows) net.start_flow({s.path, s.bytes, kUnlimited, tag++});
+  sim.run();
+  return done;
+}
+
+// N senders, each on its own link (0 … N−1), into one downlink (link N): the incast.
+std::vector<Spec> incast(int n, std::int64_t bytes) {
+  std::vector<Spec> f;
+  for (int i = 0; i < n; ++i) f.push_back({{i, n}, bytes});
+  return f;
+}
+
+// One flow over two links of 10 GB/s and 1 µs: the last packet leaves the first link at S/C,
+// the second link is one packet behind (store and forward), and each hop adds its latency:
+// S/C + MTU/C + 2 µs = 104.8576 + 0.4096 + 2 µs, to the picosecond.
+TEST(PacketNetwork, OneFlowStoreAndForwardClosedForm) {
+  const std::int64_t S = 256 * 4096;
+  const PacketRun r = run_packets({10 * kG, 10 * kG}, {TimePs::from_us(1), TimePs::from_us(1)},
+                            {{{0, 1}, S}});
+  ASSERT_EQ(r.done.size(), 1u);
+  EXPECT_EQ(r.done[0].end.ps, 104'857'600 + 409'600 + 2'000'000);
+  EXPECT_EQ(r.stats.packets, 256);
+  EXPECT_EQ(r.stats.transmissions, 512);
+  EXPECT_EQ(r.stats.bytes_delivered, S);
+  // The links run at the same rate: no packet waits behind another (one may arrive in the
+  // picosecond its predecessor finishes, and is counted queued for no time).
+  EXPECT_LE(r.stats.max_queue_bytes, kMtu);
+}
+
+// Incast 8 → 1 at 25 GB/s, 1 MiB each, no congestion control: the downlink is busy from the
+// first packet's arrival (MTU/C + 1 µs) until all 8 MiB have crossed it, then 1 µs to the
+// receiver: 0.16384 + 1 + 335.54432 + 1 µs. The flow level ends every flow at 8 MiB / C; the
+// packet level is within 1 % of it (issue 16 asks 5 % for messages of 1 MB and more).
+TEST(PacketNetwork, IncastAgainstTheFlowLevel) {
+  const int n = 8;
+  const std::int64_t S = 1 << 20;
+  std::vector<double> cap(n + 1, 25 * kG);
+  std::vector<TimePs> lat(n + 1, TimePs::from_us(1));
+  const PacketRun r = run_packets(cap, lat, incast(n, S));
+  ASSERT_EQ(r.done.size(), static_cast<std::size_t>(n));
+  EXPECT_EQ(r.last().ps, 163'840 + 1'000'000 + 335'544'320 + 1'000'000);
+  EXPECT_EQ(r.stats.bytes_delivered, n * S);
+  // Line-rate senders fill the downlink's queue until PFC pauses them: every ingress link stops
+  // at XOFF plus what was in flight while its PAUSE travelled (1 µs back, 1 µs of sending on
+  // arrival: 2 × 25 KB, a packet each way), and no ingress ever goes above its buffer.
+  const PacketConfig pc;
+  EXPECT_GT(r.stats.pauses, 0);
+  EXPECT_GT(r.stats.max_queue_bytes, n * pc.pfc_xoff_bytes);
+  EXPECT_LE(r.stats.max_queue_bytes, n * (pc.pfc_xoff_bytes + 2 * 25e3 + 2 * kMtu));
+  EXPECT_EQ(r.stats.time_above_buffer_s, 0.0);
+  // Without PFC, every sender's ingress passes its buffer (a real switch would drop).
+  PacketNetworkOptions no_pfc;
+  no_pfc.packet.pfc = false;
+  const PacketRun lossy = run_packets(cap, lat, incast(n, 2 * S), no_pfc);
+  EXPECT_EQ(lossy.stats.pauses, 0);
+  EXPECT_GT(lossy.stats.time_above_buffer_s, 0.0);
+  const std::vector<FlowDone> fl = run_flows(cap, incast(n, S));
+  ASSERT_EQ(fl.size(), static_cast<std::size_t>(n));
+  for (const FlowDone& d : fl) {
+    const double packet = r.end_of(d.tag).seconds(), flow = d.end.seconds();
+    EXPECT_NEAR(packet, flow, 0.01 * flow) << "flow " << d.tag;
+  }
+}
+
+// Two flows of 1 and 3 MiB through one 25 GB/s bottleneck: the switch's FIFO interleaves them,
+// so each gets half until the small one ends (2 MiB / C), then the big one the whole link
+// (4 MiB / C): what max-min gives at the flow level, within 1 %.
+TEST(PacketNetwork, SharedBottleneckIsFairAsMaxMin) {
+  const std::vector<Spec> flows{{{0, 2}, 1 << 20}, {{1, 2}, 3 << 20}};
+  const std::vector<double> cap{25 * kG, 25 * kG, 25 * kG};
+  const PacketRun r = run_packets(cap, {TimePs{}, TimePs{}, TimePs{}}, flows);
+  const std::vector<FlowDone> fl = run_flows(cap, flows);
+  ASSERT_EQ(r.done.size(), 2u);
+  ASSERT_EQ(fl.size(), 2u);
+  EXPECT_NEAR(fl[0].end.seconds(), (2 << 20) / (25 * kG), 1e-12);
+  for (const FlowDone& d : fl) {
+    EXPECT_NEAR(r.end_of(d.tag).seconds(), d.end.seconds(), 0.01 * d.end.seconds()) << d.tag;
+  }
+}
+
+PacketNetworkOptions dcqcn() {
+  PacketNetworkOptions o;
+  o.config.congestion_control = CongestionControl::kDcqcn;
+  return o;
+}
+
+// DCQCN on the incast (8 → 1, 25 GB/s, 4 MB each). Line-rate senders keep the downlink busy
+// under PFC (the lossless fabric's answer: 372 pauses here) and end at the line-rate floor,
+// 32 MB / C, to the packet. DCQCN's purpose (Zhu et al., SIGCOMM'15 §1) is fewer pauses: marks
+// beyond Kmin bring CNPs and rate cuts, and the pauses fall to 48. With the paper's 40 Gb/s
+// constants (byte counter 10 MB, timer 55 µs, R_AI 40 Mb/s) the cut senders recover slowly at
+// 200 Gb/s: the incast takes 5.2 times the floor (docs/network.md, "Packet level"), where the
+// flow level's [D] derating gives 1/η(8) = 1.18 times. This bounds that finding; fitting the
+// flow level to it is issue 16's next step.
+TEST(PacketNetwork, DcqcnTradesPausesForThroughput) {
+  const int n = 8;
+  const std::int64_t S = 4'000'000;
+  std::vector<double> cap(n + 1, 25 * kG);
+  std::vector<TimePs> lat(n + 1, TimePs::from_us(1));
+  const PacketRun plain = run_packets(cap, lat, incast(n, S));
+  const PacketRun cc = run_packets(cap, lat, incast(n, S), dcqcn());
+  ASSERT_EQ(cc.done.size(), static_cast<std::size_t>(n));
+  EXPECT_EQ(cc.stats.bytes_delivered, n * S);
+  const double floor_s = n * S / (25 * kG);
+  EXPECT_EQ(plain.stats.cnps, 0);
+  EXPECT_GT(plain.stats.pauses, 100);
+  EXPECT_NEAR(plain.last().seconds(), floor_s, 0.01 * floor_s);
+  EXPECT_GT(cc.stats.ecn_marks, 0);
+  EXPECT_GT(cc.stats.cnps, 0);
+  EXPECT_EQ(cc.stats.rate_cuts, cc.stats.cnps);
+  EXPECT_LT(cc.stats.pauses, plain.stats.pauses / 4);
+  EXPECT_GT(cc.last().seconds(), 2 * floor_s);
+  EXPECT_LT(cc.last().seconds(), 6 * floor_s);
+}
+
+// A PFC pause spreads upstream: 4 senders (links 0–3, 25 GB/s) into switch A, A to switch B over
+// a 100 GB/s link (4), B to the receiver at 25 GB/s (5). B's queue for link 5 fills from link 4,
+// so B pauses link 4; A's queue for link 4 then fills from the senders and A pauses them: two
+// hops of pauses, and no ingress past its buffer.
+TEST(PacketNetwork, PfcPauseSpreadsUpstream) {
+  std::vector<double> cap{25 * kG, 25 * kG, 25 * kG, 25 * kG, 100 * kG, 25 * kG};
+  std::vector<TimePs> lat(cap.size(), TimePs::from_us(1));
+  std::vector<Spec> flows;
+  for (int i = 0; i < 4; ++i) flows.push_back({{i, 4, 5}, 4'000'000});
+  Simulation sim;
+  PacketNetwork& net = sim.emplace<PacketNetwork>(cap, lat);
+  for (std::size_t i = 0; i < flows.size(); ++i) {
+    net.start_flow({flows[i].path, flows[i].bytes, kUnlimited, i + 1});
+  }
+  sim.run();
+  EXPECT_GT(net.pauses_on(4), 0);
+  for (LinkId l = 0; l < 4; ++l) EXPECT_GT(net.pauses_on(l), 0) << "sender link " << l;
+  EXPECT_EQ(net.pauses_on(5), 0);  // the receiver never pauses
+  EXPECT_EQ(net.stats().time_above_buffer_s, 0.0);
+  EXPECT_EQ(net.stats().bytes_delivered, 16'000'000);
+}
+
+// Same seed, same run: every completion and every counter.
+TEST(PacketNetwork, SameSeedSameRun) {
+  const int n = 4;
+  std::vector<double> cap(n + 1, 25 * kG);
+  std::vector<TimePs> lat(n + 1, TimePs::from_us(1));
+  const PacketRun a = run_packets(cap, lat, incast(n, 2'000'000), dcqcn(), 7);
+  const PacketRun b = run_packets(cap, lat, incast(n, 2'000'000), dcqcn(), 7);
+  ASSERT_EQ(a.done.size(), b.done.size());
+  for (std::size_t i = 0; i < a.done.size(); ++i) {
+    EXPECT_EQ(a.done[i].tag, b.done[i].tag);
+    EXPECT_EQ(a.done[i].end, b.done[i].end);
+  }
+  EXPECT_EQ(a.stats.ecn_marks, b.stats.ecn_marks);
+  EXPECT_EQ(a.stats.cnps, b.stats.cnps);
+  EXPECT_EQ(a.stats.max_queue_bytes, b.stats.max_queue_bytes);
+}
+
+// Impossible parameters name their key.
+TEST(PacketNetwork, BadParametersNameTheirKey) {
+  auto field_of = [](PacketConfig p) -> std::string {
+    Simulation sim;
+    PacketNetworkOptions o;
+    o.packet = p;
+    try {
+      sim.emplace<PacketNetwork>(std::vector<double>{kG}, std::vector<TimePs>{TimePs{}}, o);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::kInput);
+      return e.where().field;
+    }
+    return "";
+  };
+  PacketConfig p;
+  p.buffer_bytes = kMtu - 1;
+  EXPECT_EQ(field_of(p), "network.packet.buffer_bytes");
+  p = PacketConfig{};
+  p.kmin_bytes = 300e3;
+  EXPECT_EQ(field_of(p), "network.packet.kmax_bytes");
+  p = PacketConfig{};
+  p.pmax = 1.5;
+  EXPECT_EQ(field_of(p), "network.packet.pmax");
+  EXPECT_EQ(field_of(PacketConfig{}), "");
+}
+
+}  // namespace
+}  // namespace trainsim::net
