@@ -82,8 +82,8 @@ CLI::App* add_collective_command(CLI::App& app, CollectiveArgs& a) {
       ->check(CLI::IsMember({"ring", "tree", "nvls"}));
   c->add_option("--proto", a.protocol, "LL | LL128 | Simple (as NCCL_PROTO; default: fastest)")
       ->check(CLI::IsMember({"LL", "LL128", "Simple"}));
-  c->add_option("--fidelity", a.fidelity, "analytic | flow")
-      ->check(CLI::IsMember({"analytic", "flow"}));
+  c->add_option("--fidelity", a.fidelity, "analytic | flow | packet")
+      ->check(CLI::IsMember({"analytic", "flow", "packet"}));
   c->add_option("--set", a.sets, "Override a scenario key (cluster.*, calibration.profile)")
       ->type_name("KEY=VALUE");
   c->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));
@@ -116,7 +116,7 @@ int run_collective_command(const CollectiveArgs& a) {
 
   // Flow fidelity: the cluster graph with just enough servers for the ranks, calibrated link
   // capacities, and the scenario's routing (hash, seeds, QPs per connection).
-  const bool flow = a.fidelity == "flow";
+  const bool flow = a.fidelity == "flow" || a.fidelity == "packet";
   std::optional<topo::ClusterGraph> graph;
   std::optional<topo::Router> router;
   std::vector<double> caps;
@@ -165,6 +165,7 @@ int run_collective_command(const CollectiveArgs& a) {
     coll::FlowCollectiveOptions fo;
     fo.seed = s.seed;
     fo.network = s.network;
+    fo.packet = a.fidelity == "packet";
     coll::Cost worst;
     for (const auto& r : coll::collective_flow_batch(requests, *graph, *router, caps, links,
                                                      choice, fo)) {

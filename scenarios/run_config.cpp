@@ -52,8 +52,10 @@ exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
                           const std::vector<int>& trace_ranks,
                           const exec::ProgressFn& progress) {
   if (s.fidelity == "packet") {
-    throw_input("fidelity `packet` is not available in this build yet",
-                origin_of(s, "simulation.fidelity"), "use `analytic`, `schedule` or `flow`");
+    throw_input("fidelity `packet` is not available for a whole iteration yet",
+                origin_of(s, "simulation.fidelity"),
+                "use `analytic`, `schedule` or `flow`; `trainsim collective --fidelity packet` "
+                "runs one collective packet by packet");
   }
   const bool event = s.fidelity == "schedule" || s.fidelity == "flow";
   if (!event && (s.simulation.jitter > 0 || s.simulation.straggler_rank >= 0 ||

@@ -192,15 +192,33 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
   }
 
   Simulation sim(options.seed);
-  net::FlowNetworkOptions fopts;
-  fopts.config = options.network;
-  net::FlowNetwork& network = sim.emplace<net::FlowNetwork>(
-      std::vector<double>(capacities.begin(), capacities.end()), fopts);
   std::vector<TimePs> last(requests.size(), TimePs{0});
-  network.flow_done().subscribe([&](const net::FlowDone& d) {
+  auto on_done = [&](const net::FlowDone& d) {
     TimePs& t = last[static_cast<std::size_t>(d.tag)];
     t = std::max(t, d.end);
-  });
+  };
+  net::FlowNetwork* fluid = nullptr;
+  net::PacketNetwork* packets = nullptr;
+  if (options.packet) {
+    const net::CongestionControl cc = options.network.congestion_control;
+    if (cc != net::CongestionControl::kIdeal && cc != net::CongestionControl::kDcqcn) {
+      throw_input(std::string("the packet level runs `ideal` (line rate) or `dcqcn`, not `") +
+                      net::to_string(cc) + "`",
+                  {"", 0, "network.congestion_control"}, "use ideal or dcqcn");
+    }
+    net::PacketNetworkOptions popts;
+    popts.config = options.network;
+    popts.packet = options.packet_config;
+    packets = &sim.emplace<net::PacketNetwork>(
+        std::vector<double>(capacities.begin(), capacities.end()), graph.link_latency(), popts);
+    packets->flow_done().subscribe(on_done);
+  } else {
+    net::FlowNetworkOptions fopts;
+    fopts.config = options.network;
+    fluid = &sim.emplace<net::FlowNetwork>(
+        std::vector<double>(capacities.begin(), capacities.end()), fopts);
+    fluid->flow_done().subscribe(on_done);
+  }
 
   RoutedFlows routed;
   for (std::size_t i = 0; i < prepared.size(); ++i) {
@@ -212,7 +230,11 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
                                                 routed.offset[f + 1] - routed.offset[f]);
       spec.bytes = routed.bytes[f];
       spec.tag = i;
-      network.start_flow(spec);
+      if (packets != nullptr) {
+        packets->start_flow(spec);
+      } else {
+        fluid->start_flow(spec);
+      }
     }
     prepared[i].result.flows += static_cast<std::int64_t>(routed.bytes.size());
   }

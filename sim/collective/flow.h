@@ -17,6 +17,7 @@
 
 #include "sim/collective/analytic.h"
 #include "sim/network/congestion.h"
+#include "sim/network/packet_network.h"
 #include "topology/graph.h"
 #include "topology/routing.h"
 
@@ -26,6 +27,10 @@ struct FlowCollectiveOptions {
   int channels = 0;                // rings; 0 = NCCL's choice (2 per NIC across servers, else g)
   std::uint64_t seed = 1;          // the Simulation's seed
   net::NetworkConfig network;      // congestion control
+  /// Packet level instead of fluid flows (net::PacketNetwork on the same links, paths and
+  /// queue pairs, with the links' latencies): `ideal` or `dcqcn` congestion control.
+  bool packet = false;
+  net::PacketConfig packet_config;
 };
 
 struct FlowCollectiveResult {

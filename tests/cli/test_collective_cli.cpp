@@ -101,6 +101,29 @@ TEST(CollectiveCli, FlowFidelityAndEcmp) {
               0.02 * rail);
 }
 
+// The packet level against the flow level, the same rings, queue pairs and ECMP paths (issue
+// 16's cross-validation, docs/network.md "Packet level"): within 1 % at 16–64 MB on an idle
+// fabric, with ECMP collisions (8 concurrent rings spread over the servers, 1 QP: 13 % slower
+// than on their rails) and with 2:1 oversubscription; the packet level adds the links'
+// propagation (about 2 µs).
+TEST(CollectiveCli, PacketLevelAgreesWithTheFlowLevel) {
+  for (const std::string args :
+       {"--ranks 16 --sizes 64M", "--ranks 16 --groups 8 --placement spread --sizes 16M "
+                                  "--set network.routing.qps_per_connection=1",
+        "--ranks 16 --groups 8 --placement rail --sizes 16M "
+        "--set cluster.fabric.oversubscription=2"}) {
+    const double flow = time_us(args + " --fidelity flow");
+    const double packet = time_us(args + " --fidelity packet");
+    EXPECT_NEAR(packet, flow, 0.01 * flow) << args;
+    EXPECT_GT(packet, flow) << args;  // propagation latency
+  }
+  // Congestion control the packet level does not run is refused by its key.
+  const Out swift = trainsim("collective --ranks 16 --sizes 1M --fidelity packet "
+                             "--set network.congestion_control=swift");
+  EXPECT_EQ(swift.code, 2);
+  EXPECT_NE(swift.err.find("network.congestion_control"), std::string::npos) << swift.err;
+}
+
 TEST(CollectiveCli, BadInput) {
   const Out nvls = trainsim("collective --cluster selene-a100 --ranks 8 --algo nvls --sizes 1M");
   EXPECT_EQ(nvls.code, 2);
