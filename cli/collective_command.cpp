@@ -166,6 +166,7 @@ int run_collective_command(const CollectiveArgs& a) {
     fo.seed = s.seed;
     fo.network = s.network;
     fo.packet = a.fidelity == "packet";
+    fo.packet_config = s.packet;
     coll::Cost worst;
     for (const auto& r : coll::collective_flow_batch(requests, *graph, *router, caps, links,
                                                      choice, fo)) {

@@ -385,6 +385,20 @@ class Resolver {
     n.dcqcn.fast_recovery_steps = integer("network.dcqcn.fast_recovery_steps");
     n.dcqcn.rate_ai_Bps = real("network.dcqcn.rate_ai") * 1e6;
     n.dcqcn.rate_hai_Bps = real("network.dcqcn.rate_hai") * 1e6;
+    net::PacketConfig& pk = scenario_.packet;
+    pk.mtu_bytes = real("network.packet.mtu_bytes");
+    pk.buffer_bytes = real("network.packet.buffer_bytes");
+    pk.pfc = flag("network.packet.pfc");
+    pk.pfc_xoff_bytes = real("network.packet.pfc_xoff_bytes");
+    pk.pfc_xon_bytes = real("network.packet.pfc_xon_bytes");
+    pk.kmin_bytes = real("network.packet.kmin_bytes");
+    pk.kmax_bytes = real("network.packet.kmax_bytes");
+    pk.pmax = real("network.packet.pmax");
+    try {
+      net::validate(pk);
+    } catch (const Error& e) {
+      throw_input(e.message(), where(e.where().field));
+    }
     n.swift.contended_efficiency = real("network.swift.contended_efficiency");
     n.swift.incast_penalty = real("network.swift.incast_penalty");
     n.swift.base_rtt = TimePs::from_seconds(real("network.swift.base_rtt") * 1e-6);

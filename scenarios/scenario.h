@@ -31,6 +31,7 @@
 #include "sim/collective/analytic.h"
 #include "sim/exec/scale.h"
 #include "sim/network/congestion.h"
+#include "sim/network/packet_network.h"
 #include "topology/routing.h"
 
 namespace trainsim::scen {
@@ -55,6 +56,7 @@ struct Scenario {
   plan::Optimizations opt;
   topo::RoutingConfig routing;  // network.routing.*
   net::NetworkConfig network;   // network.congestion_control and its parameters
+  net::PacketConfig packet;     // network.packet.*: the packet level's ports, PFC and ECN
   coll::Choice collectives;     // collectives.algorithm / collectives.protocol (unset = auto)
   std::string system = "none";  // optimizations.system
   std::string framework;        // framework.preset, resolved (never "auto")

@@ -28,17 +28,7 @@ void check(bool ok, const std::string& key, const std::string& why) {
 
 }  // namespace
 
-PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
-                             std::vector<TimePs> latency, PacketNetworkOptions options)
-    : sim_(sim),
-      capacity_(std::move(capacity_Bps)),
-      latency_(std::move(latency)),
-      cc_(options.config.congestion_control),
-      dc_(options.config.dcqcn),
-      pc_(options.packet),
-      ports_(capacity_.size()),
-      ecn_rng_(sim.rng_stream("packet/ecn")) {
-  const PacketConfig& p = pc_;
+void validate(const PacketConfig& p) {
   check(std::isfinite(p.mtu_bytes) && p.mtu_bytes >= 64 && p.mtu_bytes <= 65536,
         "network.packet.mtu_bytes", "the MTU must be 64 B to 64 KiB");
   check(std::isfinite(p.buffer_bytes) && p.buffer_bytes >= p.mtu_bytes,
@@ -63,6 +53,19 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
         "the CNP interval must not be negative");
   check(std::isfinite(p.byte_counter_bytes) && p.byte_counter_bytes > 0,
         "network.packet.byte_counter_bytes", "the byte counter must be positive");
+}
+
+PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
+                             std::vector<TimePs> latency, PacketNetworkOptions options)
+    : sim_(sim),
+      capacity_(std::move(capacity_Bps)),
+      latency_(std::move(latency)),
+      cc_(options.config.congestion_control),
+      dc_(options.config.dcqcn),
+      pc_(options.packet),
+      ports_(capacity_.size()),
+      ecn_rng_(sim.rng_stream("packet/ecn")) {
+  validate(pc_);
   check(dc_.rate_increase_timer.ps > 0, "network.dcqcn.rate_increase_timer",
         "the rate-increase timer must be positive");
   check(latency_.size() == capacity_.size(), "network.packet",

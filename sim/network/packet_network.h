@@ -71,6 +71,12 @@ struct PacketConfig {
   double byte_counter_bytes = 10e6;
 };
 
+/// Throws trainsim::Error (input) naming the `network.packet.*` key of an impossible
+/// configuration: an MTU outside 64 B–64 KiB, a buffer smaller than one packet, XOFF outside
+/// [one packet, buffer], XON above XOFF, Kmin > Kmax, Pmax outside [0, 1], DCQCN's g, timers
+/// or byte counter not positive.
+void validate(const PacketConfig& config);
+
 struct PacketNetworkOptions {
   NetworkConfig config;  // congestion_control (ideal or dcqcn) and the DcqcnConfig
   PacketConfig packet;
