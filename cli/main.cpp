@@ -133,7 +133,7 @@ using cli::require_finite_result;
 // most four times a second; the line is cleared at the end.
 exec::ProgressFn terminal_progress(const std::string& format, const std::string& fidelity,
                                    const std::string& what) {
-  if (format == "json" || (fidelity != "flow" && fidelity != "schedule") ||
+  if (format == "json" || (fidelity != "flow" && fidelity != "schedule" && fidelity != "packet") ||
       ::isatty(STDERR_FILENO) != 1) {
     return {};
   }
@@ -210,7 +210,7 @@ int cmd_run(const RunArgs& a) {
   const exec::RunConfig cfg = scen::make_run_config(s);
   std::vector<int> trace_ranks;
   if (!a.trace.empty()) {
-    if (s.fidelity != "schedule" && s.fidelity != "flow") {
+    if (s.fidelity != "schedule" && s.fidelity != "flow" && s.fidelity != "packet") {
       throw_input("a trace needs an event-driven fidelity; the analytic one has no timeline",
                   {"", 0, "--trace"}, "add --fidelity schedule or --fidelity flow");
     }

@@ -69,7 +69,20 @@ void require_finite_result(const exec::Result& r) {
 // The flow fidelity's work limit (docs/reliability.md): its concurrent flows, and so its time and
 // memory, grow with GPUs x QPs per connection.
 void check_flow_work(const scen::Scenario& s, bool force) {
-  if (s.fidelity != "flow" || force) return;
+  if (force) return;
+  if (s.fidelity == "packet") {
+    const std::int64_t work =
+        static_cast<std::int64_t>(s.cluster.gpus) * s.routing.qps_per_connection;
+    if (work <= limits::kMaxPacketWork) return;
+    throw_input(fmt::format("a packet-fidelity run of {} GPUs (cluster.gpus) x {} QPs per "
+                            "connection = {} is above the work limit of {}",
+                            s.cluster.gpus, s.routing.qps_per_connection, work,
+                            limits::kMaxPacketWork),
+                scen::origin_of(s, "simulation.fidelity"),
+                "add --force to run it anyway (it may take hours), or use flow fidelity; see "
+                "docs/network.md");
+  }
+  if (s.fidelity != "flow") return;
   const std::int64_t work =
       static_cast<std::int64_t>(s.cluster.gpus) * s.routing.qps_per_connection;
   if (work <= limits::kMaxFlowWork) return;

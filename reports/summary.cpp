@@ -70,7 +70,7 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
     j["network"]["ecmp_imbalance"] = n.ecmp_imbalance;
   } else {
     j["network"]["ecmp_imbalance"] = nullptr;
-    j["network"]["ecmp_note"] = r.fidelity == "flow"
+    j["network"]["ecmp_note"] = r.fidelity == "flow" || r.fidelity == "packet"
                                     ? "no traffic crossed the switch tiers (no equal-cost choice)"
                                     : "not modelled at this fidelity (no routed flows)";
   }
@@ -228,7 +228,8 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
       n.has_ecmp ? fmt::format("imbalance {:.2f} (busiest / mean switch uplink), busiest link "
                                "{:.1f} % busy",
                                n.ecmp_imbalance, 100 * n.max_link_utilization)
-                 : r.fidelity == "flow" ? std::string("no traffic crossed the switch tiers")
+                 : r.fidelity == "flow" || r.fidelity == "packet"
+                     ? std::string("no traffic crossed the switch tiers")
                                         : std::string("not modelled at this fidelity"));
   if (!n.link_classes.empty()) {
     o += "  links by class   busiest / mean utilisation over the iteration:";

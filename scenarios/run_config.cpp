@@ -33,7 +33,10 @@ exec::RunConfig make_run_config(const Scenario& s) {
 
 exec::ExecOptions exec_options(const Scenario& s) {
   exec::ExecOptions o;
-  o.backend = s.fidelity == "flow" ? exec::NetworkBackend::kFlow : exec::NetworkBackend::kAnalytic;
+  o.backend = s.fidelity == "flow"     ? exec::NetworkBackend::kFlow
+              : s.fidelity == "packet" ? exec::NetworkBackend::kPacket
+                                       : exec::NetworkBackend::kAnalytic;
+  o.packet = s.packet;
   o.symmetry = s.simulation.symmetry;
   o.jitter = s.simulation.jitter;
   o.seed = s.seed;
@@ -51,13 +54,7 @@ exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
                           const exec::AnalyticOptions& options,
                           const std::vector<int>& trace_ranks,
                           const exec::ProgressFn& progress) {
-  if (s.fidelity == "packet") {
-    throw_input("fidelity `packet` is not available for a whole iteration yet",
-                origin_of(s, "simulation.fidelity"),
-                "use `analytic`, `schedule` or `flow`; `trainsim collective --fidelity packet` "
-                "runs one collective packet by packet");
-  }
-  const bool event = s.fidelity == "schedule" || s.fidelity == "flow";
+  const bool event = s.fidelity == "schedule" || s.fidelity == "flow" || s.fidelity == "packet";
   if (!event && (s.simulation.jitter > 0 || s.simulation.straggler_rank >= 0 ||
                  s.simulation.straggler_host >= 0)) {
     throw_input("stragglers and jitter need an event-driven fidelity (`schedule` or `flow`)",

@@ -70,6 +70,9 @@ inline constexpr std::int64_t kMaxTopoEndpoints = std::int64_t{1} << 18;  // 262
 inline constexpr std::int64_t kMaxTopoFlows = std::int64_t{1} << 24;  // 16,777,216
 // `run --fidelity flow`: GPUs x QPs per connection (the number of concurrent flows scales with it).
 inline constexpr std::int64_t kMaxFlowWork = std::int64_t{1} << 16;  // 65,536
+// `run --fidelity packet`: every byte crosses every hop as packets (about 20 M events/s), so a
+// whole iteration is minutes at a few hundred GPUs (docs/performance.md, "Packet level").
+inline constexpr std::int64_t kMaxPacketWork = 1024;
 // A fat tree's k, even with --force (k^3/4 hosts: k = 256 is 4.2 million).
 inline constexpr int kMaxFatTreeK = 256;
 

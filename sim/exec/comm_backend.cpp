@@ -8,7 +8,8 @@ namespace trainsim::exec {
 std::unique_ptr<CommBackend> make_comm_backend(Simulation& sim, const RunConfig& cfg,
                                                const ExecOptions& options, const Result& analytic) {
   switch (options.backend) {
-    case NetworkBackend::kFlow: return std::make_unique<FlowBackend>(sim, cfg, options, analytic);
+    case NetworkBackend::kFlow:
+    case NetworkBackend::kPacket: return std::make_unique<FlowBackend>(sim, cfg, options, analytic);
     case NetworkBackend::kAnalytic: break;
   }
   return std::make_unique<ClosedFormBackend>(sim, cfg, analytic);

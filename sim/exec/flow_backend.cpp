@@ -35,42 +35,60 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
   std::vector<double> caps = coll::calibrated_capacities(
       *graph_, cfg.profile.nvlink.busbw_Bps / cfg.cluster.gpu.nvlink_Bps,
       cfg.profile.nic_efficiency);
+  const bool packet = options.backend == NetworkBackend::kPacket;
   // PCIe hops whose constraint the NIC's link implies (coll::implied_links) are left out of the
-  // solver's paths when no congestion control derates links by their flow count.
-  if (net::CongestionModel(options.network).active()) {
+  // solver's paths when no congestion control derates links by their flow count (and never at
+  // packet fidelity, where every hop is a port with its latency).
+  if (packet || net::CongestionModel(options.network).active()) {
     implied_.assign(caps.size(), 0);
   } else {
     implied_ = coll::implied_links(*graph_, caps);
+  }
+  if (packet) {
+    const net::CongestionControl cc = options.network.congestion_control;
+    if (cc != net::CongestionControl::kIdeal && cc != net::CongestionControl::kDcqcn) {
+      throw_input(std::string("the packet level runs `ideal` (line rate) or `dcqcn`, not `") +
+                      net::to_string(cc) + "`",
+                  {"", 0, "network.congestion_control"}, "use ideal or dcqcn");
+    }
+    net::PacketNetworkOptions po;
+    po.config = options.network;
+    po.packet = options.packet;
+    packets_ = &sim_.emplace<net::PacketNetwork>(std::move(caps), graph_->link_latency(), po);
+    packets_->flow_done().subscribe([this](const net::FlowDone& d) { flow_done(d); });
+    return;
   }
   net::FlowNetworkOptions fo;
   fo.config = options.network;
   fo.check_invariants = false;
   network_ = &sim_.emplace<net::FlowNetwork>(std::move(caps), fo);
-  // A flow's tag: its communication's in-flight slot (low 32 bits) and its copy (high 32).
-  network_->flow_done().subscribe([this](const net::FlowDone& d) {
-    const auto slot = static_cast<std::uint32_t>(d.tag);
-    InFlight& c = in_flight_[slot];
-    if (!c.copy_end.empty()) {
-      TimePs& end = c.copy_end[static_cast<std::size_t>(d.tag >> 32)];
-      end = std::max(end, d.end);
-    }
-    if (--c.flows_left == 0) {
-      if (c.copy_spread_s != nullptr) {
-        *c.copy_spread_s = 0;
-        // Copies without a flow (none so far: every copy of a group routes at least one)
-        // keep the sentinel -1 and do not count.
-        TimePs lo = TimePs::never(), hi{-1};
-        for (const TimePs end : c.copy_end) {
-          if (end.ps < 0) continue;
-          lo = std::min(lo, end);
-          hi = std::max(hi, end);
-        }
-        if (hi.ps >= 0) *c.copy_spread_s = (hi - lo).seconds();
+  network_->flow_done().subscribe([this](const net::FlowDone& d) { flow_done(d); });
+}
+
+// A flow's tag: its communication's in-flight slot (low 32 bits) and its copy (high 32).
+void FlowBackend::flow_done(const net::FlowDone& d) {
+  const auto slot = static_cast<std::uint32_t>(d.tag);
+  InFlight& c = in_flight_[slot];
+  if (!c.copy_end.empty()) {
+    TimePs& end = c.copy_end[static_cast<std::size_t>(d.tag >> 32)];
+    end = std::max(end, d.end);
+  }
+  if (--c.flows_left == 0) {
+    if (c.copy_spread_s != nullptr) {
+      *c.copy_spread_s = 0;
+      // Copies without a flow (none so far: every copy of a group routes at least one)
+      // keep the sentinel -1 and do not count.
+      TimePs lo = TimePs::never(), hi{-1};
+      for (const TimePs end : c.copy_end) {
+        if (end.ps < 0) continue;
+        lo = std::min(lo, end);
+        hi = std::max(hi, end);
       }
-      sim_.schedule(sim_.now() + c.latency, *c.target, c.tag);
-      free_in_flight_.push_back(slot);
+      if (hi.ps >= 0) *c.copy_spread_s = (hi - lo).seconds();
     }
-  });
+    sim_.schedule(sim_.now() + c.latency, *c.target, c.tag);
+    free_in_flight_.push_back(slot);
+  }
 }
 
 int FlowBackend::add_job(const CommEndpoints& endpoints) {
@@ -129,7 +147,11 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
     spec.bytes = flows.bytes[i];
     spec.tag = slot | (static_cast<std::uint64_t>(c.copy_of[i]) << 32);
   }
-  network_->start_group(specs_, group_key);
+  if (packets_ != nullptr) {
+    for (const net::FlowSpec& spec : specs_) packets_->start_flow(spec);
+  } else {
+    network_->start_group(specs_, group_key);
+  }
   flows_started_ += static_cast<long>(n);
   if (n == 0) {
     if (f.copy_spread_s != nullptr) *f.copy_spread_s = 0;
@@ -281,6 +303,7 @@ void FlowBackend::report(double executed_s, Result& r) const {
   }
 
   r.exec.flows = flows_started_;
+  if (packets_ != nullptr) return;
   const net::FlowNetworkStats& st = network_->stats();
   r.exec.solves = st.solves;
   r.exec.flows_replayed = st.flows_replayed;

@@ -11,6 +11,10 @@
 // one key (FlowNetwork::start_group), which lets the network replay components that run alone.
 // Their link bytes are added once, at the end, times the number of starts.
 //
+// At packet fidelity (NetworkBackend::kPacket) the same routed flows, full paths with every
+// link's latency, run through a net::PacketNetwork instead (ports, ECN, PFC, DCQCN), one flow at
+// a time (no groups to replay).
+//
 // Statistics: every link's bytes over the executed iteration (utilisation, ECMP imbalance, per
 // link class), flows started, solver counters.
 #pragma once
@@ -24,6 +28,7 @@
 #include "sim/collective/flow.h"
 #include "sim/exec/closed_form_backend.h"
 #include "sim/network/flow_network.h"
+#include "sim/network/packet_network.h"
 #include "topology/graph.h"
 
 namespace trainsim::exec {
@@ -38,7 +43,7 @@ class FlowBackend final : public CommBackend {
   int add_job(const CommEndpoints& endpoints) override;
   void start_collective(const CommRequest& req) override;
   void start_transfer(const CommRequest& req) override;
-  const char* fidelity() const override { return "flow"; }
+  const char* fidelity() const override { return packets_ != nullptr ? "packet" : "flow"; }
   void report(double executed_s, Result& r) const override;
 
  private:
@@ -89,6 +94,7 @@ class FlowBackend final : public CommBackend {
   bool group_inside_server(Job& job, int e, plan::Dim d) const;
   void start(const CommRequest& req, Cached& flows, std::uint64_t group_key);
   void count_link_bytes(const Cached& c, std::vector<double>& link_bytes) const;
+  void flow_done(const net::FlowDone& d);
 
   Simulation& sim_;
   const RunConfig& cfg_;
@@ -97,6 +103,7 @@ class FlowBackend final : public CommBackend {
   std::optional<topo::ClusterGraph> graph_;
   std::optional<topo::Router> router_;
   net::FlowNetwork* network_ = nullptr;
+  net::PacketNetwork* packets_ = nullptr;  // packet fidelity instead of network_
   // Links whose max-min constraint another link on every path through them implies
   // (coll::implied_links): left out of the paths the flow network solves, kept in the statistics.
   std::vector<std::uint8_t> implied_;

@@ -38,6 +38,7 @@
 
 #include "sim/exec/analytic.h"
 #include "sim/network/congestion.h"
+#include "sim/network/packet_network.h"
 #include "topology/routing.h"
 
 namespace trainsim::exec {
@@ -45,7 +46,7 @@ namespace trainsim::exec {
 /// Version of the event-driven performance model (the Program, its executor, the backends).
 inline constexpr const char* kProgramModelVersion = "program-1";
 
-enum class NetworkBackend { kAnalytic, kFlow };
+enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 
 /// Progress of an event-driven run: the simulated time and the analytic estimate of its end, in
 /// seconds.
@@ -71,6 +72,7 @@ struct ExecOptions {
   // Flow backend.
   topo::RoutingConfig routing;
   net::NetworkConfig network;
+  net::PacketConfig packet;  // the packet backend's ports, PFC and ECN
   // Called with the simulated time (seconds) and the analytic estimate of the whole run as the
   // simulation advances (about every hundredth of the estimate); empty: the run goes in one
   // piece. Results are the same either way.
