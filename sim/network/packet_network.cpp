@@ -12,7 +12,9 @@ namespace {
 
 // Event tags: the kind in the top byte, an index below.
 constexpr std::uint64_t kKindShift = 56;
-enum Kind : std::uint64_t { kTxDone = 1, kArrive, kWake, kCnp, kAlpha, kIncrease, kPause, kResume };
+enum Kind : std::uint64_t {
+  kTxDone = 1, kArrive, kWake, kCnp, kAlpha, kIncrease, kPause, kResume, kNak, kRto, kDown, kUp
+};
 std::uint64_t tag_of(Kind k, std::int64_t index) {
   return (static_cast<std::uint64_t>(k) << kKindShift) | static_cast<std::uint64_t>(index);
 }
@@ -66,6 +68,9 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
       ports_(capacity_.size()),
       ecn_rng_(sim.rng_stream("packet/ecn")) {
   validate(pc_);
+  const CongestionModel cm(options.config);  // validates the retransmit parameters
+  rto_ = cm.retransmit_timeout();
+  retry_count_ = options.config.retransmit.retry_count;
   check(dc_.rate_increase_timer.ps > 0, "network.dcqcn.rate_increase_timer",
         "the rate-increase timer must be positive");
   check(latency_.size() == capacity_.size(), "network.packet",
@@ -97,6 +102,8 @@ FlowId PacketNetwork::start_flow(const FlowSpec& spec) {
   fl.line = std::min(spec.cap_Bps, capacity_[static_cast<std::size_t>(fl.path.front())]);
   fl.rate = fl.target = fl.line;
   fl.active = true;
+  fl.in_sources = true;
+  fl.last_progress = sim_.now();
   flows_.push_back(std::move(fl));
   ++stats_.flows_started;
   stats_.bytes_started += spec.bytes;
@@ -105,6 +112,7 @@ FlowId PacketNetwork::start_flow(const FlowSpec& spec) {
     flows_.back().increase_event =
         sim_.schedule(sim_.now() + dc_.rate_increase_timer, *this, tag_of(kIncrease, f));
   }
+  flows_.back().rto_event = sim_.schedule(sim_.now() + rto_, *this, tag_of(kRto, f));
   const topo::LinkId first = flows_.back().path.front();
   ports_[static_cast<std::size_t>(first)].sources.push_back(f);
   serve(first);
@@ -131,7 +139,7 @@ std::int32_t PacketNetwork::new_packet(std::int32_t flow, std::int32_t bytes) {
 // for their pacing, a wake-up at the earliest.
 void PacketNetwork::serve(topo::LinkId l) {
   Port& port = ports_[static_cast<std::size_t>(l)];
-  if (port.busy || port.paused) return;
+  if (port.busy || port.paused || !port.up) return;
   std::int32_t pk = -1;
   if (!port.fifo.empty()) {
     pk = port.fifo.front();
@@ -152,7 +160,10 @@ void PacketNetwork::serve(topo::LinkId l) {
       const auto bytes =
           static_cast<std::int32_t>(std::min<double>(pc_.mtu_bytes, static_cast<double>(fl.bytes - fl.sent)));
       pk = new_packet(port.sources[at], bytes);
+      packets_[static_cast<std::size_t>(pk)].offset = fl.sent;
+      if (fl.sent < fl.highest) stats_.retransmitted_bytes += bytes;
       fl.sent += bytes;
+      fl.highest = std::max(fl.highest, fl.sent);
       fl.next_send = now + serialize(bytes, fl.rate);
       if (dcqcn()) {
         fl.bytes_since_increase += bytes;
@@ -163,6 +174,7 @@ void PacketNetwork::serve(topo::LinkId l) {
         }
       }
       if (fl.sent == fl.bytes) {
+        fl.in_sources = false;
         port.sources.erase(port.sources.begin() + static_cast<std::ptrdiff_t>(at));
         port.next_source = port.sources.empty() ? 0 : at % port.sources.size();
       } else {
@@ -187,6 +199,7 @@ void PacketNetwork::serve(topo::LinkId l) {
 // RED marking at enqueue (DCQCN's congestion point), then the FIFO.
 void PacketNetwork::enqueue(topo::LinkId l, std::int32_t pk) {
   Port& port = ports_[static_cast<std::size_t>(l)];
+  if (!port.up) return drop(pk);
   Packet& p = packets_[static_cast<std::size_t>(pk)];
   const double q = port.queued;
   if (q > pc_.kmax_bytes) {
@@ -248,9 +261,22 @@ void PacketNetwork::deliver(std::int32_t pk) {
   free_packets_.push_back(pk);
   --in_flight_;
   Flow& fl = flows_[static_cast<std::size_t>(p.flow)];
-  fl.received += p.bytes;
-  stats_.bytes_delivered += p.bytes;
   const TimePs now = sim_.now();
+  // Go-back-N: only the next expected byte is accepted; a gap is answered with one NAK.
+  if (p.offset != fl.received) {
+    ++stats_.out_of_order;
+    if (p.offset > fl.received && fl.active && !fl.nak_sent) {
+      fl.nak_sent = true;
+      ++stats_.naks;
+      sim_.schedule(now + fl.reverse_latency, *this, tag_of(kNak, p.flow));
+    }
+    return;
+  }
+  fl.received += p.bytes;
+  fl.nak_sent = false;
+  fl.last_progress = now;
+  fl.timeouts = 0;
+  stats_.bytes_delivered += p.bytes;
   if (p.ecn && dcqcn() && now - fl.last_cnp >= pc_.cnp_interval) {
     fl.last_cnp = now;
     ++stats_.cnps;
@@ -259,6 +285,7 @@ void PacketNetwork::deliver(std::int32_t pk) {
   if (fl.received < fl.bytes) return;
   fl.active = false;
   if (dcqcn()) sim_.cancel(fl.increase_event);
+  sim_.cancel(fl.rto_event);
   ++stats_.flows_done;
   if (!flow_done_.empty()) flow_done_.emit(FlowDone{p.flow, fl.tag, fl.start, now, fl.bytes});
 }
@@ -293,6 +320,44 @@ void PacketNetwork::increase(Flow& fl) {
   fl.rate = std::min(fl.line, (fl.target + fl.rate) / 2);
 }
 
+void PacketNetwork::drop(std::int32_t pk) {
+  ++stats_.dropped;
+  free_packets_.push_back(pk);
+  --in_flight_;
+}
+
+// The sender goes back to the first byte its receiver has not accepted.
+void PacketNetwork::go_back(std::int32_t f) {
+  Flow& fl = flows_[static_cast<std::size_t>(f)];
+  fl.sent = fl.received;
+  const topo::LinkId first = fl.path.front();
+  if (!fl.in_sources) {
+    fl.in_sources = true;
+    ports_[static_cast<std::size_t>(first)].sources.push_back(f);
+  }
+  serve(first);
+}
+
+void PacketNetwork::set_link_up(topo::LinkId l, bool up) {
+  Port& port = ports_[static_cast<std::size_t>(l)];
+  if (port.up == up) return;
+  port.up = up;
+  if (up) return serve(l);
+  // What waits for the link is lost (what it is sending is lost when its serialization ends).
+  while (!port.fifo.empty()) {
+    const std::int32_t pk = port.fifo.front();
+    port.fifo.pop_front();
+    port.queued -= packets_[static_cast<std::size_t>(pk)].bytes;
+    left_queue(packets_[static_cast<std::size_t>(pk)]);
+    drop(pk);
+  }
+}
+
+void PacketNetwork::schedule_link_flap(topo::LinkId l, TimePs down_at, TimePs duration) {
+  sim_.schedule(down_at, *this, tag_of(kDown, l));
+  sim_.schedule(down_at + duration, *this, tag_of(kUp, l));
+}
+
 void PacketNetwork::on_event(std::uint64_t tag) {
   const auto kind = static_cast<Kind>(tag >> kKindShift);
   const auto index = static_cast<std::int64_t>(tag & ((std::uint64_t{1} << kKindShift) - 1));
@@ -303,6 +368,7 @@ void PacketNetwork::on_event(std::uint64_t tag) {
       const std::int32_t pk = port.current;
       port.busy = false;
       port.current = -1;
+      if (!port.up) return drop(pk);
       sim_.schedule(sim_.now() + latency_[static_cast<std::size_t>(l)], *this, tag_of(kArrive, pk));
       serve(l);
       return;
@@ -314,6 +380,40 @@ void PacketNetwork::on_event(std::uint64_t tag) {
       return serve(l);
     }
     case kCnp: return on_cnp(static_cast<std::int32_t>(index));
+    case kNak: {
+      if (!flows_[static_cast<std::size_t>(index)].active) return;
+      return go_back(static_cast<std::int32_t>(index));
+    }
+    case kRto: {
+      const auto f = static_cast<std::int32_t>(index);
+      Flow& fl = flows_[static_cast<std::size_t>(f)];
+      if (!fl.active) return;
+      const TimePs now = sim_.now();
+      if (now - fl.last_progress < rto_) {
+        fl.rto_event = sim_.schedule(fl.last_progress + rto_, *this, tag);
+        return;
+      }
+      ++stats_.timeouts;
+      if (++fl.timeouts > retry_count_) {
+        fl.active = false;
+        if (dcqcn()) sim_.cancel(fl.increase_event);
+        if (fl.in_sources) {
+          auto& src = ports_[static_cast<std::size_t>(fl.path.front())].sources;
+          src.erase(std::find(src.begin(), src.end(), f));
+          fl.in_sources = false;
+        }
+        ++stats_.flows_failed;
+        if (!flow_failed_.empty()) {
+          flow_failed_.emit(
+              FlowFailed{f, fl.tag, fl.start, fl.last_progress, now, fl.bytes - fl.received});
+        }
+        return;
+      }
+      fl.rto_event = sim_.schedule(now + rto_, *this, tag);
+      return go_back(f);
+    }
+    case kDown: return set_link_up(static_cast<topo::LinkId>(index), false);
+    case kUp: return set_link_up(static_cast<topo::LinkId>(index), true);
     case kPause: {
       Port& port = ports_[static_cast<std::size_t>(index)];
       if (!port.paused) {

@@ -21,10 +21,17 @@
 //     CNP per `cnp_interval` per flow, and the sender (reaction point) runs the rate machine of
 //     Zhu et al., SIGCOMM'15 (cut on CNP, α update, fast recovery / additive / hyper increase on
 //     the timer and byte counter).
+//   * loss and go-back-N (RoCE RC): a link taken down (`set_link_up`, `schedule_link_flap`) drops
+//     what it carries and what reaches it; the receiver accepts only the next byte it expects,
+//     drops the rest and answers a gap with one NAK, on which the sender goes back to it; a
+//     sender that sees no progress for an RTO (4.096 µs · 2^network.retransmit.timeout) goes
+//     back too, and gives up after network.retransmit.retry_count RTOs in a row (flow_failed).
+//     An RTO shorter than the queueing delay retransmits packets still in flight (spurious
+//     retransmissions, counted); a long one stalls a flow for that long after a flap.
 // Not (yet) modelled, said where it matters: one priority class (PAUSE stops the whole port),
 // buffers are never exceeded by design of the thresholds (the time any port spends above
-// `buffer_bytes` is reported, so too small a headroom shows), CNPs take the reverse path's propagation latency without queueing, no packet loss,
-// hence no retransmission; Swift and MegaScale's hybrid run as line rate.
+// `buffer_bytes` is reported, so too small a headroom shows), CNPs and NAKs take the reverse
+// path's propagation latency without queueing; Swift and MegaScale's hybrid are not simulated.
 //
 // Deterministic: events follow the Simulation's order and ECN draws come from the
 // Simulation's "packet/ecn" random stream.
@@ -96,6 +103,12 @@ struct PacketNetworkStats {
   double time_above_buffer_s = 0;  // Σ over ingress links of the time their bytes waiting in the
                                    // switch exceeded buffer_bytes (data a real switch would drop)
   std::int64_t pauses = 0;         // PAUSE frames sent
+  std::int64_t dropped = 0;        // packets lost on a down link
+  std::int64_t out_of_order = 0;   // packets the receiver dropped (a gap before them, or duplicates)
+  std::int64_t naks = 0;
+  std::int64_t timeouts = 0;       // RTOs that fired with no progress
+  std::int64_t retransmitted_bytes = 0;  // bytes sent again after going back
+  std::int64_t flows_failed = 0;
   double paused_s = 0;             // Σ over ports of the time they were paused
   std::int64_t packets_in_flight_max = 0;
 };
@@ -113,6 +126,13 @@ class PacketNetwork final : public Component, public EventTarget {
 
   /// A flow's last byte reached its receiver (FlowDone.end); `bytes` is its size.
   Signal<FlowDone>& flow_done() { return flow_done_; }
+  /// A flow gave up after retry_count RTOs without progress.
+  Signal<FlowFailed>& flow_failed() { return flow_failed_; }
+
+  /// Takes link `l` down (it drops what it carries and what reaches it) or up again now.
+  void set_link_up(topo::LinkId l, bool up);
+  /// Down at `down_at`, up again `duration` later.
+  void schedule_link_flap(topo::LinkId l, TimePs down_at, TimePs duration);
 
   const PacketNetworkStats& stats() const { return stats_; }
   /// A flow's current sending rate (bytes/s): its DCQCN rate, or its line rate.
@@ -129,6 +149,7 @@ class PacketNetwork final : public Component, public EventTarget {
     std::int32_t bytes = 0;
     std::int32_t ingress = -1;  // the link it came in over, while it waits in a switch
     bool ecn = false;
+    std::int64_t offset = 0;    // its first byte in the flow (the PSN)
   };
   struct Flow {
     std::vector<topo::LinkId> path;
@@ -137,6 +158,13 @@ class PacketNetwork final : public Component, public EventTarget {
     TimePs start, next_send, last_cnp, reverse_latency;
     double line = 0, rate = 0;
     bool active = false;
+    bool in_sources = false;  // listed at its first link
+    std::int64_t highest = 0;  // furthest byte ever sent (what is below it again is a retransmission)
+    // go-back-N
+    bool nak_sent = false;
+    TimePs last_progress;
+    int timeouts = 0;
+    EventHandle rto_event;
     // DCQCN reaction point
     double target = 0, alpha = 1.0;
     int timer_count = 0, byte_count = 0;
@@ -158,6 +186,7 @@ class PacketNetwork final : public Component, public EventTarget {
     double ingress_bytes = 0;  // bytes that came in over this link and wait downstream
     bool pause_sent = false;   // the downstream switch has paused this link
     std::int64_t pauses = 0;   // ... how many times
+    bool up = true;
   };
 
   void on_event(std::uint64_t tag) override;
@@ -168,6 +197,8 @@ class PacketNetwork final : public Component, public EventTarget {
   std::int32_t new_packet(std::int32_t flow, std::int32_t bytes);
   void on_cnp(std::int32_t f);
   void left_queue(const Packet& p);
+  void go_back(std::int32_t f);
+  void drop(std::int32_t pk);
   void increase(Flow& fl);
   bool dcqcn() const { return cc_ == CongestionControl::kDcqcn; }
 
@@ -185,6 +216,9 @@ class PacketNetwork final : public Component, public EventTarget {
   Rng ecn_rng_;
   PacketNetworkStats stats_;
   Signal<FlowDone> flow_done_;
+  Signal<FlowFailed> flow_failed_;
+  TimePs rto_;
+  int retry_count_ = 7;
 };
 
 }  // namespace trainsim::net

@@ -262,6 +262,105 @@ TEST(PacketNetwork, RandomPermutationOnK8FatTree) {
   EXPECT_EQ(p.stats.time_above_buffer_s, 0.0);
 }
 
+// A link flap under go-back-N: one flow of S = 2,441 full packets over two 25 GB/s links of 1 µs,
+// the second link down from 100 to 600 µs. What it carries and what reaches it is lost; the
+// sender has sent everything by then, so no later packet shows the receiver a gap (no NAK) and
+// the flow waits for its RTO, counted from its last accepted byte R: delivered at
+// R/C + MTU/C + 2 µs. Going back to R, the rest arrives (S − R)/C + MTU/C + 2 µs after the RTO:
+// end = S/C + RTO + 2·MTU/C + 4 µs, whatever R is. With NCCL's default timeout (20: RTO 4.29 s)
+// the flap costs the job 4.29 s (MegaScale §3.6's reason for a short RTO). The flow level's flap
+// model (stall, then the RTO) gives the same within the packets' 4.3 µs of latency.
+TEST(PacketNetwork, LinkFlapRecoversAfterTheRto) {
+  const std::int64_t S = 2441 * 4096;
+  for (int timeout : {8, 20}) {
+    Simulation sim;
+    PacketNetworkOptions o;
+    o.config.retransmit.timeout = timeout;
+    PacketNetwork& net = sim.emplace<PacketNetwork>(std::vector<double>{25 * kG, 25 * kG},
+                                                    std::vector<TimePs>(2, TimePs::from_us(1)), o);
+    PacketRun r;
+    net.flow_done().subscribe([&r](const FlowDone& d) { r.done.push_back(d); });
+    const std::vector<LinkId> path{0, 1};
+    net.start_flow({path, S, kUnlimited, 1});
+    net.schedule_link_flap(1, TimePs::from_us(100), TimePs::from_us(500));
+    sim.run();
+    ASSERT_EQ(r.done.size(), 1u) << timeout;
+    const TimePs rto{4'096'000LL << timeout};  // 4.096 µs · 2^timeout
+    EXPECT_EQ(r.done[0].end.ps, 399'933'440 + rto.ps + 2 * 163'840 + 4'000'000) << timeout;
+    EXPECT_GT(net.stats().dropped, 0);
+    EXPECT_EQ(net.stats().timeouts, 1);
+    EXPECT_EQ(net.stats().naks, 0);
+    EXPECT_GT(net.stats().retransmitted_bytes, 0);
+    EXPECT_EQ(net.stats().bytes_delivered, S);
+    // The flow level's flap model, same flow and flap.
+    Simulation fsim;
+    FlowNetworkOptions fo;
+    fo.config.retransmit.timeout = timeout;
+    FlowNetwork& fnet = fsim.emplace<FlowNetwork>(std::vector<double>{25 * kG, 25 * kG}, fo);
+    std::vector<FlowDone> fd;
+    fnet.flow_done().subscribe([&fd](const FlowDone& d) { fd.push_back(d); });
+    fnet.start_flow({path, S, kUnlimited, 1});
+    fnet.schedule_link_flap(1, TimePs::from_us(100), TimePs::from_us(500));
+    fsim.run();
+    ASSERT_EQ(fd.size(), 1u);
+    // It ends 4.3 µs earlier (no propagation, no store and forward): 1,448.5 against 1,452.8 µs.
+    EXPECT_LT(fd[0].end, r.done[0].end);
+    EXPECT_NEAR(fd[0].end.seconds(), r.done[0].end.seconds(), 5e-6) << timeout;
+  }
+}
+
+// A too-short RTO retransmits what is only waiting: flow A (8 MB) fills a 12.5 GB/s bottleneck
+// from a 25 GB/s sender; flow B starts 100 µs later behind about 1.25 MB of queue (100 µs). With
+// an RTO of 65.5 µs (timeout 4) B times out before its first byte arrives and sends again what
+// is still queued (spurious retransmissions, dropped as duplicates); with 1.05 ms (timeout 8) it
+// does not. No link is down and nothing is lost either way.
+TEST(PacketNetwork, TooShortRtoRetransmitsSpuriously) {
+  auto run = [](int timeout) {
+    Simulation sim;
+    PacketNetworkOptions o;
+    o.config.retransmit.timeout = timeout;
+    o.packet.pfc = false;
+    PacketNetwork& net = sim.emplace<PacketNetwork>(
+        std::vector<double>{25 * kG, 25 * kG, 12.5 * kG}, std::vector<TimePs>(3, TimePs::from_us(1)),
+        o);
+    const std::vector<LinkId> a{0, 2}, b{1, 2};
+    net.start_flow({a, 8'000'000, kUnlimited, 1});
+    sim.schedule_call(TimePs::from_us(100), [&net, &b] { net.start_flow({b, 1'000'000, kUnlimited, 2}); });
+    sim.run();
+    return net.stats();
+  };
+  const PacketNetworkStats short_rto = run(4), long_rto = run(8);
+  EXPECT_GT(short_rto.timeouts, 0);
+  EXPECT_GT(short_rto.retransmitted_bytes, 0);
+  EXPECT_GT(short_rto.out_of_order, 0);
+  EXPECT_EQ(short_rto.dropped, 0);
+  EXPECT_EQ(short_rto.bytes_delivered, 9'000'000);
+  EXPECT_EQ(long_rto.timeouts, 0);
+  EXPECT_EQ(long_rto.retransmitted_bytes, 0);
+  EXPECT_EQ(long_rto.bytes_delivered, 9'000'000);
+}
+
+// A link that stays down: retry_count RTOs without progress and the flow fails.
+TEST(PacketNetwork, AFlowGivesUpAfterItsRetries) {
+  Simulation sim;
+  PacketNetworkOptions o;
+  o.config.retransmit.timeout = 4;
+  o.config.retransmit.retry_count = 3;
+  PacketNetwork& net = sim.emplace<PacketNetwork>(std::vector<double>{25 * kG, 25 * kG},
+                                                  std::vector<TimePs>(2, TimePs::from_us(1)), o);
+  std::vector<FlowFailed> failed;
+  net.flow_failed().subscribe([&failed](const FlowFailed& f) { failed.push_back(f); });
+  const std::vector<LinkId> path{0, 1};
+  net.start_flow({path, 1'000'000, kUnlimited, 7});
+  net.schedule_link_flap(1, TimePs::from_us(10), TimePs::from_seconds(1.0));
+  sim.run();
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].tag, 7u);
+  EXPECT_EQ(net.stats().timeouts, 4);  // three retries, then the fourth gives up
+  EXPECT_EQ(net.stats().flows_failed, 1);
+  EXPECT_LT(net.stats().bytes_delivered, 1'000'000);
+}
+
 // Same seed, same run: every completion and every counter.
 TEST(PacketNetwork, SameSeedSameRun) {
   const int n = 4;
