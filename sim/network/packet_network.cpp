@@ -262,8 +262,9 @@ void PacketNetwork::deliver(std::int32_t pk) {
   --in_flight_;
   Flow& fl = flows_[static_cast<std::size_t>(p.flow)];
   const TimePs now = sim_.now();
-  // Go-back-N: only the next expected byte is accepted; a gap is answered with one NAK.
-  if (p.offset != fl.received) {
+  // Go-back-N: only the next expected byte of a flow still running is accepted (a failed flow's
+  // stragglers and a finished one's duplicates are not); a gap is answered with one NAK.
+  if (!fl.active || p.offset != fl.received) {
     ++stats_.out_of_order;
     if (p.offset > fl.received && fl.active && !fl.nak_sent) {
       fl.nak_sent = true;
