@@ -200,12 +200,6 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
   net::FlowNetwork* fluid = nullptr;
   net::PacketNetwork* packets = nullptr;
   if (options.packet) {
-    const net::CongestionControl cc = options.network.congestion_control;
-    if (cc != net::CongestionControl::kIdeal && cc != net::CongestionControl::kDcqcn) {
-      throw_input(std::string("the packet level runs `ideal` (line rate) or `dcqcn`, not `") +
-                      net::to_string(cc) + "`",
-                  {"", 0, "network.congestion_control"}, "use ideal or dcqcn");
-    }
     net::PacketNetworkOptions popts;
     popts.config = options.network;
     popts.packet = options.packet_config;

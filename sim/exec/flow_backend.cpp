@@ -45,12 +45,6 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
     implied_ = coll::implied_links(*graph_, caps);
   }
   if (packet) {
-    const net::CongestionControl cc = options.network.congestion_control;
-    if (cc != net::CongestionControl::kIdeal && cc != net::CongestionControl::kDcqcn) {
-      throw_input(std::string("the packet level runs `ideal` (line rate) or `dcqcn`, not `") +
-                      net::to_string(cc) + "`",
-                  {"", 0, "network.congestion_control"}, "use ideal or dcqcn");
-    }
     net::PacketNetworkOptions po;
     po.config = options.network;
     po.packet = options.packet;

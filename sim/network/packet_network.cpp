@@ -68,6 +68,11 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
       ports_(capacity_.size()),
       ecn_rng_(sim.rng_stream("packet/ecn")) {
   validate(pc_);
+  if (cc_ != CongestionControl::kIdeal && cc_ != CongestionControl::kDcqcn) {
+    throw_input(std::string("the packet level runs `ideal` (line rate) or `dcqcn`, not `") +
+                    to_string(cc_) + "`",
+                {"", 0, "network.congestion_control"}, "use ideal or dcqcn");
+  }
   const CongestionModel cm(options.config);  // validates the retransmit parameters
   rto_ = cm.retransmit_timeout();
   retry_count_ = options.config.retransmit.retry_count;
