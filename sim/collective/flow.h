@@ -28,7 +28,7 @@ struct FlowCollectiveOptions {
   std::uint64_t seed = 1;          // the Simulation's seed
   net::NetworkConfig network;      // congestion control
   /// Packet level instead of fluid flows (net::PacketNetwork on the same links, paths and
-  /// queue pairs, with the links' latencies): `ideal` or `dcqcn` congestion control.
+  /// queue pairs, with the links' latencies): `ideal`, `dcqcn`, `swift` or `megascale`.
   bool packet = false;
   net::PacketConfig packet_config;
 };

@@ -13,7 +13,8 @@ namespace {
 // Event tags: the kind in the top byte, an index below.
 constexpr std::uint64_t kKindShift = 56;
 enum Kind : std::uint64_t {
-  kTxDone = 1, kArrive, kWake, kCnp, kAlpha, kIncrease, kPause, kResume, kNak, kRto, kDown, kUp
+  kTxDone = 1, kArrive, kWake, kCnp, kAlpha, kIncrease, kPause, kResume, kNak, kRto, kDown, kUp,
+  kAck
 };
 std::uint64_t tag_of(Kind k, std::int64_t index) {
   return (static_cast<std::uint64_t>(k) << kKindShift) | static_cast<std::uint64_t>(index);
@@ -55,6 +56,20 @@ void validate(const PacketConfig& p) {
         "the CNP interval must not be negative");
   check(std::isfinite(p.byte_counter_bytes) && p.byte_counter_bytes > 0,
         "network.packet.byte_counter_bytes", "the byte counter must be positive");
+  check(std::isfinite(p.swift_beta) && p.swift_beta > 0 && p.swift_beta <= 1,
+        "network.packet.swift_beta", "Swift's decrease factor β must be in (0, 1]");
+  check(std::isfinite(p.swift_max_mdf) && p.swift_max_mdf > 0 && p.swift_max_mdf < 1,
+        "network.packet.swift_max_mdf", "Swift's largest cut max_mdf must be in (0, 1)");
+  check(p.swift_hop_scale.ps >= 0, "network.packet.swift_hop_scale",
+        "Swift's hop scaling must not be negative");
+  check(std::isfinite(p.swift_fs_range) && p.swift_fs_range >= 0, "network.packet.swift_fs_range",
+        "Swift's flow-scaling range must not be negative");
+  check(p.swift_fs_min_cwnd > 0 && p.swift_fs_max_cwnd > p.swift_fs_min_cwnd,
+        "network.packet.swift_fs_max_cwnd",
+        "Swift's flow scaling needs 0 < fs_min_cwnd < fs_max_cwnd (packets)");
+  check(p.swift_min_cwnd > 0 && p.swift_max_cwnd >= 1 && p.swift_max_cwnd >= p.swift_min_cwnd,
+        "network.packet.swift_max_cwnd",
+        "Swift's window bounds need 0 < min_cwnd <= max_cwnd and max_cwnd >= 1 packet");
 }
 
 PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
@@ -68,12 +83,15 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
       ports_(capacity_.size()),
       ecn_rng_(sim.rng_stream("packet/ecn")) {
   validate(pc_);
-  if (cc_ != CongestionControl::kIdeal && cc_ != CongestionControl::kDcqcn) {
-    throw_input(std::string("the packet level runs `ideal` (line rate) or `dcqcn`, not `") +
-                    to_string(cc_) + "`",
-                {"", 0, "network.congestion_control"}, "use ideal or dcqcn");
-  }
-  const CongestionModel cm(options.config);  // validates the retransmit parameters
+  const CongestionModel cm(options.config);  // validates the retransmit and CC parameters
+  const bool mega = cc_ == CongestionControl::kMegaScale;
+  swift_base_ = mega ? options.config.megascale.base_rtt : options.config.swift.base_rtt;
+  swift_ai_ = mega ? options.config.megascale.additive_increase_packets
+                   : options.config.swift.additive_increase_packets;
+  // Flow scaling (Swift §3.5): α/√cwnd + β, fs_range at fs_min_cwnd and 0 at fs_max_cwnd.
+  const double range_s = pc_.swift_fs_range * swift_base_.seconds();
+  fs_alpha_ = range_s / (1 / std::sqrt(pc_.swift_fs_min_cwnd) - 1 / std::sqrt(pc_.swift_fs_max_cwnd));
+  fs_beta_ = -fs_alpha_ / std::sqrt(pc_.swift_fs_max_cwnd);
   rto_ = cm.retransmit_timeout();
   retry_count_ = options.config.retransmit.retry_count;
   check(dc_.rate_increase_timer.ps > 0, "network.dcqcn.rate_increase_timer",
@@ -109,6 +127,17 @@ FlowId PacketNetwork::start_flow(const FlowSpec& spec) {
   fl.active = true;
   fl.in_sources = true;
   fl.last_progress = sim_.now();
+  if (windowed()) {
+    // RoCE starts at line rate: the first window fills the unloaded path (out, one packet's
+    // serialization per link, and back). Swift's target: base + h per switch passed.
+    TimePs unloaded = fl.reverse_latency * 2;
+    for (topo::LinkId l : fl.path) unloaded += serialize(pc_.mtu_bytes, capacity_[static_cast<std::size_t>(l)]);
+    fl.rtt = unloaded;
+    fl.cwnd = std::clamp(fl.line * unloaded.seconds(), pc_.mtu_bytes,
+                         pc_.swift_max_cwnd * pc_.mtu_bytes);
+    fl.base_target = swift_base_ + pc_.swift_hop_scale * static_cast<std::int64_t>(fl.path.size() - 1);
+    fl.last_decrease = TimePs{-1};
+  }
   flows_.push_back(std::move(fl));
   ++stats_.flows_started;
   stats_.bytes_started += spec.bytes;
@@ -133,7 +162,7 @@ std::int32_t PacketNetwork::new_packet(std::int32_t flow, std::int32_t bytes) {
     pk = static_cast<std::int32_t>(packets_.size());
     packets_.emplace_back();
   }
-  packets_[static_cast<std::size_t>(pk)] = Packet{flow, 0, bytes, -1, false};
+  packets_[static_cast<std::size_t>(pk)] = Packet{flow, 0, bytes, -1, false, 0, sim_.now()};
   ++stats_.packets;
   stats_.packets_in_flight_max = std::max(stats_.packets_in_flight_max, ++in_flight_);
   return pk;
@@ -164,12 +193,17 @@ void PacketNetwork::serve(topo::LinkId l) {
       }
       const auto bytes =
           static_cast<std::int32_t>(std::min<double>(pc_.mtu_bytes, static_cast<double>(fl.bytes - fl.sent)));
+      // A window-limited flow waits for its ACKs (on_ack serves the port again).
+      if (windowed() && fl.sent > fl.acked &&
+          static_cast<double>(fl.sent - fl.acked + bytes) > fl.cwnd) {
+        continue;
+      }
       pk = new_packet(port.sources[at], bytes);
       packets_[static_cast<std::size_t>(pk)].offset = fl.sent;
       if (fl.sent < fl.highest) stats_.retransmitted_bytes += bytes;
       fl.sent += bytes;
       fl.highest = std::max(fl.highest, fl.sent);
-      fl.next_send = now + serialize(bytes, fl.rate);
+      fl.next_send = now + pacing_gap(fl, bytes);
       if (dcqcn()) {
         fl.bytes_since_increase += bytes;
         if (fl.bytes_since_increase >= pc_.byte_counter_bytes) {
@@ -263,13 +297,13 @@ void PacketNetwork::arrive(std::int32_t pk) {
 // CNP unless it sent one to this flow less than cnp_interval ago, and reports the last byte.
 void PacketNetwork::deliver(std::int32_t pk) {
   const Packet p = packets_[static_cast<std::size_t>(pk)];
-  free_packets_.push_back(pk);
   --in_flight_;
   Flow& fl = flows_[static_cast<std::size_t>(p.flow)];
   const TimePs now = sim_.now();
   // Go-back-N: only the next expected byte of a flow still running is accepted (a failed flow's
   // stragglers and a finished one's duplicates are not); a gap is answered with one NAK.
   if (!fl.active || p.offset != fl.received) {
+    free_packets_.push_back(pk);
     ++stats_.out_of_order;
     if (p.offset > fl.received && fl.active && !fl.nak_sent) {
       fl.nak_sent = true;
@@ -283,6 +317,13 @@ void PacketNetwork::deliver(std::int32_t pk) {
   fl.last_progress = now;
   fl.timeouts = 0;
   stats_.bytes_delivered += p.bytes;
+  if (windowed()) {
+    // The packet's slot travels back as its ACK: the cumulative byte, the mark, the send time.
+    packets_[static_cast<std::size_t>(pk)].offset = fl.received;
+    sim_.schedule(now + fl.reverse_latency, *this, tag_of(kAck, pk));
+  } else {
+    free_packets_.push_back(pk);
+  }
   if (p.ecn && dcqcn() && now - fl.last_cnp >= pc_.cnp_interval) {
     fl.last_cnp = now;
     ++stats_.cnps;
@@ -324,6 +365,58 @@ void PacketNetwork::increase(Flow& fl) {
   }
   fl.target = std::min(fl.target, fl.line);
   fl.rate = std::min(fl.line, (fl.target + fl.rate) / 2);
+}
+
+// The time before a flow's next packet: its serialization at the flow's rate (DCQCN's, else the
+// line rate); under Swift with a window below one packet, one packet per RTT · MTU / cwnd.
+TimePs PacketNetwork::pacing_gap(const Flow& fl, std::int32_t bytes) const {
+  const TimePs gap = serialize(bytes, fl.rate);
+  if (!windowed() || fl.cwnd >= pc_.mtu_bytes) return gap;
+  return std::max(gap, TimePs::from_seconds(fl.rtt.seconds() * pc_.mtu_bytes / fl.cwnd));
+}
+
+void PacketNetwork::cut_window(Flow& fl, double factor) {
+  fl.cwnd = std::max(fl.cwnd * factor, pc_.swift_min_cwnd * pc_.mtu_bytes);
+  fl.last_decrease = sim_.now();
+}
+
+// Swift's sender on an ACK (Kumar et al., Algorithm 1): the delay is the packet's round trip.
+// Below the target (base + hops + flow scaling) the window grows by ai packets per window
+// (ai per packet acknowledged below one packet); above it, once per RTT, it shrinks by
+// β·(delay − target)/delay, at most max_mdf. MegaScale's hybrid also cuts by max_mdf, once
+// per RTT, on an ECN echo, and does not grow on one.
+void PacketNetwork::on_ack(std::int32_t pk) {
+  const Packet a = packets_[static_cast<std::size_t>(pk)];
+  free_packets_.push_back(pk);
+  Flow& fl = flows_[static_cast<std::size_t>(a.flow)];
+  if (!fl.active) return;
+  ++stats_.acks;
+  const TimePs now = sim_.now();
+  const TimePs delay = now - a.sent_at;
+  const double newly = static_cast<double>(std::max<std::int64_t>(0, a.offset - fl.acked));
+  fl.acked = std::max(fl.acked, a.offset);
+  fl.rtt = delay;
+  const bool can_decrease = now - fl.last_decrease >= delay;
+  const double mtu = pc_.mtu_bytes;
+  const double pkts = fl.cwnd / mtu;
+  const double fs = std::clamp(fs_alpha_ / std::sqrt(pkts) + fs_beta_, 0.0,
+                               pc_.swift_fs_range * swift_base_.seconds());
+  const double target_s = fl.base_target.seconds() + fs;
+  const double delay_s = delay.seconds();
+  if (a.ecn && cc_ == CongestionControl::kMegaScale) {
+    if (can_decrease) {
+      ++stats_.ecn_cuts;
+      cut_window(fl, 1 - pc_.swift_max_mdf);
+    }
+  } else if (delay_s < target_s) {
+    fl.cwnd += pkts >= 1 ? swift_ai_ * newly / pkts : swift_ai_ * newly;
+  } else if (can_decrease) {
+    ++stats_.delay_cuts;
+    cut_window(fl, std::max(1 - pc_.swift_beta * (delay_s - target_s) / delay_s,
+                            1 - pc_.swift_max_mdf));
+  }
+  fl.cwnd = std::min(fl.cwnd, pc_.swift_max_cwnd * mtu);
+  if (fl.in_sources) serve(fl.path.front());
 }
 
 void PacketNetwork::drop(std::int32_t pk) {
@@ -380,6 +473,7 @@ void PacketNetwork::on_event(std::uint64_t tag) {
       return;
     }
     case kArrive: return arrive(static_cast<std::int32_t>(index));
+    case kAck: return on_ack(static_cast<std::int32_t>(index));
     case kWake: {
       const auto l = static_cast<topo::LinkId>(index);
       ports_[static_cast<std::size_t>(l)].wake_pending = false;
@@ -416,6 +510,7 @@ void PacketNetwork::on_event(std::uint64_t tag) {
         return;
       }
       fl.rto_event = sim_.schedule(now + rto_, *this, tag);
+      if (windowed()) cut_window(fl, 1 - pc_.swift_max_mdf);  // Swift on a retransmit timeout
       return go_back(f);
     }
     case kDown: return set_link_up(static_cast<topo::LinkId>(index), false);

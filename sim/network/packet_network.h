@@ -21,6 +21,15 @@
 //     CNP per `cnp_interval` per flow, and the sender (reaction point) runs the rate machine of
 //     Zhu et al., SIGCOMM'15 (cut on CNP, α update, fast recovery / additive / hyper increase on
 //     the timer and byte counter).
+//   * under `swift` and `megascale` (window control), the receiver acknowledges every packet it
+//     accepts; the ACK takes the reverse path's latency and carries the packet's round-trip delay
+//     and its ECN mark. The sender keeps at most `cwnd` bytes unacknowledged and runs Swift's
+//     AIMD (Kumar et al., SIGCOMM'20, Algorithm 1): below the target delay (base + hop scaling +
+//     flow scaling) the window grows by ai packets per window; above it shrinks by
+//     β·(delay − target)/delay, at most max_mdf and at most once per RTT; under one packet it
+//     paces. MegaScale's hybrid (Jiang et al., NSDI'24 §3.6: Swift's RTT with DCQCN's ECN
+//     response, no equations published) adds a cut by max_mdf, at most once per RTT, on an
+//     ACK that echoes an ECN mark;
 //   * loss and go-back-N (RoCE RC): a link taken down (`set_link_up`, `schedule_link_flap`) drops
 //     what it carries and what reaches it; the receiver accepts only the next byte it expects,
 //     drops the rest and answers a gap with one NAK, on which the sender goes back to it; a
@@ -31,7 +40,7 @@
 // Not (yet) modelled, said where it matters: one priority class (PAUSE stops the whole port),
 // buffers are never exceeded by design of the thresholds (the time any port spends above
 // `buffer_bytes` is reported, so too small a headroom shows), CNPs and NAKs take the reverse
-// path's propagation latency without queueing; Swift and MegaScale's hybrid are not simulated.
+// path's propagation latency without queueing (so do Swift's ACKs).
 //
 // Deterministic: events follow the Simulation's order and ECN draws come from the
 // Simulation's "packet/ecn" random stream.
@@ -76,16 +85,32 @@ struct PacketConfig {
   TimePs alpha_timer = TimePs::from_us(55);
   TimePs cnp_interval = TimePs::from_us(50);
   double byte_counter_bytes = 10e6;
+  /// Swift (Kumar et al., SIGCOMM'20 Algorithm 1; `swift` and `megascale`). The base target
+  /// delay is the flow level's network.swift.base_rtt (network.megascale.base_rtt): the RTT the
+  /// algorithm holds the fabric at, which the flow level's window lag uses too; ai likewise.
+  /// The constants below are Broadcom csg-htsim's Swift defaults (sim/swift.cpp, marked there
+  /// as guesses; the paper gives none) [D]: β 0.8, max_mdf 0.5, flow scaling over 0.1–100
+  /// packets with a range of 5 × the base target. The hop scaling h is what one more switch adds
+  /// to this simulator's unloaded RTT [D]: two forwarding latencies of 0.6 µs
+  /// (topology/hardware.h) and a 4 KB serialization at 200 Gb/s, 0.16 µs.
+  double swift_beta = 0.8;
+  double swift_max_mdf = 0.5;
+  TimePs swift_hop_scale = TimePs::from_ns(1360);
+  double swift_fs_range = 5;  // × the base target
+  double swift_fs_min_cwnd = 0.1;   // packets
+  double swift_fs_max_cwnd = 100;   // packets
+  double swift_min_cwnd = 0.001;    // packets (below one packet the sender paces)
+  double swift_max_cwnd = 1000;     // packets
 };
 
 /// Throws trainsim::Error (input) naming the `network.packet.*` key of an impossible
 /// configuration: an MTU outside 64 B–64 KiB, a buffer smaller than one packet, XOFF outside
 /// [one packet, buffer], XON above XOFF, Kmin > Kmax, Pmax outside [0, 1], DCQCN's g, timers
-/// or byte counter not positive.
+/// or byte counter not positive, Swift's β, max_mdf or window bounds out of range.
 void validate(const PacketConfig& config);
 
 struct PacketNetworkOptions {
-  NetworkConfig config;  // congestion_control (ideal or dcqcn) and the DcqcnConfig
+  NetworkConfig config;  // congestion_control and the DCQCN, Swift and MegaScale parameters
   PacketConfig packet;
 };
 
@@ -99,6 +124,9 @@ struct PacketNetworkStats {
   std::int64_t ecn_marks = 0;
   std::int64_t cnps = 0;
   std::int64_t rate_cuts = 0;      // DCQCN cuts (one per CNP that reached an active flow)
+  std::int64_t acks = 0;           // Swift / MegaScale ACKs
+  std::int64_t delay_cuts = 0;     // window cuts on a delay above the target
+  std::int64_t ecn_cuts = 0;       // MegaScale's window cuts on an ECN echo
   double max_queue_bytes = 0;      // largest queue in front of any port
   double time_above_buffer_s = 0;  // Σ over ingress links of the time their bytes waiting in the
                                    // switch exceeded buffer_bytes (data a real switch would drop)
@@ -137,6 +165,8 @@ class PacketNetwork final : public Component, public EventTarget {
   const PacketNetworkStats& stats() const { return stats_; }
   /// A flow's current sending rate (bytes/s): its DCQCN rate, or its line rate.
   double rate_Bps(FlowId f) const { return flows_[static_cast<std::size_t>(f)].rate; }
+  /// A flow's congestion window (bytes) under `swift` or `megascale`; 0 otherwise.
+  double cwnd_bytes(FlowId f) const { return flows_[static_cast<std::size_t>(f)].cwnd; }
   /// PAUSE frames the switch at the far end of link `l` has sent up it.
   std::int64_t pauses_on(topo::LinkId l) const { return ports_[static_cast<std::size_t>(l)].pauses; }
   /// The queue in front of link `l` now, bytes.
@@ -149,7 +179,8 @@ class PacketNetwork final : public Component, public EventTarget {
     std::int32_t bytes = 0;
     std::int32_t ingress = -1;  // the link it came in over, while it waits in a switch
     bool ecn = false;
-    std::int64_t offset = 0;    // its first byte in the flow (the PSN)
+    std::int64_t offset = 0;    // its first byte in the flow (the PSN); an ACK's cumulative byte
+    TimePs sent_at;             // when its sender put it on the first link
   };
   struct Flow {
     std::vector<topo::LinkId> path;
@@ -171,6 +202,10 @@ class PacketNetwork final : public Component, public EventTarget {
     double bytes_since_increase = 0;
     bool cnp_since_alpha = false;
     EventHandle increase_event;
+    // Swift / MegaScale window
+    double cwnd = 0;
+    std::int64_t acked = 0;
+    TimePs rtt, last_decrease, base_target;
   };
   struct Port {
     std::deque<std::int32_t> fifo;
@@ -200,7 +235,13 @@ class PacketNetwork final : public Component, public EventTarget {
   void go_back(std::int32_t f);
   void drop(std::int32_t pk);
   void increase(Flow& fl);
+  void on_ack(std::int32_t pk);
+  void cut_window(Flow& fl, double factor);
+  TimePs pacing_gap(const Flow& fl, std::int32_t bytes) const;
   bool dcqcn() const { return cc_ == CongestionControl::kDcqcn; }
+  bool windowed() const {
+    return cc_ == CongestionControl::kSwift || cc_ == CongestionControl::kMegaScale;
+  }
 
   Simulation& sim_;
   std::vector<double> capacity_;
@@ -208,6 +249,9 @@ class PacketNetwork final : public Component, public EventTarget {
   CongestionControl cc_;
   DcqcnConfig dc_;
   PacketConfig pc_;
+  TimePs swift_base_;     // network.swift.base_rtt or network.megascale.base_rtt
+  double swift_ai_ = 1;   // ... additive_increase (packets per window)
+  double fs_alpha_ = 0, fs_beta_ = 0;  // flow scaling: α/√cwnd + β, seconds
   std::vector<Flow> flows_;
   std::vector<Port> ports_;
   std::vector<Packet> packets_;
