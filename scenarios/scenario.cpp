@@ -394,6 +394,19 @@ class Resolver {
     pk.kmin_bytes = real("network.packet.kmin_bytes");
     pk.kmax_bytes = real("network.packet.kmax_bytes");
     pk.pmax = real("network.packet.pmax");
+    const auto us = [&](const char* key) { return TimePs::from_seconds(real(key) * 1e-6); };
+    pk.dcqcn_g = real("network.packet.dcqcn_g");
+    pk.alpha_timer = us("network.packet.alpha_timer");
+    pk.cnp_interval = us("network.packet.cnp_interval");
+    pk.byte_counter_bytes = real("network.packet.byte_counter_bytes");
+    pk.swift_beta = real("network.packet.swift_beta");
+    pk.swift_max_mdf = real("network.packet.swift_max_mdf");
+    pk.swift_hop_scale = us("network.packet.swift_hop_scale");
+    pk.swift_fs_range = real("network.packet.swift_fs_range");
+    pk.swift_fs_min_cwnd = real("network.packet.swift_fs_min_cwnd");
+    pk.swift_fs_max_cwnd = real("network.packet.swift_fs_max_cwnd");
+    pk.swift_min_cwnd = real("network.packet.swift_min_cwnd");
+    pk.swift_max_cwnd = real("network.packet.swift_max_cwnd");
     try {
       net::validate(pk);
     } catch (const Error& e) {

@@ -133,6 +133,17 @@ TEST(CollectiveCli, PacketLevelAgreesWithTheFlowLevel) {
                            "--set network.packet.kmin_bytes=300000");
   EXPECT_EQ(ecn.code, 2);
   EXPECT_NE(ecn.err.find("Kmax must not be below Kmin"), std::string::npos) << ecn.err;
+  // Swift's flow-scaling bounds in the wrong order.
+  const Out fs = trainsim("collective --ranks 16 --sizes 1M --fidelity packet "
+                          "--set network.congestion_control=swift "
+                          "--set network.packet.swift_fs_min_cwnd=200");
+  EXPECT_EQ(fs.code, 2);
+  EXPECT_NE(fs.err.find("network.packet.swift_fs_max_cwnd"), std::string::npos) << fs.err;
+  // Swift's keys reach the engine: a window of at most one packet per RTT holds the ring far
+  // below line rate.
+  EXPECT_GT(time_us("--ranks 16 --sizes 16M --fidelity packet --set network.congestion_control=swift "
+                    "--set network.packet.swift_max_cwnd=1"),
+            2 * time_us("--ranks 16 --sizes 16M --fidelity packet"));
   // The keys reach the engine: without PFC the same collective still runs (nothing collides).
   EXPECT_NEAR(time_us("--ranks 16 --sizes 16M --fidelity packet --set network.packet.pfc=false"),
               time_us("--ranks 16 --sizes 16M --fidelity packet"), 1e-6);

@@ -73,10 +73,12 @@ TEST(CongestionControl, LinkEfficiency) {
   EXPECT_EQ(dcqcn.link_efficiency(1), 1.0);  // a lone flow runs at line rate
   EXPECT_DOUBLE_EQ(dcqcn.link_efficiency(2), 0.95);
   EXPECT_DOUBLE_EQ(dcqcn.link_efficiency(16), 0.95 / 1.18);
-  EXPECT_DOUBLE_EQ(swift.link_efficiency(16), 0.98 / 1.06);
-  EXPECT_DOUBLE_EQ(mega.link_efficiency(16), 0.98 / 1.03);
-  EXPECT_GT(mega.link_efficiency(16), swift.link_efficiency(16));
-  EXPECT_GT(swift.link_efficiency(16), dcqcn.link_efficiency(16));
+  // Swift and MegaScale: the fit of packet incasts (test_congestion_fit.cpp), no trend in n.
+  EXPECT_DOUBLE_EQ(swift.link_efficiency(16), 1.0);
+  EXPECT_DOUBLE_EQ(mega.link_efficiency(16), 0.995);
+  EXPECT_DOUBLE_EQ(mega.link_efficiency(2), 0.995);
+  EXPECT_GT(swift.link_efficiency(16), mega.link_efficiency(16));
+  EXPECT_GT(mega.link_efficiency(16), dcqcn.link_efficiency(16));
 }
 
 TEST(CongestionControl, IncreaseLag) {
@@ -132,10 +134,12 @@ double simulate_long_flow_end_s(CongestionControl cc, double* short_end_s) {
   return long_end;
 }
 
-TEST(CongestionControl, IncastOrderingIsIdealMegaScaleSwiftDcqcn) {
+// Swift keeps the bottleneck busy (η = 1) and then ramps; MegaScale's ECN cuts cost it 0.5 %
+// more (both fitted to packet incasts); DCQCN's [D] derating and slow recovery cost most.
+TEST(CongestionControl, IncastOrderingIsIdealSwiftMegaScaleDcqcn) {
   std::vector<double> ends;
-  for (const CongestionControl cc : {CongestionControl::kIdeal, CongestionControl::kMegaScale,
-                                     CongestionControl::kSwift, CongestionControl::kDcqcn}) {
+  for (const CongestionControl cc : {CongestionControl::kIdeal, CongestionControl::kSwift,
+                                     CongestionControl::kMegaScale, CongestionControl::kDcqcn}) {
     const CongestionModel m(with(cc));
     double short_end = 0;
     const double end = simulate_long_flow_end_s(cc, &short_end);

@@ -361,7 +361,6 @@ TEST(PacketNetwork, AFlowGivesUpAfterItsRetries) {
   EXPECT_LT(net.stats().bytes_delivered, 1'000'000);
 }
 
-// Same seed, same run: every completion and every counter.
 // Swift and MegaScale's hybrid at the packet level (window control on per-packet ACKs): an
 // 8 → 1 incast of 4 MB each at 25 GB/s delivers every byte, never pauses more than line-rate
 // senders do, and ends within 10 % of the line-rate floor 32 MB / C (the target delay keeps a
@@ -391,6 +390,7 @@ TEST(PacketNetwork, SwiftAndMegaScaleWindowsOnAnIncast) {
   }
 }
 
+// Same seed, same run: every completion and every counter.
 TEST(PacketNetwork, SameSeedSameRun) {
   const int n = 4;
   std::vector<double> cap(n + 1, 25 * kG);
