@@ -12,7 +12,7 @@
 //              through the closed form (NVLink ports are not shared between groups;
 //              flow_backend.h).
 //
-// The executor (executor.h, program_exec.cpp; run_jobs.cpp builds it) keeps the streams,
+// The executor (executor.h, program_exec.cpp, sm_share.cpp; run_jobs.cpp builds it) keeps the streams,
 // dependencies, rendezvous and the breakdown;
 // the backend its network state and statistics; role_index.h, task_time.h and stage_groups.h
 // what the executor reads off the Programs and the layout.
