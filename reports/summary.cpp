@@ -183,9 +183,10 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
                    p.sp ? "on" : "off", p.zero);
   o += fmt::format(
       "training  global batch {} × micro-batch {} → {} micro-batches per pipeline; {}; "
-      "recompute {}; {}; system {}\n",
+      "recompute {}; {}; framework {}\n",
       t.global_batch, t.micro_batch, r.microbatches, to_string(t.precision),
-      model::to_string(t.recompute), plan::to_string(t.optimizer), s.system);
+      model::to_string(t.recompute), plan::to_string(t.optimizer),
+      s.framework.empty() ? s.system : s.framework);
   o += "\n";
   o += fmt::format("  iteration time   {:10.3f} s\n", r.iteration_time_s);
   o += fmt::format("  throughput       {:10.0f} tokens/s\n", r.tokens_per_s);

@@ -89,6 +89,16 @@ TEST(Frameworks, Llama3_405bFitsWithoutRecompute) {
   const plan::MemoryUsage u =
       plan::memory_per_gpu(cfg.model, L, cfg.training, cfg.opt.fused_attention(), cfg.cluster.gpu);
   EXPECT_TRUE(u.fits()) << u.peak_bytes / (1 << 30) << " GiB";
+  // The example scenario is that run at 16,384 GPUs and fits as it stands, without recompute.
+  const Scenario ex = load_scenario_file("scenarios/examples/llama3-405b-16384.yaml");
+  const exec::RunConfig ec = make_run_config(ex);
+  EXPECT_EQ(ec.training.recompute, model::Recompute::kNone);
+  const plan::Layout EL = plan::make_layout(ec.model, ec.cluster, ec.parallel, ec.training);
+  EXPECT_EQ(EL.stage_layers.front(), 7);
+  EXPECT_EQ(EL.stage_layers.back(), 7);
+  EXPECT_TRUE(plan::memory_per_gpu(ec.model, EL, ec.training, ec.opt.fused_attention(),
+                                   ec.cluster.gpu)
+                  .fits());
   // The same run on the SC21 software (no SP, no sharding, unfused attention) does not fit even
   // with full recompute: 16 bytes of unsharded model state per parameter.
   const Scenario old = load_scenario_string(
