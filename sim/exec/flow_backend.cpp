@@ -37,9 +37,10 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
       cfg.profile.nic_efficiency);
   const bool packet = options.backend == NetworkBackend::kPacket;
   // PCIe hops whose constraint the NIC's link implies (coll::implied_links) are left out of the
-  // solver's paths when no congestion control derates links by their flow count (and never at
+  // solver's paths when no congestion control derates links by their flow count (Swift's fitted
+  // η is 1: it only holds rates, which never makes such a hop binding; never at
   // packet fidelity, where every hop is a port with its latency).
-  if (packet || net::CongestionModel(options.network).active()) {
+  if (packet || net::CongestionModel(options.network).derates()) {
     implied_.assign(caps.size(), 0);
   } else {
     implied_ = coll::implied_links(*graph_, caps);

@@ -103,6 +103,12 @@ class CongestionModel {
   /// False for `ideal`: capacities are not derated and rates never lag.
   bool active() const { return config_.congestion_control != CongestionControl::kIdeal; }
 
+  /// True when η(n) < 1 for some n: the algorithm derates shared links (Swift's fitted η is 1:
+  /// it only lags on increases).
+  bool derates() const {
+    return active() && (contended_efficiency_ < 1.0 || incast_penalty_ > 0.0);
+  }
+
   /// η(n): fraction of a link's capacity that n flows sharing it receive.
   double link_efficiency(int flows) const;
 

@@ -55,7 +55,7 @@ void FlowNetwork::refresh_cap(FlowId f) { solver_.set_flow_cap(f, effective_cap(
 
 void FlowNetwork::refresh_link_efficiency(topo::LinkId l) {
   const auto li = static_cast<std::size_t>(l);
-  if (!cc_.active() || sender_link_[li] != 0) return;
+  if (!cc_.derates() || sender_link_[li] != 0) return;
   const int n = solver_.flow_count_on(l);
   solver_.set_link_capacity(l, base_capacity_[li] * cc_.link_efficiency(n));
 }
@@ -72,7 +72,7 @@ FlowId FlowNetwork::start_flow(const FlowSpec& spec) {
   touch_links(spec.path);
   const FlowId f = solver_.add_flow(spec.path, down > 0 ? 0.0 : spec.cap_Bps);
   init_flow(f, spec, down);
-  if (cc_.active()) {
+  if (cc_.derates()) {
     for (const topo::LinkId l : spec.path) refresh_link_efficiency(l);
   }
   return f;
@@ -759,7 +759,7 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
       }
     }
     apply_rate(f, rate);
-    if (cc_.active()) materialized_.push_back(f);
+    if (cc_.derates()) materialized_.push_back(f);
   }
   // The links' congestion-control derating counts the flows now back on them.
   for (const FlowId f : materialized_) {
@@ -788,7 +788,7 @@ void FlowNetwork::replay_break(std::int32_t o) {
 }
 
 void FlowNetwork::remove(FlowId f) {
-  if (cc_.active()) {
+  if (cc_.derates()) {
     const std::span<const topo::LinkId> path = solver_.path(f);
     path_scratch_.assign(path.begin(), path.end());
   }
@@ -798,7 +798,7 @@ void FlowNetwork::remove(FlowId f) {
   const auto i = static_cast<std::size_t>(f);
   st_[i].timer_kind = Timer::kNone;
   st_[i].applied_rate = 0;
-  if (cc_.active()) {
+  if (cc_.derates()) {
     for (const topo::LinkId l : path_scratch_) refresh_link_efficiency(l);
   }
   request_flush();
@@ -822,7 +822,7 @@ void FlowNetwork::set_link_capacity(topo::LinkId l, double capacity_Bps) {
   touch_links(std::span<const topo::LinkId>(&l, 1));
   for (auto& [key, sh] : shapes_) std::fill(sh->trajectory.begin(), sh->trajectory.end(), nullptr);
   for (auto& [key, sh] : composites_) sh->trajectory[0] = nullptr;
-  if (cc_.active() && sender_link_[static_cast<std::size_t>(l)] == 0) {
+  if (cc_.derates() && sender_link_[static_cast<std::size_t>(l)] == 0) {
     refresh_link_efficiency(l);
   } else {
     solver_.set_link_capacity(l, capacity_Bps);

@@ -78,6 +78,14 @@ TEST(CongestionControl, LinkEfficiency) {
   EXPECT_DOUBLE_EQ(mega.link_efficiency(16), 0.995);
   EXPECT_DOUBLE_EQ(mega.link_efficiency(2), 0.995);
   EXPECT_GT(swift.link_efficiency(16), mega.link_efficiency(16));
+  // Only an η below 1 derates links (the flow level then re-rates a link at every arrival).
+  EXPECT_FALSE(ideal.derates());
+  EXPECT_FALSE(swift.derates());
+  EXPECT_TRUE(mega.derates());
+  EXPECT_TRUE(dcqcn.derates());
+  NetworkConfig lossy = with(CongestionControl::kSwift);
+  lossy.swift.incast_penalty = 0.01;
+  EXPECT_TRUE(CongestionModel(lossy).derates());
   EXPECT_GT(mega.link_efficiency(16), dcqcn.link_efficiency(16));
 }
 
