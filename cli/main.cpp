@@ -166,6 +166,11 @@ int run_jobs(const RunArgs& a, const scen::Scenario& s) {
                 "trace one job in a scenario of its own");
   }
   for (const scen::JobSpec& j : s.jobs) check_flow_work(j.scenario, a.force);
+  // The jobs run together: their flows add up on the one fabric.
+  scen::Scenario together = s;
+  together.cluster.gpus = 0;
+  for (const scen::JobSpec& j : s.jobs) together.cluster.gpus += j.scenario.cluster.gpus;
+  check_flow_work(together, a.force);
   const exec::ProgressFn progress =
       terminal_progress(a.format, s.fidelity, fmt::format("{} jobs, {} fidelity", s.jobs.size(), s.fidelity));
   const scen::JobsOutcome o = scen::run_scenario_jobs(s, progress);

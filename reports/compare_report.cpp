@@ -86,7 +86,7 @@ std::string jobs_table(const std::vector<Variant>& vs) {
     for (auto& row : jobs_rows(*v.jobs, {v.label})) rows.push_back(std::move(row));
   }
   std::string s = aligned(rows, 5);
-  if (vs.front().jobs->run.fidelity == "flow") {
+  if (vs.front().jobs->run.fidelity == "flow" || vs.front().jobs->run.fidelity == "packet") {
     s += "\nlinks that carried more than one job's traffic\n";
     std::vector<std::vector<std::string>> t = {
         {"variant", "makespan s", "shared links", "bytes on them", "ECMP max/mean"}};

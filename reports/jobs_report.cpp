@@ -12,10 +12,15 @@
 namespace trainsim::reports {
 namespace {
 
+// Flow and packet fidelity put every job's flows on one fabric; the others share no network state.
+bool on_one_fabric(const std::string& fidelity) {
+  return fidelity == "flow" || fidelity == "packet";
+}
+
 nlohmann::ordered_json fabric_json(const exec::JobsResult& run) {
   nlohmann::ordered_json f;
   f["makespan_s"] = run.makespan_s;
-  if (run.fidelity != "flow") return f;
+  if (!on_one_fabric(run.fidelity)) return f;
   const exec::NetworkStats& n = run.fabric;
   f["max_link_utilization"] = n.max_link_utilization;
   f["mean_link_utilization"] = n.mean_link_utilization;
@@ -95,7 +100,7 @@ std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
   std::vector<std::vector<std::string>> rows = {jobs_header({})};
   for (auto& row : jobs_rows(o, {})) rows.push_back(std::move(row));
   t += aligned_columns(rows, 4);
-  if (o.run.fidelity != "flow") {
+  if (!on_one_fabric(o.run.fidelity)) {
     t += fmt::format("\n{} fidelity: the jobs do not share network state (slowdown 1); "
                      "--fidelity flow puts their flows on one fabric\n",
                      o.run.fidelity);
@@ -116,7 +121,11 @@ std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
   t += fmt::format("shared    {} switch and NIC links carried more than one job's traffic "
                    "({:.1f} % of the bytes on such links)\n",
                    n.links_shared_by_jobs, 100 * n.shared_link_bytes_fraction);
-  t += fmt::format("flows     {} started, {} solver calls\n", o.run.exec.flows, o.run.exec.solves);
+  if (o.run.fidelity == "packet") {
+    t += fmt::format("flows     {} started, carried packet by packet\n", o.run.exec.flows);
+  } else {
+    t += fmt::format("flows     {} started, {} solver calls\n", o.run.exec.flows, o.run.exec.solves);
+  }
   return t;
 }
 
@@ -160,7 +169,7 @@ void write_jobs_report(const std::string& dir, const scen::JobsOutcome& o,
       {"fidelity", o.run.fidelity},
       {"makespan", fmt::format("{:.3f} s", o.run.makespan_s)},
       {"largest slowdown", fmt::format("{:.3f}× ({})", worst->slowdown, worst->spec->name)}};
-  if (o.run.fidelity == "flow") {
+  if (on_one_fabric(o.run.fidelity)) {
     items.push_back({"links shared by jobs", fmt::format("{}", o.run.fabric.links_shared_by_jobs)});
   }
   std::vector<std::string> head;

@@ -132,10 +132,6 @@ JobsOutcome run_scenario_jobs(const Scenario& s, const exec::ProgressFn& progres
                                                      : "simulation.straggler_factor"),
                 "run the job alone to study them");
   }
-  if (s.fidelity == "packet") {
-    throw_input("fidelity `packet` is not available in this build yet",
-                origin_of(s, "simulation.fidelity"), "use `analytic`, `schedule` or `flow`");
-  }
   JobsOutcome out;
   const std::vector<std::vector<int>> hosts = place_jobs(s);
   const exec::RunConfig cluster = make_run_config(s);
@@ -161,7 +157,7 @@ JobsOutcome run_scenario_jobs(const Scenario& s, const exec::ProgressFn& progres
     if (where.file.empty()) where.file = s.source;
     return Error(e.kind(), what + e.message(), where, e.hint());
   };
-  const bool event = s.fidelity == "schedule" || s.fidelity == "flow";
+  const bool event = s.fidelity == "schedule" || s.fidelity == "flow" || s.fidelity == "packet";
   for (std::size_t j = 0; j < s.jobs.size(); ++j) {
     JobOutcome o;
     o.spec = &s.jobs[j];

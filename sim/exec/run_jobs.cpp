@@ -132,7 +132,7 @@ JobsResult run_jobs(const RunConfig& cluster, const std::vector<JobRun>& jobs,
     out.makespan_s = std::max(out.makespan_s, jobs[i].start_s + executed_s);
   }
   out.fidelity = backend->fidelity();
-  if (out.fidelity == "flow") {
+  if (out.fidelity == "flow" || out.fidelity == "packet") {
     Result fabric;
     fabric.iteration_time_s = out.makespan_s;
     backend->report(out.makespan_s, fabric);

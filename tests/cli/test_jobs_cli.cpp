@@ -89,6 +89,43 @@ TEST(JobsCli, TwoDpRingsOnSharedCoreLinksSlowDownByTheMaxMinShare) {
   }
 }
 
+// The same two jobs at packet fidelity: each leaf-spine port's FIFO interleaves the two jobs'
+// packets, so each job's DP transfer again takes about 2 W / C, against W / C alone; the extra time
+// is W / C within 2 % (store and forward, one more packet per hop), and the packet level agrees
+// with the flow level's iteration within 1 %. Jobs whose GPUs add up past the packet work limit
+// are refused together even when each one alone is below it.
+TEST(JobsCli, PacketFidelityPutsBothJobsOnOneFabric) {
+  const std::string profile = " --set calibration.profile=" + full_rate_profile();
+  const nlohmann::json p = run_json(std::string(kDumbbell) + profile + " --fidelity packet");
+  const nlohmann::json f = run_json(std::string(kDumbbell) + profile);
+  EXPECT_EQ(p["fidelity"], "packet");
+  const double C = 400e9 / 8;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& job = p["jobs"][i];
+    const double W = job["result"]["network"]["nic_bytes_per_gpu"].get<double>();
+    const double extra = exposed_dp(job["result"]["breakdown"]) - exposed_dp(job["alone"]["breakdown"]);
+    EXPECT_NEAR(extra, W / C, 0.02 * W / C) << job["name"];
+    EXPECT_NEAR(job["iteration_time_s"].get<double>(),
+                f["jobs"][i]["iteration_time_s"].get<double>(),
+                0.01 * f["jobs"][i]["iteration_time_s"].get<double>());
+  }
+  EXPECT_EQ(p["fabric"]["links_shared_by_jobs"], 4);
+  const CliRun text = trainsim("run " + std::string(kDumbbell) + " --fidelity packet");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "carried packet by packet")) << text.out;
+  // Two jobs of 768 GPUs each: 1,536 GPUs of packets on one fabric, above the limit of 1,024.
+  std::string big = "cluster:\n  preset: selene-a100\n  gpus: 1536\nmodel:\n  preset: gpt3-350m\n"
+                    "parallel:\n  tp: 8\n  pp: 1\ntraining:\n  global_batch: 192\n"
+                    "simulation:\n  fidelity: packet\njobs:\n  - {name: a, gpus: 768}\n"
+                    "  - {name: b, gpus: 768}\n";
+  const std::string path = temp_path("two_big_jobs.yaml");
+  std::ofstream(path) << big;
+  const CliRun refused = trainsim("run " + path);
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_TRUE(has(refused.err, "1536 GPUs")) << refused.err;
+  EXPECT_TRUE(has(refused.err, "--force")) << refused.err;
+}
+
 // With the datasheet profile the NIC is derated (efficiency e < 1): alone the NIC link is the
 // bottleneck at e·C, together the shared cable at C / 2, so the extra time is W/C · (2 − 1/e),
 // within the tail of unequal flows (flows of one job do not all end together).
