@@ -107,9 +107,14 @@ CongestionModel::CongestionModel(const NetworkConfig& config) : config_(config) 
   }
 }
 
+double contention_efficiency(double contended_efficiency, double incast_penalty, int flows) {
+  if (flows <= 1) return 1.0;
+  return contended_efficiency / (1.0 + incast_penalty * std::log2(flows / 2.0));
+}
+
 double CongestionModel::link_efficiency(int flows) const {
-  if (flows <= 1 || !active()) return 1.0;
-  return contended_efficiency_ / (1.0 + incast_penalty_ * std::log2(flows / 2.0));
+  if (!active()) return 1.0;
+  return contention_efficiency(contended_efficiency_, incast_penalty_, flows);
 }
 
 TimePs CongestionModel::increase_lag(double from_Bps, double to_Bps) const {

@@ -91,6 +91,9 @@ struct NetworkConfig {
   RetransmitConfig retransmit;
 };
 
+/// η(n) = contended_efficiency / (1 + incast_penalty · log2(n / 2)) for n >= 2, 1 for one flow.
+double contention_efficiency(double contended_efficiency, double incast_penalty, int flows);
+
 /// The flow-level effect of a NetworkConfig. Construction validates the config and throws a
 /// trainsim::Error naming the offending key.
 class CongestionModel {

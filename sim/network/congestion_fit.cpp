@@ -37,8 +37,7 @@ double incast_seconds(int n, std::int64_t bytes, const IncastGrid& grid,
 }  // namespace
 
 double fitted_efficiency(const EfficiencyFit& fit, int flows) {
-  if (flows <= 1) return 1.0;
-  return fit.contended_efficiency / (1.0 + fit.incast_penalty * std::log2(flows / 2.0));
+  return contention_efficiency(fit.contended_efficiency, fit.incast_penalty, flows);
 }
 
 EfficiencyFit fit_link_efficiency(const PacketNetworkOptions& options, const IncastGrid& grid,
