@@ -21,8 +21,11 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
                          const Result& analytic)
     : sim_(sim), cfg_(cfg), closed_form_(sim, cfg, analytic), links_(link_model(cfg.cluster, cfg.profile)) {
   if (options.routing.mode == topo::RoutingMode::kSpray) {
-    throw_input("packet spraying splits a flow over links; flow fidelity needs one path per "
-                "queue pair",
+    throw_input(options.backend == NetworkBackend::kPacket
+                    ? "packet spraying is not modelled at packet fidelity yet: every queue pair "
+                      "keeps one path"
+                    : "packet spraying splits a flow over links; flow fidelity needs one path per "
+                      "queue pair",
                 {"", 0, "network.routing.mode"}, "use ecmp with more QPs per connection");
   }
   if (cfg.collectives.algorithm && *cfg.collectives.algorithm != coll::Algorithm::kRing) {
