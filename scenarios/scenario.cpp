@@ -399,6 +399,7 @@ class Resolver {
     pk.alpha_timer = us("network.packet.alpha_timer");
     pk.cnp_interval = us("network.packet.cnp_interval");
     pk.byte_counter_bytes = real("network.packet.byte_counter_bytes");
+    pk.dcqcn_clamp_target_always = flag("network.packet.dcqcn_clamp_target_always");
     pk.swift_beta = real("network.packet.swift_beta");
     pk.swift_max_mdf = real("network.packet.swift_max_mdf");
     pk.swift_hop_scale = us("network.packet.swift_hop_scale");

@@ -695,6 +695,11 @@ std::vector<KeyDef> build_schema() {
        .default_value = "10000000",
        .description = "Packet level: DCQCN's byte counter B (DCQCN paper, 10 MB)",
        .min_value = 1},
+      {.path = "network.packet.dcqcn_clamp_target_always",
+       .type = K::kBool,
+       .default_value = "true",
+       .description = "Packet level: every CNP resets DCQCN's target rate (the paper); false = "
+                      "only the first CNP after an increase (ConnectX clamp_tgt_rate 0)"},
       {.path = "network.packet.swift_beta",
        .type = K::kFloat,
        .default_value = "0.8",

@@ -343,7 +343,8 @@ void PacketNetwork::on_cnp(std::int32_t f) {
   Flow& fl = flows_[static_cast<std::size_t>(f)];
   if (!fl.active || fl.sent == fl.bytes) return;
   ++stats_.rate_cuts;
-  fl.target = fl.rate;
+  if (pc_.dcqcn_clamp_target_always || fl.increased_since_cut) fl.target = fl.rate;
+  fl.increased_since_cut = false;
   fl.rate = std::max(dc_.rate_ai_Bps, fl.rate * (1 - fl.alpha / 2));
   fl.alpha = (1 - pc_.dcqcn_g) * fl.alpha + pc_.dcqcn_g;
   fl.cnp_since_alpha = true;
@@ -365,6 +366,7 @@ void PacketNetwork::increase(Flow& fl) {
   }
   fl.target = std::min(fl.target, fl.line);
   fl.rate = std::min(fl.line, (fl.target + fl.rate) / 2);
+  fl.increased_since_cut = true;
 }
 
 // The time before a flow's next packet: its serialization at the flow's rate (DCQCN's, else the

@@ -85,6 +85,10 @@ struct PacketConfig {
   TimePs alpha_timer = TimePs::from_us(55);
   TimePs cnp_interval = TimePs::from_us(50);
   double byte_counter_bytes = 10e6;
+  /// true (the paper): every CNP sets the target rate to the current rate. false (ConnectX's
+  /// clamp_tgt_rate 0 with clamp_tgt_rate_after_time_inc 1): only the first CNP after an
+  /// increase event does; back-to-back cuts keep the older, higher target.
+  bool dcqcn_clamp_target_always = true;
   /// Swift (Kumar et al., SIGCOMM'20 Algorithm 1; `swift` and `megascale`). The base target
   /// delay is the flow level's network.swift.base_rtt (network.megascale.base_rtt): the RTT the
   /// algorithm holds the fabric at, which the flow level's window lag uses too; ai likewise.
@@ -201,6 +205,7 @@ class PacketNetwork final : public Component, public EventTarget {
     int timer_count = 0, byte_count = 0;
     double bytes_since_increase = 0;
     bool cnp_since_alpha = false;
+    bool increased_since_cut = false;  // an increase event since the last CNP cut
     EventHandle increase_event;
     // Swift / MegaScale window
     double cwnd = 0;

@@ -133,6 +133,13 @@ TEST(CollectiveCli, PacketLevelAgreesWithTheFlowLevel) {
                            "--set network.packet.kmin_bytes=300000");
   EXPECT_EQ(ecn.code, 2);
   EXPECT_NE(ecn.err.find("Kmax must not be below Kmin"), std::string::npos) << ecn.err;
+  // DCQCN's target-rate rule reaches the engine: ConnectX's (network.packet.
+  // dcqcn_clamp_target_always=false) recovers faster on the oversubscribed rings.
+  const std::string dcqcn = "--ranks 16 --groups 8 --placement rail --sizes 16M --fidelity packet "
+                            "--set cluster.fabric.oversubscription=2 "
+                            "--set network.congestion_control=dcqcn";
+  EXPECT_LT(time_us(dcqcn + " --set network.packet.dcqcn_clamp_target_always=false"),
+            0.8 * time_us(dcqcn));
   // Swift's flow-scaling bounds in the wrong order.
   const Out fs = trainsim("collective --ranks 16 --sizes 1M --fidelity packet "
                           "--set network.congestion_control=swift "

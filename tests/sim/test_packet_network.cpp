@@ -215,6 +215,24 @@ TEST(PacketNetwork, DcqcnSharesADumbbellWithinFifteenPercent) {
   EXPECT_LT(late_b / 5, late_a / 5);
 }
 
+// ConnectX's target-rate rule (clamp_tgt_rate 0): a CNP that follows another with no increase
+// between them keeps the older, higher target, so the cut senders recover towards it and the
+// 8 → 1 incast ends sooner than with the paper's rule (every CNP resets the target).
+TEST(PacketNetwork, DcqcnTargetClampRule) {
+  const int n = 8;
+  const std::int64_t S = 4'000'000;
+  std::vector<double> cap(n + 1, 25 * kG);
+  std::vector<TimePs> lat(n + 1, TimePs::from_us(1));
+  PacketNetworkOptions vendor = dcqcn();
+  vendor.packet.dcqcn_clamp_target_always = false;
+  const PacketRun paper = run_packets(cap, lat, incast(n, S), dcqcn());
+  const PacketRun cx = run_packets(cap, lat, incast(n, S), vendor);
+  ASSERT_EQ(cx.done.size(), static_cast<std::size_t>(n));
+  EXPECT_EQ(cx.stats.bytes_delivered, n * S);
+  EXPECT_GT(cx.stats.rate_cuts, 0);
+  EXPECT_LT(cx.last(), paper.last());
+}
+
 // Lowering the ECN thresholds trades queueing delay for throughput: two 20 MB flows into one
 // 25 GB/s link under DCQCN (no PFC, so the queue is DCQCN's alone); marking from 1 KB (Kmax
 // 20 KB) instead of 5 KB (200 KB) keeps the largest queue at 156 KB instead of 438 KB and the
