@@ -170,7 +170,11 @@ int run_jobs(const RunArgs& a, const scen::Scenario& s) {
   scen::Scenario together = s;
   together.cluster.gpus = 0;
   for (const scen::JobSpec& j : s.jobs) together.cluster.gpus += j.scenario.cluster.gpus;
-  check_flow_work(together, a.force);
+  try {
+    check_flow_work(together, a.force);
+  } catch (const Error& e) {
+    throw Error(e.kind(), "the jobs together: " + e.message(), e.where(), e.hint());
+  }
   const exec::ProgressFn progress =
       terminal_progress(a.format, s.fidelity, fmt::format("{} jobs, {} fidelity", s.jobs.size(), s.fidelity));
   const scen::JobsOutcome o = scen::run_scenario_jobs(s, progress);

@@ -122,6 +122,7 @@ TEST(JobsCli, PacketFidelityPutsBothJobsOnOneFabric) {
   std::ofstream(path) << big;
   const CliRun refused = trainsim("run " + path);
   EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_TRUE(has(refused.err, "the jobs together")) << refused.err;
   EXPECT_TRUE(has(refused.err, "1536 GPUs")) << refused.err;
   EXPECT_TRUE(has(refused.err, "--force")) << refused.err;
 }
