@@ -17,6 +17,7 @@
 
 #include "calibrate/profile.h"
 #include "cli/calibrate_command.h"
+#include "cli/fit_cc_command.h"
 #include "cli/fit_runs_command.h"
 #include "cli/collective_command.h"
 #include "cli/compare_command.h"
@@ -438,6 +439,8 @@ int main(int argc, char** argv) {
   CLI::App* calibrate = trainsim::cli::add_calibrate_command(app, calibrate_args);
   trainsim::cli::FitRunsArgs fit_runs_args;
   trainsim::cli::add_fit_runs_command(calibrate, fit_runs_args);
+  trainsim::cli::FitCcArgs fit_cc_args;
+  trainsim::cli::add_fit_cc_command(calibrate, fit_cc_args);
   for (int i = 0; i < argc; ++i) {
     calibrate_args.command_line += (i ? " " : "") + std::string(argv[i]);
   }
@@ -476,6 +479,7 @@ int main(int argc, char** argv) {
     if (*collective) return trainsim::cli::run_collective_command(collective_args);
     if (*topo) return trainsim::cli::run_topo_command(topo_args);
     if (*fit_runs_args.cmd) return trainsim::cli::run_fit_runs_command(fit_runs_args);
+    if (*fit_cc_args.cmd) return trainsim::cli::run_fit_cc_command(fit_cc_args);
     if (*calibrate) return trainsim::cli::run_calibrate_command(calibrate_args);
     if (*execute) return trainsim::cli::run_execute_command(execute_args);
     if (*compare) return trainsim::cli::run_compare_command(compare_args);
