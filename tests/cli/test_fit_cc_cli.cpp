@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "tests/support/cli_runner.h"
 
@@ -46,18 +47,17 @@ TEST(FitCcCli, TheDefaultsComeBackAndOtherSwitchesFitOtherwise) {
 }
 
 TEST(FitCcCli, BadInputNamesTheOption) {
-  const CliRun ideal = trainsim("calibrate fit-cc");
-  EXPECT_EQ(ideal.code, 2);
-  EXPECT_NE(ideal.err.find("--cc"), std::string::npos) << ideal.err;
-  const CliRun size = trainsim("calibrate fit-cc --cc swift --sizes 0");
-  EXPECT_EQ(size.code, 2);
-  EXPECT_NE(size.err.find("--sizes"), std::string::npos) << size.err;
-  const CliRun one = trainsim("calibrate fit-cc --cc swift --senders 1");
-  EXPECT_EQ(one.code, 2);
-  EXPECT_NE(one.err.find("--senders"), std::string::npos) << one.err;
-  const CliRun key = trainsim("calibrate fit-cc --cc dcqcn --set network.packet.kmin_bytes=-1");
-  EXPECT_EQ(key.code, 2);
-  EXPECT_NE(key.err.find("network.packet.kmin_bytes"), std::string::npos) << key.err;
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "--cc"},  // the default scenario's `ideal`
+      {"--cc swift --sizes 0", "--sizes"},
+      {"--cc swift --senders 1", "--senders"},
+      {"--cc dcqcn --set network.packet.kmin_bytes=-1", "network.packet.kmin_bytes"},
+  };
+  for (const auto& [args, named] : cases) {
+    const CliRun r = trainsim("calibrate fit-cc " + args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_NE(r.err.find(named), std::string::npos) << args << ": " << r.err;
+  }
 }
 
 }  // namespace
