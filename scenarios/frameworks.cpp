@@ -1,5 +1,8 @@
 #include "scenarios/frameworks.h"
 
+#include <algorithm>
+#include <cctype>
+
 namespace trainsim::scen {
 namespace {
 
@@ -28,7 +31,7 @@ std::map<std::string, std::string> with(std::map<std::string, std::string> base,
 const std::vector<FrameworkPreset>& framework_presets() {
   static const std::vector<FrameworkPreset> kPresets = {
       {"none", "No framework capabilities: every lever off", "", "",
-       levers({}), "flash2"},
+       levers({}), "flash2", "none", "megatron", false},
       {"megatron-lm-2021", "Megatron-LM v2.5 (SC21)", "2021-08",
        "Narayanan et al. SC21 §3-§5; Megatron-LM tag v2.5 (2021-08-10): interleaved 1F1B merged "
        "2021-02; no sequence parallelism (2022-05), no distributed optimizer (2022-06), fused "
@@ -40,7 +43,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.shard_group", "dp"},
                          {"framework.dp_buckets", "fixed-40m"},
                          {"framework.tp_overlap_method", "bulk"}}),
-       "flash2"},
+       "flash2", "megatron", "megatron-recompute"},
       {"megatron-lm-2023", "Megatron-LM of January 2023 (commit 285068c8, MegaScale's baseline)",
        "2023-01",
        "Megatron-LM: sequence parallelism and selective recompute merged 2022-05-20, distributed "
@@ -54,7 +57,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.shard_group", "dp"},
                          {"framework.dp_buckets", "fixed-40m"},
                          {"framework.tp_overlap_method", "bulk"}}),
-       "flash2"},
+       "flash2", "megatron", "megatron"},
       {"megatron-core-2023", "Megatron-Core 0.4 (December 2023) with its overlaps on", "2023-12",
        "Megatron-LM tag core_v0.4.0 (2023-12-11): --overlap-grad-reduce (2023-09), "
        "--tp-comm-overlap with Transformer Engine userbuffers (2023-10), --overlap-param-gather "
@@ -68,7 +71,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.shard_group", "dp_cp"},
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"}}),
-       "cudnn"},
+       "cudnn", "megatron", "megatron"},
       {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
        "NeMo Megatron GPT recipes (DGX Cloud GPT-3 175B): TP/PP/DP overlap on, TE fused "
        "attention (cuDNN), distributed optimizer over DP·CP; Megatron-Core 0.7 (2024-05): DDP "
@@ -82,7 +85,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.shard_group", "dp_cp"},
              {"framework.dp_buckets", "scaled"},
              {"framework.tp_overlap_method", "decomposed"}}),
-       "cudnn"},
+       "cudnn", "nemo", "megatron"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
        "Jiang et al., NSDI'24 §3: Megatron-LM of 2023-01 plus the parallel transformer block, "
        "sliding-window attention, TP overlap by decomposed GEMMs, PP send/recv overlap, DP "
@@ -97,7 +100,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.shard_group", "dp"},
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"}}),
-       "flash2"},
+       "flash2", "megascale", "megatron"},
       {"deepspeed-2023", "DeepSpeed ZeRO (2023)", "2023-01",
        "DeepSpeed ZeRO stage 1 with overlap_comm (gradient reduction overlapped with backward), "
        "activation checkpointing of every layer, no sequence parallelism",
@@ -108,7 +111,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                                      {"framework.shard_group", "dp"},
                                      {"framework.dp_buckets", "fixed-40m"},
                                      {"framework.tp_overlap_method", "bulk"}}),
-       "flash2"},
+       "flash2", "deepspeed", "megatron-recompute", false},
       {"torchtitan-2024", "TorchTitan (FSDP2 + TP + PP), as Llama 3 trained", "2024-10",
        "Liang et al. 2024 (TorchTitan); Dubey et al. 2024 (Llama 3) §3.3.2: FSDP shards optimizer "
        "state and gradients but does not reshard parameters after forward (ZeRO-2-like), "
@@ -122,7 +125,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.shard_group", "dp_cp"},
              {"framework.dp_buckets", "scaled"},
              {"framework.tp_overlap_method", "decomposed"}}),
-       "flash2"},
+       "flash2", "torchtitan", "megatron"},
   };
   return kPresets;
 }
@@ -146,6 +149,76 @@ std::string framework_for_system(std::string_view system) {
   if (system == "nemo") return "nemo-2024";
   if (system == "deepspeed") return "deepspeed-2023";
   return "none";
+}
+
+std::optional<int> publication_year(std::string_view source) {
+  // Tokens split at anything but letters, digits and the apostrophe of "NSDI'24".
+  std::optional<int> year;
+  size_t i = 0;
+  while (i < source.size()) {
+    const auto is_tok = [&](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '\'';
+    };
+    if (!is_tok(source[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < source.size() && is_tok(source[j])) ++j;
+    const std::string_view tok = source.substr(i, j - i);
+    i = j;
+    size_t d = tok.size();
+    while (d > 0 && std::isdigit(static_cast<unsigned char>(tok[d - 1])) != 0) --d;
+    const std::string_view digits = tok.substr(d);
+    const std::string_view head = tok.substr(0, d);
+    int y = 0;
+    if (head.empty() && digits.size() == 4 && digits.substr(0, 2) == "20") {
+      y = std::stoi(std::string(digits));  // "2024"
+    } else if (digits.size() == 2 && !head.empty() &&
+               std::all_of(head.begin(), head.end(), [](char c) {
+                 return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '\'';
+               }) &&
+               std::isalpha(static_cast<unsigned char>(head[0])) != 0) {
+      y = 2000 + std::stoi(std::string(digits));  // a venue and its year: "SC21", "NSDI'24"
+      if (y < 2015) y = 0;  // "T5", "GPT3"-like names are not years; nor is a two-digit 00-14
+    }
+    // The last year named wins: "arXiv 2104.04473, SC21" names its venue after the preprint.
+    if (y >= 2015 && y <= 2099) year = y;
+  }
+  return year;
+}
+
+std::string framework_for_run(std::string_view system, std::string_view source, std::string* why) {
+  std::vector<const FrameworkPreset*> family;
+  for (const FrameworkPreset& p : framework_presets()) {
+    if (p.system == system) family.push_back(&p);
+  }
+  std::sort(family.begin(), family.end(),
+            [](const FrameworkPreset* a, const FrameworkPreset* b) { return a->date < b->date; });
+  const std::string alias = framework_for_system(system);
+  const auto say = [&](const std::string& text) {
+    if (why != nullptr) *why = text;
+  };
+  if (family.size() <= 1) {
+    say(alias + " (blank: the preset optimizations.system " + std::string(system) + " stands for)");
+    return alias;
+  }
+  const std::optional<int> year = publication_year(source);
+  if (!year) {
+    say(alias + " (blank, and the source names no year: the preset optimizations.system " +
+        std::string(system) + " stands for)");
+    return alias;
+  }
+  // Software frozen by June of the year before publication (review lag, see the header).
+  const std::string cutoff = std::to_string(*year - 1) + "-06";
+  const FrameworkPreset* chosen = family.front();
+  for (const FrameworkPreset* p : family) {
+    if (p->date <= cutoff) chosen = p;
+  }
+  say(chosen->name + " (blank: the latest " + std::string(system) + " preset dated by " + cutoff +
+      ", for a source published in " + std::to_string(*year) +
+      (chosen->date > cutoff ? "; none is that old, so the earliest" : "") + ")");
+  return chosen->name;
 }
 
 }  // namespace trainsim::scen

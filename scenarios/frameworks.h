@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,16 @@ struct FrameworkPreset {
   std::map<std::string, std::string> values;
   // The fused attention kernel this framework runs when efficient operators are on.
   std::string fused_attention = "flash2";
+  // The `optimizations.system` family it belongs to (several Megatron-LM versions share one).
+  std::string system;
+  // What the framework's own throughput log counts as TFLOP/s (a validation-table convention):
+  // "megatron-recompute" where the recompute forward pass is counted (Megatron-LM SC21 Eq. 3,
+  // Megatron-DeepSpeed's throughput calculator), "megatron" where only model FLOPs are.
+  std::string logged_tflops = "megatron";
+  // Whether its pipeline engine has an interleaved (virtual-stage) schedule: Megatron-LM since
+  // 2021-02 (SC21 §2.2), TorchTitan's Interleaved1F1B; DeepSpeed's PipelineEngine runs plain
+  // 1F1B only. A blank `vpp` of a validation row is searched only where it has.
+  bool interleaved_pp = true;
 };
 
 const std::vector<FrameworkPreset>& framework_presets();
@@ -35,5 +46,16 @@ std::vector<std::string> framework_names();
 /// "Megatron-LM of early 2023" of published-runs.csv), megascale → megascale-2024,
 /// nemo → nemo-2024, deepspeed → deepspeed-2023, none → none.
 std::string framework_for_system(std::string_view system);
+
+/// The publication year a source names ("Megatron-LM SC21 Table 1" → 2021, "NSDI'24" → 2024,
+/// "arXiv 2407.21783 (2024)" → 2024), if it names one.
+std::optional<int> publication_year(std::string_view source);
+
+/// The preset a published run of `system` most likely ran, from its source's year: the latest
+/// preset of that family dated no later than June of the year before publication (the software a
+/// paper measures is frozen at its submission, 6-18 months before it appears); the family's
+/// earliest when all are later; framework_for_system() when the source names no year. `why`
+/// receives the reasoning, for the row's `assumed` list.
+std::string framework_for_run(std::string_view system, std::string_view source, std::string* why);
 
 }  // namespace trainsim::scen

@@ -242,16 +242,22 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       system = "megatron";
       row.assumed["system"] = "megatron (blank: the plain Megatron-LM baseline)";
     }
+    // A blank framework is the software of the source's era (framework_for_run); a blank FLOP
+    // convention is how that framework's own throughput log counts (FrameworkPreset).
     std::string framework = cell("framework");
     if (framework.empty()) {
-      framework = framework_for_system(system);
-      row.assumed["framework"] =
-          framework + " (blank: the preset optimizations.system " + system + " stands for)";
+      std::string why;
+      framework = framework_for_run(system, row.source, &why);
+      row.assumed["framework"] = why;
     }
     if (!convention) {
-      convention = model::FlopsConvention::kMegatron;
+      const FrameworkPreset* logged = find_framework(framework);
+      convention = parse_flops_convention(logged->logged_tflops);
       row.assumed["flops_convention"] =
-          "megatron (blank: Megatron-LM's accounting, full s×s attention, no recompute)";
+          logged->logged_tflops + " (blank: what " + framework + "'s throughput log counts" +
+          (*convention == model::FlopsConvention::kMegatronRecompute
+               ? ": model FLOPs plus the recompute forward pass)"
+               : ": model FLOPs, full s×s attention, no recompute)");
     }
     row.flops_convention = model::to_string(*convention);
     row.tflops_counts_recompute = *convention == model::FlopsConvention::kMegatronRecompute;
@@ -289,7 +295,6 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       v["parallel.dp"] = "auto";
       row.assumed["dp"] = "gpus / (tp·pp·cp)";
     }
-    if (v["parallel.vpp"].empty()) v["parallel.vpp"] = "1";
     if (v["parallel.cp"].empty()) v["parallel.cp"] = "1";
     if (v["parallel.ep"].empty()) v["parallel.ep"] = "1";
     v["training.micro_batch"] = cell("mbs");
@@ -323,22 +328,74 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       it = it->second.empty() ? v.erase(it) : std::next(it);
     }
     try {
-      Scenario chosen = build_scenario(v, file + ":" + std::to_string(line_no));
-      exec::RunConfig cfg = make_run_config(chosen);
-      for (const auto& [key, value] : options.profile_overrides) {
-        const auto colon = key.find(':');
-        if (colon == std::string::npos || key.substr(0, colon) != cfg.profile.gpu) continue;
-        apply_profile_override(cfg.profile, key.substr(colon + 1), value);
-      }
-      if (recompute.empty()) {
-        std::string text;
-        cfg = choose_recompute(cfg, &text);
-        row.assumed["recompute"] = text + " (blank: the least recompute that fits)";
-      }
-      chosen.training = cfg.training;
-      chosen.fidelity = fidelity;
+      // One candidate setup: the scenario, its run configuration with the profile overrides,
+      // and (blank `recompute`) the least recompute that fits.
+      struct Setup {
+        Scenario scenario;
+        exec::RunConfig cfg;
+        std::string recompute_text;
+      };
+      const std::string where = file + ":" + std::to_string(line_no);
+      const auto set_up = [&](const std::map<std::string, std::string>& keys) {
+        Setup su{build_scenario(keys, where), {}, {}};
+        su.cfg = make_run_config(su.scenario);
+        for (const auto& [key, value] : options.profile_overrides) {
+          const auto colon = key.find(':');
+          if (colon == std::string::npos || key.substr(0, colon) != su.cfg.profile.gpu) continue;
+          apply_profile_override(su.cfg.profile, key.substr(colon + 1), value);
+        }
+        if (recompute.empty()) su.cfg = choose_recompute(su.cfg, &su.recompute_text);
+        su.scenario.training = su.cfg.training;
+        return su;
+      };
       exec::AnalyticOptions opts;
       opts.enforce_memory = true;
+      // A blank `vpp` on a pipelined row is searched, as a blank recompute is: the framework
+      // had the interleaved schedule (Megatron-LM since 2021-02), the number of virtual stages
+      // is a tuning choice the source did not state, and the run that was published is the
+      // tuned one. Candidates are the virtual-stage counts the layout accepts; the fastest that
+      // fits in memory (analytic) is kept. A preset without interleaving keeps vpp 1.
+      std::optional<Setup> best;
+      const bool search_vpp = cell("vpp").empty() && v.count("parallel.vpp") == 0 &&
+                              number(cell("pp"), file, line_no, "pp").value_or(1) > 1 &&
+                              fw->interleaved_pp;
+      if (search_vpp) {
+        const int layers = static_cast<int>(*number(cell("layers"), file, line_no, "layers"));
+        const int pp = static_cast<int>(*number(cell("pp"), file, line_no, "pp"));
+        double best_t = 0;
+        std::string tried;
+        for (int vpp = 1; vpp * pp <= layers; ++vpp) {
+          std::map<std::string, std::string> keys = v;
+          keys["parallel.vpp"] = std::to_string(vpp);
+          try {
+            Setup su = set_up(keys);
+            su.scenario.fidelity = "analytic";
+            const double t = run_scenario(su.scenario, su.cfg, opts).iteration_time_s;
+            tried += (tried.empty() ? "" : ", ") + std::to_string(vpp);
+            if (!best || t < best_t) {
+              best_t = t;
+              best = std::move(su);
+            }
+          } catch (const Error&) {
+            // A count the layout refuses (layers not divisible, micro-batches not a multiple of
+            // pp) or one that does not fit: not a candidate.
+          }
+        }
+        if (best) {
+          row.assumed["vpp"] = std::to_string(best->scenario.parallel.vpp) +
+                               " (blank: the fastest that fits of vpp " + tried + ")";
+        }
+      }
+      if (!best) {
+        if (cell("vpp").empty() && v.count("parallel.vpp") == 0) v["parallel.vpp"] = "1";
+        best = set_up(v);
+      }
+      Scenario chosen = std::move(best->scenario);
+      exec::RunConfig cfg = std::move(best->cfg);
+      if (recompute.empty()) {
+        row.assumed["recompute"] = best->recompute_text + " (blank: the least recompute that fits)";
+      }
+      chosen.fidelity = fidelity;
       const exec::Result res = run_scenario(chosen, cfg, opts);
 
       const double tokens_per_iter = std::stod(v["training.global_batch"]) * chosen.model.seq_len;

@@ -216,9 +216,11 @@ void expect_validation_within_bounds(const char* fidelity) {
                                         "--fidelity ") + fidelity + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  // Regression bounds at model analytic-5 (docs/validation.md: median 2.2, max 10.8 on the 31
-  // rows at schedule fidelity; issue 14's targets, 2.0 and 4.0, are not met yet).
-  EXPECT_LE(j["summary"]["median_abs_mfu_err_pts"].get<double>(), 2.5);
+  // Regression bounds (docs/validation.md: median 3.3, max 10.8 on the 31 rows at schedule
+  // fidelity; issue 14's targets, 2.0 and 4.0, are not met). The median was 2.2 while the SC21
+  // Table 1 rows ran one micro-batch and no interleaving; with the setup their artifact states,
+  // and the Table 2 rows' blank vpp searched, the interleaved rows read 2-4 points high.
+  EXPECT_LE(j["summary"]["median_abs_mfu_err_pts"].get<double>(), 3.5);
   EXPECT_LE(j["summary"]["max_abs_mfu_err_pts"].get<double>(), 11.5);
   // The executed schedule and the analytic closed form price the same mechanisms (concurrent
   // kernels, DP overlap per model chunk): on every row they agree within 1.5 MFU points (0.9 at
@@ -242,13 +244,14 @@ TEST(ProgramCli, ValidateAtScheduleFidelity) {
   expect_validation_within_bounds("schedule");
 }
 
-// Every published run's full iteration with its fabric's flows (about 10 s of CPU).
-// At flow fidelity the rows of up to 2,048 GPUs (the 12,288-GPU rows take minutes of flows each
-// on a loaded 2-core machine): median 2.2, max 9.1 at analytic-5 (10.0 at analytic-3 and -4).
+// Every published run's full iteration with its fabric's flows (about 12 s of CPU).
+// At flow fidelity the rows of up to 1,024 GPUs (the 12,288-GPU rows take minutes of flows each
+// on a loaded 2-core machine, and the 1,536-GPU 175B row, interleaved 4 ways, about 70 s):
+// median 2.2, max 9.1.
 TEST(ProgramCli, ValidateAtFlowFidelity) {
   if (trainsim::testing::kSanitized) return expect_every_row_simulated("flow", 128);
   int rows = 0;
-  const std::string path = runs_upto(2048, rows);
+  const std::string path = runs_upto(1024, rows);
   ASSERT_GE(rows, 20);
   const CliRun r = trainsim("validate " + path + " --fidelity flow --format json");
   ASSERT_EQ(r.code, 0) << r.err;
