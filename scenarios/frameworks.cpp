@@ -151,9 +151,47 @@ std::string framework_for_system(std::string_view system) {
   return "none";
 }
 
+namespace {
+
+// Peer-reviewed venues of this field: their submission deadlines fall 5-8 months before the
+// meeting, so the software a paper measured is older than its year says.
+bool reviewed_venue(std::string_view head) {
+  static const char* kVenues[] = {"SC",     "NSDI",   "OSDI",  "SOSP",    "ATC",   "EUROSYS",
+                                  "MLSYS",  "ISCA",   "ASPLOS", "MICRO",  "HPCA",  "PPOPP",
+                                  "SIGCOMM", "NEURIPS", "ICML", "ICLR",   "IPDPS", "HPDC",
+                                  "ICS",    "SOCC",   "VLDB",  "SIGMOD",  "KDD",   "ACL",
+                                  "EMNLP"};
+  std::string up;
+  for (char c : head) {
+    if (c != '\'') up += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  for (const char* v : kVenues) {
+    if (up == v) return true;
+  }
+  return false;
+}
+
+struct SourceDate {
+  int year = 0;
+  bool reviewed = false;  // a venue with a review cycle named the year
+};
+
+std::optional<SourceDate> source_date(std::string_view source);
+
+}  // namespace
+
 std::optional<int> publication_year(std::string_view source) {
+  const auto d = source_date(source);
+  if (!d) return std::nullopt;
+  return d->year;
+}
+
+namespace {
+
+std::optional<SourceDate> source_date(std::string_view source) {
   // Tokens split at anything but letters, digits and the apostrophe of "NSDI'24".
-  std::optional<int> year;
+  std::optional<SourceDate> year;
+  bool venue_seen = false;
   size_t i = 0;
   while (i < source.size()) {
     const auto is_tok = [&](char c) {
@@ -172,8 +210,14 @@ std::optional<int> publication_year(std::string_view source) {
     const std::string_view digits = tok.substr(d);
     const std::string_view head = tok.substr(0, d);
     int y = 0;
+    bool reviewed = false;
+    if (digits.empty() && reviewed_venue(head)) venue_seen = true;  // "NeurIPS 2023"
     if (head.empty() && digits.size() == 4 && digits.substr(0, 2) == "20") {
       y = std::stoi(std::string(digits));  // "2024"
+      reviewed = venue_seen;
+    } else if (digits.size() == 4 && digits.substr(0, 2) == "20" && reviewed_venue(head)) {
+      y = std::stoi(std::string(digits));  // "SC2021"
+      reviewed = true;
     } else if (digits.size() == 2 && !head.empty() &&
                std::all_of(head.begin(), head.end(), [](char c) {
                  return std::isalpha(static_cast<unsigned char>(c)) != 0 || c == '\'';
@@ -181,12 +225,15 @@ std::optional<int> publication_year(std::string_view source) {
                std::isalpha(static_cast<unsigned char>(head[0])) != 0) {
       y = 2000 + std::stoi(std::string(digits));  // a venue and its year: "SC21", "NSDI'24"
       if (y < 2015) y = 0;  // "T5", "GPT3"-like names are not years; nor is a two-digit 00-14
+      reviewed = reviewed_venue(head);
     }
     // The last year named wins: "arXiv 2104.04473, SC21" names its venue after the preprint.
-    if (y >= 2015 && y <= 2099) year = y;
+    if (y >= 2015 && y <= 2099) year = SourceDate{y, reviewed};
   }
   return year;
 }
+
+}  // namespace
 
 std::string framework_for_run(std::string_view system, std::string_view source, std::string* why) {
   std::vector<const FrameworkPreset*> family;
@@ -203,20 +250,22 @@ std::string framework_for_run(std::string_view system, std::string_view source, 
     say(alias + " (blank: the preset optimizations.system " + std::string(system) + " stands for)");
     return alias;
   }
-  const std::optional<int> year = publication_year(source);
-  if (!year) {
+  const std::optional<SourceDate> date = source_date(source);
+  if (!date) {
     say(alias + " (blank, and the source names no year: the preset optimizations.system " +
         std::string(system) + " stands for)");
     return alias;
   }
-  // Software frozen by June of the year before publication (review lag, see the header).
-  const std::string cutoff = std::to_string(*year - 1) + "-06";
+  // A reviewed venue: software frozen by June of the year before (review lag, see the header);
+  // a report, preprint or recipe: software released by the January of its year.
+  const std::string cutoff =
+      date->reviewed ? std::to_string(date->year - 1) + "-06" : std::to_string(date->year) + "-01";
   const FrameworkPreset* chosen = family.front();
   for (const FrameworkPreset* p : family) {
     if (p->date <= cutoff) chosen = p;
   }
   say(chosen->name + " (blank: the latest " + std::string(system) + " preset dated by " + cutoff +
-      ", for a source published in " + std::to_string(*year) +
+      ", for a " + (date->reviewed ? "venue" : "report") + " of " + std::to_string(date->year) +
       (chosen->date > cutoff ? "; none is that old, so the earliest" : "") + ")");
   return chosen->name;
 }

@@ -51,11 +51,13 @@ std::string framework_for_system(std::string_view system);
 /// "arXiv 2407.21783 (2024)" → 2024), if it names one.
 std::optional<int> publication_year(std::string_view source);
 
-/// The preset a published run of `system` most likely ran, from its source's year: the latest
-/// preset of that family dated no later than June of the year before publication (the software a
-/// paper measures is frozen at its submission, 6-18 months before it appears); the family's
-/// earliest when all are later; framework_for_system() when the source names no year. `why`
-/// receives the reasoning, for the row's `assumed` list.
+/// The preset a published run of `system` most likely ran, from its source's date: the latest
+/// preset of that family dated no later than June of the year before publication when the source
+/// names a reviewed venue ("SC21", "NSDI'24": the software a paper measures is frozen at its
+/// submission, 5-8 months before the meeting), or no later than the January of its year for a
+/// report, preprint or recipe ("Llama 3 ... 2024"); the family's earliest when all are later;
+/// framework_for_system() when the source names no year. `why` receives the reasoning, for the
+/// row's `assumed` list.
 std::string framework_for_run(std::string_view system, std::string_view source, std::string* why);
 
 }  // namespace trainsim::scen

@@ -364,9 +364,23 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         const int pp = static_cast<int>(*number(cell("pp"), file, line_no, "pp"));
         double best_t = 0;
         std::string tried;
+        // Layers that do not divide into the stages: the first and the last stage take fewer,
+        // the middle ones an equal share (Llama 3 §3.3.2: 126 = 7 + 14 × 8 + 7; Megatron-Core's
+        // --decoder-first/last-pipeline-num-layers), which the interleaved layout needs stated.
+        int ends = 0;
+        if (layers % pp != 0 && pp > 2 && v.count("parallel.first_stage_layers") == 0 &&
+            v.count("parallel.last_stage_layers") == 0) {
+          for (int k = layers / pp; k >= 1 && ends == 0; --k) {
+            if ((layers - 2 * k) % (pp - 2) == 0 && (layers - 2 * k) / (pp - 2) >= k) ends = k;
+          }
+        }
         for (int vpp = 1; vpp * pp <= layers; ++vpp) {
           std::map<std::string, std::string> keys = v;
           keys["parallel.vpp"] = std::to_string(vpp);
+          if (ends > 0 && vpp > 1) {
+            keys["parallel.first_stage_layers"] = std::to_string(ends);
+            keys["parallel.last_stage_layers"] = std::to_string(ends);
+          }
           try {
             Setup su = set_up(keys);
             su.scenario.fidelity = "analytic";
@@ -384,6 +398,13 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         if (best) {
           row.assumed["vpp"] = std::to_string(best->scenario.parallel.vpp) +
                                " (blank: the fastest that fits of vpp " + tried + ")";
+          if (ends > 0 && best->scenario.parallel.vpp > 1) {
+            row.assumed["stage_layers"] =
+                std::to_string(ends) + " on the first and the last stage, " +
+                std::to_string((layers - 2 * ends) / (pp - 2)) + " on the others (" +
+                std::to_string(layers) + " layers do not divide into " + std::to_string(pp) +
+                " stages)";
+          }
         }
       }
       if (!best) {

@@ -27,7 +27,8 @@ TEST(ValidationRuns, PublicationYearFromTheSource) {
   EXPECT_EQ(publication_year(""), std::nullopt);
 }
 
-// The latest preset of the family dated by June of the year before publication.
+// The latest preset of the family dated by June of the year before publication for a reviewed
+// venue, by the January of its year for a report.
 TEST(ValidationRuns, BlankFrameworkIsTheSourcesEra) {
   std::string why;
   // SC21 (2021): no Megatron preset dated by 2020-06, so the family's earliest.
@@ -36,7 +37,12 @@ TEST(ValidationRuns, BlankFrameworkIsTheSourcesEra) {
   // NSDI'24: dated by 2023-06, the January 2023 Megatron-LM MegaScale compared against.
   EXPECT_EQ(framework_for_run("megatron", "MegaScale NSDI24 Table 2", &why), "megatron-lm-2023");
   EXPECT_NE(why.find("2023-06"), std::string::npos) << why;
-  // A 2025 source: Megatron-Core with its overlaps (2023-12).
+  // A report of 2024 (no review cycle): what was released by 2024-01, Megatron-Core 0.4.
+  EXPECT_EQ(framework_for_run("megatron", "The Llama 3 Herd of Models (2024)", &why),
+            "megatron-core-2023");
+  EXPECT_NE(why.find("report of 2024"), std::string::npos) << why;
+  // The same year at a reviewed venue named in full: by 2023-06.
+  EXPECT_EQ(framework_for_run("megatron", "NeurIPS 2024", &why), "megatron-lm-2023");
   EXPECT_EQ(framework_for_run("megatron", "a 2025 report", &why), "megatron-core-2023");
   // No year: the alias; a family of one: that preset, whatever the year.
   EXPECT_EQ(framework_for_run("megatron", "a blog post", &why), "megatron-lm-2023");
@@ -112,6 +118,23 @@ TEST(ValidationRuns, BlankVppIsSearched) {
   const auto ds1 = validate_runs_text(kHeader + "\n" + row("1", "deepspeed"), "t.csv",
                                       "analytic", {});
   EXPECT_EQ(*ds[0].predicted.iter_s, *ds1[0].predicted.iter_s);
+}
+
+// A Llama-3-405B-shaped row (126 layers on 16 stages, blank vpp): the interleaved candidates get
+// the first and last stage one layer fewer, as Llama 3 placed them, and interleaving wins.
+TEST(ValidationRuns, UnevenLayersAreSplitForTheInterleavedSearch) {
+  const std::string row =
+      "l,The Llama 3 Herd of Models (2024) Table 4,h100-sxm,bf16,,16384,126,16384,128,8,53248,"
+      "8192,128256,8,16,128,,1,1,1,2048,2,none,nemo,,,,400,\n";
+  const auto r = validate_runs_text(kHeader + "\n" + row, "t.csv", "analytic", {});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].error_message.empty()) << r[0].error_message;
+  EXPECT_EQ(r[0].assumed.at("stage_layers").rfind("7 on the first and the last stage, 8 on", 0),
+            0u);
+  // vpp 1 to 7 were all candidates (7 layers on an end stage bound the chunk count).
+  EXPECT_NE(r[0].assumed.at("vpp").find("of vpp 1, 2, 3, 4, 5, 6, 7)"), std::string::npos)
+      << r[0].assumed.at("vpp");
+  EXPECT_NE(r[0].assumed.at("vpp").rfind("1 ", 0), 0u) << r[0].assumed.at("vpp");
 }
 
 }  // namespace
