@@ -261,5 +261,27 @@ TEST(ProgramCli, ValidateAtFlowFidelity) {
   EXPECT_LE(j["summary"]["max_abs_mfu_err_pts"].get<double>(), 10.5);
 }
 
+// Llama 3 405B in the shared format, with system, vpp, mbs and recompute blank (docs/validation.md
+// "Runs beyond the table"): the source's year picks Megatron-Core, the 126 layers are split 7 +
+// 14 x 8 + 7 for the interleaved search, and the 8K-sequence rows come within 3 points (they read
+// -21 and -25 points with a 2023-01 Megatron, vpp 1 and full recompute).
+TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
+  const CliRun r = trainsim("validate scenarios/validation/llama3-runs.csv --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 3u);
+  for (const auto& row : j["rows"]) {
+    ASSERT_TRUE(row.contains("assumed")) << row["id"];
+    EXPECT_EQ(row["assumed"]["framework"].get<std::string>().rfind("megatron-core-2023", 0), 0u)
+        << row["id"];
+    EXPECT_EQ(row["assumed"]["stage_layers"].get<std::string>().rfind("7 on the first", 0), 0u)
+        << row["id"];
+    EXPECT_NE(row["assumed"]["vpp"].get<std::string>().rfind("1 ", 0), 0u) << row["id"];
+  }
+  EXPECT_LE(std::abs(j["rows"][0]["error"]["mfu_pts"].get<double>()), 3.0);
+  EXPECT_LE(std::abs(j["rows"][1]["error"]["mfu_pts"].get<double>()), 3.0);
+  EXPECT_EQ(j["rows"][1]["assumed"]["recompute"].get<std::string>().rfind("none", 0), 0u);
+}
+
 }  // namespace
 }  // namespace trainsim
