@@ -15,6 +15,7 @@
 
 #include "scenarios/frameworks.h"
 #include "scenarios/presets.h"
+#include "scenarios/recompute_search.h"
 #include "scenarios/schema.h"
 #include "scenarios/sizes.h"
 #include "sim/core/error.h"
@@ -115,6 +116,7 @@ class Resolver {
     build_parallel();
     build_training();
     build_routing();
+    resolve_auto_recompute();
     scenario_.system = get("optimizations.system");
     scenario_.framework = get("framework.preset");
     scenario_.calibration_profile = get("calibration.profile");
@@ -555,6 +557,33 @@ class Resolver {
     p.schedule = schedule == "interleaved" ? plan::Schedule::kInterleaved
                  : schedule == "gpipe"     ? plan::Schedule::kGpipe
                                            : plan::Schedule::k1F1B;
+  }
+
+  // training.recompute: auto is the least recompute whose memory fits (choose_recompute); when
+  // even full recompute does not fit, full, and the memory check reports the shortfall.
+  void resolve_auto_recompute() {
+    if (!scenario_.recompute_auto) return;
+    exec::RunConfig cfg;
+    cfg.model = scenario_.model;
+    cfg.cluster = scenario_.cluster;
+    cfg.parallel = scenario_.parallel;
+    cfg.training = scenario_.training;
+    cfg.opt = scenario_.opt;
+    std::string chosen = "full (nothing fits: the memory check reports it)";
+    try {
+      cfg = choose_recompute(cfg, &chosen);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kInfeasible) throw;
+      cfg.training.recompute = model::Recompute::kFull;
+      cfg.training.recompute_layers = 0;
+    }
+    scenario_.training.recompute = cfg.training.recompute;
+    scenario_.training.recompute_layers = cfg.training.recompute_layers;
+    const char* name = cfg.training.recompute == model::Recompute::kFull        ? "full"
+                       : cfg.training.recompute == model::Recompute::kSelective ? "selective"
+                                                                                : "none";
+    derive("training.recompute", name, "training.recompute = " + chosen + " (auto: the least that fits in memory)");
+    derive("training.recompute_layers", std::to_string(cfg.training.recompute_layers), "");
   }
 
   void build_training() {

@@ -115,6 +115,39 @@ TEST(Frameworks, Llama3_405bFitsWithoutRecompute) {
   }
 }
 
+// training.recompute: auto is resolved when the scenario is built, so every command (run, sweep,
+// goodput) runs the least recompute that fits; it used to run as `none`. MegaScale's 175B at TP 2
+// (micro-batch 2) holds 63 GiB of model state per GPU: only full recompute fits.
+TEST(Frameworks, AutoRecomputeIsResolvedWhenTheScenarioIsBuilt) {
+  const Scenario s = load_scenario_string(
+      "", "t",
+      {"cluster.gpus=512", "training.global_batch=1024", "parallel.tp=2",
+       "training.micro_batch=2", "training.recompute=auto"});
+  EXPECT_EQ(s.training.recompute, model::Recompute::kFull);
+  // recompute_layers 0 is every layer of the stage.
+  const int n = s.training.recompute_layers;
+  bool noted = false;
+  for (const std::string& note : s.notes) noted |= note.find("auto: the least") != std::string::npos;
+  EXPECT_TRUE(noted);
+  exec::RunConfig cfg = make_run_config(s);
+  const plan::Layout L = plan::make_layout(cfg.model, cfg.cluster, cfg.parallel, cfg.training);
+  const auto mem = [&](model::Recompute r, int layers) {
+    cfg.training.recompute = r;
+    cfg.training.recompute_layers = layers;
+    return plan::memory_per_gpu(cfg.model, L, cfg.training, cfg.opt.fused_attention(),
+                                cfg.cluster.gpu);
+  };
+  EXPECT_TRUE(mem(model::Recompute::kFull, n).fits());
+  EXPECT_FALSE(mem(model::Recompute::kNone, 0).fits());
+  const int layers = n == 0 ? L.layers_max_stage : n;
+  if (layers > 1) {
+    EXPECT_FALSE(mem(model::Recompute::kFull, layers - 1).fits()) << layers;
+  }
+  // A run that fits without recompute keeps none.
+  const Scenario small = load_scenario_string("", "t", {"training.recompute=auto"});
+  EXPECT_EQ(small.training.recompute, model::Recompute::kNone);
+}
+
 }  // namespace
 }  // namespace trainsim::scen
 
