@@ -275,18 +275,30 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     v["model.ffn_hidden"] = cell("ffn");
     v["model.seq_len"] = cell("seq");
     v["model.vocab"] = cell("vocab");
-    const bool swiglu_like = !cell("kv_heads").empty() && cell("kv_heads") != cell("heads");
-    if (swiglu_like) {
-      // GQA models in use (Llama family) pair it with SwiGLU, RMSNorm, RoPE, no biases and no
-      // dropout.
-      v["model.mlp"] = "swiglu";
-      v["model.norm"] = "rmsnorm";
-      v["model.position"] = "rope";
-      v["model.bias"] = "false";
-      v["model.tied_embeddings"] = "false";
-      v["model.dropout"] = "false";
+    // The block: a GQA model (kv_heads < heads) is of the post-2023 kind (RMSNorm, RoPE, no
+    // biases, no dropout, untied embeddings). Its MLP is read from the FFN width, not guessed
+    // from GQA: a gated MLP (SwiGLU) has three matrices and is sized near 8/3·hidden to keep a
+    // 4·hidden two-matrix MLP's parameters (Llama 3 405B: 3.25·h; Llama 2 70B: 3.5·h), while
+    // two-matrix MLPs (GeLU, squared ReLU) keep exactly 4·hidden (GPT-3, BLOOM, Falcon 180B with
+    // GQA, Nemotron-4 340B with GQA and squared ReLU).
+    const bool gqa = !cell("kv_heads").empty() && cell("kv_heads") != cell("heads");
+    const auto hidden_n = number(cell("hidden"), file, line_no, "hidden");
+    const auto ffn_n = number(cell("ffn"), file, line_no, "ffn");
+    const bool four_h = hidden_n && ffn_n && *ffn_n == 4.0 * *hidden_n;
+    const bool gated = hidden_n && ffn_n && !four_h;
+    if (gqa || gated) {
+      v["model.mlp"] = gated ? "swiglu" : "gelu";
+      if (gqa) {
+        v["model.norm"] = "rmsnorm";
+        v["model.position"] = "rope";
+        v["model.bias"] = "false";
+        v["model.tied_embeddings"] = "false";
+        v["model.dropout"] = "false";
+      }
       row.assumed["model"] =
-          "Llama-style block (SwiGLU, RMSNorm, RoPE, no dropout) because kv_heads < heads";
+          std::string(gated ? "SwiGLU MLP because ffn is not 4 x hidden"
+                            : "two-matrix MLP because ffn is 4 x hidden") +
+          (gqa ? "; RMSNorm, RoPE, no biases, no dropout because kv_heads < heads" : "");
     }
     for (const char* c : {"tp", "pp", "dp", "vpp", "cp", "ep"}) {
       v[std::string("parallel.") + c] = cell(c);

@@ -137,5 +137,26 @@ TEST(ValidationRuns, UnevenLayersAreSplitForTheInterleavedSearch) {
   EXPECT_NE(r[0].assumed.at("vpp").rfind("1 ", 0), 0u) << r[0].assumed.at("vpp");
 }
 
+// The MLP is read from the FFN width: GQA with ffn = 4·hidden (Falcon 180B, Nemotron-4 340B)
+// keeps a two-matrix MLP; ffn ≠ 4·hidden (Llama: 3.25·hidden) is a gated SwiGLU.
+TEST(ValidationRuns, MlpFollowsTheFfnWidthNotGqa) {
+  const auto row = [](const std::string& kv, const std::string& ffn) {
+    return "r,a 2024 report,h100-sxm,bf16,,64,8,4096,32," + kv + "," + ffn +
+           ",4096,32000,8,1,8,,1,1,1,64,,,nemo,,,,400,\n";
+  };
+  const auto model_of = [&](const std::string& kv, const std::string& ffn) {
+    const auto r = validate_runs_text(kHeader + "\n" + row(kv, ffn), "t.csv", "analytic", {});
+    EXPECT_TRUE(r[0].error_message.empty()) << r[0].error_message;
+    const auto it = r[0].assumed.find("model");
+    return it == r[0].assumed.end() ? std::string("(none)") : it->second;
+  };
+  EXPECT_EQ(model_of("8", "16384").rfind("two-matrix MLP", 0), 0u);
+  EXPECT_NE(model_of("8", "16384").find("kv_heads < heads"), std::string::npos);
+  EXPECT_EQ(model_of("8", "13312").rfind("SwiGLU", 0), 0u);
+  EXPECT_EQ(model_of("32", "13312").rfind("SwiGLU", 0), 0u);
+  EXPECT_EQ(model_of("32", "13312").find("kv_heads"), std::string::npos);
+  EXPECT_EQ(model_of("32", "16384"), "(none)");  // GPT-3-like: the schema's GeLU block
+}
+
 }  // namespace
 }  // namespace trainsim::scen
