@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+
 #include <utility>
 
 namespace trainsim::scen {
@@ -252,6 +254,32 @@ std::optional<model::ModelConfig> model_preset(std::string_view name) {
   const ModelEntry* e = find_model(name);
   if (e == nullptr) return std::nullopt;
   return e->config;
+}
+
+std::string canonical_gpu(std::string_view name) {
+  if (find_gpu(name) != nullptr) return std::string(name);
+  std::string n;
+  for (char c : name) {
+    if (c == ' ' || c == '_') c = '-';
+    n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  if (n.rfind("nvidia-", 0) == 0) n.erase(0, 7);
+  if (find_gpu(n) != nullptr) return n;
+  // Family and the suffixes that name the same part: the SXM form factor, its generation and the
+  // one memory size the preset has.
+  static const std::pair<const char*, const char*> kFamilies[] = {
+      {"a100", "a100-80gb"}, {"a800", "a800"}, {"h100", "h100-sxm"}, {"h200", "h200-sxm"}};
+  for (const auto& [family, preset] : kFamilies) {
+    if (n.rfind(family, 0) != 0) continue;
+    std::string rest = n.substr(std::string_view(family).size());
+    for (const char* drop : {"-sxm5", "-sxm4", "-sxm", "-80gb", "-141gb", "-80g", "-141g"}) {
+      const std::size_t at = rest.find(drop);
+      if (at != std::string::npos) rest.erase(at, std::string_view(drop).size());
+    }
+    // Anything left (a 40 GB A100, a PCIe or NVL part) is another GPU: no preset.
+    if (rest.empty()) return preset;
+  }
+  return "";
 }
 
 std::string default_cluster_for_gpu(std::string_view name) {

@@ -37,6 +37,13 @@ std::optional<model::ModelConfig> model_preset(std::string_view name);
 
 /// The cluster a GPU is usually deployed in, used when a scenario (or a row of
 /// `published-runs.csv`) names a GPU but no cluster. "" for an unknown GPU.
+/// The GPU preset a common spelling names: case, spaces, underscores and an "nvidia" prefix are
+/// ignored, and form-factor or memory suffixes that do not change the preset are dropped
+/// ("H100", "h100-sxm5-80gb", "NVIDIA H100 SXM" → h100-sxm; "A100", "a100-sxm4-80gb" →
+/// a100-80gb; "h200" → h200-sxm). Returns "" when no preset matches (e.g. a100-40gb, which has
+/// half the memory and is not a preset).
+std::string canonical_gpu(std::string_view name);
+
 std::string default_cluster_for_gpu(std::string_view gpu);
 
 /// Names in listing order, for suggestions and schema choices.

@@ -1,6 +1,7 @@
 #include "scenarios/validation_runs.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -208,11 +209,30 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     }
     // `system` names an optimizations.system preset; anything else was an internal error
     // (map::at, exit 4) before the scenario was built (found by fuzz_validation_csv).
-    if (!cell("system").empty()) {
+    // The cell may also name a framework preset ("megatron-core-2023"), a framework family
+    // ("torchtitan") or a framework by its repository name ("Megatron-LM"), in any case.
+    std::string system_cell = cell("system");
+    std::string framework_of_system;
+    if (!system_cell.empty()) {
       const std::vector<std::string>& systems = find_key("optimizations.system")->choices;
-      if (std::find(systems.begin(), systems.end(), cell("system")) == systems.end()) {
+      std::string lower;
+      for (char c : system_cell) {
+        lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c == '_' ? '-' : c)));
+      }
+      if (lower == "megatron-lm" || lower == "megatron-core" || lower == "mcore") lower = "megatron";
+      if (std::find(systems.begin(), systems.end(), lower) != systems.end()) {
+        system_cell = lower;
+      } else if (const std::string fw = lower == "torchtitan" ? "torchtitan-2024" : lower;
+                 find_framework(fw) != nullptr) {
+        framework_of_system = fw;
+        const std::string family = find_framework(fw)->system;
+        system_cell =
+            std::find(systems.begin(), systems.end(), family) != systems.end() ? family : "none";
+      } else {
+        std::vector<std::string> names = systems;
+        for (const std::string& f : framework_names()) names.push_back(f);
         throw_input("unknown system `" + clip_name(cell("system")) + "`",
-                    {file, line_no, "system"}, did_you_mean(cell("system"), systems));
+                    {file, line_no, "system"}, did_you_mean(cell("system"), names));
       }
     }
     if (!cell("framework").empty() && find_framework(cell("framework")) == nullptr) {
@@ -236,8 +256,15 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
 
     // Scenario keys from the columns; blanks filled by the rules below and recorded.
     std::map<std::string, std::string> v;
-    const std::string gpu = cell("gpu");
-    std::string system = cell("system");
+    std::string gpu = cell("gpu");
+    if (const std::string named = canonical_gpu(gpu); !named.empty() && named != gpu) {
+      row.assumed["gpu"] = named + " (the preset `" + gpu + "` names)";
+      gpu = named;
+    }
+    std::string system = system_cell;
+    if (!framework_of_system.empty() && cell("framework").empty()) {
+      row.assumed["framework"] = framework_of_system + " (the `system` cell names it)";
+    }
     if (system.empty()) {
       system = "megatron";
       row.assumed["system"] = "megatron (blank: the plain Megatron-LM baseline)";
@@ -245,6 +272,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     // A blank framework is the software of the source's era (framework_for_run); a blank FLOP
     // convention is how that framework's own throughput log counts (FrameworkPreset).
     std::string framework = cell("framework");
+    if (framework.empty()) framework = framework_of_system;
     if (framework.empty()) {
       std::string why;
       framework = framework_for_run(system, row.source, &why);

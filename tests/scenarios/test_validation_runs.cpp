@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "scenarios/frameworks.h"
+#include "scenarios/presets.h"
+#include "sim/core/error.h"
 
 namespace trainsim::scen {
 namespace {
@@ -156,6 +158,39 @@ TEST(ValidationRuns, MlpFollowsTheFfnWidthNotGqa) {
   EXPECT_EQ(model_of("32", "13312").rfind("SwiGLU", 0), 0u);
   EXPECT_EQ(model_of("32", "13312").find("kv_heads"), std::string::npos);
   EXPECT_EQ(model_of("32", "16384"), "(none)");  // GPT-3-like: the schema's GeLU block
+}
+
+// What people write in the `gpu` and `system` cells: GPU spellings of a preset, a framework
+// preset, family or repository name as the system. The same run whichever way it is written.
+TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
+  EXPECT_EQ(canonical_gpu("h100-sxm"), "h100-sxm");
+  EXPECT_EQ(canonical_gpu("H100"), "h100-sxm");
+  EXPECT_EQ(canonical_gpu("NVIDIA H100 SXM5 80GB"), "h100-sxm");
+  EXPECT_EQ(canonical_gpu("A100_SXM4_80GB"), "a100-80gb");
+  EXPECT_EQ(canonical_gpu("h200"), "h200-sxm");
+  EXPECT_EQ(canonical_gpu("a100-40gb"), "");  // half the memory: not the 80 GB preset
+  EXPECT_EQ(canonical_gpu("h100-pcie"), "");
+  EXPECT_EQ(canonical_gpu("mi300x"), "");
+
+  const auto run = [](const std::string& gpu, const std::string& system,
+                      const std::string& framework) {
+    const std::string row = "r,a 2024 report," + gpu +
+                            ",bf16,,64,8,4096,32,8,13312,4096,32000,8,1,8,,1,1,1,64,,," + system +
+                            ",,,,400,," + framework + "\n";
+    const auto r = validate_runs_text(kHeader + ",framework\n" + row, "t.csv", "analytic", {});
+    EXPECT_TRUE(r[0].error_message.empty()) << r[0].error_message;
+    return r[0];
+  };
+  const auto given = run("h100-sxm", "megatron", "torchtitan-2024");
+  for (const auto& [gpu, system] : std::vector<std::pair<std::string, std::string>>{
+           {"H100", "torchtitan"}, {"h100", "torchtitan-2024"}, {"H100 SXM", "TorchTitan"}}) {
+    const auto r = run(gpu, system, "");
+    EXPECT_EQ(*r.predicted.iter_s, *given.predicted.iter_s) << gpu << " " << system;
+    EXPECT_EQ(r.assumed.at("framework").rfind("torchtitan-2024", 0), 0u) << system;
+  }
+  const auto core = run("h100-sxm", "Megatron-Core", "");
+  EXPECT_EQ(*core.predicted.iter_s, *run("h100-sxm", "megatron", "").predicted.iter_s);
+  EXPECT_THROW(run("h100-sxm", "jax", ""), Error);
 }
 
 }  // namespace
