@@ -410,6 +410,11 @@ class Resolver {
     pk.swift_fs_max_cwnd = real("network.packet.swift_fs_max_cwnd");
     pk.swift_min_cwnd = real("network.packet.swift_min_cwnd");
     pk.swift_max_cwnd = real("network.packet.swift_max_cwnd");
+    pk.priority_classes = integer("network.packet.priority_classes");
+    const std::string by = get("network.packet.priority_by");
+    pk.priority_by = by == "job"         ? net::PacketConfig::PriorityBy::kJob
+                     : by == "dimension" ? net::PacketConfig::PriorityBy::kDimension
+                                         : net::PacketConfig::PriorityBy::kNone;
     try {
       net::validate(pk);
     } catch (const Error& e) {

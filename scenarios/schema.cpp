@@ -748,6 +748,20 @@ std::vector<KeyDef> build_schema() {
        .default_value = "1000",
        .description = "Packet level: largest Swift window [D]",
        .min_value = 1},
+      {.path = "network.packet.priority_classes",
+       .type = K::kInt,
+       .default_value = "1",
+       .description = "Packet level: priority classes per port (IEEE 802.1Q, 1 to 8), served in "
+                      "strict priority with ECN and PFC per class",
+       .min_value = 1,
+       .max_value = 8},
+      {.path = "network.packet.priority_by",
+       .type = K::kEnum,
+       .default_value = "none",
+       .description = "Packet level: which traffic goes in which class: none (all in class 0), "
+                      "job (job i in class i), dimension (TP, CP, EP, PP, DP in classes 0-4); "
+                      "classes beyond the last share it",
+       .choices = {"none", "job", "dimension"}},
       {.path = "network.swift.base_rtt",
        .type = K::kFloat,
        .unit = "us",

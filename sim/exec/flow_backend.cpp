@@ -52,6 +52,7 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
     net::PacketNetworkOptions po;
     po.config = options.network;
     po.packet = options.packet;
+    packet_config_ = options.packet;
     packets_ = &sim_.emplace<net::PacketNetwork>(std::move(caps), graph_->link_latency(), po);
     packets_->flow_done().subscribe([this](const net::FlowDone& d) { flow_done(d); });
     return;
@@ -117,6 +118,24 @@ bool FlowBackend::group_inside_server(Job& job, int e, plan::Dim d) const {
 // Starts the routed flows of `c` for `req`: it completes its latency after its last flow. The
 // flows start as a group under `group_key`, whose components the network records and replays
 // when they run alone (FlowNetwork::start_group); their link bytes are counted at the end.
+// The packet level's class of a request (network.packet.priority_by).
+int FlowBackend::priority_class(const CommRequest& req) const {
+  using By = net::PacketConfig::PriorityBy;
+  int cls = 0;
+  if (packet_config_.priority_by == By::kJob) {
+    cls = req.job;
+  } else if (packet_config_.priority_by == By::kDimension) {
+    switch (req.dim) {
+      case plan::Dim::kTp: cls = 0; break;
+      case plan::Dim::kCp: cls = 1; break;
+      case plan::Dim::kEp: cls = 2; break;
+      case plan::Dim::kPp: cls = 3; break;
+      default: cls = 4; break;  // DP, and anything else
+    }
+  }
+  return std::min(cls, packet_config_.priority_classes - 1);
+}
+
 void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_key) {
   ++c.starts;
   std::uint32_t slot;
@@ -138,12 +157,15 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
   f.copy_end.clear();
   if (c.copies > 1 && req.copy_spread_s != nullptr) f.copy_end.assign(c.copies, TimePs{-1});
   specs_.resize(n);
+  int priority = 0;
+  if (packets_ != nullptr) priority = priority_class(req);
   for (std::size_t i = 0; i < n; ++i) {
     net::FlowSpec& spec = specs_[i];
     spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[i],
                                               flows.net_offset[i + 1] - flows.net_offset[i]);
     spec.bytes = flows.bytes[i];
     spec.tag = slot | (static_cast<std::uint64_t>(c.copy_of[i]) << 32);
+    spec.priority = priority;
   }
   if (packets_ != nullptr) {
     for (const net::FlowSpec& spec : specs_) packets_->start_flow(spec);

@@ -92,6 +92,7 @@ class FlowBackend final : public CommBackend {
 
   bool inside_server(int a, int b) const;
   bool group_inside_server(Job& job, int e, plan::Dim d) const;
+  int priority_class(const CommRequest& req) const;
   void start(const CommRequest& req, Cached& flows, std::uint64_t group_key);
   void count_link_bytes(const Cached& c, std::vector<double>& link_bytes) const;
   void flow_done(const net::FlowDone& d);
@@ -103,6 +104,7 @@ class FlowBackend final : public CommBackend {
   std::optional<topo::ClusterGraph> graph_;
   std::optional<topo::Router> router_;
   net::FlowNetwork* network_ = nullptr;
+  net::PacketConfig packet_config_;  // its classes (network.packet.priority_*)
   net::PacketNetwork* packets_ = nullptr;  // packet fidelity instead of network_
   // Links whose max-min constraint another link on every path through them implies
   // (coll::implied_links): left out of the paths the flow network solves, kept in the statistics.

@@ -52,6 +52,7 @@ struct FlowSpec {
   std::int64_t bytes = 0;
   double cap_Bps = kUnlimited;  // rate bound, e.g. the NIC line rate
   std::uint64_t tag = 0;        // the caller's id, echoed in notifications
+  int priority = 0;             // packet level: its priority class (0 = served first)
 };
 
 struct FlowDone {

@@ -19,6 +19,10 @@ enum Kind : std::uint64_t {
 std::uint64_t tag_of(Kind k, std::int64_t index) {
   return (static_cast<std::uint64_t>(k) << kKindShift) | static_cast<std::uint64_t>(index);
 }
+// A PAUSE or RESUME names a link and a priority class.
+std::int64_t pause_index(std::int64_t link, int cls) {
+  return link * kMaxPriorityClasses + cls;
+}
 
 // Serialization time of `bytes` at `Bps`, rounded up to the picosecond.
 TimePs serialize(double bytes, double Bps) {
@@ -70,6 +74,8 @@ void validate(const PacketConfig& p) {
   check(p.swift_min_cwnd > 0 && p.swift_max_cwnd >= 1 && p.swift_max_cwnd >= p.swift_min_cwnd,
         "network.packet.swift_max_cwnd",
         "Swift's window bounds need 0 < min_cwnd <= max_cwnd and max_cwnd >= 1 packet");
+  check(p.priority_classes >= 1 && p.priority_classes <= kMaxPriorityClasses,
+        "network.packet.priority_classes", "a port has 1 to 8 priority classes (IEEE 802.1Q)");
 }
 
 PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
@@ -98,6 +104,7 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
         "the rate-increase timer must be positive");
   check(latency_.size() == capacity_.size(), "network.packet",
         "one latency per link is needed");
+  for (Port& port : ports_) port.fifos.resize(static_cast<std::size_t>(pc_.priority_classes));
   for (std::size_t l = 0; l < capacity_.size(); ++l) {
     check(std::isfinite(capacity_[l]) && capacity_[l] > 0, "network.packet",
           "link " + std::to_string(l) + " has no capacity");
@@ -114,8 +121,15 @@ FlowId PacketNetwork::start_flow(const FlowSpec& spec) {
       throw_input("a packet flow's path names link " + std::to_string(l) + ", which does not exist");
     }
   }
+  if (spec.priority < 0 || spec.priority >= pc_.priority_classes) {
+    throw_input("a packet flow's priority class " + std::to_string(spec.priority) +
+                    " is not one of the " + std::to_string(pc_.priority_classes) +
+                    " classes (0 to priority_classes - 1)",
+                {"", 0, "network.packet.priority_classes"});
+  }
   const auto f = static_cast<std::int32_t>(flows_.size());
   Flow fl;
+  fl.cls = spec.priority;
   fl.path.assign(spec.path.begin(), spec.path.end());
   fl.bytes = spec.bytes;
   fl.tag = spec.tag;
@@ -173,31 +187,52 @@ std::int32_t PacketNetwork::new_packet(std::int32_t flow, std::int32_t bytes) {
 // for their pacing, a wake-up at the earliest.
 void PacketNetwork::serve(topo::LinkId l) {
   Port& port = ports_[static_cast<std::size_t>(l)];
-  if (port.busy || port.paused || !port.up) return;
+  if (port.busy || !port.up) return;
+  const auto paused = [&](int cls) { return (port.paused >> cls & 1U) != 0; };
   std::int32_t pk = -1;
-  if (!port.fifo.empty()) {
-    pk = port.fifo.front();
-    port.fifo.pop_front();
-    port.queued -= packets_[static_cast<std::size_t>(pk)].bytes;
-    left_queue(packets_[static_cast<std::size_t>(pk)]);
-  } else if (!port.sources.empty()) {
+  // Strict priority: the first class with a queued packet that is not paused.
+  for (std::size_t c = 0; c < port.fifos.size() && pk < 0; ++c) {
+    std::deque<std::int32_t>& fifo = port.fifos[c];
+    if (fifo.empty() || paused(static_cast<int>(c))) continue;
+    pk = fifo.front();
+    fifo.pop_front();
+    const Packet& p = packets_[static_cast<std::size_t>(pk)];
+    port.queued -= p.bytes;
+    port.class_queued[c] -= p.bytes;
+    left_queue(p);
+  }
+  if (pk < 0 && !port.sources.empty()) {
     const TimePs now = sim_.now();
     TimePs earliest = TimePs::never();
     const std::size_t n = port.sources.size();
+    // The flows that may send now; among them the best class goes first, in turn within it.
+    const auto ready = [&](const Flow& fl, std::int32_t& bytes) {
+      if (paused(fl.cls)) return false;
+      if (fl.next_send > now) {
+        earliest = std::min(earliest, fl.next_send);
+        return false;
+      }
+      bytes = static_cast<std::int32_t>(
+          std::min<double>(pc_.mtu_bytes, static_cast<double>(fl.bytes - fl.sent)));
+      // A window-limited flow waits for its ACKs (on_ack serves the port again).
+      return !(windowed() && fl.sent > fl.acked &&
+               static_cast<double>(fl.sent - fl.acked + bytes) > fl.cwnd);
+    };
+    int best = kMaxPriorityClasses;
+    if (port.fifos.size() > 1) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const Flow& fl = flows_[static_cast<std::size_t>(port.sources[i])];
+        std::int32_t bytes = 0;
+        if (fl.cls < best && ready(fl, bytes)) best = fl.cls;
+      }
+      earliest = TimePs::never();  // the pass below finds it again
+    }
     for (std::size_t i = 0; i < n; ++i) {
       const std::size_t at = (port.next_source + i) % n;
       Flow& fl = flows_[static_cast<std::size_t>(port.sources[at])];
-      if (fl.next_send > now) {
-        earliest = std::min(earliest, fl.next_send);
-        continue;
-      }
-      const auto bytes =
-          static_cast<std::int32_t>(std::min<double>(pc_.mtu_bytes, static_cast<double>(fl.bytes - fl.sent)));
-      // A window-limited flow waits for its ACKs (on_ack serves the port again).
-      if (windowed() && fl.sent > fl.acked &&
-          static_cast<double>(fl.sent - fl.acked + bytes) > fl.cwnd) {
-        continue;
-      }
+      std::int32_t bytes = 0;
+      if (best < kMaxPriorityClasses && fl.cls != best) continue;
+      if (!ready(fl, bytes)) continue;
       pk = new_packet(port.sources[at], bytes);
       packets_[static_cast<std::size_t>(pk)].offset = fl.sent;
       if (fl.sent < fl.highest) stats_.retransmitted_bytes += bytes;
@@ -240,27 +275,32 @@ void PacketNetwork::enqueue(topo::LinkId l, std::int32_t pk) {
   Port& port = ports_[static_cast<std::size_t>(l)];
   if (!port.up) return drop(pk);
   Packet& p = packets_[static_cast<std::size_t>(pk)];
-  const double q = port.queued;
+  const int cls = flows_[static_cast<std::size_t>(p.flow)].cls;
+  const auto c = static_cast<std::size_t>(cls);
+  const double q = port.class_queued[c];  // the class's own queue (per-queue RED)
   if (q > pc_.kmax_bytes) {
     p.ecn = true;
   } else if (q > pc_.kmin_bytes && pc_.pmax > 0) {
     p.ecn = ecn_rng_.uniform01() < pc_.pmax * (q - pc_.kmin_bytes) / (pc_.kmax_bytes - pc_.kmin_bytes);
   }
   if (p.ecn) ++stats_.ecn_marks;
-  port.fifo.push_back(pk);
+  port.fifos[c].push_back(pk);
   port.queued += p.bytes;
+  port.class_queued[c] += p.bytes;
   if (p.ingress >= 0) {
     Port& in = ports_[static_cast<std::size_t>(p.ingress)];
     in.ingress_bytes += p.bytes;
+    in.ingress_class[c] += p.bytes;
     if (in.ingress_bytes > pc_.buffer_bytes && in.above_since == TimePs::never()) {
       in.above_since = sim_.now();
     }
-    if (pc_.pfc && !in.pause_sent && in.ingress_bytes > pc_.pfc_xoff_bytes) {
-      in.pause_sent = true;
+    const auto bit = static_cast<std::uint8_t>(1U << cls);
+    if (pc_.pfc && (in.pause_sent & bit) == 0 && in.ingress_class[c] > pc_.pfc_xoff_bytes) {
+      in.pause_sent |= bit;
       ++in.pauses;
       ++stats_.pauses;
       sim_.schedule(sim_.now() + latency_[static_cast<std::size_t>(p.ingress)], *this,
-                    tag_of(kPause, p.ingress));
+                    tag_of(kPause, pause_index(p.ingress, cls)));
     }
   }
   serve(l);
@@ -272,15 +312,19 @@ void PacketNetwork::enqueue(topo::LinkId l, std::int32_t pk) {
 void PacketNetwork::left_queue(const Packet& p) {
   if (p.ingress < 0) return;
   Port& in = ports_[static_cast<std::size_t>(p.ingress)];
+  const int cls = flows_[static_cast<std::size_t>(p.flow)].cls;
   in.ingress_bytes -= p.bytes;
+  in.ingress_class[static_cast<std::size_t>(cls)] -= p.bytes;
   if (in.above_since != TimePs::never() && in.ingress_bytes <= pc_.buffer_bytes) {
     stats_.time_above_buffer_s += (sim_.now() - in.above_since).seconds();
     in.above_since = TimePs::never();
   }
-  if (pc_.pfc && in.pause_sent && in.ingress_bytes <= pc_.pfc_xon_bytes) {
-    in.pause_sent = false;
+  const auto bit = static_cast<std::uint8_t>(1U << cls);
+  if (pc_.pfc && (in.pause_sent & bit) != 0 &&
+      in.ingress_class[static_cast<std::size_t>(cls)] <= pc_.pfc_xon_bytes) {
+    in.pause_sent &= static_cast<std::uint8_t>(~bit);
     sim_.schedule(sim_.now() + latency_[static_cast<std::size_t>(p.ingress)], *this,
-                  tag_of(kResume, p.ingress));
+                  tag_of(kResume, pause_index(p.ingress, cls)));
   }
 }
 
@@ -445,12 +489,16 @@ void PacketNetwork::set_link_up(topo::LinkId l, bool up) {
   port.up = up;
   if (up) return serve(l);
   // What waits for the link is lost (what it is sending is lost when its serialization ends).
-  while (!port.fifo.empty()) {
-    const std::int32_t pk = port.fifo.front();
-    port.fifo.pop_front();
-    port.queued -= packets_[static_cast<std::size_t>(pk)].bytes;
-    left_queue(packets_[static_cast<std::size_t>(pk)]);
-    drop(pk);
+  for (std::size_t c = 0; c < port.fifos.size(); ++c) {
+    std::deque<std::int32_t>& fifo = port.fifos[c];
+    while (!fifo.empty()) {
+      const std::int32_t pk = fifo.front();
+      fifo.pop_front();
+      port.queued -= packets_[static_cast<std::size_t>(pk)].bytes;
+      port.class_queued[c] -= packets_[static_cast<std::size_t>(pk)].bytes;
+      left_queue(packets_[static_cast<std::size_t>(pk)]);
+      drop(pk);
+    }
   }
 }
 
@@ -518,19 +566,24 @@ void PacketNetwork::on_event(std::uint64_t tag) {
     case kDown: return set_link_up(static_cast<topo::LinkId>(index), false);
     case kUp: return set_link_up(static_cast<topo::LinkId>(index), true);
     case kPause: {
-      Port& port = ports_[static_cast<std::size_t>(index)];
-      if (!port.paused) {
-        port.paused = true;
-        port.paused_since = sim_.now();
+      const auto cls = static_cast<int>(index % kMaxPriorityClasses);
+      Port& port = ports_[static_cast<std::size_t>(index / kMaxPriorityClasses)];
+      const auto bit = static_cast<std::uint8_t>(1U << cls);
+      if ((port.paused & bit) == 0) {
+        port.paused |= bit;
+        port.paused_since[static_cast<std::size_t>(cls)] = sim_.now();
       }
       return;
     }
     case kResume: {
-      const auto l = static_cast<topo::LinkId>(index);
+      const auto cls = static_cast<int>(index % kMaxPriorityClasses);
+      const auto l = static_cast<topo::LinkId>(index / kMaxPriorityClasses);
       Port& port = ports_[static_cast<std::size_t>(l)];
-      if (port.paused) {
-        port.paused = false;
-        stats_.paused_s += (sim_.now() - port.paused_since).seconds();
+      const auto bit = static_cast<std::uint8_t>(1U << cls);
+      if ((port.paused & bit) != 0) {
+        port.paused &= static_cast<std::uint8_t>(~bit);
+        stats_.paused_s +=
+            (sim_.now() - port.paused_since[static_cast<std::size_t>(cls)]).seconds();
       }
       return serve(l);
     }

@@ -37,7 +37,10 @@
 //     back too, and gives up after network.retransmit.retry_count RTOs in a row (flow_failed).
 //     An RTO shorter than the queueing delay retransmits packets still in flight (spurious
 //     retransmissions, counted); a long one stalls a flow for that long after a flap.
-// Not (yet) modelled, said where it matters: one priority class (PAUSE stops the whole port),
+//   * priority classes (network.packet.priority_classes): a queue per class at every port,
+//     served in strict priority, with ECN and PFC per class (one class by default: a PAUSE then
+//     stops the whole port).
+// Not (yet) modelled, said where it matters: weighted (ETS/DWRR) service between classes,
 // buffers are never exceeded by design of the thresholds (the time any port spends above
 // `buffer_bytes` is reported, so too small a headroom shows), CNPs and NAKs take the reverse
 // path's propagation latency without queueing (so do Swift's ACKs).
@@ -46,6 +49,7 @@
 // Simulation's "packet/ecn" random stream.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <span>
@@ -105,7 +109,23 @@ struct PacketConfig {
   double swift_fs_max_cwnd = 100;   // packets
   double swift_min_cwnd = 0.001;    // packets (below one packet the sender paces)
   double swift_max_cwnd = 1000;     // packets
+  /// Priority classes (IEEE 802.1Q: up to 8 per port), 1 = one class for all traffic. A flow's
+  /// class is FlowSpec::priority; every port keeps one queue per class and serves them in strict
+  /// priority (class 0 first), marks ECN on the class's own queue, and PFC counts and pauses per
+  /// ingress link and class, so a PAUSE stops only that class on the link (802.1Qbb). The
+  /// buffer stays shared by all classes of an ingress link.
+  int priority_classes = 1;
+  /// How the executor puts traffic into classes (sim/exec/flow_backend.cpp): all in class 0; by
+  /// job (job i in class i, e.g. a production job above a best-effort one); or by parallelism
+  /// dimension (TP, CP, EP, PP, DP in classes 0, 1, 2, 3, 4: the latency-critical collectives
+  /// of the layer above the DP reduction that overlaps compute). Classes beyond the last share
+  /// it.
+  enum class PriorityBy { kNone, kJob, kDimension };
+  PriorityBy priority_by = PriorityBy::kNone;
 };
+
+/// Most priority classes a port has (IEEE 802.1Q's eight).
+inline constexpr int kMaxPriorityClasses = 8;
 
 /// Throws trainsim::Error (input) naming the `network.packet.*` key of an impossible
 /// configuration: an MTU outside 64 B–64 KiB, a buffer smaller than one packet, XOFF outside
@@ -188,6 +208,7 @@ class PacketNetwork final : public Component, public EventTarget {
   };
   struct Flow {
     std::vector<topo::LinkId> path;
+    int cls = 0;  // priority class
     std::int64_t bytes = 0, sent = 0, received = 0;
     std::uint64_t tag = 0;
     TimePs start, next_send, last_cnp, reverse_latency;
@@ -213,18 +234,20 @@ class PacketNetwork final : public Component, public EventTarget {
     TimePs rtt, last_decrease, base_target;
   };
   struct Port {
-    std::deque<std::int32_t> fifo;
-    double queued = 0;
+    std::vector<std::deque<std::int32_t>> fifos;  // one per priority class, class 0 first
+    double queued = 0;                            // all classes
+    std::array<double, kMaxPriorityClasses> class_queued{};
     bool busy = false;
     std::int32_t current = -1;
     TimePs above_since = TimePs::never();  // as an ingress link: over buffer_bytes since
     std::vector<std::int32_t> sources;  // flows whose first link this is
     std::size_t next_source = 0;
     bool wake_pending = false;
-    bool paused = false;       // PFC: the port downstream paused this link
-    TimePs paused_since;
-    double ingress_bytes = 0;  // bytes that came in over this link and wait downstream
-    bool pause_sent = false;   // the downstream switch has paused this link
+    std::uint8_t paused = 0;   // PFC: classes (bit c) the port downstream paused on this link
+    std::array<TimePs, kMaxPriorityClasses> paused_since{};
+    double ingress_bytes = 0;  // bytes that came in over this link and wait downstream (buffer)
+    std::array<double, kMaxPriorityClasses> ingress_class{};  // ... per class (PFC)
+    std::uint8_t pause_sent = 0;  // classes the downstream switch has paused on this link
     std::int64_t pauses = 0;   // ... how many times
     bool up = true;
   };

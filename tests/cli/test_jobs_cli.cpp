@@ -127,6 +127,31 @@ TEST(JobsCli, PacketFidelityPutsBothJobsOnOneFabric) {
   EXPECT_TRUE(has(refused.err, "--force")) << refused.err;
 }
 
+// The same two jobs at packet fidelity with two priority classes, one per job: the first job's
+// packets always go first on the shared leaf-spine cables, so its DP transfer takes W / C as
+// alone (extra below 3 % of W / C, against W / C in one class). The second job's waits for it,
+// at most W / C (the whole of the first job's transfer; less where it fills the first job's
+// gaps between ring steps) and it does wait (more than a third of that).
+TEST(JobsCli, PriorityClassPerJobLetsTheFirstJobRunAsAlone) {
+  const std::string args = std::string(kDumbbell) + " --set calibration.profile=" +
+                           full_rate_profile() +
+                           " --fidelity packet --set network.packet.priority_classes=2"
+                           " --set network.packet.priority_by=job";
+  const nlohmann::json p = run_json(args);
+  const double C = 400e9 / 8;
+  ASSERT_EQ(p["jobs"].size(), 2u);
+  double extra[2], W[2];
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& job = p["jobs"][i];
+    W[i] = job["result"]["network"]["nic_bytes_per_gpu"].get<double>();
+    extra[i] = exposed_dp(job["result"]["breakdown"]) - exposed_dp(job["alone"]["breakdown"]);
+  }
+  EXPECT_LT(std::abs(extra[0]), 0.03 * W[0] / C) << extra[0];
+  EXPECT_LT(extra[1], 1.03 * W[0] / C);
+  EXPECT_GT(extra[1], W[0] / C / 3);
+  EXPECT_EQ(W[0], W[1]);
+}
+
 // With the datasheet profile the NIC is derated (efficiency e < 1): alone the NIC link is the
 // bottleneck at e·C, together the shared cable at C / 2, so the extra time is W/C · (2 − 1/e),
 // within the tail of unequal flows (flows of one job do not all end together).
