@@ -176,18 +176,6 @@ struct SourceDate {
   bool reviewed = false;  // a venue with a review cycle named the year
 };
 
-std::optional<SourceDate> source_date(std::string_view source);
-
-}  // namespace
-
-std::optional<int> publication_year(std::string_view source) {
-  const auto d = source_date(source);
-  if (!d) return std::nullopt;
-  return d->year;
-}
-
-namespace {
-
 std::optional<SourceDate> source_date(std::string_view source) {
   // Tokens split at anything but letters, digits and the apostrophe of "NSDI'24".
   std::optional<SourceDate> year;
@@ -234,6 +222,12 @@ std::optional<SourceDate> source_date(std::string_view source) {
 }
 
 }  // namespace
+
+std::optional<int> publication_year(std::string_view source) {
+  const auto d = source_date(source);
+  if (!d) return std::nullopt;
+  return d->year;
+}
 
 std::string framework_for_run(std::string_view system, std::string_view source, std::string* why) {
   std::vector<const FrameworkPreset*> family;
