@@ -118,22 +118,21 @@ bool FlowBackend::group_inside_server(Job& job, int e, plan::Dim d) const {
 // Starts the routed flows of `c` for `req`: it completes its latency after its last flow. The
 // flows start as a group under `group_key`, whose components the network records and replays
 // when they run alone (FlowNetwork::start_group); their link bytes are counted at the end.
-// The packet level's class of a request (network.packet.priority_by).
-int FlowBackend::priority_class(const CommRequest& req) const {
+int priority_class(const net::PacketConfig& packet, int job, plan::Dim dim) {
   using By = net::PacketConfig::PriorityBy;
   int cls = 0;
-  if (packet_config_.priority_by == By::kJob) {
-    cls = req.job;
-  } else if (packet_config_.priority_by == By::kDimension) {
-    switch (req.dim) {
+  if (packet.priority_by == By::kJob) {
+    cls = job;
+  } else if (packet.priority_by == By::kDimension) {
+    switch (dim) {
       case plan::Dim::kTp: cls = 0; break;
       case plan::Dim::kCp: cls = 1; break;
       case plan::Dim::kEp: cls = 2; break;
       case plan::Dim::kPp: cls = 3; break;
-      default: cls = 4; break;  // DP, and anything else
+      default: cls = 4; break;  // DP (dense and expert), and anything else
     }
   }
-  return std::min(cls, packet_config_.priority_classes - 1);
+  return std::min(cls, packet.priority_classes - 1);
 }
 
 void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_key) {
@@ -158,7 +157,7 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
   if (c.copies > 1 && req.copy_spread_s != nullptr) f.copy_end.assign(c.copies, TimePs{-1});
   specs_.resize(n);
   int priority = 0;
-  if (packets_ != nullptr) priority = priority_class(req);
+  if (packets_ != nullptr) priority = priority_class(packet_config_, req.job, req.dim);
   for (std::size_t i = 0; i < n; ++i) {
     net::FlowSpec& spec = specs_[i];
     spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[i],

@@ -33,6 +33,11 @@
 
 namespace trainsim::exec {
 
+/// The packet level's priority class of a job's collective or transfer of dimension `dim`
+/// (network.packet.priority_by): 0; the job's index; or TP, CP, EP, PP, DP → 0, 1, 2, 3, 4. Classes
+/// beyond the last (priority_classes − 1) share it.
+int priority_class(const net::PacketConfig& packet, int job, plan::Dim dim);
+
 class FlowBackend final : public CommBackend {
  public:
   /// Builds the cluster's graph, router and flow network on `sim`. Throws trainsim::Error(kInput)
@@ -92,7 +97,6 @@ class FlowBackend final : public CommBackend {
 
   bool inside_server(int a, int b) const;
   bool group_inside_server(Job& job, int e, plan::Dim d) const;
-  int priority_class(const CommRequest& req) const;
   void start(const CommRequest& req, Cached& flows, std::uint64_t group_key);
   void count_link_bytes(const Cached& c, std::vector<double>& link_bytes) const;
   void flow_done(const net::FlowDone& d);

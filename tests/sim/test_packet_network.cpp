@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sim/core/error.h"
+#include "sim/exec/flow_backend.h"
 #include "sim/network/flow_network.h"
 #include "sim/core/rng.h"
 #include "topology/clos.h"
@@ -544,6 +545,28 @@ TEST(PacketNetwork, PriorityClassesPauseOnlyTheirClass) {
   EXPECT_GT(pauses_two, 0);  // the shared link is paused in both runs, for class 1 only in this
   EXPECT_GT(blocked, 1.5 * alone);
   EXPECT_NEAR(free, alone, 0.01 * alone);
+}
+
+// Which class the executor gives a job's traffic (network.packet.priority_by).
+TEST(PacketNetwork, PriorityByJobOrDimension) {
+  using plan::Dim;
+  PacketConfig pc;
+  pc.priority_classes = 8;
+  EXPECT_EQ(exec::priority_class(pc, 3, Dim::kTp), 0);  // none: one class for all
+  pc.priority_by = PacketConfig::PriorityBy::kJob;
+  EXPECT_EQ(exec::priority_class(pc, 3, Dim::kTp), 3);
+  EXPECT_EQ(exec::priority_class(pc, 11, Dim::kDp), 7);  // beyond the last class: the last
+  pc.priority_by = PacketConfig::PriorityBy::kDimension;
+  EXPECT_EQ(exec::priority_class(pc, 5, Dim::kTp), 0);
+  EXPECT_EQ(exec::priority_class(pc, 5, Dim::kCp), 1);
+  EXPECT_EQ(exec::priority_class(pc, 5, Dim::kEp), 2);
+  EXPECT_EQ(exec::priority_class(pc, 5, Dim::kPp), 3);
+  EXPECT_EQ(exec::priority_class(pc, 5, Dim::kDp), 4);
+  EXPECT_EQ(exec::priority_class(pc, 5, Dim::kExpertDp), 4);
+  pc.priority_classes = 2;  // TP above everything else
+  EXPECT_EQ(exec::priority_class(pc, 0, Dim::kTp), 0);
+  EXPECT_EQ(exec::priority_class(pc, 0, Dim::kPp), 1);
+  EXPECT_EQ(exec::priority_class(pc, 0, Dim::kDp), 1);
 }
 
 TEST(PacketNetwork, BadParametersNameTheirKey) {
