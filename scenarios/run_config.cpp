@@ -5,7 +5,7 @@
 
 namespace trainsim::scen {
 
-exec::RunConfig make_run_config(const Scenario& s) {
+exec::RunConfig run_config_without_profile(const Scenario& s) {
   exec::RunConfig cfg;
   cfg.model = s.model;
   cfg.cluster = s.cluster;
@@ -14,6 +14,11 @@ exec::RunConfig make_run_config(const Scenario& s) {
   cfg.opt = s.opt;
   cfg.collectives = s.collectives;
   cfg.scale = s.scale;
+  return cfg;
+}
+
+exec::RunConfig make_run_config(const Scenario& s) {
+  exec::RunConfig cfg = run_config_without_profile(s);
   if (s.calibration_profile.empty() || s.calibration_profile == "datasheet") {
     try {
       cfg.profile = calib::builtin_profile(s.cluster.gpu.name);

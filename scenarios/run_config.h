@@ -9,6 +9,10 @@
 
 namespace trainsim::scen {
 
+/// The scenario's model, cluster, parallel configuration, training, optimizations, collectives
+/// and scale, without a calibration profile (what memory and layout need).
+exec::RunConfig run_config_without_profile(const Scenario& s);
+
 /// Resolves `calibration.profile` ("datasheet" = the GPU's built-in profile, else a JSON file
 /// path, relative paths taken from the working directory) and copies the config structs.
 exec::RunConfig make_run_config(const Scenario& s);

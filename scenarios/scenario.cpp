@@ -16,6 +16,7 @@
 #include "scenarios/frameworks.h"
 #include "scenarios/presets.h"
 #include "scenarios/recompute_search.h"
+#include "scenarios/run_config.h"
 #include "scenarios/schema.h"
 #include "scenarios/sizes.h"
 #include "sim/core/error.h"
@@ -568,12 +569,7 @@ class Resolver {
   // even full recompute does not fit, full, and the memory check reports the shortfall.
   void resolve_auto_recompute() {
     if (!scenario_.recompute_auto) return;
-    exec::RunConfig cfg;
-    cfg.model = scenario_.model;
-    cfg.cluster = scenario_.cluster;
-    cfg.parallel = scenario_.parallel;
-    cfg.training = scenario_.training;
-    cfg.opt = scenario_.opt;
+    exec::RunConfig cfg = run_config_without_profile(scenario_);
     std::string chosen = "full (nothing fits: the memory check reports it)";
     try {
       cfg = choose_recompute(cfg, &chosen);
