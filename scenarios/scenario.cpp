@@ -416,6 +416,22 @@ class Resolver {
     pk.priority_by = by == "job"         ? net::PacketConfig::PriorityBy::kJob
                      : by == "dimension" ? net::PacketConfig::PriorityBy::kDimension
                                          : net::PacketConfig::PriorityBy::kNone;
+    pk.scheduling = get("network.packet.scheduling") == "ets"
+                        ? net::PacketConfig::Scheduling::kEts
+                        : net::PacketConfig::Scheduling::kStrict;
+    {
+      const std::string& text = get("network.packet.class_weights");
+      std::size_t at = 0, c = 0;
+      while (at <= text.size()) {
+        const std::size_t comma = std::min(text.find(',', at), text.size());
+        if (c >= pk.class_weights.size()) {
+          throw_input("more than 8 class weights", where("network.packet.class_weights"));
+        }
+        pk.class_weights[c++] = parse_double(text.substr(at, comma - at),
+                                             where("network.packet.class_weights"));
+        at = comma + 1;
+      }
+    }
     try {
       net::validate(pk);
     } catch (const Error& e) {

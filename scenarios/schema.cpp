@@ -762,6 +762,19 @@ std::vector<KeyDef> build_schema() {
                       "job (job i in class i), dimension (TP, CP, EP, PP, DP in classes 0-4); "
                       "classes beyond the last share it",
        .choices = {"none", "job", "dimension"}},
+      {.path = "network.packet.scheduling",
+       .type = K::kEnum,
+       .default_value = "strict",
+       .description = "Packet level: service between a switch port's classes: strict priority "
+                      "(class 0 first) or ets (IEEE 802.1Qaz: deficit round robin with "
+                      "network.packet.class_weights)",
+       .choices = {"strict", "ets"}},
+      {.path = "network.packet.class_weights",
+       .type = K::kString,
+       .default_value = "1,1,1,1,1,1,1,1",
+       .description = "Packet level, ets: the classes' weights, comma-separated from class 0 "
+                      "(a backlogged class gets its weight's share of the link; missing ones "
+                      "are 1)"},
       {.path = "network.swift.base_rtt",
        .type = K::kFloat,
        .unit = "us",

@@ -76,6 +76,10 @@ void validate(const PacketConfig& p) {
         "Swift's window bounds need 0 < min_cwnd <= max_cwnd and max_cwnd >= 1 packet");
   check(p.priority_classes >= 1 && p.priority_classes <= kMaxPriorityClasses,
         "network.packet.priority_classes", "a port has 1 to 8 priority classes (IEEE 802.1Q)");
+  for (double w : p.class_weights) {
+    check(std::isfinite(w) && w > 0 && w <= 1e6, "network.packet.class_weights",
+          "every class weight must be a positive number (at most 10^6)");
+  }
 }
 
 PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
@@ -105,6 +109,16 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
   check(latency_.size() == capacity_.size(), "network.packet",
         "one latency per link is needed");
   for (Port& port : ports_) port.fifos.resize(static_cast<std::size_t>(pc_.priority_classes));
+  // ETS quanta: the weights scaled so that the lightest class's turn carries one full packet
+  // (every turn of a backlogged class then sends, and the shares stay the weights' ratios).
+  double lightest = pc_.class_weights[0];
+  for (int c = 1; c < pc_.priority_classes; ++c) {
+    lightest = std::min(lightest, pc_.class_weights[static_cast<std::size_t>(c)]);
+  }
+  for (int c = 0; c < pc_.priority_classes; ++c) {
+    quantum_[static_cast<std::size_t>(c)] =
+        pc_.class_weights[static_cast<std::size_t>(c)] / lightest * pc_.mtu_bytes;
+  }
   for (std::size_t l = 0; l < capacity_.size(); ++l) {
     check(std::isfinite(capacity_[l]) && capacity_[l] > 0, "network.packet",
           "link " + std::to_string(l) + " has no capacity");
@@ -190,16 +204,49 @@ void PacketNetwork::serve(topo::LinkId l) {
   if (port.busy || !port.up) return;
   const auto paused = [&](int cls) { return (port.paused >> cls & 1U) != 0; };
   std::int32_t pk = -1;
-  // Strict priority: the first class with a queued packet that is not paused.
-  for (std::size_t c = 0; c < port.fifos.size() && pk < 0; ++c) {
+  const auto take = [&](std::size_t c) {
     std::deque<std::int32_t>& fifo = port.fifos[c];
-    if (fifo.empty() || paused(static_cast<int>(c))) continue;
     pk = fifo.front();
     fifo.pop_front();
     const Packet& p = packets_[static_cast<std::size_t>(pk)];
     port.queued -= p.bytes;
     port.class_queued[c] -= p.bytes;
     left_queue(p);
+  };
+  const std::size_t classes = port.fifos.size();
+  if (classes > 1 && pc_.scheduling == PacketConfig::Scheduling::kEts) {
+    // Deficit round robin: a class's turn adds its quantum; it sends while its deficit covers
+    // the packet at its head; an emptied class forfeits what is left. Two rounds visit every
+    // class twice, enough to find a sendable packet when one exists.
+    for (std::size_t tries = 0; tries < 2 * classes + 1 && pk < 0; ++tries) {
+      const std::size_t c = port.turn;
+      std::deque<std::int32_t>& fifo = port.fifos[c];
+      if (fifo.empty() || paused(static_cast<int>(c))) {
+        if (fifo.empty()) port.deficit[c] = 0;
+        port.turn = static_cast<std::uint8_t>((c + 1) % classes);
+        port.turn_started = false;
+        continue;
+      }
+      if (!port.turn_started) {
+        port.deficit[c] += quantum_[c];
+        port.turn_started = true;
+      }
+      const double head = packets_[static_cast<std::size_t>(fifo.front())].bytes;
+      if (port.deficit[c] >= head) {
+        port.deficit[c] -= head;
+        take(c);
+        if (fifo.empty()) port.deficit[c] = 0;
+      } else {
+        port.turn = static_cast<std::uint8_t>((c + 1) % classes);
+        port.turn_started = false;
+      }
+    }
+  } else {
+    // Strict priority: the first class with a queued packet that is not paused.
+    for (std::size_t c = 0; c < classes && pk < 0; ++c) {
+      if (port.fifos[c].empty() || paused(static_cast<int>(c))) continue;
+      take(c);
+    }
   }
   if (pk < 0 && !port.sources.empty()) {
     const TimePs now = sim_.now();
@@ -219,7 +266,7 @@ void PacketNetwork::serve(topo::LinkId l) {
                static_cast<double>(fl.sent - fl.acked + bytes) > fl.cwnd);
     };
     int best = kMaxPriorityClasses;
-    if (port.fifos.size() > 1) {
+    if (port.fifos.size() > 1 && pc_.scheduling == PacketConfig::Scheduling::kStrict) {
       for (std::size_t i = 0; i < n; ++i) {
         const Flow& fl = flows_[static_cast<std::size_t>(port.sources[i])];
         std::int32_t bytes = 0;

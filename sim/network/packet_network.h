@@ -40,8 +40,8 @@
 //   * priority classes (network.packet.priority_classes): a queue per class at every port,
 //     served in strict priority, with ECN and PFC per class (one class by default: a PAUSE then
 //     stops the whole port).
-// Not (yet) modelled, said where it matters: weighted (ETS/DWRR) service between classes,
-// buffers are never exceeded by design of the thresholds (the time any port spends above
+//     Between classes, ETS (network.packet.scheduling: ets) as deficit round robin instead.
+// Not (yet) modelled, said where it matters: buffers are never exceeded by design of the thresholds (the time any port spends above
 // `buffer_bytes` is reported, so too small a headroom shows), CNPs and NAKs take the reverse
 // path's propagation latency without queueing (so do Swift's ACKs).
 //
@@ -122,6 +122,13 @@ struct PacketConfig {
   /// it.
   enum class PriorityBy { kNone, kJob, kDimension };
   PriorityBy priority_by = PriorityBy::kNone;
+  /// Service between a switch port's classes: strict priority, or ETS (IEEE 802.1Qaz) as
+  /// deficit round robin (Shreedhar & Varghese, SIGCOMM'95) with `class_weights` (quanta in the weights' ratio,
+  /// the lightest class's one packet per turn): a backlogged class gets its weight's share of the link, and
+  /// what an idle class leaves goes to the others. A NIC's own flows take turns regardless.
+  enum class Scheduling { kStrict, kEts };
+  Scheduling scheduling = Scheduling::kStrict;
+  std::array<double, 8> class_weights{1, 1, 1, 1, 1, 1, 1, 1};
 };
 
 /// Most priority classes a port has (IEEE 802.1Q's eight).
@@ -248,6 +255,10 @@ class PacketNetwork final : public Component, public EventTarget {
     double ingress_bytes = 0;  // bytes that came in over this link and wait downstream (buffer)
     std::array<double, kMaxPriorityClasses> ingress_class{};  // ... per class (PFC)
     std::uint8_t pause_sent = 0;  // classes the downstream switch has paused on this link
+    // ETS (deficit round robin): whose turn it is, whether its quantum was added, the deficits.
+    std::uint8_t turn = 0;
+    bool turn_started = false;
+    std::array<double, kMaxPriorityClasses> deficit{};
     std::int64_t pauses = 0;   // ... how many times
     bool up = true;
   };
@@ -282,6 +293,7 @@ class PacketNetwork final : public Component, public EventTarget {
   double fs_alpha_ = 0, fs_beta_ = 0;  // flow scaling: α/√cwnd + β, seconds
   std::vector<Flow> flows_;
   std::vector<Port> ports_;
+  std::array<double, kMaxPriorityClasses> quantum_{};  // ETS: bytes per class turn
   std::vector<Packet> packets_;
   std::vector<std::int32_t> free_packets_;
   std::int64_t in_flight_ = 0;

@@ -508,6 +508,33 @@ TEST(PacketNetwork, StrictPriorityServesTheHigherClassFirst) {
   EXPECT_EQ(two.stats.bytes_delivered, 2 * S);
 }
 
+// ETS (802.1Qaz) by deficit round robin, weights 3 : 1: two 3 MiB flows from 25 GB/s senders
+// into a 10 GB/s port. Both classes stay backlogged, so class 0 gets 7.5 GB/s and ends at
+// 3 MiB / 7.5 GB/s; class 1 then has the port (work conserving) and ends with all 6 MiB through
+// it, at 6 MiB / 10 GB/s. Within 1 % (latencies and the first packets are a few µs).
+TEST(PacketNetwork, EtsSharesAPortByTheClassWeights) {
+  const std::vector<double> cap{25 * kG, 25 * kG, 10 * kG};
+  const std::vector<TimePs> lat(3, TimePs::from_us(1));
+  const std::int64_t S = 3 << 20;
+  Simulation sim;
+  PacketNetworkOptions o;
+  o.packet.priority_classes = 2;
+  o.packet.scheduling = PacketConfig::Scheduling::kEts;
+  o.packet.class_weights[0] = 3;
+  o.packet.class_weights[1] = 1;
+  PacketNetwork& net = sim.emplace<PacketNetwork>(cap, lat, o);
+  PacketRun r;
+  net.flow_done().subscribe([&r](const FlowDone& d) { r.done.push_back(d); });
+  const std::vector<LinkId> a{0, 2}, b{1, 2};
+  net.start_flow({a, S, kUnlimited, 1, 0});
+  net.start_flow({b, S, kUnlimited, 2, 1});
+  sim.run();
+  const double first = S / (7.5 * kG), both = 2 * S / (10 * kG);
+  EXPECT_NEAR(r.end_of(1).seconds(), first, 0.01 * first);
+  EXPECT_NEAR(r.end_of(2).seconds(), both, 0.01 * both);
+  EXPECT_EQ(net.stats().bytes_delivered, 2 * S);
+}
+
 // PFC per class (802.1Qbb): a class-1 flow into a slow 5 GB/s port fills the next switch's
 // ingress over the shared 100 GB/s link, which pauses that link. With one class the pause stops
 // the class-0 flow behind it too (head-of-line blocking: it ends more than 1.5× later than
