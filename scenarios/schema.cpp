@@ -834,7 +834,9 @@ std::vector<KeyDef> build_schema() {
        .default_value = "ecmp",
        .description = "How a flow's path is chosen among the equal-cost paths: ecmp (per-switch "
                       "hash of the 5-tuple), pinned (by the destination's ToR port), spray "
-                      "(ideal packet spraying over all paths), least-loaded (greedy placement)",
+                      "(packet spraying over all paths: an even split in `topo`, a random path per "
+                      "packet at packet fidelity, refused at flow fidelity), least-loaded (greedy "
+                      "placement)",
        .choices = {"ecmp", "pinned", "spray", "least-loaded"},
        .aliases = {"routing", "load_balancing", "path_selection", "lb_mode"}},
       {.path = "network.routing.hash",

@@ -148,13 +148,45 @@ void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
                             std::span<const std::uint8_t> implied, RoutedFlows& out) {
   const int Q = std::max(1, router.config().qps_per_connection);
   out.latency_s = std::max(out.latency_s, plan.result.latency_s);
+  const bool spray = router.config().mode == topo::RoutingMode::kSpray;
+  if (spray && out.spray_first.empty()) {
+    out.spray_first.assign(out.bytes.size() + 1, 0);  // flows routed before: none of their own
+    out.spray_offset.assign(1, 0);
+  }
   std::vector<topo::LinkId> path;
+  std::vector<std::vector<topo::LinkId>> paths;
+  topo::GpuId paths_src = -1, paths_dst = -1;
   for (const FlowConnection& conn : plan.conns) {
     const auto total = static_cast<std::int64_t>(std::llround(conn.bytes * plan.wire));
+    if (spray && (conn.src != paths_src || conn.dst != paths_dst)) {
+      paths_src = conn.src;
+      paths_dst = conn.dst;
+      const std::uint64_t count = router.path_count(conn.src, conn.dst);
+      if (count > kMaxSprayPaths) {
+        throw_input("GPU " + std::to_string(conn.src) + " and GPU " + std::to_string(conn.dst) +
+                        " have " + std::to_string(count) + " equal-cost paths; spraying at " +
+                        "packet fidelity keeps at most " + std::to_string(kMaxSprayPaths),
+                    {"", 0, "network.routing.mode"}, "use ecmp, or a smaller fabric");
+      }
+      paths = router.paths(conn.src, conn.dst, kMaxSprayPaths);
+    }
     for (int q = 0; q < Q; ++q) {
       const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
       if (share <= 0) continue;
-      if (!router.route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path)) {
+      if (spray) {
+        if (paths.empty()) {
+          path.clear();
+        } else {
+          path = paths.front();
+          for (const std::vector<topo::LinkId>& p : paths) {
+            out.spray_links.insert(out.spray_links.end(), p.begin(), p.end());
+            out.spray_offset.push_back(static_cast<std::uint32_t>(out.spray_links.size()));
+          }
+          out.spray_first.push_back(static_cast<std::uint32_t>(out.spray_offset.size() - 1));
+        }
+      }
+      if ((spray && paths.empty()) ||
+          (!spray && !router.route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path))) {
         throw_infeasible("no path from GPU " + std::to_string(conn.src) + " to GPU " +
                              std::to_string(conn.dst) + ": " +
                              router.why_unreachable(conn.src, conn.dst),
@@ -180,10 +212,10 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
                     " is modelled at analytic fidelity only; flow fidelity runs rings",
                 {"", 0, "collectives.algorithm"}, "use ring");
   }
-  if (router.config().mode == topo::RoutingMode::kSpray) {
+  if (router.config().mode == topo::RoutingMode::kSpray && !options.packet) {
     throw_input("packet spraying splits a flow over links; collectives at flow fidelity need one "
-                "path per queue pair",
-                {"", 0, "network.routing.mode"}, "use ecmp with more QPs per connection");
+                "path per queue pair (packet fidelity sprays packet by packet)",
+                {"", 0, "network.routing.mode"}, "use ecmp with more QPs per connection, or --fidelity packet");
   }
   std::vector<Prepared> prepared;
   prepared.reserve(requests.size());
@@ -224,6 +256,8 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
                                                 routed.offset[f + 1] - routed.offset[f]);
       spec.bytes = routed.bytes[f];
       spec.tag = i;
+      spec.spray_offset = routed.spray_offsets_of(f);
+      spec.spray_links = routed.spray_links;
       if (packets != nullptr) {
         packets->start_flow(spec);
       } else {

@@ -97,7 +97,24 @@ struct RoutedFlows {
   std::vector<topo::LinkId> links;
   std::vector<std::uint32_t> net_offset{0};
   std::vector<topo::LinkId> net_links;
+  /// Spray mode only (empty otherwise): flow f's equal-cost paths are spray_offset entries
+  /// spray_first[f] .. spray_first[f+1], path j being spray_links[spray_offset[j],
+  /// spray_offset[j+1]); links/net_links then hold its first path.
+  std::vector<std::uint32_t> spray_first;
+  std::vector<std::uint32_t> spray_offset;
+  std::vector<topo::LinkId> spray_links;
+  bool sprayed() const { return !spray_first.empty(); }
+  /// Flow f's paths as a FlowSpec takes them (spray_offset span of paths + 1 entries).
+  std::span<const std::uint32_t> spray_offsets_of(std::size_t f) const {
+    if (spray_first.empty()) return {};
+    return std::span<const std::uint32_t>(spray_offset)
+        .subspan(spray_first[f], spray_first[f + 1] - spray_first[f] + 1);
+  }
 };
+
+/// Most equal-cost paths a sprayed flow is spread over at packet fidelity (a pair with more is
+/// refused: the packet level keeps each flow's paths).
+inline constexpr std::size_t kMaxSprayPaths = 4096;
 
 /// Turns a planned collective into flows and appends them to `out`: every connection's bytes on
 /// the wire (bytes · wire, rounded) are split over its Q = qps_per_connection queue pairs, the
@@ -106,7 +123,8 @@ struct RoutedFlows {
 /// `implied` (one entry per link, or empty for none) marks links left out of net_links. The one
 /// routine both `trainsim collective --fidelity flow` and the Program executor's flow backend
 /// split and route collectives with. Throws trainsim::Error(kInfeasible) when a pair of GPUs
-/// has no path.
+/// has no path. Under network.routing.mode spray (packet fidelity only) every flow also gets
+/// all its equal-cost paths (spray_*), each queue pair's share spread over them packet by packet.
 void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
                             std::span<const std::uint8_t> implied, RoutedFlows& out);
 

@@ -20,13 +20,12 @@ constexpr int kJobKeyShift = 48;
 FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOptions& options,
                          const Result& analytic)
     : sim_(sim), cfg_(cfg), closed_form_(sim, cfg, analytic), links_(link_model(cfg.cluster, cfg.profile)) {
-  if (options.routing.mode == topo::RoutingMode::kSpray) {
-    throw_input(options.backend == NetworkBackend::kPacket
-                    ? "packet spraying is not modelled at packet fidelity yet: every queue pair "
-                      "keeps one path"
-                    : "packet spraying splits a flow over links; flow fidelity needs one path per "
-                      "queue pair",
-                {"", 0, "network.routing.mode"}, "use ecmp with more QPs per connection");
+  if (options.routing.mode == topo::RoutingMode::kSpray &&
+      options.backend != NetworkBackend::kPacket) {
+    throw_input("packet spraying splits a flow over links; flow fidelity needs one path per "
+                "queue pair (packet fidelity sprays packet by packet)",
+                {"", 0, "network.routing.mode"},
+                "use ecmp with more QPs per connection, or --fidelity packet");
   }
   if (cfg.collectives.algorithm && *cfg.collectives.algorithm != coll::Algorithm::kRing) {
     throw_input(std::string(coll::to_string(*cfg.collectives.algorithm)) +
@@ -165,6 +164,8 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
     spec.bytes = flows.bytes[i];
     spec.tag = slot | (static_cast<std::uint64_t>(c.copy_of[i]) << 32);
     spec.priority = priority;
+    spec.spray_offset = flows.spray_offsets_of(i);
+    spec.spray_links = flows.spray_links;
   }
   if (packets_ != nullptr) {
     for (const net::FlowSpec& spec : specs_) packets_->start_flow(spec);
@@ -244,6 +245,17 @@ void FlowBackend::count_link_bytes(const Cached& c, std::vector<double>& link_by
   const coll::RoutedFlows& flows = c.flows;
   for (std::size_t f = 0; f < flows.bytes.size(); ++f) {
     const double bytes = static_cast<double>(flows.bytes[f]) * static_cast<double>(c.starts);
+    const std::span<const std::uint32_t> sprayed = flows.spray_offsets_of(f);
+    if (sprayed.size() > 2) {
+      // Sprayed: each path carries its expected share (the packets pick paths uniformly).
+      const double share = bytes / static_cast<double>(sprayed.size() - 1);
+      for (std::size_t j = 0; j + 1 < sprayed.size(); ++j) {
+        for (std::uint32_t k = sprayed[j]; k < sprayed[j + 1]; ++k) {
+          link_bytes[static_cast<std::size_t>(flows.spray_links[k])] += share;
+        }
+      }
+      continue;
+    }
     for (std::uint32_t k = flows.offset[f]; k < flows.offset[f + 1]; ++k) {
       link_bytes[static_cast<std::size_t>(flows.links[k])] += bytes;
     }
@@ -322,7 +334,14 @@ void FlowBackend::report(double executed_s, Result& r) const {
   }
 
   r.exec.flows = flows_started_;
-  if (packets_ != nullptr) return;
+  if (packets_ != nullptr) {
+    const net::PacketNetworkStats& st = packets_->stats();
+    ns.has_packets = true;
+    ns.packets = {st.packets,  st.ecn_marks, st.pauses,     st.paused_s,
+                  st.max_queue_bytes, st.sprayed_flows, st.reordered, st.retransmitted_bytes,
+                  st.timeouts};
+    return;
+  }
   const net::FlowNetworkStats& st = network_->stats();
   r.exec.solves = st.solves;
   r.exec.flows_replayed = st.flows_replayed;

@@ -5,6 +5,7 @@
 // breakdown; only the part the compute stream waited on ("exposed") is.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,19 @@ struct NetworkStats {
   int jobs = 1;
   int links_shared_by_jobs = 0;
   double shared_link_bytes_fraction = 0;
+  // Packet fidelity only (has_packets): what the packet level counted over the run.
+  bool has_packets = false;
+  struct Packets {
+    std::int64_t packets = 0;
+    std::int64_t ecn_marks = 0;
+    std::int64_t pauses = 0;           // PFC PAUSE frames
+    double paused_s = 0;               // Σ over ports of the time they were paused
+    double max_queue_bytes = 0;        // the deepest queue at any port
+    std::int64_t sprayed_flows = 0;    // flows spread over several paths (routing mode spray)
+    std::int64_t reordered = 0;        // packets placed ahead of a gap
+    std::int64_t retransmitted_bytes = 0;
+    std::int64_t timeouts = 0;
+  } packets;
 };
 
 /// The pipeline schedule the analytic fidelity assumes: every stage runs at the pace of the

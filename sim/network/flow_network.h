@@ -53,6 +53,12 @@ struct FlowSpec {
   double cap_Bps = kUnlimited;  // rate bound, e.g. the NIC line rate
   std::uint64_t tag = 0;        // the caller's id, echoed in notifications
   int priority = 0;             // packet level: its priority class (0 = served first)
+  /// Packet level, network.routing.mode spray: the equal-cost paths the flow's packets are
+  /// spread over, path k being spray_links[spray_offset[k], spray_offset[k+1]) (spans into a
+  /// store of many flows' paths); each starts with `path`'s first link. Fewer than two paths:
+  /// every packet takes `path`.
+  std::span<const topo::LinkId> spray_links{};
+  std::span<const std::uint32_t> spray_offset{};
 };
 
 struct FlowDone {

@@ -91,7 +91,8 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
       dc_(options.config.dcqcn),
       pc_(options.packet),
       ports_(capacity_.size()),
-      ecn_rng_(sim.rng_stream("packet/ecn")) {
+      ecn_rng_(sim.rng_stream("packet/ecn")),
+      spray_rng_(sim.rng_stream("packet/spray")) {
   validate(pc_);
   const CongestionModel cm(options.config);  // validates the retransmit and CC parameters
   const bool mega = cc_ == CongestionControl::kMegaScale;
@@ -145,6 +146,35 @@ FlowId PacketNetwork::start_flow(const FlowSpec& spec) {
   Flow fl;
   fl.cls = spec.priority;
   fl.path.assign(spec.path.begin(), spec.path.end());
+  if (spec.spray_offset.size() > 2) {
+    // Two or more paths: each must be a real path leaving over the flow's first link (the
+    // sender's queue pair sits there).
+    const std::uint32_t base = spec.spray_offset.front();
+    for (std::size_t k = 0; k + 1 < spec.spray_offset.size(); ++k) {
+      const std::uint32_t b = spec.spray_offset[k];
+      const std::uint32_t e = spec.spray_offset[k + 1];
+      if (e <= b || e > spec.spray_links.size() || spec.spray_links[b] != fl.path.front()) {
+        throw_input("a sprayed packet flow's path " + std::to_string(k) +
+                    " is empty or does not leave over the flow's first link");
+      }
+      for (std::uint32_t i = b; i < e; ++i) {
+        const topo::LinkId l = spec.spray_links[i];
+        if (l < 0 || static_cast<std::size_t>(l) >= capacity_.size()) {
+          throw_input("a sprayed packet flow's path names link " + std::to_string(l) +
+                      ", which does not exist");
+        }
+      }
+    }
+    fl.spray_links.assign(spec.spray_links.begin() + base,
+                          spec.spray_links.begin() + spec.spray_offset.back());
+    fl.spray_offset.reserve(spec.spray_offset.size());
+    for (const std::uint32_t o : spec.spray_offset) fl.spray_offset.push_back(o - base);
+    fl.placed.assign(static_cast<std::size_t>(
+                         (spec.bytes + static_cast<std::int64_t>(pc_.mtu_bytes) - 1) /
+                         static_cast<std::int64_t>(pc_.mtu_bytes)),
+                     0);
+    ++stats_.sprayed_flows;
+  }
   fl.bytes = spec.bytes;
   fl.tag = spec.tag;
   fl.start = fl.next_send = sim_.now();
@@ -282,6 +312,10 @@ void PacketNetwork::serve(topo::LinkId l) {
       if (!ready(fl, bytes)) continue;
       pk = new_packet(port.sources[at], bytes);
       packets_[static_cast<std::size_t>(pk)].offset = fl.sent;
+      if (!fl.spray_offset.empty()) {
+        packets_[static_cast<std::size_t>(pk)].route = static_cast<std::int32_t>(
+            spray_rng_.uniform_below(fl.spray_offset.size() - 1));
+      }
       if (fl.sent < fl.highest) stats_.retransmitted_bytes += bytes;
       fl.sent += bytes;
       fl.highest = std::max(fl.highest, fl.sent);
@@ -375,13 +409,20 @@ void PacketNetwork::left_queue(const Packet& p) {
   }
 }
 
+std::span<const topo::LinkId> PacketNetwork::route_of(const Flow& fl, const Packet& p) const {
+  if (p.route < 0) return fl.path;
+  const auto k = static_cast<std::size_t>(p.route);
+  return std::span<const topo::LinkId>(fl.spray_links)
+      .subspan(fl.spray_offset[k], fl.spray_offset[k + 1] - fl.spray_offset[k]);
+}
+
 void PacketNetwork::arrive(std::int32_t pk) {
   Packet& p = packets_[static_cast<std::size_t>(pk)];
-  const Flow& fl = flows_[static_cast<std::size_t>(p.flow)];
-  p.ingress = fl.path[static_cast<std::size_t>(p.hop)];
+  const std::span<const topo::LinkId> path = route_of(flows_[static_cast<std::size_t>(p.flow)], p);
+  p.ingress = path[static_cast<std::size_t>(p.hop)];
   ++p.hop;
-  if (static_cast<std::size_t>(p.hop) == fl.path.size()) return deliver(pk);
-  enqueue(fl.path[static_cast<std::size_t>(p.hop)], pk);
+  if (static_cast<std::size_t>(p.hop) == path.size()) return deliver(pk);
+  enqueue(path[static_cast<std::size_t>(p.hop)], pk);
 }
 
 // The receiver (DCQCN's notification point): counts the bytes, answers a marked packet with a
@@ -391,6 +432,37 @@ void PacketNetwork::deliver(std::int32_t pk) {
   --in_flight_;
   Flow& fl = flows_[static_cast<std::size_t>(p.flow)];
   const TimePs now = sim_.now();
+  // A sprayed flow's receiver places a packet that came ahead of a gap (a duplicate, or a
+  // packet of a flow no longer running, is dropped); no NAK: the RTO recovers a loss.
+  if (!fl.placed.empty() && fl.active && p.offset > fl.received) {
+    std::uint8_t& got =
+        fl.placed[static_cast<std::size_t>(p.offset / static_cast<std::int64_t>(pc_.mtu_bytes))];
+    if (got != 0) {
+      free_packets_.push_back(pk);
+      ++stats_.out_of_order;
+      return;
+    }
+    got = 1;
+    fl.placed_bytes += p.bytes;
+    ++stats_.reordered;
+    stats_.bytes_delivered += p.bytes;
+    fl.last_progress = now;
+    fl.timeouts = 0;
+    if (windowed()) {
+      // Its ACK says how many bytes arrived, in order or placed (a selective acknowledgement:
+      // the window does not wait for the gap to fill).
+      packets_[static_cast<std::size_t>(pk)].offset = fl.received + fl.placed_bytes;
+      sim_.schedule(now + fl.reverse_latency, *this, tag_of(kAck, pk));
+    } else {
+      free_packets_.push_back(pk);
+    }
+    if (p.ecn && dcqcn() && now - fl.last_cnp >= pc_.cnp_interval) {
+      fl.last_cnp = now;
+      ++stats_.cnps;
+      sim_.schedule(now + fl.reverse_latency, *this, tag_of(kCnp, p.flow));
+    }
+    return;
+  }
   // Go-back-N: only the next expected byte of a flow still running is accepted (a failed flow's
   // stragglers and a finished one's duplicates are not); a gap is answered with one NAK.
   if (!fl.active || p.offset != fl.received) {
@@ -408,9 +480,21 @@ void PacketNetwork::deliver(std::int32_t pk) {
   fl.last_progress = now;
   fl.timeouts = 0;
   stats_.bytes_delivered += p.bytes;
+  if (!fl.placed.empty()) {
+    // The gap is filled: what was placed beyond it now counts as received.
+    const auto mtu = static_cast<std::int64_t>(pc_.mtu_bytes);
+    while (fl.received < fl.bytes) {
+      std::uint8_t& got = fl.placed[static_cast<std::size_t>(fl.received / mtu)];
+      if (got == 0) break;
+      got = 0;
+      const std::int64_t more = std::min(mtu, fl.bytes - fl.received);
+      fl.placed_bytes -= more;
+      fl.received += more;
+    }
+  }
   if (windowed()) {
     // The packet's slot travels back as its ACK: the cumulative byte, the mark, the send time.
-    packets_[static_cast<std::size_t>(pk)].offset = fl.received;
+    packets_[static_cast<std::size_t>(pk)].offset = fl.received + fl.placed_bytes;
     sim_.schedule(now + fl.reverse_latency, *this, tag_of(kAck, pk));
   } else {
     free_packets_.push_back(pk);

@@ -37,6 +37,12 @@
 //     back too, and gives up after network.retransmit.retry_count RTOs in a row (flow_failed).
 //     An RTO shorter than the queueing delay retransmits packets still in flight (spurious
 //     retransmissions, counted); a long one stalls a flow for that long after a flap.
+//   * packet spraying (network.routing.mode spray): a flow given its equal-cost paths sends
+//     each packet down one of them drawn uniformly at random (random packet spraying, Dixit et
+//     al., INFOCOM'13), from the Simulation's "packet/spray" stream; its receiver places
+//     packets wherever they land (direct data placement, as NICs that support adaptive routing
+//     do) and counts those that came ahead of a gap as reordered; it sends no NAK for a gap
+//     (reordering is expected), so a lost packet is recovered by the RTO;
 //   * priority classes (network.packet.priority_classes): a queue per class at every port,
 //     served in strict priority, with ECN and PFC per class (one class by default: a PAUSE then
 //     stops the whole port).
@@ -164,6 +170,8 @@ struct PacketNetworkStats {
   std::int64_t pauses = 0;         // PAUSE frames sent
   std::int64_t dropped = 0;        // packets lost on a down link
   std::int64_t out_of_order = 0;   // packets the receiver dropped (a gap before them, or duplicates)
+  std::int64_t reordered = 0;      // sprayed packets accepted ahead of a gap (placed directly)
+  std::int64_t sprayed_flows = 0;  // flows whose packets were spread over more than one path
   std::int64_t naks = 0;
   std::int64_t timeouts = 0;       // RTOs that fired with no progress
   std::int64_t retransmitted_bytes = 0;  // bytes sent again after going back
@@ -212,9 +220,16 @@ class PacketNetwork final : public Component, public EventTarget {
     bool ecn = false;
     std::int64_t offset = 0;    // its first byte in the flow (the PSN); an ACK's cumulative byte
     TimePs sent_at;             // when its sender put it on the first link
+    std::int32_t route = -1;    // sprayed: the index of its path among the flow's; -1: `path`
   };
   struct Flow {
     std::vector<topo::LinkId> path;
+    // Spraying: the equal-cost paths (path k = spray_links[spray_offset[k], spray_offset[k+1]))
+    // and, at the receiver, which packets (offset / MTU) arrived ahead of `received`.
+    std::vector<topo::LinkId> spray_links;
+    std::vector<std::uint32_t> spray_offset;
+    std::vector<std::uint8_t> placed;
+    std::int64_t placed_bytes = 0;  // bytes placed beyond `received`
     int cls = 0;  // priority class
     std::int64_t bytes = 0, sent = 0, received = 0;
     std::uint64_t tag = 0;
@@ -264,6 +279,8 @@ class PacketNetwork final : public Component, public EventTarget {
   };
 
   void on_event(std::uint64_t tag) override;
+  /// The links packet `p` of flow `fl` travels: its sprayed path or the flow's path.
+  std::span<const topo::LinkId> route_of(const Flow& fl, const Packet& p) const;
   void serve(topo::LinkId l);
   void arrive(std::int32_t pk);
   void enqueue(topo::LinkId l, std::int32_t pk);
@@ -298,6 +315,7 @@ class PacketNetwork final : public Component, public EventTarget {
   std::vector<std::int32_t> free_packets_;
   std::int64_t in_flight_ = 0;
   Rng ecn_rng_;
+  Rng spray_rng_;
   PacketNetworkStats stats_;
   Signal<FlowDone> flow_done_;
   Signal<FlowFailed> flow_failed_;

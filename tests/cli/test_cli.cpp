@@ -142,12 +142,13 @@ TEST(Cli, UsageErrors) {
   const CliRun packet = trainsim(std::string("run ") + kScenario + " --fidelity packet");
   EXPECT_EQ(packet.code, 2);
   EXPECT_TRUE(has(packet.err, "simulation.fidelity")) << packet.err;
-  // Spraying at packet fidelity: refused, naming the key (a queue pair keeps its one path).
+  // Spraying at flow fidelity: refused, naming the key (a flow keeps one path; the packet
+  // level sprays).
   const CliRun spray = trainsim(std::string("run ") + kScenario +
-                                " --fidelity packet --force --set network.routing.mode=spray");
+                                " --fidelity flow --set network.routing.mode=spray");
   EXPECT_EQ(spray.code, 2);
   EXPECT_TRUE(has(spray.err, "network.routing.mode")) << spray.err;
-  EXPECT_TRUE(has(spray.err, "not modelled at packet fidelity")) << spray.err;
+  EXPECT_TRUE(has(spray.err, "packet fidelity sprays packet by packet")) << spray.err;
   // A straggler needs an event-driven fidelity; a trace too.
   const CliRun straggler = trainsim(std::string("run ") + kScenario +
                                     " --set simulation.straggler_rank=3 --set simulation.straggler_factor=2");
