@@ -97,7 +97,7 @@ int run_collective_command(const CollectiveArgs& a) {
   const scen::Scenario s = a.scenario.empty() ? scen::load_scenario_string("", "<default>", sets)
                                               : scen::load_scenario_file(a.scenario, sets);
   const exec::RunConfig cfg = scen::make_run_config(s);
-  const coll::LinkModel links = exec::link_model(s.cluster, cfg.profile);
+  const coll::LinkModel links = exec::link_model(cfg);
   const coll::Placement placement = a.placement == "rail"     ? coll::Placement::kRail
                                     : a.placement == "spread" ? coll::Placement::kSpread
                                                               : coll::Placement::kPacked;

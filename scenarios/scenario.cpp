@@ -647,6 +647,9 @@ class Resolver {
     o.tp_overlap_decomposed = get("framework.tp_overlap_method") == "decomposed";
     o.dp_buckets = get("framework.dp_buckets") == "fixed-40m" ? plan::BucketRule::kFixed40M
                                                               : plan::BucketRule::kScaledWithDp;
+    o.pp_activation = get("framework.pp_activation") == "full" ? plan::PpActivation::kFull
+                                                               : plan::PpActivation::kScatterGather;
+    o.p2p_net_channels = integer("collectives.p2p_net_channels");
     scenario_.scale.gpu_speed_sigma = real("scale.gpu_speed_sigma");
     scenario_.scale.global_sync = flag("scale.global_sync");
   }

@@ -459,6 +459,16 @@ std::vector<KeyDef> build_schema() {
                       "collective beside an independent GEMM; only backward has one)",
        .choices = {"decomposed", "bulk"},
        .aliases = {"tp_comm_overlap_method", "ub_overlap_method"}},
+      {.path = "framework.pp_activation",
+       .type = K::kEnum,
+       .default_value = "scatter-gather",
+       .description = "How a pipeline boundary's activation travels when sequence parallelism is "
+                      "off (with it each TP rank sends its s/t shard): scatter-gather (each TP "
+                      "rank sends 1/t through its own NIC, the receivers all-gather it over the "
+                      "TP group before computing: Megatron-LM 2021-02 to 2023-03) or full (every "
+                      "TP rank sends the whole tensor: Megatron-Core from 23.04)",
+       .choices = {"scatter-gather", "full"},
+       .aliases = {"scatter_gather_tensors_in_pipeline", "p2p_scatter_gather"}},
 
       // costs that grow with the number of GPUs (sim/exec/scale.h, docs/scale.md)
       {.path = "scale.gpu_speed_sigma",
@@ -550,6 +560,15 @@ std::vector<KeyDef> build_schema() {
        .description = "NCCL protocol, as NCCL_PROTO: auto = the fastest, or LL, LL128, Simple",
        .choices = {"auto", "LL", "LL128", "Simple"},
        .aliases = {"nccl_proto", "proto", "protocol"}},
+      {.path = "collectives.p2p_net_channels",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "NCCL channels per point-to-point peer over the network, as "
+                      "NCCL_NCHANNELS_PER_NET_PEER (NCCL before 2.12: 1); each moves at most "
+                      "14 GB/s (NCCL's NCCL_P2P_PER_CHANNEL_NET_BW). 0 = enough to fill the NIC",
+       .aliases = {"nchannels_per_net_peer", "p2p_channels"},
+       .min_value = 0,
+       .max_value = 64},
 
 
       // congestion control (sim/network/congestion.h; docs/network-model.md §4–5). [D] marks a

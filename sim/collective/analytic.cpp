@@ -270,7 +270,9 @@ Cost point_to_point(Kind k, double bytes, const GroupShape& group, const LinkMod
       c.time_s = L.base_s + L.nvlink_step_s + bytes / l.nvlink_busbw_Bps;
     } else {
       c.nic_bytes = bytes;
-      c.time_s = L.base_s + L.net_step_s + bytes * slow / l.nic_Bps_per_gpu;
+      const double bw = l.p2p_net_Bps > 0 ? std::min(l.nic_Bps_per_gpu, l.p2p_net_Bps)
+                                          : l.nic_Bps_per_gpu;
+      c.time_s = L.base_s + L.net_step_s + bytes * slow / bw;
     }
     return c;
   }

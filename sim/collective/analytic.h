@@ -51,6 +51,9 @@ struct LinkModel {
   double nvls_busbw_Bps = 0;        // NVLS all-reduce bus bandwidth inside a server (0 = none)
   double nic_Bps_per_gpu = 0;       // achieved NIC bandwidth per GPU (NICs per node / GPUs per node)
   double above_pod_oversubscription = 1.0;
+  // A point-to-point transfer's bound over the network (its NCCL channels × what one moves);
+  // 0 = only the NIC bounds it.
+  double p2p_net_Bps = 0;
   // latency[algorithm][protocol]; defaults are NCCL's tuning table; Ring/Simple comes from the
   // calibration profile.
   PairLatency latency[3][3];

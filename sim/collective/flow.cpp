@@ -118,6 +118,8 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
   } else if (kind == Kind::kSendRecv) {
     if (C <= 0) C = nodes > 1 ? 2 : 1;
     for (int c = 0; c < C; ++c) conns.push_back({rank(0), rank(1), bytes / C, c});
+    // NCCL's channels per net peer bound the transfer (LinkModel::p2p_net_Bps), shared by them.
+    if (nodes > 1 && links.p2p_net_Bps > 0) p.flow_cap_Bps = links.p2p_net_Bps / C;
   } else {
     // Ring collectives: each edge carries factor·S (broadcast: S) over the collective.
     const double edge_bytes = factor * bytes;
@@ -192,6 +194,12 @@ void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
                              router.why_unreachable(conn.src, conn.dst),
                          {"", 0, ""});
       }
+      if (plan.flow_cap_Bps > 0 && out.cap_Bps.empty()) {
+        out.cap_Bps.assign(out.bytes.size(), net::kUnlimited);
+      }
+      if (!out.cap_Bps.empty()) {
+        out.cap_Bps.push_back(plan.flow_cap_Bps > 0 ? plan.flow_cap_Bps / Q : net::kUnlimited);
+      }
       out.bytes.push_back(share);
       out.links.insert(out.links.end(), path.begin(), path.end());
       out.offset.push_back(static_cast<std::uint32_t>(out.links.size()));
@@ -255,6 +263,7 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
       spec.path = std::span<const topo::LinkId>(routed.links.data() + routed.offset[f],
                                                 routed.offset[f + 1] - routed.offset[f]);
       spec.bytes = routed.bytes[f];
+      spec.cap_Bps = routed.cap_of(f);
       spec.tag = i;
       spec.spray_offset = routed.spray_offsets_of(f);
       spec.spray_links = routed.spray_links;

@@ -80,6 +80,7 @@ struct CollectiveFlows {
   FlowCollectiveResult result;  // latency_s, cost (analytic ring choice), channels
   std::vector<FlowConnection> conns;
   double wire = 1.0;  // bytes on the wire per payload byte (LL and LL128 carry flags)
+  double flow_cap_Bps = 0;  // a connection's rate bound (point-to-point NCCL channels); 0 = none
 };
 
 /// Plans the flows of one collective (`channels` 0 = NCCL's choice).
@@ -97,6 +98,9 @@ struct RoutedFlows {
   std::vector<topo::LinkId> links;
   std::vector<std::uint32_t> net_offset{0};
   std::vector<topo::LinkId> net_links;
+  /// Per flow rate bounds (empty: none has one).
+  std::vector<double> cap_Bps;
+  double cap_of(std::size_t f) const { return cap_Bps.empty() ? net::kUnlimited : cap_Bps[f]; }
   /// Spray mode only (empty otherwise): flow f's equal-cost paths are spray_offset entries
   /// spray_first[f] .. spray_first[f+1], path j being spray_links[spray_offset[j],
   /// spray_offset[j+1]); links/net_links then hold its first path.

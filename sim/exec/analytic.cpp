@@ -295,6 +295,14 @@ coll::LinkModel link_model(const topo::ClusterSpec& cluster, const calib::Profil
   return l;
 }
 
+coll::LinkModel link_model(const RunConfig& cfg) {
+  coll::LinkModel l = link_model(cfg.cluster, cfg.profile);
+  if (cfg.opt.p2p_net_channels > 0) {
+    l.p2p_net_Bps = cfg.opt.p2p_net_channels * plan::kNcclP2pChannelNetBps;
+  }
+  return l;
+}
+
 bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Result& r,
                       plan::Infeasibility& why) {
   const auto& m = cfg.model;
@@ -322,7 +330,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
            "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller micro-batch"};
     return false;
   }
-  const coll::LinkModel links = link_model(cfg.cluster, prof);
+  const coll::LinkModel links = link_model(cfg);
   if (!options.timings_when_not_fitting && !r.memory.fits() && !cfg.collectives.algorithm &&
       !cfg.collectives.protocol && links.nvlink_busbw_Bps > 0 && links.nic_Bps_per_gpu > 0) {
     // The timings could only end in an input error (no collective implementation for a chosen
@@ -403,20 +411,30 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   Slot last = single ? first : part[1].slot();
   Slot middle;
   if (par.pp > 2) middle = part[2].slot();
-  // Pipeline send/recv of one micro-batch's activations (SP-sharded or scatter-gathered: 1/tp
-  // per rank), forward and backward, per model chunk.
+  // Pipeline send/recv of one micro-batch's activations, forward and backward, per model chunk:
+  // 1/tp per rank when SP shards them or the framework scatter-gathers them (then the receivers
+  // all-gather the whole tensor over the TP group before computing: TP communication), the
+  // whole tensor per rank otherwise (framework.pp_activation full).
   double t_p2p = 0;
   coll::Cost p2p;
   if (par.pp > 1) {
-    const double bytes = static_cast<double>(cfg.training.micro_batch) * m.seq_len / par.cp *
-                         m.hidden * 2.0 / par.tp;
+    const double full = static_cast<double>(cfg.training.micro_batch) * m.seq_len / par.cp *
+                        m.hidden * 2.0;
+    const bool sharded = c.shard.sp || par.tp == 1;
+    const bool whole = !sharded && cfg.opt.pp_activation == plan::PpActivation::kFull;
     coll::GroupShape peer{2, L.pp.per_node > 1 ? 2 : 1, L.pp.per_node > 1 ? 1 : 2,
                           std::min(2, L.pp.pods)};
-    p2p = c.cost(Kind::kSendRecv, bytes, peer);
+    p2p = c.cost(Kind::kSendRecv, whole ? full : full / par.tp, peer);
     t_p2p = p2p.time_s;
+    const bool gather = !sharded && !whole;
+    const coll::Cost ag = gather ? c.cost(Kind::kAllGather, full, L.tp) : coll::Cost{};
     for (Slot* s : {&first, &last, &middle}) {
-      if (!cfg.opt.pp_overlap) s->pp += 2.0 * par.vpp * t_p2p;
+      if (!cfg.opt.pp_overlap) {
+        s->pp += 2.0 * par.vpp * t_p2p;
+        s->tp += 2.0 * par.vpp * ag.time_s;
+      }
       add_traffic(*s, p2p, 2.0 * par.vpp);
+      if (gather) add_traffic(*s, ag, 2.0 * par.vpp);
     }
   }
   const Slot* slowest = first.total() >= last.total() ? &first : &last;

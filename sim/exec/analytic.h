@@ -50,6 +50,9 @@ struct AnalyticOptions {
 /// bandwidths and Ring/Simple latencies from the profile, per-GPU NIC bandwidth from the cluster's
 /// NICs at the profile's achieved fraction of line rate.
 coll::LinkModel link_model(const topo::ClusterSpec& cluster, const calib::Profile& profile);
+/// The run's link model: the cluster's and profile's, with the point-to-point bound of its
+/// NCCL channels per net peer (collectives.p2p_net_channels × kNcclP2pChannelNetBps).
+coll::LinkModel link_model(const RunConfig& cfg);
 
 /// Evaluates one iteration. Throws trainsim::Error(kInfeasible) for configurations that cannot run.
 Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options = {});

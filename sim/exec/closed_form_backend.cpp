@@ -7,7 +7,7 @@ namespace trainsim::exec {
 ClosedFormBackend::ClosedFormBackend(Simulation& sim, const RunConfig& cfg, const Result& analytic)
     : sim_(sim),
       cfg_(cfg),
-      links_(link_model(cfg.cluster, cfg.profile)),
+      links_(link_model(cfg)),
       analytic_iter_s_(analytic.iteration_time_s) {}
 
 int ClosedFormBackend::add_job(const CommEndpoints&) { return jobs_++; }

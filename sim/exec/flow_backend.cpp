@@ -19,7 +19,7 @@ constexpr int kJobKeyShift = 48;
 
 FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOptions& options,
                          const Result& analytic)
-    : sim_(sim), cfg_(cfg), closed_form_(sim, cfg, analytic), links_(link_model(cfg.cluster, cfg.profile)) {
+    : sim_(sim), cfg_(cfg), closed_form_(sim, cfg, analytic), links_(link_model(cfg)) {
   if (options.routing.mode == topo::RoutingMode::kSpray &&
       options.backend != NetworkBackend::kPacket) {
     throw_input("packet spraying splits a flow over links; flow fidelity needs one path per "
@@ -162,6 +162,7 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
     spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[i],
                                               flows.net_offset[i + 1] - flows.net_offset[i]);
     spec.bytes = flows.bytes[i];
+    spec.cap_Bps = flows.cap_of(i);
     spec.tag = slot | (static_cast<std::uint64_t>(c.copy_of[i]) << 32);
     spec.priority = priority;
     spec.spray_offset = flows.spray_offsets_of(i);

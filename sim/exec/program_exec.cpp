@@ -420,7 +420,7 @@ double Executor::fill_result(Result& r) const {
   // The costs of scale (sim/exec/scale.h) are added as the analytic fidelity adds them: the
   // per-GPU speed spread is an order statistic over all ranks, not a per-rank draw here.
   const ScaleCosts sc = scale_costs(cfg_.scale, bd, ps_.layout, cfg_.cluster,
-                                    link_model(cfg_.cluster, cfg_.profile), cfg_.training.precision);
+                                    link_model(cfg_), cfg_.training.precision);
   bd.gpu_variation_s = sc.gpu_variation_s;
   bd.global_sync_s = sc.global_sync_s;
   r.iteration_time_s = iter + sc.gpu_variation_s + sc.global_sync_s;

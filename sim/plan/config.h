@@ -2,6 +2,7 @@
 // `scenarios/` fills and the planner and executors read.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "sim/core/units.h"
@@ -55,6 +56,13 @@ inline double dp_bucket_params(BucketRule rule, int dp) {
   return rule == BucketRule::kScaledWithDp && dp > 40 ? 1e6 * dp : 40e6;
 }
 
+enum class PpActivation : std::uint8_t { kScatterGather, kFull };
+
+/// What NCCL assumes one point-to-point channel moves over the network: NCCL 2.29's
+/// NCCL_P2P_PER_CHANNEL_NET_BW default, 14 GB/s (src/graph/paths.cc, which sizes the channels
+/// per net peer as max(NICs, ⌈NIC bandwidth / 14 GB/s⌉)).
+inline constexpr double kNcclP2pChannelNetBps = 14e9;
+
 /// MegaScale's system levers (DESIGN.md §4), each changing what the model computes or overlaps.
 struct Optimizations {
   bool tp_overlap = false;           // TP/SP all-gather and reduce-scatter fused with GEMMs
@@ -73,6 +81,15 @@ struct Optimizations {
   // runs beside the whole GEMM it does not depend on (bulk overlap).
   bool tp_overlap_decomposed = true;
   BucketRule dp_buckets = BucketRule::kScaledWithDp;
+  // How a pipeline boundary's activation travels without sequence parallelism (with it, every
+  // TP rank sends its s/t shard and nothing is gathered): scatter-gather (Megatron-LM
+  // 2021-02 to 2023-03: each TP rank sends 1/t of it through its own NIC and the receivers
+  // all-gather it over the TP group before computing) or full (Megatron-Core from 23.04: every
+  // TP rank sends the whole tensor).
+  PpActivation pp_activation = PpActivation::kScatterGather;
+  // NCCL network channels per point-to-point peer (NCCL_NCHANNELS_PER_NET_PEER; NCCL before
+  // 2.12 used 1); 0 = as many as fill the NIC. Each moves at most kNcclP2pChannelNetBps.
+  int p2p_net_channels = 0;
   bool fused_attention() const { return attention_kernel != model::AttentionKernel::kUnfused; }
 };
 

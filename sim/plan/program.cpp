@@ -182,6 +182,7 @@ struct Builder {
   int microbatches = 1;
   double act_bytes = 0;  // one [tokens × h] 16-bit tensor (the TP collectives' buffer)
   double p2p_bytes = 0;  // a pipeline activation per rank (1/tp of it: SP or scatter-gather)
+  bool p2p_gather = false;  // scatter-gather: the receivers all-gather it over TP before use
 
   std::uint32_t last_compute = kNoTask;
   std::vector<std::uint32_t> blockers;  // comm tasks the next compute task must wait for
@@ -476,8 +477,11 @@ struct Builder {
     t.chunk = static_cast<std::int16_t>(chunk);
     // Without PP overlap the receive is posted when the compute stream gets to it (together with
     // the send of the previous step, as Megatron's batched send/recv pairs); with it, ahead.
-    if (opt.pp_overlap) return add(t, {});
-    return add(t, {last_compute});
+    const std::uint32_t id = opt.pp_overlap ? add(t, {}) : add(t, {last_compute});
+    if (!p2p_gather) return id;
+    // Scatter-gather: the received 1/tp is all-gathered over the TP group on the receive stream
+    // (Megatron-LM's gather_split_1d_tensor after the receive); the compute waits for it.
+    return collective(coll::Kind::kAllGather, Dim::kTp, s, act_bytes, mb, chunk, -1, {id});
   }
   void send(Stream s, int mb, int chunk) {
     Task t;
@@ -626,7 +630,13 @@ void Builder::build() {
   microbatches = L.microbatches;
   const double tokens = static_cast<double>(shard.micro_batch) * m.seq_len / par.cp;
   act_bytes = tokens * m.hidden * 2.0;
-  p2p_bytes = act_bytes / par.tp;
+  // framework.pp_activation (plan::Optimizations::pp_activation): SP shards the activation, so
+  // each TP rank sends its 1/tp; without SP, scatter-gather sends 1/tp and all-gathers it at the
+  // receiver, full sends the whole tensor from every TP rank.
+  const bool sharded = par.tp == 1 || par.sp;
+  const bool whole = !sharded && opt.pp_activation == PpActivation::kFull;
+  p2p_gather = !sharded && !whole;
+  p2p_bytes = whole ? act_bytes : act_bytes / par.tp;
 
   // Ops of every layer this stage holds, and of the embedding and head.
   int lo_layer = m.layers, hi_layer = 0;

@@ -174,6 +174,21 @@ TEST(CollectiveCli, SprayingAtPacketFidelityRemovesEcmpCollisions) {
   EXPECT_NE(flow.err.find("network.routing.mode"), std::string::npos) << flow.err;
 }
 
+// One NCCL channel per network peer (collectives.p2p_net_channels=1, NCCL before 2.12): a
+// 64 MiB send/recv between two servers moves at NCCL's 14 GB/s per channel instead of the
+// NIC's achieved rate, at analytic and flow fidelity alike (the flow carries the bound):
+// 64 MiB / 14 GB/s = 4,793.5 µs plus the latency.
+TEST(CollectiveCli, OneP2pChannelBoundsASendRecv) {
+  const std::string args = "--op sendrecv --ranks 2 --placement spread --sizes 64M ";
+  const double S = 64.0 * (1 << 20);
+  for (const char* fidelity : {"analytic", "flow"}) {
+    const double one = time_us(args + "--set collectives.p2p_net_channels=1 --fidelity " +
+                               fidelity);
+    EXPECT_NEAR(one, S / 14e9 * 1e6, 0.01 * S / 14e9 * 1e6) << fidelity;
+    EXPECT_LT(time_us(args + "--fidelity " + fidelity), 0.65 * one) << fidelity;
+  }
+}
+
 TEST(CollectiveCli, BadInput) {
   const Out nvls = trainsim("collective --cluster selene-a100 --ranks 8 --algo nvls --sizes 1M");
   EXPECT_EQ(nvls.code, 2);

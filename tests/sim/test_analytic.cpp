@@ -7,6 +7,7 @@
 
 #include "sim/core/error.h"
 #include "sim/model/ops.h"
+#include "sim/plan/layout.h"
 
 namespace trainsim::exec {
 namespace {
@@ -104,6 +105,61 @@ TEST(Analytic, OverlapLeversReduceExposedCommunication) {
   on = c;
   on.model.parallel_block = true;
   EXPECT_LT(run_analytic(on).breakdown.exposed_tp_s, off.breakdown.exposed_tp_s);
+}
+
+// A pipeline boundary's activation (framework.pp_activation, collectives.p2p_net_channels):
+// TP 8 · PP 2 across two servers, SP off, 8 micro-batches, one chunk. Each stage sends and
+// receives 2 activations per micro-batch (forward, backward), so the exposed PP time is
+// 8 · 2 · t(bytes) with t the closed form of one send/recv through the NIC.
+//  - scatter-gather (Megatron-LM 2021-02 .. 2023-03): 1/8 of the 16 MiB [2048 × 4096] tensor
+//    per rank, plus an all-gather of the whole tensor over the TP group after every receive,
+//    which is TP communication: 8 · 2 · AG(16 MiB) more exposed TP than `full`;
+//  - full (Megatron-Core): the whole tensor from every rank, no gather;
+//  - one NCCL channel per net peer (NCCL before 2.12): the send/recv moves at 14 GB/s instead
+//    of the NIC's achieved rate, so exposed PP grows by 16 · (2 MiB) · (1/14e9 − 1/nic);
+//  - with SP the activation is sharded already: neither key changes anything.
+TEST(Analytic, PipelineActivationTransferFollowsTheFramework) {
+  RunConfig c = base(16, 8, 2, 1);
+  c.model.hidden = 4096;
+  c.model.heads = 32;
+  c.model.kv_heads = 32;
+  c.model.ffn_hidden = 16384;
+  c.training.global_batch = 8;
+  c.parallel.sp = false;
+  const double full = 2048.0 * 4096 * 2;
+  const coll::LinkModel links = link_model(c);
+  const coll::GroupShape peer{2, 1, 2, 1};
+  const auto t = [&](double bytes, const coll::LinkModel& l) {
+    return coll::collective_cost(coll::Kind::kSendRecv, bytes, peer, l, {}).time_s;
+  };
+  const plan::Layout L = plan::make_layout(c.model, c.cluster, c.parallel, c.training);
+  const double ag = coll::collective_cost(coll::Kind::kAllGather, full, L.tp, links, {}).time_s;
+
+  const Result sg = run_analytic(c);
+  expect_breakdown_adds_up(sg);
+  EXPECT_NEAR(sg.breakdown.exposed_pp_s, 16 * t(full / 8, links), 1e-12);
+  RunConfig whole = c;
+  whole.opt.pp_activation = plan::PpActivation::kFull;
+  const Result fr = run_analytic(whole);
+  EXPECT_NEAR(fr.breakdown.exposed_pp_s, 16 * t(full, links), 1e-12);
+  EXPECT_NEAR(sg.breakdown.exposed_tp_s - fr.breakdown.exposed_tp_s, 16 * ag, 1e-12);
+  EXPECT_GT(ag, 0);
+
+  RunConfig one = c;
+  one.opt.p2p_net_channels = 1;
+  const Result r1 = run_analytic(one);
+  ASSERT_GT(links.nic_Bps_per_gpu, 14e9);
+  EXPECT_NEAR(r1.breakdown.exposed_pp_s - sg.breakdown.exposed_pp_s,
+              16 * (full / 8) * (1 / 14e9 - 1 / links.nic_Bps_per_gpu), 1e-12);
+  RunConfig four = c;
+  four.opt.p2p_net_channels = 4;  // 56 GB/s: the NIC bounds it, as with 0
+  EXPECT_EQ(run_analytic(four).iteration_time_s, sg.iteration_time_s);
+
+  c.parallel.sp = true;
+  whole.parallel.sp = true;
+  const Result sp = run_analytic(c);
+  EXPECT_EQ(sp.iteration_time_s, run_analytic(whole).iteration_time_s);
+  EXPECT_NEAR(sp.breakdown.exposed_pp_s, 16 * t(full / 8, links), 1e-12);
 }
 
 // Same inputs, same numbers, bit for bit.

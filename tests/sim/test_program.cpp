@@ -205,6 +205,28 @@ TEST(Program, PipelineOverlapSwitch) {
   EXPECT_LT(on.breakdown.exposed_pp_s, off.breakdown.exposed_pp_s);
 }
 
+// framework.pp_activation at schedule fidelity: TP 8 · PP 2 across servers, SP off. The
+// scatter-gather receiver all-gathers every received activation over its TP group before
+// computing (TP communication on the receive stream); `full` sends 8× the bytes instead and
+// gathers nothing; with SP the key changes nothing, bit for bit.
+TEST(Program, PipelineActivationScatterGatherOrFull) {
+  RunConfig c = config(16, 8, 2, 1, 8, 8);
+  c.parallel.sp = false;
+  c.opt.pp_overlap = false;
+  const Result sg = exec::run_program(c, ExecOptions{});
+  expect_adds_up(sg);
+  RunConfig whole = c;
+  whole.opt.pp_activation = plan::PpActivation::kFull;
+  const Result fr = exec::run_program(whole, ExecOptions{});
+  expect_adds_up(fr);
+  EXPECT_GT(sg.breakdown.exposed_tp_s, fr.breakdown.exposed_tp_s);
+  EXPECT_GT(fr.breakdown.exposed_pp_s, 4 * sg.breakdown.exposed_pp_s);
+  c.parallel.sp = true;
+  whole.parallel.sp = true;
+  EXPECT_EQ(exec::run_program(c, ExecOptions{}).iteration_time_s,
+            exec::run_program(whole, ExecOptions{}).iteration_time_s);
+}
+
 // DP overlap: gradients reduced bucket by bucket during the last micro-batch's backward; what
 // stays exposed is the last bucket (the embedding's, reduced after the embedding's backward)
 // when every other bucket's reduction is shorter than the backward of the layers behind it, plus
