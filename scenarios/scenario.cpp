@@ -117,6 +117,7 @@ class Resolver {
     build_parallel();
     build_training();
     build_routing();
+    resolve_auto_vpp();
     resolve_auto_recompute();
     scenario_.system = get("optimizations.system");
     scenario_.framework = get("framework.preset");
@@ -555,6 +556,13 @@ class Resolver {
     plan::ParallelConfig& p = scenario_.parallel;
     std::string schedule = get("parallel.schedule");
     const bool explicit_flat = schedule == "gpipe" || schedule == "1f1b";
+    if (get("parallel.vpp") == "auto") {
+      // Chosen by resolve_auto_vpp once the training keys are known; one chunk meanwhile.
+      vpp_auto_ = true;
+      p.vpp = 1;
+      p.schedule = schedule == "gpipe" ? plan::Schedule::kGpipe : plan::Schedule::k1F1B;
+      return;
+    }
     if (!given("parallel.vpp") && int64("parallel.vpp") > 1 && (p.pp == 1 || explicit_flat)) {
       derive("parallel.vpp", "1",
              p.pp == 1
@@ -579,6 +587,67 @@ class Resolver {
     p.schedule = schedule == "interleaved" ? plan::Schedule::kInterleaved
                  : schedule == "gpipe"     ? plan::Schedule::kGpipe
                                            : plan::Schedule::k1F1B;
+  }
+
+  // parallel.vpp: auto is the fastest virtual-stage count that fits in memory (analytic, with
+  // training.recompute: auto chosen per candidate), as `validate` searches a blank vpp cell:
+  // the number of chunks is a tuning choice and a tuned run takes the fastest. Candidates are
+  // the counts the layout accepts (layers divide into pp·vpp chunks, micro-batches a multiple
+  // of pp); none that fits: 1, and the memory check reports it. A flat schedule (1f1b, gpipe)
+  // or one stage keeps 1.
+  void resolve_auto_vpp() {
+    if (!vpp_auto_) return;
+    plan::ParallelConfig& p = scenario_.parallel;
+    const std::string schedule = get("parallel.schedule");
+    const auto settle = [&](int vpp, const std::string& why) {
+      p.vpp = vpp;
+      const bool interleaved = vpp > 1;
+      p.schedule = interleaved ? plan::Schedule::kInterleaved
+                   : schedule == "gpipe" ? plan::Schedule::kGpipe
+                                         : plan::Schedule::k1F1B;
+      derive("parallel.vpp", std::to_string(vpp), "parallel.vpp = " + std::to_string(vpp) + " (auto: " + why + ")");
+      if (schedule == "auto") {
+        derive("parallel.schedule", interleaved ? "interleaved" : "1f1b", "");
+      }
+    };
+    if (p.pp == 1 || schedule == "1f1b" || schedule == "gpipe") {
+      settle(1, p.pp == 1 ? "one pipeline stage has nothing to interleave"
+                          : "parallel.schedule " + schedule + " does not interleave");
+      return;
+    }
+    std::optional<int> best;
+    double best_t = 0;
+    std::string tried;
+    for (int vpp = schedule == "interleaved" ? 2 : 1; vpp * p.pp <= scenario_.model.layers; ++vpp) {
+      Scenario candidate = scenario_;
+      candidate.parallel.vpp = vpp;
+      candidate.parallel.schedule = vpp > 1 ? plan::Schedule::kInterleaved : plan::Schedule::k1F1B;
+      candidate.calibration_profile = get("calibration.profile");
+      exec::RunConfig cfg = make_run_config(candidate);  // timings need the profile
+      if (scenario_.recompute_auto) {
+        try {
+          cfg = choose_recompute(cfg);
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::kInfeasible) throw;
+          continue;
+        }
+      }
+      exec::AnalyticOptions opts;
+      opts.enforce_memory = true;
+      exec::Result r;
+      plan::Infeasibility why;
+      if (!exec::try_run_analytic(cfg, opts, r, why)) continue;
+      tried += (tried.empty() ? "" : ", ") + std::to_string(vpp);
+      if (!best || r.iteration_time_s < best_t) {
+        best = vpp;
+        best_t = r.iteration_time_s;
+      }
+    }
+    if (!best) {
+      settle(1, "no count fits in memory; the memory check reports it");
+      return;
+    }
+    settle(*best, "the fastest that fits of vpp " + tried);
   }
 
   // training.recompute: auto is the least recompute whose memory fits (choose_recompute); when
@@ -656,6 +725,7 @@ class Resolver {
 
   const GivenMap& given_;
   std::string fused_attention_kernel_ = "flash2";
+  bool vpp_auto_ = false;
   Scenario scenario_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::string> origin_;

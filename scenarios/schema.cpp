@@ -306,7 +306,10 @@ std::vector<KeyDef> build_schema() {
       {.path = "parallel.vpp",
        .type = K::kInt,
        .default_value = "6",
-       .description = "Virtual pipeline chunks per stage (> 1 = interleaved 1F1B)",
+       .description = "Virtual pipeline chunks per stage (> 1 = interleaved 1F1B); auto = the "
+                      "fastest count that fits in memory (analytic; the layers must divide into "
+                      "pp·vpp chunks)",
+       .choices = {"auto"},
        .aliases = {"virtual_pipeline", "virtual_pipeline_model_parallel_size",
                    "virtual_pipeline_parallel", "virtual_stages", "interleave", "num_model_chunks",
                    "virtual_pipeline_stages"},

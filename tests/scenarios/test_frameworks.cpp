@@ -8,6 +8,7 @@
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "sim/core/error.h"
+#include "sim/exec/analytic.h"
 #include "sim/plan/memory.h"
 
 namespace trainsim::scen {
@@ -146,6 +147,52 @@ TEST(Frameworks, AutoRecomputeIsResolvedWhenTheScenarioIsBuilt) {
   // A run that fits without recompute keeps none.
   const Scenario small = load_scenario_string("", "t", {"training.recompute=auto"});
   EXPECT_EQ(small.training.recompute, model::Recompute::kNone);
+}
+
+// parallel.vpp: auto takes the fastest virtual-stage count that fits, found by running every
+// count the layout accepts: the default 175B (96 layers, PP 8) accepts 1, 2, 3, 4, 6 and 12;
+// each is run here on its own and the chosen one is the fastest of them (ties: the smaller).
+// A flat schedule or a single stage keeps 1; the choice is noted.
+TEST(Frameworks, AutoVppIsTheFastestThatFits) {
+  const Scenario s = load_scenario_string("", "t", {"parallel.vpp=auto"});
+  double best_t = 0;
+  int best = 0;
+  for (int vpp : {1, 2, 3, 4, 5, 6, 7, 8, 12}) {
+    exec::Result r;
+    try {
+      r = exec::run_analytic(make_run_config(load_scenario_string(
+          "", "t", {"parallel.vpp=" + std::to_string(vpp)})));
+    } catch (const Error&) {
+      EXPECT_TRUE(vpp == 5 || vpp == 7 || vpp == 8) << vpp;  // 12 layers a stage: no 5, 7, 8 chunks
+      continue;
+    }
+    if (best == 0 || r.iteration_time_s < best_t) {
+      best = vpp;
+      best_t = r.iteration_time_s;
+    }
+  }
+  EXPECT_EQ(s.parallel.vpp, best);
+  EXPECT_EQ(s.parallel.schedule, best > 1 ? plan::Schedule::kInterleaved : plan::Schedule::k1F1B);
+  EXPECT_EQ(exec::run_analytic(make_run_config(s)).iteration_time_s, best_t);
+  bool noted = false;
+  for (const std::string& note : s.notes) {
+    noted |= note.find("(auto: the fastest that fits of vpp 1, 2, 3, 4, 6, 12)") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+  EXPECT_EQ(load_scenario_string("", "t", {"parallel.vpp=auto", "parallel.schedule=1f1b"})
+                .parallel.vpp,
+            1);
+  EXPECT_EQ(load_scenario_string("", "t", {"parallel.vpp=auto", "parallel.pp=1",
+                                           "cluster.gpus=1536", "parallel.dp=auto"})
+                .parallel.vpp,
+            1);
+  // A word other than auto is still refused, naming the key.
+  try {
+    load_scenario_string("", "t", {"parallel.vpp=many"});
+    ADD_FAILURE() << "vpp=many was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "parallel.vpp");
+  }
 }
 
 }  // namespace
