@@ -425,6 +425,27 @@ void PacketNetwork::arrive(std::int32_t pk) {
   enqueue(path[static_cast<std::size_t>(p.hop)], pk);
 }
 
+// What the receiver sends back for accepted packet `pk` of flow `fl`: under Swift or MegaScale the
+// packet's slot travels back as its ACK (how many bytes arrived, in order or placed beyond a gap
+// — a selective acknowledgement, so a sprayed flow's window does not wait for the gap to fill —,
+// its mark and its send time); under DCQCN a CNP for a marked packet unless one went to this flow
+// less than cnp_interval ago.
+void PacketNetwork::answer(std::int32_t pk, bool ecn, Flow& fl) {
+  const TimePs now = sim_.now();
+  const std::int32_t f = packets_[static_cast<std::size_t>(pk)].flow;
+  if (windowed()) {
+    packets_[static_cast<std::size_t>(pk)].offset = fl.received + fl.placed_bytes;
+    sim_.schedule(now + fl.reverse_latency, *this, tag_of(kAck, pk));
+  } else {
+    free_packets_.push_back(pk);
+  }
+  if (ecn && dcqcn() && now - fl.last_cnp >= pc_.cnp_interval) {
+    fl.last_cnp = now;
+    ++stats_.cnps;
+    sim_.schedule(now + fl.reverse_latency, *this, tag_of(kCnp, f));
+  }
+}
+
 // The receiver (DCQCN's notification point): counts the bytes, answers a marked packet with a
 // CNP unless it sent one to this flow less than cnp_interval ago, and reports the last byte.
 void PacketNetwork::deliver(std::int32_t pk) {
@@ -448,19 +469,7 @@ void PacketNetwork::deliver(std::int32_t pk) {
     stats_.bytes_delivered += p.bytes;
     fl.last_progress = now;
     fl.timeouts = 0;
-    if (windowed()) {
-      // Its ACK says how many bytes arrived, in order or placed (a selective acknowledgement:
-      // the window does not wait for the gap to fill).
-      packets_[static_cast<std::size_t>(pk)].offset = fl.received + fl.placed_bytes;
-      sim_.schedule(now + fl.reverse_latency, *this, tag_of(kAck, pk));
-    } else {
-      free_packets_.push_back(pk);
-    }
-    if (p.ecn && dcqcn() && now - fl.last_cnp >= pc_.cnp_interval) {
-      fl.last_cnp = now;
-      ++stats_.cnps;
-      sim_.schedule(now + fl.reverse_latency, *this, tag_of(kCnp, p.flow));
-    }
+    answer(pk, p.ecn, fl);
     return;
   }
   // Go-back-N: only the next expected byte of a flow still running is accepted (a failed flow's
@@ -492,18 +501,7 @@ void PacketNetwork::deliver(std::int32_t pk) {
       fl.received += more;
     }
   }
-  if (windowed()) {
-    // The packet's slot travels back as its ACK: the cumulative byte, the mark, the send time.
-    packets_[static_cast<std::size_t>(pk)].offset = fl.received + fl.placed_bytes;
-    sim_.schedule(now + fl.reverse_latency, *this, tag_of(kAck, pk));
-  } else {
-    free_packets_.push_back(pk);
-  }
-  if (p.ecn && dcqcn() && now - fl.last_cnp >= pc_.cnp_interval) {
-    fl.last_cnp = now;
-    ++stats_.cnps;
-    sim_.schedule(now + fl.reverse_latency, *this, tag_of(kCnp, p.flow));
-  }
+  answer(pk, p.ecn, fl);
   if (fl.received < fl.bytes) return;
   fl.active = false;
   if (dcqcn()) sim_.cancel(fl.increase_event);

@@ -285,6 +285,7 @@ class PacketNetwork final : public Component, public EventTarget {
   void arrive(std::int32_t pk);
   void enqueue(topo::LinkId l, std::int32_t pk);
   void deliver(std::int32_t pk);
+  void answer(std::int32_t pk, bool ecn, Flow& fl);
   std::int32_t new_packet(std::int32_t flow, std::int32_t bytes);
   void on_cnp(std::int32_t f);
   void left_queue(const Packet& p);
