@@ -60,7 +60,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.dp_buckets", "fixed-40m"},
                          {"framework.tp_overlap_method", "bulk"},
                          {"framework.pp_activation", "scatter-gather"},
-                         {"collectives.p2p_net_channels", "0"}}),
+                         {"collectives.p2p_net_channels", "2"}}),
        "flash2", "megatron", "megatron"},
       {"megatron-core-2023", "Megatron-Core 0.4 (December 2023) with its overlaps on", "2023-12",
        "Megatron-LM tag core_v0.4.0 (2023-12-11): --overlap-grad-reduce (2023-09), "
@@ -75,7 +75,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.shard_group", "dp_cp"},
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"},
-             {"framework.pp_activation", "full"}}),
+             {"framework.pp_activation", "full"},
+             {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "megatron", "megatron"},
       {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
        "NeMo Megatron GPT recipes (DGX Cloud GPT-3 175B): TP/PP/DP overlap on, TE fused "
@@ -90,7 +91,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.shard_group", "dp_cp"},
              {"framework.dp_buckets", "scaled"},
              {"framework.tp_overlap_method", "decomposed"},
-             {"framework.pp_activation", "full"}}),
+             {"framework.pp_activation", "full"},
+             {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "nemo", "megatron"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
        "Jiang et al., NSDI'24 §3: Megatron-LM of 2023-01 plus the parallel transformer block, "
@@ -106,7 +108,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.shard_group", "dp"},
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"},
-             {"framework.pp_activation", "scatter-gather"}}),
+             {"framework.pp_activation", "scatter-gather"},
+             {"collectives.p2p_net_channels", "2"}}),
        "flash2", "megascale", "megatron"},
       {"deepspeed-2023", "DeepSpeed ZeRO (2023)", "2023-01",
        "DeepSpeed ZeRO stage 1 with overlap_comm (gradient reduction overlapped with backward), "
@@ -118,7 +121,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
                                      {"framework.shard_group", "dp"},
                                      {"framework.dp_buckets", "fixed-40m"},
                                      {"framework.tp_overlap_method", "bulk"},
-                                     {"framework.pp_activation", "scatter-gather"}}),
+                                     {"framework.pp_activation", "scatter-gather"},
+                                     {"collectives.p2p_net_channels", "2"}}),
        "flash2", "deepspeed", "megatron-recompute", false},
       {"torchtitan-2024", "TorchTitan (FSDP2 + TP + PP), as Llama 3 trained", "2024-10",
        "Liang et al. 2024 (TorchTitan); Dubey et al. 2024 (Llama 3) §3.3.2: FSDP shards optimizer "
@@ -133,7 +137,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.shard_group", "dp_cp"},
              {"framework.dp_buckets", "scaled"},
              {"framework.tp_overlap_method", "decomposed"},
-             {"framework.pp_activation", "full"}}),
+             {"framework.pp_activation", "full"},
+             {"collectives.p2p_net_channels", "2"}}),
        "flash2", "torchtitan", "megatron"},
   };
   return kPresets;
