@@ -590,7 +590,7 @@ class Resolver {
   }
 
   // parallel.vpp: auto is the fastest virtual-stage count that fits in memory (analytic, with
-  // training.recompute: auto chosen per candidate), as `validate` searches a blank vpp cell:
+  // training.recompute: auto chosen per candidate), as `validate` searches a vpp cell of `auto`:
   // the number of chunks is a tuning choice and a tuned run takes the fastest. Candidates are
   // the counts the layout accepts (layers divide into pp·vpp chunks, micro-batches a multiple
   // of pp); none that fits: 1, and the memory check reports it. A flat schedule (1f1b, gpipe)

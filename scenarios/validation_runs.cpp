@@ -63,6 +63,13 @@ std::string trim(std::string s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
+// The vpp cell `auto` (any case): interleaved with an unpublished number of virtual stages.
+bool vpp_auto(const std::string& text) {
+  std::string t = text;
+  for (char& ch : t) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return t == "auto";
+}
+
 std::optional<double> number(const std::string& text, const std::string& file, int line,
                              const std::string& column) {
   if (text.empty()) return std::nullopt;
@@ -192,6 +199,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     // Whole-number columns: integers within what a cluster can have.
     for (const char* c : {"gpus", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "vocab",
                           "tp", "pp", "dp", "vpp", "cp", "ep", "mbs", "gbs", "zero"}) {
+      if (std::string_view(c) == "vpp" && vpp_auto(cell(c))) continue;  // searched below
       const auto v = number(cell(c), file, line_no, c);
       if (v && (*v != std::floor(*v) || *v < 0 || *v > 2147483647.0)) {
         throw_input("`" + cell(c) + "` is not a whole number from 0 to 2147483647",
@@ -328,8 +336,14 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
                             : "two-matrix MLP because ffn is 4 x hidden") +
           (gqa ? "; RMSNorm, RoPE, no biases, no dropout because kv_heads < heads" : "");
     }
-    for (const char* c : {"tp", "pp", "dp", "vpp", "cp", "ep"}) {
+    for (const char* c : {"tp", "pp", "dp", "cp", "ep"}) {
       v[std::string("parallel.") + c] = cell(c);
+    }
+    // vpp: blank is not interleaved (the format's definition, ../shared/validation/README.md);
+    // `auto` (an interleaved run whose virtual-stage count is unpublished) is searched below.
+    if (!vpp_auto(cell("vpp"))) v["parallel.vpp"] = cell("vpp").empty() ? "1" : cell("vpp");
+    if (cell("vpp").empty() && number(cell("pp"), file, line_no, "pp").value_or(1) > 1) {
+      row.assumed["vpp"] = "1 (blank: not interleaved, as the format defines it)";
     }
     if (v["parallel.dp"].empty()) {
       v["parallel.dp"] = "auto";
@@ -390,13 +404,13 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       };
       exec::AnalyticOptions opts;
       opts.enforce_memory = true;
-      // A blank `vpp` on a pipelined row is searched, as a blank recompute is: the framework
-      // had the interleaved schedule (Megatron-LM since 2021-02), the number of virtual stages
-      // is a tuning choice the source did not state, and the run that was published is the
-      // tuned one. Candidates are the virtual-stage counts the layout accepts; the fastest that
-      // fits in memory (analytic) is kept. A preset without interleaving keeps vpp 1.
+      // A `vpp` of `auto` on a pipelined row (interleaved, the count unpublished) is searched,
+      // as a blank recompute is: the number of virtual stages is a tuning choice the source did
+      // not state, and the run that was published is the tuned one. Candidates are the
+      // virtual-stage counts the layout accepts; the fastest that fits in memory (analytic) is
+      // kept. A preset without interleaving keeps vpp 1.
       std::optional<Setup> best;
-      const bool search_vpp = cell("vpp").empty() && v.count("parallel.vpp") == 0 &&
+      const bool search_vpp = vpp_auto(cell("vpp")) && v.count("parallel.vpp") == 0 &&
                               number(cell("pp"), file, line_no, "pp").value_or(1) > 1 &&
                               fw->interleaved_pp;
       if (search_vpp) {
@@ -437,7 +451,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         }
         if (best) {
           row.assumed["vpp"] = std::to_string(best->scenario.parallel.vpp) +
-                               " (blank: the fastest that fits of vpp " + tried + ")";
+                               " (auto: the fastest that fits of vpp " + tried + ")";
           if (ends > 0 && best->scenario.parallel.vpp > 1) {
             row.assumed["stage_layers"] =
                 std::to_string(ends) + " on the first and the last stage, " +
@@ -448,7 +462,10 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         }
       }
       if (!best) {
-        if (cell("vpp").empty() && v.count("parallel.vpp") == 0) v["parallel.vpp"] = "1";
+        if (v.count("parallel.vpp") == 0) {
+          v["parallel.vpp"] = "1";
+          row.assumed["vpp"] = "1 (auto: no interleaved count applies or fits)";
+        }
         best = set_up(v);
       }
       Scenario chosen = std::move(best->scenario);

@@ -4,8 +4,9 @@
 
     python3 scripts/validation-table.py [CSV] [--trainsim PATH]
 
-Run from the repository root. The framework and vpp columns come from the CSV (a blank vpp
-is shown with what validate searched); every number comes from the three runs.
+Run from the repository root. The framework and vpp columns come from the CSV (a blank vpp is
+not interleaved; `auto` is shown with what validate searched); every number comes from the
+three runs.
 """
 import csv
 import json
@@ -49,8 +50,10 @@ def main():
         rid = r["id"]
         cell = cells.get(rid, {})
         vpp = cell.get("vpp", "")
-        if not vpp:
+        if vpp.lower() == "auto":
             vpp = r.get("assumed", {}).get("vpp", "?").split(" ")[0] + " (searched)"
+        elif not vpp:
+            vpp = "1 (blank)"
         fw = cell.get("framework", "")
         pub_iter = r["published"]["iter_s"]
         star = "*" if any(d.startswith("iter_s") for d in r.get("published_derived", [])) else ""

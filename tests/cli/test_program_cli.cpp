@@ -241,11 +241,11 @@ void expect_validation_within_bounds(const char* fidelity) {
                                         "--fidelity ") + fidelity + " --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  // Regression bounds (docs/validation.md: median 3.3, max 10.8 on the 31 rows at schedule
-  // fidelity; issue 14's targets, 2.0 and 4.0, are not met). The median was 2.2 while the SC21
-  // Table 1 rows ran one micro-batch and no interleaving; with the setup their artifact states,
-  // and the Table 2 rows' blank vpp searched, the interleaved rows read 2-4 points high.
-  EXPECT_LE(j["summary"]["median_abs_mfu_err_pts"].get<double>(), 3.5);
+  // Regression bounds (docs/validation.md: median 2.4, max 10.8 on the 31 rows at schedule
+  // fidelity; issue 14's targets, 2.0 and 4.0, are not met). 3.3 at analytic-5 with the
+  // Table 2 rows' blank vpp searched; analytic-6 prices the pipeline activations as Megatron-LM
+  // 2021 sent them, and a blank vpp is the format's "not interleaved".
+  EXPECT_LE(j["summary"]["median_abs_mfu_err_pts"].get<double>(), 2.8);
   EXPECT_LE(j["summary"]["max_abs_mfu_err_pts"].get<double>(), 11.5);
   // The executed schedule and the analytic closed form price the same mechanisms (concurrent
   // kernels, DP overlap per model chunk): on every row they agree within 1.5 MFU points (0.9 at

@@ -1,6 +1,6 @@
 // Validation rows with blank cells (scenarios/validation_runs.h): a blank framework is the
 // software of the source's era, a blank FLOP convention is how that framework logs throughput,
-// and a blank vpp on a pipelined row is searched.
+// a blank vpp is not interleaved and `auto` on a pipelined row is searched.
 #include "scenarios/validation_runs.h"
 
 #include <gtest/gtest.h>
@@ -82,15 +82,16 @@ TEST(ValidationRuns, SharedFormatFillsFrameworkAndConventionFromTheSource) {
   EXPECT_LT(std::abs(*blank[0].tflops_err_pct), 5.0);
 }
 
-// A blank vpp on a pipelined Megatron row: every count the layout accepts is tried and the
-// fastest is kept; DeepSpeed's pipeline has no interleaving, so its blank vpp stays 1.
-TEST(ValidationRuns, BlankVppIsSearched) {
+// vpp `auto` on a pipelined Megatron row: every count the layout accepts is tried and the
+// fastest is kept; DeepSpeed's pipeline has no interleaving, so its `auto` stays 1. A blank
+// cell is 1 (the format's "not interleaved").
+TEST(ValidationRuns, AutoVppIsSearchedAndBlankIsNotInterleaved) {
   const auto row = [](const std::string& vpp, const std::string& system) {
     return "r,Megatron-LM SC21 Table 2,a100-80gb,fp16,selene-a100,384,96,12288,96,96,49152,2048,"
            "51200,8,12,4," +
            vpp + ",1,1,1,1536,0,full," + system + ",,,,153,\n";
   };
-  const auto searched = validate_runs_text(kHeader + "\n" + row("", "megatron"), "t.csv",
+  const auto searched = validate_runs_text(kHeader + "\n" + row("auto", "megatron"), "t.csv",
                                            "analytic", {});
   ASSERT_EQ(searched.size(), 1u);
   ASSERT_TRUE(searched[0].error_message.empty()) << searched[0].error_message;
@@ -112,22 +113,36 @@ TEST(ValidationRuns, BlankVppIsSearched) {
   EXPECT_EQ(why.rfind(best_vpp + " ", 0), 0u) << why;
   // Interleaving pays here (the bubble shrinks by the vpp): the search does not keep vpp 1.
   EXPECT_NE(best_vpp, "1");
+  // A blank cell is the format's "not interleaved" (../shared/validation/README.md): vpp 1, said.
+  const auto blank = validate_runs_text(kHeader + "\n" + row("", "megatron"), "t.csv",
+                                        "analytic", {});
+  const auto one = validate_runs_text(kHeader + "\n" + row("1", "megatron"), "t.csv",
+                                      "analytic", {});
+  EXPECT_EQ(*blank[0].predicted.iter_s, *one[0].predicted.iter_s);
+  EXPECT_EQ(blank[0].assumed.at("vpp").rfind("1 (blank: not interleaved", 0), 0u);
+  // A word other than auto is refused, naming the column.
+  try {
+    validate_runs_text(kHeader + "\n" + row("many", "megatron"), "t.csv", "analytic", {});
+    ADD_FAILURE() << "vpp `many` was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "vpp") << e.what();
+  }
 
-  const auto ds = validate_runs_text(kHeader + "\n" + row("", "deepspeed"), "t.csv", "analytic",
-                                     {});
+  const auto ds = validate_runs_text(kHeader + "\n" + row("auto", "deepspeed"), "t.csv",
+                                     "analytic", {});
   ASSERT_TRUE(ds[0].error_message.empty()) << ds[0].error_message;
-  EXPECT_EQ(ds[0].assumed.count("vpp"), 0u);
+  EXPECT_EQ(ds[0].assumed.at("vpp").rfind("1 (auto: no interleaved count", 0), 0u);
   const auto ds1 = validate_runs_text(kHeader + "\n" + row("1", "deepspeed"), "t.csv",
                                       "analytic", {});
   EXPECT_EQ(*ds[0].predicted.iter_s, *ds1[0].predicted.iter_s);
 }
 
-// A Llama-3-405B-shaped row (126 layers on 16 stages, blank vpp): the interleaved candidates get
+// A Llama-3-405B-shaped row (126 layers on 16 stages, vpp auto): the interleaved candidates get
 // the first and last stage one layer fewer, as Llama 3 placed them, and interleaving wins.
 TEST(ValidationRuns, UnevenLayersAreSplitForTheInterleavedSearch) {
   const std::string row =
       "l,The Llama 3 Herd of Models (2024) Table 4,h100-sxm,bf16,,16384,126,16384,128,8,53248,"
-      "8192,128256,8,16,128,,1,1,1,2048,2,none,nemo,,,,400,\n";
+      "8192,128256,8,16,128,auto,1,1,1,2048,2,none,nemo,,,,400,\n";
   const auto r = validate_runs_text(kHeader + "\n" + row, "t.csv", "analytic", {});
   ASSERT_EQ(r.size(), 1u);
   ASSERT_TRUE(r[0].error_message.empty()) << r[0].error_message;
