@@ -45,7 +45,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.tp_overlap_method", "bulk"},
                          {"framework.pp_activation", "scatter-gather"},
                          {"collectives.p2p_net_channels", "1"}}),
-       "flash2", "megatron", "megatron-recompute"},
+       "flash2", "megatron", "megatron-recompute", true,
+       /*selective_recompute=*/false, /*sharded_optimizer=*/false, /*context_parallel=*/false},
       {"megatron-lm-2023", "Megatron-LM of January 2023 (commit 285068c8, MegaScale's baseline)",
        "2023-01",
        "Megatron-LM: sequence parallelism and selective recompute merged 2022-05-20, distributed "
@@ -61,7 +62,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.tp_overlap_method", "bulk"},
                          {"framework.pp_activation", "scatter-gather"},
                          {"collectives.p2p_net_channels", "2"}}),
-       "flash2", "megatron", "megatron"},
+       "flash2", "megatron", "megatron", true,
+       /*selective_recompute=*/true, /*sharded_optimizer=*/true, /*context_parallel=*/false},
       {"megatron-core-2023", "Megatron-Core 0.4 (December 2023) with its overlaps on", "2023-12",
        "Megatron-LM tag core_v0.4.0 (2023-12-11): --overlap-grad-reduce (2023-09), "
        "--tp-comm-overlap with Transformer Engine userbuffers (2023-10), --overlap-param-gather "
@@ -110,7 +112,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "scatter-gather"},
              {"collectives.p2p_net_channels", "2"}}),
-       "flash2", "megascale", "megatron"},
+       "flash2", "megascale", "megatron", true,
+       /*selective_recompute=*/true, /*sharded_optimizer=*/true, /*context_parallel=*/false},
       {"deepspeed-2023", "DeepSpeed ZeRO (2023)", "2023-01",
        "DeepSpeed ZeRO stage 1 with overlap_comm (gradient reduction overlapped with backward), "
        "activation checkpointing of every layer, no sequence parallelism",
@@ -123,7 +126,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
                                      {"framework.tp_overlap_method", "bulk"},
                                      {"framework.pp_activation", "scatter-gather"},
                                      {"collectives.p2p_net_channels", "2"}}),
-       "flash2", "deepspeed", "megatron-recompute", false},
+       "flash2", "deepspeed", "megatron-recompute", false,
+       /*selective_recompute=*/false, /*sharded_optimizer=*/true, /*context_parallel=*/false},
       {"torchtitan-2024", "TorchTitan (FSDP2 + TP + PP), as Llama 3 trained", "2024-10",
        "Liang et al. 2024 (TorchTitan); Dubey et al. 2024 (Llama 3) §3.3.2: FSDP shards optimizer "
        "state and gradients but does not reshard parameters after forward (ZeRO-2-like), "
@@ -243,7 +247,8 @@ std::optional<int> publication_year(std::string_view source) {
   return d->year;
 }
 
-std::string framework_for_run(std::string_view system, std::string_view source, std::string* why) {
+std::string framework_for_run(std::string_view system, std::string_view source, std::string* why,
+                              const FrameworkNeeds& needs) {
   std::vector<const FrameworkPreset*> family;
   for (const FrameworkPreset& p : framework_presets()) {
     if (p.system == system) family.push_back(&p);
@@ -268,13 +273,46 @@ std::string framework_for_run(std::string_view system, std::string_view source, 
   // a report, preprint or recipe: software released by the January of its year.
   const std::string cutoff =
       date->reviewed ? std::to_string(date->year - 1) + "-06" : std::to_string(date->year) + "-01";
-  const FrameworkPreset* chosen = family.front();
+  const auto has = [&](const FrameworkPreset* p) {
+    return (!needs.selective_recompute || p->selective_recompute) &&
+           (!needs.sharded_optimizer || p->sharded_optimizer) &&
+           (!needs.context_parallel || p->context_parallel);
+  };
+  const FrameworkPreset* dated = family.front();  // by the date alone
   for (const FrameworkPreset* p : family) {
-    if (p->date <= cutoff) chosen = p;
+    if (p->date <= cutoff) dated = p;
   }
+  const FrameworkPreset* chosen = nullptr;
+  for (const FrameworkPreset* p : family) {
+    if (p->date <= cutoff && has(p)) chosen = p;
+  }
+  const std::string era = ", for a " + std::string(date->reviewed ? "venue" : "report") + " of " +
+                          std::to_string(date->year);
+  if (chosen == nullptr) {
+    for (const FrameworkPreset* p : family) {
+      if (has(p)) {
+        chosen = p;
+        break;
+      }
+    }
+  }
+  if (chosen != nullptr && chosen != dated) {
+    std::string what;
+    const auto add = [&](bool need, bool had, const char* name) {
+      if (need && !had) what += (what.empty() ? "" : ", ") + std::string(name);
+    };
+    add(needs.selective_recompute, dated->selective_recompute, "selective recompute");
+    add(needs.sharded_optimizer, dated->sharded_optimizer, "a sharded optimizer (zero >= 1)");
+    add(needs.context_parallel, dated->context_parallel, "context parallelism");
+    say(chosen->name + " (blank: the row uses " + what + ", which " + dated->name +
+        ", the latest " + std::string(system) + " preset dated by " + cutoff + era +
+        ", lacks; the earliest " + std::string(system) + " preset that has it, dated " +
+        chosen->date + ")");
+    return chosen->name;
+  }
+  if (chosen == nullptr) chosen = dated;  // no preset of the family has it all: the date decides
   say(chosen->name + " (blank: the latest " + std::string(system) + " preset dated by " + cutoff +
-      ", for a " + (date->reviewed ? "venue" : "report") + " of " + std::to_string(date->year) +
-      (chosen->date > cutoff ? "; none is that old, so the earliest" : "") + ")");
+      era + (chosen->date > cutoff ? "; none is that old, so the earliest" : "") + ")");
   return chosen->name;
 }
 

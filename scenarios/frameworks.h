@@ -36,6 +36,21 @@ struct FrameworkPreset {
   // 2021-02 (SC21 §2.2), TorchTitan's Interleaved1F1B; DeepSpeed's PipelineEngine runs plain
   // 1F1B only. A blank `vpp` of a validation row is searched only where it has.
   bool interleaved_pp = true;
+  // Capabilities a published run's own configuration can require (dates in docs/presets.md):
+  // selective activation recompute (Megatron-LM 2022-05, with sequence parallelism), a sharded
+  // optimizer (ZeRO / Megatron's distributed optimizer, 2022-06) and context parallelism
+  // (Megatron-Core 2023-10).
+  bool selective_recompute = true;
+  bool sharded_optimizer = true;
+  bool context_parallel = true;
+};
+
+/// What a run's stated configuration requires of the framework it ran on.
+struct FrameworkNeeds {
+  bool selective_recompute = false;  // recompute = selective
+  bool sharded_optimizer = false;    // zero >= 1
+  bool context_parallel = false;     // cp > 1
+  bool any() const { return selective_recompute || sharded_optimizer || context_parallel; }
 };
 
 const std::vector<FrameworkPreset>& framework_presets();
@@ -56,8 +71,12 @@ std::optional<int> publication_year(std::string_view source);
 /// names a reviewed venue ("SC21", "NSDI'24": the software a paper measures is frozen at its
 /// submission, 5-8 months before the meeting), or no later than the January of its year for a
 /// report, preprint or recipe ("Llama 3 ... 2024"); the family's earliest when all are later;
-/// framework_for_system() when the source names no year. `why` receives the reasoning, for the
-/// row's `assumed` list.
-std::string framework_for_run(std::string_view system, std::string_view source, std::string* why);
+/// framework_for_system() when the source names no year. A run ran on software that had what its
+/// configuration uses: presets lacking a capability in `needs` are passed over, and when every
+/// preset dated by the cut-off lacks one, the family's earliest preset that has them all is
+/// taken (a 2022 report of selective recompute ran Megatron-LM of 2022-05 or later, not the
+/// 2021 release). `why` receives the reasoning, for the row's `assumed` list.
+std::string framework_for_run(std::string_view system, std::string_view source, std::string* why,
+                              const FrameworkNeeds& needs = {});
 
 }  // namespace trainsim::scen

@@ -283,7 +283,13 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     if (framework.empty()) framework = framework_of_system;
     if (framework.empty()) {
       std::string why;
-      framework = framework_for_run(system, row.source, &why);
+      FrameworkNeeds needs;
+      needs.selective_recompute = cell("recompute") == "selective";
+      const auto zero_n = number(cell("zero"), file, line_no, "zero");
+      const auto cp_n = number(cell("cp"), file, line_no, "cp");
+      needs.sharded_optimizer = zero_n && *zero_n >= 1;
+      needs.context_parallel = cp_n && *cp_n > 1;
+      framework = framework_for_run(system, row.source, &why, needs);
       row.assumed["framework"] = why;
     }
     if (!convention) {

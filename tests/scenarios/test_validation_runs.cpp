@@ -53,6 +53,35 @@ TEST(ValidationRuns, BlankFrameworkIsTheSourcesEra) {
   EXPECT_EQ(framework_for_run("deepspeed", "2022", &why), "deepspeed-2023");
 }
 
+// The run's own configuration rules out software that lacked it: a 2022 report of selective
+// recompute did not run the 2021 release (Korthikanti et al. introduced it, Megatron-LM 2022-05).
+TEST(ValidationRuns, BlankFrameworkHasWhatTheRowUses) {
+  std::string why;
+  FrameworkNeeds selective;
+  selective.selective_recompute = true;
+  EXPECT_EQ(framework_for_run("megatron", "Korthikanti et al. 2022", &why), "megatron-lm-2021");
+  EXPECT_EQ(framework_for_run("megatron", "Korthikanti et al. 2022", &why, selective),
+            "megatron-lm-2023");
+  EXPECT_NE(why.find("selective recompute"), std::string::npos) << why;
+  EXPECT_NE(why.find("megatron-lm-2021"), std::string::npos) << why;
+  // A sharded optimizer likewise (the distributed optimizer, 2022-06); SC21's zero 0 needs none.
+  FrameworkNeeds sharded;
+  sharded.sharded_optimizer = true;
+  EXPECT_EQ(framework_for_run("megatron", "Megatron-LM SC21 Table 1", &why, sharded),
+            "megatron-lm-2023");
+  EXPECT_EQ(framework_for_run("megatron", "Megatron-LM SC21 Table 1", &why, FrameworkNeeds{}),
+            "megatron-lm-2021");
+  // Context parallelism: Megatron-Core of 2023-12, even for a venue whose cut-off is earlier.
+  FrameworkNeeds cp;
+  cp.context_parallel = true;
+  EXPECT_EQ(framework_for_run("megatron", "NeurIPS 2024", &why, cp), "megatron-core-2023");
+  EXPECT_NE(why.find("context parallelism"), std::string::npos) << why;
+  // What the dated preset already has changes nothing.
+  EXPECT_EQ(framework_for_run("megatron", "MegaScale NSDI24 Table 2", &why, selective),
+            "megatron-lm-2023");
+  EXPECT_NE(why.find("2023-06"), std::string::npos) << why;
+}
+
 const std::string kHeader =
     "id,source,gpu,precision,cluster,gpus,layers,hidden,heads,kv_heads,ffn,seq,vocab,tp,pp,dp,"
     "vpp,cp,ep,mbs,gbs,zero,recompute,system,iter_s,tokens_s,mfu,tflops_gpu,notes";
