@@ -325,5 +325,21 @@ TEST(ProgramCli, Korthikanti2022RowsRunOnSoftwareWithSelectiveRecompute) {
   }
 }
 
+// The Megatron-Core H100 weak-scaling rows (docs/validation.md): all nine are simulated with the
+// framework their date gives; their error is documented, not bounded here.
+TEST(ProgramCli, MegatronCore2024RowsAreAllSimulated) {
+  const CliRun r = trainsim("validate scenarios/validation/megatron-core-2024-runs.csv --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 9u);
+  for (const auto& row : j["rows"]) {
+    ASSERT_TRUE(row.contains("error")) << row.dump();
+    EXPECT_EQ(row["assumed"]["framework"].get<std::string>().rfind("megatron-core-2023", 0), 0u)
+        << row["id"];
+    EXPECT_GT(row["predicted"]["mfu"].get<double>(), 0.2) << row["id"];
+    EXPECT_LT(row["predicted"]["mfu"].get<double>(), 0.7) << row["id"];
+  }
+}
+
 }  // namespace
 }  // namespace trainsim
