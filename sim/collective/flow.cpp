@@ -24,6 +24,18 @@ std::vector<double> calibrated_capacities(const topo::ClusterGraph& graph, doubl
   return cap;
 }
 
+std::vector<topo::LinkId> sender_links(const topo::ClusterGraph& graph) {
+  std::vector<topo::LinkId> out;
+  for (topo::LinkId l = 0; l < graph.link_count(); ++l) {
+    const topo::LinkKind k = graph.link_kind(l);
+    if (k == topo::LinkKind::kNvlink || k == topo::LinkKind::kPcie ||
+        k == topo::LinkKind::kNicUp) {
+      out.push_back(l);
+    }
+  }
+  return out;
+}
+
 std::vector<std::uint8_t> implied_links(const topo::ClusterGraph& graph,
                                         std::span<const double> capacities) {
   std::vector<std::uint8_t> implied(static_cast<std::size_t>(graph.link_count()), 0);
@@ -249,6 +261,7 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
   } else {
     net::FlowNetworkOptions fopts;
     fopts.config = options.network;
+    fopts.sender_links = sender_links(graph);
     fluid = &sim.emplace<net::FlowNetwork>(
         std::vector<double>(capacities.begin(), capacities.end()), fopts);
     fluid->flow_done().subscribe(on_done);

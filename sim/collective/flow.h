@@ -47,15 +47,24 @@ struct FlowCollectiveResult {
 std::vector<double> calibrated_capacities(const topo::ClusterGraph& graph, double nvlink_factor,
                                           double nic_factor);
 
+/// Links where only one sender's traffic is scheduled: NVLink ports, PCIe hops and NIC egress
+/// (kNicUp). Congestion control acts at switch egress queues, where flows from many senders
+/// meet and ECN marks; at these links the NIC or the GPU's copy engine schedules its own queue
+/// pairs (and NVLink runs no DCQCN at all), so the flow level's contention derating η(n) does
+/// not apply there (net::FlowNetworkOptions::sender_links).
+std::vector<topo::LinkId> sender_links(const topo::ClusterGraph& graph);
+
 /// Links whose max-min constraint is implied by another link on every path through them, so
 /// that a flow solver may leave them out of its paths without changing any rate (1 = implied):
 /// a PCIe hop GPU → NIC when the NIC has exactly one PCIe link each way (one GPU) and one uplink
 /// — a path entering the NIC from its GPU can only leave through the uplink (going back would
 /// revisit the GPU), so every flow on the hop is on the uplink too — and its capacity is at least
 /// the uplink's; likewise NIC → GPU behind the NIC's one downlink. The feasible set, hence the
-/// max-min allocation, is unchanged. Not valid under congestion control that derates each link
-/// by its own flow count. Dropping two of the eight hops of a cross-pod path saves a quarter of
-/// the solver's work.
+/// max-min allocation, is unchanged. Under congestion control too, when the PCIe hops and the
+/// NIC's egress are sender links (not derated; sender_links): the GPU → NIC hop is then bound
+/// like the underated uplink, and the NIC → GPU hop carries exactly the downlink's flows, whose
+/// derated capacity η(n)·C is at most C. Dropping two of the eight hops of a cross-pod path
+/// saves a quarter of the solver's work.
 std::vector<std::uint8_t> implied_links(const topo::ClusterGraph& graph,
                                         std::span<const double> capacities);
 

@@ -39,10 +39,10 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
       cfg.profile.nic_efficiency);
   const bool packet = options.backend == NetworkBackend::kPacket;
   // PCIe hops whose constraint the NIC's link implies (coll::implied_links) are left out of the
-  // solver's paths when no congestion control derates links by their flow count (Swift's fitted
-  // η is 1: it only holds rates, which never makes such a hop binding; never at
-  // packet fidelity, where every hop is a port with its latency).
-  if (packet || net::CongestionModel(options.network).derates()) {
+  // solver's paths, under every congestion-control model: the derating applies to switch egress
+  // ports only (coll::sender_links), and a hold only lowers a rate, so such a hop never binds.
+  // Never at packet fidelity, where every hop is a port with its latency.
+  if (packet) {
     implied_.assign(caps.size(), 0);
   } else {
     implied_ = coll::implied_links(*graph_, caps);
@@ -58,6 +58,7 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
   }
   net::FlowNetworkOptions fo;
   fo.config = options.network;
+  fo.sender_links = coll::sender_links(*graph_);
   fo.check_invariants = false;
   network_ = &sim_.emplace<net::FlowNetwork>(std::move(caps), fo);
   network_->flow_done().subscribe([this](const net::FlowDone& d) { flow_done(d); });

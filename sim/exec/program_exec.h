@@ -46,7 +46,9 @@ namespace trainsim::exec {
 /// Version of the event-driven performance model (the Program, its executor, the backends).
 /// program-2: the flow level's Swift and MegaScale η fitted to packet incasts (1 / 0 and
 /// 0.995 / 0 instead of the [D] 0.98 / 0.02 and 0.98 / 0.01).
-inline constexpr const char* kProgramModelVersion = "program-3";
+/// program-4: congestion control derates switch egress ports only (NVLink, PCIe and NIC egress
+/// are sender links, coll::sender_links); flow results under dcqcn and megascale move.
+inline constexpr const char* kProgramModelVersion = "program-4";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 
