@@ -357,11 +357,8 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     }
     if (v["parallel.cp"].empty()) v["parallel.cp"] = "1";
     if (v["parallel.ep"].empty()) v["parallel.ep"] = "1";
-    v["training.micro_batch"] = cell("mbs");
-    if (v["training.micro_batch"].empty()) {
-      v["training.micro_batch"] = "1";
-      row.assumed["mbs"] = "1 (blank: the smallest micro-batch)";
-    }
+    // A blank micro-batch is searched below (the fastest that fits); 1 meanwhile.
+    v["training.micro_batch"] = cell("mbs").empty() ? "1" : cell("mbs");
     v["training.global_batch"] = cell("gbs");
     v["training.precision"] = cell("precision").empty() ? "bf16" : cell("precision");
     if (cell("precision").empty()) row.assumed["precision"] = "bf16";
@@ -414,60 +411,105 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       // as a blank recompute is: the number of virtual stages is a tuning choice the source did
       // not state, and the run that was published is the tuned one. Candidates are the
       // virtual-stage counts the layout accepts; the fastest that fits in memory (analytic) is
-      // kept. A preset without interleaving keeps vpp 1.
-      std::optional<Setup> best;
+      // kept. A preset without interleaving keeps vpp 1. A blank `mbs` is searched the same way
+      // (jointly with such a vpp): the powers of two up to 16 that the layout accepts (the
+      // batch per replica a multiple of them, and of pp micro-batches when interleaved).
       const bool search_vpp = vpp_auto(cell("vpp")) && v.count("parallel.vpp") == 0 &&
                               number(cell("pp"), file, line_no, "pp").value_or(1) > 1 &&
                               fw->interleaved_pp;
+      const bool search_mbs = cell("mbs").empty() && options.set.count("training.micro_batch") == 0;
+      int ends = 0;
       if (search_vpp) {
         const int layers = static_cast<int>(*number(cell("layers"), file, line_no, "layers"));
         const int pp = static_cast<int>(*number(cell("pp"), file, line_no, "pp"));
-        double best_t = 0;
-        std::string tried;
         // Layers that do not divide into the stages: the first and the last stage take fewer,
         // the middle ones an equal share (Llama 3 §3.3.2: 126 = 7 + 14 × 8 + 7; Megatron-Core's
         // --decoder-first/last-pipeline-num-layers), which the interleaved layout needs stated.
-        int ends = 0;
         if (layers % pp != 0 && pp > 2 && v.count("parallel.first_stage_layers") == 0 &&
             v.count("parallel.last_stage_layers") == 0) {
           for (int k = layers / pp; k >= 1 && ends == 0; --k) {
             if ((layers - 2 * k) % (pp - 2) == 0 && (layers - 2 * k) / (pp - 2) >= k) ends = k;
           }
         }
-        for (int vpp = 1; vpp * pp <= layers; ++vpp) {
-          std::map<std::string, std::string> keys = v;
-          keys["parallel.vpp"] = std::to_string(vpp);
-          if (ends > 0 && vpp > 1) {
-            keys["parallel.first_stage_layers"] = std::to_string(ends);
-            keys["parallel.last_stage_layers"] = std::to_string(ends);
+      }
+      std::optional<Setup> best;
+      double best_t = 0;
+      std::string vpp_tried, mbs_tried;
+      const auto consider = [&](const std::map<std::string, std::string>& keys) {
+        try {
+          Setup su = set_up(keys);
+          su.scenario.fidelity = "analytic";
+          const double t = run_scenario(su.scenario, su.cfg, opts).iteration_time_s;
+          if (!best || t < best_t) {
+            best_t = t;
+            best = std::move(su);
           }
-          try {
-            Setup su = set_up(keys);
-            su.scenario.fidelity = "analytic";
-            const double t = run_scenario(su.scenario, su.cfg, opts).iteration_time_s;
-            tried += (tried.empty() ? "" : ", ") + std::to_string(vpp);
-            if (!best || t < best_t) {
-              best_t = t;
-              best = std::move(su);
-            }
-          } catch (const Error&) {
-            // A count the layout refuses (layers not divisible, micro-batches not a multiple of
-            // pp) or one that does not fit: not a candidate.
-          }
+          return true;
+        } catch (const Error&) {
+          // A count the layout refuses (layers not divisible, micro-batches not a multiple of
+          // pp or of the batch) or one that does not fit: not a candidate.
+          return false;
         }
-        if (best) {
-          row.assumed["vpp"] = std::to_string(best->scenario.parallel.vpp) +
-                               " (auto: the fastest that fits of vpp " + tried + ")";
-          if (ends > 0 && best->scenario.parallel.vpp > 1) {
-            row.assumed["stage_layers"] =
-                std::to_string(ends) + " on the first and the last stage, " +
-                std::to_string((layers - 2 * ends) / (pp - 2)) + " on the others (" +
-                std::to_string(layers) + " layers do not divide into " + std::to_string(pp) +
-                " stages)";
+      };
+      std::vector<std::string> mbs_values;
+      if (search_mbs) {
+        for (int m = 1; m <= 16; m *= 2) mbs_values.push_back(std::to_string(m));
+      } else {
+        mbs_values.push_back(v["training.micro_batch"]);
+      }
+      for (const std::string& mbs : mbs_values) {
+        std::map<std::string, std::string> with_mbs = v;
+        with_mbs["training.micro_batch"] = mbs;
+        bool any = false;
+        if (search_vpp) {
+          const int layers = static_cast<int>(*number(cell("layers"), file, line_no, "layers"));
+          const int pp = static_cast<int>(*number(cell("pp"), file, line_no, "pp"));
+          for (int vpp = 1; vpp * pp <= layers; ++vpp) {
+            std::map<std::string, std::string> keys = with_mbs;
+            keys["parallel.vpp"] = std::to_string(vpp);
+            if (ends > 0 && vpp > 1) {
+              keys["parallel.first_stage_layers"] = std::to_string(ends);
+              keys["parallel.last_stage_layers"] = std::to_string(ends);
+            }
+            if (consider(keys)) {
+              any = true;
+              if (mbs_values.size() == 1 || mbs == "1") {
+                vpp_tried += (vpp_tried.empty() ? "" : ", ") + std::to_string(vpp);
+              }
+            }
           }
+        } else if (search_mbs) {
+          if (v.count("parallel.vpp") == 0) with_mbs["parallel.vpp"] = "1";
+          any = consider(with_mbs);
+        }
+        if (any && search_mbs) mbs_tried += (mbs_tried.empty() ? "" : ", ") + mbs;
+      }
+      if (best && search_vpp) {
+        row.assumed["vpp"] = std::to_string(best->scenario.parallel.vpp) +
+                             " (auto: the fastest that fits of vpp " + vpp_tried + ")";
+        if (ends > 0 && best->scenario.parallel.vpp > 1) {
+          const int layers = static_cast<int>(*number(cell("layers"), file, line_no, "layers"));
+          const int pp = static_cast<int>(*number(cell("pp"), file, line_no, "pp"));
+          row.assumed["stage_layers"] =
+              std::to_string(ends) + " on the first and the last stage, " +
+              std::to_string((layers - 2 * ends) / (pp - 2)) + " on the others (" +
+              std::to_string(layers) + " layers do not divide into " + std::to_string(pp) +
+              " stages)";
         }
       }
+      if (best && !search_vpp && v.count("parallel.vpp") == 0) {
+        row.assumed["vpp"] = "1 (auto: no interleaved count applies or fits)";
+      }
+      if (best && search_mbs) {
+        row.assumed["mbs"] = std::to_string(best->scenario.training.micro_batch) +
+                             " (blank: the fastest that fits of mbs " + mbs_tried + ")";
+      }
       if (!best) {
+        // No candidate: the plain setup (mbs 1 when blank), whose error the row reports.
+        if (search_mbs) {
+          v["training.micro_batch"] = "1";
+          row.assumed["mbs"] = "1 (blank: no micro-batch fits; the smallest)";
+        }
         if (v.count("parallel.vpp") == 0) {
           v["parallel.vpp"] = "1";
           row.assumed["vpp"] = "1 (auto: no interleaved count applies or fits)";

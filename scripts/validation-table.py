@@ -41,9 +41,9 @@ def main():
         print(f"| {name} | {s['median_abs_mfu_err_pts']:.1f} | {s['max_abs_mfu_err_pts']:.1f} | "
               f"{s['iter_time_mape']:.1f} % |")  # the JSON's MAPE is in percent
     print()
-    print("| id | framework | vpp | iter pred (s) | iter pub (s) | MFU pred | MFU pub | "
+    print("| id | framework | vpp | mbs | iter pred (s) | iter pub (s) | MFU pred | MFU pub | "
           "err analytic (pts) | err schedule (pts) | err cross-validated (pts) |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     by_id = lambda j: {r["id"]: r for r in j["rows"]}
     sch, cv = by_id(schedule), by_id(crossval)
     for r in analytic["rows"]:
@@ -54,11 +54,14 @@ def main():
             vpp = r.get("assumed", {}).get("vpp", "?").split(" ")[0] + " (searched)"
         elif not vpp:
             vpp = "1 (blank)"
+        mbs = cell.get("mbs", "")
+        if not mbs:
+            mbs = r.get("assumed", {}).get("mbs", "?").split(" ")[0] + " (searched)"
         fw = cell.get("framework", "")
         pub_iter = r["published"]["iter_s"]
         star = "*" if any(d.startswith("iter_s") for d in r.get("published_derived", [])) else ""
         err = lambda x: f"{x['error']['mfu_pts']:+.1f}" if x and x["error"].get("mfu_pts") is not None else "–"
-        print(f"| {rid} | {fw} | {vpp} | {r['predicted']['iter_s']:.2f} | {pub_iter:.2f}{star} | "
+        print(f"| {rid} | {fw} | {vpp} | {mbs} | {r['predicted']['iter_s']:.2f} | {pub_iter:.2f}{star} | "
               f"{r['predicted']['mfu']:.3f} | {r['published']['mfu']:.3f} | {err(r)} | "
               f"{err(sch.get(rid))} | {err(cv.get(rid))} |")
 

@@ -114,6 +114,39 @@ TEST(ValidationRuns, SharedFormatFillsFrameworkAndConventionFromTheSource) {
 // vpp `auto` on a pipelined Megatron row: every count the layout accepts is tried and the
 // fastest is kept; DeepSpeed's pipeline has no interleaving, so its `auto` stays 1. A blank
 // cell is 1 (the format's "not interleaved").
+// A blank micro-batch is not published: it is searched as a blank recompute is, the fastest
+// that fits of the powers of two up to 16 that divide the batch per replica. Here (TP 8, PP 1, DP
+// 48, four sequences per replica, DP overlap) a larger micro-batch gives the gradient
+// reduce-scatter a longer last backward to hide behind, so the search does not keep 1.
+TEST(ValidationRuns, BlankMicroBatchIsTheFastestThatFits) {
+  const auto row = [](const std::string& mbs) {
+    return "r,Megatron-LM README 2024,h100-sxm,bf16,,384,48,7168,56,56,28672,4096,131072,8,1,48,,"
+           "1,1," + mbs + ",192,,,,,,,459.6,\n";
+  };
+  const auto searched = validate_runs_text(kHeader + "\n" + row(""), "t.csv", "analytic", {});
+  ASSERT_EQ(searched.size(), 1u);
+  ASSERT_TRUE(searched[0].error_message.empty()) << searched[0].error_message;
+  const std::string& why = searched[0].assumed.at("mbs");
+  // 192 / 48 = 4 sequences per replica: 1, 2 and 4 divide it, 8 and 16 do not.
+  EXPECT_NE(why.find("of mbs 1, 2, 4)"), std::string::npos) << why;
+  double best = 1e300;
+  std::string best_mbs;
+  for (const char* m : {"1", "2", "4"}) {
+    const auto r = validate_runs_text(kHeader + "\n" + row(m), "t.csv", "analytic", {});
+    ASSERT_TRUE(r[0].error_message.empty()) << m << ": " << r[0].error_message;
+    if (*r[0].predicted.iter_s < best) {
+      best = *r[0].predicted.iter_s;
+      best_mbs = m;
+    }
+  }
+  EXPECT_EQ(*searched[0].predicted.iter_s, best);
+  EXPECT_EQ(why.rfind(best_mbs + " ", 0), 0u) << why;
+  EXPECT_NE(best_mbs, "1");
+  // A given micro-batch is kept and nothing is said of it.
+  const auto given = validate_runs_text(kHeader + "\n" + row("1"), "t.csv", "analytic", {});
+  EXPECT_EQ(given[0].assumed.count("mbs"), 0u);
+}
+
 TEST(ValidationRuns, AutoVppIsSearchedAndBlankIsNotInterleaved) {
   const auto row = [](const std::string& vpp, const std::string& system) {
     return "r,Megatron-LM SC21 Table 2,a100-80gb,fp16,selene-a100,384,96,12288,96,96,49152,2048,"
