@@ -47,7 +47,8 @@ namespace trainsim::exec {
 /// program-2: the flow level's Swift and MegaScale η fitted to packet incasts (1 / 0 and
 /// 0.995 / 0 instead of the [D] 0.98 / 0.02 and 0.98 / 0.01).
 /// program-4: congestion control derates switch egress ports only (NVLink, PCIe and NIC egress
-/// are sender links, coll::sender_links); flow results under dcqcn and megascale move.
+/// are sender links, coll::sender_links); flow results under dcqcn and megascale move. The
+/// packet level's pacer keeps each flow's schedule (rate-limited flows sharing a NIC).
 inline constexpr const char* kProgramModelVersion = "program-4";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };

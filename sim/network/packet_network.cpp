@@ -319,7 +319,10 @@ void PacketNetwork::serve(topo::LinkId l) {
       if (fl.sent < fl.highest) stats_.retransmitted_bytes += bytes;
       fl.sent += bytes;
       fl.highest = std::max(fl.highest, fl.sent);
-      fl.next_send = now + pacing_gap(fl, bytes);
+      // Pacing keeps the flow's schedule: a packet the port held back (another flow's packet
+      // was on the wire when this one became eligible) does not push the next one back too;
+      // credit never reaches beyond now, so a flow that waited sends at most one packet early.
+      fl.next_send = std::max(fl.next_send + pacing_gap(fl, bytes), now);
       if (dcqcn()) {
         fl.bytes_since_increase += bytes;
         if (fl.bytes_since_increase >= pc_.byte_counter_bytes) {

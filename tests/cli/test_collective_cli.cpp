@@ -134,12 +134,13 @@ TEST(CollectiveCli, PacketLevelAgreesWithTheFlowLevel) {
   EXPECT_EQ(ecn.code, 2);
   EXPECT_NE(ecn.err.find("Kmax must not be below Kmin"), std::string::npos) << ecn.err;
   // DCQCN's target-rate rule reaches the engine: ConnectX's (network.packet.
-  // dcqcn_clamp_target_always=false) recovers faster on the oversubscribed rings.
+  // dcqcn_clamp_target_always=false) recovers faster on the oversubscribed rings (2,565 against
+  // 2,894 µs; 2,348 against 3,540 before the pacer kept its schedule, 2026-12-03).
   const std::string dcqcn = "--ranks 16 --groups 8 --placement rail --sizes 16M --fidelity packet "
                             "--set cluster.fabric.oversubscription=2 "
                             "--set network.congestion_control=dcqcn";
   EXPECT_LT(time_us(dcqcn + " --set network.packet.dcqcn_clamp_target_always=false"),
-            0.8 * time_us(dcqcn));
+            0.95 * time_us(dcqcn));
   // Swift's flow-scaling bounds in the wrong order.
   const Out fs = trainsim("collective --ranks 16 --sizes 1M --fidelity packet "
                           "--set network.congestion_control=swift "

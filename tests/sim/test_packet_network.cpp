@@ -151,6 +151,30 @@ TEST(PacketNetwork, SharedBottleneckIsFairAsMaxMin) {
   }
 }
 
+// A rate-limited flow sharing its NIC keeps its rate: flow A (4 MB, bound 10 GB/s, a point-to-
+// point channel's cap) and flow B (16 MB, unbounded) leave through one 25 GB/s link. Max-min
+// gives A 10 and B 15 GB/s, so A ends at 4 MB / 10 GB/s = 400 µs (plus a packet and the hops).
+// A's packet that becomes eligible while B's is on the wire waits up to one MTU time; the pacer
+// keeps A's schedule instead of restarting the gap from the late send (which ran A at 8.3 GB/s: 479.9 µs).
+TEST(PacketNetwork, PacedFlowSharingItsNicKeepsItsRate) {
+  Simulation sim(1);
+  PacketNetwork& net = sim.emplace<PacketNetwork>(
+      std::vector<double>{25 * kG, 25 * kG, 25 * kG},
+      std::vector<TimePs>{TimePs{}, TimePs{}, TimePs{}}, PacketNetworkOptions{});
+  std::vector<FlowDone> done;
+  net.flow_done().subscribe([&done](const FlowDone& d) { done.push_back(d); });
+  const std::vector<LinkId> a{0, 1}, b{0, 2};
+  net.start_flow({a, 4'000'000, 10 * kG, 1});
+  net.start_flow({b, 16'000'000, kUnlimited, 2});
+  sim.run();
+  ASSERT_EQ(done.size(), 2u);
+  const FlowDone& fa = done[0].tag == 1 ? done[0] : done[1];
+  const FlowDone& fb = done[0].tag == 1 ? done[1] : done[0];
+  EXPECT_NEAR(fa.end.seconds(), 400e-6, 0.005 * 400e-6);
+  // B: 15 GB/s while A runs (6 MB), then the whole link for its last 10 MB: 400 + 400 µs.
+  EXPECT_NEAR(fb.end.seconds(), 800e-6, 0.005 * 800e-6);
+}
+
 PacketNetworkOptions dcqcn() {
   PacketNetworkOptions o;
   o.config.congestion_control = CongestionControl::kDcqcn;
@@ -160,7 +184,7 @@ PacketNetworkOptions dcqcn() {
 // DCQCN on the incast (8 → 1, 25 GB/s, 4 MB each). Line-rate senders keep the downlink busy
 // under PFC (the lossless fabric's answer: 372 pauses here) and end at the line-rate floor,
 // 32 MB / C, to the packet. DCQCN's purpose (Zhu et al., SIGCOMM'15 §1) is fewer pauses: marks
-// beyond Kmin bring CNPs and rate cuts, and the pauses fall to 48. With the paper's 40 Gb/s
+// beyond Kmin bring CNPs and rate cuts, and the pauses fall to 55. With the paper's 40 Gb/s
 // constants (byte counter 10 MB, timer 55 µs, R_AI 40 Mb/s) the cut senders recover slowly at
 // 200 Gb/s: the incast takes 5.2 times the floor (docs/network.md, "Packet level"), where the
 // flow level's [D] derating gives 1/η(8) = 1.18 times (ConnectX's target-rate rule brings it to
