@@ -117,6 +117,7 @@ class Resolver {
     build_parallel();
     build_training();
     build_routing();
+    resolve_auto_micro_batch();
     resolve_auto_vpp();
     resolve_auto_recompute();
     scenario_.system = get("optimizations.system");
@@ -615,39 +616,89 @@ class Resolver {
                           : "parallel.schedule " + schedule + " does not interleave");
       return;
     }
-    std::optional<int> best;
-    double best_t = 0;
     std::string tried;
-    for (int vpp = schedule == "interleaved" ? 2 : 1; vpp * p.pp <= scenario_.model.layers; ++vpp) {
-      Scenario candidate = scenario_;
-      candidate.parallel.vpp = vpp;
-      candidate.parallel.schedule = vpp > 1 ? plan::Schedule::kInterleaved : plan::Schedule::k1F1B;
-      candidate.calibration_profile = get("calibration.profile");
-      exec::RunConfig cfg = make_run_config(candidate);  // timings need the profile
-      if (scenario_.recompute_auto) {
-        try {
-          cfg = choose_recompute(cfg);
-        } catch (const Error& e) {
-          if (e.kind() != ErrorKind::kInfeasible) throw;
-          continue;
-        }
-      }
-      exec::AnalyticOptions opts;
-      opts.enforce_memory = true;
-      exec::Result r;
-      plan::Infeasibility why;
-      if (!exec::try_run_analytic(cfg, opts, r, why)) continue;
-      tried += (tried.empty() ? "" : ", ") + std::to_string(vpp);
-      if (!best || r.iteration_time_s < best_t) {
-        best = vpp;
-        best_t = r.iteration_time_s;
-      }
-    }
+    const std::optional<std::pair<int, double>> best = fastest_vpp(scenario_, &tried);
     if (!best) {
       settle(1, "no count fits in memory; the memory check reports it");
       return;
     }
-    settle(*best, "the fastest that fits of vpp " + tried);
+    settle(best->first, "the fastest that fits of vpp " + tried);
+  }
+
+  // The analytic iteration time of a candidate (training.recompute auto chosen for it), or
+  // nothing when it does not fit in memory or the layout refuses it.
+  std::optional<double> candidate_time(Scenario candidate, bool layout_may_refuse) const {
+    candidate.calibration_profile = get("calibration.profile");
+    try {
+      exec::RunConfig cfg = make_run_config(candidate);  // timings need the profile
+      if (scenario_.recompute_auto) cfg = choose_recompute(cfg);
+      exec::AnalyticOptions opts;
+      opts.enforce_memory = true;
+      exec::Result r;
+      plan::Infeasibility why;
+      if (!exec::try_run_analytic(cfg, opts, r, why)) return std::nullopt;
+      return r.iteration_time_s;
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::kInfeasible && !layout_may_refuse) throw;
+      return std::nullopt;
+    }
+  }
+
+  // The fastest virtual-stage count of `base` that fits, and its time; `tried` lists the counts
+  // that fit.
+  std::optional<std::pair<int, double>> fastest_vpp(const Scenario& base, std::string* tried) const {
+    const plan::ParallelConfig& p = base.parallel;
+    const std::string schedule = get("parallel.schedule");
+    std::optional<std::pair<int, double>> best;
+    for (int vpp = schedule == "interleaved" ? 2 : 1; vpp * p.pp <= base.model.layers; ++vpp) {
+      Scenario candidate = base;
+      candidate.parallel.vpp = vpp;
+      candidate.parallel.schedule = vpp > 1 ? plan::Schedule::kInterleaved : plan::Schedule::k1F1B;
+      const std::optional<double> t = candidate_time(candidate, /*layout_may_refuse=*/false);
+      if (!t) continue;
+      if (tried != nullptr) *tried += (tried->empty() ? "" : ", ") + std::to_string(vpp);
+      if (!best || *t < best->second) best = std::make_pair(vpp, *t);
+    }
+    return best;
+  }
+
+  // training.micro_batch: auto is the fastest micro-batch of 1, 2, 4, 8, 16 that fits (analytic,
+  // training.recompute auto per candidate, the vpp search per candidate when parallel.vpp is
+  // auto): like the virtual-stage count, a tuning choice that a tuned run makes for speed.
+  // Candidates the layout refuses (the batch per replica not a multiple of it, or an interleaved
+  // schedule's micro-batches not a multiple of pp) are skipped; none that fits: 1, and the memory
+  // check reports it.
+  void resolve_auto_micro_batch() {
+    if (!mbs_auto_) return;
+    const plan::ParallelConfig& p = scenario_.parallel;
+    std::optional<std::pair<int, double>> best;
+    std::string tried;
+    const bool search_vpp = vpp_auto_ && p.pp > 1 && get("parallel.schedule") != "1f1b" &&
+                            get("parallel.schedule") != "gpipe";
+    for (int m = 1; m <= 16; m *= 2) {
+      Scenario candidate = scenario_;
+      candidate.training.micro_batch = m;
+      std::optional<double> t;
+      if (search_vpp) {
+        try {
+          const auto v = fastest_vpp(candidate, nullptr);
+          if (v) t = v->second;
+        } catch (const Error&) {
+          // The layout refuses this micro-batch for every count.
+        }
+      } else {
+        t = candidate_time(candidate, /*layout_may_refuse=*/true);
+      }
+      if (!t) continue;
+      tried += (tried.empty() ? "" : ", ") + std::to_string(m);
+      if (!best || *t < best->second) best = std::make_pair(m, *t);
+    }
+    const int chosen = best ? best->first : 1;
+    scenario_.training.micro_batch = chosen;
+    derive("training.micro_batch", std::to_string(chosen),
+           "training.micro_batch = " + std::to_string(chosen) +
+               (best ? " (auto: the fastest that fits of mbs " + tried + ")"
+                     : " (auto: none fits in memory; the memory check reports it)"));
   }
 
   // training.recompute: auto is the least recompute whose memory fits (choose_recompute); when
@@ -675,7 +726,8 @@ class Resolver {
   void build_training() {
     plan::TrainingConfig& t = scenario_.training;
     t.global_batch = integer("training.global_batch");
-    t.micro_batch = integer("training.micro_batch");
+    mbs_auto_ = get("training.micro_batch") == "auto";
+    t.micro_batch = mbs_auto_ ? 1 : integer("training.micro_batch");  // auto: chosen later
     const std::string precision = get("training.precision");
     t.precision = precision == "fp16"  ? Precision::kFp16
                   : precision == "fp8" ? Precision::kFp8
@@ -726,6 +778,7 @@ class Resolver {
   const GivenMap& given_;
   std::string fused_attention_kernel_ = "flash2";
   bool vpp_auto_ = false;
+  bool mbs_auto_ = false;
   Scenario scenario_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::string> origin_;

@@ -381,7 +381,10 @@ std::vector<KeyDef> build_schema() {
        .type = K::kInt,
        .unit = "sequences",
        .default_value = "1",
-       .description = "Sequences per micro-batch",
+       .description = "Sequences per micro-batch; auto = the fastest of 1, 2, 4, 8, 16 that the "
+                      "batch per replica divides into and that fits in memory (analytic, jointly "
+                      "with parallel.vpp auto)",
+       .choices = {"auto"},
        .aliases = {"micro_batch_size", "mbs", "train_micro_batch_size_per_gpu", "microbatch"},
        .min_value = 1},
       {.path = "training.precision",

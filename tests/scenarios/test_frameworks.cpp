@@ -153,6 +153,59 @@ TEST(Frameworks, AutoRecomputeIsResolvedWhenTheScenarioIsBuilt) {
 // count the layout accepts: the default 175B (96 layers, PP 8) accepts 1, 2, 3, 4, 6 and 12;
 // each is run here on its own and the chosen one is the fastest of them (ties: the smaller).
 // A flat schedule or a single stage keeps 1; the choice is noted.
+// training.micro_batch: auto, by hand: the default scenario (32 sequences per replica, vpp 6 on 8
+// stages) accepts micro-batches of 1, 2 and 4 (8 and 16 leave 4 and 2 micro-batches, not a
+// multiple of the 8 stages the interleaved schedule needs); the fastest that fits is chosen and
+// said. With parallel.vpp auto too, each micro-batch gets its fastest count.
+TEST(Frameworks, AutoMicroBatchIsTheFastestThatFits) {
+  const Scenario s = load_scenario_string("", "t", {"training.micro_batch=auto"});
+  double best_t = 0;
+  int best = 0;
+  for (int m : {1, 2, 4, 8, 16}) {
+    exec::Result r;
+    try {
+      r = exec::run_analytic(make_run_config(load_scenario_string(
+          "", "t", {"training.micro_batch=" + std::to_string(m)})));
+    } catch (const Error&) {
+      EXPECT_TRUE(m == 8 || m == 16) << m;
+      continue;
+    }
+    if (best == 0 || r.iteration_time_s < best_t) {
+      best = m;
+      best_t = r.iteration_time_s;
+    }
+  }
+  EXPECT_EQ(s.training.micro_batch, best);
+  EXPECT_EQ(exec::run_analytic(make_run_config(s)).iteration_time_s, best_t);
+  bool noted = false;
+  for (const std::string& note : s.notes) {
+    noted |= note.find("(auto: the fastest that fits of mbs 1, 2, 4)") != std::string::npos;
+  }
+  EXPECT_TRUE(noted);
+  // Jointly with vpp auto (1,024 GPUs, 48 sequences per replica): no pair of the two searches
+  // is faster than the one chosen.
+  const std::vector<std::string> small = {"cluster.gpus=1024", "training.global_batch=768"};
+  std::vector<std::string> both = small;
+  both.push_back("training.micro_batch=auto");
+  both.push_back("parallel.vpp=auto");
+  const Scenario j = load_scenario_string("", "t", both);
+  const double chosen = exec::run_analytic(make_run_config(j)).iteration_time_s;
+  for (int m : {1, 2, 4, 8, 16}) {
+    std::vector<std::string> keys = small;
+    keys.push_back("training.micro_batch=" + std::to_string(m));
+    keys.push_back("parallel.vpp=auto");
+    const Scenario c = load_scenario_string("", "t", keys);
+    EXPECT_GE(exec::run_analytic(make_run_config(c)).iteration_time_s, chosen) << m;
+  }
+  // A word other than auto is refused, naming the key.
+  try {
+    load_scenario_string("", "t", {"training.micro_batch=many"});
+    ADD_FAILURE() << "micro_batch=many was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "training.micro_batch");
+  }
+}
+
 TEST(Frameworks, AutoVppIsTheFastestThatFits) {
   const Scenario s = load_scenario_string("", "t", {"parallel.vpp=auto"});
   double best_t = 0;
