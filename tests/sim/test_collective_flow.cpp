@@ -163,21 +163,29 @@ TEST(CollectiveFlow, ImpliedLinksArePcieHopsBehindOneNicLink) {
   EXPECT_EQ(std::count(none2.begin(), none2.end(), 1), 0);
 }
 
-// Leaving the implied links out changes no rate: a random permutation of 512 GPUs, 2 QPs per
-// pair, solved with full paths and with the implied hops removed.
-TEST(CollectiveFlow, ImpliedLinksLeaveEveryRateUnchanged) {
-  Fixture f("megascale-ampere", 512);
-  // PCIe exactly at the NIC rate on half the servers: equality still implies.
+// The fixture's capacities with the PCIe hops that `which` selects at exactly the NIC rate.
+template <typename Which>
+std::vector<double> pcie_at_nic_rate(const Fixture& f, Which which) {
   std::vector<double> caps = f.caps;
   double nic = 0;
   for (topo::LinkId l = 0; l < f.graph.link_count(); ++l) {
     if (f.graph.link_kind(l) == topo::LinkKind::kNicUp) nic = caps[static_cast<std::size_t>(l)];
   }
   for (topo::LinkId l = 0; l < f.graph.link_count(); ++l) {
-    if (f.graph.link_kind(l) == topo::LinkKind::kPcie && f.graph.link_src(l) % 2 == 0) {
+    if (f.graph.link_kind(l) == topo::LinkKind::kPcie && which(l)) {
       caps[static_cast<std::size_t>(l)] = nic;
     }
   }
+  return caps;
+}
+
+// Leaving the implied links out changes no rate: a random permutation of 512 GPUs, 2 QPs per
+// pair, solved with full paths and with the implied hops removed.
+TEST(CollectiveFlow, ImpliedLinksLeaveEveryRateUnchanged) {
+  Fixture f("megascale-ampere", 512);
+  // PCIe exactly at the NIC rate on half the servers: equality still implies.
+  const std::vector<double> caps =
+      pcie_at_nic_rate(f, [&](topo::LinkId l) { return f.graph.link_src(l) % 2 == 0; });
   const std::vector<std::uint8_t> implied = implied_links(f.graph, caps);
   topo::RoutingConfig rc;
   rc.qps_per_connection = 2;
@@ -246,14 +254,7 @@ TEST(CollectiveFlow, ImpliedLinksStayImpliedUnderDcqcn) {
   Fixture f("megascale-ampere", 512);
   // PCIe exactly at the NIC rate: a derated PCIe hop (η(2)·C with two queue pairs on it) would
   // bind before the NIC's link does.
-  std::vector<double> caps = f.caps;
-  double nic = 0;
-  for (topo::LinkId l = 0; l < f.graph.link_count(); ++l) {
-    if (f.graph.link_kind(l) == topo::LinkKind::kNicUp) nic = caps[static_cast<std::size_t>(l)];
-  }
-  for (topo::LinkId l = 0; l < f.graph.link_count(); ++l) {
-    if (f.graph.link_kind(l) == topo::LinkKind::kPcie) caps[static_cast<std::size_t>(l)] = nic;
-  }
+  const std::vector<double> caps = pcie_at_nic_rate(f, [](topo::LinkId) { return true; });
   const std::vector<std::uint8_t> implied = implied_links(f.graph, caps);
   topo::RoutingConfig rc;
   rc.qps_per_connection = 2;
