@@ -341,5 +341,18 @@ TEST(ProgramCli, MegatronCore2024RowsAreAllSimulated) {
   }
 }
 
+// The H100 FP8 rows (docs/validation.md): both simulated at the FP8 peak; error documented.
+TEST(ProgramCli, Fp8RowsAreSimulated) {
+  const CliRun r = trainsim("validate scenarios/validation/nemo-2025-fp8-runs.csv --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  for (const auto& row : j["rows"]) {
+    ASSERT_TRUE(row.contains("error")) << row.dump();
+    // MFU against the FP8 peak: the published 725-727 TFLOP/s are 0.37 of 1,979.
+    EXPECT_NEAR(row["published"]["mfu"].get<double>(), 0.367, 0.002) << row["id"];
+  }
+}
+
 }  // namespace
 }  // namespace trainsim
