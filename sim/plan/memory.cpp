@@ -7,7 +7,8 @@
 namespace trainsim::plan {
 
 double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig& par,
-                              int micro_batch, model::Recompute recompute, bool fused_attention) {
+                              int micro_batch, model::Recompute recompute, bool fused_attention,
+                              bool fp8_inputs) {
   const double t = par.tp;
   const double sbh_tokens = static_cast<double>(micro_batch) * m.seq_len / par.cp;  // s·b per rank
   const double h = m.hidden;
@@ -22,12 +23,16 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   // Replicated in TP (Korthikanti's 10·sbh): norm inputs 2+2, QKV input 2, MLP input 2, and the
   // two 1-byte dropout masks after attention and MLP. A parallel block has one norm whose output
   // feeds both branches and one dropout after their sum: 2+2+1+1 with dropout.
+  // Under FP8 the Linear inputs are kept in one byte: the QKV and MLP inputs (one shared norm
+  // output in a parallel block), the attention output (the projection's input) and the MLP
+  // down-projection's input (GeLU output or SwiGLU product).
+  const double in_b = fp8_inputs ? 1.0 : 2.0;
   const double replicated =
-      (m.parallel_block ? 4.0 + 2.0 * drop : 8.0 + 2.0 * drop) * sbh_tokens * h;
+      (m.parallel_block ? 2.0 + in_b + 2.0 * drop : 4.0 + 2.0 * in_b + 2.0 * drop) * sbh_tokens * h;
   // Sharded by TP (Korthikanti's 24·sbh for ffn = 4h, kv = h): Q and K (2h + 2kv), V (2kv),
   // attention output (2h), and the MLP: GeLU in + out (2f + 2f) or SwiGLU gate, up, product (6f).
-  const double mlp = (m.mlp == model::MlpKind::kSwiglu ? 6.0 : 4.0) * f;
-  double attention_part = (2.0 * h + 2.0 * kv + 2.0 * kv + 2.0 * h) * sbh_tokens;
+  const double mlp = (m.mlp == model::MlpKind::kSwiglu ? 4.0 : 2.0) * f + in_b * f;
+  double attention_part = (2.0 * h + 2.0 * kv + 2.0 * kv + in_b * h) * sbh_tokens;
   double mlp_part = mlp * sbh_tokens;
   if (m.experts > 0) mlp_part *= m.top_k;  // each token's activations in its top-k experts
   double scores = 0;
@@ -117,13 +122,14 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
   const double eshard = shard / par.ep;
 
   const RuntimeOverhead ro = runtime_overhead(gpu, par);
+  const bool fp8 = train.precision == Precision::kFp8;
   const double per_layer_full =
-      layer_activation_bytes(m, par, train.micro_batch, train.recompute, fused_attention);
+      layer_activation_bytes(m, par, train.micro_batch, train.recompute, fused_attention, fp8);
   // Block recompute: N layers per stage keep only their input, the others everything.
   const double per_layer_kept =
       train.recompute == model::Recompute::kFull && train.recompute_layers > 0
           ? layer_activation_bytes(m, par, train.micro_batch, model::Recompute::kNone,
-                                   fused_attention)
+                                   fused_attention, fp8)
           : per_layer_full;
   const double tokens = static_cast<double>(train.micro_batch) * m.seq_len / par.cp;
 

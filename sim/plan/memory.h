@@ -47,9 +47,13 @@ inline constexpr double kAllocatorFragmentation = 0.10;
 /// 1F1B p − s, interleaved ((p − s − 1)·2 + (v − 1)·p + 1)/v, GPipe all; never more than exist.
 double in_flight_microbatches(const ParallelConfig& par, int microbatches, int stage);
 
-/// Activation bytes of one layer for one micro-batch on one GPU.
+/// Activation bytes of one layer for one micro-batch on one GPU. `fp8_inputs`: the inputs of
+/// the Linear layers (QKV, attention projection, MLP up and down) are kept as their FP8 copies,
+/// one byte an element, as Transformer Engine saves them under fp8 autocast for the weight
+/// gradient; the other saved tensors stay 16-bit.
 double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig& par,
-                              int micro_batch, model::Recompute recompute, bool fused_attention);
+                              int micro_batch, model::Recompute recompute, bool fused_attention,
+                              bool fp8_inputs = false);
 
 /// Parameters held by one GPU of pipeline stage `stage_layers` (before ZeRO sharding), and
 /// which part of them are expert parameters (sharded by EP, reduced over the expert-DP group).

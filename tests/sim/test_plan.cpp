@@ -106,6 +106,28 @@ TEST(Memory, KorthikantiActivationFormulas) {
                    2 * s * b * h / 4);
 }
 
+// FP8 (Transformer Engine keeps each Linear's input as its FP8 copy): the QKV and MLP inputs
+// (2 → 1 byte, replicated), the attention output (2h → h) and the MLP down-projection's input
+// (2f → f, f = 4h) lose a byte an element: 34 − 2 − 1 − 4 = 27·sbh/t with SP and selective
+// recompute; full recompute keeps its 16-bit layer input.
+TEST(Memory, Fp8KeepsLinearInputsInOneByte) {
+  const model::ModelConfig m = gpt(4, 1024, 16, 1000, 512);
+  const double s = 512, b = 2, h = 1024;
+  ParallelConfig p;
+  p.tp = 4;
+  p.sp = true;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kSelective, false, true),
+                   27 * s * b * h / 4);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kFull, false, true),
+                   2 * s * b * h / 4);
+  model::ModelConfig swiglu = m;
+  swiglu.mlp = model::MlpKind::kSwiglu;
+  // SwiGLU keeps gate and up (16-bit) and their product (the down-projection's input, 1 byte).
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(swiglu, p, 2, model::Recompute::kSelective, false, false) -
+                       layer_activation_bytes(swiglu, p, 2, model::Recompute::kSelective, false, true),
+                   (2 * s * b * h + (s * b * h + s * b * swiglu.ffn_hidden)) / 4);
+}
+
 // Without dropout (Llama) the two 1-byte masks (2·sbh) and the attention-dropout mask and output
 // (3·a·s²·b) are not stored: 32·sbh + 2·a·s²·b without parallelism (Korthikanti's inventory).
 TEST(Memory, DropoutOffDropsItsMasks) {
