@@ -38,8 +38,9 @@ struct ComputeModel {
     const double launch = this->launch(op);
     switch (op.kind) {
       case model::OpKind::kGemm: {
-        const bool batched = op.batch > 1;  // attention's batched GEMMs stay 16-bit
-        return launch + gemm_time(op.m, op.n, op.k, op.batch, batched ? peak16 : gemm_peak);
+        // Attention's batched GEMMs and the output layer stay 16-bit under fp8.
+        const bool sixteen = op.batch > 1 || op.keep_16bit;
+        return launch + gemm_time(op.m, op.n, op.k, op.batch, sixteen ? peak16 : gemm_peak);
       }
       case model::OpKind::kAttention:
         return launch + op.flops / (peak16 * prof.attention_fwd_efficiency);
@@ -55,7 +56,7 @@ struct ComputeModel {
     const double launch = this->launch(op);
     switch (op.kind) {
       case model::OpKind::kGemm: {
-        const double peak = op.batch > 1 ? peak16 : gemm_peak;
+        const double peak = op.batch > 1 || op.keep_16bit ? peak16 : gemm_peak;
         return 2 * launch + gemm_time(op.m, op.k, op.n, op.batch, peak) +
                gemm_time(op.k, op.n, op.m, op.batch, peak);
       }

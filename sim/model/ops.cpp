@@ -154,6 +154,7 @@ void head_forward_ops(const ModelConfig& m, const Sharding& s, std::vector<Op>& 
   memory(ops, n, "final_norm", norm_kernel(m), 2 * (s.sp ? tokens / s.tp : tokens) * m.hidden * kAct);
   Op& logits = gemm(ops, n, "logits", tokens, static_cast<double>(m.vocab) / s.tp, m.hidden);
   logits.tp_comm_before = true;
+  logits.keep_16bit = true;
   // Vocab-parallel cross-entropy in fp32: cast, max, exp-sum, loss over [tokens × V/tp].
   memory(ops, n, "cross_entropy", "cross_entropy", tokens * (m.vocab / s.tp) * (kAct + 4.0 * 3),
          3);

@@ -27,6 +27,10 @@ struct Op {
   bool tp_comm_after = false; // followed by a TP reduce-scatter / all-reduce (row-parallel output)
   bool tp_comm_before = false;// preceded by a TP all-gather (column-parallel input under SP)
   bool moe = false;           // part of the expert MLP
+  // Runs at the 16-bit rate under fp8 training: the output layer (logits), which Megatron-Core
+  // builds as a plain ColumnParallelLinear rather than a Transformer Engine module (outside
+  // fp8 autocast) and TorchTitan's float8 conversion leaves out.
+  bool keep_16bit = false;
   // Memory-bound ops: the kernel kind that runs it, one of calib::measured_kernel_ops()
   // ("layernorm", "softmax", "dropout", ...), so that a measured profile prices it with the
   // efficiency measured for that kind (Profile::memory_efficiency).

@@ -3,6 +3,9 @@
 // Expected values derived by hand from the pricing formulas.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "calibrate/profile.h"
 #include "sim/exec/compute_model.h"
 #include "sim/model/ops.h"
@@ -21,6 +24,36 @@ model::Op memory_op(const char* kernel, double bytes) {
   op.kernel = kernel;
   op.bytes = bytes;
   return op;
+}
+
+// Under fp8 the GEMMs run at the fp8 peak, except attention's batched GEMMs and the output layer
+// (logits), which Megatron-Core builds outside Transformer Engine: they keep the 16-bit peak.
+TEST(ComputeModelMeasured, OutputLayerStays16BitUnderFp8) {
+  calib::Profile p;
+  const ComputeModel fp8{p, 2 * kPeak, kPeak, kHbm};
+  const ComputeModel bf16{p, kPeak, kPeak, kHbm};
+  model::ModelConfig m;
+  m.layers = 2;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 32;
+  m.ffn_hidden = 16384;
+  m.seq_len = 4096;
+  m.vocab = 128000;
+  model::Sharding s;
+  const std::vector<model::Op> head = model::head_forward_ops(m, s);
+  const auto logits = std::find_if(head.begin(), head.end(),
+                                   [](const model::Op& o) { return o.name == "logits"; });
+  ASSERT_NE(logits, head.end());
+  EXPECT_TRUE(logits->keep_16bit);
+  EXPECT_DOUBLE_EQ(fp8.forward(*logits), bf16.forward(*logits));
+  EXPECT_DOUBLE_EQ(fp8.backward(*logits), bf16.backward(*logits));
+  const std::vector<model::Op> layer = model::layer_forward_ops(m, s, 0);
+  const auto up = std::find_if(layer.begin(), layer.end(),
+                               [](const model::Op& o) { return o.name == "mlp_up"; });
+  ASSERT_NE(up, layer.end());
+  EXPECT_FALSE(up->keep_16bit);
+  EXPECT_LT(fp8.forward(*up), bf16.forward(*up));
 }
 
 TEST(ComputeModelMeasured, MemoryOpsUseTheirKindsEfficiency) {
