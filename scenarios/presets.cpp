@@ -7,6 +7,20 @@
 #include <utility>
 
 namespace trainsim::scen {
+model::ModelConfig gpt_model(std::string name, int layers, int hidden, int heads, int vocab,
+                             int seq_len) {
+  model::ModelConfig m;
+  m.name = std::move(name);
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = heads;
+  m.ffn_hidden = 4 * hidden;
+  m.vocab = vocab;
+  m.seq_len = seq_len;
+  return m;
+}
+
 namespace {
 
 struct GpuEntry {
@@ -121,18 +135,8 @@ const std::vector<ClusterEntry>& clusters() {
   return kClusters;
 }
 
-// GPT-2/GPT-3 style: GeLU MLP of 4h, LayerNorm, learned positions, biases, tied embeddings.
 model::ModelConfig gpt(std::string name, int layers, int hidden, int heads, int vocab) {
-  model::ModelConfig m;
-  m.name = std::move(name);
-  m.layers = layers;
-  m.hidden = hidden;
-  m.heads = heads;
-  m.kv_heads = heads;
-  m.ffn_hidden = 4 * hidden;
-  m.vocab = vocab;
-  m.seq_len = 2048;
-  return m;
+  return gpt_model(std::move(name), layers, hidden, heads, vocab);
 }
 
 // Llama 3 (Table 3 of the paper): GQA with 8 KV heads, SwiGLU, RMSNorm, RoPE, no biases,

@@ -34,6 +34,11 @@ struct ClusterPreset {
 std::optional<topo::GpuSpec> gpu_preset(std::string_view name);
 std::optional<ClusterPreset> cluster_preset(std::string_view name);
 std::optional<model::ModelConfig> model_preset(std::string_view name);
+/// A GPT-2/GPT-3-style block (GeLU MLP of 4·hidden, LayerNorm, learned positions, biases, tied
+/// embeddings, multi-head attention): the Megatron-LM presets, and the shape the tests' closed
+/// forms are written for.
+model::ModelConfig gpt_model(std::string name, int layers, int hidden, int heads, int vocab,
+                             int seq_len = 2048);
 
 /// The cluster a GPU is usually deployed in, used when a scenario (or a row of
 /// `published-runs.csv`) names a GPU but no cluster. "" for an unknown GPU.

@@ -616,6 +616,10 @@ class Resolver {
                           : "parallel.schedule " + schedule + " does not interleave");
       return;
     }
+    if (searched_vpp_) {  // already searched for the chosen micro-batch
+      settle(searched_vpp_->first, "the fastest that fits of vpp " + searched_vpp_->second);
+      return;
+    }
     std::string tried;
     const std::optional<std::pair<int, double>> best = fastest_vpp(scenario_, &tried);
     if (!best) {
@@ -679,9 +683,11 @@ class Resolver {
       Scenario candidate = scenario_;
       candidate.training.micro_batch = m;
       std::optional<double> t;
+      std::optional<std::pair<int, double>> v;
+      std::string vpp_tried;
       if (search_vpp) {
         try {
-          const auto v = fastest_vpp(candidate, nullptr);
+          v = fastest_vpp(candidate, &vpp_tried);
           if (v) t = v->second;
         } catch (const Error&) {
           // The layout refuses this micro-batch for every count.
@@ -691,7 +697,11 @@ class Resolver {
       }
       if (!t) continue;
       tried += (tried.empty() ? "" : ", ") + std::to_string(m);
-      if (!best || *t < best->second) best = std::make_pair(m, *t);
+      if (!best || *t < best->second) {
+        best = std::make_pair(m, *t);
+        // The chosen micro-batch's own vpp search, which resolve_auto_vpp then settles.
+        if (v) searched_vpp_ = std::make_pair(v->first, vpp_tried);
+      }
     }
     const int chosen = best ? best->first : 1;
     scenario_.training.micro_batch = chosen;
@@ -779,6 +789,8 @@ class Resolver {
   std::string fused_attention_kernel_ = "flash2";
   bool vpp_auto_ = false;
   bool mbs_auto_ = false;
+  // The vpp search of the micro-batch resolve_auto_micro_batch chose: (count, counts tried).
+  std::optional<std::pair<int, std::string>> searched_vpp_;
   Scenario scenario_;
   std::map<std::string, std::string> values_;
   std::map<std::string, std::string> origin_;

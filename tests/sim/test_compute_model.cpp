@@ -10,6 +10,7 @@
 #include "sim/exec/compute_model.h"
 #include "sim/model/ops.h"
 #include "sim/model/transformer.h"
+#include "tests/support/models.h"
 
 namespace trainsim::exec {
 namespace {
@@ -32,14 +33,7 @@ TEST(ComputeModelMeasured, OutputLayerStays16BitUnderFp8) {
   calib::Profile p;
   const ComputeModel fp8{p, 2 * kPeak, kPeak, kHbm};
   const ComputeModel bf16{p, kPeak, kPeak, kHbm};
-  model::ModelConfig m;
-  m.layers = 2;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 32;
-  m.ffn_hidden = 16384;
-  m.seq_len = 4096;
-  m.vocab = 128000;
+  const model::ModelConfig m = testing::gpt(2, 4096, 32, 128000, 4096);
   model::Sharding s;
   const std::vector<model::Op> head = model::head_forward_ops(m, s);
   const auto logits = std::find_if(head.begin(), head.end(),

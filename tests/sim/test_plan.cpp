@@ -1,6 +1,8 @@
 // sim/plan: layout (placement, feasibility) and the memory model against Korthikanti et al. 2022.
 #include <gtest/gtest.h>
 
+#include "tests/support/models.h"
+
 #include "sim/core/error.h"
 #include "sim/plan/layout.h"
 #include "sim/plan/memory.h"
@@ -8,17 +10,7 @@
 namespace trainsim::plan {
 namespace {
 
-model::ModelConfig gpt(int l, int h, int a, int V = 51200, int s = 2048) {
-  model::ModelConfig m;
-  m.layers = l;
-  m.hidden = h;
-  m.heads = a;
-  m.kv_heads = a;
-  m.ffn_hidden = 4 * h;
-  m.vocab = V;
-  m.seq_len = s;
-  return m;
-}
+using testing::gpt;
 
 topo::ClusterSpec cluster(int gpus) {
   topo::ClusterSpec c;

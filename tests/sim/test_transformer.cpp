@@ -3,22 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/models.h"
+
 #include <cmath>
 
 namespace trainsim::model {
 namespace {
 
-ModelConfig gpt(int l, int h, int a, int V = 51200, int s = 2048) {
-  ModelConfig m;
-  m.layers = l;
-  m.hidden = h;
-  m.heads = a;
-  m.kv_heads = a;
-  m.ffn_hidden = 4 * h;
-  m.vocab = V;
-  m.seq_len = s;
-  return m;
-}
+using testing::gpt;
 
 // Megatron-LM SC21 Table 1 prints these sizes (billions, one decimal). Eq. 2 is
 // 12lh²(1 + 13/12h + (V+s)/12lh); our per-layer count adds only the final LayerNorm (2h).
