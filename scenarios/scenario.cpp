@@ -742,6 +742,8 @@ class Resolver {
     t.precision = precision == "fp16"  ? Precision::kFp16
                   : precision == "fp8" ? Precision::kFp8
                                        : Precision::kBf16;
+    t.fp8_recipe =
+        get("training.fp8_recipe") == "current" ? Fp8Recipe::kCurrent : Fp8Recipe::kDelayed;
     const std::string recompute = get("training.recompute");
     t.recompute = recompute == "full"        ? model::Recompute::kFull
                   : recompute == "selective" ? model::Recompute::kSelective

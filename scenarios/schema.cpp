@@ -393,6 +393,15 @@ std::vector<KeyDef> build_schema() {
        .description = "Datatype of the GEMMs (fp8 needs a GPU with fp8 tensor cores)",
        .choices = {"fp16", "bf16", "fp8"},
        .aliases = {"dtype", "mixed_precision", "params_dtype", "torch_dtype"}},
+      {.path = "training.fp8_recipe",
+       .type = K::kEnum,
+       .default_value = "delayed",
+       .description = "With fp8: how Transformer Engine scales each GEMM input it casts; delayed "
+                      "(DelayedScaling, TE's default: norms and activations write the fp8 copy "
+                      "themselves) or current (Float8CurrentScaling, NeMo's FP8-CS: every cast "
+                      "first reads its input for the amax)",
+       .choices = {"delayed", "current"},
+       .aliases = {"fp8_scaling", "fp8_format"}},
       {.path = "training.recompute",
        .type = K::kEnum,
        .default_value = "selective",

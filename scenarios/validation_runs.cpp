@@ -360,8 +360,22 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     // A blank micro-batch is searched below (the fastest that fits); 1 meanwhile.
     v["training.micro_batch"] = cell("mbs").empty() ? "1" : cell("mbs");
     v["training.global_batch"] = cell("gbs");
-    v["training.precision"] = cell("precision").empty() ? "bf16" : cell("precision");
-    if (cell("precision").empty()) row.assumed["precision"] = "bf16";
+    // fp8 with its scaling recipe: `fp8-cs` is current scaling, as NeMo's tables label it;
+    // `fp8` alone is Transformer Engine's default, delayed scaling.
+    const std::string precision = cell("precision");
+    if (precision == "fp8-cs" || precision == "fp8-current") {
+      v["training.precision"] = "fp8";
+      v["training.fp8_recipe"] = "current";
+    } else if (precision == "fp8-delayed" || precision == "fp8-ds") {
+      v["training.precision"] = "fp8";
+      v["training.fp8_recipe"] = "delayed";
+    } else {
+      v["training.precision"] = precision.empty() ? "bf16" : precision;
+      if (precision == "fp8") {
+        row.assumed["fp8_recipe"] = "delayed (Transformer Engine's default; fp8-cs is current scaling)";
+      }
+    }
+    if (precision.empty()) row.assumed["precision"] = "bf16";
     // ZeRO and SP: given, or the framework preset's (it states whether the software had them).
     v["parallel.zero"] = cell("zero");
     const FrameworkPreset* fw = find_framework(framework);
@@ -379,7 +393,18 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     v["simulation.fidelity"] = "analytic";
     for (const auto& [key, value] : options.set) v[key] = value;
 
-    const std::string recompute = cell("recompute");
+    // `full:N`: full recompute of N layers of each stage, the rest keep everything (Megatron's
+    // --recompute-method block --recompute-num-layers N, as recipes state it).
+    std::string recompute = cell("recompute");
+    if (recompute.rfind("full:", 0) == 0) {
+      const auto layers = number(recompute.substr(5), file, line_no, "recompute");
+      if (!layers || *layers < 1 || *layers != std::floor(*layers)) {
+        throw_input("`" + recompute + "`: full:N takes a whole number of layers N ≥ 1",
+                    {file, line_no, "recompute"});
+      }
+      v["training.recompute_layers"] = recompute.substr(5);
+      recompute = "full";
+    }
     v["training.recompute"] = recompute;
     for (auto it = v.begin(); it != v.end();) {
       it = it->second.empty() ? v.erase(it) : std::next(it);

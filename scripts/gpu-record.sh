@@ -84,9 +84,16 @@ run() {
   date -u +%FT%TZ >>"$summary"
   # Committed records hold no absolute path of either machine: commands and provenance strings
   # name the repository root's files relative to it and the record's own files by their name.
-  grep -rlI -e "$root/" -e "$out/" "$out" | while read -r f; do
-    sed -i -e "s#$out/##g" -e "s#$root/##g" "$f"
-  done
+  # JSON writers escape the slashes (gtest's --gtest_output=json writes "\/work\/..."), so both
+  # spellings are scrubbed; scripts/check-records.sh (a ctest) checks what is committed.
+  local esc_root esc_out
+  esc_root=$(sed 's#/#\\\\/#g' <<<"$root")
+  esc_out=$(sed 's#/#\\\\/#g' <<<"$out")
+  grep -rlIF -e "$root/" -e "$out/" -e "${root//\//\\/}" -e "${out//\//\\/}" "$out" |
+    while read -r f; do
+      sed -i -e "s#$out/##g" -e "s#$root/##g" -e "s#${esc_out}\\\\/##g" \
+        -e "s#${esc_root}\\\\/##g" "$f"
+    done
   tar czf "$dest/gpu-record.tgz" -C "$out" .
   cat "$summary"
 }

@@ -68,6 +68,17 @@ inline constexpr const char* to_string(Precision p) {
   return "?";
 }
 
+/// How Transformer Engine scales a tensor it casts to fp8 for a GEMM (its `recipe` module):
+/// `kDelayed` (DelayedScaling, TE's default since 2022) takes the scale from an amax history, so
+/// the norm or activation kernel that writes a GEMM input can write the fp8 copy itself;
+/// `kCurrent` (Float8CurrentScaling, TE 2.2, 2025; NeMo's "FP8-CS") needs this tensor's own amax
+/// first, so every cast reads its input once more (sim/exec/compute_model.h, fp8_cast_time).
+enum class Fp8Recipe { kDelayed, kCurrent };
+
+inline constexpr const char* to_string(Fp8Recipe r) {
+  return r == Fp8Recipe::kCurrent ? "current" : "delayed";
+}
+
 /// Integer ceil(a / b) for positive operands.
 inline constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 

@@ -344,7 +344,10 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       cfg.training.precision == Precision::kFp8 ? gpu.peak_dense_fp8_flops : peak16;
   r.peak_flops_per_gpu = gemm_peak;
 
-  Context c{cfg, L, ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps}, links, {}};
+  Context c{cfg, L,
+            ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps,
+                         cfg.training.precision == Precision::kFp8, cfg.training.fp8_recipe},
+            links, {}};
   c.shard.micro_batch = cfg.training.micro_batch;
   c.shard.tp = par.tp;
   c.shard.cp = par.cp;

@@ -19,7 +19,7 @@
 
 namespace trainsim::exec {
 
-inline constexpr const char* kAnalyticModelVersion = "analytic-7";
+inline constexpr const char* kAnalyticModelVersion = "analytic-8";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "calibrate/profile.h"
+#include "sim/core/units.h"
 #include "sim/model/ops.h"
 
 namespace trainsim::exec {
@@ -21,6 +22,9 @@ struct ComputeModel {
   double gemm_peak;  // FLOP/s of the GEMM datatype
   double peak16;     // FLOP/s of 16-bit tensor cores (attention)
   double hbm_Bps;
+  // fp8 training: GEMMs (not keep_16bit, batch 1) cast their input and output gradient first.
+  bool fp8 = false;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
 
   double gemm_eff(double m, double n, double k) const {
     const double d0 = prof.gemm_half_dim;
@@ -34,13 +38,46 @@ struct ComputeModel {
     return (op.kind == model::OpKind::kGemm ? prof.gemm_launch_s() : prof.kernel_overhead_s) *
            op.kernels;
   }
+  /// Whether `op` runs as an fp8 GEMM (attention's batched GEMMs, the output layer and the
+  /// router stay 16-bit).
+  bool fp8_gemm(const model::Op& op) const {
+    return fp8 && op.kind == model::OpKind::kGemm && op.batch <= 1 && !op.keep_16bit;
+  }
+  /// Time to cast `elements` bf16 values to fp8 in both layouts (row-wise for one GEMM, transposed
+  /// for the weight gradient, as Hopper's fp8 GEMMs take only the TN layout), per Transformer
+  /// Engine's kernels (transformer_engine/pytorch/csrc/extensions: cast, normalization,
+  /// activation). Delayed scaling knows the scale before the tensor exists: a norm, an activation
+  /// or its backward (`fused`) writes the fp8 copies in place of its 16-bit output, at no extra
+  /// traffic; any other tensor takes one cast-transpose kernel, reading 2 B and writing 1 + 1 B
+  /// an element. Current scaling needs the tensor's own amax first: the fused producer writes
+  /// its 16-bit output and the amax, then a quantize kernel reads it and writes both copies
+  /// (4 B, one kernel); any other tensor is read once more for its amax (6 B, two kernels).
+  /// The per-tensor amax all-reduce across TP (a few bytes) is not charged.
+  double fp8_cast_time(double elements, bool fused) const {
+    if (elements <= 0) return 0;
+    const bool current = fp8_recipe == Fp8Recipe::kCurrent;
+    const double bytes_per_element = current ? (fused ? 4.0 : 6.0) : (fused ? 0.0 : 4.0);
+    const int kernels = current ? (fused ? 1 : 2) : (fused ? 0 : 1);
+    if (kernels == 0) return 0;
+    return elements * bytes_per_element / (hbm_Bps * prof.memory_efficiency("fp8_cast")) +
+           kernels * prof.kernel_overhead_s;
+  }
+  /// The casts before an fp8 GEMM's forward (its input) and before its backward (its output
+  /// gradient, which both backward GEMMs read); 0 for a 16-bit op.
+  double forward_cast(const model::Op& op) const {
+    return fp8_gemm(op) ? fp8_cast_time(op.fp8_in_elements, op.fp8_in_fused) : 0.0;
+  }
+  double backward_cast(const model::Op& op) const {
+    return fp8_gemm(op) ? fp8_cast_time(op.fp8_grad_elements, op.fp8_grad_fused) : 0.0;
+  }
   double forward(const model::Op& op) const {
     const double launch = this->launch(op);
     switch (op.kind) {
       case model::OpKind::kGemm: {
         // Attention's batched GEMMs and the output layer stay 16-bit under fp8.
         const bool sixteen = op.batch > 1 || op.keep_16bit;
-        return launch + gemm_time(op.m, op.n, op.k, op.batch, sixteen ? peak16 : gemm_peak);
+        return launch + forward_cast(op) +
+               gemm_time(op.m, op.n, op.k, op.batch, sixteen ? peak16 : gemm_peak);
       }
       case model::OpKind::kAttention:
         return launch + op.flops / (peak16 * prof.attention_fwd_efficiency);
@@ -57,7 +94,7 @@ struct ComputeModel {
     switch (op.kind) {
       case model::OpKind::kGemm: {
         const double peak = op.batch > 1 || op.keep_16bit ? peak16 : gemm_peak;
-        return 2 * launch + gemm_time(op.m, op.k, op.n, op.batch, peak) +
+        return 2 * launch + backward_cast(op) + gemm_time(op.m, op.k, op.n, op.batch, peak) +
                gemm_time(op.k, op.n, op.m, op.batch, peak);
       }
       case model::OpKind::kAttention:

@@ -19,7 +19,8 @@ std::vector<std::int64_t> compute_durations_ps(const RunConfig& cfg, const plan:
   const double peak16 = gpu.peak_dense_16bit_flops;
   const double gemm_peak =
       cfg.training.precision == Precision::kFp8 ? gpu.peak_dense_fp8_flops : peak16;
-  const ComputeModel cm{cfg.profile, gemm_peak, peak16, gpu.hbm_Bps};
+  const bool fp8 = cfg.training.precision == Precision::kFp8;
+  const ComputeModel cm{cfg.profile, gemm_peak, peak16, gpu.hbm_Bps, fp8, cfg.training.fp8_recipe};
   std::vector<std::int64_t> out(P.tasks.size(), 0);
   for (std::size_t ti = 0; ti < P.tasks.size(); ++ti) {
     const plan::Task& t = P.tasks[ti];
@@ -36,11 +37,14 @@ std::vector<std::int64_t> compute_durations_ps(const RunConfig& cfg, const plan:
     switch (t.part) {
       case Part::kForward:
         s = op.kind == model::OpKind::kGemm
-                ? launch + cm.gemm_time(rows, op.n, op.k, op.batch, peak) * share
+                ? launch + (cm.forward_cast(op) + cm.gemm_time(rows, op.n, op.k, op.batch, peak)) * share
                 : launch + (cm.forward(op) - launch) * t.fraction;
         break;
       case Part::kBackward: s = launch + (cm.backward(op) - launch) * t.fraction; break;
-      case Part::kDgrad: s = launch + cm.gemm_time(rows, op.k, op.n, op.batch, peak) * share; break;
+      case Part::kDgrad:
+        // The output gradient's fp8 cast precedes the input-gradient GEMM.
+        s = launch + (cm.backward_cast(op) + cm.gemm_time(rows, op.k, op.n, op.batch, peak)) * share;
+        break;
       case Part::kWgrad:
         s = launch + cm.gemm_time(op.k, op.n, op.m, op.batch, peak) * t.fraction;
         break;

@@ -69,6 +69,10 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
 
   Op& qkv = gemm(ops, n, "qkv", tokens, (h + 2 * kv) / t, h);
   qkv.tp_comm_before = true;
+  // fp8 casts (Op::fp8_in_elements): the norm's output in, attention's input gradient back.
+  qkv.fp8_in_elements = ew_rows * h;
+  qkv.fp8_in_fused = true;
+  qkv.fp8_grad_elements = tokens * (h + 2 * kv) / t;
 
   const double q_rows = static_cast<double>(m.seq_len) / s.cp;
   if (s.fused_attention) {
@@ -96,6 +100,9 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   // per layer and pass instead of two each).
   Op& proj = gemm(ops, n, "attn_proj", tokens, h, h / t);
   proj.tp_comm_after = !m.parallel_block;
+  // In: attention's output (its own kernel's bf16); back: the residual stream's gradient.
+  proj.fp8_in_elements = tokens * h / t;
+  proj.fp8_grad_elements = ew_rows * h;
   // Bias + dropout + residual add: one fused pass reading two inputs and writing one.
   if (!s.fused_elementwise && !m.parallel_block) {
     memory(ops, n, "attn_bias_dropout_add", "bias_dropout_add", 3 * ew + ew / kAct);
@@ -106,12 +113,20 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   const double up_mult = m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double expert_rows = moe ? tokens * m.top_k : tokens;
   if (moe) {
-    gemm(ops, n, "router", tokens, m.experts, h);
+    // Megatron-Core's router is a plain linear layer outside Transformer Engine (fp32 logits).
+    gemm(ops, n, "router", tokens, m.experts, h).keep_16bit = true;
     memory(ops, n, "router_topk", "softmax", tokens * m.experts * 4.0 * 2);
   }
   Op& up = gemm(ops, n, moe ? "expert_up" : "mlp_up", expert_rows, up_mult * f / t, h);
   up.tp_comm_before = !moe && !m.parallel_block;
   up.moe = moe;
+  // In: the norm's output (dense) or the dispatched tokens (experts); back: the activation's
+  // backward, which computes the amax of the gradient it writes.
+  // A parallel block's MLP reads the attention branch's fp8 copy of the one norm output.
+  up.fp8_in_elements = moe ? expert_rows * h : m.parallel_block ? 0 : ew_rows * h;
+  up.fp8_in_fused = !moe;
+  up.fp8_grad_elements = expert_rows * up_mult * f / t;
+  up.fp8_grad_fused = true;
   if (!s.fused_elementwise) {
     // Activation (bias-GeLU or SiLU·up) as its own pass over the [rows × f/t] tensor.
     const double act = expert_rows * (f / t) * kAct;
@@ -121,6 +136,11 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   Op& down = gemm(ops, n, moe ? "expert_down" : "mlp_down", expert_rows, h, f / t);
   down.tp_comm_after = !moe;
   down.moe = moe;
+  // In: the activation's output; back: the residual stream's gradient (the experts' combine;
+  // a parallel block's two branches share one, cast for attn_proj).
+  down.fp8_in_elements = expert_rows * f / t;
+  down.fp8_in_fused = true;
+  down.fp8_grad_elements = moe ? expert_rows * h : m.parallel_block ? 0 : ew_rows * h;
   if (!s.fused_elementwise) {
     memory(ops, n, "mlp_bias_dropout_add", "bias_dropout_add", 3 * ew + ew / kAct);
   }

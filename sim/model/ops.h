@@ -31,6 +31,17 @@ struct Op {
   // builds as a plain ColumnParallelLinear rather than a Transformer Engine module (outside
   // fp8 autocast) and TorchTitan's float8 conversion leaves out.
   bool keep_16bit = false;
+  // Under fp8 (a GEMM without keep_16bit, batch 1): the elements Transformer Engine casts to fp8
+  // for it on this GPU, forward (its input activation) and backward (its output gradient), each
+  // cast once and kept in both layouts (row-wise for one GEMM, transposed for the weight
+  // gradient). Under SP a column-parallel input and a row-parallel output gradient are cast on
+  // the local tokens/tp rows before the all-gather, as TE gathers the fp8 copy. `_fused`: the
+  // kernel that writes the tensor (a norm, an activation or its backward) computes the amax
+  // itself (sim/exec/compute_model.h, fp8_cast_time).
+  double fp8_in_elements = 0;
+  double fp8_grad_elements = 0;
+  bool fp8_in_fused = false;
+  bool fp8_grad_fused = false;
   // Memory-bound ops: the kernel kind that runs it, one of calib::measured_kernel_ops()
   // ("layernorm", "softmax", "dropout", ...), so that a measured profile prices it with the
   // efficiency measured for that kind (Profile::memory_efficiency).

@@ -39,6 +39,7 @@ struct TrainingConfig {
   int global_batch = 0;   // sequences per iteration
   int micro_batch = 1;    // sequences per micro-batch
   Precision precision = Precision::kBf16;
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;  // how fp8 GEMM inputs are scaled (fp8 only)
   model::Recompute recompute = model::Recompute::kNone;
   // Full recompute of only this many layers per pipeline stage (Megatron's
   // --recompute-method block --recompute-num-layers N); the other layers keep everything.

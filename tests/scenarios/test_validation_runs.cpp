@@ -270,5 +270,49 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
   EXPECT_THROW(run("h100-sxm", "jax", ""), Error);
 }
 
+// The precision cell names the fp8 recipe as NeMo's tables do: `fp8-cs` is current scaling,
+// exactly `fp8` with training.fp8_recipe current (and slower: every cast reads its input once
+// more); bare `fp8` is TE's default, delayed scaling, and says so. `full:N` in the recompute
+// cell is full recompute of N layers per stage, exactly the two scenario keys.
+TEST(ValidationRuns, Fp8RecipeAndBlockRecomputeCells) {
+  const auto row = [](const std::string& precision, const std::string& recompute,
+                      const ValidationOptions& options = {}) {
+    const std::string r = "r,NeMo 2025,h100-sxm," + precision +
+                          ",,8,32,4096,32,8,14336,8192,128256,1,1,8,,1,1,1,128,3," + recompute +
+                          ",nemo,,,,725,\n";
+    const auto out = validate_runs_text(kHeader + "\n" + r, "t.csv", "analytic", options);
+    EXPECT_EQ(out.size(), 1u);
+    EXPECT_TRUE(out[0].error_message.empty()) << out[0].error_message;
+    return out[0];
+  };
+  const auto cs = row("fp8-cs", "");
+  const auto delayed = row("fp8", "");
+  ValidationOptions current;
+  current.set["training.fp8_recipe"] = "current";
+  EXPECT_EQ(*cs.predicted.iter_s, *row("fp8", "", current).predicted.iter_s);
+  EXPECT_EQ(*delayed.predicted.iter_s, *row("fp8-delayed", "").predicted.iter_s);
+  EXPECT_GT(*cs.predicted.iter_s, *delayed.predicted.iter_s);
+  EXPECT_EQ(cs.assumed.count("fp8_recipe"), 0u);
+  EXPECT_EQ(delayed.assumed.at("fp8_recipe").rfind("delayed", 0), 0u);
+
+  ValidationOptions block;
+  block.set["training.recompute_layers"] = "5";
+  const auto five = row("fp8-cs", "full:5");
+  EXPECT_EQ(*five.predicted.iter_s, *row("fp8-cs", "full", block).predicted.iter_s);
+  EXPECT_GT(*five.predicted.iter_s, *cs.predicted.iter_s);           // 5 layers recomputed
+  EXPECT_LT(*five.predicted.iter_s, *row("fp8-cs", "full").predicted.iter_s);  // not all 32
+  EXPECT_EQ(five.assumed.count("recompute"), 0u);
+  for (const char* bad : {"full:x", "full:0", "full:2.5"}) {
+    try {
+      row("fp8-cs", bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("t.csv"), std::string::npos) << what;
+      EXPECT_NE(what.find("recompute"), std::string::npos) << what;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trainsim::scen

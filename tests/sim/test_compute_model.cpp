@@ -50,6 +50,85 @@ TEST(ComputeModelMeasured, OutputLayerStays16BitUnderFp8) {
   EXPECT_LT(fp8.forward(*up), bf16.forward(*up));
 }
 
+const model::Op& op_named(const std::vector<model::Op>& ops, const char* name) {
+  const auto it = std::find_if(ops.begin(), ops.end(),
+                               [&](const model::Op& o) { return o.name == name; });
+  EXPECT_NE(it, ops.end()) << name;
+  return *it;
+}
+
+// The elements Transformer Engine casts to fp8 for each GEMM of a layer, by hand: GPT block
+// (kv = h = 4096, ffn = 4h, GeLU), 4,096 tokens. TP 4 with SP: a column-parallel input and a
+// row-parallel output gradient are cast on the local 1,024 rows before the all-gather.
+TEST(ComputeModelMeasured, Fp8CastElementsFollowTheLayer) {
+  const model::ModelConfig m = testing::gpt(2, 4096, 32, 128000, 4096);
+  model::Sharding s;
+  s.tp = 4;
+  s.sp = true;
+  const std::vector<model::Op> layer = model::layer_forward_ops(m, s, 0);
+  const double t = 4096, h = 4096;
+  EXPECT_DOUBLE_EQ(op_named(layer, "qkv").fp8_in_elements, t / 4 * h);
+  EXPECT_TRUE(op_named(layer, "qkv").fp8_in_fused);  // the norm writes it
+  EXPECT_DOUBLE_EQ(op_named(layer, "qkv").fp8_grad_elements, t * 3 * h / 4);
+  EXPECT_FALSE(op_named(layer, "qkv").fp8_grad_fused);  // attention's backward
+  EXPECT_DOUBLE_EQ(op_named(layer, "attn_proj").fp8_in_elements, t * h / 4);
+  EXPECT_FALSE(op_named(layer, "attn_proj").fp8_in_fused);
+  EXPECT_DOUBLE_EQ(op_named(layer, "attn_proj").fp8_grad_elements, t / 4 * h);
+  EXPECT_DOUBLE_EQ(op_named(layer, "mlp_up").fp8_in_elements, t / 4 * h);
+  EXPECT_DOUBLE_EQ(op_named(layer, "mlp_up").fp8_grad_elements, t * 4 * h / 4);
+  EXPECT_TRUE(op_named(layer, "mlp_up").fp8_grad_fused);  // GeLU's backward writes it
+  EXPECT_DOUBLE_EQ(op_named(layer, "mlp_down").fp8_in_elements, t * 4 * h / 4);
+  EXPECT_TRUE(op_named(layer, "mlp_down").fp8_in_fused);  // GeLU writes it
+  EXPECT_DOUBLE_EQ(op_named(layer, "mlp_down").fp8_grad_elements, t / 4 * h);
+  // A parallel block's MLP shares the attention branch's casts of the norm output and of the
+  // residual gradient.
+  model::ModelConfig pb = m;
+  pb.parallel_block = true;
+  const std::vector<model::Op> par = model::layer_forward_ops(pb, s, 0);
+  EXPECT_DOUBLE_EQ(op_named(par, "mlp_up").fp8_in_elements, 0.0);
+  EXPECT_DOUBLE_EQ(op_named(par, "mlp_down").fp8_grad_elements, 0.0);
+  EXPECT_DOUBLE_EQ(op_named(par, "qkv").fp8_in_elements, t / 4 * h);
+}
+
+// What the casts cost (ComputeModel::fp8_cast_time), by hand at 0.5 of 4.8 TB/s and 4 µs a
+// kernel, TP 1 (4,096 × 4,096 = 16,777,216 elements in the norm's output): current scaling
+// reads a fused producer's output and writes both fp8 copies (4 B, one kernel), any other tensor
+// is read once more for its amax (6 B, two kernels); delayed scaling costs nothing after a fused
+// producer and a cast-transpose (4 B, one kernel) elsewhere; 16-bit GEMMs and bf16 runs cost 0.
+TEST(ComputeModelMeasured, Fp8CastsFollowTheRecipe) {
+  calib::Profile p;
+  p.memory_bw_efficiency = 0.5;
+  p.kernel_overhead_s = 4e-6;
+  const ComputeModel current{p, 2 * kPeak, kPeak, kHbm, true, Fp8Recipe::kCurrent};
+  const ComputeModel delayed{p, 2 * kPeak, kPeak, kHbm, true, Fp8Recipe::kDelayed};
+  const ComputeModel no_casts{p, 2 * kPeak, kPeak, kHbm};
+  const ComputeModel bf16{p, kPeak, kPeak, kHbm};
+  const model::ModelConfig m = testing::gpt(2, 4096, 32, 128000, 4096);
+  const model::Sharding s;
+  const std::vector<model::Op> layer = model::layer_forward_ops(m, s, 0);
+  const double e = 4096.0 * 4096.0, bw = kHbm * 0.5;
+  const model::Op& qkv = op_named(layer, "qkv");
+  const model::Op& proj = op_named(layer, "attn_proj");
+  const model::Op& up = op_named(layer, "mlp_up");
+  EXPECT_DOUBLE_EQ(current.forward_cast(qkv), e * 4 / bw + 4e-6);
+  EXPECT_DOUBLE_EQ(current.forward_cast(proj), e * 6 / bw + 8e-6);
+  EXPECT_DOUBLE_EQ(current.backward_cast(qkv), 3 * e * 6 / bw + 8e-6);
+  EXPECT_DOUBLE_EQ(current.backward_cast(up), 4 * e * 4 / bw + 4e-6);
+  EXPECT_DOUBLE_EQ(delayed.forward_cast(qkv), 0.0);
+  EXPECT_DOUBLE_EQ(delayed.forward_cast(proj), e * 4 / bw + 4e-6);
+  EXPECT_DOUBLE_EQ(delayed.backward_cast(up), 0.0);
+  EXPECT_DOUBLE_EQ(delayed.backward_cast(proj), e * 4 / bw + 4e-6);
+  // The GEMM's time carries its casts: forward the input's, backward the output gradient's.
+  EXPECT_DOUBLE_EQ(current.forward(proj), no_casts.forward(proj) + current.forward_cast(proj));
+  EXPECT_DOUBLE_EQ(current.backward(proj), no_casts.backward(proj) + current.backward_cast(proj));
+  EXPECT_DOUBLE_EQ(bf16.forward_cast(proj), 0.0);
+  EXPECT_DOUBLE_EQ(bf16.backward_cast(qkv), 0.0);
+  // The output layer and attention's batched GEMMs stay 16-bit: nothing is cast for them.
+  const std::vector<model::Op> head = model::head_forward_ops(m, s);
+  EXPECT_DOUBLE_EQ(current.forward_cast(op_named(head, "logits")), 0.0);
+  EXPECT_DOUBLE_EQ(current.backward_cast(op_named(layer, "attn_scores")), 0.0);
+}
+
 TEST(ComputeModelMeasured, MemoryOpsUseTheirKindsEfficiency) {
   calib::Profile p;
   p.memory_bw_efficiency = 0.5;
