@@ -272,11 +272,10 @@ int measure_kernels(const CalibrateArgs& a) {
     sh.tp = sc.parallel.tp;
     sh.cp = sc.parallel.cp;
     sh.sp = sc.parallel.sp && sc.parallel.tp > 1;
-    sh.fused_attention = sc.opt.efficient_operators;
-    sh.fused_elementwise = sc.opt.efficient_operators;
+    sh.fused_attention = sc.opt.fused_attention();
     items = kernels::bench_items_for_model(sc.model, sh, kernels::DType::kBf16, gemm);
     // The unfused path too, so both settings of the lever have measured twins.
-    sh.fused_attention = sh.fused_elementwise = !sc.opt.efficient_operators;
+    sh.fused_attention = !sc.opt.fused_attention();
     for (kernels::BenchItem& b :
          kernels::bench_items_for_model(sc.model, sh, kernels::DType::kBf16, gemm)) {
       items.push_back(std::move(b));

@@ -528,7 +528,8 @@ std::vector<KeyDef> build_schema() {
       {.path = "optimizations.efficient_operators",
        .type = K::kBool,
        .default_value = "false",
-       .description = "FlashAttention, fused LayerNorm/residual and GeLU, faster GEMMs",
+       .description = "The framework's fused attention kernel (framework.attention_kernel auto); "
+                      "norms, activations and residual adds stay one kernel each",
        .aliases = {"fused_kernels", "kernel_fusion", "flash_attention", "use_flash_attn",
                    "fused_operators"}},
       {.path = "optimizations.async_data_pipeline",

@@ -136,8 +136,7 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   shard.tp = ps.layout.par.tp;
   shard.cp = ps.layout.par.cp;
   shard.sp = ps.layout.par.sp && ps.layout.par.tp > 1;
-  shard.fused_attention = ps.opt.efficient_operators;
-  shard.fused_elementwise = ps.opt.efficient_operators;
+  shard.fused_attention = ps.opt.fused_attention();
   // ops.cpp counts activation bytes at 2 per element: recover the rows in bf16.
   const kernels::BenchItem b =
       kernels::memory_bench_item(ps.model, shard, op, kernels::DType::kBf16);

@@ -354,7 +354,6 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   c.shard.sp = par.sp && par.tp > 1;
   c.shard.fused_attention = cfg.opt.fused_attention();
   c.shard.attention_kernel = cfg.opt.attention_kernel;
-  c.shard.fused_elementwise = cfg.opt.efficient_operators;
   c.comm_sm_share = gpu.sms > 0 ? static_cast<double>(kOverlapCommSms) / gpu.sms : 0.0;
 
   // The communication every layer prices, once (in the order a stage's first layer asks for it,

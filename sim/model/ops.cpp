@@ -61,7 +61,7 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   const double ew_rows = s.sp ? tokens / t : tokens;
   const double ew = ew_rows * h * kAct;  // bytes of one [rows × h] activation
 
-  // Norm: read x, write y (+ residual add and dropout when fused into it).
+  // Norm: read x, write y (its own kernel in every framework modelled).
   const int norms = m.parallel_block ? 1 : 2;
   for (int i = 0; i < norms; ++i) {
     memory(ops, n, i == 0 ? "norm_attn" : "norm_mlp", norm_kernel(m), 2 * ew);
@@ -103,9 +103,14 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   // In: attention's output (its own kernel's bf16); back: the residual stream's gradient.
   proj.fp8_in_elements = tokens * h / t;
   proj.fp8_grad_elements = ew_rows * h;
-  // Bias + dropout + residual add: one fused pass reading two inputs and writing one.
-  if (!s.fused_elementwise && !m.parallel_block) {
-    memory(ops, n, "attn_bias_dropout_add", "bias_dropout_add", 3 * ew + ew / kAct);
+  // Bias + dropout + residual add: one fused kernel of its own after the row-parallel GEMM,
+  // reading two inputs and writing one, and the dropout mask (a byte an element) when the model
+  // has dropout. Every preset's framework runs it so (Megatron-Core's self_attn_bda / mlp_bda
+  // modules, get_bias_dropout_add, at core_v0.8.0; MegaScale fuses each element-wise op into one
+  // kernel, NSDI'24 §3.3, but not into the GEMMs), so it is charged whatever the levers say.
+  const double bda_bytes = 3 * ew + (m.dropout ? ew / kAct : 0.0);
+  if (!m.parallel_block) {
+    memory(ops, n, "attn_bias_dropout_add", "bias_dropout_add", bda_bytes);
   }
 
   const bool moe = m.is_moe_layer(layer_index);
@@ -127,8 +132,10 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   up.fp8_in_fused = !moe;
   up.fp8_grad_elements = expert_rows * up_mult * f / t;
   up.fp8_grad_fused = true;
-  if (!s.fused_elementwise) {
-    // Activation (bias-GeLU or SiLU·up) as its own pass over the [rows × f/t] tensor.
+  {
+    // Activation (bias-GeLU or SiLU·up) as its own kernel over the [rows × f/t] tensor, after the
+    // GEMM (Megatron-Core's bias_gelu_impl / bias_swiglu_impl in MLP.forward at core_v0.8.0, not
+    // a GEMM epilogue).
     const double act = expert_rows * (f / t) * kAct;
     const char* kind = m.mlp == MlpKind::kSwiglu ? "swiglu" : "bias_gelu";
     memory(ops, n, kind, kind, (up_mult + 1) * act);
@@ -141,9 +148,7 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   down.fp8_in_elements = expert_rows * f / t;
   down.fp8_in_fused = true;
   down.fp8_grad_elements = moe ? expert_rows * h : m.parallel_block ? 0 : ew_rows * h;
-  if (!s.fused_elementwise) {
-    memory(ops, n, "mlp_bias_dropout_add", "bias_dropout_add", 3 * ew + ew / kAct);
-  }
+  memory(ops, n, "mlp_bias_dropout_add", "bias_dropout_add", bda_bytes);
   ops.resize(n);
 }
 

@@ -56,7 +56,6 @@ struct Sharding {
   bool sp = false;                 // sequence parallel: norms/dropout on s/tp tokens
   bool fused_attention = false;    // FlashAttention-style kernel instead of GEMM+softmax+GEMM
   AttentionKernel attention_kernel = AttentionKernel::kFlash2;  // which one, when fused
-  bool fused_elementwise = false;  // norm fused with residual/dropout, GeLU in the GEMM epilogue
 };
 
 /// HBM bytes per parameter of one optimizer step: Adam reads and writes the fp32 master weights

@@ -69,7 +69,7 @@ struct Optimizations {
   bool tp_overlap = false;           // TP/SP all-gather and reduce-scatter fused with GEMMs
   bool pp_overlap = false;           // PP send/recv off the critical path
   bool dp_overlap = false;           // DP reduce-scatter during backward, all-gather prefetch
-  bool efficient_operators = false;  // FlashAttention, fused LayerNorm/residual, GeLU in epilogue
+  bool efficient_operators = false;  // the framework's fused attention kernel
   bool async_data_pipeline = false;  // data loading overlapped with the previous iteration
   bool lamb = false;                 // LAMB optimizer (allows a larger global batch)
   bool sliding_window = false;       // attention limited to model.attention_window tokens

@@ -40,7 +40,6 @@ TEST(BenchPlan, MegaScaleShapesFusedPath) {
   s.tp = 8;
   s.sp = true;
   s.fused_attention = true;
-  s.fused_elementwise = true;
   const auto items = bench_items_for_model(gpt175b(), s, DType::kBf16, DType::kBf16);
   const BenchItem* qkv = find(items, "qkv");
   ASSERT_NE(qkv, nullptr);
@@ -160,7 +159,7 @@ TEST(BenchPlan, EveryShippedScenarioMaps) {
       s.tp = sc.parallel.tp;
       s.cp = sc.parallel.cp;
       s.sp = sc.parallel.sp && sc.parallel.tp > 1;
-      s.fused_attention = s.fused_elementwise = fused;
+      s.fused_attention = fused;
       std::vector<BenchItem> items;
       ASSERT_NO_THROW(items = bench_items_for_model(sc.model, s, DType::kBf16, DType::kBf16)) << f;
       EXPECT_GE(items.size(), 15u) << f;

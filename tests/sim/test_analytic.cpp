@@ -100,7 +100,8 @@ TEST(Analytic, OverlapLeversReduceExposedCommunication) {
   on.opt.async_data_pipeline = true;
   EXPECT_EQ(run_analytic(on).breakdown.data_loading_s, 0.0);
   on = c;
-  on.opt.efficient_operators = true;
+  on.opt.efficient_operators = true;  // with the kernel the scenario resolver sets for it
+  on.opt.attention_kernel = model::AttentionKernel::kFlash2;
   EXPECT_LT(run_analytic(on).breakdown.compute_s, off.breakdown.compute_s);
   on = c;
   on.model.parallel_block = true;

@@ -129,6 +129,30 @@ TEST(ComputeModelMeasured, Fp8CastsFollowTheRecipe) {
   EXPECT_DOUBLE_EQ(current.backward_cast(op_named(layer, "attn_scores")), 0.0);
 }
 
+// The element-wise passes are one kernel each whatever the attention kernel: the activation and
+// both bias-dropout-adds after their GEMMs (as Megatron-Core runs them), by hand for the GPT
+// block, 4,096 tokens, hidden 4,096, TP 1: one [T × h] bf16 tensor is 33,554,432 B. A
+// bias-dropout-add reads two and writes one (3 of them) plus a one-byte mask (half of one) with
+// dropout; bias-GeLU reads and writes the [T × 4h] tensor (2 × 4 of them).
+TEST(ComputeModelMeasured, ElementwisePassesAreTheirOwnKernels) {
+  const model::ModelConfig gpt = testing::gpt(2, 4096, 32, 128000, 4096);
+  ASSERT_TRUE(gpt.dropout);
+  model::ModelConfig no_dropout = gpt;
+  no_dropout.dropout = false;
+  const double ew = 4096.0 * 4096.0 * 2;
+  for (const bool fused_attention : {false, true}) {
+    model::Sharding s;
+    s.fused_attention = fused_attention;
+    const std::vector<model::Op> layer = model::layer_forward_ops(gpt, s, 0);
+    EXPECT_DOUBLE_EQ(op_named(layer, "attn_bias_dropout_add").bytes, 3.5 * ew);
+    EXPECT_DOUBLE_EQ(op_named(layer, "mlp_bias_dropout_add").bytes, 3.5 * ew);
+    EXPECT_DOUBLE_EQ(op_named(layer, "bias_gelu").bytes, 8 * ew);
+    const std::vector<model::Op> plain = model::layer_forward_ops(no_dropout, s, 0);
+    EXPECT_DOUBLE_EQ(op_named(plain, "attn_bias_dropout_add").bytes, 3 * ew);
+    EXPECT_DOUBLE_EQ(op_named(plain, "mlp_bias_dropout_add").bytes, 3 * ew);
+  }
+}
+
 TEST(ComputeModelMeasured, MemoryOpsUseTheirKindsEfficiency) {
   calib::Profile p;
   p.memory_bw_efficiency = 0.5;
