@@ -275,8 +275,19 @@ int cmd_validate(const std::string& csv, const std::string& format, const std::s
   }
   const auto summary = scen::summarize(rows);
   if (summary.simulated == 0) {
+    // Each row's reason, in the message itself (no table is printed when nothing ran).
+    std::string why;
+    std::size_t listed = 0;
+    for (const scen::ValidationRow& row : rows) {
+      if (row.error_message.empty()) continue;
+      if (listed++ == 5) {
+        why += fmt::format("; and {} more", rows.size() - 5);
+        break;
+      }
+      why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", row.id, row.error_message);
+    }
     throw_infeasible(fmt::format("none of the {} rows could be simulated", summary.rows),
-                     {csv, 0, ""}, "see each row's error with --format json");
+                     {csv, 0, ""}, why);
   }
   // The final guard (docs/reliability.md): nothing non-finite is printed.
   const auto check = [](const std::optional<double>& v, const std::string& what) {

@@ -444,17 +444,37 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
                               fw->interleaved_pp;
       const bool search_mbs = cell("mbs").empty() && options.set.count("training.micro_batch") == 0;
       int ends = 0;
-      if (search_vpp) {
-        const int layers = static_cast<int>(*number(cell("layers"), file, line_no, "layers"));
-        const int pp = static_cast<int>(*number(cell("pp"), file, line_no, "pp"));
+      // A given interleaving whose model chunks the layers do not fill evenly (Megatron-Bridge's
+      // Llama 3.1 405B: 126 layers, PP 8, VP 8, with the embedding and the loss each counted as
+      // a layer of the first and the last chunk) takes the same end-stage rule as a searched one.
+      const int given_vpp =
+          search_vpp ? 0 : static_cast<int>(number(v.count("parallel.vpp") ? v["parallel.vpp"] : "1",
+                                                   file, line_no, "vpp")
+                                                .value_or(1));
+      const int layers_n = static_cast<int>(number(cell("layers"), file, line_no, "layers").value_or(0));
+      const int pp_n = static_cast<int>(number(cell("pp"), file, line_no, "pp").value_or(1));
+      const bool uneven_given = given_vpp > 1 && layers_n > 0 && layers_n % (pp_n * given_vpp) != 0;
+      if (search_vpp || uneven_given) {
+        const int layers = layers_n;
+        const int pp = pp_n;
         // Layers that do not divide into the stages: the first and the last stage take fewer,
         // the middle ones an equal share (Llama 3 §3.3.2: 126 = 7 + 14 × 8 + 7; Megatron-Core's
         // --decoder-first/last-pipeline-num-layers), which the interleaved layout needs stated.
-        if (layers % pp != 0 && pp > 2 && v.count("parallel.first_stage_layers") == 0 &&
+        if ((layers % pp != 0 || uneven_given) && pp > 2 &&
+            v.count("parallel.first_stage_layers") == 0 &&
             v.count("parallel.last_stage_layers") == 0) {
           for (int k = layers / pp; k >= 1 && ends == 0; --k) {
             if ((layers - 2 * k) % (pp - 2) == 0 && (layers - 2 * k) / (pp - 2) >= k) ends = k;
           }
+        }
+        if (uneven_given && ends > 0) {
+          v["parallel.first_stage_layers"] = std::to_string(ends);
+          v["parallel.last_stage_layers"] = std::to_string(ends);
+          row.assumed["stage_layers"] =
+              std::to_string(ends) + " on the first and the last stage, " +
+              std::to_string((layers - 2 * ends) / (pp - 2)) + " on the others (" +
+              std::to_string(layers) + " layers do not fill " + std::to_string(pp) + " × " +
+              std::to_string(given_vpp) + " model chunks evenly)";
         }
       }
       std::optional<Setup> best;

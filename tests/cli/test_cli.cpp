@@ -214,6 +214,13 @@ TEST(Cli, ValidateRowThatCannotRunAndCorruptCsv) {
   EXPECT_EQ(b.code, 2);
   EXPECT_TRUE(has(b.err, bad_path + ":2")) << b.err;
   EXPECT_TRUE(has(b.err, "iter_s")) << b.err;
+  // No row runs: exit 3, and the message gives each row's reason (no table is printed).
+  const CliRun none = trainsim("validate " + write_yaml("none_run.csv", header + rows.substr(
+      header.size(), rows.find("\nok,") + 1 - header.size())));
+  EXPECT_EQ(none.code, 3) << none.err;
+  EXPECT_TRUE(has(none.err, "none of the 1 rows")) << none.err;
+  EXPECT_TRUE(has(none.err, "bad-tp: ")) << none.err;
+  EXPECT_TRUE(has(none.err, "does not divide")) << none.err;
 }
 
 // Start-up: the MegaScale system creates communicators with a Redis-like store and ordered groups

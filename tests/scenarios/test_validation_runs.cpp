@@ -218,6 +218,28 @@ TEST(ValidationRuns, UnevenLayersAreSplitForTheInterleavedSearch) {
 
 // The MLP is read from the FFN width: GQA with ffn = 4·hidden (Falcon 180B, Nemotron-4 340B)
 // keeps a two-matrix MLP; ffn ≠ 4·hidden (Llama: 3.25·hidden) is a gated SwiGLU.
+// A given interleaving whose chunks the layers do not fill evenly takes the same end-stage rule
+// (Megatron-Bridge's Llama 3.1 405B: 126 layers over PP 8 × VP 8, the embedding and the loss
+// counted as layers of the first and the last chunk): exactly the two scenario keys.
+TEST(ValidationRuns, UnevenLayersAreSplitForAGivenInterleaving) {
+  const std::string row =
+      "l,NeMo 2025,h100-sxm,bf16,,1024,126,16384,128,8,53248,8192,128256,8,8,8,8,2,1,1,512,,"
+      "none,nemo,,,,400,\n";
+  const auto r = validate_runs_text(kHeader + "\n" + row, "t.csv", "analytic", {});
+  ASSERT_EQ(r.size(), 1u);
+  ASSERT_TRUE(r[0].error_message.empty()) << r[0].error_message;
+  EXPECT_EQ(r[0].assumed.at("stage_layers").rfind("15 on the first and the last stage, 16 on", 0),
+            0u)
+      << r[0].assumed.at("stage_layers");
+  ValidationOptions stated;
+  stated.set["parallel.first_stage_layers"] = "15";
+  stated.set["parallel.last_stage_layers"] = "15";
+  const auto s = validate_runs_text(kHeader + "\n" + row, "t.csv", "analytic", stated);
+  ASSERT_TRUE(s[0].error_message.empty()) << s[0].error_message;
+  EXPECT_EQ(*s[0].predicted.iter_s, *r[0].predicted.iter_s);
+  EXPECT_EQ(s[0].assumed.count("stage_layers"), 0u);
+}
+
 TEST(ValidationRuns, MlpFollowsTheFfnWidthNotGqa) {
   const auto row = [](const std::string& kv, const std::string& ffn) {
     return "r,a 2024 report,h100-sxm,bf16,,64,8,4096,32," + kv + "," + ffn +
