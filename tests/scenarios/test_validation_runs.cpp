@@ -86,6 +86,14 @@ const std::string kHeader =
     "id,source,gpu,precision,cluster,gpus,layers,hidden,heads,kv_heads,ffn,seq,vocab,tp,pp,dp,"
     "vpp,cp,ep,mbs,gbs,zero,recompute,system,iter_s,tokens_s,mfu,tflops_gpu,notes";
 
+// One row (cells after kHeader) validated at analytic fidelity; it must run.
+ValidationRow only_row(const std::string& row, const ValidationOptions& options = {}) {
+  const auto out = validate_runs_text(kHeader + "\n" + row, "t.csv", "analytic", options);
+  EXPECT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].error_message.empty()) << out[0].error_message;
+  return out[0];
+}
+
 // The SC21 1.7B row in the shared format (no framework, no flops_convention) is modelled exactly
 // as with the columns the project's copy states.
 TEST(ValidationRuns, SharedFormatFillsFrameworkAndConventionFromTheSource) {
@@ -205,19 +213,14 @@ TEST(ValidationRuns, UnevenLayersAreSplitForTheInterleavedSearch) {
   const std::string row =
       "l,The Llama 3 Herd of Models (2024) Table 4,h100-sxm,bf16,,16384,126,16384,128,8,53248,"
       "8192,128256,8,16,128,auto,1,1,1,2048,2,none,nemo,,,,400,\n";
-  const auto r = validate_runs_text(kHeader + "\n" + row, "t.csv", "analytic", {});
-  ASSERT_EQ(r.size(), 1u);
-  ASSERT_TRUE(r[0].error_message.empty()) << r[0].error_message;
-  EXPECT_EQ(r[0].assumed.at("stage_layers").rfind("7 on the first and the last stage, 8 on", 0),
-            0u);
+  const ValidationRow r = only_row(row);
+  EXPECT_EQ(r.assumed.at("stage_layers").rfind("7 on the first and the last stage, 8 on", 0), 0u);
   // vpp 1 to 7 were all candidates (7 layers on an end stage bound the chunk count).
-  EXPECT_NE(r[0].assumed.at("vpp").find("of vpp 1, 2, 3, 4, 5, 6, 7)"), std::string::npos)
-      << r[0].assumed.at("vpp");
-  EXPECT_NE(r[0].assumed.at("vpp").rfind("1 ", 0), 0u) << r[0].assumed.at("vpp");
+  EXPECT_NE(r.assumed.at("vpp").find("of vpp 1, 2, 3, 4, 5, 6, 7)"), std::string::npos)
+      << r.assumed.at("vpp");
+  EXPECT_NE(r.assumed.at("vpp").rfind("1 ", 0), 0u) << r.assumed.at("vpp");
 }
 
-// The MLP is read from the FFN width: GQA with ffn = 4·hidden (Falcon 180B, Nemotron-4 340B)
-// keeps a two-matrix MLP; ffn ≠ 4·hidden (Llama: 3.25·hidden) is a gated SwiGLU.
 // A given interleaving whose chunks the layers do not fill evenly takes the same end-stage rule
 // (Megatron-Bridge's Llama 3.1 405B: 126 layers over PP 8 × VP 8, the embedding and the loss
 // counted as layers of the first and the last chunk): exactly the two scenario keys.
@@ -225,21 +228,19 @@ TEST(ValidationRuns, UnevenLayersAreSplitForAGivenInterleaving) {
   const std::string row =
       "l,NeMo 2025,h100-sxm,bf16,,1024,126,16384,128,8,53248,8192,128256,8,8,8,8,2,1,1,512,,"
       "none,nemo,,,,400,\n";
-  const auto r = validate_runs_text(kHeader + "\n" + row, "t.csv", "analytic", {});
-  ASSERT_EQ(r.size(), 1u);
-  ASSERT_TRUE(r[0].error_message.empty()) << r[0].error_message;
-  EXPECT_EQ(r[0].assumed.at("stage_layers").rfind("15 on the first and the last stage, 16 on", 0),
-            0u)
-      << r[0].assumed.at("stage_layers");
+  const ValidationRow r = only_row(row);
+  EXPECT_EQ(r.assumed.at("stage_layers").rfind("15 on the first and the last stage, 16 on", 0), 0u)
+      << r.assumed.at("stage_layers");
   ValidationOptions stated;
   stated.set["parallel.first_stage_layers"] = "15";
   stated.set["parallel.last_stage_layers"] = "15";
-  const auto s = validate_runs_text(kHeader + "\n" + row, "t.csv", "analytic", stated);
-  ASSERT_TRUE(s[0].error_message.empty()) << s[0].error_message;
-  EXPECT_EQ(*s[0].predicted.iter_s, *r[0].predicted.iter_s);
-  EXPECT_EQ(s[0].assumed.count("stage_layers"), 0u);
+  const ValidationRow s = only_row(row, stated);
+  EXPECT_EQ(*s.predicted.iter_s, *r.predicted.iter_s);
+  EXPECT_EQ(s.assumed.count("stage_layers"), 0u);
 }
 
+// The MLP is read from the FFN width: GQA with ffn = 4·hidden (Falcon 180B, Nemotron-4 340B)
+// keeps a two-matrix MLP; ffn ≠ 4·hidden (Llama: 3.25·hidden) is a gated SwiGLU.
 TEST(ValidationRuns, MlpFollowsTheFfnWidthNotGqa) {
   const auto row = [](const std::string& kv, const std::string& ffn) {
     return "r,a 2024 report,h100-sxm,bf16,,64,8,4096,32," + kv + "," + ffn +
@@ -299,13 +300,10 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
 TEST(ValidationRuns, Fp8RecipeAndBlockRecomputeCells) {
   const auto row = [](const std::string& precision, const std::string& recompute,
                       const ValidationOptions& options = {}) {
-    const std::string r = "r,NeMo 2025,h100-sxm," + precision +
-                          ",,8,32,4096,32,8,14336,8192,128256,1,1,8,,1,1,1,128,3," + recompute +
-                          ",nemo,,,,725,\n";
-    const auto out = validate_runs_text(kHeader + "\n" + r, "t.csv", "analytic", options);
-    EXPECT_EQ(out.size(), 1u);
-    EXPECT_TRUE(out[0].error_message.empty()) << out[0].error_message;
-    return out[0];
+    return only_row("r,NeMo 2025,h100-sxm," + precision +
+                        ",,8,32,4096,32,8,14336,8192,128256,1,1,8,,1,1,1,128,3," + recompute +
+                        ",nemo,,,,725,\n",
+                    options);
   };
   const auto cs = row("fp8-cs", "");
   const auto delayed = row("fp8", "");
