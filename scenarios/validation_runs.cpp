@@ -447,10 +447,14 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       // A given interleaving whose model chunks the layers do not fill evenly (Megatron-Bridge's
       // Llama 3.1 405B: 126 layers, PP 8, VP 8, with the embedding and the loss each counted as
       // a layer of the first and the last chunk) takes the same end-stage rule as a searched one.
-      const int given_vpp =
-          search_vpp ? 0 : static_cast<int>(number(v.count("parallel.vpp") ? v["parallel.vpp"] : "1",
-                                                   file, line_no, "vpp")
-                                                .value_or(1));
+      int given_vpp = 0;  // a whole number given for vpp (0: searched or `auto`)
+      if (!search_vpp) {
+        const std::string vpp_text = v.count("parallel.vpp") ? v["parallel.vpp"] : "1";
+        if (!vpp_text.empty() && vpp_text.size() <= 9 &&
+            std::all_of(vpp_text.begin(), vpp_text.end(), [](unsigned char c) { return std::isdigit(c); })) {
+          given_vpp = std::stoi(vpp_text);
+        }
+      }
       const int layers_n = static_cast<int>(number(cell("layers"), file, line_no, "layers").value_or(0));
       const int pp_n = static_cast<int>(number(cell("pp"), file, line_no, "pp").value_or(1));
       const bool uneven_given = given_vpp > 1 && layers_n > 0 && layers_n % (pp_n * given_vpp) != 0;
