@@ -195,7 +195,10 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
   o += fmt::format(
       "training  global batch {} × micro-batch {} → {} micro-batches per pipeline; {}; "
       "recompute {}; {}; framework {}\n",
-      t.global_batch, t.micro_batch, r.microbatches, to_string(t.precision),
+      t.global_batch, t.micro_batch, r.microbatches,
+      t.precision == Precision::kFp8
+          ? fmt::format("fp8 ({} scaling)", to_string(t.fp8_recipe))
+          : std::string(to_string(t.precision)),
       model::to_string(t.recompute), plan::to_string(t.optimizer),
       s.framework.empty() ? s.system : s.framework);
   o += "\n";

@@ -223,6 +223,24 @@ TEST(Cli, ValidateRowThatCannotRunAndCorruptCsv) {
   EXPECT_TRUE(has(none.err, "does not divide")) << none.err;
 }
 
+// The fp8 recipe is a scenario key: printed with the precision, slower under current scaling
+// (each cast reads its input once more for the amax), and a typo is refused naming the key.
+TEST(Cli, Fp8RecipeIsPrintedAndPriced) {
+  const std::string run = "run scenarios/examples/llama3-8b-64xh100.yaml --set training.precision=fp8";
+  const CliRun text = trainsim(run + " --set training.fp8_recipe=current");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(has(text.out, "; fp8 (current scaling); ")) << text.out;
+  const CliRun cur = trainsim(run + " --set training.fp8_recipe=current --format json");
+  const CliRun del = trainsim(run + " --format json");
+  ASSERT_EQ(del.code, 0) << del.err;
+  const auto jc = nlohmann::json::parse(cur.out), jd = nlohmann::json::parse(del.out);
+  EXPECT_EQ(jd["config"]["training.fp8_recipe"], "delayed");
+  EXPECT_GT(jc["iteration_time_s"].get<double>(), jd["iteration_time_s"].get<double>());
+  const CliRun bad = trainsim(run + " --set training.fp8_recipe=fast");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_TRUE(has(bad.err, "training.fp8_recipe")) << bad.err;
+}
+
 // Start-up: the MegaScale system creates communicators with a Redis-like store and ordered groups
 // (seconds); the Megatron baseline with a TCPStore and a barrier per group (hours at 12,288 GPUs).
 TEST(Cli, StartupCommunicatorInitialization) {
