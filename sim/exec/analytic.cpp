@@ -138,6 +138,7 @@ Workspace& workspace() {
 struct LayerComm {
   double tokens = 0;
   coll::Cost ag, rs, ar;  // TP all-gather, reduce-scatter, all-reduce of one [tokens × h] tensor
+  coll::Cost ag8;         // the all-gather of its one-byte fp8 copy (fp8 runs; = ag otherwise)
   coll::Cost cag, crs;    // CP all-gather / reduce-scatter of K and V
   coll::Cost a2a;         // EP dispatch / combine
 };
@@ -146,13 +147,15 @@ struct LayerComm {
 void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops,
                bool recompute_all, bool recompute_attention, Adds& out) {
   const auto& par = c.L.par;
-  const coll::Cost& ag = lc.ag;
   const coll::Cost& rs = lc.rs;
   const coll::Cost& ar = lc.ar;
   for (const Op& op : ops) {
     // A GEMM whose TP collective is overlapped runs as tp chunks (ComputeModel::forward_split).
     const bool split = par.tp > 1 && c.cfg.opt.tp_overlap && c.cfg.opt.tp_overlap_decomposed &&
                        (op.tp_comm_before || op.tp_comm_after);
+    // An SP all-gather before an fp8 GEMM (its input forward, its output gradient backward)
+    // moves the one-byte copy Transformer Engine casts before gathering.
+    const coll::Cost& ag = c.cm.fp8_gemm(op) ? lc.ag8 : lc.ag;
     const double f = split ? c.cm.forward_split(op, par.tp) : c.cm.forward(op);
     const double b = split ? c.cm.backward_split(op, par.tp) : c.cm.backward(op);
     const bool attention_core = op.kind == OpKind::kAttention || op.name == "attn_scores" ||
@@ -363,6 +366,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   {
     const double act_bytes = lc.tokens * m.hidden * 2.0;  // one [tokens × h] 16-bit tensor
     lc.ag = c.cost(Kind::kAllGather, act_bytes, L.tp);
+    lc.ag8 = c.cm.fp8 ? c.cost(Kind::kAllGather, act_bytes / 2, L.tp) : lc.ag;
     lc.rs = c.cost(Kind::kReduceScatter, act_bytes, L.tp);
     lc.ar = c.cost(Kind::kAllReduce, act_bytes, L.tp);
     if (par.cp > 1) {

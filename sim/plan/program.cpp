@@ -255,16 +255,27 @@ struct Builder {
 
   int tp_chunks() const { return opt.tp_overlap ? std::max(1, L.par.tp) : 1; }
 
+  // Under fp8 an SP all-gather before an fp8 GEMM moves the tensor's one-byte copy: Transformer
+  // Engine casts the local rows and gathers the fp8 tensor (the norm output before QKV and the
+  // MLP, the row-parallel layers' output gradient before their dgrad). Reductions stay 16-bit.
+  double gathered_bytes(int op) const {
+    const model::Op& o = P.ops[static_cast<std::size_t>(op)];
+    const bool fp8_gemm = ps.training.precision == Precision::kFp8 &&
+                          o.kind == model::OpKind::kGemm && o.batch <= 1 && !o.keep_16bit;
+    return fp8_gemm ? act_bytes / 2 : act_bytes;
+  }
+
   // Collective before the computation `part` of op (forward: SP all-gather of the input; backward:
   // the gathered gradient). Chunk i of the collective feeds chunk i of the computation.
   void comm_then_compute(coll::Kind kind, int op, Pass pass, Part part, int mb, int chunk,
                          int layer) {
     const int n = tp_chunks();
     const std::uint32_t producer = last_compute;
+    const double bytes = kind == coll::Kind::kAllGather ? gathered_bytes(op) : act_bytes;
     std::vector<std::uint32_t> comm(static_cast<std::size_t>(n));
     for (int i = 0; i < n; ++i) {
       comm[static_cast<std::size_t>(i)] =
-          collective(kind, Dim::kTp, Stream::kTp, act_bytes / n, mb, chunk, layer,
+          collective(kind, Dim::kTp, Stream::kTp, bytes / n, mb, chunk, layer,
                      {producer}, static_cast<std::int16_t>(n > 1 ? i : -1));
     }
     for (int i = 0; i < n; ++i) {

@@ -326,6 +326,39 @@ TEST(Program, DataPipelineAndOperatorSwitches) {
   EXPECT_LE(fused.iteration_time_s, async.iteration_time_s);
 }
 
+// Under fp8 an SP all-gather before an fp8 GEMM moves the one-byte copy Transformer Engine casts
+// before gathering: on a middle stage (no embedding, no output layer) every TP all-gather (the
+// norm outputs before QKV and the MLP forward, the row-parallel layers' output gradients
+// backward) is half the bf16 one; the reduce-scatters stay 16-bit.
+TEST(Program, Fp8GathersMoveOneByteCopies) {
+  RunConfig c = config(32, 8, 4, 1, 8, 4);
+  ASSERT_TRUE(c.parallel.sp);
+  const auto sums = [&](Precision p) {
+    c.training.precision = p;
+    const plan::ProgramSet ps =
+        plan::build_programs(c.model, c.cluster, c.parallel, c.training, c.opt);
+    double ag = 0, rs = 0;
+    int gathers = 0;
+    for (const plan::Task& t : ps.roles[1].tasks) {
+      if (t.type != plan::TaskType::kCollective || t.dim != plan::Dim::kTp) continue;
+      if (t.collective == coll::Kind::kAllGather) {
+        ag += t.bytes;
+        ++gathers;
+      }
+      if (t.collective == coll::Kind::kReduceScatter) rs += t.bytes;
+    }
+    return std::tuple{ag, rs, gathers};
+  };
+  const auto [ag16, rs16, n16] = sums(Precision::kBf16);
+  const auto [ag8, rs8, n8] = sums(Precision::kFp8);
+  // 2 layers × 4 micro-batches × (2 forward + 2 backward) gathers of [1,024 × 1,024] bf16.
+  EXPECT_EQ(n16, 2 * 4 * 4);
+  EXPECT_EQ(n8, n16);
+  EXPECT_DOUBLE_EQ(ag16, 2 * 4 * 4 * 1024.0 * 1024.0 * 2);
+  EXPECT_DOUBLE_EQ(ag8, ag16 / 2);
+  EXPECT_DOUBLE_EQ(rs8, rs16);
+}
+
 // The symmetry shortcut gives the per-rank run's answer exactly on small cases, at both backends.
 TEST(Program, SymmetryShortcutEqualsPerRankRun) {
   for (NetworkBackend backend : {NetworkBackend::kAnalytic, NetworkBackend::kFlow}) {
