@@ -52,7 +52,9 @@ struct ComputeModel {
   /// an element. Current scaling needs the tensor's own amax first: the fused producer writes
   /// its 16-bit output and the amax, then a quantize kernel reads it and writes both copies
   /// (4 B, one kernel); any other tensor is read once more for its amax (6 B, two kernels).
-  /// The per-tensor amax all-reduce across TP (a few bytes) is not charged.
+  /// The per-tensor amax all-reduce across TP (a few bytes) is not charged, nor, under delayed
+  /// scaling, the separate transpose TE 1.x runs on a norm's or an activation's fp8 output for
+  /// the weight gradient (read 1 B, write 1 B an element; TE 2.x writes both copies at once).
   double fp8_cast_time(double elements, bool fused) const {
     if (elements <= 0) return 0;
     const bool current = fp8_recipe == Fp8Recipe::kCurrent;
