@@ -361,8 +361,10 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     v["training.micro_batch"] = cell("mbs").empty() ? "1" : cell("mbs");
     v["training.global_batch"] = cell("gbs");
     // fp8 with its scaling recipe: `fp8-cs` is current scaling, as NeMo's tables label it;
-    // `fp8` alone is Transformer Engine's default, delayed scaling.
+    // `fp8` alone is Transformer Engine's default, delayed scaling. Anything else makes the row
+    // not simulable, naming the column.
     const std::string precision = cell("precision");
+    std::string precision_error;
     if (precision == "fp8-cs" || precision == "fp8-current") {
       v["training.precision"] = "fp8";
       v["training.fp8_recipe"] = "current";
@@ -371,6 +373,11 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       v["training.fp8_recipe"] = "delayed";
     } else {
       v["training.precision"] = precision.empty() ? "bf16" : precision;
+      if (!precision.empty() && precision != "fp16" && precision != "bf16" && precision != "fp8") {
+        precision_error = "`" + precision +
+                          "` is not a precision: write bf16, fp16, fp8 (delayed scaling), fp8-cs "
+                          "or fp8-current (current scaling), or fp8-delayed";
+      }
       if (precision == "fp8") {
         row.assumed["fp8_recipe"] = "delayed (Transformer Engine's default; fp8-cs is current scaling)";
       }
@@ -410,6 +417,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       it = it->second.empty() ? v.erase(it) : std::next(it);
     }
     try {
+      if (!precision_error.empty()) throw_input(precision_error, {file, line_no, "precision"});
       // One candidate setup: the scenario, its run configuration with the profile overrides,
       // and (blank `recompute`) the least recompute that fits.
       struct Setup {
