@@ -449,7 +449,16 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   r.pipeline = {par.pp, par.vpp, L.microbatches, par.schedule, slot.forward, slot.backward,
                 slot.tp + slot.cp + slot.ep + slot.pp, &slot == &last && !single};
   const double mb = L.microbatches;
-  const double bubble_slots = static_cast<double>(par.pp - 1) / par.vpp;
+  // The fill and drain take p − 1 model-chunk steps each way. With layers that split evenly into
+  // the v chunks a step is 1/v of the stage's slot; when they do not (Layout::chunk_layers: some
+  // chunks hold ⌈n/v⌉ layers, e.g. 8 layers in 7 chunks), the larger chunks set the steps'
+  // pace, ⌈n/v⌉/n of the slot each (the schedule fidelity executes the chunks as they are).
+  const int slot_layers = &slot == &first ? n_first : &slot == &last ? n_last : n_middle;
+  const bool uneven_chunks = par.vpp > 1 && slot_layers > 0 && slot_layers % par.vpp != 0;
+  const double bubble_slots =
+      uneven_chunks ? static_cast<double>(par.pp - 1) * ((slot_layers + par.vpp - 1) / par.vpp) /
+                          slot_layers
+                    : static_cast<double>(par.pp - 1) / par.vpp;
 
   Breakdown& bd = r.breakdown;
   bd.compute_s = mb * slot.compute;

@@ -108,6 +108,29 @@ TEST(Analytic, OverlapLeversReduceExposedCommunication) {
   EXPECT_LT(run_analytic(on).breakdown.exposed_tp_s, off.breakdown.exposed_tp_s);
 }
 
+// Interleaving with layers that do not split evenly into a stage's chunks: the fill and drain
+// take p − 1 steps of the largest chunk (⌈n/v⌉ of the stage's n layers), not of n/v. Two stages
+// of 5 layers: vpp 5 (1 layer a chunk) gives (p−1)/5 of the stage slot, vpp 4 (chunks of 2, 1,
+// 1, 1) 2/5 and vpp 2 (3, 2) 3/5, twice and three times as much; the slot itself is the same.
+TEST(Analytic, UnevenChunksPaceThePipelineFill) {
+  RunConfig c = base(16, 8, 2, 1);
+  c.model.layers = 10;
+  c.parallel.first_stage_layers = 5;
+  c.parallel.last_stage_layers = 5;
+  c.parallel.schedule = plan::Schedule::kInterleaved;
+  c.opt.pp_overlap = true;  // the slot then holds no per-chunk send/recv
+  const auto bubble = [&](int vpp) {
+    c.parallel.vpp = vpp;
+    const Result r = run_analytic(c);
+    expect_breakdown_adds_up(r);
+    return r.breakdown.pipeline_bubble_s;
+  };
+  const double even = bubble(5);
+  ASSERT_GT(even, 0);
+  EXPECT_NEAR(bubble(4), 2 * even, 1e-12 * even);
+  EXPECT_NEAR(bubble(2), 3 * even, 1e-12 * even);
+}
+
 // A pipeline boundary's activation (framework.pp_activation, collectives.p2p_net_channels):
 // TP 8 · PP 2 across two servers, SP off, 8 micro-batches, one chunk. Each stage sends and
 // receives 2 activations per micro-batch (forward, backward), so the exposed PP time is
