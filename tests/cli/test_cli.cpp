@@ -226,14 +226,17 @@ TEST(Cli, ValidateRowThatCannotRunAndCorruptCsv) {
 // The fp8 recipe is a scenario key: printed with the precision, slower under current scaling
 // (each cast reads its input once more for the amax), and a typo is refused naming the key.
 TEST(Cli, Fp8RecipeIsPrintedAndPriced) {
-  const std::string run = "run scenarios/examples/llama3-8b-64xh100.yaml --set training.precision=fp8";
-  const CliRun text = trainsim(run + " --set training.fp8_recipe=current");
+  // The shipped FP8 example (NeMo's Llama 3 70B FP8-CS recipe) states current scaling.
+  const std::string run = "run scenarios/examples/llama3-70b-fp8-64xh100.yaml";
+  const CliRun text = trainsim(run);
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_TRUE(has(text.out, "; fp8 (current scaling); ")) << text.out;
-  const CliRun cur = trainsim(run + " --set training.fp8_recipe=current --format json");
-  const CliRun del = trainsim(run + " --format json");
+  const CliRun cur = trainsim(run + " --format json");
+  const CliRun del = trainsim(run + " --set training.fp8_recipe=delayed --format json");
+  ASSERT_EQ(cur.code, 0) << cur.err;
   ASSERT_EQ(del.code, 0) << del.err;
   const auto jc = nlohmann::json::parse(cur.out), jd = nlohmann::json::parse(del.out);
+  EXPECT_EQ(jc["config"]["training.fp8_recipe"], "current");
   EXPECT_EQ(jd["config"]["training.fp8_recipe"], "delayed");
   EXPECT_GT(jc["iteration_time_s"].get<double>(), jd["iteration_time_s"].get<double>());
   const CliRun bad = trainsim(run + " --set training.fp8_recipe=fast");
