@@ -41,7 +41,7 @@ struct ComputeModel {
   /// Whether `op` runs as an fp8 GEMM (attention's batched GEMMs, the output layer and the
   /// router stay 16-bit).
   bool fp8_gemm(const model::Op& op) const {
-    return fp8 && op.kind == model::OpKind::kGemm && op.batch <= 1 && !op.keep_16bit;
+    return fp8 && model::fp8_capable(op);
   }
   /// Time to cast `elements` bf16 values to fp8 in both layouts (row-wise for one GEMM, transposed
   /// for the weight gradient, as Hopper's fp8 GEMMs take only the TN layout), per Transformer
@@ -77,9 +77,8 @@ struct ComputeModel {
     switch (op.kind) {
       case model::OpKind::kGemm: {
         // Attention's batched GEMMs and the output layer stay 16-bit under fp8.
-        const bool sixteen = op.batch > 1 || op.keep_16bit;
         return launch + forward_cast(op) +
-               gemm_time(op.m, op.n, op.k, op.batch, sixteen ? peak16 : gemm_peak);
+               gemm_time(op.m, op.n, op.k, op.batch, model::runs_16bit(op) ? peak16 : gemm_peak);
       }
       case model::OpKind::kAttention:
         return launch + op.flops / (peak16 * prof.attention_fwd_efficiency);
@@ -95,7 +94,7 @@ struct ComputeModel {
     const double launch = this->launch(op);
     switch (op.kind) {
       case model::OpKind::kGemm: {
-        const double peak = op.batch > 1 || op.keep_16bit ? peak16 : gemm_peak;
+        const double peak = model::runs_16bit(op) ? peak16 : gemm_peak;
         return 2 * launch + backward_cast(op) + gemm_time(op.m, op.k, op.n, op.batch, peak) +
                gemm_time(op.k, op.n, op.m, op.batch, peak);
       }

@@ -27,7 +27,7 @@ std::vector<std::int64_t> compute_durations_ps(const RunConfig& cfg, const plan:
     if (t.type != plan::TaskType::kCompute) continue;
     const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
     const double launch = cm.launch(op);
-    const double peak = op.batch > 1 || op.keep_16bit ? peak16 : gemm_peak;
+    const double peak = model::runs_16bit(op) ? peak16 : gemm_peak;
     // A share of a GEMM (a TP-overlap chunk, an attention block under CP) takes its share of
     // the whole GEMM's time plus its own launch (ComputeModel::forward_split: the pipelined
     // chunks keep the whole shape's rate).

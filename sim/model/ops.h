@@ -48,6 +48,13 @@ struct Op {
   const char* kernel = "";
 };
 
+/// Whether a GEMM runs at the 16-bit rate whatever the training precision: attention's batched
+/// GEMMs (the score and context products) and the ops marked keep_16bit. Under fp8 every other
+/// GEMM runs on the fp8 tensor cores and has its inputs cast (sim/exec/compute_model.h).
+inline bool runs_16bit(const Op& op) { return op.batch > 1 || op.keep_16bit; }
+/// Whether `op` is a GEMM that runs in fp8 when the training precision is fp8.
+inline bool fp8_capable(const Op& op) { return op.kind == OpKind::kGemm && !runs_16bit(op); }
+
 /// How one GPU's share of a layer is cut.
 struct Sharding {
   int micro_batch = 1;

@@ -260,8 +260,7 @@ struct Builder {
   // MLP, the row-parallel layers' output gradient before their dgrad). Reductions stay 16-bit.
   double gathered_bytes(int op) const {
     const model::Op& o = P.ops[static_cast<std::size_t>(op)];
-    const bool fp8_gemm = ps.training.precision == Precision::kFp8 &&
-                          o.kind == model::OpKind::kGemm && o.batch <= 1 && !o.keep_16bit;
+    const bool fp8_gemm = ps.training.precision == Precision::kFp8 && model::fp8_capable(o);
     return fp8_gemm ? act_bytes / 2 : act_bytes;
   }
 
