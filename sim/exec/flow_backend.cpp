@@ -60,6 +60,7 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
   fo.config = options.network;
   fo.sender_links = coll::sender_links(*graph_);
   fo.check_invariants = false;
+  fo.merge_replayed_completions = true;  // flow_done counts flows and keeps the latest end
   network_ = &sim_.emplace<net::FlowNetwork>(std::move(caps), fo);
   network_->flow_done().subscribe([this](const net::FlowDone& d) { flow_done(d); });
 }
@@ -72,7 +73,8 @@ void FlowBackend::flow_done(const net::FlowDone& d) {
     TimePs& end = c.copy_end[static_cast<std::size_t>(d.tag >> 32)];
     end = std::max(end, d.end);
   }
-  if (--c.flows_left == 0) {
+  c.flows_left -= d.count;
+  if (c.flows_left == 0) {
     if (c.copy_spread_s != nullptr) {
       *c.copy_spread_s = 0;
       // Copies without a flow (none so far: every copy of a group routes at least one)
@@ -155,24 +157,32 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
   f.copy_spread_s = req.copy_spread_s;
   f.copy_end.clear();
   if (c.copies > 1 && req.copy_spread_s != nullptr) f.copy_end.assign(c.copies, TimePs{-1});
-  specs_.resize(n);
-  int priority = 0;
-  if (packets_ != nullptr) priority = priority_class(packet_config_, req.job, req.dim);
+  // (Rebuilt too when the Cached was copied: a job list that grows copies its jobs, and the
+  // specs' spans point into the routed flows.)
+  if (c.specs.size() != n ||
+      (n > 0 && c.specs[0].path.data() != flows.net_links.data() + flows.net_offset[0])) {
+    // A cached communication's job and dimension (hence its priority class) never change.
+    int priority = 0;
+    if (packets_ != nullptr) priority = priority_class(packet_config_, req.job, req.dim);
+    c.specs.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      net::FlowSpec& spec = c.specs[i];
+      spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[i],
+                                                flows.net_offset[i + 1] - flows.net_offset[i]);
+      spec.bytes = flows.bytes[i];
+      spec.cap_Bps = flows.cap_of(i);
+      spec.priority = priority;
+      spec.spray_offset = flows.spray_offsets_of(i);
+      spec.spray_links = flows.spray_links;
+    }
+  }
   for (std::size_t i = 0; i < n; ++i) {
-    net::FlowSpec& spec = specs_[i];
-    spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[i],
-                                              flows.net_offset[i + 1] - flows.net_offset[i]);
-    spec.bytes = flows.bytes[i];
-    spec.cap_Bps = flows.cap_of(i);
-    spec.tag = slot | (static_cast<std::uint64_t>(c.copy_of[i]) << 32);
-    spec.priority = priority;
-    spec.spray_offset = flows.spray_offsets_of(i);
-    spec.spray_links = flows.spray_links;
+    c.specs[i].tag = slot | (static_cast<std::uint64_t>(c.copy_of[i]) << 32);
   }
   if (packets_ != nullptr) {
-    for (const net::FlowSpec& spec : specs_) packets_->start_flow(spec);
+    for (const net::FlowSpec& spec : c.specs) packets_->start_flow(spec);
   } else {
-    network_->start_group(specs_, group_key);
+    network_->start_group(c.specs, group_key);
   }
   flows_started_ += static_cast<long>(n);
   if (n == 0) {

@@ -61,6 +61,9 @@ class FlowBackend final : public CommBackend {
     // The copy (rank pair of a transfer, rank group of a collective) each flow belongs to.
     std::vector<std::uint32_t> copy_of;
     std::uint32_t copies = 1;
+    // The flows as the network takes them, built at the first start (spans into `flows`);
+    // later starts only set each flow's tag (its in-flight slot changes).
+    std::vector<net::FlowSpec> specs;
   };
   // Collectives by (endpoint, dimension, kind, bytes).
   struct CollKey {
@@ -116,7 +119,6 @@ class FlowBackend final : public CommBackend {
   std::vector<Job> jobs_;
   std::vector<InFlight> in_flight_;
   std::vector<std::uint32_t> free_in_flight_;
-  std::vector<net::FlowSpec> specs_;
   long flows_started_ = 0;
 };
 

@@ -27,6 +27,7 @@ FlowNetwork::FlowNetwork(Simulation& sim, std::vector<double> link_capacity_Bps,
     : sim_(sim),
       cc_(options.config),
       check_invariants_(options.check_invariants),
+      merge_replays_(options.merge_replayed_completions),
       solver_(link_capacity_Bps),
       base_capacity_(std::move(link_capacity_Bps)),
       down_(base_capacity_.size(), 0),
@@ -163,6 +164,12 @@ FlowNetwork::Shape& FlowNetwork::shape_of(std::uint64_t key, std::span<const Flo
     }
     sh.comp_link_offset.push_back(static_cast<std::uint32_t>(sh.comp_links.size()));
   }
+  sh.comp_bytes.assign(comps, 0);
+  for (std::size_t c = 0; c < comps; ++c) {
+    for (std::uint32_t i = sh.comp_offset[c]; i < sh.comp_offset[c + 1]; ++i) {
+      sh.comp_bytes[c] += sh.bytes[sh.comp_flows[i]];
+    }
+  }
   sh.trajectory.assign(comps, nullptr);
   sh.recording.assign(comps, -1);
   return sh;
@@ -174,19 +181,26 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
   // observers may start another group before this one is done.
   std::vector<FlowId> ids;
   bool eligible = group_key != 0 && !specs.empty();
-  for (const FlowSpec& spec : specs) {
-    if (spec.bytes <= 0) eligible = false;
-    for (const topo::LinkId l : spec.path) {
-      if (l < 0 || l >= solver_.link_count()) eligible = false;
-    }
-  }
-  Shape* sh = eligible ? &shape_of(group_key, specs) : nullptr;
-  if (sh != nullptr) {
-    // The caller promises the same flows under a key; a different count or size is refused.
-    eligible = sh->bytes.size() == specs.size();
-    for (std::size_t k = 0; eligible && k < specs.size(); ++k) {
-      eligible = sh->bytes[k] == specs[k].bytes &&
-                 sh->offset[k + 1] - sh->offset[k] == specs[k].path.size();
+  Shape* sh = nullptr;
+  if (eligible) {
+    const auto known = shapes_.find(group_key);
+    if (known != shapes_.end()) {
+      // The caller promises the same flows under a key; a different count or size is refused.
+      // (The shape's flows were checked when it was made: positive sizes, links of the network.)
+      sh = known->second.get();
+      eligible = sh->bytes.size() == specs.size();
+      for (std::size_t k = 0; eligible && k < specs.size(); ++k) {
+        eligible = sh->bytes[k] == specs[k].bytes &&
+                   sh->offset[k + 1] - sh->offset[k] == specs[k].path.size();
+      }
+    } else {
+      for (const FlowSpec& spec : specs) {
+        if (spec.bytes <= 0) eligible = false;
+        for (const topo::LinkId l : spec.path) {
+          if (l < 0 || l >= solver_.link_count()) eligible = false;
+        }
+      }
+      if (eligible) sh = &shape_of(group_key, specs);
     }
   }
   if (!eligible) {
@@ -273,10 +287,8 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       ow.trajectory = sh->trajectory[c];
       ow.end_event = sim_.schedule(sim_.now() + TimePs{ow.trajectory->last_end}, *this,
                                    kReplayTag | static_cast<std::uint64_t>(o));
-      for (std::uint32_t i = b; i < e; ++i) {
-        ++stats_.flows_started;
-        stats_.bytes_started += specs[sh->comp_flows[i]].bytes;
-      }
+      stats_.flows_started += e - b;
+      stats_.bytes_started += sh->comp_bytes[c];
       stats_.flows_replayed += e - b;
       continue;
     }
@@ -686,19 +698,30 @@ std::size_t FlowNetwork::replay_done(const Owner& ow, std::size_t from, std::int
   const Trajectory& t = *ow.trajectory;
   const Shape& sh = *ow.shape;
   const std::uint32_t b = sh.comp_offset[ow.comp];
+  const std::size_t first = done->size();
   for (; from < t.order.size() && t.end[t.order[from]] <= elapsed; ++from) {
     const std::uint32_t k = t.order[from];
     const std::uint32_t flow = sh.comp_flows[b + k];
     const TimePs start = ow.start + TimePs{sh.start0.empty() ? 0 : sh.start0[flow]};
-    done->push_back(
-        FlowDone{-1, (*ow.tags)[flow], start, ow.start + TimePs{t.end[k]}, sh.bytes[flow]});
+    const TimePs end = ow.start + TimePs{t.end[k]};
+    const std::uint64_t tag = (*ow.tags)[flow];
+    if (merge_replays_ && done->size() > first && done->back().tag == tag) {
+      // Completions come in end order: the merged one ends at this flow's end.
+      FlowDone& m = done->back();
+      m.start = std::min(m.start, start);
+      m.end = end;
+      m.bytes += sh.bytes[flow];
+      ++m.count;
+      continue;
+    }
+    done->push_back(FlowDone{-1, tag, start, end, sh.bytes[flow]});
   }
   return from;
 }
 
 void FlowNetwork::report_done(std::span<const FlowDone> done) {
   for (const FlowDone& d : done) {
-    ++stats_.flows_done;
+    stats_.flows_done += d.count;
     stats_.bytes_done += d.bytes;
     flow_done_.emit(d);
   }

@@ -67,6 +67,10 @@ struct FlowDone {
   TimePs start;
   TimePs end;
   std::int64_t bytes = 0;
+  /// Flows this notification stands for: 1, except for replayed flows under
+  /// FlowNetworkOptions::merge_replayed_completions (then `start` is the earliest start, `end`
+  /// the latest end and `bytes` the sum of the merged flows, which share `tag`).
+  std::int32_t count = 1;
 };
 
 struct FlowFailed {
@@ -98,6 +102,9 @@ struct FlowNetworkOptions {
   std::vector<topo::LinkId> sender_links;
   /// Check the max-min invariants after every solve (throws std::logic_error on a violation).
   bool check_invariants = kCheckInvariantsByDefault;
+  /// A replay reports the flows it completes at one moment with one tag as one FlowDone (with
+  /// its `count`) instead of one per flow: for callers that only wait for the last flow of a tag.
+  bool merge_replayed_completions = false;
 };
 
 struct FlowNetworkStats {
@@ -226,6 +233,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   Simulation& sim_;
   CongestionModel cc_;
   bool check_invariants_;
+  bool merge_replays_;  // FlowNetworkOptions::merge_replayed_completions
   MaxMinSolver solver_;
 
   // Links.
@@ -297,6 +305,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::vector<std::uint32_t> comp_offset;  // component c: [comp_offset[c], comp_offset[c+1])
     std::vector<topo::LinkId> comp_links;    // the distinct links of each component
     std::vector<std::uint32_t> comp_link_offset;
+    std::vector<std::int64_t> comp_bytes;  // per component, the sum of its flows' sizes
     std::vector<std::shared_ptr<const Trajectory>> trajectory;  // per component, once recorded
     std::vector<std::int32_t> recording;                         // owner recording it, or -1
     std::uint64_t serial = 0;  // unique per shape, for composite keys

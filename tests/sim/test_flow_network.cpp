@@ -661,6 +661,64 @@ TEST(FlowNetwork, GroupsReplayAnIsolatedTrajectory) {
   }
 }
 
+// Merged replay completions (FlowNetworkOptions::merge_replayed_completions, what `run` uses):
+// links 0 (10 GB/s), 1 (4), 2 (6); A {0,1} 20 MB and B {0,2} 60 MB. Alone, A runs at 4 GB/s and
+// ends at 5 ms, then B (6 GB/s throughout, its own link's rate) ends at 10 ms. Started at 0 ms
+// (recorded: two solver flows, two notifications) and at 20 ms (replayed): with one tag the
+// replay reports one notification for both, at B's end (30 ms), 80 MB, count 2; with two tags,
+// two, at 25 and 30 ms; without merging, one per flow.
+std::vector<FlowDone> merged_run(bool merge, std::uint64_t tag_a, std::uint64_t tag_b,
+                                 FlowNetworkStats* stats) {
+  Simulation sim;
+  FlowNetworkOptions o = checked();
+  o.merge_replayed_completions = merge;
+  FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{10 * kG, 4 * kG, 6 * kG}, o);
+  Done d(net);
+  const Path a{0, 1}, b{0, 2};
+  for (const double at_ms : {0.0, 20.0}) {
+    sim.schedule_call(TimePs::from_seconds(at_ms * 1e-3), [&] {
+      const FlowSpec specs[] = {{a, 20'000'000, kUnlimited, tag_a}, {b, 60'000'000, kUnlimited, tag_b}};
+      net.start_group(specs, 3);
+    });
+  }
+  sim.run();
+  *stats = net.stats();
+  return d.done;
+}
+
+TEST(FlowNetwork, MergedReplayCompletionsCountTheirFlows) {
+  FlowNetworkStats st;
+  std::vector<FlowDone> done = merged_run(true, 1, 1, &st);
+  ASSERT_EQ(done.size(), 3u);
+  EXPECT_EQ(done[0].end, TimePs::from_ms(5));
+  EXPECT_EQ(done[1].end, TimePs::from_ms(10));
+  const FlowDone& m = done[2];
+  EXPECT_EQ(m.id, -1);
+  EXPECT_EQ(m.tag, 1u);
+  EXPECT_EQ(m.count, 2);
+  EXPECT_EQ(m.start, TimePs::from_ms(20));
+  EXPECT_EQ(m.end, TimePs::from_ms(30));
+  EXPECT_EQ(m.bytes, 80'000'000);
+  EXPECT_EQ(st.flows_replayed, 2);
+  EXPECT_EQ(st.flows_done, 4);
+  EXPECT_EQ(st.bytes_done, 160'000'000);
+
+  done = merged_run(true, 1, 2, &st);
+  ASSERT_EQ(done.size(), 4u);
+  EXPECT_EQ(done[2].tag, 1u);
+  EXPECT_EQ(done[2].count, 1);
+  EXPECT_EQ(done[2].end, TimePs::from_ms(25));
+  EXPECT_EQ(done[3].tag, 2u);
+  EXPECT_EQ(done[3].end, TimePs::from_ms(30));
+
+  done = merged_run(false, 1, 1, &st);
+  ASSERT_EQ(done.size(), 4u);
+  for (const FlowDone& f : done) EXPECT_EQ(f.count, 1);
+  EXPECT_EQ(done[2].end, TimePs::from_ms(25));
+  EXPECT_EQ(done[3].end, TimePs::from_ms(30));
+  EXPECT_EQ(st.flows_done, 4);
+}
+
 // A replay reached in the very picosecond it starts: its flows enter the solver with their
 // first recorded rates (a segment starting now gives the rate now), not with none.
 TEST(FlowNetwork, GroupsReachedAsTheyStart) {
