@@ -174,15 +174,16 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
       spec.priority = priority;
       spec.spray_offset = flows.spray_offsets_of(i);
       spec.spray_links = flows.spray_links;
+      spec.tag = static_cast<std::uint64_t>(c.copy_of[i]) << 32;
     }
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    c.specs[i].tag = slot | (static_cast<std::uint64_t>(c.copy_of[i]) << 32);
-  }
   if (packets_ != nullptr) {
-    for (const net::FlowSpec& spec : c.specs) packets_->start_flow(spec);
+    for (net::FlowSpec spec : c.specs) {
+      spec.tag |= slot;
+      packets_->start_flow(spec);
+    }
   } else {
-    network_->start_group(c.specs, group_key);
+    network_->start_group(c.specs, group_key, slot);  // each flow's tag: slot | copy << 32
   }
   flows_started_ += static_cast<long>(n);
   if (n == 0) {

@@ -61,8 +61,8 @@ class FlowBackend final : public CommBackend {
     // The copy (rank pair of a transfer, rank group of a collective) each flow belongs to.
     std::vector<std::uint32_t> copy_of;
     std::uint32_t copies = 1;
-    // The flows as the network takes them, built at the first start (spans into `flows`);
-    // later starts only set each flow's tag (its in-flight slot changes).
+    // The flows as the network takes them, built at the first start (spans into `flows`),
+    // each tagged with its copy << 32; a start adds its in-flight slot as the tag base.
     std::vector<net::FlowSpec> specs;
   };
   // Collectives by (endpoint, dimension, kind, bytes).

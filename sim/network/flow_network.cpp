@@ -122,6 +122,7 @@ FlowNetwork::Shape& FlowNetwork::shape_of(std::uint64_t key, std::span<const Flo
     sh.offset.push_back(static_cast<std::uint32_t>(sh.links.size()));
     sh.bytes.push_back(spec.bytes);
     sh.caps.push_back(spec.cap_Bps);
+    sh.tags.push_back(spec.tag);
   }
   // Union-find over flows, joined through the first flow seen on each link.
   std::vector<std::uint32_t> parent(n);
@@ -176,10 +177,18 @@ FlowNetwork::Shape& FlowNetwork::shape_of(std::uint64_t key, std::span<const Flo
 }
 
 std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs,
-                                                 std::uint64_t group_key) {
+                                                 std::uint64_t group_key,
+                                                 std::uint64_t tag_base) {
   // A local list: starting a flow can bring a replayed component back, whose completions'
-  // observers may start another group before this one is done.
+  // observers may start another group before this one is done (hence tag_base_ restored).
   std::vector<FlowId> ids;
+  struct Base {
+    std::uint64_t& slot;
+    std::uint64_t was;
+    ~Base() { slot = was; }
+  } base_guard{tag_base_, tag_base_};
+  tag_base_ = tag_base;
+  bool same_tags = false;
   bool eligible = group_key != 0 && !specs.empty();
   Shape* sh = nullptr;
   if (eligible) {
@@ -189,9 +198,11 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       // (The shape's flows were checked when it was made: positive sizes, links of the network.)
       sh = known->second.get();
       eligible = sh->bytes.size() == specs.size();
+      same_tags = eligible;
       for (std::size_t k = 0; eligible && k < specs.size(); ++k) {
         eligible = sh->bytes[k] == specs[k].bytes &&
                    sh->offset[k + 1] - sh->offset[k] == specs[k].path.size();
+        same_tags = same_tags && sh->tags[k] == specs[k].tag;
       }
     } else {
       for (const FlowSpec& spec : specs) {
@@ -201,10 +212,11 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
         }
       }
       if (eligible) sh = &shape_of(group_key, specs);
+      same_tags = eligible;
     }
   }
   if (!eligible) {
-    for (const FlowSpec& spec : specs) ids.push_back(start_flow(spec));
+    for (const FlowSpec& spec : specs) ids.push_back(start_spec(spec));
     group_ids_ = std::move(ids);
     return group_ids_;
   }
@@ -270,20 +282,21 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       if (start_composite(*sh, specs, unit_comps, unit_owners, &ids)) continue;
       for (const std::uint32_t d : unit_comps) {
         for (std::uint32_t i = sh->comp_offset[d]; i < sh->comp_offset[d + 1]; ++i) {
-          ids.push_back(start_flow(specs[sh->comp_flows[i]]));
+          ids.push_back(start_spec(specs[sh->comp_flows[i]]));
         }
       }
       continue;
     }
     const bool alone = kind[c] == 0;
     if (alone && sh->trajectory[c]) {
-      if (!tags) {
+      if (!same_tags && !tags) {
         tags = std::make_shared<std::vector<std::uint64_t>>();
-        for (const FlowSpec& spec : specs) tags->push_back(spec.tag);
+        for (const FlowSpec& spec : specs) tags->push_back(spec.tag | tag_base);
       }
       const std::int32_t o = new_owner(sh, c, true);
       Owner& ow = owners_[static_cast<std::size_t>(o)];
       ow.tags = tags;
+      ow.tag_base = tag_base;
       ow.trajectory = sh->trajectory[c];
       ow.end_event = sim_.schedule(sim_.now() + TimePs{ow.trajectory->last_end}, *this,
                                    kReplayTag | static_cast<std::uint64_t>(o));
@@ -293,7 +306,7 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       continue;
     }
     const std::size_t first = ids.size();
-    for (std::uint32_t i = b; i < e; ++i) ids.push_back(start_flow(specs[sh->comp_flows[i]]));
+    for (std::uint32_t i = b; i < e; ++i) ids.push_back(start_spec(specs[sh->comp_flows[i]]));
     if (alone && sh->recording[c] < 0) {
       // Record this component: its links are its own until its last flow ends or something
       // reaches them; its rates are written down as they are applied (the first at this
@@ -496,7 +509,7 @@ bool FlowNetwork::start_composite(const Shape& sh, std::span<const FlowSpec> spe
   const std::size_t from_group = cids.size();
   for (const std::uint32_t c : comps) {
     for (std::uint32_t i = sh.comp_offset[c]; i < sh.comp_offset[c + 1]; ++i) {
-      const FlowId f = start_flow(specs[sh.comp_flows[i]]);
+      const FlowId f = start_spec(specs[sh.comp_flows[i]]);
       cids.push_back(f);
       ids->push_back(f);
     }
@@ -545,7 +558,7 @@ void FlowNetwork::replay_composite(Shape& csh, const Shape& sh, std::span<const 
     const std::uint32_t b = from.comp_offset[ow.comp];
     const std::int64_t elapsed = (now - ow.start).ps;
     for (std::uint32_t k = 0; k < from.comp_offset[ow.comp + 1] - b; ++k) {
-      if (t.end[k] > elapsed) tags->push_back((*ow.tags)[from.comp_flows[b + k]]);
+      if (t.end[k] > elapsed) tags->push_back(tag_of(ow, from.comp_flows[b + k]));
     }
     replay_done(ow, ow.emitted, elapsed, &done);
     sim_.cancel(ow.end_event);
@@ -555,7 +568,7 @@ void FlowNetwork::replay_composite(Shape& csh, const Shape& sh, std::span<const 
   for (const std::uint32_t c : comps) {
     for (std::uint32_t i = sh.comp_offset[c]; i < sh.comp_offset[c + 1]; ++i) {
       const FlowSpec& spec = specs[sh.comp_flows[i]];
-      tags->push_back(spec.tag);
+      tags->push_back(spec.tag | tag_base_);
       ++stats_.flows_started;
       stats_.bytes_started += spec.bytes;
       ++flows;
@@ -593,6 +606,7 @@ std::int32_t FlowNetwork::new_owner(Shape* sh, std::uint32_t comp, bool replay) 
   ow.ends.clear();
   ow.ended = 0;
   ow.tags.reset();
+  ow.tag_base = 0;
   ow.trajectory.reset();
   ow.emitted = 0;
   ow.next_break = 0;
@@ -687,8 +701,35 @@ void FlowNetwork::record_end(FlowId f) {
   for (std::size_t k = 0; k < t->order.size(); ++k) t->order[k] = static_cast<std::uint32_t>(k);
   std::stable_sort(t->order.begin(), t->order.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return t->end[a] < t->end[b]; });
+  if (ow.shape->part.empty() && !ow.shape->tags.empty()) {
+    const Shape& sh = *ow.shape;
+    const std::uint32_t b = sh.comp_offset[ow.comp];
+    const auto n = static_cast<std::uint32_t>(t->order.size());
+    const auto flow = [&](std::uint32_t pos) { return sh.comp_flows[b + t->order[pos]]; };
+    t->run_end.resize(n);
+    t->bytes_before.assign(n + 1, 0);
+    for (std::uint32_t pos = 0; pos < n; ++pos) {
+      t->bytes_before[pos + 1] = t->bytes_before[pos] + sh.bytes[flow(pos)];
+    }
+    for (std::uint32_t pos = n; pos-- > 0;) {
+      t->run_end[pos] = pos + 1 < n && sh.tags[flow(pos + 1)] == sh.tags[flow(pos)]
+                            ? t->run_end[pos + 1]
+                            : pos + 1;
+    }
+  }
   ow.shape->trajectory[ow.comp] = std::move(t);
   release_owner(o);
+}
+
+std::uint64_t FlowNetwork::tag_of(const Owner& ow, std::uint32_t flow) const {
+  return ow.tags ? (*ow.tags)[flow] : ow.shape->tags[flow] | ow.tag_base;
+}
+
+FlowId FlowNetwork::start_spec(const FlowSpec& spec) {
+  if (tag_base_ == 0) return start_flow(spec);
+  FlowSpec tagged = spec;
+  tagged.tag |= tag_base_;
+  return start_flow(tagged);
 }
 
 // Appends the completions of replay `ow` from position `from` of its trajectory's order up to
@@ -699,12 +740,35 @@ std::size_t FlowNetwork::replay_done(const Owner& ow, std::size_t from, std::int
   const Shape& sh = *ow.shape;
   const std::uint32_t b = sh.comp_offset[ow.comp];
   const std::size_t first = done->size();
+  if (merge_replays_ && !ow.tags && !t.run_end.empty()) {
+    // One completion per run of equal tags, as the loop below would merge them (a plain
+    // shape: every flow started with the component).
+    while (from < t.order.size() && t.end[t.order[from]] <= elapsed) {
+      const std::uint32_t run = t.run_end[from];
+      std::uint32_t to = run;
+      if (t.end[t.order[run - 1]] > elapsed) {
+        // Ends ascend along `order`: the first of the run still running.
+        to = static_cast<std::uint32_t>(
+            std::upper_bound(t.order.begin() + static_cast<std::ptrdiff_t>(from),
+                             t.order.begin() + run, elapsed,
+                             [&](std::int64_t at, std::uint32_t k) { return at < t.end[k]; }) -
+            t.order.begin());
+      }
+      const std::uint32_t flow = sh.comp_flows[b + t.order[from]];
+      FlowDone d{-1, sh.tags[flow] | ow.tag_base, ow.start, ow.start + TimePs{t.end[t.order[to - 1]]},
+                 t.bytes_before[to] - t.bytes_before[from]};
+      d.count = static_cast<std::int32_t>(to - from);
+      done->push_back(d);
+      from = to;
+    }
+    return from;
+  }
   for (; from < t.order.size() && t.end[t.order[from]] <= elapsed; ++from) {
     const std::uint32_t k = t.order[from];
     const std::uint32_t flow = sh.comp_flows[b + k];
     const TimePs start = ow.start + TimePs{sh.start0.empty() ? 0 : sh.start0[flow]};
     const TimePs end = ow.start + TimePs{t.end[k]};
-    const std::uint64_t tag = (*ow.tags)[flow];
+    const std::uint64_t tag = tag_of(ow, flow);
     if (merge_replays_ && done->size() > first && done->back().tag == tag) {
       // Completions come in end order: the merged one ends at this flow's end.
       FlowDone& m = done->back();
@@ -735,6 +799,7 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
   Owner& ow = owners_[static_cast<std::size_t>(o)];
   const std::shared_ptr<const Trajectory> t = ow.trajectory;
   const std::shared_ptr<std::vector<std::uint64_t>> tags = ow.tags;
+  const std::uint64_t tag_base = ow.tag_base;
   const Shape& sh = *ow.shape;
   const std::uint32_t b = sh.comp_offset[ow.comp];
   const TimePs now = sim_.now();
@@ -759,7 +824,8 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
         sh.left0.empty() ? static_cast<double>(sh.bytes[flow]) : sh.left0[flow], elapsed, &rate);
     const FlowSpec spec{std::span<const topo::LinkId>(sh.links.data() + sh.offset[flow],
                                                       sh.offset[flow + 1] - sh.offset[flow]),
-                        sh.bytes[flow], sh.caps[flow], (*tags)[flow]};
+                        sh.bytes[flow], sh.caps[flow],
+                        tags ? (*tags)[flow] : sh.tags[flow] | tag_base};
     const FlowId f = solver_.add_solved_flow(spec.path, spec.cap_Bps, rate);
     ids[k] = f;
     init_flow(f, spec, 0);

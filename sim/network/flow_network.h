@@ -152,7 +152,12 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   /// same replays at the same age) runs alone to its end and replayed at the next.
   /// Otherwise it is start_flow for each. Returns the ids of the flows that entered the solver
   /// (replayed flows report id -1 in FlowDone).
-  std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t group_key);
+  /// `tag_base` is OR-ed into every flow's tag (FlowDone reports spec.tag | tag_base): a caller
+  /// whose flows keep their tags from start to start and only change a per-start part passes
+  /// the same specs each time, and a replay then reports its completions without a per-flow
+  /// tag table.
+  std::span<const FlowId> start_group(std::span<const FlowSpec> specs, std::uint64_t group_key,
+                                      std::uint64_t tag_base = 0);
   /// Removes an active flow without notification.
   void abort_flow(FlowId id);
 
@@ -214,6 +219,8 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   void touch_links(std::span<const topo::LinkId> path);
   void contact(std::int32_t o);
   void end_replay(std::int32_t o, bool early);
+  std::uint64_t tag_of(const Owner& ow, std::uint32_t flow) const;
+  FlowId start_spec(const FlowSpec& spec);  // start_flow with the current group's tag_base
   void replay_break(std::int32_t o);
   std::size_t replay_done(const Owner& ow, std::size_t from, std::int64_t elapsed,
                           std::vector<FlowDone>* done) const;
@@ -272,6 +279,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
 
   std::vector<FlowId> group_ids_;
   bool in_batch_ = false;                // inside on_batch_end (batch_ is the current batch)
+  std::uint64_t tag_base_ = 0;           // start_group's tag_base while it runs
   std::vector<FlowId> materialized_;     // end_replay scratch
 
   // Replay (start_group). A Shape is a key's flows split into components; a Trajectory is what a
@@ -284,6 +292,11 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::vector<double> seg_rate;
     std::vector<std::int64_t> end;             // ps after the start
     std::vector<std::uint32_t> order;          // flows by end
+    // Plain shapes: per position of `order`, one past the last position of its run (the
+    // consecutive flows with the same tag in the shape), and the sizes summed along `order`
+    // (n + 1 entries): what merged completions report without visiting each flow.
+    std::vector<std::uint32_t> run_end;
+    std::vector<std::int64_t> bytes_before;
     std::int64_t last_end = 0;
     // When completions are reported (ps after the start, ascending, the last is last_end): the
     // end of each part's last flow (flows of a part share their caller's tag, so its last
@@ -306,6 +319,7 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::vector<topo::LinkId> comp_links;    // the distinct links of each component
     std::vector<std::uint32_t> comp_link_offset;
     std::vector<std::int64_t> comp_bytes;  // per component, the sum of its flows' sizes
+    std::vector<std::uint64_t> tags;       // plain shapes: the tags of the first start's specs
     std::vector<std::shared_ptr<const Trajectory>> trajectory;  // per component, once recorded
     std::vector<std::int32_t> recording;                         // owner recording it, or -1
     std::uint64_t serial = 0;  // unique per shape, for composite keys
@@ -323,7 +337,9 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     Shape* shape = nullptr;
     std::uint32_t comp = 0;
     TimePs start;
-    std::shared_ptr<std::vector<std::uint64_t>> tags;  // replay: the start's tags, by flow
+    // Replay: the start's tags, by flow; or null, when they are the shape's tags | tag_base.
+    std::shared_ptr<std::vector<std::uint64_t>> tags;
+    std::uint64_t tag_base = 0;
     // Recording.
     std::vector<FlowId> ids;
     std::vector<std::vector<std::pair<std::int64_t, double>>> segs;

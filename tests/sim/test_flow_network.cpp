@@ -719,6 +719,77 @@ TEST(FlowNetwork, MergedReplayCompletionsCountTheirFlows) {
   EXPECT_EQ(st.flows_done, 4);
 }
 
+// A tag base per start (what `run` passes: the in-flight slot) with fixed flow tags: the replay
+// reports merged completions from the shape's tags | the base, also when something reaches it
+// mid-way. Same network and flows as above, tags 0 (both); starts at 0 ms (base 5, recorded),
+// 20 ms (base 7, replayed: one notification for both at 30 ms) and 40 ms (base 9), with 1 MB on
+// link 2 at 46 ms: A (done at 45 ms) is reported as it was recorded, B enters the solver with
+// its tag 9 and ends as the plain flows give it.
+TEST(FlowNetwork, TagBasesReplayWithTheShapesTags) {
+  const auto run = [](bool grouped) {
+    Simulation sim;
+    FlowNetworkOptions o = checked();
+    o.merge_replayed_completions = true;
+    FlowNetwork& net = sim.emplace<FlowNetwork>(std::vector<double>{10 * kG, 4 * kG, 6 * kG}, o);
+    Done d(net);
+    const Path a{0, 1}, b{0, 2}, two{2};
+    for (const auto& [at_ms, base] : {std::pair{0.0, 5u}, {20.0, 7u}, {40.0, 9u}}) {
+      sim.schedule_call(TimePs::from_seconds(at_ms * 1e-3), [&, base = base, grouped] {
+        const FlowSpec specs[] = {{a, 20'000'000, kUnlimited, grouped ? 0 : base},
+                                  {b, 60'000'000, kUnlimited, grouped ? 0 : base}};
+        if (grouped) {
+          net.start_group(specs, 3, base);
+        } else {
+          for (const FlowSpec& f : specs) net.start_flow(f);
+        }
+      });
+    }
+    sim.schedule_call(TimePs::from_ms(46), [&] { net.start_flow({two, 1'000'000, kUnlimited, 100}); });
+    sim.run();
+    return d.done;
+  };
+  const std::vector<FlowDone> grouped = run(true);
+  const std::vector<FlowDone> plain = run(false);
+  ASSERT_EQ(plain.size(), 7u);
+  const auto last_of = [&](std::uint64_t tag) {
+    TimePs end{-1};
+    int n = 0;
+    for (const FlowDone& f : plain) {
+      if (f.tag != tag) continue;
+      end = std::max(end, f.end);
+      ++n;
+    }
+    return std::pair{end, n};
+  };
+  // 5 ms, 10 ms (recorded), 30 ms (merged), 45 ms (A, replayed), B and the stray flow.
+  ASSERT_EQ(grouped.size(), 6u);
+  int flows = 0;
+  for (const FlowDone& g : grouped) {
+    flows += g.count;
+    if (g.tag == 7) {
+      EXPECT_EQ(g.count, 2);
+      EXPECT_EQ(g.end, TimePs::from_ms(30));
+      EXPECT_EQ(g.end, last_of(7).first);
+      EXPECT_EQ(g.start, TimePs::from_ms(20));
+      continue;
+    }
+    EXPECT_EQ(g.count, 1) << g.tag;
+    // Each other notification is one flow: the plain flow with that tag ending then.
+    bool found = false;
+    for (const FlowDone& f : plain) {
+      found = found || (f.tag == g.tag && std::abs((f.end - g.end).ps) <= 1 && f.start == g.start);
+    }
+    EXPECT_TRUE(found) << "tag " << g.tag << " at " << g.end.seconds();
+  }
+  EXPECT_EQ(flows, 7);
+  EXPECT_EQ(last_of(9).second, 2);
+  const auto a9 = std::find_if(grouped.begin(), grouped.end(), [](const FlowDone& g) {
+    return g.tag == 9 && g.id == -1;
+  });
+  ASSERT_NE(a9, grouped.end());
+  EXPECT_EQ(a9->end, TimePs::from_ms(45));
+}
+
 // A replay reached in the very picosecond it starts: its flows enter the solver with their
 // first recorded rates (a segment starting now gives the rate now), not with none.
 TEST(FlowNetwork, GroupsReachedAsTheyStart) {
