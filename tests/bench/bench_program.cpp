@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <string>
+#include <vector>
 
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
@@ -14,13 +15,14 @@ namespace {
 
 using namespace trainsim;
 
-void run(benchmark::State& state, const char* fidelity) {
+void run(benchmark::State& state, const char* fidelity, std::vector<std::string> extra = {}) {
   const int gpus = static_cast<int>(state.range(0));
+  std::vector<std::string> sets = {"cluster.gpus=" + std::to_string(gpus),
+                                   "training.global_batch=" + std::to_string(gpus / 2),
+                                   std::string("simulation.fidelity=") + fidelity};
+  sets.insert(sets.end(), extra.begin(), extra.end());
   const scen::Scenario s = scen::load_scenario_file(
-      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/megascale-175b-12288.yaml",
-      {"cluster.gpus=" + std::to_string(gpus),
-       "training.global_batch=" + std::to_string(gpus / 2),
-       std::string("simulation.fidelity=") + fidelity});
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/megascale-175b-12288.yaml", sets);
   const exec::RunConfig cfg = scen::make_run_config(s);
   exec::Result r;
   for (auto _ : state) {
@@ -39,9 +41,18 @@ void run(benchmark::State& state, const char* fidelity) {
 
 void BM_Schedule175B(benchmark::State& state) { run(state, "schedule"); }
 void BM_Flow175B(benchmark::State& state) { run(state, "flow"); }
+// The analytic rank 1 of `sweep --auto` on the default scenario: TP 16 across two servers, whose
+// ring collectives go through the NICs as one replayed component per copy (docs/performance.md,
+// "Replays without per-flow work").
+void BM_FlowTp16AcrossServers(benchmark::State& state) {
+  run(state, "flow",
+      {"parallel.tp=16", "parallel.pp=2", "parallel.vpp=48", "training.micro_batch=8",
+       "training.recompute=none"});
+}
 
 BENCHMARK(BM_Schedule175B)->Arg(256)->Arg(1536)->Arg(12288)->Arg(32768)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Flow175B)->Arg(256)->Arg(1536)->Arg(3072)->Arg(12288)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_FlowTp16AcrossServers)->Arg(256)->Arg(1536)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 
