@@ -272,14 +272,7 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
     routed = RoutedFlows{};
     route_collective_flows(prepared[i], router, {}, routed);
     for (std::size_t f = 0; f < routed.bytes.size(); ++f) {
-      net::FlowSpec spec;
-      spec.path = std::span<const topo::LinkId>(routed.links.data() + routed.offset[f],
-                                                routed.offset[f + 1] - routed.offset[f]);
-      spec.bytes = routed.bytes[f];
-      spec.cap_Bps = routed.cap_of(f);
-      spec.tag = i;
-      spec.spray_offset = routed.spray_offsets_of(f);
-      spec.spray_links = routed.spray_links;
+      const net::FlowSpec spec = routed.spec(f, false, i);
       if (packets != nullptr) {
         packets->start_flow(spec);
       } else {

@@ -123,6 +123,20 @@ struct RoutedFlows {
     return std::span<const std::uint32_t>(spray_offset)
         .subspan(spray_first[f], spray_first[f + 1] - spray_first[f] + 1);
   }
+  /// Flow f as the networks take it (spans into this object), on its whole path or, with
+  /// `solver_path`, on net_links (the implied links left out).
+  net::FlowSpec spec(std::size_t f, bool solver_path, std::uint64_t tag) const {
+    const std::vector<std::uint32_t>& off = solver_path ? net_offset : offset;
+    const std::vector<topo::LinkId>& path = solver_path ? net_links : links;
+    net::FlowSpec s;
+    s.path = std::span<const topo::LinkId>(path.data() + off[f], off[f + 1] - off[f]);
+    s.bytes = bytes[f];
+    s.cap_Bps = cap_of(f);
+    s.tag = tag;
+    s.spray_offset = spray_offsets_of(f);
+    s.spray_links = spray_links;
+    return s;
+  }
 };
 
 /// Most equal-cost paths a sprayed flow is spread over at packet fidelity (a pair with more is

@@ -166,15 +166,8 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
     if (packets_ != nullptr) priority = priority_class(packet_config_, req.job, req.dim);
     c.specs.resize(n);
     for (std::size_t i = 0; i < n; ++i) {
-      net::FlowSpec& spec = c.specs[i];
-      spec.path = std::span<const topo::LinkId>(flows.net_links.data() + flows.net_offset[i],
-                                                flows.net_offset[i + 1] - flows.net_offset[i]);
-      spec.bytes = flows.bytes[i];
-      spec.cap_Bps = flows.cap_of(i);
-      spec.priority = priority;
-      spec.spray_offset = flows.spray_offsets_of(i);
-      spec.spray_links = flows.spray_links;
-      spec.tag = static_cast<std::uint64_t>(c.copy_of[i]) << 32;
+      c.specs[i] = flows.spec(i, true, static_cast<std::uint64_t>(c.copy_of[i]) << 32);
+      c.specs[i].priority = priority;
     }
   }
   if (packets_ != nullptr) {
