@@ -54,6 +54,9 @@ class EventQueue {
   std::uint64_t tag_of(EventHandle h) const;
 
   bool empty() const { return heap_.empty(); }
+  /// Sequence numbers handed out so far (every push and reschedule takes one): unchanged
+  /// between two calls means nothing was scheduled in between.
+  std::uint64_t scheduled() const { return next_seq_; }
   std::size_t size() const { return heap_.size(); }
   /// Time of the earliest pending event (queue must not be empty).
   TimePs next_time() const { return heap_.top_key().time; }

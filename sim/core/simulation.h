@@ -106,6 +106,8 @@ class Simulation {
   std::uint64_t events_dispatched() const { return events_dispatched_; }
   std::uint64_t batch_calls() const { return batch_calls_; }
   std::size_t pending_events() const { return queue_.size(); }
+  /// Events scheduled so far (EventQueue::scheduled).
+  std::uint64_t scheduled_events() const { return queue_.scheduled(); }
 
  private:
   class CallTarget : public EventTarget {

@@ -16,6 +16,7 @@ constexpr double kRiseTolerance = 1e-9;
 constexpr std::size_t kMaxComposites = 1 << 14;
 // Tag bit of the events that end a replayed group (the rest of the tag is the owner).
 constexpr std::uint64_t kReplayTag = std::uint64_t{1} << 62;
+constexpr std::uint64_t kReplayBatchTag = std::uint64_t{1} << 61;
 // Bound on the congestion-control hold rounds of one batch (each round holds at least one more
 // flow; in practice one or two rounds suffice).
 constexpr int kMaxHoldRounds = 32;
@@ -298,8 +299,7 @@ std::span<const FlowId> FlowNetwork::start_group(std::span<const FlowSpec> specs
       ow.tags = tags;
       ow.tag_base = tag_base;
       ow.trajectory = sh->trajectory[c];
-      ow.end_event = sim_.schedule(sim_.now() + TimePs{ow.trajectory->last_end}, *this,
-                                   kReplayTag | static_cast<std::uint64_t>(o));
+      schedule_replay_end(o, sim_.now() + TimePs{ow.trajectory->last_end});
       stats_.flows_started += e - b;
       stats_.bytes_started += sh->comp_bytes[c];
       stats_.flows_replayed += e - b;
@@ -561,7 +561,7 @@ void FlowNetwork::replay_composite(Shape& csh, const Shape& sh, std::span<const 
       if (t.end[k] > elapsed) tags->push_back(tag_of(ow, from.comp_flows[b + k]));
     }
     replay_done(ow, ow.emitted, elapsed, &done);
-    sim_.cancel(ow.end_event);
+    cancel_replay_end(o);
     release_owner(o);
   }
   std::int64_t flows = 0;
@@ -597,6 +597,8 @@ std::int32_t FlowNetwork::new_owner(Shape* sh, std::uint32_t comp, bool replay) 
   Owner& ow = owners_[static_cast<std::size_t>(o)];
   ow.live = true;
   ow.replay = replay;
+  ow.batch = -1;
+  ++ow.gen;
   ow.shape = sh;
   ow.comp = comp;
   ow.start = sim_.now();
@@ -808,7 +810,7 @@ void FlowNetwork::end_replay(std::int32_t o, bool early) {
   std::vector<FlowDone> done;
   const std::size_t running = replay_done(ow, ow.emitted, elapsed, &done);
   if (early) {
-    sim_.cancel(ow.end_event);
+    cancel_replay_end(o);
     ++stats_.replays_materialized;
   }
   release_owner(o);
@@ -981,7 +983,77 @@ void FlowNetwork::clear_timer(FlowId f) {
   timers_.erase(f);
 }
 
+void FlowNetwork::schedule_replay_end(std::int32_t o, TimePs at) {
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  if (open_batch_ >= 0) {
+    ReplayBatch& b = batches_[static_cast<std::size_t>(open_batch_)];
+    if (b.at == at && b.scheduled_after == sim_.scheduled_events() && b.live > 0) {
+      b.members.emplace_back(o, ow.gen);
+      ++b.live;
+      ow.batch = open_batch_;
+      return;
+    }
+  }
+  std::int32_t i;
+  if (free_batches_.empty()) {
+    i = static_cast<std::int32_t>(batches_.size());
+    batches_.emplace_back();
+  } else {
+    i = free_batches_.back();
+    free_batches_.pop_back();
+  }
+  ReplayBatch& b = batches_[static_cast<std::size_t>(i)];
+  b.at = at;
+  b.members.assign(1, {o, ow.gen});
+  b.live = 1;
+  b.event = sim_.schedule(at, *this, kReplayBatchTag | static_cast<std::uint64_t>(i));
+  b.scheduled_after = sim_.scheduled_events();
+  ow.batch = i;
+  open_batch_ = i;
+}
+
+// A replay's end no longer comes (it ended early): its batch's event is cancelled with its last
+// member, as its own event would have been.
+void FlowNetwork::cancel_replay_end(std::int32_t o) {
+  Owner& ow = owners_[static_cast<std::size_t>(o)];
+  if (ow.batch < 0) {
+    sim_.cancel(ow.end_event);
+    return;
+  }
+  const std::int32_t i = ow.batch;
+  ow.batch = -1;
+  ReplayBatch& b = batches_[static_cast<std::size_t>(i)];
+  if (--b.live == 0) {
+    sim_.cancel(b.event);
+    b.members.clear();
+    if (open_batch_ == i) open_batch_ = -1;
+    free_batches_.push_back(i);
+  }
+}
+
+void FlowNetwork::fire_replay_batch(std::int32_t i) {
+  if (open_batch_ == i) open_batch_ = -1;
+  batches_[static_cast<std::size_t>(i)].live = 0;  // a member ended meanwhile frees nothing
+  // Members are taken one by one (an observer of one may end a later one early); the batch is
+  // freed only after the last, so that no new batch takes its index meanwhile.
+  for (std::size_t k = 0; k < batches_[static_cast<std::size_t>(i)].members.size(); ++k) {
+    const auto [o, gen] = batches_[static_cast<std::size_t>(i)].members[k];
+    Owner& ow = owners_[static_cast<std::size_t>(o)];
+    if (!ow.live || ow.gen != gen || ow.batch != i) continue;
+    ow.batch = -1;
+    replay_break(o);
+  }
+  ReplayBatch& b = batches_[static_cast<std::size_t>(i)];
+  b.members.clear();
+  b.live = 0;
+  free_batches_.push_back(i);
+}
+
 void FlowNetwork::on_event(std::uint64_t tag) {
+  if ((tag & kReplayBatchTag) != 0) {
+    fire_replay_batch(static_cast<std::int32_t>(tag & ~kReplayBatchTag));
+    return;
+  }
   if ((tag & kReplayTag) != 0) {
     replay_break(static_cast<std::int32_t>(tag & ~kReplayTag));
     return;

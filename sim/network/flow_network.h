@@ -219,6 +219,9 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   void touch_links(std::span<const topo::LinkId> path);
   void contact(std::int32_t o);
   void end_replay(std::int32_t o, bool early);
+  void schedule_replay_end(std::int32_t o, TimePs at);
+  void cancel_replay_end(std::int32_t o);
+  void fire_replay_batch(std::int32_t b);
   std::uint64_t tag_of(const Owner& ow, std::uint32_t flow) const;
   FlowId start_spec(const FlowSpec& spec);  // start_flow with the current group's tag_base
   void replay_break(std::int32_t o);
@@ -352,7 +355,9 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     std::int64_t ended = 0;
     // Replay.
     std::shared_ptr<const Trajectory> trajectory;
-    EventHandle end_event;
+    EventHandle end_event;       // unless batch >= 0
+    std::int32_t batch = -1;     // the replay-end batch whose event stands for end_event
+    std::uint32_t gen = 0;       // bumped at each new_owner (batches hold (owner, gen))
     std::size_t emitted = 0;     // completions reported so far (in trajectory order)
     std::size_t next_break = 0;  // the break end_event stands for
   };
@@ -366,6 +371,19 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
   std::vector<Owner> owners_;
   std::vector<std::int32_t> free_owners_;
   std::vector<std::int32_t> link_owner_;
+  // Replay ends that would be consecutive events (the same time, nothing scheduled between
+  // them) share one event, which ends them in the order they were scheduled: the same order
+  // the separate events would have been dispatched in.
+  struct ReplayBatch {
+    TimePs at;
+    std::uint64_t scheduled_after = 0;  // Simulation::scheduled_events() after its event
+    EventHandle event;
+    std::int32_t live = 0;              // members not cancelled
+    std::vector<std::pair<std::int32_t, std::uint32_t>> members;  // (owner, gen)
+  };
+  std::vector<ReplayBatch> batches_;
+  std::vector<std::int32_t> free_batches_;
+  std::int32_t open_batch_ = -1;  // the batch a replay ending at its time may still join
 
   Signal<FlowDone> flow_done_;
   Signal<FlowFailed> flow_failed_;

@@ -790,6 +790,64 @@ TEST(FlowNetwork, TagBasesReplayWithTheShapesTags) {
   EXPECT_EQ(a9->end, TimePs::from_ms(45));
 }
 
+// Replays ending at the same moment, scheduled one after the other, share one event (it ends
+// them in the order their own events would have run): four components, one flow of 10 MB on its
+// own 10 GB/s link each (1 ms alone). Started at 0 ms (recorded), 10 ms (replayed: one event at
+// 11 ms, not four) and 20 ms, where flows on links 0 and 1 at 20.5 ms reach two of them (their
+// batch goes on with the other two), and flows on links 2 and 3 too at 30.2 ms after a fourth
+// start at 30 ms (every member ended early: the batch's event is cancelled with the last).
+// Every completion as plain flows give it.
+TEST(FlowNetwork, ReplayEndsAtOneMomentShareAnEvent) {
+  const auto run = [](bool grouped, std::vector<TimePs>* dispatched) {
+    Simulation sim;
+    FlowNetwork& net =
+        sim.emplace<FlowNetwork>(std::vector<double>(4, 10 * kG), checked());
+    Done d(net);
+    std::uint64_t tag = 0;
+    for (const double at_ms : {0.0, 10.0, 20.0, 30.0}) {
+      tag += 10;
+      sim.schedule_call(TimePs::from_seconds(at_ms * 1e-3), [&net, grouped, tag] {
+        const Path p0{0}, p1{1}, p2{2}, p3{3};
+        const FlowSpec specs[] = {{p0, 10'000'000, kUnlimited, tag},
+                                  {p1, 10'000'000, kUnlimited, tag + 1},
+                                  {p2, 10'000'000, kUnlimited, tag + 2},
+                                  {p3, 10'000'000, kUnlimited, tag + 3}};
+        if (grouped) {
+          net.start_group(specs, 5);
+        } else {
+          for (const FlowSpec& f : specs) net.start_flow(f);
+        }
+      });
+    }
+    for (const auto& [at_us, link] : {std::pair{20500, 0}, {20500, 1}, {30200, 0}, {30200, 1},
+                                      {30200, 2}, {30200, 3}}) {
+      sim.schedule_call(TimePs::from_seconds(at_us * 1e-6), [&net, link = link, at_us = at_us] {
+        net.start_flow({Path{static_cast<LinkId>(link)}, 1'000'000, kUnlimited,
+                        static_cast<std::uint64_t>(1000 + at_us + link)});
+      });
+    }
+    sim.dispatched().subscribe([dispatched](const DispatchRecord& r) { dispatched->push_back(r.time); });
+    sim.run();
+    std::vector<FlowDone> done = d.done;
+    std::sort(done.begin(), done.end(),
+              [](const FlowDone& x, const FlowDone& y) { return x.tag < y.tag; });
+    return done;
+  };
+  std::vector<TimePs> grouped_events, plain_events;
+  const std::vector<FlowDone> grouped = run(true, &grouped_events);
+  const std::vector<FlowDone> plain = run(false, &plain_events);
+  ASSERT_EQ(grouped.size(), plain.size());
+  ASSERT_EQ(grouped.size(), 22u);
+  for (std::size_t k = 0; k < grouped.size(); ++k) {
+    EXPECT_EQ(grouped[k].tag, plain[k].tag) << k;
+    EXPECT_LE(std::abs((grouped[k].end - plain[k].end).ps), 1) << "tag " << grouped[k].tag;
+  }
+  // The replay at 10 ms: one event at 11 ms.
+  EXPECT_EQ(std::count(grouped_events.begin(), grouped_events.end(), TimePs::from_ms(11)), 1);
+  // The fourth start's batch was cancelled: nothing is dispatched at 31 ms for it.
+  EXPECT_EQ(std::count(grouped_events.begin(), grouped_events.end(), TimePs::from_ms(31)), 0);
+}
+
 // A replay reached in the very picosecond it starts: its flows enter the solver with their
 // first recorded rates (a segment starting now gives the rate now), not with none.
 TEST(FlowNetwork, GroupsReachedAsTheyStart) {
