@@ -799,21 +799,28 @@ void FlowNetwork::report_done(std::span<const FlowDone> done) {
 // completions at their recorded offsets.
 void FlowNetwork::end_replay(std::int32_t o, bool early) {
   Owner& ow = owners_[static_cast<std::size_t>(o)];
-  const std::shared_ptr<const Trajectory> t = ow.trajectory;
-  const std::shared_ptr<std::vector<std::uint64_t>> tags = ow.tags;
   const std::uint64_t tag_base = ow.tag_base;
   const Shape& sh = *ow.shape;
   const std::uint32_t b = sh.comp_offset[ow.comp];
   const TimePs now = sim_.now();
   const TimePs start = ow.start;
   const std::int64_t elapsed = (now - start).ps;
-  std::vector<FlowDone> done;
+  DoneScratch scratch(*this);
+  std::vector<FlowDone>& done = scratch.done;
   const std::size_t running = replay_done(ow, ow.emitted, elapsed, &done);
+  const std::shared_ptr<const Trajectory> t = std::move(ow.trajectory);
+  const std::shared_ptr<std::vector<std::uint64_t>> tags = std::move(ow.tags);
   if (early) {
     cancel_replay_end(o);
     ++stats_.replays_materialized;
   }
   release_owner(o);
+  if (!early && running == t->order.size()) {
+    // The normal end: every flow done, nothing comes back (replay_ids_ is read only after an
+    // early end).
+    report_done(done);
+    return;
+  }
   std::vector<FlowId> ids(sh.comp_offset[ow.comp + 1] - b, -1);
   for (std::size_t i = running; i < t->order.size(); ++i) {
     const std::uint32_t k = t->order[i];
@@ -870,7 +877,8 @@ void FlowNetwork::replay_break(std::int32_t o) {
     end_replay(o, false);
     return;
   }
-  std::vector<FlowDone> done;
+  DoneScratch scratch(*this);
+  std::vector<FlowDone>& done = scratch.done;
   ow.emitted = replay_done(ow, ow.emitted, (sim_.now() - ow.start).ps, &done);
   ++ow.next_break;
   ow.end_event = sim_.schedule(ow.start + TimePs{t.breaks[ow.next_break]}, *this,

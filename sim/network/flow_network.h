@@ -29,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <span>
@@ -380,6 +381,24 @@ class FlowNetwork final : public Component, public EventTarget, public BatchList
     EventHandle event;
     std::int32_t live = 0;              // members not cancelled
     std::vector<std::pair<std::int32_t, std::uint32_t>> members;  // (owner, gen)
+  };
+  // Completion lists of replays being reported, one per nesting level (an observer of one
+  // replay's completions may end another): reused instead of allocated per replay.
+  std::deque<std::vector<FlowDone>> done_pool_;
+  std::size_t done_depth_ = 0;
+  struct DoneScratch {
+    FlowNetwork& net;
+    std::vector<FlowDone>& done;
+    explicit DoneScratch(FlowNetwork& n)
+        : net(n),
+          done(n.done_depth_ < n.done_pool_.size() ? n.done_pool_[n.done_depth_]
+                                                   : n.done_pool_.emplace_back()) {
+      ++net.done_depth_;
+      done.clear();
+    }
+    ~DoneScratch() { --net.done_depth_; }
+    DoneScratch(const DoneScratch&) = delete;
+    DoneScratch& operator=(const DoneScratch&) = delete;
   };
   std::vector<ReplayBatch> batches_;
   std::vector<std::int32_t> free_batches_;
