@@ -157,8 +157,7 @@ void FlowBackend::start(const CommRequest& req, Cached& c, std::uint64_t group_k
   f.copy_spread_s = req.copy_spread_s;
   f.copy_end.clear();
   if (c.copies > 1 && req.copy_spread_s != nullptr) f.copy_end.assign(c.copies, TimePs{-1});
-  // (Rebuilt too when the Cached was copied: a job list that grows copies its jobs, and the
-  // specs' spans point into the routed flows.)
+  // (Rebuilt too if the Cached was ever copied: the specs' spans point into the routed flows.)
   if (c.specs.size() != n ||
       (n > 0 && c.specs[0].path.data() != flows.net_links.data() + flows.net_offset[0])) {
     // A cached communication's job and dimension (hence its priority class) never change.
