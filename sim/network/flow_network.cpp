@@ -21,6 +21,18 @@ constexpr std::uint64_t kReplayBatchTag = std::uint64_t{1} << 61;
 // flow; in practice one or two rounds suffice).
 constexpr int kMaxHoldRounds = 32;
 
+// A free index of `items` (its old contents left for the caller to reset), or a new one.
+template <class T>
+std::int32_t take_slot(std::vector<T>& items, std::vector<std::int32_t>& free) {
+  if (free.empty()) {
+    items.emplace_back();
+    return static_cast<std::int32_t>(items.size()) - 1;
+  }
+  const std::int32_t i = free.back();
+  free.pop_back();
+  return i;
+}
+
 }  // namespace
 
 FlowNetwork::FlowNetwork(Simulation& sim, std::vector<double> link_capacity_Bps,
@@ -586,14 +598,7 @@ void FlowNetwork::replay_composite(Shape& csh, const Shape& sh, std::span<const 
 }
 
 std::int32_t FlowNetwork::new_owner(Shape* sh, std::uint32_t comp, bool replay) {
-  std::int32_t o;
-  if (free_owners_.empty()) {
-    o = static_cast<std::int32_t>(owners_.size());
-    owners_.emplace_back();
-  } else {
-    o = free_owners_.back();
-    free_owners_.pop_back();
-  }
+  const std::int32_t o = take_slot(owners_, free_owners_);
   Owner& ow = owners_[static_cast<std::size_t>(o)];
   ow.live = true;
   ow.replay = replay;
@@ -1002,14 +1007,7 @@ void FlowNetwork::schedule_replay_end(std::int32_t o, TimePs at) {
       return;
     }
   }
-  std::int32_t i;
-  if (free_batches_.empty()) {
-    i = static_cast<std::int32_t>(batches_.size());
-    batches_.emplace_back();
-  } else {
-    i = free_batches_.back();
-    free_batches_.pop_back();
-  }
+  const std::int32_t i = take_slot(batches_, free_batches_);
   ReplayBatch& b = batches_[static_cast<std::size_t>(i)];
   b.at = at;
   b.members.assign(1, {o, ow.gen});
