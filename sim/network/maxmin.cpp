@@ -80,7 +80,7 @@ void MaxMinSolver::free_path(std::int64_t offset, std::int8_t size_class) {
 }
 
 FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_Bps) {
-  const FlowIndex f = insert_flow(path, cap_Bps);
+  const FlowIndex f = insert_flow(path, cap_Bps, kUnlimited);
   // A new flow gets at least min(bound, min over its links of C_l / n_l) (no link saturates
   // below its equal share), and adding it changes nothing below its new rate (the removal
   // argument read backwards), so nothing below that lower bound changes either. Every link of
@@ -92,7 +92,6 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
     level = std::min(level, link.capacity / static_cast<double>(link.flows.size()));
     mark_dirty(l);
   }
-  rate_[static_cast<std::size_t>(f)] = kUnlimited;
   lower_change_level(level);
   return f;
 }
@@ -100,13 +99,13 @@ FlowIndex MaxMinSolver::add_flow(std::span<const topo::LinkId> path, double cap_
 FlowIndex MaxMinSolver::add_solved_flow(std::span<const topo::LinkId> path, double cap_Bps,
                                         double rate) {
   if (!(rate >= 0) || rate > cap_Bps) throw_input("a solved flow's rate must be in [0, its bound]");
-  const FlowIndex f = insert_flow(path, cap_Bps);
-  rate_[static_cast<std::size_t>(f)] = rate;
+  const FlowIndex f = insert_flow(path, cap_Bps, rate);
   slots_[static_cast<std::size_t>(f)].next_rate = rate;
   return f;
 }
 
-FlowIndex MaxMinSolver::insert_flow(std::span<const topo::LinkId> path, double cap_Bps) {
+FlowIndex MaxMinSolver::insert_flow(std::span<const topo::LinkId> path, double cap_Bps,
+                                    double rate) {
   if (path.empty()) throw_input("a flow needs a non-empty path of links");
   if (!(cap_Bps >= 0)) throw_input("a flow's rate bound must be >= 0");
   for (std::size_t hop = 0; hop < path.size(); ++hop) {
@@ -140,14 +139,14 @@ FlowIndex MaxMinSolver::insert_flow(std::span<const topo::LinkId> path, double c
   slot.path_class = cls;
   slot.alive = 1;
   slot.next_rate = 0;
-  rate_[i] = 0;
+  rate_[i] = rate;
   slot.cap = cap_Bps;
   for (std::int32_t hop = 0; hop < length; ++hop) {
     const topo::LinkId l = path[static_cast<std::size_t>(hop)];
     auto& flows = links_[static_cast<std::size_t>(l)].flows;
     pool_link_[static_cast<std::size_t>(offset + hop)] = l;
     pool_pos_[static_cast<std::size_t>(offset + hop)] = static_cast<std::int32_t>(flows.size());
-    flows.push_back(Entry{f, static_cast<std::uint32_t>(offset + hop)});
+    flows.push_back(Entry{f, static_cast<std::uint32_t>(offset + hop), rate});
   }
   ++flow_count_;
   return f;
@@ -198,7 +197,7 @@ void MaxMinSolver::set_link_capacity(topo::LinkId l, double capacity_Bps) {
     // solved yet count as rising at every level), the link is not tight and the filling makes
     // the same steps as before (congestion control derates a link at every arrival on it).
     scratch_rates_.clear();
-    for (const Entry& e : link.flows) scratch_rates_.push_back(rate_[static_cast<std::size_t>(e.flow)]);
+    for (const Entry& e : link.flows) scratch_rates_.push_back(e.rate);
     std::sort(scratch_rates_.begin(), scratch_rates_.end());
     double left = capacity_Bps;
     double level = kUnlimited;
@@ -278,12 +277,12 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
     double remaining = link.capacity;
     std::int32_t unfrozen = 0;
     for (const Entry& e : link.flows) {
-      const FlowIndex f = e.flow;
-      const double rate = rate_[static_cast<std::size_t>(f)];
+      const double rate = e.rate;
       if (rate < threshold) {
         remaining -= rate;
         continue;
       }
+      const FlowIndex f = e.flow;
       FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
       if (rate <= level && next >= seeds && slot.visit_stamp != epoch_) {
         remaining -= rate;
@@ -461,12 +460,23 @@ void MaxMinSolver::fill() {
   }
 }
 
+void MaxMinSolver::set_rate(FlowIndex f, double rate) {
+  const auto i = static_cast<std::size_t>(f);
+  rate_[i] = rate;
+  const FlowSlot& slot = slots_[i];
+  for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
+    const auto at = static_cast<std::size_t>(slot.path_offset + hop);
+    links_[static_cast<std::size_t>(pool_link_[at])].flows[static_cast<std::size_t>(pool_pos_[at])].rate =
+        rate;
+  }
+}
+
 std::span<const FlowIndex> MaxMinSolver::collect_changed() {
   changed_.clear();
   for (const FlowIndex f : comp_flows_) {
     FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
     if (slot.next_rate != rate_[static_cast<std::size_t>(f)]) {
-      rate_[static_cast<std::size_t>(f)] = slot.next_rate;
+      set_rate(f, slot.next_rate);
       changed_.push_back(f);
     }
   }

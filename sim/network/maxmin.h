@@ -125,7 +125,9 @@ class MaxMinSolver {
   };
 
   void mark_dirty(topo::LinkId l);
-  FlowIndex insert_flow(std::span<const topo::LinkId> path, double cap_Bps);
+  FlowIndex insert_flow(std::span<const topo::LinkId> path, double cap_Bps, double rate);
+  /// Sets the rate of the last solve, in `rate_` and in the flow's entries on its links.
+  void set_rate(FlowIndex f, double rate);
   void lower_change_level(double level) { change_level_ = std::min(change_level_, level); }
   std::int64_t alloc_path(std::int32_t length, std::int8_t* size_class);
   void free_path(std::int64_t offset, std::int8_t size_class);
@@ -141,9 +143,13 @@ class MaxMinSolver {
   // record, so that visiting a link costs one cache miss, not five.
   // A flow on a link's list, with the pool position of its path element for that link (which
   // holds the entry's position in the list: swap-removal updates it without visiting the flow).
+  // The entry also mirrors the flow's rate of the last solve (`rate_`): the search reads the rate
+  // of every flow on every link it scans, and most of them only to subtract it, so reading it from
+  // the list it is walking saves a random access per entry.
   struct Entry {
     FlowIndex flow;
     std::uint32_t at;
+    double rate;
   };
   struct alignas(64) Link {
     std::vector<Entry> flows;      // flows crossing the link
