@@ -369,6 +369,28 @@ TEST(ProgramCli, MtNlgRowsAreSimulated) {
   }
 }
 
+// Nemotron-4 340B (docs/validation.md): the three rows of the report's batch-size ramp are
+// simulated as a new user writes them (framework by the date rule, interleaving searched), and
+// each row's two published numbers (iteration time and MFU) agree with the model's FLOP
+// accounting (megatron convention: model FLOPs, full s x s attention) within 1 %: the model's
+// MFU at the published iteration time is the published MFU.
+TEST(ProgramCli, Nemotron4RowsAreSimulated) {
+  const auto rows = simulated_rows("scenarios/validation/nemotron4-2024-runs.csv", 3);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& row : rows) {
+    ASSERT_TRUE(row.contains("error"));
+    const auto& pred = row["predicted"];
+    const auto& pub = row["published"];
+    const double mfu_at_published_time =
+        pred["mfu"].get<double>() * pred["iter_s"].get<double>() / pub["iter_s"].get<double>();
+    EXPECT_NEAR(mfu_at_published_time / pub["mfu"].get<double>(), 1.0, 0.01) << row["id"];
+    EXPECT_EQ(row["assumed"]["framework"].get<std::string>().rfind("megatron-core-2023", 0), 0u)
+        << row["id"];
+    EXPECT_NE(row["assumed"]["vpp"].get<std::string>().find("(auto:"), std::string::npos)
+        << row["assumed"]["vpp"];
+  }
+}
+
 // The H100 FP8 rows (docs/validation.md): both simulated at the FP8 peak; error documented.
 TEST(ProgramCli, Fp8RowsAreSimulated) {
   const auto rows = simulated_rows("scenarios/validation/nemo-2025-fp8-runs.csv", 6);
