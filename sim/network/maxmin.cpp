@@ -162,7 +162,13 @@ void MaxMinSolver::remove_flow(FlowIndex f) {
     const topo::LinkId l = pool_link_[at];
     const auto li = static_cast<std::size_t>(l);
     const std::int32_t pos = pool_pos_[at];
-    auto& flows = links_[li].flows;
+    Link& link = links_[li];
+    if (link.removed_stamp != epoch_) {
+      link.removed_stamp = epoch_;
+      link.removed_max = 0;
+    }
+    link.removed_max = std::max(link.removed_max, rate(f));
+    auto& flows = link.flows;
     const Entry moved = flows.back();
     flows[static_cast<std::size_t>(pos)] = moved;
     pool_pos_[moved.at] = pos;
@@ -187,8 +193,11 @@ void MaxMinSolver::set_link_capacity(topo::LinkId l, double capacity_Bps) {
   Link& link = links_[static_cast<std::size_t>(l)];
   if (link.capacity == capacity_Bps) return;
   if (capacity_Bps > link.capacity) {
-    // More capacity matters only from the level where the link saturated: its largest rate.
-    double level = 0;
+    // More capacity matters only from the level where the link saturated in the last solve:
+    // its largest rate then, counting the flows removed from it since (congestion control
+    // raises a link's capacity when a flow leaves it, and the leaving flow may have been the
+    // fastest).
+    double level = link.removed_stamp == epoch_ ? link.removed_max : 0;
     for (const Entry& e : link.flows) level = std::max(level, rate(e.flow));
     lower_change_level(level);
   } else {
@@ -228,7 +237,7 @@ void MaxMinSolver::set_flow_cap(FlowIndex f, double cap_Bps) {
 void MaxMinSolver::next_epoch() {
   if (++epoch_ == 0) {
     // Stamps wrapped around: clear them so that no old stamp equals a new epoch.
-    for (Link& link : links_) link.stamp = 0;
+    for (Link& link : links_) link.stamp = link.removed_stamp = 0;
     for (FlowSlot& slot : slots_) {
       slot.visit_stamp = 0;
       slot.frozen_stamp = 0;

@@ -158,6 +158,11 @@ class MaxMinSolver {
     std::int32_t unfrozen = 0;     // solve scratch: flows on the link not frozen yet
     std::uint32_t stamp = 0;       // == epoch_: listed in comp_links_ by the current solve
     std::uint8_t dirty = 0;
+    // The largest last-solve rate of the flows removed from the link since the last solve
+    // (valid while removed_stamp == epoch_): with the flows still on it, the link's largest
+    // rate in the last solve, which bounds its saturation level there (set_link_capacity).
+    std::uint32_t removed_stamp = 0;
+    double removed_max = 0;
   };
   std::vector<Link> links_;
   std::vector<topo::LinkId> dirty_links_;

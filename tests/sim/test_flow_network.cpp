@@ -384,6 +384,33 @@ TEST(MaxMin, RemovalReFillsOnlyFlowsAtOrAboveItsRate) {
   expect_rates(s, {b, e}, {10, 10});
 }
 
+// Congestion control raises a link's capacity when a flow leaves it. The raise matters from the
+// link's saturation level in the last solve, which is the largest rate on it then, counting the
+// flow that left: link 0 (10) carries a (9, the fastest) and b (1, held by link 1 of 2, which it
+// shares with c); removing a and raising link 0 to 12 changes nothing below 9, so nothing is
+// re-filled (counting only b, the flow left on link 0, the level would be 1 and b and c would be
+// re-filled). A raise with no removal still counts its own flows: b re-fills once link 1 rises.
+TEST(MaxMin, CapacityRaiseAfterARemovalCountsTheRemovedFlow) {
+  MaxMinSolver s({10, 2});
+  const FlowIndex a = s.add_flow(Path{0});
+  const FlowIndex b = s.add_flow(Path{1, 0});
+  const FlowIndex c = s.add_flow(Path{1});
+  s.solve();
+  expect_rates(s, {a, b, c}, {9, 1, 1});
+  s.remove_flow(a);
+  s.set_link_capacity(0, 12);
+  EXPECT_TRUE(s.solve().empty());
+  EXPECT_TRUE(s.last_flows().empty());
+  expect_rates(s, {b, c}, {1, 1});
+  EXPECT_EQ(s.check_invariants(), "");
+  // In a later solve the removed flow no longer counts: link 1's raise re-fills b and c.
+  s.set_link_capacity(1, 4);
+  s.solve();
+  EXPECT_EQ(s.last_flows().size(), 2u);
+  expect_rates(s, {b, c}, {2, 2});
+  EXPECT_EQ(s.check_invariants(), "");
+}
+
 // Water-filling with 2,000 bounded flows on one link (enough keys for the radix sort of the fill):
 // flow i (bound i, from a private link of capacity i) shares link 0 of capacity
 // Σ_{i=1}^{1000} i + 1000 · 1000.5, so the water level is 1000.5: flows 1…1000 reach their
