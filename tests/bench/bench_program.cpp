@@ -50,8 +50,15 @@ void BM_FlowTp16AcrossServers(benchmark::State& state) {
        "training.recompute=none"});
 }
 
+// The same iteration under congestion control (issue 16: within 2x of BM_Flow175B at 12,288
+// GPUs; docs/performance.md, "Congestion control at flow fidelity").
+void BM_FlowDcqcn175B(benchmark::State& state) {
+  run(state, "flow", {"network.congestion_control=dcqcn"});
+}
+
 BENCHMARK(BM_Schedule175B)->Arg(256)->Arg(1536)->Arg(12288)->Arg(32768)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Flow175B)->Arg(256)->Arg(1536)->Arg(3072)->Arg(12288)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_FlowDcqcn175B)->Arg(3072)->Arg(12288)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_FlowTp16AcrossServers)->Arg(256)->Arg(1536)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace

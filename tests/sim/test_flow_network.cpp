@@ -518,6 +518,76 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
   }
 }
 
+// Several changes between two solves, as a batch of the flow network makes them under congestion
+// control: a flow leaves and every link it crossed gets more capacity (a departure raises η), a
+// flow arrives and its links get less, with capacity and bound changes mixed in. After every
+// batch the level-restricted re-solve equals a full solve of the same flows.
+TEST(MaxMinProperty, BatchedChangesEqualFullResolve) {
+  Rng rng(11);
+  for (int trial = 0; trial < 100; ++trial) {
+    const int links = 10;
+    std::vector<double> capacity;
+    for (int l = 0; l < links; ++l) capacity.push_back(1 + static_cast<double>(rng.uniform_below(12)));
+    MaxMinSolver inc(capacity);
+    std::map<FlowIndex, std::pair<Path, double>> live;
+    const auto random_path = [&] {
+      Path all(static_cast<std::size_t>(links));
+      for (int l = 0; l < links; ++l) all[static_cast<std::size_t>(l)] = l;
+      rng.shuffle(all.begin(), all.end());
+      return Path(all.begin(), all.begin() + 1 + static_cast<long>(rng.uniform_below(4)));
+    };
+    for (int f = 0; f < 40; ++f) {
+      const Path p = random_path();
+      live[inc.add_flow(p)] = {p, kUnlimited};
+    }
+    inc.solve();
+    for (int batch = 0; batch < 30 && !live.empty(); ++batch) {
+      const int ops = 1 + static_cast<int>(rng.uniform_below(4));
+      for (int op = 0; op < ops && !live.empty(); ++op) {
+        const std::uint64_t kind = rng.uniform_below(5);
+        if (kind <= 1) {
+          // A departure, then more capacity on every link it crossed.
+          auto it = live.begin();
+          std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
+          const Path p = it->second.first;
+          inc.remove_flow(it->first);
+          live.erase(it);
+          for (const LinkId l : p) {
+            double& c = capacity[static_cast<std::size_t>(l)];
+            c += 0.5 * static_cast<double>(1 + rng.uniform_below(3));
+            inc.set_link_capacity(l, c);
+          }
+        } else if (kind == 2) {
+          // An arrival, then less capacity on its links.
+          const Path p = random_path();
+          live[inc.add_flow(p)] = {p, kUnlimited};
+          for (const LinkId l : p) {
+            double& c = capacity[static_cast<std::size_t>(l)];
+            c = std::max(0.5, c - 0.5 * static_cast<double>(rng.uniform_below(3)));
+            inc.set_link_capacity(l, c);
+          }
+        } else if (kind == 3) {
+          const LinkId l = static_cast<LinkId>(rng.uniform_below(links));
+          double& c = capacity[static_cast<std::size_t>(l)];
+          c = std::max(0.5, c + static_cast<double>(rng.uniform_below(7)) - 3.0);
+          inc.set_link_capacity(l, c);
+        } else {
+          auto it = live.begin();
+          std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
+          it->second.second = rng.uniform_below(2) == 0
+                                  ? kUnlimited
+                                  : 0.25 * static_cast<double>(1 + rng.uniform_below(24));
+          inc.set_flow_cap(it->first, it->second.second);
+        }
+      }
+      inc.solve();
+      ASSERT_EQ(inc.check_invariants(), "") << "trial " << trial << " batch " << batch;
+      expect_full_solve_rates(inc, capacity, live, trial, batch);
+      if (testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 // When the touched components hold more than half of a large network (kFullSolveMinFlows), the
 // incremental solve becomes a full solve: the same rates as a from-scratch solve. A capacity cut
 // on link 0 matters from level 0 (the whole component); an arrival only from its equal share.
