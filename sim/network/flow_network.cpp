@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -165,13 +166,18 @@ FlowNetwork::Shape& FlowNetwork::shape_of(std::uint64_t key, std::span<const Flo
   sh.comp_flows.resize(n);
   std::vector<std::uint32_t> fill(sh.comp_offset.begin(), sh.comp_offset.end() - 1);
   for (std::size_t k = 0; k < n; ++k) sh.comp_flows[fill[comp[k]]++] = static_cast<std::uint32_t>(k);
+  // Each component's links, each once, in the order its flows first cross them (a mark per
+  // link: a component merged by ECMP collisions can hold thousands of links).
   sh.comp_link_offset.push_back(0);
+  std::vector<std::uint32_t> listed_in(static_cast<std::size_t>(solver_.link_count()),
+                                       std::numeric_limits<std::uint32_t>::max());
   for (std::size_t c = 0; c < comps; ++c) {
     for (std::uint32_t i = sh.comp_offset[c]; i < sh.comp_offset[c + 1]; ++i) {
       const std::uint32_t k = sh.comp_flows[i];
       for (std::uint32_t e = sh.offset[k]; e < sh.offset[k + 1]; ++e) {
-        const auto b = sh.comp_links.begin() + sh.comp_link_offset.back();
-        if (std::find(b, sh.comp_links.end(), sh.links[e]) == sh.comp_links.end()) {
+        std::uint32_t& mark = listed_in[static_cast<std::size_t>(sh.links[e])];
+        if (mark != c) {
+          mark = static_cast<std::uint32_t>(c);
           sh.comp_links.push_back(sh.links[e]);
         }
       }
