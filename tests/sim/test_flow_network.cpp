@@ -260,6 +260,21 @@ TEST(MaxMinProperty, CheckerRejectsNonMaxMinAllocations) {
 }
 
 // The rates of `inc` equal a from-scratch solve of its live flows.
+// Dense random networks for the level-restricted property tests: `links` links of capacity 1…12,
+// and paths of 1 to 4 distinct links.
+std::vector<double> random_capacities(Rng& rng, int links) {
+  std::vector<double> capacity;
+  for (int l = 0; l < links; ++l) capacity.push_back(1 + static_cast<double>(rng.uniform_below(12)));
+  return capacity;
+}
+
+Path random_path(Rng& rng, int links) {
+  Path all(static_cast<std::size_t>(links));
+  for (int l = 0; l < links; ++l) all[static_cast<std::size_t>(l)] = l;
+  rng.shuffle(all.begin(), all.end());
+  return Path(all.begin(), all.begin() + 1 + static_cast<long>(rng.uniform_below(4)));
+}
+
 void expect_full_solve_rates(const MaxMinSolver& inc, const std::vector<double>& capacity,
                              const std::map<FlowIndex, std::pair<Path, double>>& live, int trial,
                              int op) {
@@ -463,15 +478,11 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
   Rng rng(7);
   for (int trial = 0; trial < 100; ++trial) {
     const int links = 10;
-    std::vector<double> capacity;
-    for (int l = 0; l < links; ++l) capacity.push_back(1 + static_cast<double>(rng.uniform_below(12)));
+    std::vector<double> capacity = random_capacities(rng, links);
     MaxMinSolver inc(capacity);
     std::map<FlowIndex, std::pair<Path, double>> live;
     for (int f = 0; f < 60; ++f) {
-      Path all(static_cast<std::size_t>(links));
-      for (int l = 0; l < links; ++l) all[static_cast<std::size_t>(l)] = l;
-      rng.shuffle(all.begin(), all.end());
-      const Path p(all.begin(), all.begin() + 1 + static_cast<long>(rng.uniform_below(4)));
+      const Path p = random_path(rng, links);
       const double cap = rng.uniform_below(3) == 0 ? 0.5 + static_cast<double>(rng.uniform_below(6))
                                                    : kUnlimited;
       live[inc.add_flow(p, cap)] = {p, cap};
@@ -482,10 +493,7 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
       const std::uint64_t kind = rng.uniform_below(7);
       if (kind == 6) {
         // An arrival: re-filled from its equal share on its links.
-        Path all(static_cast<std::size_t>(links));
-        for (int l = 0; l < links; ++l) all[static_cast<std::size_t>(l)] = l;
-        rng.shuffle(all.begin(), all.end());
-        const Path p(all.begin(), all.begin() + 1 + static_cast<long>(rng.uniform_below(4)));
+        const Path p = random_path(rng, links);
         const double cap = rng.uniform_below(3) == 0
                                ? 0.5 + static_cast<double>(rng.uniform_below(6))
                                : kUnlimited;
@@ -526,18 +534,11 @@ TEST(MaxMinProperty, BatchedChangesEqualFullResolve) {
   Rng rng(11);
   for (int trial = 0; trial < 100; ++trial) {
     const int links = 10;
-    std::vector<double> capacity;
-    for (int l = 0; l < links; ++l) capacity.push_back(1 + static_cast<double>(rng.uniform_below(12)));
+    std::vector<double> capacity = random_capacities(rng, links);
     MaxMinSolver inc(capacity);
     std::map<FlowIndex, std::pair<Path, double>> live;
-    const auto random_path = [&] {
-      Path all(static_cast<std::size_t>(links));
-      for (int l = 0; l < links; ++l) all[static_cast<std::size_t>(l)] = l;
-      rng.shuffle(all.begin(), all.end());
-      return Path(all.begin(), all.begin() + 1 + static_cast<long>(rng.uniform_below(4)));
-    };
     for (int f = 0; f < 40; ++f) {
-      const Path p = random_path();
+      const Path p = random_path(rng, links);
       live[inc.add_flow(p)] = {p, kUnlimited};
     }
     inc.solve();
@@ -559,7 +560,7 @@ TEST(MaxMinProperty, BatchedChangesEqualFullResolve) {
           }
         } else if (kind == 2) {
           // An arrival, then less capacity on its links.
-          const Path p = random_path();
+          const Path p = random_path(rng, links);
           live[inc.add_flow(p)] = {p, kUnlimited};
           for (const LinkId l : p) {
             double& c = capacity[static_cast<std::size_t>(l)];
