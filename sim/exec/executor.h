@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -193,6 +194,10 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   std::unordered_map<std::uint64_t, Rendezvous> rendezvous_;
   std::vector<std::unique_ptr<Comm>> comms_;
   std::vector<std::size_t> free_comms_;
+  // finish_comm's copies of the members it completes, one list per nesting depth (a deque, so
+  // that a deeper call's new list does not move the lists of the calls below it).
+  std::deque<std::vector<Comm::Member>> member_scratch_;
+  std::size_t finish_depth_ = 0;
   long task_instances_ = 0;
   double sm_share_ = 0;  // share of a GPU's SMs one collective holds (kOverlapCommSms / SMs)
   std::vector<int> sm_dirty_;  // actors whose SM holds changed in this picosecond

@@ -190,7 +190,11 @@ std::size_t Executor::new_comm() {
   if (!free_comms_.empty()) {
     const std::size_t id = free_comms_.back();
     free_comms_.pop_back();
-    *comms_[id] = Comm{};
+    // Reset in place: the member list keeps its capacity (no allocation per communication).
+    Comm& c = *comms_[id];
+    c.members.clear();
+    c.copy_spread_s = 0;
+    c.sm_dim = -1;
     return id;
   }
   comms_.push_back(std::make_unique<Comm>());
@@ -273,8 +277,11 @@ void Executor::begin_transfer(int send_actor, int recv_actor, const Task& t, int
 }
 
 void Executor::finish_comm(std::size_t id) {
-  // Copy: completing may start new communications that reuse slots.
-  const std::vector<Comm::Member> members = comms_[id]->members;
+  // Copy: completing may start new communications that reuse slots. The copy goes to a list
+  // kept per nesting depth (a completion can finish another communication before it returns).
+  if (member_scratch_.size() <= finish_depth_) member_scratch_.emplace_back();
+  std::vector<Comm::Member>& members = member_scratch_[finish_depth_++];
+  members.assign(comms_[id]->members.begin(), comms_[id]->members.end());
   // The copies this communication stood for ended up to copy_spread_s apart; a rank of the
   // every-rank run would have gone on after its own copy. What its members wait on from here
   // carries that spread on top of the largest one behind any of them.
@@ -293,6 +300,7 @@ void Executor::finish_comm(std::size_t id) {
   }
   for (const auto& m : members) complete(m.actor, m.stream);
   for (const auto& m : members) try_start(m.actor, static_cast<int>(m.stream));
+  --finish_depth_;
 }
 
 void Executor::complete(int a, Stream st) {

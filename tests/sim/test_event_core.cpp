@@ -110,6 +110,107 @@ TEST(EventQueue, CancelRescheduleAndStaleHandles) {
   EXPECT_FALSE(q.pending(c));
 }
 
+// The queue against a reference ordered set of (time, sequence) under random pushes, cancels,
+// reschedules and pops, in phases that alternate between few distinct times (most events share
+// a time, as in a simulation of identical ranks) and many: every pop returns the reference's
+// first event, every handle's pending state and time agree, the size follows, and the queue
+// changes layout both ways (heap to buckets and back) without changing the order.
+TEST(EventQueue, MatchesOrderedSetUnderRandomOperations) {
+  {
+    EventQueue q;
+    int to_buckets = 0, to_heap = 0;
+    Recorder r;
+    // (time, order): order counts schedulings (a push or a reschedule takes the next one), so
+    // the reference orders as (time, sequence) does.
+    std::set<std::pair<std::int64_t, std::uint64_t>> reference;
+    struct Live {
+      EventHandle h;
+      std::int64_t time;
+      std::uint64_t id;   // the event's tag
+      std::uint64_t seq;  // the queue's sequence number of its last scheduling
+    };
+    std::map<std::uint64_t, Live> live;  // order -> event
+    std::vector<EventHandle> dead;
+    std::uint64_t next_order = 0, next_id = 0;
+    std::int64_t now = 0;
+    Rng rng(11);
+    std::uint64_t distinct = 4;
+    auto pick = [&] {
+      return std::next(live.begin(), static_cast<std::ptrdiff_t>(rng.uniform_below(live.size())));
+    };
+    for (int step = 0; step < 160000; ++step) {
+      distinct = (step / 40000) % 2 == 0 ? 4 : 1'000'000;
+      const bool was_buckets = q.buckets_mode();
+      const std::uint64_t op = rng.uniform_below(10);
+      if (op < 4 || live.empty()) {
+        const std::int64_t t = now + static_cast<std::int64_t>(rng.uniform_below(distinct));
+        const std::uint64_t id = next_id++;
+        const std::uint64_t seq = q.scheduled();
+        live[next_order] = {q.push(TimePs{t}, &r, id), t, id, seq};
+        reference.insert({t, next_order++});
+      } else if (op < 5) {
+        const auto it = pick();
+        EXPECT_TRUE(q.cancel(it->second.h));
+        reference.erase({it->second.time, it->first});
+        dead.push_back(it->second.h);
+        live.erase(it);
+      } else if (op < 7) {
+        const auto it = pick();
+        const std::int64_t t = now + static_cast<std::int64_t>(rng.uniform_below(distinct));
+        Live l = it->second;
+        reference.erase({l.time, it->first});
+        live.erase(it);
+        l.seq = q.scheduled();
+        ASSERT_TRUE(q.reschedule(l.h, TimePs{t}));
+        l.time = t;
+        live[next_order] = l;
+        reference.insert({t, next_order++});
+      } else {
+        const auto expected = *reference.begin();
+        ASSERT_EQ(q.next_time(), TimePs{expected.first});
+        const Live l = live.at(expected.second);
+        const EventQueue::Event e = q.pop();
+        ASSERT_EQ(e.time, TimePs{expected.first});
+        ASSERT_EQ(e.tag, l.id);
+        ASSERT_EQ(e.seq, l.seq);
+        EXPECT_EQ(e.target, &r);
+        EXPECT_FALSE(q.pending(l.h));
+        dead.push_back(l.h);
+        live.erase(expected.second);
+        reference.erase(reference.begin());
+        now = expected.first;
+      }
+      ASSERT_EQ(q.size(), reference.size());
+      ASSERT_EQ(q.empty(), reference.empty());
+      to_buckets += !was_buckets && q.buckets_mode();
+      to_heap += was_buckets && !q.buckets_mode();
+    }
+    EXPECT_GE(to_buckets, 2);
+    EXPECT_GE(to_heap, 1);
+    for (const auto& [order, l] : live) {
+      ASSERT_TRUE(q.pending(l.h));
+      EXPECT_EQ(q.time_of(l.h), TimePs{l.time});
+      EXPECT_EQ(q.tag_of(l.h), l.id);
+    }
+    // A handle of an event that fired or was cancelled touches nothing, even when its slot now
+    // holds another event.
+    for (const EventHandle& h : dead) {
+      EXPECT_FALSE(q.pending(h));
+      EXPECT_FALSE(q.cancel(h));
+      EXPECT_FALSE(q.reschedule(h, TimePs{now}));
+    }
+    // Drain: the rest comes out in (time, scheduling order).
+    while (!q.empty()) {
+      const auto expected = *reference.begin();
+      const EventQueue::Event e = q.pop();
+      EXPECT_EQ(e.time, TimePs{expected.first});
+      EXPECT_EQ(e.tag, live.at(expected.second).id);
+      reference.erase(reference.begin());
+    }
+    EXPECT_TRUE(reference.empty());
+  }
+}
+
 TEST(Simulation, DispatchesInOrderAndAdvancesTheClock) {
   Simulation sim;
   struct Target : EventTarget {
