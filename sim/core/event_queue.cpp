@@ -85,6 +85,16 @@ EventQueue::Event EventQueue::pop() {
   return e;
 }
 
+std::size_t EventQueue::memory_bytes() const {
+  std::size_t n = slots_.capacity() * sizeof(Slot) + free_.capacity() * sizeof(std::uint32_t) +
+                  heap_.memory_bytes() + times_.memory_bytes() +
+                  buckets_.capacity() * sizeof(Bucket) +
+                  free_buckets_.capacity() * sizeof(std::uint32_t) +
+                  index_.capacity() * sizeof(std::uint32_t);
+  for (const Bucket& b : buckets_) n += b.items.capacity() * sizeof(Item);
+  return n;
+}
+
 void EventQueue::place(std::uint32_t slot, TimePs at, std::uint64_t seq) {
   Slot& s = slots_[slot];
   s.seq = seq;
@@ -98,6 +108,17 @@ void EventQueue::place(std::uint32_t slot, TimePs at, std::uint64_t seq) {
   B.items.push_back(Item{slot, seq});
   ++B.live;
   s.bucket = b;
+  // Events that keep moving through a bucket that stays pending (a far timer) leave stale
+  // entries behind; past four per live one they are dropped, in order (amortized O(1)).
+  if (B.items.size() - B.head > 4 * static_cast<std::size_t>(B.live) + 64) {
+    std::size_t kept = 0;
+    for (std::size_t i = B.head; i < B.items.size(); ++i) {
+      const Item it = B.items[i];
+      if (slots_[it.slot].seq == it.seq) B.items[kept++] = it;
+    }
+    B.items.resize(kept);
+    B.head = 0;
+  }
 }
 
 void EventQueue::observe_pop(TimePs t) {

@@ -83,6 +83,8 @@ class EventQueue {
   }
   /// Whether the bucket layout is in use (the order is the same in both).
   bool buckets_mode() const { return buckets_mode_; }
+  /// Bytes held by the queue's containers (capacity, not size).
+  std::size_t memory_bytes() const;
   /// Removes and returns the earliest event.
   Event pop();
 

@@ -110,6 +110,34 @@ TEST(EventQueue, CancelRescheduleAndStaleHandles) {
   EXPECT_FALSE(q.pending(c));
 }
 
+// A bucket that stays pending while other events keep moving through it keeps only its live
+// entries (stale ones are compacted away) and still pops in scheduling order.
+TEST(EventQueue, BucketsStayInOrderWhileEventsMoveThroughThem) {
+  EventQueue q;
+  Recorder r;
+  // Enough pops at one time to switch to buckets.
+  for (int i = 0; i < 5000; ++i) q.push(TimePs{1}, &r, 0);
+  while (!q.empty()) q.pop();
+  ASSERT_TRUE(q.buckets_mode());
+  const EventHandle far = q.push(TimePs{1000}, &r, 1);
+  const EventHandle mover = q.push(TimePs{500}, &r, 2);
+  const std::size_t before = q.memory_bytes();
+  // 100,000 moves in and out of the far bucket.
+  for (int i = 0; i < 50000; ++i) {
+    ASSERT_TRUE(q.reschedule(mover, TimePs{1000}));
+    ASSERT_TRUE(q.reschedule(mover, TimePs{500}));
+  }
+  // Without compaction the far bucket would hold 50,000 stale entries (800 KB more).
+  EXPECT_LT(q.memory_bytes(), before + 4096);
+  const EventHandle last = q.push(TimePs{1000}, &r, 3);
+  ASSERT_TRUE(q.reschedule(mover, TimePs{1000}));
+  EXPECT_EQ(q.size(), 3u);
+  EXPECT_TRUE(q.pending(far) && q.pending(last));
+  std::vector<std::uint64_t> order;
+  while (!q.empty()) order.push_back(q.pop().tag);
+  EXPECT_EQ(order, (std::vector<std::uint64_t>{1, 3, 2}));
+}
+
 // The queue against a reference ordered set of (time, sequence) under random pushes, cancels,
 // reschedules and pops, in phases that alternate between few distinct times (most events share
 // a time, as in a simulation of identical ranks) and many: every pop returns the reference's
