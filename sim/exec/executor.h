@@ -8,7 +8,6 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 #include <vector>
 
 #include "sim/core/rng.h"
@@ -44,9 +43,14 @@ inline int exposed_index(Dim d) {
 using Role = RoleIndex;
 
 struct StreamState {
-  std::uint32_t next = 0;       // position of the head task
-  std::uint32_t completed = 0;  // tasks done
+  std::uint32_t next = 0;       // position of the head task (= tasks done)
+  // The running head's step, as complete() needs it (copied at its start: by its end the
+  // role's step list is usually out of cache).
+  std::uint32_t task = 0;
+  std::uint16_t kind = 0;
   bool running = false;         // the head has started (or is posted, for communication)
+  TaskType type = TaskType::kCompute;
+  Pass pass = Pass::kForward;
   TimePs start;                 // when its work began (communication: the transfer/collective)
 };
 
@@ -83,7 +87,6 @@ struct Actor {
   // (computed at its first collective of that dimension; -1 before).
   std::int32_t group_min[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
   std::int32_t group_size[8] = {};
-  std::vector<double> kind_total;
   std::optional<Rng> jitter;
   bool traced = false;
   std::vector<TaskSpan> spans;
@@ -144,7 +147,7 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   void setup_roles();
   void setup_actors();
   void try_start(int a, int cause_stream);
-  void start_task(int a, Stream st, std::uint32_t ti, int cause_stream);
+  void start_task(int a, Stream st, const Role::Step& step, int cause_stream);
   bool ready(const Actor& act, const Role& role, const Role::Step& step) const;
   void complete(int a, Stream st);
   void post_collective(int a, Stream st, std::uint32_t ti);
@@ -184,6 +187,11 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   int job_ = 0;
   std::vector<Role> roles_;
   std::vector<Actor> actors_;
+  // Time per task kind of every actor, actor a's at [a · kind_stride_, + its role's kinds):
+  // one flat array, so that a completion's address needs no load of a per-actor pointer.
+  std::vector<double> kind_total_;
+  std::size_t kind_stride_ = 0;
+  double* kind_total(int a) { return kind_total_.data() + static_cast<std::size_t>(a) * kind_stride_; }
   bool symmetric_ = false;
   // Collective rendezvous: (task, group id) → comm id and arrivals.
   struct Rendezvous {
@@ -191,7 +199,28 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
     int arrived = 0;
     int expected = 0;
   };
-  std::unordered_map<std::uint64_t, Rendezvous> rendezvous_;
+  // The rendezvous in flight by key: open addressing with linear probing, at most half full,
+  // backward-shift deletion (no tombstones); no node allocation per collective.
+  class RendezvousTable {
+   public:
+    /// The rendezvous of `key`, inserted as `fresh` when absent (references stay valid until the
+    /// next call).
+    Rendezvous& find_or_insert(std::uint64_t key, const Rendezvous& fresh);
+    void erase(std::uint64_t key);
+
+   private:
+    static constexpr std::uint64_t kEmpty = ~0ull;  // no task index reaches 2^32 − 1
+    struct Cell {
+      std::uint64_t key = kEmpty;
+      Rendezvous r{};
+    };
+    std::size_t home(std::uint64_t key) const {
+      return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & (cells_.size() - 1);
+    }
+    std::vector<Cell> cells_;
+    std::size_t used_ = 0;
+  };
+  RendezvousTable rendezvous_;
   std::vector<std::unique_ptr<Comm>> comms_;
   std::vector<std::size_t> free_comms_;
   // finish_comm's copies of the members it completes, one list per nesting depth (a deque, so

@@ -4,9 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <memory>
 #include <optional>
-#include <unordered_map>
 
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
@@ -84,10 +84,8 @@ void Executor::setup_actors() {
       actors_.push_back(std::move(a));
     }
   }
-  for (Actor& a : actors_) {
-    const Role& R = roles_[static_cast<std::size_t>(a.stage)];
-    a.kind_total.assign(R.kind_names.size(), 0.0);
-  }
+  for (const Role& R : roles_) kind_stride_ = std::max(kind_stride_, R.kind_names.size());
+  kind_total_.assign(actors_.size() * kind_stride_, 0.0);
 }
 
 std::vector<std::pair<int, int>> Executor::transfer_pairs(int e, int dir) const {
@@ -120,29 +118,44 @@ bool Executor::ready(const Actor& act, const Role& role, const Role::Step& step)
   constexpr std::uint32_t kPos = (1u << Role::kPosBits) - 1;
   for (std::uint32_t i = 0; i < step.dep_count; ++i) {
     const std::uint32_t d = role.ready_deps[step.dep_begin + i];
-    if (act.s[d >> Role::kPosBits].completed <= (d & kPos)) return false;
+    if (act.s[d >> Role::kPosBits].next <= (d & kPos)) return false;
   }
   return true;
 }
 
+// Starts the actor's ready stream heads, in stream order. Every head that became ready earlier
+// was started then, so after a completion on `cause_stream` only that stream's next task and the
+// heads of the streams waiting on the completed task (Step::waiters) need a look; at the start
+// (no cause) and after an iteration's reset, every stream.
 void Executor::try_start(int a, int cause_stream) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
   const Role& R = roles_[static_cast<std::size_t>(act.stage)];
-  for (int s = 0; s < kStreams; ++s) {
+  std::uint32_t look = (1u << kStreams) - 1;
+  if (cause_stream >= 0) {
+    const std::uint32_t done = act.s[cause_stream].next;
+    if (done > 0) look = (1u << cause_stream) | R.steps[cause_stream][done - 1].waiters;
+  }
+  for (; look != 0; look &= look - 1) {
+    const int s = std::countr_zero(look);
     StreamState& ss = act.s[s];
     if (ss.running || ss.next >= R.steps[s].size()) continue;
     const Role::Step& step = R.steps[s][ss.next];
     if (!ready(act, R, step)) continue;
-    start_task(a, static_cast<Stream>(s), step.task, cause_stream);
+    start_task(a, static_cast<Stream>(s), step, cause_stream);
   }
 }
 
-void Executor::start_task(int a, Stream st, std::uint32_t ti, int cause_stream) {
+void Executor::start_task(int a, Stream st, const Role::Step& step, int cause_stream) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
   const Role& R = roles_[static_cast<std::size_t>(act.stage)];
+  const std::uint32_t ti = step.task;
   const Task& t = R.prog->tasks[ti];
   StreamState& ss = act.s[static_cast<int>(st)];
   ss.running = true;
+  ss.task = ti;
+  ss.kind = step.kind;
+  ss.type = step.type;
+  ss.pass = step.pass;
   ss.start = sim_.now();
   ++task_instances_;
   if (t.type == TaskType::kCollective) return post_collective(a, st, ti);
@@ -217,16 +230,62 @@ void Executor::post_collective(int a, Stream st, std::uint32_t ti) {
     expected = act.group_size[d];
     group_id = static_cast<std::uint64_t>(act.group_min[d]);
   }
-  const std::uint64_t key = (static_cast<std::uint64_t>(ti) << 32) ^
-                            (group_id << 3) ^ static_cast<std::uint64_t>(t.dim);
-  auto it = rendezvous_.find(key);
-  if (it == rendezvous_.end()) it = rendezvous_.emplace(key, Rendezvous{new_comm(), 0, expected}).first;
-  comms_[it->second.comm]->members.push_back({a, st});
-  if (++it->second.arrived < it->second.expected) return;
-  const std::size_t id = it->second.comm;
-  rendezvous_.erase(it);
+  std::size_t id;
+  if (expected == 1) {
+    id = new_comm();
+    comms_[id]->members.push_back({a, st});
+  } else {
+    const std::uint64_t key = (static_cast<std::uint64_t>(ti) << 32) ^
+                              (group_id << 3) ^ static_cast<std::uint64_t>(t.dim);
+    Rendezvous& rv = rendezvous_.find_or_insert(key, Rendezvous{0, 0, expected});
+    if (rv.arrived == 0) rv.comm = new_comm();  // the first arrival
+    comms_[rv.comm]->members.push_back({a, st});
+    if (++rv.arrived < rv.expected) return;
+    id = rv.comm;
+    rendezvous_.erase(key);
+  }
   comms_[id]->sm_dim = exposed_index(t.dim);
   if (!start_clock(id)) backend_.start_collective(request(id, a, t));
+}
+
+Executor::Rendezvous& Executor::RendezvousTable::find_or_insert(std::uint64_t key,
+                                                                const Rendezvous& fresh) {
+  if (2 * (used_ + 1) > cells_.size()) {
+    std::vector<Cell> old;
+    old.swap(cells_);
+    cells_.assign(old.empty() ? 64 : 2 * old.size(), Cell{});
+    for (const Cell& c : old) {
+      if (c.key == kEmpty) continue;
+      std::size_t i = home(c.key);
+      while (cells_[i].key != kEmpty) i = (i + 1) & (cells_.size() - 1);
+      cells_[i] = c;
+    }
+  }
+  const std::size_t mask = cells_.size() - 1;
+  std::size_t i = home(key);
+  for (; cells_[i].key != kEmpty; i = (i + 1) & mask) {
+    if (cells_[i].key == key) return cells_[i].r;
+  }
+  cells_[i] = {key, fresh};
+  ++used_;
+  return cells_[i].r;
+}
+
+void Executor::RendezvousTable::erase(std::uint64_t key) {
+  const std::size_t mask = cells_.size() - 1;
+  std::size_t hole = home(key);
+  while (cells_[hole].key != key) hole = (hole + 1) & mask;
+  for (std::size_t j = (hole + 1) & mask; cells_[j].key != kEmpty; j = (j + 1) & mask) {
+    const std::size_t want = home(cells_[j].key);
+    // j's cell may move back to the hole unless its home lies in (hole, j], cyclically.
+    const bool between = hole < j ? (want > hole && want <= j) : (want > hole || want <= j);
+    if (!between) {
+      cells_[hole] = cells_[j];
+      hole = j;
+    }
+  }
+  cells_[hole].key = kEmpty;
+  --used_;
 }
 
 // A communication begins now: its members' streams record the start; with free communication
@@ -307,12 +366,12 @@ void Executor::complete(int a, Stream st) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
   const Role& R = roles_[static_cast<std::size_t>(act.stage)];
   StreamState& ss = act.s[static_cast<int>(st)];
-  const Role::Step& step = R.steps[static_cast<int>(st)][ss.next];
-  const std::uint32_t ti = step.task;
+  const std::uint32_t ti = ss.task;
   const TimePs now = sim_.now();
   const double dur = (now - ss.start).seconds();
-  if (step.type != TaskType::kCompute) act.kind_total[step.kind] += dur;
-  if (step.type == TaskType::kCompute) {
+  double& kind_time = kind_total(a)[ss.kind];
+  if (ss.type != TaskType::kCompute) kind_time += dur;
+  if (ss.type == TaskType::kCompute) {
     // The time its kernels lost to collectives' SMs is exposed communication of their dimension
     // (as the analytic fidelity charges ComputeModel::concurrent's excess).
     double lost = 0;
@@ -324,8 +383,8 @@ void Executor::complete(int a, Stream st) {
       }
       act.slowable = false;
     }
-    act.kind_total[step.kind] += dur - lost;
-    switch (step.pass) {
+    kind_time += dur - lost;
+    switch (ss.pass) {
       case Pass::kData: act.acc_data += dur; break;
       case Pass::kOptimizer: act.acc_opt += dur - lost; break;
       default: act.acc_compute += dur - lost; break;
@@ -337,11 +396,10 @@ void Executor::complete(int a, Stream st) {
   act.end = std::max(act.end, now);
   ss.running = false;
   ++ss.next;
-  ++ss.completed;
-  if (iterations_ > 1 && ss.completed == R.steps[static_cast<int>(st)].size()) {
+  if (iterations_ > 1 && ss.next == R.steps[static_cast<int>(st)].size()) {
     bool done = true;
     for (int s = 0; s < kStreams; ++s) {
-      done = done && act.s[s].completed == R.steps[s].size();
+      done = done && act.s[s].next == R.steps[s].size();
     }
     if (done && ++finished_actors_ == actors_.size()) next_iteration();
   }
@@ -392,7 +450,7 @@ double Executor::finish(Result& r) {
   // Every task must have run: anything left is a schedule that cannot make progress.
   for (const Actor& act : actors_) {
     std::uint32_t completed[kStreams];
-    for (int s = 0; s < kStreams; ++s) completed[s] = act.s[s].completed;
+    for (int s = 0; s < kStreams; ++s) completed[s] = act.s[s].next;
     check_finished(roles_[static_cast<std::size_t>(act.stage)], act.rank, act.stage, completed);
   }
   return fill_result(r);
@@ -436,10 +494,12 @@ double Executor::fill_result(Result& r) const {
   const Role& CR = roles_[static_cast<std::size_t>(ca.stage)];
   // Every task ran (finish checked it): each kind ran as often as the role holds it, per
   // iteration.
+  const double* ck = kind_total_.data() + crit * kind_stride_;
+  const std::span<const double> crit_kinds(ck, CR.kind_names.size());
   if (iterations_ == 1) {
-    r.task_kinds = task_kind_times(CR, ca.kind_total, CR.kind_tasks);
+    r.task_kinds = task_kind_times(CR, crit_kinds, CR.kind_tasks);
   } else {
-    std::vector<double> total = ca.kind_total;
+    std::vector<double> total(crit_kinds.begin(), crit_kinds.end());
     for (double& t : total) t /= n;
     r.task_kinds = task_kind_times(CR, total, CR.kind_tasks);
   }

@@ -57,6 +57,14 @@ RoleIndex index_role(const RunConfig& cfg, const plan::Program& P) {
     }
     R.steps[static_cast<int>(t.stream)].push_back(step);
   }
+  for (std::size_t ti = 0; ti < P.tasks.size(); ++ti) {
+    const plan::Task& t = P.tasks[ti];
+    for (std::uint32_t i = 0; i < t.dep_count; ++i) {
+      const plan::Task& d = P.tasks[P.deps[t.dep_begin + i]];
+      R.steps[static_cast<int>(d.stream)][d.stream_pos].waiters |=
+          static_cast<std::uint16_t>(1u << static_cast<int>(t.stream));
+    }
+  }
   return R;
 }
 

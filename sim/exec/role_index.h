@@ -30,7 +30,11 @@ struct RoleIndex {
     std::uint16_t kind;
     plan::TaskType type;
     plan::Pass pass;
+    // The streams with a task that depends on this one: when it completes, only their heads
+    // (and the next task of its own stream) can have become ready.
+    std::uint16_t waiters = 0;
   };
+  static_assert(plan::kStreamCount <= 16, "Step::waiters has one bit per stream");
   std::vector<Step> steps[plan::kStreamCount];
   /// A dependency as its stream and position there: (stream << kPosBits) | position.
   static constexpr int kPosBits = 28;
