@@ -27,6 +27,13 @@ using plan::TaskType;
 constexpr int kStreams = plan::kStreamCount;
 constexpr std::uint64_t kCommTag = 1ull << 62;
 constexpr std::uint64_t kStartTag = 1ull << 61;  // a job that starts later than time 0
+// A compute task's end: actor · kStreams + stream in the low bits, its kind above them.
+constexpr int kComputeTagKindShift = 40;
+constexpr std::uint64_t kComputeTagMask = (1ull << kComputeTagKindShift) - 1;
+inline std::uint64_t compute_tag(int actor, Stream st, std::uint16_t kind) {
+  return (static_cast<std::uint64_t>(kind) << kComputeTagKindShift) |
+         (static_cast<std::uint64_t>(actor) * kStreams + static_cast<std::uint64_t>(st));
+}
 
 enum Exposed { kExTp, kExCp, kExEp, kExPp, kExDp, kExCount };
 
@@ -45,14 +52,17 @@ using Role = RoleIndex;
 struct StreamState {
   std::uint32_t next = 0;       // position of the head task (= tasks done)
   // The running head's step, as complete() needs it (copied at its start: by its end the
-  // role's step list is usually out of cache).
+  // role's step list is usually out of cache); once it completes, the last task done, until
+  // the next one starts (a compute task's idle gap is charged to it).
   std::uint32_t task = 0;
   std::uint16_t kind = 0;
   bool running = false;         // the head has started (or is posted, for communication)
   TaskType type = TaskType::kCompute;
   Pass pass = Pass::kForward;
+  Dim dim = Dim::kNone;         // communication: its dimension
   TimePs start;                 // when its work began (communication: the transfer/collective)
 };
+static_assert(sizeof(StreamState) == 24, "StreamState stays three words");
 
 struct Actor {
   int stage = 0;
@@ -90,11 +100,6 @@ struct Actor {
   std::optional<Rng> jitter;
   bool traced = false;
   std::vector<TaskSpan> spans;
-  // What the last completion on each stream was (for charging compute-stream gaps).
-  struct Done {
-    std::uint32_t task = 0;
-    TimePs start;
-  } last_done[kStreams];
 };
 
 static_assert(static_cast<int>(Dim::kPp) < 8, "Actor::group_min has one slot per Dim");
@@ -147,7 +152,9 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   void setup_roles();
   void setup_actors();
   void try_start(int a, int cause_stream);
-  void start_task(int a, Stream st, const Role::Step& step, int cause_stream);
+  // `cause`: the stream whose completion let the task start, as it was then (null: none, or
+  // the compute stream).
+  void start_task(int a, Stream st, const Role::Step& step, const StreamState* cause);
   bool ready(const Actor& act, const Role& role, const Role::Step& step) const;
   void complete(int a, Stream st);
   void post_collective(int a, Stream st, std::uint32_t ti);

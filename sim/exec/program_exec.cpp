@@ -131,9 +131,13 @@ void Executor::try_start(int a, int cause_stream) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
   const Role& R = roles_[static_cast<std::size_t>(act.stage)];
   std::uint32_t look = (1u << kStreams) - 1;
+  // The cause's last task as it completed: starting its stream's next task below overwrites it.
+  StreamState cause{};
+  const bool charged = cause_stream >= 0 && cause_stream != static_cast<int>(Stream::kCompute);
   if (cause_stream >= 0) {
     const std::uint32_t done = act.s[cause_stream].next;
     if (done > 0) look = (1u << cause_stream) | R.steps[cause_stream][done - 1].waiters;
+    cause = act.s[cause_stream];
   }
   for (; look != 0; look &= look - 1) {
     const int s = std::countr_zero(look);
@@ -141,15 +145,13 @@ void Executor::try_start(int a, int cause_stream) {
     if (ss.running || ss.next >= R.steps[s].size()) continue;
     const Role::Step& step = R.steps[s][ss.next];
     if (!ready(act, R, step)) continue;
-    start_task(a, static_cast<Stream>(s), step, cause_stream);
+    start_task(a, static_cast<Stream>(s), step, charged ? &cause : nullptr);
   }
 }
 
-void Executor::start_task(int a, Stream st, const Role::Step& step, int cause_stream) {
+void Executor::start_task(int a, Stream st, const Role::Step& step, const StreamState* cause) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
-  const Role& R = roles_[static_cast<std::size_t>(act.stage)];
   const std::uint32_t ti = step.task;
-  const Task& t = R.prog->tasks[ti];
   StreamState& ss = act.s[static_cast<int>(st)];
   ss.running = true;
   ss.task = ti;
@@ -158,21 +160,19 @@ void Executor::start_task(int a, Stream st, const Role::Step& step, int cause_st
   ss.pass = step.pass;
   ss.start = sim_.now();
   ++task_instances_;
-  if (t.type == TaskType::kCollective) return post_collective(a, st, ti);
-  if (t.type != TaskType::kCompute) return post_p2p(a, st, ti);
+  if (step.type != TaskType::kCompute) {
+    const Role& R = roles_[static_cast<std::size_t>(act.stage)];
+    ss.dim = R.prog->tasks[ti].dim;
+    if (step.type == TaskType::kCollective) return post_collective(a, st, ti);
+    return post_p2p(a, st, ti);
+  }
   // Charge the compute stream's idle gap to what this task waited for.
   const double gap = (sim_.now() - act.compute_end).seconds();
   if (gap > 0) {
-    const Task* cause = nullptr;
-    TimePs cause_start = sim_.now();
-    if (cause_stream >= 0 && cause_stream != static_cast<int>(Stream::kCompute)) {
-      const auto& ld = act.last_done[cause_stream];
-      cause = &R.prog->tasks[ld.task];
-      cause_start = ld.start;
-    }
     if (cause == nullptr) {
       act.acc_bubble += gap;
     } else if (cause->dim == Dim::kPp) {
+      const TimePs cause_start = cause->start;
       const double waiting =
           std::max(0.0, (std::min(sim_.now(), cause_start) - act.compute_end).seconds());
       act.acc_bubble += waiting;
@@ -182,15 +182,15 @@ void Executor::start_task(int a, Stream st, const Role::Step& step, int cause_st
     }
   }
   // A slow GPU slows its kernels, not the host's data pipeline.
-  double d = static_cast<double>(R.duration_ps[ti]) * (t.pass == Pass::kData ? 1.0 : act.factor);
-  if (act.jitter && t.pass != Pass::kData) d *= jitter_factor(*act.jitter, opt_.jitter);
-  act.slowable = sm_share_ > 0 && t.pass != Pass::kData;
+  const Role& R = roles_[static_cast<std::size_t>(act.stage)];
+  const bool data = step.pass == Pass::kData;
+  double d = static_cast<double>(R.duration_ps[ti]) * (data ? 1.0 : act.factor);
+  if (act.jitter && !data) d *= jitter_factor(*act.jitter, opt_.jitter);
+  act.slowable = sm_share_ > 0 && !data;
   act.event_rate = 1.0;
   if (!act.slowable || act.sm_total == 0) {
     const TimePs dur{static_cast<std::int64_t>(std::llround(d))};
-    act.compute_event = sim_.schedule(sim_.now() + dur, *this,
-                                      static_cast<std::uint64_t>(a) * kStreams +
-                                          static_cast<std::uint64_t>(st));
+    act.compute_event = sim_.schedule(sim_.now() + dur, *this, compute_tag(a, st, step.kind));
   }
   if (!act.slowable) return;
   act.work_left_ps = std::round(d);
@@ -392,7 +392,6 @@ void Executor::complete(int a, Stream st) {
     act.compute_end = now;
   }
   if (act.traced) act.spans.push_back({ti, ss.start, now});
-  act.last_done[static_cast<int>(st)] = {ti, ss.start};
   act.end = std::max(act.end, now);
   ss.running = false;
   ++ss.next;
@@ -412,7 +411,11 @@ void Executor::next_iteration() {
   finished_actors_ = 0;
   if (++iterations_done_ == iterations_) return;
   for (Actor& a : actors_) {
-    for (StreamState& ss : a.s) ss = StreamState{};
+    // Each stream keeps its last task done (the next start's gap is charged to it).
+    for (StreamState& ss : a.s) {
+      ss.next = 0;
+      ss.running = false;
+    }
     a.posted_send[0] = a.posted_send[1] = 0;
     a.posted_recv[0] = a.posted_recv[1] = 0;
   }
@@ -428,8 +431,12 @@ void Executor::on_event(std::uint64_t tag) {
     finish_comm(static_cast<std::size_t>(tag & ~kCommTag));
     return;
   }
-  const int a = static_cast<int>(tag / kStreams);
-  const Stream st = static_cast<Stream>(tag % kStreams);
+  const std::uint64_t at = tag & kComputeTagMask;
+  const int a = static_cast<int>(at / kStreams);
+  const Stream st = static_cast<Stream>(at % kStreams);
+  // The task's time-per-kind cell, fetched while the actor's record is: neither is usually in
+  // cache when an every-rank run's task ends, and the cell's address does not need the record.
+  __builtin_prefetch(kind_total(a) + (tag >> kComputeTagKindShift));
   complete(a, st);
   try_start(a, static_cast<int>(st));
 }

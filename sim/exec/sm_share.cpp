@@ -45,8 +45,7 @@ void Executor::schedule_compute_end(int a) {
     sim_.reschedule(act.compute_event, end);
   } else {
     act.compute_event = sim_.schedule(
-        end, *this,
-        static_cast<std::uint64_t>(a) * kStreams + static_cast<std::uint64_t>(Stream::kCompute));
+        end, *this, compute_tag(a, Stream::kCompute, act.s[static_cast<int>(Stream::kCompute)].kind));
   }
 }
 
