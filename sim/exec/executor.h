@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "sim/core/flat_map.h"
 #include "sim/core/rng.h"
 #include "sim/core/simulation.h"
 #include "sim/exec/comm_backend.h"
@@ -206,28 +207,8 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
     int arrived = 0;
     int expected = 0;
   };
-  // The rendezvous in flight by key: open addressing with linear probing, at most half full,
-  // backward-shift deletion (no tombstones); no node allocation per collective.
-  class RendezvousTable {
-   public:
-    /// The rendezvous of `key`, inserted as `fresh` when absent (references stay valid until the
-    /// next call).
-    Rendezvous& find_or_insert(std::uint64_t key, const Rendezvous& fresh);
-    void erase(std::uint64_t key);
-
-   private:
-    static constexpr std::uint64_t kEmpty = ~0ull;  // no task index reaches 2^32 − 1
-    struct Cell {
-      std::uint64_t key = kEmpty;
-      Rendezvous r{};
-    };
-    std::size_t home(std::uint64_t key) const {
-      return static_cast<std::size_t>((key * 0x9E3779B97F4A7C15ull) >> 32) & (cells_.size() - 1);
-    }
-    std::vector<Cell> cells_;
-    std::size_t used_ = 0;
-  };
-  RendezvousTable rendezvous_;
+  // The rendezvous in flight by key (flat: no node allocation per collective).
+  FlatU64Map<Rendezvous> rendezvous_;
   std::vector<std::unique_ptr<Comm>> comms_;
   std::vector<std::size_t> free_comms_;
   // finish_comm's copies of the members it completes, one list per nesting depth (a deque, so

@@ -248,46 +248,6 @@ void Executor::post_collective(int a, Stream st, std::uint32_t ti) {
   if (!start_clock(id)) backend_.start_collective(request(id, a, t));
 }
 
-Executor::Rendezvous& Executor::RendezvousTable::find_or_insert(std::uint64_t key,
-                                                                const Rendezvous& fresh) {
-  if (2 * (used_ + 1) > cells_.size()) {
-    std::vector<Cell> old;
-    old.swap(cells_);
-    cells_.assign(old.empty() ? 64 : 2 * old.size(), Cell{});
-    for (const Cell& c : old) {
-      if (c.key == kEmpty) continue;
-      std::size_t i = home(c.key);
-      while (cells_[i].key != kEmpty) i = (i + 1) & (cells_.size() - 1);
-      cells_[i] = c;
-    }
-  }
-  const std::size_t mask = cells_.size() - 1;
-  std::size_t i = home(key);
-  for (; cells_[i].key != kEmpty; i = (i + 1) & mask) {
-    if (cells_[i].key == key) return cells_[i].r;
-  }
-  cells_[i] = {key, fresh};
-  ++used_;
-  return cells_[i].r;
-}
-
-void Executor::RendezvousTable::erase(std::uint64_t key) {
-  const std::size_t mask = cells_.size() - 1;
-  std::size_t hole = home(key);
-  while (cells_[hole].key != key) hole = (hole + 1) & mask;
-  for (std::size_t j = (hole + 1) & mask; cells_[j].key != kEmpty; j = (j + 1) & mask) {
-    const std::size_t want = home(cells_[j].key);
-    // j's cell may move back to the hole unless its home lies in (hole, j], cyclically.
-    const bool between = hole < j ? (want > hole && want <= j) : (want > hole || want <= j);
-    if (!between) {
-      cells_[hole] = cells_[j];
-      hole = j;
-    }
-  }
-  cells_[hole].key = kEmpty;
-  --used_;
-}
-
 // A communication begins now: its members' streams record the start; with free communication
 // it completes at once (returns true).
 bool Executor::start_clock(std::size_t id) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sim/core/event_queue.h"
+#include "sim/core/flat_map.h"
 #include "sim/core/indexed_heap.h"
 #include "sim/core/observer.h"
 #include "sim/core/rng.h"
@@ -408,6 +409,53 @@ struct Counter : Component, EventTarget {
   std::int64_t period;
   std::vector<std::int64_t> ticks;
 };
+
+// The flat map against std::map under random inserts, lookups and erases: keys from a small range
+// (long probe clusters, erases inside them: what backward-shift deletion must keep findable) and
+// from the whole 64-bit range, through several growths.
+TEST(FlatU64Map, MatchesStdMapUnderRandomOperations) {
+  FlatU64Map<int> flat;
+  std::map<std::uint64_t, int> ref;
+  Rng rng(42);
+  for (int phase = 0; phase < 4; ++phase) {
+    const std::uint64_t range = phase % 2 == 0 ? 300 : ~0ull - 1;
+    for (int op = 0; op < 50'000; ++op) {
+      const std::uint64_t key = rng.uniform_below(range);
+      const auto kind = rng.uniform_below(3);
+      if (kind == 0) {
+        const int v = static_cast<int>(rng.uniform_below(1000));
+        int& got = flat.find_or_insert(key, v);
+        const auto [it, fresh] = ref.emplace(key, v);
+        ASSERT_EQ(got, it->second) << "key " << key << (fresh ? " (new)" : " (present)");
+        got += 1;  // the reference is the stored value
+        it->second += 1;
+      } else if (kind == 1) {
+        ASSERT_EQ(flat.erase(key), ref.erase(key) == 1) << "key " << key;
+      } else {
+        const int* got = flat.find(key);
+        const auto it = ref.find(key);
+        ASSERT_EQ(got != nullptr, it != ref.end()) << "key " << key;
+        if (got != nullptr) {
+          ASSERT_EQ(*got, it->second);
+        }
+      }
+      ASSERT_EQ(flat.size(), ref.size());
+    }
+    // Everything left is found with its value, and the table stays at most half full.
+    for (const auto& [key, v] : ref) {
+      const int* got = flat.find(key);
+      ASSERT_NE(got, nullptr) << "key " << key;
+      EXPECT_EQ(*got, v);
+    }
+    EXPECT_LE(2 * flat.size(), flat.capacity());
+    if (phase == 1) {
+      for (const auto& [key, v] : ref) EXPECT_TRUE(flat.erase(key));
+      ref.clear();
+      EXPECT_EQ(flat.size(), 0u);
+      EXPECT_EQ(flat.find(1), nullptr);
+    }
+  }
+}
 
 TEST(Simulation, TwoSimulationsSideBySide) {
   Simulation alone(3);
