@@ -12,6 +12,7 @@
 #include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -323,11 +324,21 @@ int cmd_explain(const std::string& key, const std::string& format) {
     for (const auto& k : scen::schema()) {
       if (!prefix.empty() && k.path != prefix && k.path.rfind(std::string(prefix) + ".", 0) != 0)
         continue;
+      // The bounds a value is checked against (null: none), and the other tools' names of the
+      // key (suggested, never accepted): what the text form prints, for scripts
+      // (scripts/schema-doc.py writes docs/scenario-schema.md from it).
+      nlohmann::ordered_json minimum = nullptr;
+      nlohmann::ordered_json maximum = nullptr;
+      if (k.min_value != std::numeric_limits<double>::lowest()) minimum = k.min_value;
+      if (k.max_value != std::numeric_limits<double>::max()) maximum = k.max_value;
       arr.push_back({{"key", k.path},
                      {"type", scen::to_string(k.type)},
                      {"unit", k.unit},
                      {"default", k.default_value},
                      {"choices", k.choices},
+                     {"minimum", minimum},
+                     {"maximum", maximum},
+                     {"aliases", k.aliases},
                      {"description", k.description}});
     }
     if (arr.empty()) scen::explain(key);  // throws the unknown-key error with its suggestion

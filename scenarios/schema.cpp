@@ -909,7 +909,8 @@ std::vector<KeyDef> build_schema() {
        .default_value = "analytic",
        .description = "analytic (closed form, no event core), schedule (every rank's Program on "
                       "the event core, closed-form communication), flow (the same with max-min "
-                      "fluid flows over ECMP paths) or packet (queues, ECN, PFC; not built yet)",
+                      "fluid flows over ECMP paths) or packet (the same Program over switch queues with "
+                      "ECN, PFC and the congestion-control algorithms; docs/network.md)",
        .choices = {"analytic", "schedule", "flow", "packet"},
        .aliases = {"backend", "network_model", "network_backend"}},
       {.path = "simulation.symmetry",

@@ -2,6 +2,7 @@
 // Exit codes (DESIGN.md §3): 0 ok, 2 input/usage, 3 infeasible configuration, 4 runtime.
 #include <gtest/gtest.h>
 
+#include "sim/core/limits.h"
 #include "tests/support/cli_runner.h"
 #include <sys/wait.h>
 #include <unistd.h>
@@ -287,6 +288,19 @@ TEST(Cli, ExplainPresetsInfo) {
   const CliRun ej = trainsim("explain parallel --format json");
   ASSERT_EQ(ej.code, 0);
   EXPECT_GE(nlohmann::json::parse(ej.out).size(), 9u);
+  // The bounds and aliases that the text form prints are in the JSON too (scripts/schema-doc.py
+  // writes docs/scenario-schema.md from it): model.layers is 1..kMaxModelLayers, parallel.pp
+  // has no upper bound, and Megatron's flag names are parallel.pp's aliases.
+  const nlohmann::json layers = nlohmann::json::parse(trainsim("explain model.layers --format json").out);
+  ASSERT_EQ(layers.size(), 1u);
+  EXPECT_EQ(layers[0]["minimum"], 1.0);
+  EXPECT_EQ(layers[0]["maximum"], static_cast<double>(trainsim::limits::kMaxModelLayers));
+  for (const auto& k : nlohmann::json::parse(ej.out)) {
+    if (k["key"] != "parallel.pp") continue;
+    EXPECT_EQ(k["minimum"], 1.0);
+    EXPECT_TRUE(k["maximum"].is_null());
+    EXPECT_FALSE(k["aliases"].empty());
+  }
   const CliRun p = trainsim("--list-presets");
   ASSERT_EQ(p.code, 0);
   for (const char* s : {"megascale-ampere", "selene-a100", "dgx-h100-superpod", "meta-h100-roce",
