@@ -133,6 +133,14 @@ TEST(CollectiveCli, PacketLevelAgreesWithTheFlowLevel) {
                            "--set network.packet.kmin_bytes=300000");
   EXPECT_EQ(ecn.code, 2);
   EXPECT_NE(ecn.err.find("Kmax must not be below Kmin"), std::string::npos) << ecn.err;
+  // A zero RTO cannot be asked for: the RTO is NCCL_IB_TIMEOUT's exponent t (4.096 µs · 2^t,
+  // t in 0..31, so at least 4.096 µs); a negative, fractional or too large exponent is refused.
+  for (const char* t : {"-1", "0.5", "32"}) {
+    const Out rto = trainsim(std::string("collective --ranks 16 --sizes 1M --fidelity packet "
+                                         "--set network.retransmit.timeout=") + t);
+    EXPECT_EQ(rto.code, 2) << t;
+    EXPECT_NE(rto.err.find("network.retransmit.timeout"), std::string::npos) << rto.err;
+  }
   // DCQCN's target-rate rule reaches the engine: ConnectX's (network.packet.
   // dcqcn_clamp_target_always=false) recovers faster on the oversubscribed rings (2,565 against
   // 2,894 µs; 2,348 against 3,540 before the pacer kept its schedule, 2026-12-03).
