@@ -371,7 +371,9 @@ void Executor::next_iteration() {
   finished_actors_ = 0;
   if (++iterations_done_ == iterations_) return;
   for (Actor& a : actors_) {
-    // Each stream keeps its last task done (the next start's gap is charged to it).
+    // A stream's last task stays in its state, unread: the first compute start of the next
+    // iteration has no cause and charges its idle gap (the wait for the slowest rank) to the
+    // bubble; every later start takes its cause from the stream that just completed.
     for (StreamState& ss : a.s) {
       ss.next = 0;
       ss.running = false;

@@ -248,6 +248,38 @@ TEST(JobsCli, IterationsRunBackToBackAndTheMeanIsReported) {
   EXPECT_NEAR(solo["jobs"][0]["iteration_time_s"].get<double>(), alone, 1e-12);
 }
 
+// Back-to-back iterations of a pipelined job repeat the first exactly, its breakdown included:
+// every rank starts iteration k + 1 when the slowest one ends iteration k, from the first task of
+// every stream (docs/program.md). PP 2 over the two servers of job a (one GPU each), 1F1B: the
+// stages end an iteration at different times, and the reported breakdown (the critical rank's)
+// has a bubble. Three iterations report the mean one, which must be the single iteration's.
+TEST(JobsCli, IterationsOfAPipelinedJobRepeatTheFirstBreakdownIncluded) {
+  const std::string pp2 = "  - {name: a, hosts: [0, 2]";
+  const auto run = [&](const std::string& iterations, const std::string& name) {
+    std::string text = slurp(dumbbell_with(pp2 + iterations + "}\n", name));
+    const auto at = text.find("  pp: 1");
+    EXPECT_NE(at, std::string::npos);
+    text.replace(at, 7, "  pp: 2");
+    const std::string path = temp_path(name + "-pp2.yaml");
+    std::ofstream(path) << text;
+    return run_json(path);
+  };
+  const nlohmann::json one = run("", "pp2-one");
+  const nlohmann::json three = run(", iterations: 3", "pp2-three");
+  ASSERT_EQ(three["jobs"][0]["iterations"], 3);
+  const double t1 = one["jobs"][0]["iteration_time_s"].get<double>();
+  EXPECT_NEAR(three["jobs"][0]["iteration_time_s"].get<double>(), t1, 1e-12 * t1);
+  const auto& b1 = one["jobs"][0]["result"]["breakdown"];
+  const auto& b3 = three["jobs"][0]["result"]["breakdown"];
+  for (const char* k : {"compute_s", "pipeline_bubble_s", "optimizer_s", "data_loading_s"}) {
+    EXPECT_NEAR(b3[k].get<double>(), b1[k].get<double>(), 1e-9 * t1) << k;
+  }
+  EXPECT_GT(b1["pipeline_bubble_s"].get<double>(), 0.0);
+  for (const auto& [dim, t] : b1["exposed_comm_s"].items()) {
+    EXPECT_NEAR(b3["exposed_comm_s"][dim].get<double>(), t.get<double>(), 1e-9 * t1) << dim;
+  }
+}
+
 // `--compare` runs the jobs on each variant of the fabric: one row per (variant, job). On the
 // dumbbell at 1:1 (two spines) the rings may still collide by ECMP; at 2:1 they always share.
 TEST(JobsCli, CompareRunsEveryJobOnEachFabricVariant) {
