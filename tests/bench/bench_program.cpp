@@ -56,9 +56,17 @@ void BM_FlowDcqcn175B(benchmark::State& state) {
   run(state, "flow", {"network.congestion_control=dcqcn"});
 }
 
+// Every rank instead of the symmetry shortcut (issue 20: at 12,288 GPUs within 60 s; docs/
+// performance.md, "Cost growth"): the executor runs every rank's Program and the network every
+// rank's own transfer.
+void BM_FlowEveryRank175B(benchmark::State& state) {
+  run(state, "flow", {"simulation.symmetry=false"});
+}
+
 BENCHMARK(BM_Schedule175B)->Arg(256)->Arg(1536)->Arg(12288)->Arg(32768)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Flow175B)->Arg(256)->Arg(1536)->Arg(3072)->Arg(12288)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_FlowDcqcn175B)->Arg(3072)->Arg(12288)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_FlowEveryRank175B)->Arg(256)->Arg(1536)->Arg(3072)->Arg(12288)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_FlowTp16AcrossServers)->Arg(256)->Arg(1536)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
