@@ -35,7 +35,10 @@ const std::vector<FrameworkPreset>& framework_presets() {
       {"megatron-lm-2021", "Megatron-LM v2.5 (SC21)", "2021-08",
        "Narayanan et al. SC21 §3-§5; Megatron-LM tag v2.5 (2021-08-10): interleaved 1F1B merged "
        "2021-02; no sequence parallelism (2022-05), no distributed optimizer (2022-06), fused "
-       "softmax/bias-GeLU/bias-dropout-add kernels, full activation recompute in the paper's runs",
+       "softmax/bias-GeLU/bias-dropout-add kernels, full activation recompute in the paper's runs; "
+       "fp16 with local DDP and no contiguous gradient buffers (examples/sc21/CONFIG.sh), so "
+       "autograd adds each micro-batch's gradient into the 16-bit .grad (gradient-accumulation "
+       "fusion came 2022-02)",
        with(levers({}), {{"parallel.sp", "false"},
                          {"parallel.zero", "0"},
                          {"training.recompute", "full"},
@@ -44,6 +47,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.dp_buckets", "fixed-40m"},
                          {"framework.tp_overlap_method", "bulk"},
                          {"framework.pp_activation", "scatter-gather"},
+                         {"framework.grad_accumulation", "add-16bit"},
                          {"collectives.p2p_net_channels", "1"}}),
        "flash2", "megatron", "megatron-recompute", true,
        /*selective_recompute=*/false, /*sharded_optimizer=*/false, /*context_parallel=*/false},
@@ -52,7 +56,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
        "Megatron-LM: sequence parallelism and selective recompute merged 2022-05-20, distributed "
        "optimizer over DP merged 2022-06-08, FlashAttention merged 2023-01-11 (commit 285068c8, "
        "the commit MegaScale §6.1 builds on) but off by default; grad-reduce overlap (2023-09), "
-       "TP overlap (2023-10) and param-gather overlap (2023-11) not yet",
+       "TP overlap (2023-10) and param-gather overlap (2023-11) not yet; gradient-accumulation "
+       "fusion into the weight-gradient GEMM on by default since 2022-02 (commit 83b1e42f)",
        with(levers({}), {{"parallel.sp", "true"},
                          {"parallel.zero", "1"},
                          {"training.recompute", "selective"},
@@ -61,6 +66,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.dp_buckets", "fixed-40m"},
                          {"framework.tp_overlap_method", "bulk"},
                          {"framework.pp_activation", "scatter-gather"},
+                         {"framework.grad_accumulation", "in-gemm"},
                          {"collectives.p2p_net_channels", "2"}}),
        "flash2", "megatron", "megatron", true,
        /*selective_recompute=*/true, /*sharded_optimizer=*/true, /*context_parallel=*/false},
@@ -78,6 +84,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "full"},
+             {"framework.grad_accumulation", "in-gemm"},
              {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "megatron", "megatron"},
       {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
@@ -94,6 +101,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.dp_buckets", "scaled"},
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "full"},
+             {"framework.grad_accumulation", "in-gemm"},
              {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "nemo", "megatron"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
@@ -111,12 +119,14 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "scatter-gather"},
+             {"framework.grad_accumulation", "in-gemm"},
              {"collectives.p2p_net_channels", "2"}}),
        "flash2", "megascale", "megatron", true,
        /*selective_recompute=*/true, /*sharded_optimizer=*/true, /*context_parallel=*/false},
       {"deepspeed-2023", "DeepSpeed ZeRO (2023)", "2023-01",
        "DeepSpeed ZeRO stage 1 with overlap_comm (gradient reduction overlapped with backward), "
-       "activation checkpointing of every layer, no sequence parallelism",
+       "activation checkpointing of every layer, no sequence parallelism; between accumulation "
+       "boundaries autograd adds each micro-batch's gradient into the 16-bit .grad",
        with(levers({"dp_overlap"}), {{"parallel.sp", "false"},
                                      {"parallel.zero", "1"},
                                      {"training.recompute", "full"},
@@ -125,6 +135,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                                      {"framework.dp_buckets", "fixed-40m"},
                                      {"framework.tp_overlap_method", "bulk"},
                                      {"framework.pp_activation", "scatter-gather"},
+                                     {"framework.grad_accumulation", "add-16bit"},
                                      {"collectives.p2p_net_channels", "2"}}),
        "flash2", "deepspeed", "megatron-recompute", false,
        /*selective_recompute=*/false, /*sharded_optimizer=*/true, /*context_parallel=*/false},
@@ -132,7 +143,9 @@ const std::vector<FrameworkPreset>& framework_presets() {
        "Liang et al. 2024 (TorchTitan); Dubey et al. 2024 (Llama 3) §3.3.2: FSDP shards optimizer "
        "state and gradients but does not reshard parameters after forward (ZeRO-2-like), "
        "gradients reduce-scattered in fp32, asynchronous P2P, no activation recompute at 8K "
-       "sequences; PyTorch SDPA's FlashAttention-2 kernel",
+       "sequences; PyTorch SDPA's FlashAttention-2 kernel; FP32 gradient accumulation across "
+       "micro-batches (Llama 3 §3.3.2; FSDP2 keeps unsharded_accumulated_grad in the reduce "
+       "dtype while gradient sync is off)",
        with(levers({"pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline"}),
             {{"parallel.sp", "true"},
              {"parallel.zero", "2"},
@@ -142,6 +155,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.dp_buckets", "scaled"},
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "full"},
+             {"framework.grad_accumulation", "add-fp32"},
              {"collectives.p2p_net_channels", "2"}}),
        "flash2", "torchtitan", "megatron"},
   };

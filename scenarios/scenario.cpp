@@ -783,6 +783,10 @@ class Resolver {
     o.pp_activation = get("framework.pp_activation") == "full" ? plan::PpActivation::kFull
                                                                : plan::PpActivation::kScatterGather;
     o.p2p_net_channels = integer("collectives.p2p_net_channels");
+    const std::string accumulation = get("framework.grad_accumulation");
+    o.grad_accumulation = accumulation == "add-16bit"  ? plan::GradAccumulation::kAdd16
+                          : accumulation == "add-fp32" ? plan::GradAccumulation::kAddFp32
+                                                       : plan::GradAccumulation::kInGemm;
     scenario_.scale.gpu_speed_sigma = real("scale.gpu_speed_sigma");
     scenario_.scale.global_sync = flag("scale.global_sync");
   }

@@ -484,6 +484,17 @@ std::vector<KeyDef> build_schema() {
                       "TP rank sends the whole tensor: Megatron-Core from 23.04)",
        .choices = {"scatter-gather", "full"},
        .aliases = {"scatter_gather_tensors_in_pipeline", "p2p_scatter_gather"}},
+      {.path = "framework.grad_accumulation",
+       .type = K::kEnum,
+       .default_value = "in-gemm",
+       .description = "How weight gradients are summed over micro-batches: in-gemm (the "
+                      "weight-gradient GEMM adds into the buffer: Megatron-LM's gradient "
+                      "accumulation fusion, default since 2022-02), add-16bit (autograd adds "
+                      "each new gradient into the 16-bit .grad, one pass of 6 B per parameter "
+                      "from the second micro-batch) or add-fp32 (into an fp32 accumulator: 6 B "
+                      "the first micro-batch, 10 B the others)",
+       .choices = {"in-gemm", "add-16bit", "add-fp32"},
+       .aliases = {"gradient_accumulation_fusion", "grad_accumulation_fusion"}},
 
       // costs that grow with the number of GPUs (sim/exec/scale.h, docs/scale.md)
       {.path = "scale.gpu_speed_sigma",

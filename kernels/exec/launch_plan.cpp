@@ -127,6 +127,9 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
     k.f32 = true;
     return k;
   }
+  // Gradient accumulation (plan::GradAccumulation) moves its bytes in one kernel per parameter
+  // tensor: the generic memory-traffic kernel, as no calibrated launcher times it.
+  if (op.name == "grad_accumulate") return k;
   // Element-wise ops have no backward launcher: their backward runs the forward launcher twice
   // (the same 2× bytes the simulator prices, through the kernel the calibration timed);
   // cross-entropy's launcher writes the logits gradient itself.

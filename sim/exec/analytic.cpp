@@ -39,6 +39,30 @@ struct Context {
   coll::LinkModel links;
   model::Sharding shard;
   double comm_sm_share = 0;  // share of the SMs an overlapped collective occupies
+  model::ParamCount pc;      // the model's parameters (per layer, embedding, head)
+
+  // One micro-batch's gradient accumulation over `params` parameters in `tensors` tensors,
+  // averaged over the iteration's micro-batches (the first differs: plan::GradAccumulation);
+  // 0 when the weight-gradient GEMMs accumulate.
+  double accumulate(double params, int tensors) const {
+    const plan::GradAccumulation g = cfg.opt.grad_accumulation;
+    if (g == plan::GradAccumulation::kInGemm) return 0.0;
+    const double n = L.microbatches;
+    const double first = cm.grad_accumulate(params, plan::grad_accumulation_bytes_per_param(g, true),
+                                            tensors);
+    const double other = cm.grad_accumulate(
+        params, plan::grad_accumulation_bytes_per_param(g, false), tensors);
+    return (first + (n - 1) * other) / n;
+  }
+  // A layer's parameters on this GPU (as the Program's DP buckets count them) and tensors.
+  double layer_accumulate(bool moe) const {
+    const double t = L.par.tp;
+    const double params = pc.attention / t + pc.norms +
+                          (moe ? pc.expert_mlp / t / L.par.ep : pc.mlp / t);
+    const int tensors = pc.attention_tensors + pc.norm_tensors +
+                        (moe ? cfg.model.experts / L.par.ep * pc.expert_tensors + 1 : pc.mlp_tensors);
+    return accumulate(params, tensors);
+  }
 
   // NCCL_ALGO applies to all-reduce (other collectives run rings); NCCL_PROTO to every
   // collective but the point-to-point ones.
@@ -210,6 +234,10 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
   std::vector<Op>& ops = w.layer_ops[moe ? 1 : 0];
   model::layer_forward_ops(m, c.shard, li, ops);
   price_ops(c, lc, ops, full, selective, out);
+  // The layer's weight gradients summed into the accumulator, after its backward.
+  const double accumulate = c.layer_accumulate(moe);
+  out.add(kBackward, accumulate);
+  out.add(kCompute, accumulate);
   double attention_time = 0;
   for (const Op& op : ops) {
     if (op.kind == OpKind::kAttention || op.name.rfind("attn_", 0) == 0 || op.name == "softmax")
@@ -350,7 +378,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   Context c{cfg, L,
             ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps,
                          cfg.training.precision == Precision::kFp8, cfg.training.fp8_recipe},
-            links, {}};
+            links, {}, 0.0, {}};
   c.shard.micro_batch = cfg.training.micro_batch;
   c.shard.tp = par.tp;
   c.shard.cp = par.cp;
@@ -358,6 +386,9 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   c.shard.fused_attention = cfg.opt.fused_attention();
   c.shard.attention_kernel = cfg.opt.attention_kernel;
   c.comm_sm_share = gpu.sms > 0 ? static_cast<double>(kOverlapCommSms) / gpu.sms : 0.0;
+  if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm) {
+    c.pc = model::count_parameters(m);
+  }
 
   // The communication every layer prices, once (in the order a stage's first layer asks for it,
   // so that an invalid collectives.algorithm/protocol is reported for the same collective).
@@ -407,6 +438,22 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   model::head_forward_ops(m, c.shard, w.head_ops);
   w.head.clear();
   price_ops(c, lc, w.head_ops, false, false, w.head);
+  if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm) {
+    // The embedding's and the head's weight gradients (the Program's first and last layer
+    // buckets hold them): the table (and learned positions), the untied output projection (or
+    // the tied table on a last stage that is not also the first) and the final norm.
+    const double t = par.tp;
+    const bool learned = m.position == model::PositionKind::kLearned;
+    const double emb = c.accumulate(c.pc.embedding / t, learned ? 2 : 1);
+    w.embedding.add(kBackward, emb);
+    w.embedding.add(kCompute, emb);
+    const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : c.pc.output;
+    const bool out_here = par.pp > 1 || !m.tied_embeddings;
+    const double head = c.accumulate((out_here ? out / t : 0.0) + c.pc.final_norm,
+                                     (out_here ? 1 : 0) + c.pc.final_norm_tensors);
+    w.head.add(kBackward, head);
+    w.head.add(kCompute, head);
+  }
   part[0].apply(w.embedding);
   if (single) {
     part[0].apply(w.head);

@@ -19,7 +19,10 @@
 
 namespace trainsim::exec {
 
-inline constexpr const char* kAnalyticModelVersion = "analytic-8";
+/// analytic-9: gradient accumulation over micro-batches priced where the framework does not fuse
+/// it into the weight-gradient GEMM (framework.grad_accumulation; Megatron-LM SC21, DeepSpeed,
+/// TorchTitan presets).
+inline constexpr const char* kAnalyticModelVersion = "analytic-9";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

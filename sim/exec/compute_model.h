@@ -154,6 +154,14 @@ struct ComputeModel {
     const double beside = (chunks - 1) * r - queued;
     return last + queued + sm_share * beside;
   }
+  /// Summing one micro-batch's weight gradients into the accumulator, unless the weight-gradient
+  /// GEMM does it (plan::GradAccumulation): `params` parameters, `bytes_per_param` of HBM traffic
+  /// (plan::grad_accumulation_bytes_per_param), one kernel per parameter tensor.
+  double grad_accumulate(double params, double bytes_per_param, int tensors) const {
+    if (bytes_per_param <= 0 || params <= 0) return 0.0;
+    return params * bytes_per_param / (hbm_Bps * prof.memory_efficiency("grad_accumulate")) +
+           tensors * prof.kernel_overhead_s;
+  }
   /// Optimizer step over `params` parameters (memory-bound, model::optimizer_bytes_per_param).
   /// Ten kernel launches.
   double optimizer(double params, bool lamb) const {

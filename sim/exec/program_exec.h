@@ -49,7 +49,9 @@ namespace trainsim::exec {
 /// program-4: congestion control derates switch egress ports only (NVLink, PCIe and NIC egress
 /// are sender links, coll::sender_links); flow results under dcqcn and megascale move. The
 /// packet level's pacer keeps each flow's schedule (rate-limited flows sharing a NIC).
-inline constexpr const char* kProgramModelVersion = "program-4";
+/// program-5: a gradient-accumulation task after each layer's backward where the framework does
+/// not fuse it into the weight-gradient GEMM (framework.grad_accumulation).
+inline constexpr const char* kProgramModelVersion = "program-5";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -23,6 +23,13 @@ ParamCount count_parameters(const ModelConfig& m) {
                 (m.position == PositionKind::kLearned ? static_cast<double>(m.seq_len) * h : 0.0);
   p.output = m.tied_embeddings ? 0.0 : static_cast<double>(m.vocab) * h;
   p.final_norm = per_norm;
+  const int tensors_per_gemm = m.bias ? 2 : 1;
+  const int tensors_per_norm = m.norm == NormKind::kLayerNorm ? 2 : 1;
+  p.attention_tensors = 2 * tensors_per_gemm;
+  p.mlp_tensors = 2 * tensors_per_gemm;
+  p.expert_tensors = p.mlp_tensors;
+  p.norm_tensors = (m.parallel_block ? 1 : 2) * tensors_per_norm;
+  p.final_norm_tensors = tensors_per_norm;
 
   const int moe = m.moe_layers();
   const int dense = m.layers - moe;

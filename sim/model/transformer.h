@@ -77,6 +77,11 @@ struct ParamCount {
   double final_norm = 0;
   double total = 0;       // everything
   double active = 0;      // parameters a token touches (MoE: top_k experts only)
+  // Parameter tensors (weights and biases as separate tensors, Megatron's layout: QKV fused,
+  // SwiGLU's gate and up fused): per layer attention, per dense layer MLP, per expert MLP, per
+  // layer norms, and the final norm.
+  int attention_tensors = 0, mlp_tensors = 0, expert_tensors = 0, norm_tensors = 0;
+  int final_norm_tensors = 0;
 };
 
 ParamCount count_parameters(const ModelConfig& m);

@@ -59,6 +59,32 @@ inline double dp_bucket_params(BucketRule rule, int dp) {
 
 enum class PpActivation : std::uint8_t { kScatterGather, kFull };
 
+/// How a weight's gradient is summed over the micro-batches of an iteration
+/// (framework.grad_accumulation; docs/analytic-model.md §2, "Gradient accumulation"):
+/// - kInGemm: the weight-gradient GEMM adds into the gradient buffer itself (Megatron-LM's
+///   gradient-accumulation fusion, on by default since 2022-02, commit 83b1e42f: the wgrad
+///   GEMM's epilogue reads and writes the fp32 main_grad); no kernel of its own.
+/// - kAdd16: PyTorch autograd's AccumulateGrad adds each new 16-bit gradient into `.grad` in
+///   place, one kernel per parameter tensor, from the second micro-batch on (the first one's
+///   gradient is taken over as `.grad`): read 2 + 2 B, write 2 B per parameter. Megatron-LM v2.5
+///   (SC21: fp16, local DDP without contiguous buffers, examples/sc21/CONFIG.sh) and DeepSpeed's
+///   engine between gradient-accumulation boundaries.
+/// - kAddFp32: the new 16-bit gradient is added into an fp32 accumulator per micro-batch: the
+///   first writes the fp32 copy (read 2 B, write 4 B), the others read 2 + 4 B and write 4 B
+///   (FSDP2's unsharded_accumulated_grad in the reduce dtype while gradient sync is off between
+///   micro-batches; Llama 3 §3.3.2 accumulates in FP32 across micro-batches).
+enum class GradAccumulation : std::uint8_t { kInGemm, kAdd16, kAddFp32 };
+/// HBM bytes per parameter that micro-batch accumulation moves: `first` = the iteration's first
+/// micro-batch of the model chunk.
+inline double grad_accumulation_bytes_per_param(GradAccumulation g, bool first) {
+  switch (g) {
+    case GradAccumulation::kInGemm: return 0.0;
+    case GradAccumulation::kAdd16: return first ? 0.0 : 6.0;
+    case GradAccumulation::kAddFp32: return first ? 6.0 : 10.0;
+  }
+  return 0.0;
+}
+
 /// What NCCL assumes one point-to-point channel moves over the network: NCCL 2.29's
 /// NCCL_P2P_PER_CHANNEL_NET_BW default, 14 GB/s (src/graph/paths.cc, which sizes the channels
 /// per net peer as max(NICs, ⌈NIC bandwidth / 14 GB/s⌉)).
@@ -91,6 +117,7 @@ struct Optimizations {
   // NCCL network channels per point-to-point peer (NCCL_NCHANNELS_PER_NET_PEER; NCCL before
   // 2.12 used 1); 0 = as many as fill the NIC. Each moves at most kNcclP2pChannelNetBps.
   int p2p_net_channels = 0;
+  GradAccumulation grad_accumulation = GradAccumulation::kInGemm;
   bool fused_attention() const { return attention_kernel != model::AttentionKernel::kUnfused; }
 };
 

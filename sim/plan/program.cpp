@@ -473,8 +473,12 @@ struct Builder {
     // (relative to first_layer), reduced after the backward of its first layer.
     std::vector<int> bucket_first;
     std::vector<double> bucket_dense, bucket_expert;  // parameters per bucket
+    // Per layer of the chunk: the gradient-accumulation op of the chunk's first backward of the
+    // iteration and of the others (plan::GradAccumulation), -1 where none runs.
+    std::vector<int> accumulate_first, accumulate_other;
   };
   std::vector<ChunkInfo> chunks;
+  std::vector<char> chunk_backward_seen;  // per chunk: a backward of it has been emitted
 
   // Pipeline point-to-point tasks.
   std::uint32_t recv(Stream s, int mb, int chunk) {
@@ -604,10 +608,20 @@ struct Builder {
     if (ci.head) {
       for (std::size_t r = ci.head_ops.size(); r-- > 0;) op_backward(ci.head_ops[r], mb, chunk, -1);
     }
+    char& seen = chunk_backward_seen[static_cast<std::size_t>(chunk)];
+    const std::vector<int>& accumulate = seen != 0 ? ci.accumulate_other : ci.accumulate_first;
+    seen = 1;
     int bucket = static_cast<int>(ci.bucket_first.size()) - 1;
     for (int i = ci.layers - 1; i >= 0; --i) {
-      layer_backward(layer_ops[static_cast<std::size_t>(ci.first_layer + i - first_layer_of_stage)],
-                     mb, chunk);
+      const LayerOps& lo =
+          layer_ops[static_cast<std::size_t>(ci.first_layer + i - first_layer_of_stage)];
+      layer_backward(lo, mb, chunk);
+      // The layer's weight gradients summed into the accumulator (its bucket's reduction
+      // follows it).
+      if (!accumulate.empty() && accumulate[static_cast<std::size_t>(i)] >= 0) {
+        compute(accumulate[static_cast<std::size_t>(i)], Pass::kBackward, Part::kWhole, mb, chunk,
+                lo.layer);
+      }
       if (bucket >= 0 && ci.bucket_first[static_cast<std::size_t>(bucket)] == i) {
         if (reduce_now && opt.dp_overlap && (!ci.embedding || bucket > 0)) {
           dp_grad_bucket(ci, static_cast<std::size_t>(bucket), L.par.zero >= 2 ? mb : -1, chunk);
@@ -706,6 +720,37 @@ void Builder::build() {
       dense += d;
       expert += e;
     }
+    if (opt.grad_accumulation != GradAccumulation::kInGemm) {
+      // One op per layer and case: its parameters on this GPU (the embedding's on the first
+      // layer of the first chunk, the head's on the last of the last) in their tensors.
+      for (int i = 0; i < ci.layers; ++i) {
+        const bool moe = m.is_moe_layer(ci.first_layer + i);
+        int tensors = pc.attention_tensors + pc.norm_tensors +
+                      (moe ? m.experts / par.ep * pc.expert_tensors + 1 : pc.mlp_tensors);
+        if (i == 0 && ci.embedding) {
+          tensors += m.position == model::PositionKind::kLearned ? 2 : 1;
+        }
+        if (i == ci.layers - 1 && ci.head) {
+          tensors += (!ci.embedding || !m.tied_embeddings ? 1 : 0) + pc.final_norm_tensors;
+        }
+        const double params = layer_dense[static_cast<std::size_t>(i)] +
+                              layer_expert[static_cast<std::size_t>(i)];
+        for (const bool first : {true, false}) {
+          const double bytes = grad_accumulation_bytes_per_param(opt.grad_accumulation, first);
+          int index = -1;
+          if (bytes > 0) {
+            model::Op o;
+            o.name = "grad_accumulate";
+            o.kind = model::OpKind::kMemory;
+            o.bytes = params * bytes;
+            o.kernels = tensors;
+            o.kernel = "grad_accumulate";
+            index = add_op(o);
+          }
+          (first ? ci.accumulate_first : ci.accumulate_other).push_back(index);
+        }
+      }
+    }
     const int buckets = std::clamp(static_cast<int>(std::ceil((dense + expert) / bucket_params)),
                                    1, std::max(1, ci.layers));
     for (int b = 0; b < buckets; ++b) {
@@ -721,6 +766,7 @@ void Builder::build() {
     }
     chunks.push_back(std::move(ci));
   }
+  chunk_backward_seen.assign(chunks.size(), 0);
 
   // Data loading (host stall) unless the data pipeline is asynchronous.
   if (!opt.async_data_pipeline) {

@@ -209,6 +209,56 @@ TEST(Program, PipelineOverlapSwitch) {
 // scatter-gather receiver all-gathers every received activation over its TP group before
 // computing (TP communication on the receive stream); `full` sends 8× the bytes instead and
 // gathers nothing; with SP the key changes nothing, bit for bit.
+// framework.grad_accumulation: where the weight-gradient GEMM does not accumulate, every
+// micro-batch's gradients are summed into the accumulator by a memory-bound pass over the GPU's
+// parameters, one kernel per parameter tensor (plan::GradAccumulation). On one GPU (no
+// communication, no bubble) the iteration grows by exactly those passes, at the schedule and
+// the analytic fidelity alike. The parameters by hand: a GPT layer with biases and LayerNorm
+// holds QKV 3h² + 3h, the projection h² + h, the MLP 8h² + 5h and two norms 4h: 12h² + 13h in
+// 12 tensors; the embedding (tied, learned positions) (V + s)·h in 2 tensors, the final norm
+// 2h in 2.
+TEST(Program, GradientAccumulationIsOnePassPerMicroBatch) {
+  const int layers = 4, m = 8, h = 1024;
+  RunConfig c = config(1, 1, 1, 1, layers, m, h);
+  ASSERT_TRUE(c.model.bias);
+  ASSERT_TRUE(c.model.tied_embeddings);
+  ASSERT_EQ(c.model.norm, model::NormKind::kLayerNorm);
+  ASSERT_EQ(c.model.position, model::PositionKind::kLearned);
+  ASSERT_EQ(c.opt.grad_accumulation, plan::GradAccumulation::kInGemm);  // Megatron-LM 2023
+  const double hd = h;
+  const double params = layers * (12 * hd * hd + 13 * hd) + (64.0 + 1024.0) * hd + 2 * hd;
+  const int tensors = layers * 12 + 2 + 2;
+  const double bw = c.cluster.gpu.hbm_Bps * c.profile.memory_efficiency("grad_accumulate");
+  const double launch = c.profile.kernel_overhead_s;
+  // add-16bit: micro-batches 2..m read the 16-bit .grad and the new gradient and write .grad;
+  // add-fp32: the first writes the fp32 copy (2 + 4 B), the others read 2 + 4 B and write 4 B.
+  const double want16 = (m - 1) * (params * 6.0 / bw + tensors * launch);
+  const double want32 = params * (6.0 + 10.0 * (m - 1)) / bw + m * tensors * launch;
+
+  const double base_sched = exec::run_program(c, ExecOptions{}).iteration_time_s;
+  const double base_analytic = exec::run_analytic(c).iteration_time_s;
+  for (const auto& [mode, want] : {std::pair{plan::GradAccumulation::kAdd16, want16},
+                                   std::pair{plan::GradAccumulation::kAddFp32, want32}}) {
+    RunConfig g = c;
+    g.opt.grad_accumulation = mode;
+    const Result sched = exec::run_program(g, ExecOptions{});
+    const Result analytic = exec::run_analytic(g);
+    // Task durations are whole picoseconds: 3 tasks per layer and micro-batch round.
+    EXPECT_NEAR(sched.iteration_time_s - base_sched, want, 1e-9) << static_cast<int>(mode);
+    EXPECT_NEAR(analytic.iteration_time_s - base_analytic, want, 1e-12 * want + 1e-15)
+        << static_cast<int>(mode);
+    expect_adds_up(sched);
+    // It is compute on the compute stream, not optimizer time.
+    EXPECT_NEAR(analytic.breakdown.compute_s - exec::run_analytic(c).breakdown.compute_s, want,
+                1e-12 * want + 1e-15);
+  }
+  // One micro-batch: add-16bit has nothing to add.
+  RunConfig one = config(1, 1, 1, 1, layers, 1, h);
+  const double base_one = exec::run_program(one, ExecOptions{}).iteration_time_s;
+  one.opt.grad_accumulation = plan::GradAccumulation::kAdd16;
+  EXPECT_EQ(exec::run_program(one, ExecOptions{}).iteration_time_s, base_one);
+}
+
 TEST(Program, PipelineActivationScatterGatherOrFull) {
   RunConfig c = config(16, 8, 2, 1, 8, 8);
   c.parallel.sp = false;
