@@ -57,8 +57,10 @@ std::vector<std::string> tiny_sets(bool overlap) {
   return s;
 }
 
-plan::ProgramSet tiny(bool overlap) {
-  const scen::Scenario s = scen::load_scenario_string("", "tiny-gpt", tiny_sets(overlap));
+plan::ProgramSet tiny(bool overlap, const std::vector<std::string>& more = {}) {
+  std::vector<std::string> sets = tiny_sets(overlap);
+  sets.insert(sets.end(), more.begin(), more.end());
+  const scen::Scenario s = scen::load_scenario_string("", "tiny-gpt", sets);
   return plan::build_programs(s.model, s.cluster, s.parallel, s.training, s.opt);
 }
 
@@ -69,8 +71,9 @@ struct FakeJob {
   std::vector<RankMeasure> measures;
 };
 
-FakeJob run_fake(bool overlap, int iterations = 2, int warmup = 1) {
-  FakeJob r{tiny(overlap), {}, {}, {}};
+FakeJob run_fake(bool overlap, int iterations = 2, int warmup = 1,
+                 const std::vector<std::string>& more = {}) {
+  FakeJob r{tiny(overlap, more), {}, {}, {}};
   r.table = comm_table(r.ps);
   const int world = r.ps.world();
   r.dev.resize(static_cast<std::size_t>(world));
@@ -474,6 +477,36 @@ TEST(LaunchPlan, SwigluRmsnormRouterAndLambLaunchers) {
   EXPECT_EQ(seen.at("norm_attn"), (std::pair<std::string, Shapes>{"rmsnorm", {{64, 256}}}));
   EXPECT_EQ(seen.at("router_topk"), (std::pair<std::string, Shapes>{"softmax", {{128, 4}}}));
   EXPECT_EQ(seen.at("optimizer").first, "lamb");
+}
+
+// framework.grad_accumulation add-16bit: after each layer's backward of every micro-batch but
+// a chunk's first, one generic memory-traffic launch per parameter tensor moves the op's bytes
+// (6 B per parameter); the job executes with them. Tiny GPT: 2 layers per stage, 4 micro-batches
+// per pipeline (batch 8 over DP 2), so 2 × 3 accumulation tasks per rank and iteration.
+TEST(LaunchPlan, GradientAccumulationRunsAsMemoryTraffic) {
+  const plan::ProgramSet ps = tiny(false, {"framework.grad_accumulation=add-16bit"});
+  for (const plan::Program& prog : ps.roles) {
+    int tasks = 0;
+    for (const Task& t : prog.tasks) {
+      if (t.type != TaskType::kCompute) continue;
+      const model::Op& op = prog.ops[static_cast<std::size_t>(t.op)];
+      if (op.name != "grad_accumulate") continue;
+      ++tasks;
+      const KernelLaunch k = kernel_launch(ps, prog, t);
+      EXPECT_EQ(k.kind, model::OpKind::kMemory);
+      EXPECT_TRUE(k.launcher.empty());
+      EXPECT_EQ(k.bytes, op.bytes);
+      EXPECT_EQ(k.kernels, op.kernels);
+      EXPECT_GT(op.bytes, 0);
+    }
+    EXPECT_EQ(tasks, 2 * 3);
+  }
+  const FakeJob r = run_fake(false, 1, 0, {"framework.grad_accumulation=add-16bit"});
+  ASSERT_EQ(r.measures.size(), 8u);
+  // Nothing of the kind without it (Megatron-LM 2023: in the weight-gradient GEMM).
+  for (const plan::Program& prog : tiny(false).roles) {
+    for (const model::Op& op : prog.ops) EXPECT_NE(op.name, "grad_accumulate");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Overlap, LaunchPlanTest, ::testing::Bool(),
