@@ -53,6 +53,25 @@ TEST(Frameworks, CapabilitiesFollowTheVersion) {
   EXPECT_EQ(titan.parallel.zero, 2);
   EXPECT_EQ(titan.training.recompute, model::Recompute::kNone);
   EXPECT_EQ(titan.opt.attention_kernel, model::AttentionKernel::kFlash2);
+
+  // Gradient accumulation: autograd's 16-bit add before Megatron-LM fused it into the weight-
+  // gradient GEMM (2022-02-13) and in DeepSpeed's engine; FSDP2's fp32 accumulator (Llama 3).
+  EXPECT_EQ(sc21.opt.grad_accumulation, plan::GradAccumulation::kAdd16);
+  EXPECT_EQ(meg.opt.grad_accumulation, plan::GradAccumulation::kInGemm);
+  EXPECT_EQ(core.opt.grad_accumulation, plan::GradAccumulation::kInGemm);
+  EXPECT_EQ(titan.opt.grad_accumulation, plan::GradAccumulation::kAddFp32);
+  const Scenario ds = load_scenario_string("", "t", {"framework.preset=deepspeed-2023"});
+  EXPECT_EQ(ds.opt.grad_accumulation, plan::GradAccumulation::kAdd16);
+  for (const FrameworkPreset& p : framework_presets()) {
+    if (p.system != "megatron" && p.system != "nemo" && p.system != "megascale") continue;
+    const auto it = p.values.find("framework.grad_accumulation");
+    ASSERT_NE(it, p.values.end()) << p.name;
+    // Every Megatron-LM-based preset dated after the fusion has it.
+    EXPECT_EQ(it->second == "in-gemm", p.date >= "2022-02") << p.name;
+  }
+  const Scenario given = load_scenario_string(
+      "", "t", {"framework.preset=megatron-lm-2021", "framework.grad_accumulation=in-gemm"});
+  EXPECT_EQ(given.opt.grad_accumulation, plan::GradAccumulation::kInGemm);
 }
 
 // Keys the scenario gives win over the preset; the attention kernel follows efficient operators
