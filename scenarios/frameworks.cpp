@@ -48,6 +48,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.tp_overlap_method", "bulk"},
                          {"framework.pp_activation", "scatter-gather"},
                          {"framework.grad_accumulation", "add-16bit"},
+                         {"framework.cp_comm", "p2p"},
                          {"collectives.p2p_net_channels", "1"}}),
        "flash2", "megatron", "megatron-recompute", true,
        /*selective_recompute=*/false, /*sharded_optimizer=*/false, /*context_parallel=*/false},
@@ -67,6 +68,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                          {"framework.tp_overlap_method", "bulk"},
                          {"framework.pp_activation", "scatter-gather"},
                          {"framework.grad_accumulation", "in-gemm"},
+                         {"framework.cp_comm", "p2p"},
                          {"collectives.p2p_net_channels", "2"}}),
        "flash2", "megatron", "megatron", true,
        /*selective_recompute=*/true, /*sharded_optimizer=*/true, /*context_parallel=*/false},
@@ -85,6 +87,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "full"},
              {"framework.grad_accumulation", "in-gemm"},
+             {"framework.cp_comm", "p2p"},
              {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "megatron", "megatron"},
       {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
@@ -102,6 +105,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "full"},
              {"framework.grad_accumulation", "in-gemm"},
+             {"framework.cp_comm", "p2p"},
              {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "nemo", "megatron"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
@@ -120,6 +124,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "scatter-gather"},
              {"framework.grad_accumulation", "in-gemm"},
+             {"framework.cp_comm", "p2p"},
              {"collectives.p2p_net_channels", "2"}}),
        "flash2", "megascale", "megatron", true,
        /*selective_recompute=*/true, /*sharded_optimizer=*/true, /*context_parallel=*/false},
@@ -136,6 +141,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
                                      {"framework.tp_overlap_method", "bulk"},
                                      {"framework.pp_activation", "scatter-gather"},
                                      {"framework.grad_accumulation", "add-16bit"},
+                                     {"framework.cp_comm", "p2p"},
                                      {"collectives.p2p_net_channels", "2"}}),
        "flash2", "deepspeed", "megatron-recompute", false,
        /*selective_recompute=*/false, /*sharded_optimizer=*/true, /*context_parallel=*/false},
@@ -145,7 +151,8 @@ const std::vector<FrameworkPreset>& framework_presets() {
        "gradients reduce-scattered in fp32, asynchronous P2P, no activation recompute at 8K "
        "sequences; PyTorch SDPA's FlashAttention-2 kernel; FP32 gradient accumulation across "
        "micro-batches (Llama 3 §3.3.2; FSDP2 keeps unsharded_accumulated_grad in the reduce "
-       "dtype while gradient sync is off)",
+       "dtype while gradient sync is off); context parallelism by all-gathering K and V, the "
+       "all-gather exposed (Llama 3 §3.3.2)",
        with(levers({"pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline"}),
             {{"parallel.sp", "true"},
              {"parallel.zero", "2"},
@@ -156,6 +163,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.pp_activation", "full"},
              {"framework.grad_accumulation", "add-fp32"},
+             {"framework.cp_comm", "all-gather"},
              {"collectives.p2p_net_channels", "2"}}),
        "flash2", "torchtitan", "megatron"},
   };

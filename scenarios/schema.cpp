@@ -495,6 +495,15 @@ std::vector<KeyDef> build_schema() {
                       "the first micro-batch, 10 B the others)",
        .choices = {"in-gemm", "add-16bit", "add-fp32"},
        .aliases = {"gradient_accumulation_fusion", "grad_accumulation_fusion"}},
+      {.path = "framework.cp_comm",
+       .type = K::kEnum,
+       .default_value = "p2p",
+       .description = "How context parallelism exchanges K and V: p2p (a ring of pieces, each "
+                      "overlapped with an attention block: Transformer Engine's default) or "
+                      "all-gather (K and V all-gathered before attention and their gradients "
+                      "reduce-scattered after it, exposed: Llama 3)",
+       .choices = {"p2p", "all-gather"},
+       .aliases = {"cp_comm_type", "context_parallel_comm"}},
 
       // costs that grow with the number of GPUs (sim/exec/scale.h, docs/scale.md)
       {.path = "scale.gpu_speed_sigma",

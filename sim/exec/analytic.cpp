@@ -247,8 +247,10 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
     // K and V of the other CP ranks: all-gathered in forward (and again when recomputed),
     // their gradients reduce-scattered in backward; the ring exchange overlaps attention blocks.
     const double fwd_passes = full ? 2 : 1;
-    out.add(kCp, fwd_passes * std::max(0.0, lc.cag.time_s - attention_time) +
-                     std::max(0.0, lc.cag.time_s + lc.crs.time_s - 2.0 * attention_time));
+    // All-gather CP (framework.cp_comm) runs them before and after attention, exposed.
+    const double hidden = c.cfg.opt.cp_all_gather ? 0.0 : attention_time;
+    out.add(kCp, fwd_passes * std::max(0.0, lc.cag.time_s - hidden) +
+                     std::max(0.0, lc.cag.time_s + lc.crs.time_s - 2.0 * hidden));
     out.traffic(lc.cag, fwd_passes + 1);
     out.traffic(lc.crs);
   }

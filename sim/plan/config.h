@@ -118,6 +118,12 @@ struct Optimizations {
   // 2.12 used 1); 0 = as many as fill the NIC. Each moves at most kNcclP2pChannelNetBps.
   int p2p_net_channels = 0;
   GradAccumulation grad_accumulation = GradAccumulation::kInGemm;
+  // Context parallelism's K/V exchange (framework.cp_comm): false = the ring of point-to-point
+  // pieces pipelined with the attention blocks (Transformer Engine's default, `cp_comm_type`
+  // p2p); true = K and V all-gathered before attention and dK/dV reduce-scattered after it, the
+  // collectives exposed (Llama 3 §3.3.2: "the all-gather communication latency is exposed in the
+  // critical path", kept for document masks and because GQA makes K and V small).
+  bool cp_all_gather = false;
   bool fused_attention() const { return attention_kernel != model::AttentionKernel::kUnfused; }
 };
 

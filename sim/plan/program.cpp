@@ -368,6 +368,10 @@ struct Builder {
   // Attention with context parallelism: K/V all-gathered in cp−1 pieces over the CP ring; block 0
   // (the local K/V) needs none, block i needs piece i. Backward also reduce-scatters dK/dV.
   void attention_cp(int op, Pass pass, bool backward, int mb, int chunk, int layer) {
+    if (opt.cp_all_gather) {
+      attention_cp_all_gather(op, pass, backward, mb, chunk, layer);
+      return;
+    }
     const int n = L.par.cp;
     const std::uint32_t producer = last_compute;
     const double piece_bytes = kv_bytes() / (n - 1);
@@ -394,6 +398,25 @@ struct Builder {
       compute(op, pass, Part::kWgrad, mb, chunk, layer);
     }
     if (last_rs != kNoTask) blockers.push_back(last_rs);
+  }
+
+  // All-gather CP (framework.cp_comm all-gather, Llama 3 §3.3.2): the whole K/V gathered before
+  // the attention (which waits for it), dK/dV reduce-scattered after its backward (the next op
+  // waits), nothing pipelined with the attention blocks.
+  void attention_cp_all_gather(int op, Pass pass, bool backward, int mb, int chunk, int layer) {
+    const std::uint32_t ag = collective(coll::Kind::kAllGather, Dim::kCp, Stream::kCp, kv_bytes(),
+                                        mb, chunk, layer, {last_compute});
+    const model::Op& o = P.ops[static_cast<std::size_t>(op)];
+    const Part part = backward ? (o.kind == model::OpKind::kGemm ? Part::kDgrad : Part::kBackward)
+                               : Part::kForward;
+    const std::uint32_t k = compute(op, pass, part, mb, chunk, layer, 1.0, ag);
+    if (backward && o.kind == model::OpKind::kGemm) {
+      compute(op, pass, Part::kWgrad, mb, chunk, layer);
+    }
+    if (backward) {
+      blockers.push_back(collective(coll::Kind::kReduceScatter, Dim::kCp, Stream::kCp, kv_bytes(),
+                                    mb, chunk, layer, {k}));
+    }
   }
 
   // The EP all-to-all (dispatch before the experts, combine after), blocking the compute stream.

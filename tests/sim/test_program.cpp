@@ -259,6 +259,49 @@ TEST(Program, GradientAccumulationIsOnePassPerMicroBatch) {
   EXPECT_EQ(exec::run_program(one, ExecOptions{}).iteration_time_s, base_one);
 }
 
+// framework.cp_comm all-gather (Llama 3 §3.3.2): K and V are all-gathered before attention in
+// forward and again in backward, dK/dV reduce-scattered after it, with nothing pipelined: every
+// one of them is exposed. With measured CP collectives (α + bytes·(n−1)/n / busbw) the exposed
+// CP time is micro-batches × layers × (2·t_ag + t_rs) at both fidelities; the ring (p2p) hides
+// part of it behind the attention blocks. K/V of one micro-batch: 2 tensors × s × kv_dim × 2 B.
+TEST(Program, AllGatherContextParallelExposesItsCollectives) {
+  const int layers = 2, m = 2, s = 8192, h = 1024;
+  const std::string yaml =
+      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 8192}\n"
+      "cluster: {preset: selene-a100, gpus: 2}\n"
+      "parallel: {tp: 1, pp: 1, cp: 2, dp: 1, vpp: 1}\n"
+      "training: {global_batch: 2, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: megatron-core-2023}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  RunConfig c = scen::make_run_config(scen::load_scenario_string(yaml, "cp.yaml"));
+  ASSERT_FALSE(c.opt.cp_all_gather);  // Megatron-Core: the ring
+  c.profile.collectives_measured.push_back({"all_gather", 2, 1e-3, 10e9, {}});
+  c.profile.collectives_measured.push_back({"reduce_scatter", 2, 2e-3, 10e9, {}});
+  const double kv = 2.0 * s * h * 2.0;
+  const double t_ag = 1e-3 + kv * 0.5 / 10e9, t_rs = 2e-3 + kv * 0.5 / 10e9;
+  const double want = m * layers * (2 * t_ag + t_rs);
+
+  const Result ring = exec::run_program(c, ExecOptions{});
+  const Result ring_analytic = exec::run_analytic(c);
+  RunConfig g = c;
+  g.opt.cp_all_gather = true;
+  const Result gathered = exec::run_program(g, ExecOptions{});
+  const Result gathered_analytic = exec::run_analytic(g);
+  EXPECT_NEAR(gathered.breakdown.exposed_cp_s, want, 1e-9);
+  EXPECT_NEAR(gathered_analytic.breakdown.exposed_cp_s, want, 1e-12);
+  EXPECT_LT(ring.breakdown.exposed_cp_s, want);
+  EXPECT_LT(ring_analytic.breakdown.exposed_cp_s, want);
+  EXPECT_GT(gathered.iteration_time_s, ring.iteration_time_s);
+  expect_adds_up(gathered);
+  // The key, and the preset that means Llama 3's training.
+  const scen::Scenario titan =
+      scen::load_scenario_string("", "t", {"framework.preset=torchtitan-2024"});
+  EXPECT_TRUE(titan.opt.cp_all_gather);
+  const scen::Scenario given = scen::load_scenario_string(
+      "", "t", {"framework.preset=torchtitan-2024", "framework.cp_comm=p2p"});
+  EXPECT_FALSE(given.opt.cp_all_gather);
+}
+
 TEST(Program, PipelineActivationScatterGatherOrFull) {
   RunConfig c = config(16, 8, 2, 1, 8, 8);
   c.parallel.sp = false;
