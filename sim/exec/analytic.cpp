@@ -54,11 +54,15 @@ struct Context {
         params, plan::grad_accumulation_bytes_per_param(g, false), tensors);
     return (first + (n - 1) * other) / n;
   }
+  // Under ZeRO >= 2 the gradients are reduce-scattered every micro-batch, so the sum runs on
+  // this GPU's shard of them (the Program's accumulation ops).
+  double dense_shard() const { return L.par.zero >= 2 ? L.par.dp : 1; }
+  double expert_shard() const { return L.par.zero >= 2 ? std::max(1, L.par.dp / L.par.ep) : 1; }
   // A layer's parameters on this GPU (as the Program's DP buckets count them) and tensors.
   double layer_accumulate(bool moe) const {
     const double t = L.par.tp;
-    const double params = pc.attention / t + pc.norms +
-                          (moe ? pc.expert_mlp / t / L.par.ep : pc.mlp / t);
+    const double params = (pc.attention / t + pc.norms + (moe ? 0.0 : pc.mlp / t)) / dense_shard() +
+                          (moe ? pc.expert_mlp / t / L.par.ep / expert_shard() : 0.0);
     const int tensors = pc.attention_tensors + pc.norm_tensors +
                         (moe ? cfg.model.experts / L.par.ep * pc.expert_tensors + 1 : pc.mlp_tensors);
     return accumulate(params, tensors);
@@ -446,12 +450,12 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     // the tied table on a last stage that is not also the first) and the final norm.
     const double t = par.tp;
     const bool learned = m.position == model::PositionKind::kLearned;
-    const double emb = c.accumulate(c.pc.embedding / t, learned ? 2 : 1);
+    const double emb = c.accumulate(c.pc.embedding / t / c.dense_shard(), learned ? 2 : 1);
     w.embedding.add(kBackward, emb);
     w.embedding.add(kCompute, emb);
     const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : c.pc.output;
     const bool out_here = par.pp > 1 || !m.tied_embeddings;
-    const double head = c.accumulate((out_here ? out / t : 0.0) + c.pc.final_norm,
+    const double head = c.accumulate(((out_here ? out / t : 0.0) + c.pc.final_norm) / c.dense_shard(),
                                      (out_here ? 1 : 0) + c.pc.final_norm_tensors);
     w.head.add(kBackward, head);
     w.head.add(kCompute, head);

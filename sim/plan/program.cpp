@@ -499,6 +499,8 @@ struct Builder {
     // Per layer of the chunk: the gradient-accumulation op of the chunk's first backward of the
     // iteration and of the others (plan::GradAccumulation), -1 where none runs.
     std::vector<int> accumulate_first, accumulate_other;
+    int accumulate_embedding[2] = {-1, -1};  // [first backward, the others]
+    int accumulate_head[2] = {-1, -1};
   };
   std::vector<ChunkInfo> chunks;
   std::vector<char> chunk_backward_seen;  // per chunk: a backward of it has been emitted
@@ -628,12 +630,21 @@ struct Builder {
     // Gradients are reduced every micro-batch under ZeRO-2/3 (only a shard is kept), once after
     // the last micro-batch otherwise; with DP overlap bucket by bucket as they complete.
     const bool reduce_now = L.par.zero >= 2 || last_mb_of_chunk;
+    char& seen = chunk_backward_seen[static_cast<std::size_t>(chunk)];
+    const int which = seen != 0 ? 1 : 0;  // gradient accumulation: the chunk's first backward?
+    const std::vector<int>& accumulate = which != 0 ? ci.accumulate_other : ci.accumulate_first;
+    seen = 1;
     if (ci.head) {
       for (std::size_t r = ci.head_ops.size(); r-- > 0;) op_backward(ci.head_ops[r], mb, chunk, -1);
+      if (ci.accumulate_head[which] >= 0) {
+        compute(ci.accumulate_head[which], Pass::kBackward, Part::kWhole, mb, chunk, -1);
+      }
+      // A chunk without layers reduces its one bucket (the head's) here.
+      if (ci.layers == 0 && !ci.embedding && reduce_now && opt.dp_overlap &&
+          !ci.bucket_first.empty()) {
+        dp_grad_bucket(ci, 0, L.par.zero >= 2 ? mb : -1, chunk);
+      }
     }
-    char& seen = chunk_backward_seen[static_cast<std::size_t>(chunk)];
-    const std::vector<int>& accumulate = seen != 0 ? ci.accumulate_other : ci.accumulate_first;
-    seen = 1;
     int bucket = static_cast<int>(ci.bucket_first.size()) - 1;
     for (int i = ci.layers - 1; i >= 0; --i) {
       const LayerOps& lo =
@@ -655,6 +666,9 @@ struct Builder {
     if (ci.embedding) {
       for (std::size_t r = ci.embedding_ops.size(); r-- > 0;) {
         op_backward(ci.embedding_ops[r], mb, chunk, -1);
+      }
+      if (ci.accumulate_embedding[which] >= 0) {
+        compute(ci.accumulate_embedding[which], Pass::kBackward, Part::kWhole, mb, chunk, -1);
       }
       if (reduce_now && opt.dp_overlap && !ci.bucket_first.empty()) {
         dp_grad_bucket(ci, 0, L.par.zero >= 2 ? mb : -1, chunk);
@@ -726,16 +740,22 @@ void Builder::build() {
       }
     }
     // Parameters of the chunk (per GPU, before ZeRO sharding) split into DP buckets by layers.
+    // The embedding's go with the chunk's first layer, the head's with its last: the output
+    // layer, or, tied, the second copy of the table the last stage keeps when PP > 1 (as
+    // plan::stage_parameters counts them; with PP 1 the stage's one table is the embedding's).
+    const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : pc.output;
+    const bool own_output = stage != 0 || !m.tied_embeddings;
     double dense = 0, expert = 0;
     std::vector<double> layer_dense, layer_expert;
+    std::vector<double> layer_own;  // the layer's own dense parameters (gradient accumulation)
     for (int i = 0; i < ci.layers; ++i) {
       const bool moe = m.is_moe_layer(ci.first_layer + i);
       double d = pc.attention / t + pc.norms + (moe ? 0.0 : pc.mlp / t);
       double e = moe ? pc.expert_mlp / t / par.ep : 0.0;
+      layer_own.push_back(d);
       if (i == 0 && ci.embedding) d += pc.embedding / t;
       if (i == ci.layers - 1 && ci.head) {
-        const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : pc.output;
-        if (!ci.embedding || !m.tied_embeddings) d += out / t;
+        if (own_output) d += out / t;
         d += pc.final_norm;
       }
       layer_dense.push_back(d);
@@ -743,25 +763,20 @@ void Builder::build() {
       dense += d;
       expert += e;
     }
+    const double embedding_params = ci.embedding ? pc.embedding / t : 0.0;
+    const double head_params = ci.head ? (own_output ? out / t : 0.0) + pc.final_norm : 0.0;
     if (opt.grad_accumulation != GradAccumulation::kInGemm) {
-      // One op per layer and case: its parameters on this GPU (the embedding's on the first
-      // layer of the first chunk, the head's on the last of the last) in their tensors.
-      for (int i = 0; i < ci.layers; ++i) {
-        const bool moe = m.is_moe_layer(ci.first_layer + i);
-        int tensors = pc.attention_tensors + pc.norm_tensors +
-                      (moe ? m.experts / par.ep * pc.expert_tensors + 1 : pc.mlp_tensors);
-        if (i == 0 && ci.embedding) {
-          tensors += m.position == model::PositionKind::kLearned ? 2 : 1;
-        }
-        if (i == ci.layers - 1 && ci.head) {
-          tensors += (!ci.embedding || !m.tied_embeddings ? 1 : 0) + pc.final_norm_tensors;
-        }
-        const double params = layer_dense[static_cast<std::size_t>(i)] +
-                              layer_expert[static_cast<std::size_t>(i)];
+      // One op per layer, and one for the embedding and the head, per case (a chunk's first
+      // backward or the others): the parameters on this GPU in their tensors. Under ZeRO >= 2
+      // the gradients are reduce-scattered every micro-batch (backward()), so the sum runs on
+      // this GPU's shard.
+      const double dense_shard = par.zero >= 2 ? par.dp : 1;
+      const double expert_shard = par.zero >= 2 ? std::max(1, par.dp / par.ep) : 1;
+      const auto ops_for = [&](double params, int tensors, int& first_op, int& other_op) {
         for (const bool first : {true, false}) {
           const double bytes = grad_accumulation_bytes_per_param(opt.grad_accumulation, first);
           int index = -1;
-          if (bytes > 0) {
+          if (bytes > 0 && params > 0) {
             model::Op o;
             o.name = "grad_accumulate";
             o.kind = model::OpKind::kMemory;
@@ -770,8 +785,28 @@ void Builder::build() {
             o.kernel = "grad_accumulate";
             index = add_op(o);
           }
-          (first ? ci.accumulate_first : ci.accumulate_other).push_back(index);
+          (first ? first_op : other_op) = index;
         }
+      };
+      for (int i = 0; i < ci.layers; ++i) {
+        const bool moe = m.is_moe_layer(ci.first_layer + i);
+        const int tensors = pc.attention_tensors + pc.norm_tensors +
+                            (moe ? m.experts / par.ep * pc.expert_tensors + 1 : pc.mlp_tensors);
+        const double e = layer_expert[static_cast<std::size_t>(i)];
+        const double params = layer_own[static_cast<std::size_t>(i)] / dense_shard + e / expert_shard;
+        int first_op = -1, other_op = -1;
+        ops_for(params, tensors, first_op, other_op);
+        ci.accumulate_first.push_back(first_op);
+        ci.accumulate_other.push_back(other_op);
+      }
+      if (ci.embedding) {
+        ops_for(embedding_params / dense_shard,
+                m.position == model::PositionKind::kLearned ? 2 : 1, ci.accumulate_embedding[0],
+                ci.accumulate_embedding[1]);
+      }
+      if (ci.head) {
+        ops_for(head_params / dense_shard, (own_output ? 1 : 0) + pc.final_norm_tensors,
+                ci.accumulate_head[0], ci.accumulate_head[1]);
       }
     }
     const int buckets = std::clamp(static_cast<int>(std::ceil((dense + expert) / bucket_params)),
@@ -784,6 +819,9 @@ void Builder::build() {
         bd += layer_dense[static_cast<std::size_t>(i)];
         be += layer_expert[static_cast<std::size_t>(i)];
       }
+      // A chunk without layers (first/last_stage_layers below the chunk count) still holds the
+      // embedding or the head: its one bucket does.
+      if (ci.layers == 0) bd += embedding_params + head_params;
       ci.bucket_dense.push_back(bd);
       ci.bucket_expert.push_back(be);
     }

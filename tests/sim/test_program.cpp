@@ -205,10 +205,6 @@ TEST(Program, PipelineOverlapSwitch) {
   EXPECT_LT(on.breakdown.exposed_pp_s, off.breakdown.exposed_pp_s);
 }
 
-// framework.pp_activation at schedule fidelity: TP 8 · PP 2 across servers, SP off. The
-// scatter-gather receiver all-gathers every received activation over its TP group before
-// computing (TP communication on the receive stream); `full` sends 8× the bytes instead and
-// gathers nothing; with SP the key changes nothing, bit for bit.
 // framework.grad_accumulation: where the weight-gradient GEMM does not accumulate, every
 // micro-batch's gradients are summed into the accumulator by a memory-bound pass over the GPU's
 // parameters, one kernel per parameter tensor (plan::GradAccumulation). On one GPU (no
@@ -259,6 +255,52 @@ TEST(Program, GradientAccumulationIsOnePassPerMicroBatch) {
   EXPECT_EQ(exec::run_program(one, ExecOptions{}).iteration_time_s, base_one);
 }
 
+// A model chunk without layers (first/last_stage_layers below the chunk count: PP 3, 6 layers
+// as 1 + 4 + 1: the first stage's single layer goes to its second chunk, the last stage's to its
+// first, which leaves the embedding's chunk and the head's at 0 layers) still holds the embedding or the head: its
+// gradients are reduced over DP and, with add-16bit, accumulated, as plan::stage_parameters
+// counts the stage's parameters (DP reduce-scatter of fp32 gradients: 4 B each; accumulation:
+// 6 B each for micro-batches 2..m; 6 micro-batches of batch 12 over DP 2). Under ZeRO-2 the
+// gradients are reduce-scattered every micro-batch and the sum runs on this GPU's 1/DP shard.
+TEST(Program, ChunksWithoutLayersKeepTheirEmbeddingAndHeadGradients) {
+  const std::string yaml =
+      "model: {layers: 6, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50000, seq_len: 1024}\n"
+      "cluster: {preset: selene-a100, gpus: 6}\n"
+      "parallel: {tp: 1, pp: 3, dp: 2, vpp: 2, first_stage_layers: 1, last_stage_layers: 1}\n"
+      "training: {global_batch: 12, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: megatron-lm-2023, grad_accumulation: add-16bit}\n";
+  for (const int zero : {1, 2}) {
+    scen::Scenario sc = scen::load_scenario_string(yaml, "chunks.yaml",
+                                                   {"parallel.zero=" + std::to_string(zero)});
+    const plan::ProgramSet ps =
+        plan::build_programs(sc.model, sc.cluster, sc.parallel, sc.training, sc.opt);
+    const int m = ps.layout.microbatches;
+    ASSERT_EQ(m, 6);
+    for (const int stage : {0, 2}) {  // the first and the last of 3 stages, 1 layer each
+      const plan::Program& prog = ps.roles[static_cast<std::size_t>(stage)];
+      ASSERT_EQ(ps.layout.chunk_layers(stage, stage == 0 ? 0 : 1).second, 0);
+      const double params =
+          plan::stage_parameters(sc.model, ps.layout, stage == 0, stage == 2, 1).total();
+      double reduced = 0, accumulated = 0;
+      for (const plan::Task& t : prog.tasks) {
+        if (t.type == plan::TaskType::kCollective && t.dim == plan::Dim::kDp &&
+            t.collective == coll::Kind::kReduceScatter) {
+          reduced += t.bytes;
+        }
+        if (t.type == plan::TaskType::kCompute &&
+            prog.ops[static_cast<std::size_t>(t.op)].name == "grad_accumulate") {
+          accumulated += prog.ops[static_cast<std::size_t>(t.op)].bytes;
+        }
+      }
+      const double reductions = zero >= 2 ? m : 1;  // ZeRO-2: every micro-batch
+      EXPECT_NEAR(reduced, reductions * 4.0 * params, 1e-6 * params) << stage << " zero " << zero;
+      const double shard = zero >= 2 ? 2.0 : 1.0;
+      EXPECT_NEAR(accumulated, (m - 1) * 6.0 * params / shard, 1e-6 * params)
+          << stage << " zero " << zero;
+    }
+  }
+}
+
 // framework.cp_comm all-gather (Llama 3 §3.3.2): K and V are all-gathered before attention in
 // forward and again in backward, dK/dV reduce-scattered after it, with nothing pipelined: every
 // one of them is exposed. With measured CP collectives (α + bytes·(n−1)/n / busbw) the exposed
@@ -302,6 +344,10 @@ TEST(Program, AllGatherContextParallelExposesItsCollectives) {
   EXPECT_FALSE(given.opt.cp_all_gather);
 }
 
+// framework.pp_activation at schedule fidelity: TP 8 · PP 2 across servers, SP off. The
+// scatter-gather receiver all-gathers every received activation over its TP group before
+// computing (TP communication on the receive stream); `full` sends 8× the bytes instead and
+// gathers nothing; with SP the key changes nothing, bit for bit.
 TEST(Program, PipelineActivationScatterGatherOrFull) {
   RunConfig c = config(16, 8, 2, 1, 8, 8);
   c.parallel.sp = false;
