@@ -301,6 +301,39 @@ TEST(Program, ChunksWithoutLayersKeepTheirEmbeddingAndHeadGradients) {
   }
 }
 
+// PP 1 with two model chunks and tied embeddings: the stage holds the one table, which its
+// embedding chunk's bucket reduces and accumulates; the head chunk adds only the final norm (as
+// plan::stage_parameters counts a stage that is both first and last).
+TEST(Program, TiedTableCountedOnceOnASingleStage) {
+  const std::string yaml =
+      "model: {layers: 4, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50000, seq_len: 1024}\n"
+      "cluster: {preset: selene-a100, gpus: 2}\n"
+      "parallel: {tp: 1, pp: 1, dp: 2, vpp: 2}\n"
+      "training: {global_batch: 8, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: megatron-lm-2023, grad_accumulation: add-16bit}\n";
+  const scen::Scenario sc = scen::load_scenario_string(yaml, "tied.yaml");
+  ASSERT_TRUE(sc.model.tied_embeddings);
+  const plan::ProgramSet ps =
+      plan::build_programs(sc.model, sc.cluster, sc.parallel, sc.training, sc.opt);
+  ASSERT_EQ(ps.layout.par.vpp, 2);
+  const int m = ps.layout.microbatches;
+  const double params = plan::stage_parameters(sc.model, ps.layout, true, true, 4).total();
+  double reduced = 0, accumulated = 0;
+  const plan::Program& prog = ps.roles[0];
+  for (const plan::Task& t : prog.tasks) {
+    if (t.type == plan::TaskType::kCollective && t.dim == plan::Dim::kDp &&
+        t.collective == coll::Kind::kReduceScatter) {
+      reduced += t.bytes;
+    }
+    if (t.type == plan::TaskType::kCompute &&
+        prog.ops[static_cast<std::size_t>(t.op)].name == "grad_accumulate") {
+      accumulated += prog.ops[static_cast<std::size_t>(t.op)].bytes;
+    }
+  }
+  EXPECT_NEAR(reduced, 4.0 * params, 1e-6 * params);
+  EXPECT_NEAR(accumulated, (m - 1) * 6.0 * params, 1e-6 * params);
+}
+
 // framework.cp_comm all-gather (Llama 3 §3.3.2): K and V are all-gathered before attention in
 // forward and again in backward, dK/dV reduce-scattered after it, with nothing pipelined: every
 // one of them is exposed. With measured CP collectives (α + bytes·(n−1)/n / busbw) the exposed
