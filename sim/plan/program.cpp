@@ -365,6 +365,13 @@ struct Builder {
     return tokens * m.top_k * m.hidden * 2.0;
   }
 
+  // The part of the attention core's first op a CP pass runs: its forward, or its backward (an
+  // unfused score GEMM's input gradient; its weight gradient follows).
+  static Part attention_part(const model::Op& o, bool backward) {
+    if (!backward) return Part::kForward;
+    return o.kind == model::OpKind::kGemm ? Part::kDgrad : Part::kBackward;
+  }
+
   // Attention with context parallelism: K/V all-gathered in cp−1 pieces over the CP ring; block 0
   // (the local K/V) needs none, block i needs piece i. Backward also reduce-scatters dK/dV.
   void attention_cp(int op, Pass pass, bool backward, int mb, int chunk, int layer) {
@@ -381,8 +388,7 @@ struct Builder {
                               chunk, layer, {producer}, static_cast<std::int16_t>(i)));
     }
     const model::Op& o = P.ops[static_cast<std::size_t>(op)];
-    const Part part = backward ? (o.kind == model::OpKind::kGemm ? Part::kDgrad : Part::kBackward)
-                               : Part::kForward;
+    const Part part = attention_part(o, backward);
     std::uint32_t last_rs = kNoTask;
     for (int i = 0; i < n; ++i) {
       const std::uint32_t k =
@@ -407,8 +413,7 @@ struct Builder {
     const std::uint32_t ag = collective(coll::Kind::kAllGather, Dim::kCp, Stream::kCp, kv_bytes(),
                                         mb, chunk, layer, {last_compute});
     const model::Op& o = P.ops[static_cast<std::size_t>(op)];
-    const Part part = backward ? (o.kind == model::OpKind::kGemm ? Part::kDgrad : Part::kBackward)
-                               : Part::kForward;
+    const Part part = attention_part(o, backward);
     const std::uint32_t k = compute(op, pass, part, mb, chunk, layer, 1.0, ag);
     if (backward && o.kind == model::OpKind::kGemm) {
       compute(op, pass, Part::kWgrad, mb, chunk, layer);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
@@ -255,6 +256,23 @@ TEST(Program, GradientAccumulationIsOnePassPerMicroBatch) {
   EXPECT_EQ(exec::run_program(one, ExecOptions{}).iteration_time_s, base_one);
 }
 
+// One iteration of a stage's Program: the bytes its DP reduce-scatters move and the bytes its
+// gradient-accumulation ops move.
+std::pair<double, double> gradient_bytes(const plan::Program& prog) {
+  double reduced = 0, accumulated = 0;
+  for (const plan::Task& t : prog.tasks) {
+    if (t.type == plan::TaskType::kCollective && t.dim == plan::Dim::kDp &&
+        t.collective == coll::Kind::kReduceScatter) {
+      reduced += t.bytes;
+    }
+    if (t.type == plan::TaskType::kCompute &&
+        prog.ops[static_cast<std::size_t>(t.op)].name == "grad_accumulate") {
+      accumulated += prog.ops[static_cast<std::size_t>(t.op)].bytes;
+    }
+  }
+  return {reduced, accumulated};
+}
+
 // A model chunk without layers (first/last_stage_layers below the chunk count: PP 3, 6 layers
 // as 1 + 4 + 1: the first stage's single layer goes to its second chunk, the last stage's to its
 // first, which leaves the embedding's chunk and the head's at 0 layers) still holds the embedding or the head: its
@@ -281,17 +299,7 @@ TEST(Program, ChunksWithoutLayersKeepTheirEmbeddingAndHeadGradients) {
       ASSERT_EQ(ps.layout.chunk_layers(stage, stage == 0 ? 0 : 1).second, 0);
       const double params =
           plan::stage_parameters(sc.model, ps.layout, stage == 0, stage == 2, 1).total();
-      double reduced = 0, accumulated = 0;
-      for (const plan::Task& t : prog.tasks) {
-        if (t.type == plan::TaskType::kCollective && t.dim == plan::Dim::kDp &&
-            t.collective == coll::Kind::kReduceScatter) {
-          reduced += t.bytes;
-        }
-        if (t.type == plan::TaskType::kCompute &&
-            prog.ops[static_cast<std::size_t>(t.op)].name == "grad_accumulate") {
-          accumulated += prog.ops[static_cast<std::size_t>(t.op)].bytes;
-        }
-      }
+      const auto [reduced, accumulated] = gradient_bytes(prog);
       const double reductions = zero >= 2 ? m : 1;  // ZeRO-2: every micro-batch
       EXPECT_NEAR(reduced, reductions * 4.0 * params, 1e-6 * params) << stage << " zero " << zero;
       const double shard = zero >= 2 ? 2.0 : 1.0;
@@ -318,18 +326,7 @@ TEST(Program, TiedTableCountedOnceOnASingleStage) {
   ASSERT_EQ(ps.layout.par.vpp, 2);
   const int m = ps.layout.microbatches;
   const double params = plan::stage_parameters(sc.model, ps.layout, true, true, 4).total();
-  double reduced = 0, accumulated = 0;
-  const plan::Program& prog = ps.roles[0];
-  for (const plan::Task& t : prog.tasks) {
-    if (t.type == plan::TaskType::kCollective && t.dim == plan::Dim::kDp &&
-        t.collective == coll::Kind::kReduceScatter) {
-      reduced += t.bytes;
-    }
-    if (t.type == plan::TaskType::kCompute &&
-        prog.ops[static_cast<std::size_t>(t.op)].name == "grad_accumulate") {
-      accumulated += prog.ops[static_cast<std::size_t>(t.op)].bytes;
-    }
-  }
+  const auto [reduced, accumulated] = gradient_bytes(ps.roles[0]);
   EXPECT_NEAR(reduced, 4.0 * params, 1e-6 * params);
   EXPECT_NEAR(accumulated, (m - 1) * 6.0 * params, 1e-6 * params);
 }
