@@ -155,14 +155,51 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
     }
   }
   out.channels = C;
+  p.ring = kind != Kind::kAllToAll && kind != Kind::kSendRecv;
   return p;
 }
 
 void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
-                            std::span<const std::uint8_t> implied, RoutedFlows& out) {
+                            std::span<const std::uint8_t> implied, RoutedFlows& out,
+                            bool lockstep) {
   const int Q = std::max(1, router.config().qps_per_connection);
   out.latency_s = std::max(out.latency_s, plan.result.latency_s);
   const bool spray = router.config().mode == topo::RoutingMode::kSpray;
+  const auto no_path = [&](const FlowConnection& conn) {
+    throw_infeasible("no path from GPU " + std::to_string(conn.src) + " to GPU " +
+                         std::to_string(conn.dst) + ": " +
+                         router.why_unreachable(conn.src, conn.dst),
+                     {"", 0, ""});
+  };
+  if (lockstep && plan.ring && !spray) {
+    // One flow per channel and queue pair: the ring's edges in lock step (see flow.h). Each
+    // edge is routed with the label it has as a flow of its own, so the links are the same.
+    std::vector<topo::LinkId> path;
+    std::size_t first = 0;
+    while (first < plan.conns.size()) {
+      std::size_t last = first + 1;
+      while (last < plan.conns.size() && plan.conns[last].qp_base == plan.conns[first].qp_base) ++last;
+      const auto total = static_cast<std::int64_t>(std::llround(plan.conns[first].bytes * plan.wire));
+      for (int q = 0; q < Q; ++q) {
+        const std::int64_t share = total / Q + (q < total % Q ? 1 : 0);
+        if (share <= 0) continue;
+        for (std::size_t e = first; e < last; ++e) {
+          const FlowConnection& conn = plan.conns[e];
+          if (!router.route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path)) no_path(conn);
+          out.links.insert(out.links.end(), path.begin(), path.end());
+          for (const topo::LinkId l : path) {
+            if (implied.empty() || implied[static_cast<std::size_t>(l)] == 0) out.net_links.push_back(l);
+          }
+        }
+        if (!out.cap_Bps.empty()) out.cap_Bps.push_back(net::kUnlimited);
+        out.bytes.push_back(share);
+        out.offset.push_back(static_cast<std::uint32_t>(out.links.size()));
+        out.net_offset.push_back(static_cast<std::uint32_t>(out.net_links.size()));
+      }
+      first = last;
+    }
+    return;
+  }
   if (spray && out.spray_first.empty()) {
     out.spray_first.assign(out.bytes.size() + 1, 0);  // flows routed before: none of their own
     out.spray_offset.assign(1, 0);
@@ -201,10 +238,7 @@ void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
       }
       if ((spray && paths.empty()) ||
           (!spray && !router.route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path))) {
-        throw_infeasible("no path from GPU " + std::to_string(conn.src) + " to GPU " +
-                             std::to_string(conn.dst) + ": " +
-                             router.why_unreachable(conn.src, conn.dst),
-                         {"", 0, ""});
+        no_path(conn);
       }
       if (plan.flow_cap_Bps > 0 && out.cap_Bps.empty()) {
         out.cap_Bps.assign(out.bytes.size(), net::kUnlimited);
@@ -270,7 +304,7 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
   RoutedFlows routed;
   for (std::size_t i = 0; i < prepared.size(); ++i) {
     routed = RoutedFlows{};
-    route_collective_flows(prepared[i], router, {}, routed);
+    route_collective_flows(prepared[i], router, {}, routed, !options.packet);
     for (std::size_t f = 0; f < routed.bytes.size(); ++f) {
       const net::FlowSpec spec = routed.spec(f, false, i);
       if (packets != nullptr) {

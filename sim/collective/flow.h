@@ -9,6 +9,18 @@
 // hierarchical volumes of the analytic model. With one rank per server (rail / spread
 // placements) the ring runs rank to rank. All-to-all is a flow per ordered pair; send/recv one
 // connection. Every connection is split over `qps` queue pairs, each hashed on its own.
+//
+// Rings in lock step (flow fidelity, program-6). An NCCL ring forwards what it received: rank i
+// sends step s of a chunk only after step s−1 arrived from rank i−1 (reduce or copy, then send),
+// and a sender may run at most NCCL_STEPS = 8 slots ahead of its receiver (nccl
+// src/include/device.h; the Simple protocol's 4 MiB buffer per channel and peer, NCCL_BUFFSIZE).
+// So every edge of a channel's ring carries its bytes at the rate of the slowest edge, give or
+// take one buffer, and an edge on idle links cannot finish early and hand its bandwidth to other
+// traffic. At flow fidelity a channel's queue pair q is therefore one flow whose path is all its
+// edges' routed paths back to back (each edge routed with the label it would have alone, so the
+// links are the same), a link crossed by k edges counting k times in the max-min constraints
+// (net::MaxMinSolver). The queue pairs of one channel stay separate flows (each on its own ECMP
+// path). The packet level keeps one flow per edge: its packets need a hop-by-hop path.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +102,9 @@ struct CollectiveFlows {
   std::vector<FlowConnection> conns;
   double wire = 1.0;  // bytes on the wire per payload byte (LL and LL128 carry flags)
   double flow_cap_Bps = 0;  // a connection's rate bound (point-to-point NCCL channels); 0 = none
+  /// Ring collectives: `conns` hold each channel's ring edges back to back (the same qp_base c
+  /// and the same bytes), so that route_collective_flows can run a channel in lock step.
+  bool ring = false;
 };
 
 /// Plans the flows of one collective (`channels` 0 = NCCL's choice).
@@ -143,6 +158,8 @@ struct RoutedFlows {
 /// refused: the packet level keeps each flow's paths).
 inline constexpr std::size_t kMaxSprayPaths = 4096;
 
+/// With `lockstep` (flow fidelity), a ring collective's channel becomes one flow per queue pair
+/// over all its edges' paths (above); all-to-all and send/recv, and spray mode, are unchanged.
 /// Turns a planned collective into flows and appends them to `out`: every connection's bytes on
 /// the wire (bytes · wire, rounded) are split over its Q = qps_per_connection queue pairs, the
 /// first `total mod Q` taking one byte more, empty shares dropped; queue pair q of a connection
@@ -153,7 +170,8 @@ inline constexpr std::size_t kMaxSprayPaths = 4096;
 /// has no path. Under network.routing.mode spray (packet fidelity only) every flow also gets
 /// all its equal-cost paths (spray_*), each queue pair's share spread over them packet by packet.
 void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
-                            std::span<const std::uint8_t> implied, RoutedFlows& out);
+                            std::span<const std::uint8_t> implied, RoutedFlows& out,
+                            bool lockstep = false);
 
 /// Runs several collectives at once (e.g. the 8 DP rings of a server's GPUs), sharing the
 /// fabric; one result per request, in order.

@@ -204,7 +204,7 @@ void FlowBackend::start_collective(const CommRequest& req) {
       coll::FlowCollectiveRequest fr{req.kind, req.bytes,
                                      std::vector<topo::GpuId>(groups[g].begin(), groups[g].end())};
       coll::route_collective_flows(coll::plan_collective_flows(fr, *graph_, links_, choice, 0),
-                                   *router_, implied_, c.flows);
+                                   *router_, implied_, c.flows, packets_ == nullptr);
       c.copy_of.resize(c.flows.bytes.size(), static_cast<std::uint32_t>(g));
     }
     c.copies = static_cast<std::uint32_t>(std::max<std::size_t>(1, groups.size()));

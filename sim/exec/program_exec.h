@@ -51,7 +51,10 @@ namespace trainsim::exec {
 /// packet level's pacer keeps each flow's schedule (rate-limited flows sharing a NIC).
 /// program-5: a gradient-accumulation task after each layer's backward where the framework does
 /// not fuse it into the weight-gradient GEMM (framework.grad_accumulation).
-inline constexpr const char* kProgramModelVersion = "program-5";
+/// program-6: at flow fidelity each ring channel's queue pair is one flow over all its edges in
+/// lock step (NCCL's ring moves a step only as fast as its slowest edge), not an independent
+/// flow per edge; the packet level keeps one flow per edge.
+inline constexpr const char* kProgramModelVersion = "program-6";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

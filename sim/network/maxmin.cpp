@@ -114,11 +114,6 @@ FlowIndex MaxMinSolver::insert_flow(std::span<const topo::LinkId> path, double c
       throw_input("flow path names link " + std::to_string(l) + ", but the network has " +
                   std::to_string(link_count()) + " links");
     }
-    // Paths are short (a few hops), so the quadratic scan is cheaper than any set.
-    if (std::find(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(hop), l) !=
-        path.begin() + static_cast<std::ptrdiff_t>(hop)) {
-      throw_input("flow path crosses link " + std::to_string(l) + " twice");
-    }
   }
   FlowIndex f;
   if (free_flows_.empty()) {

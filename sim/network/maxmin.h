@@ -1,7 +1,9 @@
 // Exact max-min fair rates of flows over capacitated links, re-solved incrementally.
 //
 // The model (network-models.md §1.1): one rate x_f per flow, one constraint per link,
-// Σ_{f∋l} x_f ≤ C_l, and an optional per-flow bound x_f ≤ b_f (NIC line rate, a congestion-control
+// Σ_{f∋l} m_{f,l}·x_f ≤ C_l, where m_{f,l} is how often f's path lists l (1 for a routed
+// path; a ring run in lock step crosses a link once per edge routed over it, see
+// sim/collective/flow.h), and an optional per-flow bound x_f ≤ b_f (NIC line rate, a congestion-control
 // hold). The solution is the max-min fair allocation: no rate can grow without shrinking a rate
 // that is already smaller or equal. It is computed exactly by progressive filling (Bertsekas &
 // Gallager, "Data Networks", 2nd ed., §6.5) over a heap of link fair shares: the link with the
@@ -60,7 +62,8 @@ class MaxMinSolver {
 
   std::int32_t link_count() const { return static_cast<std::int32_t>(links_.size()); }
 
-  /// Adds a flow over `path` (non-empty, valid link ids, no link twice) with rate bound
+  /// Adds a flow over `path` (non-empty, valid link ids; a link listed k times carries k times
+  /// the flow's rate) with rate bound
   /// `cap_Bps` (>= 0). Its rate is 0 until the next solve.
   /// Throws trainsim::Error (input) on a bad path or bound.
   FlowIndex add_flow(std::span<const topo::LinkId> path, double cap_Bps = kUnlimited);

@@ -6,7 +6,8 @@
 //   * the flow level: the same all-reduce starts exactly the flows that
 //     coll::route_collective_flows makes of coll::plan_collective_flows (NCCL's choice across
 //     servers: 2·g = 16 rings of 8 GPUs per server; each ring has 16 edges, 7 NVLink hops and one
-//     crossing per server; one QP per connection by default), and completes
+//     crossing per server; one QP per connection by default; each ring one flow in lock step
+//     over its edges' paths), and completes
 //     when `trainsim collective --fidelity flow` (collective_flow) says it does: the same flows on
 //     an idle fabric, up to picosecond rounding.
 //   * a group inside one server goes through the closed form at flow fidelity too.
@@ -132,11 +133,23 @@ TEST(CommBackend, FlowLevelStartsTheRoutedFlowsOfTheCollective) {
   const std::vector<int> group = two_servers();
   const coll::FlowCollectiveRequest req{coll::Kind::kAllReduce, 64.0 * 1024 * 1024,
                                         std::vector<topo::GpuId>(group.begin(), group.end())};
-  coll::RoutedFlows routed;
-  coll::route_collective_flows(coll::plan_collective_flows(req, graph, links, {}, 0), router, {},
-                               routed);
+  const coll::CollectiveFlows plan = coll::plan_collective_flows(req, graph, links, {}, 0);
+  coll::RoutedFlows edges;
+  coll::route_collective_flows(plan, router, {}, edges);
   // 16 rings × 16 edges × 1 QP.
-  EXPECT_EQ(routed.bytes.size(), 16u * 16u);
+  EXPECT_EQ(edges.bytes.size(), 16u * 16u);
+  // In lock step, one flow per ring over its 16 edges' paths, back to back, with an edge's bytes.
+  coll::RoutedFlows routed;
+  coll::route_collective_flows(plan, router, {}, routed, true);
+  ASSERT_EQ(routed.bytes.size(), 16u);
+  for (std::size_t ring = 0; ring < 16; ++ring) {
+    EXPECT_EQ(routed.bytes[ring], edges.bytes[ring * 16]);
+    const std::vector<topo::LinkId> whole(routed.links.begin() + routed.offset[ring],
+                                          routed.links.begin() + routed.offset[ring + 1]);
+    const std::vector<topo::LinkId> joined(edges.links.begin() + edges.offset[ring * 16],
+                                           edges.links.begin() + edges.offset[ring * 16 + 16]);
+    EXPECT_EQ(whole, joined) << "ring " << ring;
+  }
 
   const Outcome flow = run_one(exec::NetworkBackend::kFlow, group);
   EXPECT_EQ(flow.result.exec.flows, static_cast<long>(routed.bytes.size()));
