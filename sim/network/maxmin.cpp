@@ -1,6 +1,7 @@
 #include "sim/network/maxmin.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <sstream>
@@ -354,18 +355,27 @@ void MaxMinSolver::sort_keys() {
     return;
   }
   radix_tmp_.resize(n);
-  const auto digit_pass = [&](auto&& digit_of, int shift) {
-    std::size_t count[257] = {};
-    for (const HeapEntry& e : sorted_) ++count[((digit_of(e) >> shift) & 0xff) + 1];
-    for (int d = 0; d < 256; ++d) {
-      if (count[d + 1] == n) return;  // every entry has this byte: the pass would not move them
-    }
-    for (int d = 0; d < 256; ++d) count[d + 1] += count[d];
-    for (const HeapEntry& e : sorted_) radix_tmp_[count[(digit_of(e) >> shift) & 0xff]++] = e;
-    sorted_.swap(radix_tmp_);
-  };
   const auto key_of = [](const HeapEntry& e) { return std::bit_cast<std::uint64_t>(e.key + 0.0); };
-  for (int shift = 0; shift < 64; shift += 8) digit_pass(key_of, shift);
+  // The eight byte histograms in one pass over the keys, then one scatter pass per byte that
+  // not every key shares.
+  std::array<std::array<std::uint32_t, 256>, 8> count{};
+  for (const HeapEntry& e : sorted_) {
+    const std::uint64_t k = key_of(e);
+    for (int b = 0; b < 8; ++b) ++count[static_cast<std::size_t>(b)][(k >> (8 * b)) & 0xff];
+  }
+  for (int b = 0; b < 8; ++b) {
+    std::array<std::uint32_t, 256>& c = count[static_cast<std::size_t>(b)];
+    const int shift = 8 * b;
+    if (c[(key_of(sorted_.front()) >> shift) & 0xff] == n) continue;  // the pass would not move them
+    std::uint32_t sum = 0;
+    for (std::uint32_t& v : c) {
+      const std::uint32_t here = v;
+      v = sum;
+      sum += here;
+    }
+    for (const HeapEntry& e : sorted_) radix_tmp_[c[(key_of(e) >> shift) & 0xff]++] = e;
+    sorted_.swap(radix_tmp_);
+  }
 }
 
 void MaxMinSolver::freeze(FlowIndex f, double rate) {
