@@ -278,6 +278,15 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
                                          ? flow_count_ / 2
                                          : flow_count_ + 1;
   for (std::size_t next = 0; next < comp_links_.size(); ++next) {
+    // The search is bound by memory: each listed link is a record and a list elsewhere. Fetch
+    // the record of the link eight places ahead and the list of the one four ahead (whose
+    // record was fetched four links ago), while this one is scanned.
+    if (next + 8 < comp_links_.size()) {
+      __builtin_prefetch(&links_[static_cast<std::size_t>(comp_links_[next + 8])]);
+    }
+    if (next + 4 < comp_links_.size()) {
+      __builtin_prefetch(links_[static_cast<std::size_t>(comp_links_[next + 4])].flows.data());
+    }
     Link& link = links_[static_cast<std::size_t>(comp_links_[next])];
     double remaining = link.capacity;
     std::int32_t unfrozen = 0;
