@@ -587,10 +587,15 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   }
 
   // Optimizer step, memory-bound over this GPU's parameter shard (ComputeModel::optimizer).
+  // ZeRO shards dense parameters over DP (or DP·CP) and expert parameters over the ranks that
+  // hold the same experts, DP (or DP·CP) / EP, as plan::memory_per_gpu counts them.
   {
-    const double shard = par.dp * (par.shard_over_cp ? par.cp : 1);
-    const double params = std::max(sp_first.total(), sp_last.total()) /
-                          (par.zero >= 1 ? shard : 1.0);
+    const double shard = par.zero >= 1 ? par.dp * (par.shard_over_cp ? par.cp : 1) : 1.0;
+    const double eshard = par.zero >= 1 ? std::max(1.0, shard / par.ep) : 1.0;
+    const auto updated = [&](const plan::StageParams& sp) {
+      return sp.dense / shard + sp.expert / eshard;
+    };
+    const double params = std::max(updated(sp_first), updated(sp_last));
     bd.optimizer_s = c.cm.optimizer(params, cfg.training.optimizer == plan::Optimizer::kLamb);
   }
   bd.data_loading_s = cfg.opt.async_data_pipeline ? 0.0 : prof.data_loading_s;

@@ -22,7 +22,10 @@ namespace trainsim::exec {
 /// analytic-9: gradient accumulation over micro-batches priced where the framework does not fuse
 /// it into the weight-gradient GEMM (framework.grad_accumulation; Megatron-LM SC21, DeepSpeed,
 /// TorchTitan presets).
-inline constexpr const char* kAnalyticModelVersion = "analytic-9";
+/// analytic-10: the optimizer step under ZeRO updates expert parameters sharded over DP (or
+/// DP·CP) / EP, the ranks that hold the same experts, as the memory model counts them (it
+/// divided them by the whole DP group).
+inline constexpr const char* kAnalyticModelVersion = "analytic-10";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

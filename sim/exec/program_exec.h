@@ -53,7 +53,9 @@ namespace trainsim::exec {
 /// not fuse it into the weight-gradient GEMM (framework.grad_accumulation).
 /// program-6: at flow fidelity each ring channel's queue pair is one flow over all its edges in
 /// lock step (NCCL's ring moves a step only as fast as its slowest edge), not an independent
-/// flow per edge; the packet level keeps one flow per edge.
+/// flow per edge; the packet level keeps one flow per edge. And the optimizer step shards expert
+/// parameters over DP·CP / EP under framework.shard_group dp_cp (it used DP / EP), as the
+/// analytic fidelity and the memory model do.
 inline constexpr const char* kProgramModelVersion = "program-6";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };

@@ -936,15 +936,16 @@ void Builder::build() {
   }
 
   // Optimizer step over this GPU's parameter shard, after every gradient reduction: ZeRO shards
-  // the dense parameters over DP, or DP·CP (framework.shard_group dp_cp), as the analytic
-  // fidelity and plan::memory_per_gpu count it.
+  // the dense parameters over DP, or DP·CP (framework.shard_group dp_cp), and the expert
+  // parameters over the ranks holding the same experts, that group / EP, as the analytic
+  // fidelity and plan::memory_per_gpu count them.
   {
     const int dense_shard = par.zero >= 1 ? par.dp * (par.shard_over_cp ? par.cp : 1) : 1;
+    const int expert_shard = par.zero >= 1 ? std::max(1, dense_shard / par.ep) : 1;
     double params = 0;
     for (const ChunkInfo& ci : chunks) {
       for (std::size_t b = 0; b < ci.bucket_dense.size(); ++b) {
-        params += ci.bucket_dense[b] / dense_shard +
-                  ci.bucket_expert[b] / (par.zero >= 1 ? std::max(1, par.dp / par.ep) : 1);
+        params += ci.bucket_dense[b] / dense_shard + ci.bucket_expert[b] / expert_shard;
       }
     }
     model::Op o;

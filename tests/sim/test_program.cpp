@@ -13,6 +13,7 @@
 #include "sim/collective/analytic.h"
 #include "sim/exec/compute_model.h"
 #include "sim/exec/program_exec.h"
+#include "sim/plan/memory.h"
 #include "sim/plan/program.h"
 
 namespace trainsim {
@@ -307,6 +308,43 @@ TEST(Program, ChunksWithoutLayersKeepTheirEmbeddingAndHeadGradients) {
           << stage << " zero " << zero;
     }
   }
+}
+
+// The optimizer step under ZeRO-1 updates this GPU's shard: dense parameters over DP·CP (the
+// distributed optimizer's group under megatron-core-2023, shard_group dp_cp) and expert
+// parameters over the ranks that hold the same experts, DP·CP / EP (here 8·2 = 16 and 16 / 4 = 4),
+// as plan::memory_per_gpu counts the optimizer state (12 B per updated parameter); the analytic
+// fidelity prices the same step. (The Program used DP / EP = 2 for experts and the analytic
+// fidelity 16 for every parameter.)
+TEST(Program, OptimizerUpdatesTheExpertShardOfItsGroup) {
+  const std::string yaml =
+      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 2048,\n"
+      "        experts: 8, top_k: 2}\n"
+      "cluster: {preset: selene-a100, gpus: 16}\n"
+      "parallel: {tp: 1, pp: 1, cp: 2, dp: 8, ep: 4, vpp: 1, zero: 1}\n"
+      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: megatron-core-2023}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  const scen::Scenario sc = scen::load_scenario_string(yaml, "moe.yaml");
+  ASSERT_TRUE(sc.parallel.shard_over_cp);
+  const plan::ProgramSet ps =
+      plan::build_programs(sc.model, sc.cluster, sc.parallel, sc.training, sc.opt);
+  const plan::StageParams sp = plan::stage_parameters(sc.model, ps.layout, true, true, 2);
+  ASSERT_GT(sp.expert, sp.dense);
+  const double want = sp.dense / 16.0 + sp.expert / 4.0;
+  double updated = 0;
+  for (const model::Op& o : ps.roles[0].ops) {
+    if (o.name == "optimizer") updated += o.m;
+  }
+  EXPECT_NEAR(updated, want, 1e-9 * want);
+  const RunConfig c = scen::make_run_config(sc);
+  const plan::MemoryUsage mem = plan::memory_per_gpu(sc.model, ps.layout, sc.training, true,
+                                                     sc.cluster.gpu);
+  EXPECT_NEAR(mem.optimizer_bytes, 12.0 * want, 1e-6 * want);
+  const Result schedule = exec::run_program(c, ExecOptions{});
+  const Result analytic = exec::run_analytic(c);
+  EXPECT_GT(analytic.breakdown.optimizer_s, 0.0);
+  EXPECT_NEAR(schedule.breakdown.optimizer_s, analytic.breakdown.optimizer_s, 1e-12);  // ps rounding
 }
 
 // PP 1 with two model chunks and tied embeddings: the stage holds the one table, which its
