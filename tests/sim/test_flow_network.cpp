@@ -287,6 +287,29 @@ void expect_full_solve_rates(const MaxMinSolver& inc, const std::vector<double>&
   }
 }
 
+// Random changes the property tests mix: remove a flow, move a link's capacity by −3…+3 (at
+// least 0.5), set a flow's bound to 0.25…6.
+void remove_random_flow(Rng& rng, MaxMinSolver& s, std::map<FlowIndex, std::pair<Path, double>>& live) {
+  auto it = live.begin();
+  std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
+  s.remove_flow(it->first);
+  live.erase(it);
+}
+
+void shift_random_capacity(Rng& rng, MaxMinSolver& s, std::vector<double>& capacity) {
+  const LinkId l = static_cast<LinkId>(rng.uniform_below(capacity.size()));
+  double& c = capacity[static_cast<std::size_t>(l)];
+  c = std::max(0.5, c + static_cast<double>(rng.uniform_below(7)) - 3.0);
+  s.set_link_capacity(l, c);
+}
+
+void rebound_random_flow(Rng& rng, MaxMinSolver& s, std::map<FlowIndex, std::pair<Path, double>>& live) {
+  auto it = live.begin();
+  std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
+  it->second.second = 0.25 * static_cast<double>(1 + rng.uniform_below(24));
+  s.set_flow_cap(it->first, it->second.second);
+}
+
 // A path may list a link several times: a ring channel run in lock step is one flow over all
 // its edges' links, and a switch link that two of its edges are routed over carries its rate
 // twice (sim/collective/flow.h). By hand: link 0 (6 B/s) carries ring A twice and flow B once,
@@ -356,20 +379,11 @@ TEST(MaxMinProperty, RepeatedLinksMatchBruteForceAndFullResolve) {
         for (int h = 0; h < hops; ++h) p.push_back(static_cast<LinkId>(rng.uniform_below(links)));
         live[s.add_flow(p)] = {p, kUnlimited};
       } else if (kind == 1) {
-        auto it = live.begin();
-        std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
-        s.remove_flow(it->first);
-        live.erase(it);
+        remove_random_flow(rng, s, live);
       } else if (kind == 2) {
-        const LinkId l = static_cast<LinkId>(rng.uniform_below(links));
-        double& cap = in.capacity[static_cast<std::size_t>(l)];
-        cap = std::max(0.5, cap + static_cast<double>(rng.uniform_below(7)) - 3.0);
-        s.set_link_capacity(l, cap);
+        shift_random_capacity(rng, s, in.capacity);
       } else {
-        auto it = live.begin();
-        std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
-        it->second.second = 0.25 * static_cast<double>(1 + rng.uniform_below(24));
-        s.set_flow_cap(it->first, it->second.second);
+        rebound_random_flow(rng, s, live);
       }
       s.solve();
       ASSERT_EQ(s.check_invariants(), "") << "trial " << trial << " op " << op;
@@ -590,21 +604,12 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
                                : kUnlimited;
         live[inc.add_flow(p, cap)] = {p, cap};
       } else if (kind <= 3) {
-        auto it = live.begin();
-        std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
-        inc.remove_flow(it->first);
-        live.erase(it);
+        remove_random_flow(rng, inc, live);
       } else if (kind == 4) {
         // Up (re-filled from the link's largest rate) or down (from its water level).
-        const LinkId l = static_cast<LinkId>(rng.uniform_below(links));
-        double& c = capacity[static_cast<std::size_t>(l)];
-        c = std::max(0.5, c + static_cast<double>(rng.uniform_below(7)) - 3.0);
-        inc.set_link_capacity(l, c);
+        shift_random_capacity(rng, inc, capacity);
       } else {
-        auto it = live.begin();
-        std::advance(it, static_cast<long>(rng.uniform_below(live.size())));
-        it->second.second = 0.25 * static_cast<double>(1 + rng.uniform_below(24));
-        inc.set_flow_cap(it->first, it->second.second);
+        rebound_random_flow(rng, inc, live);
       }
       inc.solve();
       restricted += static_cast<std::int64_t>(live.size() - inc.last_flows().size());
