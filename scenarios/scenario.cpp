@@ -384,6 +384,7 @@ class Resolver {
     r.qps_per_connection = integer("network.routing.qps_per_connection");
     net::NetworkConfig& n = scenario_.network;
     n.congestion_control = *net::parse_congestion_control(get("network.congestion_control"));
+    n.ring_lockstep = flag("network.ring_lockstep");
     n.dcqcn.contended_efficiency = real("network.dcqcn.contended_efficiency");
     n.dcqcn.incast_penalty = real("network.dcqcn.incast_penalty");
     n.dcqcn.rate_increase_timer = TimePs::from_seconds(real("network.dcqcn.rate_increase_timer") * 1e-6);

@@ -915,6 +915,14 @@ std::vector<KeyDef> build_schema() {
        .aliases = {"hash_seed", "ecmp_seed", "universal_id"},
        .min_value = 0,
        .max_value = 4294967295.0},
+      {.path = "network.ring_lockstep",
+       .type = K::kBool,
+       .default_value = "true",
+       .description = "Flow fidelity: each NCCL ring channel's queue pair is one flow over all its "
+                      "edges, at the slowest edge's pace (a ring forwards step by step, at most "
+                      "NCCL_STEPS slots ahead; docs/network-model.md §3.1); false: an independent "
+                      "flow per edge (the model before program-6)",
+       .aliases = {"ring_lock_step", "lockstep_rings"}},
       {.path = "network.routing.seed_scope",
        .type = K::kEnum,
        .default_value = "per-switch",

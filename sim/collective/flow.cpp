@@ -304,7 +304,8 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
   RoutedFlows routed;
   for (std::size_t i = 0; i < prepared.size(); ++i) {
     routed = RoutedFlows{};
-    route_collective_flows(prepared[i], router, {}, routed, !options.packet);
+    route_collective_flows(prepared[i], router, {}, routed,
+                           !options.packet && options.network.ring_lockstep);
     for (std::size_t f = 0; f < routed.bytes.size(); ++f) {
       const net::FlowSpec spec = routed.spec(f, false, i);
       if (packets != nullptr) {

@@ -56,6 +56,7 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
     packets_->flow_done().subscribe([this](const net::FlowDone& d) { flow_done(d); });
     return;
   }
+  ring_lockstep_ = options.network.ring_lockstep;
   net::FlowNetworkOptions fo;
   fo.config = options.network;
   fo.sender_links = coll::sender_links(*graph_);
@@ -204,7 +205,8 @@ void FlowBackend::start_collective(const CommRequest& req) {
       coll::FlowCollectiveRequest fr{req.kind, req.bytes,
                                      std::vector<topo::GpuId>(groups[g].begin(), groups[g].end())};
       coll::route_collective_flows(coll::plan_collective_flows(fr, *graph_, links_, choice, 0),
-                                   *router_, implied_, c.flows, packets_ == nullptr);
+                                   *router_, implied_, c.flows,
+                                   packets_ == nullptr && ring_lockstep_);
       c.copy_of.resize(c.flows.bytes.size(), static_cast<std::uint32_t>(g));
     }
     c.copies = static_cast<std::uint32_t>(std::max<std::size_t>(1, groups.size()));

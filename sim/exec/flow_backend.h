@@ -116,6 +116,7 @@ class FlowBackend final : public CommBackend {
   // Links whose max-min constraint another link on every path through them implies
   // (coll::implied_links): left out of the paths the flow network solves, kept in the statistics.
   std::vector<std::uint8_t> implied_;
+  bool ring_lockstep_ = false;  // network.ring_lockstep (flow level only)
   std::deque<Job> jobs_;  // a deque: jobs never move once added (their cached specs point into them)
   std::vector<InFlight> in_flight_;
   std::vector<std::uint32_t> free_in_flight_;

@@ -89,6 +89,9 @@ struct NetworkConfig {
   SwiftConfig swift;
   MegaScaleCcConfig megascale;
   RetransmitConfig retransmit;
+  /// Flow fidelity: each ring channel's queue pair is one flow over all its edges, in lock step
+  /// (network.ring_lockstep; sim/collective/flow.h); false: one independent flow per edge.
+  bool ring_lockstep = true;
 };
 
 /// η(n) = contended_efficiency / (1 + incast_penalty · log2(n / 2)) for n >= 2, 1 for one flow.

@@ -145,6 +145,23 @@ TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
 }
 
 // A straggler through scenario keys: the run names it in the result and takes longer.
+// network.ring_lockstep (default true): a ring channel's edges are one flow; false runs a flow
+// per edge, so the same run starts more flows, and the key is refused where it is not a bool.
+TEST(ProgramCli, RingLockstepKeyChoosesTheFlowModel) {
+  const CliRun lock = trainsim("run " + k64 + " --fidelity flow --format json");
+  const CliRun edges =
+      trainsim("run " + k64 + " --fidelity flow --format json --set network.ring_lockstep=false");
+  ASSERT_EQ(lock.code, 0) << lock.err;
+  ASSERT_EQ(edges.code, 0) << edges.err;
+  const auto jl = nlohmann::json::parse(lock.out), je = nlohmann::json::parse(edges.out);
+  EXPECT_LT(jl["execution"]["flows"].get<long>(), je["execution"]["flows"].get<long>());
+  const double tl = jl["iteration_time_s"].get<double>(), te = je["iteration_time_s"].get<double>();
+  EXPECT_NEAR(tl, te, 0.01 * te);
+  const CliRun bad = trainsim("run " + k64 + " --fidelity flow --set network.ring_lockstep=maybe");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("network.ring_lockstep"), std::string::npos) << bad.err;
+}
+
 TEST(ProgramCli, StragglerThroughScenarioKeys) {
   const CliRun base = trainsim("run " + k64 + " --fidelity schedule --format json");
   const CliRun slow = trainsim("run " + k64 +

@@ -72,10 +72,12 @@ struct Outcome {
   exec::Result result;
 };
 
-Outcome run_one(exec::NetworkBackend kind, const std::vector<int>& group, int pieces = 1) {
+Outcome run_one(exec::NetworkBackend kind, const std::vector<int>& group, int pieces = 1,
+                bool ring_lockstep = true) {
   const exec::RunConfig cfg = config();
   exec::ExecOptions opt;
   opt.backend = kind;
+  opt.network.ring_lockstep = ring_lockstep;
   Simulation sim(opt.seed);
   Outcome out;
   out.result.iteration_time_s = 1.0;
@@ -161,6 +163,13 @@ TEST(CommBackend, FlowLevelStartsTheRoutedFlowsOfTheCollective) {
   EXPECT_EQ(alone.flows, flow.result.exec.flows);
   EXPECT_NEAR(flow.done_at.seconds(), alone.cost.time_s, 2e-12);
   EXPECT_GT(flow.result.network.max_link_utilization, 0.0);
+  // network.ring_lockstep false: a flow per edge, as before program-6. Alone on the fabric the
+  // ring ends with its slowest edge either way, and its edges load the same links.
+  const Outcome edgewise = run_one(exec::NetworkBackend::kFlow, group, 1, false);
+  EXPECT_EQ(edgewise.result.exec.flows, static_cast<long>(edges.bytes.size()));
+  EXPECT_NEAR(edgewise.done_at.seconds(), flow.done_at.seconds(), 2e-12);
+  EXPECT_DOUBLE_EQ(edgewise.result.network.max_link_utilization,
+                   flow.result.network.max_link_utilization);
 }
 
 TEST(CommBackend, FlowLevelPricesAGroupInsideOneServerInClosedForm) {
