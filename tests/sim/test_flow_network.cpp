@@ -220,6 +220,18 @@ Instance random_instance(Rng& rng, int max_links, int max_flows) {
   return in;
 }
 
+// The solver's rates of `ids` (flow f of `in` is ids[f]) against the textbook filling, and the
+// max-min invariants.
+void expect_brute_force_rates(const MaxMinSolver& s, const Instance& in,
+                              const std::vector<FlowIndex>& ids, int trial) {
+  const std::vector<double> expected = brute_force_max_min(in);
+  for (std::size_t f = 0; f < ids.size(); ++f) {
+    ASSERT_NEAR(s.rate(ids[f]), expected[f], 1e-9 * std::max(1.0, expected[f]))
+        << "trial " << trial << " flow " << f;
+  }
+  ASSERT_EQ(s.check_invariants(), "") << "trial " << trial;
+}
+
 TEST(MaxMinProperty, MatchesBruteForceOnRandomSmallNetworks) {
   Rng rng(2024);
   for (int trial = 0; trial < 500; ++trial) {
@@ -230,12 +242,8 @@ TEST(MaxMinProperty, MatchesBruteForceOnRandomSmallNetworks) {
       ids.push_back(s.add_flow(in.paths[f], in.caps[f]));
     }
     s.solve();
-    const std::vector<double> expected = brute_force_max_min(in);
-    for (std::size_t f = 0; f < ids.size(); ++f) {
-      ASSERT_NEAR(s.rate(ids[f]), expected[f], 1e-9 * std::max(1.0, expected[f]))
-          << "trial " << trial << " flow " << f;
-    }
-    ASSERT_EQ(s.check_invariants(), "") << "trial " << trial;
+    expect_brute_force_rates(s, in, ids, trial);
+    if (testing::Test::HasFatalFailure()) return;
   }
 }
 
@@ -365,12 +373,8 @@ TEST(MaxMinProperty, RepeatedLinksMatchBruteForceAndFullResolve) {
       live[ids.back()] = {in.paths[f], in.caps[f]};
     }
     s.solve();
-    const std::vector<double> expected = brute_force_max_min(in);
-    for (std::size_t f = 0; f < ids.size(); ++f) {
-      ASSERT_NEAR(s.rate(ids[f]), expected[f], 1e-9 * std::max(1.0, expected[f]))
-          << "trial " << trial << " flow " << f;
-    }
-    ASSERT_EQ(s.check_invariants(), "") << "trial " << trial;
+    expect_brute_force_rates(s, in, ids, trial);
+    if (testing::Test::HasFatalFailure()) return;
     for (int op = 0; op < 12 && !live.empty(); ++op) {
       const std::uint64_t kind = rng.uniform_below(4);
       if (kind == 0) {
