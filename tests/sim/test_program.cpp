@@ -259,6 +259,11 @@ TEST(Program, GradientAccumulationIsOnePassPerMicroBatch) {
 
 // One iteration of a stage's Program: the bytes its DP reduce-scatters move and the bytes its
 // gradient-accumulation ops move.
+// The Programs of a scenario as `run` builds them.
+plan::ProgramSet programs_of(const scen::Scenario& sc) {
+  return plan::build_programs(sc.model, sc.cluster, sc.parallel, sc.training, sc.opt);
+}
+
 std::pair<double, double> gradient_bytes(const plan::Program& prog) {
   double reduced = 0, accumulated = 0;
   for (const plan::Task& t : prog.tasks) {
@@ -291,8 +296,7 @@ TEST(Program, ChunksWithoutLayersKeepTheirEmbeddingAndHeadGradients) {
   for (const int zero : {1, 2}) {
     scen::Scenario sc = scen::load_scenario_string(yaml, "chunks.yaml",
                                                    {"parallel.zero=" + std::to_string(zero)});
-    const plan::ProgramSet ps =
-        plan::build_programs(sc.model, sc.cluster, sc.parallel, sc.training, sc.opt);
+    const plan::ProgramSet ps = programs_of(sc);
     const int m = ps.layout.microbatches;
     ASSERT_EQ(m, 6);
     for (const int stage : {0, 2}) {  // the first and the last of 3 stages, 1 layer each
@@ -327,8 +331,7 @@ TEST(Program, OptimizerUpdatesTheExpertShardOfItsGroup) {
       "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
   const scen::Scenario sc = scen::load_scenario_string(yaml, "moe.yaml");
   ASSERT_TRUE(sc.parallel.shard_over_cp);
-  const plan::ProgramSet ps =
-      plan::build_programs(sc.model, sc.cluster, sc.parallel, sc.training, sc.opt);
+  const plan::ProgramSet ps = programs_of(sc);
   const plan::StageParams sp = plan::stage_parameters(sc.model, ps.layout, true, true, 2);
   ASSERT_GT(sp.expert, sp.dense);
   const double want = sp.dense / 16.0 + sp.expert / 4.0;
@@ -359,8 +362,7 @@ TEST(Program, TiedTableCountedOnceOnASingleStage) {
       "framework: {preset: megatron-lm-2023, grad_accumulation: add-16bit}\n";
   const scen::Scenario sc = scen::load_scenario_string(yaml, "tied.yaml");
   ASSERT_TRUE(sc.model.tied_embeddings);
-  const plan::ProgramSet ps =
-      plan::build_programs(sc.model, sc.cluster, sc.parallel, sc.training, sc.opt);
+  const plan::ProgramSet ps = programs_of(sc);
   ASSERT_EQ(ps.layout.par.vpp, 2);
   const int m = ps.layout.microbatches;
   const double params = plan::stage_parameters(sc.model, ps.layout, true, true, 4).total();
