@@ -284,6 +284,9 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
   }
   f.memory = fit_memory_bandwidth(mem, peaks.hbm_Bps);
   fit_memory_kinds(mem_by_kind, peaks.hbm_Bps, f);
+  if (const auto c = f.memory_by_kind.find("copy"); c != f.memory_by_kind.end()) {
+    f.copy_bw_Bps = c->second.efficiency * peaks.hbm_Bps;
+  }
   if (gemms.size() < 2) {
     throw_input("fewer than 2 unbatched " + gemm_dtype + " GEMM samples", {"", 0, "gemm"},
                 "time the grid GEMMs in the training precision");
@@ -349,6 +352,8 @@ void apply_kernel_fits(const KernelFits& f, Profile& p) {
   for (const auto& [kind, k] : f.memory_by_kind) {
     p.memory_bw_efficiency_by_kind[kind] = std::min(1.0, k.efficiency);
   }
+  p.copy_bw_Bps.reset();
+  if (f.copy_bw_Bps > 0) p.copy_bw_Bps = f.copy_bw_Bps;
   p.gemm_peak_efficiency = std::min(1.0, f.gemm.peak_efficiency);
   p.gemm_half_dim = f.gemm.half_dim;
   p.gemm_overhead_s = f.gemm.overhead_s;

@@ -108,6 +108,7 @@ struct KernelFits {
     double mean_rel_error = 0;  // > 0: the surface predicts longer than measured
   };
   std::map<std::string, GemmResidual> gemm_by_op;
+  double copy_bw_Bps = 0;  // the "copy" kind's slope as a bandwidth (0: no copy samples)
   double memory_joint_overhead_s = 0;
   double memory_joint_common_efficiency = 0;
   GemmFit gemm;

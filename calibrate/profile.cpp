@@ -140,10 +140,12 @@ void load_measured(const json& j, const std::string& file, Profile& p) {
 }
 
 constexpr const char* kKernelOps[] = {
-    "gemm",      "attention_fwd", "attention_bwd", "layernorm",
-    "rmsnorm",   "softmax",       "dropout",       "bias_dropout_add",
-    "bias_gelu", "swiglu",        "embedding",     "cross_entropy",
-    "adam",      "lamb"};
+    "gemm",          "attention_fwd",        "attention_bwd", "layernorm",
+    "rmsnorm",       "softmax",              "dropout",       "bias_dropout_add",
+    "bias_gelu",     "swiglu",               "embedding",     "cross_entropy",
+    "adam",          "lamb",                 "copy",          "layernorm_bwd",
+    "rmsnorm_bwd",   "softmax_bwd",          "dropout_bwd",   "bias_dropout_add_bwd",
+    "bias_gelu_bwd", "swiglu_bwd",           "embedding_bwd"};
 constexpr const char* kKernelDtypes[] = {"fp32", "fp16", "bf16", "fp8"};
 
 template <std::size_t N>
@@ -227,7 +229,9 @@ void load_kernels_measured(const json& j, const std::string& file, Profile& p) {
 
 const char* measured_kernel_ops() {
   return "gemm, attention_fwd, attention_bwd, layernorm, rmsnorm, softmax, dropout, "
-         "bias_dropout_add, bias_gelu, swiglu, embedding, cross_entropy, adam, lamb";
+         "bias_dropout_add, bias_gelu, swiglu, embedding, cross_entropy, adam, lamb, copy, "
+         "layernorm_bwd, rmsnorm_bwd, softmax_bwd, dropout_bwd, bias_dropout_add_bwd, "
+         "bias_gelu_bwd, swiglu_bwd, embedding_bwd";
 }
 
 bool is_memory_bound_kernel(const std::string& op) {
@@ -278,7 +282,7 @@ Profile parse_profile(std::string_view text, const std::string& path) {
   reject_unknown(c,
                  {"gemm_peak_efficiency", "gemm_half_dim", "attention_fwd_efficiency",
                   "attention_bwd_efficiency", "memory_bw_efficiency", "kernel_overhead_s",
-                  "gemm_overhead_s", "memory_bw_efficiency_by_kind"},
+                  "gemm_overhead_s", "memory_bw_efficiency_by_kind", "copy_bw_Bps"},
                  path, "compute");
   p.gemm_peak_efficiency = get_number(c, "gemm_peak_efficiency", path, "compute", kEfficiency);
   p.gemm_half_dim = get_number(c, "gemm_half_dim", path, "compute", kDimension);
@@ -288,6 +292,9 @@ Profile parse_profile(std::string_view text, const std::string& path) {
       get_number(c, "attention_bwd_efficiency", path, "compute", kEfficiency);
   p.memory_bw_efficiency = get_number(c, "memory_bw_efficiency", path, "compute", kEfficiency);
   p.kernel_overhead_s = get_number(c, "kernel_overhead_s", path, "compute", kLatency);
+  if (c.contains("copy_bw_Bps")) {
+    p.copy_bw_Bps = get_number(c, "copy_bw_Bps", path, "compute", kBandwidth);
+  }
   if (c.contains("gemm_overhead_s")) {
     p.gemm_overhead_s = get_number(c, "gemm_overhead_s", path, "compute", kLatency);
   }
@@ -350,6 +357,7 @@ std::string profile_to_json(const Profile& p) {
                   {"memory_bw_efficiency", p.memory_bw_efficiency},
                   {"kernel_overhead_s", p.kernel_overhead_s}};
   if (p.gemm_overhead_s) j["compute"]["gemm_overhead_s"] = *p.gemm_overhead_s;
+  if (p.copy_bw_Bps) j["compute"]["copy_bw_Bps"] = *p.copy_bw_Bps;
   if (!p.memory_bw_efficiency_by_kind.empty()) {
     nlohmann::ordered_json by = nlohmann::ordered_json::object();
     for (const auto& [kind, e] : p.memory_bw_efficiency_by_kind) by[kind] = e;

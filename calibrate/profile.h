@@ -108,6 +108,10 @@ struct Profile {
   // cost is not an element-wise kernel's; datasheet profiles leave it out.
   std::optional<double> gemm_overhead_s;
   double gemm_launch_s() const { return gemm_overhead_s.value_or(kernel_overhead_s); }
+  // Measured: the copy kernel's bandwidth (bytes read + written per second, the slope of its
+  // fitted line), the roofline the memory-bound kinds are read against; absent in datasheet
+  // profiles and in measured ones without copy samples.
+  std::optional<double> copy_bw_Bps;
 
   ScopeParams nvlink;                 // intra-server ring collectives
   double nvls_busbw_Bps = 0;          // NVLS all-reduce bus bandwidth; 0 = not available

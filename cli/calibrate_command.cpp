@@ -230,10 +230,23 @@ void fit_compute(calib::Profile& p, const std::string& gemm_dtype) {
     }
   }
   if (!f.memory_by_kind.empty()) {
-    std::cout << "memory-bound per kind (own efficiency; rms error with it and with the common line):\n";
+    std::cout << "memory-bound per kind (own efficiency of datasheet HBM"
+              << (p.copy_bw_Bps ? ", as a fraction of the copy kernel's" : "")
+              << "; rms error with it and with the common line):\n";
+    if (p.copy_bw_Bps) {
+      std::cout << fmt::format("  copy roofline     {:.3f} TB/s (read + written)\n",
+                               *p.copy_bw_Bps / 1e12);
+    }
     for (const auto& [kind, k] : f.memory_by_kind) {
-      std::cout << fmt::format("  {:<17} {:.3f}  rms {:5.1f} % (common {:5.1f} %) over {} samples\n",
-                               kind, p.memory_efficiency(kind), k.rms_rel_error * 100,
+      // Both slopes are fractions of the same datasheet bandwidth: their ratio is the kind's
+      // bandwidth over the copy kernel's.
+      const std::string of_copy =
+          f.copy_bw_Bps > 0
+              ? fmt::format(" ({:.3f} of copy)",
+                            k.efficiency / f.memory_by_kind.at("copy").efficiency)
+              : "";
+      std::cout << fmt::format("  {:<20} {:.3f}{}  rms {:5.1f} % (common {:5.1f} %) over {} samples\n",
+                               kind, p.memory_efficiency(kind), of_copy, k.rms_rel_error * 100,
                                k.rms_rel_error_common * 100, k.samples);
     }
   }

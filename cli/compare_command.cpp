@@ -15,6 +15,7 @@
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 #include "sim/core/parse.h"
+#include "sim/core/units.h"
 #include "sim/core/version.h"
 
 namespace trainsim::cli {
@@ -35,6 +36,9 @@ struct Side {
   json doc;
   std::string fidelity;
   double iteration_s = 0;
+  // Peak device memory per GPU: a simulation's `memory.peak_bytes_per_gpu` (the memory model),
+  // a measurement's `memory_measured.peak_bytes` (trainsim execute on a GPU); 0 when absent.
+  double memory_peak = 0;
   std::vector<std::pair<std::string, double>> breakdown;  // in the document's order
   std::vector<Kind> kinds;
 };
@@ -53,6 +57,7 @@ const json& field(const json& j, const std::string& key, const std::string& path
 constexpr double kMaxSeconds = 1e9;
 constexpr double kMinSeconds = 1e-15;
 constexpr double kMaxCount = 1e15;
+constexpr double kMaxBytes = 1e18;  // a peak memory in bytes (an exabyte: no GPU holds more)
 
 double number(const json& j, const std::string& key, const std::string& path,
               const std::string& where, double max = kMaxSeconds) {
@@ -86,6 +91,13 @@ Side load_text(std::string_view text, const std::string& path) {
   if (s.doc.contains("fidelity") && s.doc["fidelity"].is_string()) s.fidelity = s.doc["fidelity"];
   s.iteration_s = number(s.doc, "iteration_time_s", path, "iteration_time_s");
   if (s.iteration_s <= 0) throw_input("`iteration_time_s` is 0", {path, 0, "iteration_time_s"});
+  if (s.doc.contains("memory_measured")) {
+    s.memory_peak = number(field(s.doc, "memory_measured", path, "memory_measured"), "peak_bytes",
+                           path, "memory_measured.peak_bytes", kMaxBytes);
+  } else if (s.fidelity != "real" && s.doc.contains("memory")) {
+    s.memory_peak = number(s.doc["memory"], "peak_bytes_per_gpu", path,
+                           "memory.peak_bytes_per_gpu", kMaxBytes);
+  }
   const json& b = field(s.doc, "breakdown", path, "breakdown");
   if (!b.is_object()) throw_input("`breakdown` is not an object", {path, 0, "breakdown"});
   static const char* kPlain[] = {"compute_s", "pipeline_bubble_s", "optimizer_s", "data_loading_s"};
@@ -250,6 +262,11 @@ ordered_json to_json(const Comparison& c) {
   j["iteration_time"] = {{"sim_s", sim.iteration_s},
                          {"real_s", real.iteration_s},
                          {"error", opt(rel(sim.iteration_s, real.iteration_s))}};
+  if (sim.memory_peak > 0 && real.memory_peak > 0) {
+    j["peak_memory"] = {{"sim_bytes", sim.memory_peak},
+                        {"real_bytes", real.memory_peak},
+                        {"error", opt(rel(sim.memory_peak, real.memory_peak))}};
+  }
   ordered_json b = ordered_json::array();
   for (std::size_t i = 0; i < sim.breakdown.size(); ++i) {
     const double s = sim.breakdown[i].second, r = real.breakdown[i].second;
@@ -347,6 +364,12 @@ std::string to_text(const Comparison& c, bool markdown) {
       fmt::format("iteration time: sim {:.6f} s, real {:.6f} s, error {}", sim.iteration_s,
                   real.iteration_s, pct(rel(sim.iteration_s, real.iteration_s)));
   o += (markdown ? "**" + headline + "**" : headline) + "\n\n";
+  if (sim.memory_peak > 0 && real.memory_peak > 0) {
+    const std::string mem = fmt::format(
+        "peak memory per GPU: sim {:.3f} GiB, real {:.3f} GiB, error {}", sim.memory_peak / kGiB,
+        real.memory_peak / kGiB, pct(rel(sim.memory_peak, real.memory_peak)));
+    o += (markdown ? "**" + mem + "**" : mem) + "\n\n";
+  }
   Table b{{"breakdown", "sim s", "real s", "diff s", "error"}, {}};
   for (std::size_t i = 0; i < sim.breakdown.size(); ++i) {
     const double s = sim.breakdown[i].second, r = real.breakdown[i].second;

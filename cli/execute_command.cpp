@@ -180,8 +180,10 @@ int run_execute_command(const ExecuteArgs& a) {
       a.iterations, a.warmup, r.gpus, d.devices.empty() ? "?" : d.devices.front().name,
       group->count()));
   r.notes.push_back(
-      "memory-bound ops run as copy kernels of the op's byte count; data loading launches "
-      "nothing; network statistics are not measured (zero)");
+      "memory-bound ops run their own launchers at the op's shape; data loading launches "
+      "nothing; network statistics are not measured (zero); `memory` is the model's, "
+      "`memory_measured` what the device used (states and activations held as the memory "
+      "model's inventory says, allocated stream-ordered as the schedule runs)");
   if (group->index() != 0) return 0;
 
   nlohmann::ordered_json j = reports::result_json(r, s, cfg.profile);
@@ -194,6 +196,23 @@ int run_execute_command(const ExecuteArgs& a) {
           {{"name", k.name}, {"category", k.category}, {"count", k.count}, {"total_s", k.total_s}});
     }
     j["task_kinds"] = kinds;
+  }
+  // Measured device memory (the CUDA backend measures it; kernels/exec/device.h MemoryMeasure):
+  // the rank with the highest peak, beside the model's `memory`, which stays the model's.
+  const kexec::RankMeasure* top = nullptr;
+  for (const kexec::RankMeasure& m : measures) {
+    if (m.memory.peak > 0 && (!top || m.memory.peak > top->memory.peak)) top = &m;
+  }
+  if (top) {
+    const kexec::MemoryMeasure& mm = top->memory;
+    j["memory_measured"] = {{"rank", top->rank},
+                            {"peak_bytes", mm.peak},
+                            {"capacity_bytes", mm.capacity},
+                            {"runtime_bytes", mm.runtime},
+                            {"states_bytes", mm.states},
+                            {"activations_peak_bytes", mm.activations_peak},
+                            {"activations_reserved_bytes", mm.activations_reserved},
+                            {"scratch_bytes_excluded", mm.scratch}};
   }
   j["execution"] = {{"iterations", a.iterations},
                     {"warmup", a.warmup},

@@ -9,6 +9,10 @@
 // It is written for correctness and plain CUDA cores (no tensor-core MMA, no warp specialisation),
 // so it is slower than FlashAttention-2/3; docs/kernels.md says what that means for calibration.
 // Head dims 64, 96 and 128 (template), fp16 and bf16 storage, float math.
+//
+// The public launchers at the end dispatch on AttentionShape::impl: kAuto runs cuDNN's fused
+// SDPA (kernels/cudnn_sdpa.h, built when cudnn.h is found, libcudnn loaded at run time) when it is
+// available and accepts the shape, else this kernel; kCudnn / kOwn force one.
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -16,6 +20,9 @@
 #include "kernels/cuda_check.h"
 #include "kernels/cuda_types.cuh"
 #include "kernels/launchers.h"
+#if TRAINSIM_HAVE_CUDNN
+#include "kernels/cudnn_sdpa.h"
+#endif
 
 namespace trainsim::kernels {
 namespace {
@@ -197,13 +204,20 @@ __global__ void cast_kernel(const float* x, T* y, std::size_t n) {
   }
 }
 
+bool own_supported(const ref::AttentionShape& s, DType t) {
+  return (t == DType::kF16 || t == DType::kBf16) && (s.d == 64 || s.d == 96 || s.d == 128) &&
+         s.bh > 0 && s.bh <= 65535 && s.sq > 0 && s.sk > 0 && (!s.causal || s.sk >= s.sq) &&
+         s.q_per_kv == 1;
+}
+
 void check_shape(const ref::AttentionShape& s, DType t) {
-  if (!attention_supported(s, t)) {
+  if (!own_supported(s, t)) {
     throw Error(ErrorKind::kRuntime,
                 "attention kernel: unsupported shape or dtype (head dim " + std::to_string(s.d) +
                     ", " + dtype_name(t) + ", sq " + std::to_string(s.sq) + ", sk " +
                     std::to_string(s.sk) + ")",
-                {}, "head dim 64, 96 or 128, fp16 or bf16, causal needs sk >= sq");
+                {}, "head dim 64, 96 or 128, fp16 or bf16, causal needs sk >= sq, no GQA "
+                    "(q_per_kv 1)");
   }
 }
 
@@ -224,15 +238,8 @@ void dispatch_attention(const ref::AttentionShape& s, DType t, F&& f) {
   });
 }
 
-}  // namespace
-
-bool attention_supported(const ref::AttentionShape& s, DType t) {
-  return (t == DType::kF16 || t == DType::kBf16) && (s.d == 64 || s.d == 96 || s.d == 128) &&
-         s.bh > 0 && s.bh <= 65535 && s.sq > 0 && s.sk > 0 && (!s.causal || s.sk >= s.sq);
-}
-
-void launch_attention_forward(DType t, const ref::AttentionShape& s, const void* q, const void* k,
-                              const void* v, void* o, float* lse, cudaStream_t stream) {
+void own_forward(DType t, const ref::AttentionShape& s, const void* q, const void* k,
+                 const void* v, void* o, float* lse, cudaStream_t stream) {
   check_shape(s, t);
   const dim3 grid((s.sq + kFwdRows - 1) / kFwdRows, s.bh);
   dispatch_attention(s, t, [&](auto tag, auto dim) {
@@ -245,14 +252,9 @@ void launch_attention_forward(DType t, const ref::AttentionShape& s, const void*
   check_launch("attention_forward");
 }
 
-std::size_t attention_backward_workspace_bytes(const ref::AttentionShape& s) {
-  const std::size_t rows = static_cast<std::size_t>(s.bh) * s.sq;
-  return rows * s.d * sizeof(float) + rows * sizeof(float);
-}
-
-void launch_attention_backward(DType t, const ref::AttentionShape& s, const void* q, const void* k,
-                               const void* v, const void* o, const void* d_o, const float* lse,
-                               void* dq, void* dk, void* dv, void* workspace, cudaStream_t stream) {
+void own_backward(DType t, const ref::AttentionShape& s, const void* q, const void* k,
+                  const void* v, const void* o, const void* d_o, const float* lse, void* dq,
+                  void* dk, void* dv, void* workspace, cudaStream_t stream) {
   check_shape(s, t);
   const std::size_t rows = static_cast<std::size_t>(s.bh) * s.sq;
   float* dq_acc = static_cast<float*>(workspace);
@@ -277,6 +279,109 @@ void launch_attention_backward(DType t, const ref::AttentionShape& s, const void
         dq_acc, static_cast<T*>(dq), n);
     check_launch("attention_backward_cast");
   });
+}
+
+// Which implementation runs a shape (ref::AttentionImpl), with the reason when none can.
+enum class Impl { kCudnn, kOwn, kNone };
+
+bool cudnn_usable(const ref::AttentionShape& s, DType t, std::string* why) {
+#if TRAINSIM_HAVE_CUDNN
+  return cudnn_sdpa_supported(s, t, why);
+#else
+  (void)s;
+  (void)t;
+  if (why) *why = "this build has no cuDNN (cudnn.h not found or TRAINSIM_WITH_CUDNN=OFF)";
+  return false;
+#endif
+}
+
+Impl resolve(const ref::AttentionShape& s, DType t, std::string* why) {
+  std::string cudnn_why;
+  switch (s.impl) {
+    case ref::AttentionImpl::kOwn:
+      if (own_supported(s, t)) return Impl::kOwn;
+      if (why) {
+        *why = "the own kernel runs head dims 64, 96, 128 in fp16/bf16, sk >= sq when causal, "
+               "q_per_kv 1";
+      }
+      return Impl::kNone;
+    case ref::AttentionImpl::kCudnn:
+      if (cudnn_usable(s, t, &cudnn_why)) return Impl::kCudnn;
+      if (why) *why = "cuDNN: " + cudnn_why;
+      return Impl::kNone;
+    case ref::AttentionImpl::kAuto:
+    default:
+      if (cudnn_usable(s, t, &cudnn_why)) return Impl::kCudnn;
+      if (own_supported(s, t)) return Impl::kOwn;
+      if (why) *why = "cuDNN: " + cudnn_why + "; own kernel: head dims 64, 96, 128 in fp16/bf16, "
+                      "sk >= sq when causal, q_per_kv 1";
+      return Impl::kNone;
+  }
+}
+
+[[noreturn]] void unsupported(const ref::AttentionShape& s, DType t, const std::string& why) {
+  throw Error(ErrorKind::kRuntime,
+              "attention: no implementation runs head dim " + std::to_string(s.d) + ", " +
+                  dtype_name(t) + ", sq " + std::to_string(s.sq) + ", sk " + std::to_string(s.sk) +
+                  ", q_per_kv " + std::to_string(s.q_per_kv) + ": " + why,
+              {}, "AttentionImpl kAuto picks cuDNN's fused attention, else the own kernel");
+}
+
+}  // namespace
+
+bool attention_supported(const ref::AttentionShape& s, DType t) {
+  return resolve(s, t, nullptr) != Impl::kNone;
+}
+
+const char* attention_impl_name(const ref::AttentionShape& s, DType t) {
+  switch (resolve(s, t, nullptr)) {
+    case Impl::kCudnn: return "cudnn-sdpa";
+    case Impl::kOwn: return "own-flash2-cuda-cores";
+    default: return "none";
+  }
+}
+
+void launch_attention_forward(DType t, const ref::AttentionShape& s, const void* q, const void* k,
+                              const void* v, void* o, float* lse, cudaStream_t stream) {
+  std::string why;
+  switch (resolve(s, t, &why)) {
+#if TRAINSIM_HAVE_CUDNN
+    case Impl::kCudnn:
+      launch_cudnn_sdpa_forward(t, s, q, k, v, o, lse, stream);
+      return;
+#endif
+    case Impl::kOwn:
+      own_forward(t, s, q, k, v, o, lse, stream);
+      return;
+    default:
+      unsupported(s, t, why);
+  }
+}
+
+std::size_t attention_backward_workspace_bytes(const ref::AttentionShape& s) {
+  // The own kernel's scratch; the cuDNN path keeps its own per-shape scratch (kernels/
+  // cudnn_sdpa.h), so this is what a caller provides whichever implementation runs.
+  const std::size_t rows = static_cast<std::size_t>(s.bh) * s.sq;
+  return rows * s.d * sizeof(float) + rows * sizeof(float);
+}
+
+void launch_attention_backward(DType t, const ref::AttentionShape& s, const void* q, const void* k,
+                               const void* v, const void* o, const void* d_o, const float* lse,
+                               void* dq, void* dk, void* dv, void* workspace, cudaStream_t stream) {
+  std::string why;
+  switch (resolve(s, t, &why)) {
+#if TRAINSIM_HAVE_CUDNN
+    case Impl::kCudnn:
+      // nullptr: the plan's cached scratch (the caller's is sized for the own kernel).
+      launch_cudnn_sdpa_backward(t, s, q, k, v, o, d_o, lse, dq, dk, dv, nullptr, stream);
+      return;
+#endif
+    case Impl::kOwn:
+      own_backward(t, s, q, k, v, o, d_o, lse, dq, dk, dv, workspace, stream);
+      return;
+    default:
+      unsupported(s, t, why);
+  }
 }
 
 }  // namespace trainsim::kernels

@@ -29,6 +29,7 @@ struct Setup {
   std::vector<BufferSpec> specs;
   std::function<void(const std::vector<void*>&, cudaStream_t)> prepare;  // once per copy
   std::function<void(const std::vector<void*>&, cudaStream_t)> launch;
+  std::string note;  // appended to the recorded label as " [note]" (attention: the implementation)
 };
 
 std::size_t elems(double x) { return static_cast<std::size_t>(std::llround(x)); }
@@ -68,9 +69,12 @@ Setup setup_for(const BenchItem& b, GemmRunner& gemm, std::string& why_not) {
     a.window = b.window;
     a.scale = static_cast<float>(1.0 / std::sqrt(b.k));
     if (!attention_supported(a, t)) {
-      why_not = "the attention kernel runs head dims 64, 96 and 128 in fp16/bf16 with sk >= sq";
+      why_not = "no attention implementation runs this shape (cuDNN fused SDPA: head dims <= 128, "
+                "multiple of 8, when libcudnn.so.9 loads; own kernel: head dims 64, 96 and 128 in "
+                "fp16/bf16 with sk >= sq)";
       return s;
     }
+    s.note = attention_impl_name(a, t);  // "cudnn-sdpa" or "own-flash2-cuda-cores"
     const double nq = b.batch * b.m * b.k, nk = b.batch * b.n * b.k;
     const BufferSpec lse{elems(b.batch * b.m) * 4, DType::kF32, Fill::kNone, 0};
     if (b.op == "attention_fwd") {
@@ -152,6 +156,71 @@ Setup setup_for(const BenchItem& b, GemmRunner& gemm, std::string& why_not) {
     s.launch = [t, rows, cols](const std::vector<void*>& p, cudaStream_t st) {
       launch_cross_entropy(t, p[0], static_cast<const std::int32_t*>(p[1]),
                            static_cast<float*>(p[2]), p[3], rows, cols, st);
+    };
+  } else if (b.op == "copy") {
+    s.specs = {tensor(n, t), tensor(n, t, Fill::kNone)};
+    const std::size_t bytes = elems(n) * dtype_bytes(t);
+    s.launch = [bytes](const std::vector<void*>& p, cudaStream_t st) {
+      launch_copy(p[0], p[1], bytes, st);
+    };
+  } else if (b.op == "layernorm_bwd" || b.op == "rmsnorm_bwd") {
+    // x, dy, gamma, mean, rstd (fp32) in; dx, dgamma, dbeta (fp32) out.
+    s.specs = {tensor(n, t),
+               tensor(n, t),
+               tensor(b.n, t),
+               tensor(b.m, DType::kF32),
+               tensor(b.m, DType::kF32, Fill::kSmallPositive),
+               tensor(n, t, Fill::kNone),
+               tensor(b.n, DType::kF32, Fill::kNone),
+               tensor(b.n, DType::kF32, Fill::kNone)};
+    const bool ln = b.op == "layernorm_bwd";
+    s.launch = [t, rows, cols, ln](const std::vector<void*>& p, cudaStream_t st) {
+      auto f = [&](int i) { return static_cast<float*>(p[static_cast<std::size_t>(i)]); };
+      if (ln) {
+        launch_layernorm_bwd(t, p[0], p[1], p[2], f(3), f(4), p[5], f(6), f(7), rows, cols, st);
+      } else {
+        launch_rmsnorm_bwd(t, p[0], p[1], p[2], f(4), p[5], f(6), rows, cols, st);
+      }
+    };
+  } else if (b.op == "softmax_bwd") {
+    s.specs = {tensor(n, t), tensor(n, t), tensor(n, t, Fill::kNone)};
+    s.launch = [t, rows, cols](const std::vector<void*>& p, cudaStream_t st) {
+      launch_softmax_bwd(t, p[0], p[1], p[2], rows, cols, 1.0f, st);
+    };
+  } else if (b.op == "dropout_bwd") {
+    // The mask: random bytes (any non-zero byte keeps).
+    s.specs = {tensor(n, t), tensor(n, DType::kFp8), tensor(n, t, Fill::kNone)};
+    const std::size_t count = elems(n);
+    s.launch = [t, count](const std::vector<void*>& p, cudaStream_t st) {
+      launch_dropout_bwd(t, p[0], static_cast<const std::uint8_t*>(p[1]), p[2], count, 0.1f, st);
+    };
+  } else if (b.op == "bias_dropout_add_bwd") {
+    s.specs = {tensor(n, t), tensor(n, DType::kFp8), tensor(n, t, Fill::kNone),
+               tensor(b.n, DType::kF32, Fill::kNone)};
+    s.launch = [t, rows, cols](const std::vector<void*>& p, cudaStream_t st) {
+      launch_bias_dropout_add_bwd(t, p[0], static_cast<const std::uint8_t*>(p[1]), p[2],
+                                  static_cast<float*>(p[3]), rows, cols, 0.1f, st);
+    };
+  } else if (b.op == "bias_gelu_bwd") {
+    s.specs = {tensor(n, t), tensor(b.n, t), tensor(n, t), tensor(n, t, Fill::kNone),
+               tensor(b.n, DType::kF32, Fill::kNone)};
+    s.launch = [t, rows, cols](const std::vector<void*>& p, cudaStream_t st) {
+      launch_bias_gelu_bwd(t, p[0], p[1], p[2], p[3], static_cast<float*>(p[4]), rows, cols, st);
+    };
+  } else if (b.op == "swiglu_bwd") {
+    s.specs = {tensor(2 * n, t), tensor(n, t), tensor(2 * n, t, Fill::kNone)};
+    s.launch = [t, rows, cols](const std::vector<void*>& p, cudaStream_t st) {
+      launch_swiglu_bwd(t, p[0], p[1], p[2], rows, cols, st);
+    };
+  } else if (b.op == "embedding_bwd") {
+    // The fp32 table gradient is zeroed once; each launch adds into it (timing only).
+    const int vocab = std::max(rows, 32000);
+    s.specs = {{elems(b.m) * 4, DType::kF32, Fill::kTokens, vocab},
+               tensor(n, t),
+               tensor(double(vocab) * b.n, DType::kF32, Fill::kZero)};
+    s.launch = [t, rows, cols](const std::vector<void*>& p, cudaStream_t st) {
+      launch_embedding_bwd(t, static_cast<const std::int32_t*>(p[0]), p[1],
+                           static_cast<float*>(p[2]), rows, cols, st);
     };
   } else if (b.op == "adam" || b.op == "lamb") {
     const std::size_t params = elems(b.n);
@@ -288,6 +357,7 @@ BenchResult run_kernel_bench(const std::vector<BenchItem>& items, const BenchOpt
     std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
     const double median_s = ms[ms.size() / 2] * 1e-3;
     r.samples.push_back(to_measured(item, median_s, o.repeats));
+    if (!s.note.empty()) r.samples.back().label += " [" + s.note + "]";
     if (progress) progress(r.samples.back());
   };
   for (const BenchItem& item : items) {

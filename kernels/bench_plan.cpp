@@ -73,6 +73,21 @@ double memory_kernel_bytes(const std::string& op, double rows, double cols, DTyp
   // writes w, m, v and the bf16 copy; LAMB's second pass reads w, m, v again.
   if (op == "adam") return 30 * cols;
   if (op == "lamb") return 42 * cols;
+  // The copy roofline (launch_copy of rows × cols values): each byte read once, written once.
+  if (op == "copy") return 2 * n * e;
+  // Backward kernels (launchers.h `launch_<kind>_bwd`); column sums and statistics in fp32.
+  // LayerNorm: x, dy in, dx out; gamma in; mean, rstd in; dgamma, dbeta out (fp32 atomics).
+  if (op == "layernorm_bwd") return 3 * n * e + cols * e + 8 * rows + 8 * cols;
+  // RMSNorm: x, dy in, dx out; gamma in; rstd in; dgamma out.
+  if (op == "rmsnorm_bwd") return 3 * n * e + cols * e + 4 * rows + 4 * cols;
+  if (op == "softmax_bwd") return 3 * n * e;  // y, dy in, dx out
+  // Bias-GeLU: x, dy in, dx out; bias in; dbias out.
+  if (op == "bias_gelu_bwd") return 3 * n * e + cols * e + 4 * cols;
+  if (op == "swiglu_bwd") return 5 * n * e;  // gate, up, dy in; dgate, dup out
+  if (op == "dropout_bwd") return n * (2 * e + 1);  // dy, 1-byte mask in, dx out
+  if (op == "bias_dropout_add_bwd") return n * (2 * e + 1) + 4 * cols;  // + dbias out
+  // Embedding: dy in, token ids in, the gathered fp32 table-gradient rows read and written.
+  if (op == "embedding_bwd") return n * e + 4 * rows + 8 * n;
   throw Error(ErrorKind::kInput, "`" + op + "` is not a memory-bound kernel");
 }
 
@@ -118,6 +133,22 @@ BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& 
               "kernels/bench_plan.cpp maps each memory-bound op of sim/model/ops.cpp");
 }
 
+bool has_backward_kernel(const std::string& kind) {
+  return kind == "layernorm" || kind == "rmsnorm" || kind == "softmax" || kind == "dropout" ||
+         kind == "bias_dropout_add" || kind == "bias_gelu" || kind == "swiglu" ||
+         kind == "embedding";
+}
+
+BenchItem memory_backward_bench_item(const model::ModelConfig& m, const model::Sharding& shard,
+                                     const model::Op& op, DType act) {
+  BenchItem b = memory_bench_item(m, shard, op, act);
+  b.label = op.name + ".bwd";
+  // Cross-entropy's forward kernel writes the logits gradient (fused, as Megatron's
+  // vocab-parallel cross-entropy): its backward is that same kernel.
+  if (!has_backward_kernel(b.op)) return b;
+  return memory_item(b.op + "_bwd", b.label, b.m, b.n, b.dtype);
+}
+
 std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const model::Sharding& s,
                                              DType act, DType gemm_dtype) {
   std::vector<model::Op> ops = model::embedding_forward_ops(m, s);
@@ -146,6 +177,7 @@ std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const 
         break;
       case model::OpKind::kMemory:
         out.push_back(memory_bench_item(m, s, op, act));
+        out.push_back(memory_backward_bench_item(m, s, op, act));
         break;
     }
   }
@@ -200,6 +232,29 @@ std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype) {
   g.push_back(memory_item("swiglu", "grid", 2048, 14336, act));
   g.push_back(memory_item("embedding", "grid", 8192, 8192, act));
   g.push_back(memory_item("cross_entropy", "grid", 4096, 32000, act));
+  // The copy roofline from 1 MiB to 1 GiB (the buffer copied; 2× that moved), and every backward
+  // kernel at a small and a ≥ 64 MiB shape, so each kind's fraction of the copy bandwidth at
+  // ≥ 64 MiB can be read from the record.
+  for (double mib : {1.0, 4.0, 16.0, 64.0, 256.0, 1024.0}) {
+    const double values = mib * 1048576 / static_cast<double>(dtype_bytes(act));
+    g.push_back(memory_item("copy", "grid", values / 4096, 4096, act));
+  }
+  for (const char* k : {"layernorm_bwd", "rmsnorm_bwd"}) {
+    g.push_back(memory_item(k, "grid", 2048, 4096, act));
+    g.push_back(memory_item(k, "grid", 8192, 12288, act));
+  }
+  g.push_back(memory_item("softmax_bwd", "grid", 64, 1024, act));
+  g.push_back(memory_item("softmax_bwd", "grid", 16 * 2048, 2048, act));
+  g.push_back(memory_item("dropout_bwd", "grid", 16, 4096, act));
+  g.push_back(memory_item("dropout_bwd", "grid", 32768, 4096, act));
+  g.push_back(memory_item("bias_dropout_add_bwd", "grid", 16, 4096, act));
+  g.push_back(memory_item("bias_dropout_add_bwd", "grid", 8192, 12288, act));
+  g.push_back(memory_item("bias_gelu_bwd", "grid", 16, 4096, act));
+  g.push_back(memory_item("bias_gelu_bwd", "grid", 2048, 16384, act));
+  g.push_back(memory_item("swiglu_bwd", "grid", 16, 4096, act));
+  g.push_back(memory_item("swiglu_bwd", "grid", 2048, 14336, act));
+  g.push_back(memory_item("embedding_bwd", "grid", 16, 4096, act));
+  g.push_back(memory_item("embedding_bwd", "grid", 8192, 8192, act));
   for (double p : {1048576.0, 16777216.0, 134217728.0}) {
     BenchItem a = memory_item("adam", "grid", 0, p, DType::kF32);
     g.push_back(a);

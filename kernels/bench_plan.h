@@ -44,10 +44,19 @@ std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const 
 /// the real executor (kernels/exec) launches. Throws trainsim::Error(kInput) for an op with none.
 BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& shard,
                             const model::Op& op, DType act);
+/// Whether a memory-bound kernel kind has its own backward kernel `<kind>_bwd` (launchers.h):
+/// the norms, softmax, dropout, bias-dropout-add, bias-GeLU, SwiGLU and embedding.
+bool has_backward_kernel(const std::string& kind);
+/// The backward of the same op at the same shape, labelled "<op>.bwd": kind `<kind>_bwd` with
+/// its own byte count, or for cross-entropy (whose forward kernel writes the logits gradient)
+/// the forward item itself.
+BenchItem memory_backward_bench_item(const model::ModelConfig& m, const model::Sharding& shard,
+                                     const model::Op& op, DType act);
 
 /// The standard grid: GEMMs over m, n, k ∈ {256, 1024, 4096, 16384} (up to 2^38 multiply-adds)
 /// in `gemm_dtype`, causal attention over 1K–8K tokens at head dims 64 and 128, memory-bound
-/// kernels from 16 KiB to 1 GiB, Adam and LAMB from 1M to 128M parameters.
+/// kernels from 16 KiB to 1 GiB (each kind, backward kernels included, at ≥ 64 MiB), the copy
+/// roofline ("copy") from 1 MiB to 1 GiB, Adam and LAMB from 1M to 128M parameters.
 std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype);
 /// Its GEMMs alone (the first items of standard_grid): `calibrate kernels` times them even with
 /// --no-grid, because a GEMM surface fitted on one model's few shapes is ill-conditioned (three

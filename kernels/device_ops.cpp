@@ -247,5 +247,103 @@ OptimizerState lamb_step(const OptimizerState& in, const std::vector<float>& g,
   return optimizer_step(in, g, p, true);
 }
 
+NormGrads layernorm_bwd(const std::vector<float>& x, const std::vector<float>& dy,
+                        const std::vector<float>& gamma, const std::vector<float>& mean,
+                        const std::vector<float>& rstd, int rows, int cols, DType t) {
+  const Buf bx = up(x, t), bdy = up(dy, t), bg = up(gamma, t);
+  const Buf bm = up(mean, DType::kF32), br = up(rstd, DType::kF32);
+  Buf dx(x.size() * dtype_bytes(t)), dg(static_cast<std::size_t>(cols) * 4),
+      db(static_cast<std::size_t>(cols) * 4);
+  launch_layernorm_bwd(t, bx.get(), bdy.get(), bg.get(), bm.as<float>(), br.as<float>(), dx.get(),
+                       dg.as<float>(), db.as<float>(), rows, cols, nullptr);
+  sync();
+  return {down(dx, t), down_f32(dg), down_f32(db)};
+}
+
+NormGrads rmsnorm_bwd(const std::vector<float>& x, const std::vector<float>& dy,
+                      const std::vector<float>& gamma, const std::vector<float>& rstd, int rows,
+                      int cols, DType t) {
+  const Buf bx = up(x, t), bdy = up(dy, t), bg = up(gamma, t), br = up(rstd, DType::kF32);
+  Buf dx(x.size() * dtype_bytes(t)), dg(static_cast<std::size_t>(cols) * 4);
+  launch_rmsnorm_bwd(t, bx.get(), bdy.get(), bg.get(), br.as<float>(), dx.get(), dg.as<float>(),
+                     rows, cols, nullptr);
+  sync();
+  return {down(dx, t), down_f32(dg), {}};
+}
+
+std::vector<float> softmax_bwd(const std::vector<float>& y, const std::vector<float>& dy, int rows,
+                               int cols, float scale, DType t) {
+  const Buf by = up(y, t), bdy = up(dy, t);
+  Buf dx(y.size() * dtype_bytes(t));
+  launch_softmax_bwd(t, by.get(), bdy.get(), dx.get(), rows, cols, scale, nullptr);
+  sync();
+  return down(dx, t);
+}
+
+BiasGrads bias_gelu_bwd(const std::vector<float>& x, const std::vector<float>& bias,
+                        const std::vector<float>& dy, int rows, int cols, DType t) {
+  const Buf bx = up(x, t), bb = up(bias, t), bdy = up(dy, t);
+  Buf dx(x.size() * dtype_bytes(t)), db(static_cast<std::size_t>(cols) * 4);
+  launch_bias_gelu_bwd(t, bx.get(), bb.get(), bdy.get(), dx.get(), db.as<float>(), rows, cols,
+                       nullptr);
+  sync();
+  return {down(dx, t), down_f32(db)};
+}
+
+std::vector<float> swiglu_bwd(const std::vector<float>& gate_up, const std::vector<float>& dy,
+                              int rows, int cols, DType t) {
+  const Buf bg = up(gate_up, t), bdy = up(dy, t);
+  Buf dg(gate_up.size() * dtype_bytes(t));
+  launch_swiglu_bwd(t, bg.get(), bdy.get(), dg.get(), rows, cols, nullptr);
+  sync();
+  return down(dg, t);
+}
+
+std::vector<float> dropout_bwd(const std::vector<float>& dy, const std::vector<std::uint8_t>& mask,
+                               float p, DType t) {
+  const Buf bdy = up(dy, t), bm = up_raw(mask);
+  Buf dx(dy.size() * dtype_bytes(t));
+  launch_dropout_bwd(t, bdy.get(), bm.as<std::uint8_t>(), dx.get(), dy.size(), p, nullptr);
+  sync();
+  return down(dx, t);
+}
+
+BiasGrads bias_dropout_add_bwd(const std::vector<float>& dy, const std::vector<std::uint8_t>& mask,
+                               int rows, int cols, float p, DType t) {
+  const Buf bdy = up(dy, t), bm = up_raw(mask);
+  Buf dx(dy.size() * dtype_bytes(t)), db(static_cast<std::size_t>(cols) * 4);
+  launch_bias_dropout_add_bwd(t, bdy.get(), bm.as<std::uint8_t>(), dx.get(), db.as<float>(), rows,
+                              cols, p, nullptr);
+  sync();
+  return {down(dx, t), down_f32(db)};
+}
+
+std::vector<float> embedding_bwd(const std::vector<std::int32_t>& tokens,
+                                 const std::vector<float>& dy, int vocab, int hidden, DType t) {
+  const Buf bt = up_raw(tokens), bdy = up(dy, t);
+  const std::size_t bytes = static_cast<std::size_t>(vocab) * hidden * 4;
+  Buf table(bytes);
+  check_cuda(cudaMemset(table.get(), 0, bytes), "cudaMemset");
+  launch_embedding_bwd(t, bt.as<std::int32_t>(), bdy.get(), table.as<float>(),
+                       static_cast<int>(tokens.size()), hidden, nullptr);
+  sync();
+  return down_f32(table);
+}
+
+std::vector<unsigned char> copy(const std::vector<unsigned char>& src, int src_offset,
+                                int dst_offset) {
+  std::vector<unsigned char> padded(static_cast<std::size_t>(src_offset), 0);
+  padded.insert(padded.end(), src.begin(), src.end());
+  const Buf bs = up_raw(padded);
+  Buf bd(src.size() + static_cast<std::size_t>(dst_offset));
+  check_cuda(cudaMemset(bd.get(), 0, src.size() + static_cast<std::size_t>(dst_offset)),
+             "cudaMemset");
+  launch_copy(bs.as<unsigned char>() + src_offset, bd.as<unsigned char>() + dst_offset, src.size(),
+              nullptr);
+  sync();
+  const std::vector<unsigned char> all = bd.bytes();
+  return std::vector<unsigned char>(all.begin() + dst_offset, all.end());
+}
+
 }  // namespace dev
 }  // namespace trainsim::kernels

@@ -74,4 +74,36 @@ OptimizerState adam_step(const OptimizerState& in, const std::vector<float>& g,
 OptimizerState lamb_step(const OptimizerState& in, const std::vector<float>& g,
                          const ref::AdamParams& p);
 
+// Backward kernels (launchers.h `launch_<kind>_bwd`); statistics (mean, rstd) and column sums
+// (dgamma, dbeta, dbias) in fp32, the rest in `t`.
+struct NormGrads {
+  std::vector<float> dx, dgamma, dbeta;  // dbeta empty for RMSNorm
+};
+NormGrads layernorm_bwd(const std::vector<float>& x, const std::vector<float>& dy,
+                        const std::vector<float>& gamma, const std::vector<float>& mean,
+                        const std::vector<float>& rstd, int rows, int cols, DType t);
+NormGrads rmsnorm_bwd(const std::vector<float>& x, const std::vector<float>& dy,
+                      const std::vector<float>& gamma, const std::vector<float>& rstd, int rows,
+                      int cols, DType t);
+std::vector<float> softmax_bwd(const std::vector<float>& y, const std::vector<float>& dy, int rows,
+                               int cols, float scale, DType t);
+struct BiasGrads {
+  std::vector<float> dx, dbias;
+};
+BiasGrads bias_gelu_bwd(const std::vector<float>& x, const std::vector<float>& bias,
+                        const std::vector<float>& dy, int rows, int cols, DType t);
+std::vector<float> swiglu_bwd(const std::vector<float>& gate_up, const std::vector<float>& dy,
+                              int rows, int cols, DType t);
+std::vector<float> dropout_bwd(const std::vector<float>& dy, const std::vector<std::uint8_t>& mask,
+                               float p, DType t);
+BiasGrads bias_dropout_add_bwd(const std::vector<float>& dy, const std::vector<std::uint8_t>& mask,
+                               int rows, int cols, float p, DType t);
+/// The fp32 table gradient [vocab × hidden] (zeroed, then the kernel adds dy's rows).
+std::vector<float> embedding_bwd(const std::vector<std::int32_t>& tokens,
+                                 const std::vector<float>& dy, int vocab, int hidden, DType t);
+/// launch_copy of `src` placed `src_offset` bytes into one buffer, to `dst_offset` bytes into
+/// another (offsets that break 16-byte alignment take the byte path); returns the copied bytes.
+std::vector<unsigned char> copy(const std::vector<unsigned char>& src, int src_offset,
+                                int dst_offset);
+
 }  // namespace trainsim::kernels::dev

@@ -66,6 +66,40 @@ OptimizerState adam_step(const OptimizerState&, const std::vector<float>&, const
 OptimizerState lamb_step(const OptimizerState&, const std::vector<float>&, const ref::AdamParams&) {
   no_cuda();
 }
+NormGrads layernorm_bwd(const std::vector<float>&, const std::vector<float>&,
+                        const std::vector<float>&, const std::vector<float>&,
+                        const std::vector<float>&, int, int, DType) {
+  no_cuda();
+}
+NormGrads rmsnorm_bwd(const std::vector<float>&, const std::vector<float>&,
+                      const std::vector<float>&, const std::vector<float>&, int, int, DType) {
+  no_cuda();
+}
+std::vector<float> softmax_bwd(const std::vector<float>&, const std::vector<float>&, int, int,
+                               float, DType) {
+  no_cuda();
+}
+BiasGrads bias_gelu_bwd(const std::vector<float>&, const std::vector<float>&,
+                        const std::vector<float>&, int, int, DType) {
+  no_cuda();
+}
+std::vector<float> swiglu_bwd(const std::vector<float>&, const std::vector<float>&, int, int,
+                              DType) {
+  no_cuda();
+}
+std::vector<float> dropout_bwd(const std::vector<float>&, const std::vector<std::uint8_t>&, float,
+                               DType) {
+  no_cuda();
+}
+BiasGrads bias_dropout_add_bwd(const std::vector<float>&, const std::vector<std::uint8_t>&, int,
+                               int, float, DType) {
+  no_cuda();
+}
+std::vector<float> embedding_bwd(const std::vector<std::int32_t>&, const std::vector<float>&, int,
+                                 int, DType) {
+  no_cuda();
+}
+std::vector<unsigned char> copy(const std::vector<unsigned char>&, int, int) { no_cuda(); }
 
 }  // namespace trainsim::kernels::dev
 

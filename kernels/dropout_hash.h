@@ -14,12 +14,20 @@
 
 namespace trainsim::kernels {
 
-TRAINSIM_HD float dropout_uniform(std::uint64_t seed, std::uint64_t index) {
-  std::uint64_t z = seed + (index + 1) * 0x9E3779B97F4A7C15ull;
+/// The golden-ratio increment: element index i starts from z = seed + (i + 1)·kDropoutStep, so
+/// consecutive elements' z differ by kDropoutStep (kernels step z by an addition).
+inline constexpr std::uint64_t kDropoutStep = 0x9E3779B97F4A7C15ull;
+
+/// The finaliser of a starting value z (dropout_uniform of z = seed + (index + 1)·kDropoutStep).
+TRAINSIM_HD float dropout_uniform_z(std::uint64_t z) {
   z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
   z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
   z ^= z >> 31;
   return static_cast<float>(z >> 40) * (1.0f / 16777216.0f);
+}
+
+TRAINSIM_HD float dropout_uniform(std::uint64_t seed, std::uint64_t index) {
+  return dropout_uniform_z(seed + (index + 1) * kDropoutStep);
 }
 
 /// True when element `index` is kept at drop probability `p`.

@@ -177,6 +177,44 @@ OptimizerState lamb_step(const OptimizerState& in, const std::vector<float>& g,
                          const ref::AdamParams& p) {
   return gpu::require().lamb_step(in, g, p);
 }
+NormGrads layernorm_bwd(const std::vector<float>& x, const std::vector<float>& dy,
+                        const std::vector<float>& gamma, const std::vector<float>& mean,
+                        const std::vector<float>& rstd, int rows, int cols, DType t) {
+  return gpu::require().layernorm_bwd(x, dy, gamma, mean, rstd, rows, cols, t);
+}
+NormGrads rmsnorm_bwd(const std::vector<float>& x, const std::vector<float>& dy,
+                      const std::vector<float>& gamma, const std::vector<float>& rstd, int rows,
+                      int cols, DType t) {
+  return gpu::require().rmsnorm_bwd(x, dy, gamma, rstd, rows, cols, t);
+}
+std::vector<float> softmax_bwd(const std::vector<float>& y, const std::vector<float>& dy, int rows,
+                               int cols, float scale, DType t) {
+  return gpu::require().softmax_bwd(y, dy, rows, cols, scale, t);
+}
+BiasGrads bias_gelu_bwd(const std::vector<float>& x, const std::vector<float>& bias,
+                        const std::vector<float>& dy, int rows, int cols, DType t) {
+  return gpu::require().bias_gelu_bwd(x, bias, dy, rows, cols, t);
+}
+std::vector<float> swiglu_bwd(const std::vector<float>& gate_up, const std::vector<float>& dy,
+                              int rows, int cols, DType t) {
+  return gpu::require().swiglu_bwd(gate_up, dy, rows, cols, t);
+}
+std::vector<float> dropout_bwd(const std::vector<float>& dy, const std::vector<std::uint8_t>& mask,
+                               float p, DType t) {
+  return gpu::require().dropout_bwd(dy, mask, p, t);
+}
+BiasGrads bias_dropout_add_bwd(const std::vector<float>& dy, const std::vector<std::uint8_t>& mask,
+                               int rows, int cols, float p, DType t) {
+  return gpu::require().bias_dropout_add_bwd(dy, mask, rows, cols, p, t);
+}
+std::vector<float> embedding_bwd(const std::vector<std::int32_t>& tokens,
+                                 const std::vector<float>& dy, int vocab, int hidden, DType t) {
+  return gpu::require().embedding_bwd(tokens, dy, vocab, hidden, t);
+}
+std::vector<unsigned char> copy(const std::vector<unsigned char>& src, int src_offset,
+                                int dst_offset) {
+  return gpu::require().copy(src, src_offset, dst_offset);
+}
 
 }  // namespace dev
 }  // namespace trainsim::kernels

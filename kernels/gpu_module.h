@@ -94,6 +94,26 @@ struct ModuleApi {
                                    const ref::AdamParams&) = nullptr;
   dev::OptimizerState (*lamb_step)(const dev::OptimizerState&, const std::vector<float>&,
                                    const ref::AdamParams&) = nullptr;
+  dev::NormGrads (*layernorm_bwd)(const std::vector<float>&, const std::vector<float>&,
+                                  const std::vector<float>&, const std::vector<float>&,
+                                  const std::vector<float>&, int, int, DType) = nullptr;
+  dev::NormGrads (*rmsnorm_bwd)(const std::vector<float>&, const std::vector<float>&,
+                                const std::vector<float>&, const std::vector<float>&, int, int,
+                                DType) = nullptr;
+  std::vector<float> (*softmax_bwd)(const std::vector<float>&, const std::vector<float>&, int, int,
+                                    float, DType) = nullptr;
+  dev::BiasGrads (*bias_gelu_bwd)(const std::vector<float>&, const std::vector<float>&,
+                                  const std::vector<float>&, int, int, DType) = nullptr;
+  std::vector<float> (*swiglu_bwd)(const std::vector<float>&, const std::vector<float>&, int, int,
+                                   DType) = nullptr;
+  std::vector<float> (*dropout_bwd)(const std::vector<float>&, const std::vector<std::uint8_t>&,
+                                    float, DType) = nullptr;
+  dev::BiasGrads (*bias_dropout_add_bwd)(const std::vector<float>&,
+                                         const std::vector<std::uint8_t>&, int, int, float,
+                                         DType) = nullptr;
+  std::vector<float> (*embedding_bwd)(const std::vector<std::int32_t>&, const std::vector<float>&,
+                                      int, int, DType) = nullptr;
+  std::vector<unsigned char> (*copy)(const std::vector<unsigned char>&, int, int) = nullptr;
 
   // kernels/exec/cuda_device.h (null when the build has no NCCL: no CUDA executor then)
   int (*cuda_devices)(std::string*) = nullptr;

@@ -45,6 +45,15 @@ ModuleApi make_table() {
   t.attention_backward = &dev::attention_backward;
   t.adam_step = &dev::adam_step;
   t.lamb_step = &dev::lamb_step;
+  t.layernorm_bwd = &dev::layernorm_bwd;
+  t.rmsnorm_bwd = &dev::rmsnorm_bwd;
+  t.softmax_bwd = &dev::softmax_bwd;
+  t.bias_gelu_bwd = &dev::bias_gelu_bwd;
+  t.swiglu_bwd = &dev::swiglu_bwd;
+  t.dropout_bwd = &dev::dropout_bwd;
+  t.bias_dropout_add_bwd = &dev::bias_dropout_add_bwd;
+  t.embedding_bwd = &dev::embedding_bwd;
+  t.copy = &dev::copy;
 #if TRAINSIM_GPU_MODULE_EXEC
   t.cuda_devices = &kexec::cuda_devices;
   t.cuda_comm_id = &kexec::cuda_comm_id;

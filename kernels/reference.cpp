@@ -304,6 +304,114 @@ void cross_entropy(const float* logits, const std::int32_t* targets, float* loss
   }
 }
 
+void layernorm_bwd(const float* x, const float* dy, const float* gamma, const float* mean,
+                   const float* rstd, float* dx, float* dgamma, float* dbeta, int rows, int cols) {
+  std::vector<double> dg(static_cast<std::size_t>(cols), 0.0), db(dg);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t o = static_cast<std::size_t>(r) * cols;
+    const double mu = mean[r], rs = rstd[r];
+    double s1 = 0, s2 = 0;  // Σ γ·dy, Σ γ·dy·x̂
+    for (int c = 0; c < cols; ++c) {
+      const double xh = (x[o + c] - mu) * rs;
+      s1 += double(gamma[c]) * dy[o + c];
+      s2 += double(gamma[c]) * dy[o + c] * xh;
+    }
+    for (int c = 0; c < cols; ++c) {
+      const double xh = (x[o + c] - mu) * rs;
+      dx[o + c] = static_cast<float>(rs * (double(gamma[c]) * dy[o + c] - s1 / cols - xh * s2 / cols));
+      dg[static_cast<std::size_t>(c)] += dy[o + c] * xh;
+      db[static_cast<std::size_t>(c)] += dy[o + c];
+    }
+  }
+  for (int c = 0; c < cols; ++c) {
+    dgamma[c] = static_cast<float>(dg[static_cast<std::size_t>(c)]);
+    dbeta[c] = static_cast<float>(db[static_cast<std::size_t>(c)]);
+  }
+}
+
+void rmsnorm_bwd(const float* x, const float* dy, const float* gamma, const float* rstd,
+                 float* dx, float* dgamma, int rows, int cols) {
+  std::vector<double> dg(static_cast<std::size_t>(cols), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t o = static_cast<std::size_t>(r) * cols;
+    const double rs = rstd[r];
+    double s = 0;  // Σ γ·dy·x
+    for (int c = 0; c < cols; ++c) s += double(gamma[c]) * dy[o + c] * x[o + c];
+    for (int c = 0; c < cols; ++c) {
+      dx[o + c] = static_cast<float>(rs * gamma[c] * dy[o + c] - x[o + c] * rs * rs * rs * s / cols);
+      dg[static_cast<std::size_t>(c)] += double(dy[o + c]) * x[o + c] * rs;
+    }
+  }
+  for (int c = 0; c < cols; ++c) dgamma[c] = static_cast<float>(dg[static_cast<std::size_t>(c)]);
+}
+
+void softmax_bwd(const float* y, const float* dy, float* dx, int rows, int cols, float scale) {
+  for (int r = 0; r < rows; ++r) {
+    const std::size_t o = static_cast<std::size_t>(r) * cols;
+    double s = 0;
+    for (int c = 0; c < cols; ++c) s += double(y[o + c]) * dy[o + c];
+    for (int c = 0; c < cols; ++c) {
+      dx[o + c] = static_cast<float>(double(scale) * y[o + c] * (dy[o + c] - s));
+    }
+  }
+}
+
+float gelu_tanh_grad(float x) {
+  const double k = 0.7978845608028654, a = 0.044715, u = x;
+  const double t = std::tanh(k * (u + a * u * u * u));
+  return static_cast<float>(0.5 * (1 + t) + 0.5 * u * (1 - t * t) * k * (1 + 3 * a * u * u));
+}
+
+void bias_gelu_bwd(const float* x, const float* bias, const float* dy, float* dx, float* dbias,
+                   int rows, int cols) {
+  std::vector<double> db(static_cast<std::size_t>(cols), 0.0);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      const std::size_t i = static_cast<std::size_t>(r) * cols + c;
+      const double d = double(dy[i]) * gelu_tanh_grad(x[i] + bias[c]);
+      dx[i] = static_cast<float>(d);
+      db[static_cast<std::size_t>(c)] += d;
+    }
+  }
+  for (int c = 0; c < cols; ++c) dbias[c] = static_cast<float>(db[static_cast<std::size_t>(c)]);
+}
+
+void swiglu_bwd(const float* gate_up, const float* dy, float* dgate_up, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) {
+    const float* g = gate_up + static_cast<std::size_t>(r) * 2 * cols;
+    float* dg = dgate_up + static_cast<std::size_t>(r) * 2 * cols;
+    for (int c = 0; c < cols; ++c) {
+      const double a = g[c], u = g[cols + c], d = dy[static_cast<std::size_t>(r) * cols + c];
+      const double sg = 1.0 / (1.0 + std::exp(-a));
+      dg[c] = static_cast<float>(d * u * sg * (1.0 + a * (1.0 - sg)));
+      dg[cols + c] = static_cast<float>(d * a * sg);
+    }
+  }
+}
+
+void dropout_bwd(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float p) {
+  const float inv = 1.0f / (1.0f - p);
+  for (std::size_t i = 0; i < n; ++i) dx[i] = mask[i] ? dy[i] * inv : 0.0f;
+}
+
+void bias_dropout_add_bwd(const float* dy, const std::uint8_t* mask, float* dx, float* dbias,
+                          int rows, int cols, float p) {
+  dropout_bwd(dy, mask, dx, static_cast<std::size_t>(rows) * cols, p);
+  for (int c = 0; c < cols; ++c) {
+    double s = 0;
+    for (int r = 0; r < rows; ++r) s += dx[static_cast<std::size_t>(r) * cols + c];
+    dbias[c] = static_cast<float>(s);
+  }
+}
+
+void embedding_bwd(const std::int32_t* tokens, const float* dy, float* dtable, int n_tokens,
+                   int hidden) {
+  for (int t = 0; t < n_tokens; ++t) {
+    float* row = dtable + static_cast<std::size_t>(tokens[t]) * hidden;
+    for (int c = 0; c < hidden; ++c) row[c] += dy[static_cast<std::size_t>(t) * hidden + c];
+  }
+}
+
 namespace {
 
 bool visible(const AttentionShape& s, int i, int j) {
@@ -319,8 +427,9 @@ void attention_forward(const AttentionShape& s, const float* q, const float* k, 
   std::vector<double> p(static_cast<std::size_t>(s.sk));
   for (int b = 0; b < s.bh; ++b) {
     const float* qb = q + static_cast<std::size_t>(b) * s.sq * s.d;
-    const float* kb = k + static_cast<std::size_t>(b) * s.sk * s.d;
-    const float* vb = v + static_cast<std::size_t>(b) * s.sk * s.d;
+    const int bkv = b / std::max(1, s.q_per_kv);  // the k/v batch-head of this query head
+    const float* kb = k + static_cast<std::size_t>(bkv) * s.sk * s.d;
+    const float* vb = v + static_cast<std::size_t>(bkv) * s.sk * s.d;
     for (int i = 0; i < s.sq; ++i) {
       double mx = -std::numeric_limits<double>::infinity();
       for (int j = 0; j < s.sk; ++j) {
@@ -353,11 +462,12 @@ void attention_backward(const AttentionShape& s, const float* q, const float* k,
                         const float* o, const float* d_o, const float* lse, float* dq, float* dk,
                         float* dv) {
   const std::size_t nq = static_cast<std::size_t>(s.bh) * s.sq * s.d;
-  const std::size_t nk = static_cast<std::size_t>(s.bh) * s.sk * s.d;
+  const int g = std::max(1, s.q_per_kv);  // query heads per k/v head; dk, dv sum over them
+  const std::size_t nk = static_cast<std::size_t>(s.bh / g) * s.sk * s.d;
   std::vector<double> gq(nq, 0.0), gk(nk, 0.0), gv(nk, 0.0);
   for (int b = 0; b < s.bh; ++b) {
     const std::size_t qo = static_cast<std::size_t>(b) * s.sq * s.d;
-    const std::size_t ko = static_cast<std::size_t>(b) * s.sk * s.d;
+    const std::size_t ko = static_cast<std::size_t>(b / g) * s.sk * s.d;
     for (int i = 0; i < s.sq; ++i) {
       const float l = lse[static_cast<std::size_t>(b) * s.sq + i];
       if (!std::isfinite(l)) continue;

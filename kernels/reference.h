@@ -59,15 +59,55 @@ void embedding(const std::int32_t* tokens, const float* table, float* y, int n_t
 void cross_entropy(const float* logits, const std::int32_t* targets, float* loss, float* grad,
                    int rows, int vocab);
 
+// Backward of the memory-bound forwards above (`<kind>_bwd`): given the forward's inputs (or
+// saved statistics) and dy, the gradient of Σ dy∘y. Column sums (dgamma, dbeta, dbias [cols])
+// are written, not accumulated.
+/// LayerNorm: x̂ = (x − mean)·rstd, dx = rstd·(γ∘dy − mean(γ∘dy) − x̂·mean(γ∘dy∘x̂)),
+/// dgamma = Σ_rows dy∘x̂, dbeta = Σ_rows dy; mean, rstd [rows] as the forward returns them.
+void layernorm_bwd(const float* x, const float* dy, const float* gamma, const float* mean,
+                   const float* rstd, float* dx, float* dgamma, float* dbeta, int rows, int cols);
+/// RMSNorm: dx = rstd·γ∘dy − x·rstd³·Σ(γ∘dy∘x)/cols, dgamma = Σ_rows dy∘x·rstd.
+void rmsnorm_bwd(const float* x, const float* dy, const float* gamma, const float* rstd,
+                 float* dx, float* dgamma, int rows, int cols);
+/// Softmax of scale·x, from its output y: dx = scale·y∘(dy − rowsum(dy∘y)).
+void softmax_bwd(const float* y, const float* dy, float* dx, int rows, int cols, float scale);
+/// d gelu_tanh / dx.
+float gelu_tanh_grad(float x);
+/// dx = dy∘gelu'(x + bias), dbias = Σ_rows dx.
+void bias_gelu_bwd(const float* x, const float* bias, const float* dy, float* dx, float* dbias,
+                   int rows, int cols);
+/// dgate_up [rows × 2·cols]: d gate = dy∘up∘silu'(gate), d up = dy∘silu(gate), silu'(a) =
+/// σ(a)·(1 + a·(1 − σ(a))).
+void swiglu_bwd(const float* gate_up, const float* dy, float* dgate_up, int rows, int cols);
+/// dx = mask ? dy / (1 − p) : 0.
+void dropout_bwd(const float* dy, const std::uint8_t* mask, float* dx, std::size_t n, float p);
+/// dx = dropout_bwd(dy), dbias = Σ_rows dx (the residual's gradient is dy itself).
+void bias_dropout_add_bwd(const float* dy, const std::uint8_t* mask, float* dx, float* dbias,
+                          int rows, int cols, float p);
+/// dtable [vocab × hidden] += dy's rows at the token ids (the caller zeroes it first).
+void embedding_bwd(const std::int32_t* tokens, const float* dy, float* dtable, int n_tokens,
+                   int hidden);
+
 /// Attention O = softmax(scale·Q·Kᵀ + mask)·V per batch-head; q, o [bh×sq×d], k, v [bh×sk×d],
 /// lse [bh×sq] the log-sum-exp of each row (the statistic FlashAttention keeps for backward).
 /// causal: query i sees keys j ≤ i + (sk − sq) (bottom-right aligned); window > 0 additionally
 /// limits it to j > i + (sk − sq) − window (sliding window). A row with no visible key gives 0.
+/// Grouped-query attention (GQA/MQA): q_per_kv query heads share one key/value head, so k, v
+/// (and dk, dv) hold bh / q_per_kv batch-heads and query batch-head b reads k/v batch-head
+/// b / q_per_kv (consecutive query heads form a group); bh must be a multiple of q_per_kv.
+/// `impl` picks the GPU implementation (kernels/attention.cu); the CPU reference ignores it.
+enum class AttentionImpl {
+  kAuto,   // cuDNN's fused SDPA when it is available and supports the shape, else kOwn
+  kCudnn,  // cuDNN's fused SDPA (kernels/cudnn_sdpa.h) or an error
+  kOwn,    // trainsim's own FlashAttention-2-style kernel
+};
 struct AttentionShape {
   int bh = 1, sq = 1, sk = 1, d = 1;
   bool causal = false;
   int window = 0;
   float scale = 1;
+  int q_per_kv = 1;
+  AttentionImpl impl = AttentionImpl::kAuto;
 };
 void attention_forward(const AttentionShape& s, const float* q, const float* k, const float* v,
                        float* o, float* lse);

@@ -59,6 +59,9 @@ ncclDataType_t nccl_type(Precision p) {
 // A kernel dimension as int (clamped: a parameter count above 2^31 must go through dims()).
 int dim(double x) { return static_cast<int>(std::min(2147483647.0, std::max(1.0, std::round(x)))); }
 
+// Bytes the executor's own scratch buffers hold on this thread's device (one thread per device).
+thread_local std::size_t t_scratch_bytes = 0;
+
 // A device allocation that only grows (synthetic data: its content never matters).
 class Scratch {
  public:
@@ -67,6 +70,7 @@ class Scratch {
   Scratch& operator=(const Scratch&) = delete;
   ~Scratch() {
     if (p_) cudaFree(p_);
+    t_scratch_bytes -= std::min(t_scratch_bytes, size_);
   }
   /// The buffer, at least `bytes` long. Growing frees the old one (cudaFree synchronises the
   /// device), which is why the executor sizes every buffer before the first iteration.
@@ -74,6 +78,7 @@ class Scratch {
     if (bytes > size_) {
       if (p_) check_cuda(cudaFree(p_), "cudaFree (growing a scratch buffer)");
       p_ = nullptr;
+      t_scratch_bytes -= std::min(t_scratch_bytes, size_);
       size_ = 0;
       const std::size_t want = std::max<std::size_t>(bytes, 1 << 20);
       const cudaError_t e = cudaMalloc(&p_, want);
@@ -85,6 +90,7 @@ class Scratch {
       }
       check_cuda(cudaMemset(p_, 0, want), "cudaMemset (scratch buffer)");
       size_ = want;
+      t_scratch_bytes += want;
     }
     return p_;
   }
@@ -184,6 +190,9 @@ class CudaDevice : public Device {
     gemm_.reset();
     scratch_.clear();
     inputs_.clear();
+    for (auto& [id, p] : held_) cudaFree(p);  // (pool memory: freed with the pool)
+    if (pool_) cudaMemPoolDestroy(pool_);
+    if (states_) cudaFree(states_);
     for (auto& [s, cs] : streams_) cudaStreamDestroy(cs);
   }
 
@@ -233,7 +242,63 @@ class CudaDevice : public Device {
     begin_ = make(cudaEventDefault, "cudaEventCreate (begin)");
   }
 
+  void hold_states(double bytes) override {
+    if (bytes < 1 || states_) return;
+    states_bytes_ = static_cast<std::size_t>(bytes);
+    const cudaError_t e = cudaMalloc(&states_, states_bytes_);
+    if (e != cudaSuccess) {
+      states_ = nullptr;
+      throw Error(ErrorKind::kRuntime,
+                  fmt::format("GPU {}: cudaMalloc of {:.2f} GiB for the model states (weights, "
+                              "gradients, optimizer, as the memory model shards them) failed: {}",
+                              device_, bytes / (1 << 30), cudaGetErrorString(e)),
+                  {}, "the configuration does not fit this GPU's memory");
+    }
+  }
+
+  // Activations: stream-ordered allocations from one pool that keeps what it reserved (as a
+  // framework's caching allocator does), so its high-water marks are the iteration's peak.
+  void hold(plan::Stream s, int id, double bytes) override {
+    if (!pool_) {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = device_;
+      check_cuda(cudaMemPoolCreate(&pool_, &props), "cudaMemPoolCreate (activations)");
+      std::uint64_t keep = UINT64_MAX;
+      check_cuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep),
+                 "cudaMemPoolSetAttribute (release threshold)");
+    }
+    void* p = nullptr;
+    const cudaError_t e =
+        cudaMallocFromPoolAsync(&p, std::max<std::size_t>(1, static_cast<std::size_t>(bytes)),
+                                pool_, stream(s));
+    if (e != cudaSuccess) {
+      throw Error(ErrorKind::kRuntime,
+                  fmt::format("GPU {}: allocating {:.2f} GiB of activations failed: {}", device_,
+                              bytes / (1 << 30), cudaGetErrorString(e)),
+                  {}, "the configuration does not fit this GPU's memory");
+    }
+    held_[id] = p;
+  }
+
+  void release(plan::Stream s, int id) override {
+    const auto it = held_.find(id);
+    if (it == held_.end()) return;
+    check_cuda(cudaFreeAsync(it->second, stream(s)), "cudaFreeAsync (activations)");
+    held_.erase(it);
+  }
+
+  MemoryMeasure memory() const override { return memory_; }
+
   void begin_iteration() override {
+    if (pool_) {
+      std::uint64_t zero = 0;  // resets the high-water marks to the current values
+      check_cuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &zero),
+                 "cudaMemPoolSetAttribute (used high)");
+      check_cuda(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &zero),
+                 "cudaMemPoolSetAttribute (reserved high)");
+    }
     cudaStream_t first = streams_.at(order_.front());
     check_cuda(cudaEventRecord(begin_, first), "cudaEventRecord (iteration begin)");
     for (plan::Stream s : order_) {
@@ -275,6 +340,10 @@ class CudaDevice : public Device {
         shape.d = dim(k.k);
         shape.causal = shape.sk >= shape.sq;
         shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.d));
+        // GQA: the op's batch counts query heads; k and v have 1/q_per_kv of them (the fused
+        // kernels read each key/value head for its group of query heads).
+        if (k.q_per_kv > 1 && shape.bh % k.q_per_kv == 0) shape.q_per_kv = k.q_per_kv;
+        shape.window = k.window;
         const kernels::DType at =
             t == kernels::DType::kF32 || t == kernels::DType::kFp8 ? kernels::DType::kBf16 : t;
         if (kernels::attention_supported(shape, at)) {
@@ -427,6 +496,7 @@ class CudaDevice : public Device {
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
+    measure_memory();
     std::vector<double> out;
     out.reserve(markers_.size() + 1);
     for (cudaEvent_t e : markers_) out.push_back(elapsed(e));
@@ -558,16 +628,27 @@ class CudaDevice : public Device {
       }
       return;
     }
-    // Activations: x (and a second input: residual / the up half of SwiGLU), then the
-    // per-column parameters (gamma, beta, bias).
-    const std::size_t x = inl.add((name == "swiglu" ? 2 : 1) * n * e);
-    const std::size_t x2 = inl.add(name == "bias_dropout_add" ? n * e : 0);
+    // Activations: x (and a second input: residual / the up half of SwiGLU / a backward's dy),
+    // then the per-column parameters (gamma, beta, bias) and a norm backward's saved statistics.
+    // A backward (`<kind>_bwd`, launchers.h) writes dx where its forward writes y, its fp32
+    // column sums after the row statistics, and reads the dropout mask where the forward
+    // writes it.
+    const bool bwd = name.size() > 4 && name.compare(name.size() - 4, 4, "_bwd") == 0;
+    const bool swiglu = name == "swiglu" || name == "swiglu_bwd";
+    const bool norm_bwd = name == "layernorm_bwd" || name == "rmsnorm_bwd";
+    const std::size_t x = inl.add((swiglu ? 2 : 1) * n * e);
+    const std::size_t x2 = inl.add(name == "bias_dropout_add" || bwd ? n * e : 0);
     const std::size_t p1 = inl.add(c * e), p2 = inl.add(c * e);
     const std::size_t table = inl.add(name == "embedding" ? dims(k.table) * c * e : 0);
-    const std::size_t y = outl.add(n * e);
-    const std::size_t mask = outl.add(name == "dropout" || name == "bias_dropout_add" ? n : 0);
+    const std::size_t sv1 = inl.add(norm_bwd ? r * 4 : 0), sv2 = inl.add(norm_bwd ? r * 4 : 0);
+    const std::size_t y = outl.add((name == "swiglu_bwd" ? 2 : 1) * n * e);
+    const bool masked = name == "dropout" || name == "bias_dropout_add" ||
+                        name == "dropout_bwd" || name == "bias_dropout_add_bwd";
+    const std::size_t mask = outl.add(masked ? n : 0);
     const std::size_t stat1 = outl.add(r * 4), stat2 = outl.add(r * 4);
-    const bool tokens = name == "embedding" || name == "cross_entropy";
+    const std::size_t cs1 = outl.add(bwd ? c * 4 : 0), cs2 = outl.add(bwd ? c * 4 : 0);
+    const std::size_t tgrad = outl.add(name == "embedding_bwd" ? dims(k.table) * c * 4 : 0);
+    const bool tokens = name == "embedding" || name == "cross_entropy" || name == "embedding_bwd";
     const int bound = dim(k.table);
     cudaStream_t fill = sizing_ ? nullptr : stream(s);
     const char* a = in.activations(inl.size, t, sizing_, fill);
@@ -604,6 +685,33 @@ class CudaDevice : public Device {
       // The backward task writes the logits gradient (the launcher's `grad`).
       kernels::launch_cross_entropy(t, a + x, ids, st1, k.backward ? out + y : nullptr, rows,
                                     cols, cs);
+    } else if (bwd) {
+      auto* c1 = reinterpret_cast<float*>(out + cs1);
+      auto* c2 = reinterpret_cast<float*>(out + cs2);
+      const auto* m = reinterpret_cast<const std::uint8_t*>(out + mask);
+      const auto* s1 = reinterpret_cast<const float*>(a + sv1);
+      const auto* s2 = reinterpret_cast<const float*>(a + sv2);
+      if (name == "layernorm_bwd") {
+        kernels::launch_layernorm_bwd(t, a + x, a + x2, a + p1, s1, s2, out + y, c1, c2, rows, cols,
+                                      cs);
+      } else if (name == "rmsnorm_bwd") {
+        kernels::launch_rmsnorm_bwd(t, a + x, a + x2, a + p1, s2, out + y, c1, rows, cols, cs);
+      } else if (name == "softmax_bwd") {
+        kernels::launch_softmax_bwd(t, a + x, a + x2, out + y, rows, cols, 1.0f, cs);
+      } else if (name == "dropout_bwd") {
+        kernels::launch_dropout_bwd(t, a + x2, m, out + y, n, 0.1f, cs);
+      } else if (name == "bias_dropout_add_bwd") {
+        kernels::launch_bias_dropout_add_bwd(t, a + x2, m, out + y, c1, rows, cols, 0.1f, cs);
+      } else if (name == "bias_gelu_bwd") {
+        kernels::launch_bias_gelu_bwd(t, a + x, a + p1, a + x2, out + y, c1, rows, cols, cs);
+      } else if (name == "swiglu_bwd") {
+        kernels::launch_swiglu_bwd(t, a + x, a + x2, out + y, rows, cols, cs);
+      } else if (name == "embedding_bwd") {
+        kernels::launch_embedding_bwd(t, ids, a + x2, reinterpret_cast<float*>(out + tgrad), rows,
+                                      cols, cs);
+      } else {
+        throw Error(ErrorKind::kRuntime, fmt::format("no launcher `{}` in the CUDA device", name));
+      }
     } else {
       throw Error(ErrorKind::kRuntime, fmt::format("no launcher `{}` in the CUDA device", name));
     }
@@ -643,6 +751,31 @@ class CudaDevice : public Device {
     throw_nccl(r, fmt::format("rank {} (GPU {}): {}", rank_, device_, what));
   }
 
+  // After an iteration (the device idle): what the driver says is in use, less what the
+  // executor allocated itself, is the runtime's (context, cuBLASLt/cuDNN workspaces, NCCL).
+  void measure_memory() {
+    std::size_t free_b = 0, total_b = 0;
+    check_cuda(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    std::uint64_t used_high = 0, reserved_high = 0, reserved_now = 0;
+    if (pool_) {
+      check_cuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrUsedMemHigh, &used_high),
+                 "cudaMemPoolGetAttribute (used high)");
+      check_cuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemHigh, &reserved_high),
+                 "cudaMemPoolGetAttribute (reserved high)");
+      check_cuda(cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved_now),
+                 "cudaMemPoolGetAttribute (reserved)");
+    }
+    MemoryMeasure& m = memory_;
+    m.capacity = static_cast<double>(total_b);
+    m.states = static_cast<double>(states_bytes_);
+    m.scratch = static_cast<double>(t_scratch_bytes);
+    m.activations_peak = static_cast<double>(used_high);
+    m.activations_reserved = static_cast<double>(reserved_high);
+    const double used = static_cast<double>(total_b - free_b);
+    m.runtime = std::max(0.0, used - m.states - m.scratch - static_cast<double>(reserved_now));
+    m.peak = m.runtime + m.states + m.activations_reserved;
+  }
+
   void abort_all() {
     for (ncclComm_t& c : comms_) {
       if (c) ncclCommAbort(c);
@@ -664,6 +797,11 @@ class CudaDevice : public Device {
   std::map<plan::Stream, std::unique_ptr<Scratch>> scratch_;
   std::map<plan::Stream, OpInputs> inputs_;
   std::unique_ptr<kernels::GemmRunner> gemm_;
+  void* states_ = nullptr;
+  std::size_t states_bytes_ = 0;
+  cudaMemPool_t pool_ = nullptr;
+  std::map<int, void*> held_;
+  MemoryMeasure memory_;
 };
 
 }  // namespace

@@ -33,9 +33,31 @@ struct CollectiveCall {
   Precision dtype = Precision::kBf16;
 };
 
+/// Device memory over an iteration (bytes). `runtime`: what the device uses beyond what the
+/// executor allocated itself (CUDA context, library handles and workspaces, NCCL's buffers),
+/// read from the driver after setup; `states`: the model states held (LaunchPlan::state_bytes);
+/// `activations_peak`: the most activation bytes allocated at once, `activations_reserved`: the
+/// most the allocator held for them (fragmentation included); `scratch`: the executor's own
+/// operand buffers, which stand for tensors a framework already counts as states or
+/// activations and are therefore left out of `peak` = runtime + states + activations_reserved.
+struct MemoryMeasure {
+  double runtime = 0, states = 0, activations_peak = 0, activations_reserved = 0, scratch = 0;
+  double peak = 0;
+  double capacity = 0;  // the device's memory as the driver reports it
+};
+
 class Device {
  public:
   virtual ~Device() = default;
+
+  /// Memory a framework holds (LaunchPlan): the model states, allocated once before the
+  /// iterations; an activation hold `id` allocated on stream `s` before a task and freed there
+  /// after another. Devices that do not measure memory ignore them.
+  virtual void hold_states(double /*bytes*/) {}
+  virtual void hold(plan::Stream /*s*/, int /*id*/, double /*bytes*/) {}
+  virtual void release(plan::Stream /*s*/, int /*id*/) {}
+  /// Memory of the last measured iteration (zeros where the device does not measure it).
+  virtual MemoryMeasure memory() const { return {}; }
 
   /// Streams the plan uses; called once, before anything else.
   virtual void create_streams(const std::vector<plan::Stream>& streams) = 0;

@@ -45,6 +45,7 @@ RankMeasure run_plan(const plan::ProgramSet& ps, const LaunchPlan& lp, Device& d
   m.rank = lp.rank;
   m.start_s.assign(n, 0);
   m.end_s.assign(n, 0);
+  dev.hold_states(lp.state_bytes);
   // it = -1: the sizing pass (nothing runs; buffers are sized).
   for (int it = -1; it < opt.warmup + opt.iterations; ++it) {
     if (it < 0) {
@@ -64,6 +65,11 @@ RankMeasure run_plan(const plan::ProgramSet& ps, const LaunchPlan& lp, Device& d
           continue;
         default:
           break;
+      }
+      const bool holds = it >= 0 && !lp.hold_begin.empty();
+      if (holds && lp.hold_begin[c.task] >= 0) {
+        const ActivationHold& h = lp.holds[static_cast<std::size_t>(lp.hold_begin[c.task])];
+        dev.hold(c.stream, lp.hold_begin[c.task], h.bytes);
       }
       dev.mark(c.stream, mark);
       switch (c.type) {
@@ -87,6 +93,7 @@ RankMeasure run_plan(const plan::ProgramSet& ps, const LaunchPlan& lp, Device& d
           break;
       }
       dev.mark(c.stream, mark + 1);
+      if (holds && lp.hold_end[c.task] >= 0) dev.release(c.stream, lp.hold_end[c.task]);
     }
     if (it < 0) {
       dev.set_sizing(false);
@@ -103,6 +110,7 @@ RankMeasure run_plan(const plan::ProgramSet& ps, const LaunchPlan& lp, Device& d
       m.end_s[i] += times[2 * i + 1] / opt.iterations;
     }
     m.iteration_s.push_back(times.back());
+    m.memory = dev.memory();
   }
   return m;
 }
@@ -333,6 +341,9 @@ std::vector<double> pack(const RankMeasure& m) {
   v.insert(v.end(), m.start_s.begin(), m.start_s.end());
   v.insert(v.end(), m.end_s.begin(), m.end_s.end());
   v.insert(v.end(), m.iteration_s.begin(), m.iteration_s.end());
+  const MemoryMeasure& mm = m.memory;
+  v.insert(v.end(), {mm.runtime, mm.states, mm.activations_peak, mm.activations_reserved,
+                     mm.scratch, mm.peak, mm.capacity});
   return v;
 }
 
@@ -341,14 +352,21 @@ RankMeasure unpack(const std::vector<double>& v) {
   RankMeasure m;
   m.rank = static_cast<int>(v[0]);
   const auto n = static_cast<std::size_t>(v[1]), it = static_cast<std::size_t>(v[2]);
-  if (v.size() != 3 + 2 * n + it)
+  constexpr std::size_t kMemoryFields = 7;
+  if (v.size() != 3 + 2 * n + it + kMemoryFields)
     throw Error(ErrorKind::kRuntime, "a rank's measures are truncated");
   auto at = v.begin() + 3;
   m.start_s.assign(at, at + static_cast<std::ptrdiff_t>(n));
   at += static_cast<std::ptrdiff_t>(n);
   m.end_s.assign(at, at + static_cast<std::ptrdiff_t>(n));
   at += static_cast<std::ptrdiff_t>(n);
-  m.iteration_s.assign(at, v.end());
+  m.iteration_s.assign(at, at + static_cast<std::ptrdiff_t>(it));
+  at += static_cast<std::ptrdiff_t>(it);
+  MemoryMeasure& mm = m.memory;
+  for (double* f : {&mm.runtime, &mm.states, &mm.activations_peak, &mm.activations_reserved,
+                    &mm.scratch, &mm.peak, &mm.capacity}) {
+    *f = *at++;
+  }
   return m;
 }
 

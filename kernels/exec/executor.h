@@ -32,6 +32,7 @@ struct RankMeasure {
   int rank = 0;
   std::vector<double> start_s, end_s;  // per Program task, seconds since the iteration began
   std::vector<double> iteration_s;     // per measured iteration
+  MemoryMeasure memory;                // of the last measured iteration (zeros if not measured)
 };
 
 /// Data type of a collective: the DP gradient reduction in training.grad_reduce, the rest in

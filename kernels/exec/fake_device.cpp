@@ -1,5 +1,7 @@
 #include "kernels/exec/fake_device.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
 #include "sim/core/error.h"
@@ -49,6 +51,25 @@ void FakeDevice::create_events(int count, int markers) {
 void FakeDevice::begin_iteration() {
   calls_.push_back(make_call("begin", plan::Stream::kCompute));
   for (auto& [s, t] : clock_) t = 0;
+  live_peak_ = live_;
+}
+
+void FakeDevice::hold(plan::Stream s, int id, double bytes) {
+  if (!clock_.count(s)) throw Error(ErrorKind::kRuntime, "hold on a stream never created");
+  if (!held_.emplace(id, bytes).second) {
+    throw Error(ErrorKind::kRuntime, fmt::format("activation hold {} taken twice", id));
+  }
+  live_ += bytes;
+  live_peak_ = std::max(live_peak_, live_);
+}
+
+void FakeDevice::release(plan::Stream, int id) {
+  const auto it = held_.find(id);
+  if (it == held_.end()) {
+    throw Error(ErrorKind::kRuntime, fmt::format("activation hold {} released unheld", id));
+  }
+  live_ -= it->second;
+  held_.erase(it);
 }
 
 void FakeDevice::run(plan::Stream s) {
@@ -103,6 +124,14 @@ void FakeDevice::mark(plan::Stream s, int marker) {
 
 std::vector<double> FakeDevice::end_iteration(double) {
   calls_.push_back(make_call("end", plan::Stream::kCompute));
+  if (!held_.empty()) {
+    throw Error(ErrorKind::kRuntime,
+                fmt::format("{} activation holds still held at the iteration's end", held_.size()));
+  }
+  memory_ = {};
+  memory_.states = states_;
+  memory_.activations_peak = memory_.activations_reserved = live_peak_;
+  memory_.peak = states_ + live_peak_;
   std::vector<double> out = markers_;
   double end = 0;
   for (const auto& [s, t] : clock_) end = std::max(end, t);

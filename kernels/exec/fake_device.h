@@ -46,6 +46,12 @@ class FakeDevice : public Device {
   void wait(plan::Stream s, int event) override;
   void mark(plan::Stream s, int marker) override;
   std::vector<double> end_iteration(double timeout_s) override;
+  // Memory in issue order (not in calls()): states, then the live activation bytes as holds
+  // and releases arrive; memory() reports the last iteration's peak (runtime 0).
+  void hold_states(double bytes) override { states_ = bytes; }
+  void hold(plan::Stream s, int id, double bytes) override;
+  void release(plan::Stream s, int id) override;
+  MemoryMeasure memory() const override { return memory_; }
 
   const std::vector<FakeCall>& calls() const { return calls_; }
   int rank() const { return rank_; }
@@ -59,6 +65,9 @@ class FakeDevice : public Device {
   std::vector<FakeCall> calls_;
   std::map<plan::Stream, double> clock_;
   std::vector<double> events_, markers_;
+  double states_ = 0, live_ = 0, live_peak_ = 0;
+  std::map<int, double> held_;
+  MemoryMeasure memory_;
 };
 
 }  // namespace trainsim::kexec

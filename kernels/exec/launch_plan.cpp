@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kernels/bench_plan.h"
+#include "sim/plan/memory.h"
 #include "sim/core/error.h"
 
 namespace trainsim::kexec {
@@ -118,6 +119,13 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
     empty.kernels = 0;
     return empty;
   }
+  if (k.kind == model::OpKind::kAttention) {
+    const model::ModelConfig& m = ps.model;
+    if (m.kv_heads > 0 && m.kv_heads < m.heads && m.heads % m.kv_heads == 0) {
+      k.q_per_kv = m.heads / m.kv_heads;
+    }
+    if (m.attention_window > 0 && m.attention_window < m.seq_len) k.window = m.attention_window;
+  }
   if (k.kind != model::OpKind::kMemory) return k;
   const model::Op& op = prog.ops[static_cast<std::size_t>(t.op)];
   if (t.pass == plan::Pass::kOptimizer) {
@@ -130,10 +138,10 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   // Gradient accumulation (plan::GradAccumulation) moves its bytes in one kernel per parameter
   // tensor: the generic memory-traffic kernel, as no calibrated launcher times it.
   if (op.name == "grad_accumulate") return k;
-  // Element-wise ops have no backward launcher: their backward runs the forward launcher twice
-  // (the same 2× bytes the simulator prices, through the kernel the calibration timed);
-  // cross-entropy's launcher writes the logits gradient itself.
-  const bool twice = k.backward && op.name != "cross_entropy";
+  // A backward runs the op's dedicated backward launcher (`<kind>_bwd`, launchers.h) once at
+  // the forward's shape, the kernel `calibrate kernels` times as that kind
+  // (kernels::memory_backward_bench_item); cross-entropy's forward launcher writes the logits
+  // gradient itself, so its backward is that launcher again.
   model::Sharding shard;
   shard.micro_batch = ps.training.micro_batch;
   shard.tp = ps.layout.par.tp;
@@ -142,15 +150,15 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   shard.fused_attention = ps.opt.fused_attention();
   // ops.cpp counts activation bytes at 2 per element: recover the rows in bf16.
   const kernels::BenchItem b =
-      kernels::memory_bench_item(ps.model, shard, op, kernels::DType::kBf16);
+      k.backward ? kernels::memory_backward_bench_item(ps.model, shard, op, kernels::DType::kBf16)
+                 : kernels::memory_bench_item(ps.model, shard, op, kernels::DType::kBf16);
   k.launcher = b.op;
   k.rows = std::max(1.0, std::round(b.m * t.fraction));
   k.cols = b.n;
   k.f32 = b.dtype == kernels::DType::kF32;
-  if (b.op == "embedding" || b.op == "cross_entropy") {
+  if (b.op == "embedding" || b.op == "embedding_bwd" || b.op == "cross_entropy") {
     k.table = static_cast<double>(ps.model.vocab) / shard.tp;
   }
-  if (twice) k.repeats = 2;
   return k;
 }
 
@@ -182,6 +190,86 @@ const char* task_category(const Task& t) {
   if (t.dim == Dim::kExpertDp) return "dp";
   return plan::to_string(t.dim);
 }
+
+namespace {
+
+// The holds of LaunchPlan: the memory model's inventory of the rank's stage spread over the
+// Program's (micro-batch, chunk) spans. Block recompute keeps everything for the stage's layers
+// beyond its first `recomputed_layers` (in layer order), as the memory model counts them.
+void plan_memory(const plan::ProgramSet& ps, LaunchPlan& lp) {
+  const plan::Program& prog = *lp.program;
+  const plan::StageInventory inv = plan::stage_inventory(
+      ps.model, ps.layout, ps.training, ps.opt.fused_attention(), lp.stage);
+  lp.state_bytes = inv.states();
+  const std::size_t n = prog.tasks.size();
+  lp.hold_begin.assign(n, -1);
+  lp.hold_end.assign(n, -1);
+  std::set<int> stage_layers;
+  for (const Task& t : prog.tasks) {
+    if (t.type == TaskType::kCompute && t.layer >= 0) stage_layers.insert(t.layer);
+  }
+  std::set<int> full;  // layers at per_layer_full
+  for (int l : stage_layers) {
+    if (static_cast<int>(full.size()) < inv.recomputed_layers) full.insert(l);
+  }
+  struct Span {
+    std::uint32_t first = 0, last = 0;
+    bool has_forward = false, has_backward = false;
+    std::set<int> layers;
+    bool embedding = false;
+    Stream stream = Stream::kCompute;
+  };
+  std::map<std::pair<int, int>, Span> spans;  // (micro-batch, chunk)
+  std::map<int, Span> logits;                 // micro-batch
+  auto is_backward = [](const Task& t) {
+    return t.pass == plan::Pass::kBackward || t.pass == plan::Pass::kRecompute;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const Task& t = prog.tasks[i];
+    if (t.type != TaskType::kCompute || t.microbatch < 0) continue;
+    const auto task = static_cast<std::uint32_t>(i);
+    const std::string& op = prog.ops[static_cast<std::size_t>(t.op)].name;
+    auto note = [&](Span& s) {
+      if (t.pass == plan::Pass::kForward && !s.has_forward) {
+        s.first = task;
+        s.has_forward = true;
+        s.stream = t.stream;
+      }
+      if (is_backward(t)) {
+        s.last = task;
+        s.has_backward = true;
+      }
+    };
+    Span& s = spans[{t.microbatch, t.chunk}];
+    note(s);
+    if (t.pass == plan::Pass::kForward) {
+      if (t.layer >= 0) s.layers.insert(t.layer);
+      if (op == "embedding") s.embedding = true;
+    }
+    if (op == "logits") note(logits[t.microbatch]);
+  }
+  auto add = [&](const Span& s, double bytes) {
+    if (!s.has_forward || !s.has_backward || bytes <= 0 || s.last < s.first) return;
+    if (lp.hold_begin[s.first] >= 0 || lp.hold_end[s.last] >= 0) {
+      // Two spans cannot share a first forward or a last backward task (each task belongs to
+      // one micro-batch and chunk; the logits' span lies strictly inside its chunk's).
+      contract(fmt::format("two activation holds start or end at task {}", s.first));
+    }
+    const int id = static_cast<int>(lp.holds.size());
+    lp.holds.push_back({s.first, s.last, bytes, s.stream});
+    lp.hold_begin[s.first] = id;
+    lp.hold_end[s.last] = id;
+  };
+  for (const auto& [key, s] : spans) {
+    double bytes = 0;
+    for (int l : s.layers) bytes += full.count(l) ? inv.per_layer_full : inv.per_layer_kept;
+    if (s.embedding) bytes += inv.embedding_bytes;
+    add(s, bytes);
+  }
+  for (const auto& [mb, s] : logits) add(s, inv.logits_bytes);
+}
+
+}  // namespace
 
 LaunchPlan make_launch_plan(const plan::ProgramSet& ps, const CommTable& table, int rank) {
   if (rank < 0 || rank >= ps.world()) contract(fmt::format("rank {} outside the job", rank));
@@ -310,6 +398,7 @@ LaunchPlan make_launch_plan(const plan::ProgramSet& ps, const CommTable& table, 
       lp.commands.push_back(r);
     }
   }
+  plan_memory(ps, lp);
   return lp;
 }
 

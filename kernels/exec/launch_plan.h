@@ -59,16 +59,20 @@ struct KernelLaunch {
   int kernels = 1;  // kernels the op stands for (the executor launches one per launch)
   // Memory-bound ops: the kernels/launchers.h launcher that runs the task ("layernorm",
   // "rmsnorm", "softmax", "dropout", "bias_dropout_add", "bias_gelu", "swiglu", "embedding",
-  // "cross_entropy", "adam", "lamb"), or "" for a copy kernel of `bytes`. Shape: rows × cols (optimizers:
+  // "cross_entropy", "adam", "lamb"; a backward: "<kind>_bwd", e.g. "layernorm_bwd", or
+  // "cross_entropy", whose forward writes the gradient), or "" for a copy kernel of `bytes`.
+  // Shape: rows × cols (optimizers:
   // rows 1, cols the parameters updated); `table` the embedding table's rows (vocab / tp), which
   // also bounds the token ids of the embedding and the cross-entropy targets; `f32` the launcher
   // runs in fp32 (router softmax; optimizers always keep fp32 state).
   std::string launcher;
   double rows = 0, cols = 0, table = 0;
+  // Attention: query heads per key/value head (GQA; 1 for multi-head attention) and the sliding
+  // window in keys (0: none), from the ProgramSet's model.
+  int q_per_kv = 1;
+  int window = 0;
   bool f32 = false;
-  // Times the launcher runs for this task: 2 for the backward of an element-wise op (no backward
-  // launcher exists yet; its forward launcher twice moves the backward's 2× bytes through the
-  // same kernel the calibration timed, docs/execute.md), else 1.
+  // Times the launcher runs for this task (1: every backward has its own launcher now).
   int repeats = 1;
 };
 
@@ -81,8 +85,9 @@ KernelLaunch kernel_launch(const plan::Program& prog, const plan::Task& t);
 /// The same, with the launcher of a memory-bound op chosen from the op's name through
 /// kernels::memory_bench_item (the mapping `calibrate kernels` times) at the shape of the
 /// ProgramSet's model, parallel and training config: rows scaled by the task's fraction; the
-/// optimizer step is adam or lamb over op.m parameters; a backward of an element-wise op stays a
-/// copy kernel (launcher ""), except cross-entropy, whose launcher writes the logits gradient.
+/// optimizer step is adam or lamb over op.m parameters; a backward runs the op's backward
+/// launcher "<kind>_bwd" once at the forward's shape (kernels::memory_backward_bench_item),
+/// except cross-entropy, whose forward launcher writes the logits gradient.
 /// Data loading launches nothing (kernels 0, bytes 0).
 KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog,
                            const plan::Task& t);
@@ -100,6 +105,19 @@ struct Command {
   int peer_index = -1;     // kSend/kRecv: the other end's index in the communicator
 };
 
+/// Activations a framework keeps from a forward until the backward that consumes them, sized by
+/// the memory model's inventory (plan::stage_inventory): one hold per (micro-batch, model
+/// chunk), from before its first forward compute task to after its last backward compute task,
+/// with the bytes of that chunk's layers (and the embedding output on the first stage); and one
+/// per micro-batch for the logits on the last stage, from the `logits` forward to its last
+/// backward part. Allocated and freed on the task's stream, stream-ordered, so that the peak the
+/// allocator sees is the peak the schedule really reaches.
+struct ActivationHold {
+  std::uint32_t first_task = 0, last_task = 0;
+  double bytes = 0;
+  plan::Stream stream = plan::Stream::kCompute;
+};
+
 /// One rank's launch plan.
 struct LaunchPlan {
   int rank = 0;
@@ -110,6 +128,12 @@ struct LaunchPlan {
   std::vector<Command> commands;           // issue order
   int events = 0;                          // event ids are 0 .. events-1
   std::size_t launches = 0;                // kernel/collective/send/recv commands (= tasks)
+  // Memory as a framework holds it (plan::stage_inventory of the rank's stage): the model
+  // states for the whole run, the activation holds per iteration; hold_begin[task] /
+  // hold_end[task]: index into `holds` begun before / ended after that task, -1 for none.
+  double state_bytes = 0;
+  std::vector<ActivationHold> holds;
+  std::vector<int> hold_begin, hold_end;
 };
 
 /// Builds the plan of `rank`. Throws trainsim::Error(kRuntime) when the Program breaks its own

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 
 #include "calibrate/profile.h"
 #include "sim/core/units.h"
@@ -101,9 +102,24 @@ struct ComputeModel {
       case model::OpKind::kAttention:
         return launch + 2.0 * op.flops / (peak16 * prof.attention_bwd_efficiency);
       case model::OpKind::kMemory:
-        return launch + 2.0 * op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
+        return launch + memory_backward(op);
     }
     return launch;
+  }
+  // A memory-bound op's backward: where the profile measured the kind's dedicated backward
+  // kernel (`<kind>_bwd`, `calibrate kernels`), that kernel's bytes at its efficiency
+  // (model::memory_backward_byte_ratio); otherwise twice the forward bytes at the forward's.
+  double memory_backward(const model::Op& op) const {
+    if (!prof.memory_bw_efficiency_by_kind.empty()) {
+      const double ratio = model::memory_backward_byte_ratio(op.kernel);
+      if (ratio > 0) {
+        const auto it = prof.memory_bw_efficiency_by_kind.find(std::string(op.kernel) + "_bwd");
+        if (it != prof.memory_bw_efficiency_by_kind.end()) {
+          return ratio * op.bytes / (hbm_Bps * it->second);
+        }
+      }
+    }
+    return 2.0 * op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
   }
   // TP overlap (MegaScale §3.2; Transformer Engine's userbuffers) runs the collective next to a
   // GEMM as concurrent kernels. A decomposed overlap splits the GEMM into `chunks` pieces that run

@@ -192,4 +192,16 @@ std::vector<Op> head_forward_ops(const ModelConfig& m, const Sharding& s) {
   return ops;
 }
 
+double memory_backward_byte_ratio(std::string_view kernel) {
+  if (kernel == "layernorm" || kernel == "rmsnorm" || kernel == "softmax" ||
+      kernel == "bias_gelu") {
+    return 1.5;
+  }
+  if (kernel == "swiglu") return 5.0 / 3.0;
+  if (kernel == "dropout") return 1.0;
+  if (kernel == "bias_dropout_add") return 5.0 / 7.0;
+  if (kernel == "embedding") return 2.5;
+  return 0.0;
+}
+
 }  // namespace trainsim::model

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/model/transformer.h"
@@ -70,6 +71,18 @@ struct Sharding {
 /// gradient clipping reads the gradients once more (4 B): 34; LAMB adds the per-tensor weight and
 /// update norms (another 8 B): 42.
 inline double optimizer_bytes_per_param(bool lamb) { return lamb ? 42.0 : 34.0; }
+
+/// HBM bytes of a memory-bound op's dedicated backward kernel per byte of its forward, for 16-bit
+/// activations, from what each kernel reads and writes (kernels/bench_plan.cpp
+/// memory_kernel_bytes, whose large-shape ratios these are; a test keeps them in step):
+/// LayerNorm/RMSNorm x, dy → dx (3 vs 2 tensors), softmax y, dy → dx (3 vs 2), bias-GeLU x, dy →
+/// dx (3 vs 2), SwiGLU gate, up, dy → dgate, dup (5 vs 3), dropout dy, mask → dx (the same
+/// 2e + 1 bytes), bias-dropout-add dy, mask → dx (2e + 1 of 3e + 1: 5/7), embedding dy in and
+/// the fp32 table-gradient rows read and written (e + 8 of 2e: 5/2). 0 for a kind without one
+/// (cross-entropy writes its gradient in the forward; optimizers have no backward). The
+/// simulator uses it where a measured profile timed the backward kernel
+/// (sim/exec/compute_model.h); otherwise a backward moves twice the forward's bytes.
+double memory_backward_byte_ratio(std::string_view kernel);
 
 /// Forward ops of layer `layer_index` (0-based; decides MoE vs dense), for one micro-batch.
 std::vector<Op> layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index);

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include "sim/core/error.h"
 #include "sim/core/units.h"
+
+#include <fmt/format.h>
 
 namespace trainsim::plan {
 
@@ -110,29 +113,90 @@ RuntimeOverhead runtime_overhead(const topo::GpuSpec& gpu, const ParallelConfig&
   return o;
 }
 
+namespace {
+
+// The pieces of a stage's inventory that do not depend on the stage.
+struct InventoryBase {
+  double per_layer_full = 0, per_layer_kept = 0, tokens = 0;
+  double shard = 1, eshard = 1, grad_b = 2;
+};
+
+InventoryBase inventory_base(const model::ModelConfig& m, const Layout& L,
+                             const TrainingConfig& train, bool fused_attention) {
+  const ParallelConfig& par = L.par;
+  InventoryBase b;
+  b.grad_b = bytes_per_element(train.grad_reduce);
+  // ZeRO / the distributed optimizer shards over DP, or DP·CP (ParallelConfig::shard_over_cp).
+  b.shard = par.dp * (par.shard_over_cp ? par.cp : 1);
+  b.eshard = b.shard / par.ep;
+  const bool fp8 = train.precision == Precision::kFp8;
+  b.per_layer_full =
+      layer_activation_bytes(m, par, train.micro_batch, train.recompute, fused_attention, fp8);
+  // Block recompute: N layers per stage keep only their input, the others everything.
+  b.per_layer_kept =
+      train.recompute == model::Recompute::kFull && train.recompute_layers > 0
+          ? layer_activation_bytes(m, par, train.micro_batch, model::Recompute::kNone,
+                                   fused_attention, fp8)
+          : b.per_layer_full;
+  b.tokens = static_cast<double>(train.micro_batch) * m.seq_len / par.cp;
+  return b;
+}
+
+StageInventory inventory_of(const model::ModelConfig& m, const model::ParamCount& pc,
+                            const Layout& L, const TrainingConfig& train, const InventoryBase& b,
+                            int stage) {
+  const ParallelConfig& par = L.par;
+  const double weight_b = 2.0;
+  const double opt_b = 12.0;  // fp32 master copy + two fp32 moments (Adam and LAMB alike)
+  const bool first = stage == 0;
+  const bool last = stage == par.pp - 1;
+  const int layers = L.stage_layers[static_cast<std::size_t>(stage)];
+  const StageParams sp = stage_parameters(m, pc, L, first, last, layers);
+  auto sharded = [&](double bytes_per_param, int from_stage) {
+    if (par.zero < from_stage) return sp.total() * bytes_per_param;
+    return sp.dense * bytes_per_param / b.shard + sp.expert * bytes_per_param / b.eshard;
+  };
+  StageInventory v;
+  v.weights_bytes = sharded(weight_b, 3);
+  // Under ZeRO-3 the layer being computed is gathered in full: two layers' worth of buffers.
+  if (par.zero >= 3 && layers > 0) v.weights_bytes += 2.0 * sp.total() / layers * weight_b;
+  v.gradients_bytes = sharded(b.grad_b, 2);
+  v.optimizer_bytes = sharded(opt_b, 1);
+  v.per_layer_full = b.per_layer_full;
+  v.per_layer_kept = b.per_layer_kept;
+  v.layers = layers;
+  v.recomputed_layers = train.recompute == model::Recompute::kFull && train.recompute_layers > 0
+                            ? std::min(layers, train.recompute_layers)
+                            : layers;
+  if (first) {
+    // Embedding output (and its dropout mask) for every in-flight micro-batch.
+    v.embedding_bytes = b.tokens * m.hidden * (2.0 + (m.dropout ? 1.0 : 0.0)) /
+                        (par.sp ? par.tp : 1);
+  }
+  if (last) {
+    // Logits in fp32 for the loss plus their 16-bit copy, vocab-parallel.
+    v.logits_bytes = b.tokens * (static_cast<double>(m.vocab) / par.tp) * (4.0 + 2.0);
+  }
+  return v;
+}
+
+}  // namespace
+
+StageInventory stage_inventory(const model::ModelConfig& m, const Layout& L,
+                               const TrainingConfig& train, bool fused_attention, int stage) {
+  if (stage < 0 || stage >= L.par.pp) {
+    throw Error(ErrorKind::kInput, fmt::format("stage {} of a {}-stage pipeline", stage, L.par.pp));
+  }
+  return inventory_of(m, model::count_parameters(m), L, train,
+                      inventory_base(m, L, train, fused_attention), stage);
+}
+
 MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
                            const TrainingConfig& train, bool fused_attention,
                            const topo::GpuSpec& gpu) {
   const ParallelConfig& par = L.par;
-  const double weight_b = 2.0;
-  const double grad_b = bytes_per_element(train.grad_reduce);
-  const double opt_b = 12.0;  // fp32 master copy + two fp32 moments (Adam and LAMB alike)
-  // ZeRO / the distributed optimizer shards over DP, or DP·CP (ParallelConfig::shard_over_cp).
-  const double shard = par.dp * (par.shard_over_cp ? par.cp : 1);
-  const double eshard = shard / par.ep;
-
   const RuntimeOverhead ro = runtime_overhead(gpu, par);
-  const bool fp8 = train.precision == Precision::kFp8;
-  const double per_layer_full =
-      layer_activation_bytes(m, par, train.micro_batch, train.recompute, fused_attention, fp8);
-  // Block recompute: N layers per stage keep only their input, the others everything.
-  const double per_layer_kept =
-      train.recompute == model::Recompute::kFull && train.recompute_layers > 0
-          ? layer_activation_bytes(m, par, train.micro_batch, model::Recompute::kNone,
-                                   fused_attention, fp8)
-          : per_layer_full;
-  const double tokens = static_cast<double>(train.micro_batch) * m.seq_len / par.cp;
-
+  const InventoryBase base = inventory_base(m, L, train, fused_attention);
   const model::ParamCount pc = model::count_parameters(m);
   MemoryUsage best;
   const int p = par.pp;
@@ -162,37 +226,20 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
       }
       if (seen) continue;
     }
-    const int layers = L.stage_layers[static_cast<std::size_t>(stage)];
-    const StageParams sp = stage_parameters(m, pc, L, first, last, layers);
-    auto sharded = [&](double bytes_per_param, int from_stage) {
-      if (par.zero < from_stage) return sp.total() * bytes_per_param;
-      return sp.dense * bytes_per_param / shard + sp.expert * bytes_per_param / eshard;
-    };
+    const StageInventory v = inventory_of(m, pc, L, train, base, stage);
     MemoryUsage u;
     u.stage = stage;
     u.capacity_bytes = gpu.hbm_bytes;
-    u.weights_bytes = sharded(weight_b, 3);
-    // Under ZeRO-3 the layer being computed is gathered in full: two layers' worth of buffers.
-    if (par.zero >= 3 && layers > 0) u.weights_bytes += 2.0 * sp.total() / layers * weight_b;
-    u.gradients_bytes = sharded(grad_b, 2);
-    u.optimizer_bytes = sharded(opt_b, 1);
+    u.weights_bytes = v.weights_bytes;
+    u.gradients_bytes = v.gradients_bytes;
+    u.optimizer_bytes = v.optimizer_bytes;
     u.in_flight_microbatches = in_flight_microbatches(par, L.microbatches, stage);
-    const int recomputed =
-        train.recompute == model::Recompute::kFull && train.recompute_layers > 0
-            ? std::min(layers, train.recompute_layers)
-            : layers;
-    const double stage_act =
-        recomputed * per_layer_full + (layers - recomputed) * per_layer_kept;
-    u.activations_bytes = stage_act * u.in_flight_microbatches;
-    if (first) {
-      // Embedding output (and its dropout mask) for every in-flight micro-batch.
-      u.activations_bytes += tokens * m.hidden * (2.0 + (m.dropout ? 1.0 : 0.0)) /
-                             (par.sp ? par.tp : 1) * u.in_flight_microbatches;
-    }
-    if (last) {
-      // Logits in fp32 for the loss plus their 16-bit copy, vocab-parallel.
-      u.activations_bytes += tokens * (static_cast<double>(m.vocab) / par.tp) * (4.0 + 2.0);
-    }
+    // (Summed in this order, as before the inventory was factored out: same bits.)
+    u.activations_bytes = (v.recomputed_layers * v.per_layer_full +
+                           (v.layers - v.recomputed_layers) * v.per_layer_kept) *
+                          u.in_flight_microbatches;
+    if (first) u.activations_bytes += v.embedding_bytes * u.in_flight_microbatches;
+    if (last) u.activations_bytes += v.logits_bytes;
     u.comm_buffers_bytes = ro.nccl_bytes;
     // The caching allocator's fragmentation grows with what is allocated and freed every
     // iteration (activations): 10 % of them, the lower part of what GMLake (Guo et al.,

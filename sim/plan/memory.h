@@ -68,6 +68,32 @@ StageParams stage_parameters(const model::ModelConfig& m, const Layout& L, bool 
 StageParams stage_parameters(const model::ModelConfig& m, const model::ParamCount& pc,
                              const Layout& L, bool first_stage, bool last_stage, int stage_layers);
 
+/// What one GPU of pipeline stage `stage` holds, by the memory model's inventory: the model
+/// states (sharded as ZeRO / the distributed optimizer shard them) and the activations one
+/// micro-batch leaves behind until its backward. memory_per_gpu adds these up over the in-flight
+/// micro-batches; the real executor allocates them as a framework would (kernels/exec), so that
+/// measured peak memory is compared with the same inventory.
+struct StageInventory {
+  double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0;
+  double per_layer_full = 0;   // one layer's activations of one micro-batch (recompute setting)
+  double per_layer_kept = 0;   // the same for a layer that keeps everything (block recompute)
+  int layers = 0;              // layers of the stage
+  int recomputed_layers = 0;   // of them, the ones at per_layer_full (the rest at per_layer_kept)
+  double embedding_bytes = 0;  // first stage: the embedding output (and dropout mask) per mb
+  // Last stage: fp32 logits and their 16-bit copy of one micro-batch. Held from the head's
+  // forward to its backward, which follows at once (the last stage runs a micro-batch's forward
+  // and backward back to back), so only one micro-batch's logits are ever live.
+  double logits_bytes = 0;
+  double states() const { return weights_bytes + gradients_bytes + optimizer_bytes; }
+  /// Activations one micro-batch leaves on the stage until its backward (logits aside).
+  double activations_per_microbatch() const {
+    return recomputed_layers * per_layer_full + (layers - recomputed_layers) * per_layer_kept +
+           embedding_bytes;
+  }
+};
+StageInventory stage_inventory(const model::ModelConfig& m, const Layout& L,
+                               const TrainingConfig& train, bool fused_attention, int stage);
+
 /// Peak memory over the pipeline stages. Capacity is the HBM the driver exposes; the CUDA
 /// context, workspaces, NCCL buffers and allocator fragmentation are counted against it.
 MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,

@@ -278,6 +278,33 @@ TEST(KernelFits, EachMemoryBoundKindGetsItsOwnEfficiency) {
   apply_kernel_fits(f, p);
   EXPECT_DOUBLE_EQ(p.memory_efficiency("softmax"), f.memory_by_kind.at("softmax").efficiency);
   EXPECT_DOUBLE_EQ(p.memory_efficiency("dropout"), p.memory_bw_efficiency);  // not timed
+  EXPECT_FALSE(p.copy_bw_Bps.has_value());  // no copy samples: no roofline
+  EXPECT_EQ(f.copy_bw_Bps, 0);
+
+  // With the copy kernel at 0.90 of HBM and a backward kind at 0.81: the copy roofline is
+  // 0.90 · HBM, and the backward kind reads as 0.9 of it.
+  for (const auto& [kind, e] :
+       std::vector<std::pair<std::string, double>>{{"copy", 0.90}, {"layernorm_bwd", 0.81}}) {
+    for (double bytes : {1e6, 1e7, 1e8, 1e9}) {
+      MeasuredKernel k;
+      k.op = kind;
+      k.label = "grid";
+      k.dtype = "bf16";
+      k.bytes = bytes;
+      k.median_s = kO + bytes / (e * kHbm);
+      s.push_back(k);
+    }
+  }
+  const KernelFits g = fit_kernels(s, h100());
+  EXPECT_NEAR(g.copy_bw_Bps, 0.90 * kHbm, 0.02 * 0.90 * kHbm);
+  EXPECT_NEAR(g.memory_by_kind.at("layernorm_bwd").efficiency /
+                  g.memory_by_kind.at("copy").efficiency,
+              0.9, 0.02);
+  apply_kernel_fits(g, p);
+  ASSERT_TRUE(p.copy_bw_Bps.has_value());
+  EXPECT_DOUBLE_EQ(*p.copy_bw_Bps, g.copy_bw_Bps);
+  EXPECT_DOUBLE_EQ(p.memory_efficiency("layernorm_bwd"),
+                   g.memory_by_kind.at("layernorm_bwd").efficiency);
 }
 
 // ---- the kernels_measured section of the profile format ----
@@ -311,7 +338,9 @@ Profile with_kernels() {
   n.repeats = 50;
   p.kernels_measured = {g, n};
   p.gemm_overhead_s = 1.38e-5;
-  p.memory_bw_efficiency_by_kind = {{"layernorm", 0.225}, {"softmax", 0.289}};
+  p.memory_bw_efficiency_by_kind = {{"layernorm", 0.225}, {"softmax", 0.289},
+                                    {"layernorm_bwd", 0.61}, {"copy", 0.86}};
+  p.copy_bw_Bps = 4.13e12;
   p.kernels_provenance = {"NVIDIA H200",
                           "13.0",
                           "13.0",
@@ -348,12 +377,16 @@ TEST(KernelsMeasured, RoundTrip) {
   EXPECT_DOUBLE_EQ(q.memory_efficiency("softmax"), 0.289);
   EXPECT_DOUBLE_EQ(q.memory_efficiency("layernorm"), 0.225);
   EXPECT_DOUBLE_EQ(q.memory_efficiency("dropout"), q.memory_bw_efficiency);  // not listed
+  EXPECT_DOUBLE_EQ(q.memory_efficiency("layernorm_bwd"), 0.61);
+  ASSERT_TRUE(q.copy_bw_Bps.has_value());
+  EXPECT_DOUBLE_EQ(*q.copy_bw_Bps, 4.13e12);
   EXPECT_EQ(profile_to_json(q), profile_to_json(p));
   // A profile without samples writes no section (format unchanged for datasheet profiles).
   EXPECT_EQ(profile_to_json(builtin_profile("h200-sxm")).find("kernels_measured"),
             std::string::npos);
   EXPECT_EQ(profile_to_json(builtin_profile("h200-sxm")).find("gemm_overhead_s"), std::string::npos);
   EXPECT_EQ(profile_to_json(builtin_profile("h200-sxm")).find("by_kind"), std::string::npos);
+  EXPECT_EQ(profile_to_json(builtin_profile("h200-sxm")).find("copy_bw"), std::string::npos);
 }
 
 // Each corruption must fail with the file and the exact field.

@@ -200,6 +200,38 @@ TEST(CompareCli, TextAndMarkdown) {
   EXPECT_NE(doc.find("| ---"), std::string::npos) << doc;  // the header rule
 }
 
+// Peak memory: the simulation's memory model against what the device measured (execute's
+// `memory_measured`); the measured document's own `memory` is the model's and is not read.
+TEST(CompareCli, PeakMemoryOfBothSides) {
+  json sim = sim_doc(), real = real_doc();
+  sim["memory"] = {{"peak_bytes_per_gpu", 66.0 * (1 << 30)}};
+  real["memory"] = {{"peak_bytes_per_gpu", 66.0 * (1 << 30)}};  // the model's: not the measure
+  real["memory_measured"] = {{"peak_bytes", 60.0 * (1 << 30)}};
+  const std::string s = write("sim-mem.json", sim), r = write("real-mem.json", real);
+  const CliRun j = trainsim("compare " + s + " " + r + " --format json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json c = json::parse(j.out);
+  EXPECT_NEAR(c.at("peak_memory").at("error").get<double>(), 0.1, 1e-12);
+  EXPECT_DOUBLE_EQ(c.at("peak_memory").at("real_bytes").get<double>(), 60.0 * (1 << 30));
+  const CliRun t = trainsim("compare " + s + " " + r);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("peak memory per GPU: sim 66.000 GiB, real 60.000 GiB, error +10.0 %"),
+            std::string::npos)
+      << t.out;
+  // Without a measurement there is no memory comparison (and no error).
+  real.erase("memory_measured");
+  const std::string r2 = write("real-nomem.json", real);
+  const CliRun n = trainsim("compare " + s + " " + r2 + " --format json");
+  ASSERT_EQ(n.code, 0) << n.err;
+  EXPECT_FALSE(json::parse(n.out).contains("peak_memory"));
+  // A measured peak that is not a number names the field.
+  real["memory_measured"] = {{"peak_bytes", "lots"}};
+  const std::string r3 = write("real-badmem.json", real);
+  const CliRun b = trainsim("compare " + s + " " + r3);
+  EXPECT_EQ(b.code, 2);
+  EXPECT_NE(b.err.find("memory_measured.peak_bytes"), std::string::npos) << b.err;
+}
+
 // An analytic-fidelity document has no task_kinds: the comparison says so and keeps the rest.
 TEST(CompareCli, WithoutTaskKindsComparesTheRest) {
   json analytic = sim_doc();

@@ -3,14 +3,17 @@
 // [2048 × 12288]·[12288 × 3·12288/8 = 4608], attention 96/8 = 12 heads of 128 over 2048 tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 
 #include "calibrate/gemm_fit.h"
 #include "kernels/bench_plan.h"
 #include "scenarios/scenario.h"
 #include "sim/core/error.h"
+#include "sim/model/ops.h"
 
 namespace trainsim::kernels {
 namespace {
@@ -271,6 +274,87 @@ TEST(BenchPlan, MeasuredSampleCarriesTheRightQuantity) {
   EXPECT_DOUBLE_EQ(adam.bytes, 42.0 * 134217728);
   EXPECT_EQ(adam.flops, 0);
   EXPECT_THROW(memory_kernel_bytes("gemm", 1, 1, DType::kBf16), Error);
+}
+
+// Each memory-bound op's backward is timed as its own kind at the forward's shape, with the
+// bytes its kernel moves (kernels/bench_plan.cpp states them): LayerNorm on 256 × 12288 in bf16
+// reads x and dy and writes dx (3·256·12288·2 B), reads gamma (12288·2 B) and the fp32 mean and
+// rstd (8·256 B) and writes the fp32 dgamma and dbeta (8·12288 B).
+TEST(BenchPlan, BackwardItemsAreTheirOwnKindsAtTheForwardShapes) {
+  model::Sharding s;
+  s.tp = 8;
+  s.sp = true;
+  s.fused_attention = true;
+  const auto items = bench_items_for_model(gpt175b(), s, DType::kBf16, DType::kBf16);
+  const BenchItem* norm = find(items, "norm_attn.bwd");
+  ASSERT_NE(norm, nullptr);
+  EXPECT_EQ(norm->op, "layernorm_bwd");
+  EXPECT_EQ(norm->m, 256);
+  EXPECT_EQ(norm->n, 12288);
+  EXPECT_DOUBLE_EQ(norm->bytes, 3.0 * 256 * 12288 * 2 + 12288 * 2 + 8 * 256 + 8 * 12288);
+  // GeLU on 2048 tokens × 49152/8 columns: x, dy in, dx out, bias in, fp32 dbias out.
+  const BenchItem* gelu = find(items, "bias_gelu.bwd");
+  ASSERT_NE(gelu, nullptr);
+  EXPECT_EQ(gelu->op, "bias_gelu_bwd");
+  EXPECT_EQ(gelu->n, 6144);
+  EXPECT_DOUBLE_EQ(gelu->bytes, 3.0 * gelu->m * 6144 * 2 + 6144 * 2 + 4 * 6144);
+  for (const char* op : {"attn_bias_dropout_add.bwd", "embedding.bwd"}) {
+    const BenchItem* b = find(items, op);
+    ASSERT_NE(b, nullptr) << op;
+    EXPECT_TRUE(b->op.ends_with("_bwd")) << op;
+  }
+  // Cross-entropy's forward kernel writes the gradient: its backward is the same sample.
+  EXPECT_EQ(find(items, "cross_entropy.bwd"), nullptr);
+  EXPECT_TRUE(has_backward_kernel("swiglu"));
+  EXPECT_FALSE(has_backward_kernel("cross_entropy"));
+  EXPECT_FALSE(has_backward_kernel("adam"));
+  // Swiglu backward: gate, up, dy in; dgate, dup out: 5 values per output element.
+  EXPECT_DOUBLE_EQ(memory_kernel_bytes("swiglu_bwd", 10, 8, DType::kBf16), 5.0 * 80 * 2);
+  EXPECT_DOUBLE_EQ(memory_kernel_bytes("dropout_bwd", 10, 8, DType::kBf16), 80.0 * 5);
+}
+
+// The grid times the copy roofline at 64 MiB, 256 MiB and 1 GiB (and smaller), moving twice the
+// buffer, and every memory-bound kind, backward kernels included, at ≥ 64 MiB of traffic.
+TEST(BenchPlan, GridHasTheCopyRooflineAndEveryKindAtScale) {
+  const auto g = standard_grid(DType::kBf16, DType::kBf16);
+  std::set<double> copies;
+  std::map<std::string, double> largest;
+  for (const BenchItem& b : g) {
+    if (b.op == "copy") {
+      EXPECT_EQ(b.n, 4096);
+      copies.insert(b.m * b.n * 2);
+      EXPECT_DOUBLE_EQ(b.bytes, 2 * b.m * b.n * 2);
+    }
+    if (b.bytes > 0) largest[b.op] = std::max(largest[b.op], b.bytes);
+  }
+  for (double mib : {64.0, 256.0, 1024.0}) EXPECT_EQ(copies.count(mib * 1048576), 1u) << mib;
+  EXPECT_GE(copies.size(), 5u);
+  for (const char* k : {"layernorm", "rmsnorm", "softmax", "dropout", "bias_dropout_add",
+                        "bias_gelu", "swiglu", "embedding", "cross_entropy", "adam", "lamb",
+                        "layernorm_bwd", "rmsnorm_bwd", "softmax_bwd", "dropout_bwd",
+                        "bias_dropout_add_bwd", "bias_gelu_bwd", "swiglu_bwd", "embedding_bwd"}) {
+    EXPECT_GE(largest[k], 64.0 * 1048576) << k;
+  }
+  // lamb stays last (MeasuredSampleCarriesTheRightQuantity).
+  EXPECT_EQ(g.back().op, "lamb");
+}
+
+// The simulator prices a timed backward kernel with model::memory_backward_byte_ratio of the
+// forward's bytes: the large-shape ratio of this file's byte counts (bf16), within 0.1 % at a
+// model's shapes, so that what calibrate times and what the simulator charges stay in step.
+TEST(BenchPlan, SimulatorsBackwardByteRatiosMatchTheKernels) {
+  for (const char* kind : {"layernorm", "rmsnorm", "softmax", "dropout", "bias_dropout_add",
+                           "bias_gelu", "swiglu", "embedding"}) {
+    ASSERT_TRUE(has_backward_kernel(kind)) << kind;
+    const double fwd = memory_kernel_bytes(kind, 16384, 12288, DType::kBf16);
+    const double bwd = memory_kernel_bytes(std::string(kind) + "_bwd", 16384, 12288, DType::kBf16);
+    EXPECT_NEAR(model::memory_backward_byte_ratio(kind), bwd / fwd,
+                1e-3 * model::memory_backward_byte_ratio(kind))
+        << kind;
+  }
+  EXPECT_EQ(model::memory_backward_byte_ratio("cross_entropy"), 0);
+  EXPECT_EQ(model::memory_backward_byte_ratio("adam"), 0);
+  EXPECT_FALSE(has_backward_kernel("cross_entropy"));
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "kernels/exec/job.h"
 #include "scenarios/scenario.h"
 #include "sim/core/error.h"
+#include "sim/plan/memory.h"
 
 namespace trainsim::kexec {
 namespace {
@@ -341,8 +342,8 @@ TEST_P(LaunchPlanTest, MeasuresBecomeAResult) {
 
 // The launcher each compute task of `fake` ran, keyed "op fwd" / "op bwd", with the set of
 // shapes seen (rows × cols), checking on the way that no compute task falls back to a copy kernel
-// (data loading runs nothing) and that the backward of an element-wise op other than
-// cross-entropy runs its forward launcher twice (no backward launchers yet; docs/execute.md).
+// (data loading runs nothing) and that every launcher runs once (a backward has its own
+// launcher, `<kind>_bwd`).
 struct Launched {
   std::string launcher;
   std::set<std::pair<double, double>> shapes;
@@ -365,8 +366,7 @@ std::map<std::string, Launched> launchers_of(const plan::ProgramSet& ps, const F
       EXPECT_EQ(k.bytes, 0);
       continue;
     }
-    // Element-wise backward: the forward's launcher at the forward's shape, twice.
-    EXPECT_EQ(k.repeats, k.backward && c.op != "cross_entropy" ? 2 : 1) << key;
+    EXPECT_EQ(k.repeats, 1) << key;
     EXPECT_FALSE(k.launcher.empty()) << key << " falls back to a copy kernel";
     Launched& l = out[key];
     if (!l.launcher.empty()) {
@@ -412,11 +412,13 @@ TEST_P(LaunchPlanTest, EveryComputeTaskRunsItsLauncherAtItsShape) {
       want["cross_entropy fwd"] = {"cross_entropy", {{128, 512}}};
       want["cross_entropy bwd"] = {"cross_entropy", {{128, 512}}};
     }
-    // Every element-wise backward runs its forward's launcher at the forward's shape (twice).
+    // Every element-wise backward runs its kind's backward launcher ("layernorm" →
+    // "layernorm_bwd") once at the forward's shape; cross-entropy's is its forward launcher
+    // (listed above), the optimizer has no backward.
     for (const auto& [key, w] : std::map<std::string, std::pair<std::string, Shapes>>(want)) {
       const std::string op = key.substr(0, key.size() - 4);
       if (key.ends_with(" fwd") && op != "optimizer" && op != "cross_entropy") {
-        want[op + " bwd"] = w;
+        want[op + " bwd"] = {w.first + "_bwd", w.second};
       }
     }
     ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
@@ -465,7 +467,7 @@ TEST(LaunchPlan, SwigluRmsnormRouterAndLambLaunchers) {
       if (t.type != TaskType::kCompute) continue;
       const KernelLaunch k = kernel_launch(ps, prog, t);
       if (k.kind != model::OpKind::kMemory || k.launcher.empty()) continue;
-      auto& e = seen[prog.ops[static_cast<std::size_t>(t.op)].name];
+      auto& e = seen[prog.ops[static_cast<std::size_t>(t.op)].name + (k.backward ? " bwd" : "")];
       e.first = k.launcher;
       e.second.insert({k.rows, k.cols});
       // Only the router's softmax runs in fp32 (besides the optimizer).
@@ -477,6 +479,12 @@ TEST(LaunchPlan, SwigluRmsnormRouterAndLambLaunchers) {
   EXPECT_EQ(seen.at("norm_attn"), (std::pair<std::string, Shapes>{"rmsnorm", {{64, 256}}}));
   EXPECT_EQ(seen.at("router_topk"), (std::pair<std::string, Shapes>{"softmax", {{128, 4}}}));
   EXPECT_EQ(seen.at("optimizer").first, "lamb");
+  // Their backwards: the backward launchers at the same shapes (the router's in fp32 too).
+  EXPECT_EQ(seen.at("swiglu bwd"), (std::pair<std::string, Shapes>{"swiglu_bwd", {{256, 512}}}));
+  EXPECT_EQ(seen.at("norm_attn bwd"),
+            (std::pair<std::string, Shapes>{"rmsnorm_bwd", {{64, 256}}}));
+  EXPECT_EQ(seen.at("router_topk bwd"),
+            (std::pair<std::string, Shapes>{"softmax_bwd", {{128, 4}}}));
 }
 
 // framework.grad_accumulation add-16bit: after each layer's backward (and the embedding's and
@@ -555,6 +563,43 @@ class Procs : public ProcessGroup {
  private:
   int i_, n_, l_;
 };
+
+// Memory held as the memory model's inventory says (LaunchPlan::holds): under 1F1B stage s of
+// p holds p − s micro-batches' activations at its peak (4 micro-batches, p = 2: stage 0 two,
+// stage 1 one), each its two layers (and the embedding output on stage 0); the last stage
+// adds one micro-batch's logits. The fake device sums holds and releases in issue order, so
+// the peak comes out of the schedule's order, not from the formula.
+TEST(LaunchPlan, HoldsTheMemoryModelsInventoryInScheduleOrder) {
+  const FakeJob r = run_fake(false);
+  const plan::ProgramSet& ps = r.ps;
+  ASSERT_EQ(ps.layout.microbatches, 4);
+  for (int rank = 0; rank < ps.world(); ++rank) {
+    const int stage = ps.coord(rank).pp;
+    const plan::StageInventory inv = plan::stage_inventory(ps.model, ps.layout, ps.training,
+                                                           ps.opt.fused_attention(), stage);
+    ASSERT_EQ(inv.layers, 2);
+    ASSERT_GT(inv.per_layer_full, 0);
+    const MemoryMeasure& m = r.measures[static_cast<std::size_t>(rank)].memory;
+    EXPECT_DOUBLE_EQ(m.states, inv.states()) << "rank " << rank;
+    const double in_flight = stage == 0 ? 2 : 1;
+    const double expected = stage == 0 ? in_flight * (2 * inv.per_layer_full + inv.embedding_bytes)
+                                       : in_flight * 2 * inv.per_layer_full + inv.logits_bytes;
+    EXPECT_DOUBLE_EQ(m.activations_peak, expected) << "rank " << rank;
+    EXPECT_DOUBLE_EQ(in_flight, plan::in_flight_microbatches(ps.layout.par, 4, stage));
+    EXPECT_DOUBLE_EQ(m.peak, m.states + m.activations_peak);
+  }
+  // The logits are held from the head's forward to its backward only.
+  const plan::StageInventory last = plan::stage_inventory(ps.model, ps.layout, ps.training,
+                                                          ps.opt.fused_attention(), 1);
+  EXPECT_GT(last.logits_bytes, 0);
+  EXPECT_EQ(plan::stage_inventory(ps.model, ps.layout, ps.training, ps.opt.fused_attention(), 0)
+                .logits_bytes,
+            0);
+  // Interleaved: every hold is released by the iteration's end (the fake device throws
+  // otherwise) and the peak is positive.
+  const FakeJob v = run_fake(true);
+  for (const RankMeasure& m : v.measures) EXPECT_GT(m.memory.activations_peak, 0);
+}
 
 TEST(LaunchPlan, RankToGpuMapping) {
   // One process per node of 4 GPUs: process 1 runs ranks 4..7 on devices 0..3.

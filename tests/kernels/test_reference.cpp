@@ -244,6 +244,66 @@ TEST(Reference, AttentionBackwardMatchesFiniteDifferences) {
   check(v, dv, "dv");
 }
 
+// Grouped-query attention: with q_per_kv = 2, query batch-heads 2n and 2n+1 read k/v batch-head n.
+// That equals plain attention (q_per_kv = 1) against k, v with every batch-head duplicated, and the
+// GQA dk, dv are the sums of the duplicated copies' gradients.
+TEST(Reference, AttentionGroupedQueryMatchesDuplicatedKv) {
+  AttentionShape gqa{4, 3, 5, 2, true, 0, 0.7f};
+  gqa.q_per_kv = 2;
+  AttentionShape mha = gqa;
+  mha.q_per_kv = 1;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  auto rnd = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = g(rng);
+    return v;
+  };
+  const std::size_t head_q = 3 * 2, head_k = 5 * 2;
+  const std::vector<float> q = rnd(4 * head_q), k = rnd(2 * head_k), v = rnd(2 * head_k),
+                           d_o = rnd(4 * head_q);
+  std::vector<float> k2, v2;  // batch-heads 0,0,1,1
+  for (int b = 0; b < 4; ++b) {
+    k2.insert(k2.end(), k.begin() + (b / 2) * head_k, k.begin() + (b / 2 + 1) * head_k);
+    v2.insert(v2.end(), v.begin() + (b / 2) * head_k, v.begin() + (b / 2 + 1) * head_k);
+  }
+  std::vector<float> o(4 * head_q), lse(12), o2(4 * head_q), lse2(12);
+  attention_forward(gqa, q.data(), k.data(), v.data(), o.data(), lse.data());
+  attention_forward(mha, q.data(), k2.data(), v2.data(), o2.data(), lse2.data());
+  for (std::size_t i = 0; i < o.size(); ++i) EXPECT_FLOAT_EQ(o[i], o2[i]) << i;
+  for (std::size_t i = 0; i < lse.size(); ++i) EXPECT_FLOAT_EQ(lse[i], lse2[i]) << i;
+
+  std::vector<float> dq(4 * head_q), dk(2 * head_k), dv(2 * head_k);
+  std::vector<float> dq2(4 * head_q), dk2(4 * head_k), dv2(4 * head_k);
+  attention_backward(gqa, q.data(), k.data(), v.data(), o.data(), d_o.data(), lse.data(),
+                     dq.data(), dk.data(), dv.data());
+  attention_backward(mha, q.data(), k2.data(), v2.data(), o2.data(), d_o.data(), lse2.data(),
+                     dq2.data(), dk2.data(), dv2.data());
+  for (std::size_t i = 0; i < dq.size(); ++i) EXPECT_NEAR(dq[i], dq2[i], 1e-6) << "dq " << i;
+  for (std::size_t n = 0; n < 2; ++n) {
+    for (std::size_t i = 0; i < head_k; ++i) {
+      const std::size_t a = (2 * n) * head_k + i, b = (2 * n + 1) * head_k + i;
+      EXPECT_NEAR(dk[n * head_k + i], dk2[a] + dk2[b], 1e-5) << "dk " << n << " " << i;
+      EXPECT_NEAR(dv[n * head_k + i], dv2[a] + dv2[b], 1e-5) << "dv " << n << " " << i;
+    }
+  }
+  // Hand case, sq = sk = 1, d = 1: every score is alone in its row, so P = 1, O = V, and
+  // dv = Σ over the group of dO; with dO = 1, 2 for the two query heads dv = 3.
+  AttentionShape one{2, 1, 1, 1, false, 0, 1.0f};
+  one.q_per_kv = 2;
+  const float q1[] = {0.5f, -1.0f}, k1[] = {2.0f}, v1[] = {4.0f}, do1[] = {1.0f, 2.0f};
+  float o1[2], l1[2], dq1[2], dk1[1], dv1[1];
+  attention_forward(one, q1, k1, v1, o1, l1);
+  EXPECT_FLOAT_EQ(o1[0], 4);
+  EXPECT_FLOAT_EQ(o1[1], 4);
+  EXPECT_FLOAT_EQ(l1[0], 1);   // 0.5·2
+  EXPECT_FLOAT_EQ(l1[1], -2);  // −1·2
+  attention_backward(one, q1, k1, v1, o1, do1, l1, dq1, dk1, dv1);
+  EXPECT_FLOAT_EQ(dv1[0], 3);
+  EXPECT_FLOAT_EQ(dk1[0], 0);  // dS = P(dP − rowsum(dO∘O)) = 1·(dO·V − dO·V) = 0
+  EXPECT_FLOAT_EQ(dq1[0], 0);
+}
+
 TEST(Reference, AdamStepsClosedForm) {
   // Step 1: m = 0.1·g, v = 0.001·g², m̂ = g, v̂ = g² → w −= lr·g/(|g| + eps) ≈ lr·sign(g):
   // w = 1, g = 0.5, lr = 0.1 → 0.9.
@@ -289,6 +349,197 @@ TEST(Reference, LambTrustRatio) {
   float z[] = {0, 0}, zm[] = {0, 0}, zv[] = {0, 0};
   EXPECT_EQ(lamb_step(z, g, zm, zv, 2, p), 1.0f);
   EXPECT_NEAR(z[0], -0.01, 1e-7);
+}
+
+// The memory-bound backwards against central differences of their forward: for L(θ) = Σ dy∘y(θ)
+// the gradient is dL/dθ ≈ (L(θ + h) − L(θ − h)) / 2h, with error O(h²) (h = 1e-2, second
+// derivatives of order 1) plus the float rounding of L (~1e-6 / 2h): a bound of 2e-3 on values of
+// order 1. Small odd shapes (3 × 7) so that every element is perturbed.
+std::vector<float> random_values(std::size_t n, unsigned seed, float lo = -1.5f, float hi = 1.5f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// Central difference of loss() with respect to v[i].
+template <typename F>
+double central_difference(std::vector<float>& v, std::size_t i, F&& loss) {
+  const float h = 1e-2f, keep = v[i];
+  v[i] = keep + h;
+  const double up = loss();
+  v[i] = keep - h;
+  const double down = loss();
+  v[i] = keep;
+  return (up - down) / (2.0 * h);
+}
+
+double dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += double(a[i]) * b[i];
+  return s;
+}
+
+constexpr double kFdTol = 2e-3;
+
+TEST(Reference, LayerNormBackwardMatchesFiniteDifferences) {
+  const int rows = 3, cols = 7;
+  auto x = random_values(rows * cols, 50, -2, 3);
+  auto gamma = random_values(cols, 51, 0.5f, 1.5f), beta = random_values(cols, 52);
+  const auto dy = random_values(rows * cols, 53);
+  std::vector<float> y(x.size()), mean(rows), rstd(rows);
+  layernorm(x.data(), gamma.data(), beta.data(), y.data(), mean.data(), rstd.data(), rows, cols,
+            1e-5f);
+  std::vector<float> dx(x.size()), dg(cols), db(cols);
+  layernorm_bwd(x.data(), dy.data(), gamma.data(), mean.data(), rstd.data(), dx.data(), dg.data(),
+                db.data(), rows, cols);
+  auto loss = [&] {
+    layernorm(x.data(), gamma.data(), beta.data(), y.data(), nullptr, nullptr, rows, cols, 1e-5f);
+    return dot(dy, y);
+  };
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(dx[i], central_difference(x, i, loss), kFdTol) << "dx " << i;
+  }
+  for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) {
+    EXPECT_NEAR(dg[c], central_difference(gamma, c, loss), kFdTol) << "dgamma " << c;
+    EXPECT_NEAR(db[c], central_difference(beta, c, loss), kFdTol) << "dbeta " << c;
+  }
+  // Each row of dx sums to 0 (y is invariant to adding a constant to the row).
+  for (int r = 0; r < rows; ++r) {
+    double s = 0;
+    for (int c = 0; c < cols; ++c) s += dx[static_cast<std::size_t>(r * cols + c)];
+    EXPECT_NEAR(s, 0.0, 1e-5);
+  }
+}
+
+TEST(Reference, RmsNormBackwardMatchesFiniteDifferences) {
+  const int rows = 3, cols = 7;
+  auto x = random_values(rows * cols, 54, -2, 3);
+  auto gamma = random_values(cols, 55, 0.5f, 1.5f);
+  const auto dy = random_values(rows * cols, 56);
+  std::vector<float> y(x.size()), rstd(rows);
+  rmsnorm(x.data(), gamma.data(), y.data(), rstd.data(), rows, cols, 1e-6f);
+  std::vector<float> dx(x.size()), dg(cols);
+  rmsnorm_bwd(x.data(), dy.data(), gamma.data(), rstd.data(), dx.data(), dg.data(), rows, cols);
+  auto loss = [&] {
+    rmsnorm(x.data(), gamma.data(), y.data(), nullptr, rows, cols, 1e-6f);
+    return dot(dy, y);
+  };
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(dx[i], central_difference(x, i, loss), kFdTol) << "dx " << i;
+  }
+  for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) {
+    EXPECT_NEAR(dg[c], central_difference(gamma, c, loss), kFdTol) << "dgamma " << c;
+  }
+}
+
+TEST(Reference, SoftmaxBackwardMatchesFiniteDifferences) {
+  const int rows = 3, cols = 7;
+  const float scale = 0.7f;
+  auto x = random_values(rows * cols, 57, -3, 3);
+  const auto dy = random_values(rows * cols, 58);
+  std::vector<float> y(x.size()), dx(x.size());
+  softmax(x.data(), y.data(), rows, cols, scale);
+  softmax_bwd(y.data(), dy.data(), dx.data(), rows, cols, scale);
+  auto loss = [&] {
+    softmax(x.data(), y.data(), rows, cols, scale);
+    return dot(dy, y);
+  };
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(dx[i], central_difference(x, i, loss), kFdTol) << "dx " << i;
+  }
+  // A dy constant along the row changes nothing (softmax sums to 1): dx = 0.
+  const std::vector<float> ones(x.size(), 1.0f);
+  softmax_bwd(y.data(), ones.data(), dx.data(), rows, cols, scale);
+  for (float v : dx) EXPECT_NEAR(v, 0.0f, 1e-6f);
+}
+
+TEST(Reference, BiasGeluBackwardMatchesFiniteDifferences) {
+  // gelu'(0) = 0.5 (the tanh term vanishes); far out it tends to 1 (x ≫ 0) and 0 (x ≪ 0).
+  EXPECT_FLOAT_EQ(gelu_tanh_grad(0.0f), 0.5f);
+  EXPECT_NEAR(gelu_tanh_grad(8.0f), 1.0f, 1e-6);
+  EXPECT_NEAR(gelu_tanh_grad(-8.0f), 0.0f, 1e-6);
+  const int rows = 3, cols = 7;
+  auto x = random_values(rows * cols, 59, -3, 3);
+  auto bias = random_values(cols, 60);
+  const auto dy = random_values(rows * cols, 61);
+  std::vector<float> y(x.size()), dx(x.size()), db(cols);
+  bias_gelu_bwd(x.data(), bias.data(), dy.data(), dx.data(), db.data(), rows, cols);
+  auto loss = [&] {
+    bias_gelu(x.data(), bias.data(), y.data(), rows, cols);
+    return dot(dy, y);
+  };
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    EXPECT_NEAR(dx[i], central_difference(x, i, loss), kFdTol) << "dx " << i;
+  }
+  for (std::size_t c = 0; c < static_cast<std::size_t>(cols); ++c) {
+    EXPECT_NEAR(db[c], central_difference(bias, c, loss), kFdTol) << "dbias " << c;
+  }
+}
+
+TEST(Reference, SwigluBackwardMatchesFiniteDifferences) {
+  const int rows = 3, cols = 7;
+  auto gu = random_values(static_cast<std::size_t>(rows) * 2 * cols, 62, -3, 3);
+  const auto dy = random_values(rows * cols, 63);
+  std::vector<float> y(static_cast<std::size_t>(rows) * cols), dgu(gu.size());
+  swiglu_bwd(gu.data(), dy.data(), dgu.data(), rows, cols);
+  auto loss = [&] {
+    swiglu(gu.data(), y.data(), rows, cols);
+    return dot(dy, y);
+  };
+  for (std::size_t i = 0; i < gu.size(); ++i) {
+    EXPECT_NEAR(dgu[i], central_difference(gu, i, loss), kFdTol) << "dgate_up " << i;
+  }
+}
+
+TEST(Reference, DropoutBackwardsClosedForm) {
+  // p = 0.5: kept elements scale by 1/(1 − p) = 2, dropped ones get 0.
+  const std::uint8_t mask[] = {1, 0, 1, 1, 0, 1};
+  const float dy[] = {1, 2, 3, 4, 5, 6};
+  float dx[6];
+  dropout_bwd(dy, mask, dx, 6, 0.5f);
+  const float want[] = {2, 0, 6, 8, 0, 12};
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(dx[i], want[i]) << i;
+  // As 2 rows × 3 columns: dbias = column sums of dx = [2 + 8, 0 + 0, 6 + 12] = [10, 0, 18].
+  float dx2[6], dbias[3];
+  bias_dropout_add_bwd(dy, mask, dx2, dbias, 2, 3, 0.5f);
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(dx2[i], want[i]) << i;
+  EXPECT_FLOAT_EQ(dbias[0], 10);
+  EXPECT_FLOAT_EQ(dbias[1], 0);
+  EXPECT_FLOAT_EQ(dbias[2], 18);
+  // Against the forward's own mask: the gradient of Σ dy∘dropout(x) is dropout_bwd(dy).
+  std::vector<float> x(100, 1.0f), y(100), ones(100, 1.0f), g(100);
+  std::vector<std::uint8_t> m(100);
+  dropout(x.data(), y.data(), m.data(), 100, 0.3f, 7);
+  dropout_bwd(ones.data(), m.data(), g.data(), 100, 0.3f);
+  EXPECT_EQ(g, y);  // y = keep ? 1/(1 − p) : 0 for x = 1, the same as the gradient for dy = 1
+}
+
+TEST(Reference, EmbeddingBackwardAddsRowsAtTokens) {
+  // tokens [2, 0, 2], hidden 2: row 2 gets dy0 + dy2, row 0 gets dy1, row 1 stays 0; the
+  // table's previous contents are added to (the caller zeroes it).
+  const std::int32_t tokens[] = {2, 0, 2};
+  const float dy[] = {1, 2, 3, 4, 5, 6};
+  float dtable[] = {0, 0, 0, 0, 0.5f, 0};
+  embedding_bwd(tokens, dy, dtable, 3, 2);
+  const float want[] = {3, 4, 0, 0, 6.5f, 8};
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(dtable[i], want[i]) << i;
+}
+
+// The kernels draw a vector's masks from one starting value stepped by additions of
+// kDropoutStep (seed + (i + 1 + j)·step = seed + (i + 1)·step + j·step modulo 2^64): the same
+// numbers as dropout_uniform per index, also across the 2^64 wrap-around.
+TEST(Reference, DropoutHashStepsByAddition) {
+  for (std::uint64_t seed : {0ull, 99ull, 0xFFFFFFFFFFFFFFF0ull}) {
+    for (std::uint64_t i : {0ull, 8ull, 12345ull, (1ull << 40) + 3}) {
+      const std::uint64_t z = seed + (i + 1) * kDropoutStep;
+      for (int j = 0; j < 8; ++j) {
+        EXPECT_EQ(dropout_uniform_z(z + j * kDropoutStep), dropout_uniform(seed, i + j))
+            << seed << " " << i << " " << j;
+      }
+    }
+  }
 }
 
 }  // namespace

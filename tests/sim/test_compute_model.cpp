@@ -171,6 +171,31 @@ TEST(ComputeModelMeasured, MemoryOpsUseTheirKindsEfficiency) {
   EXPECT_DOUBLE_EQ(cm.optimizer(1e9, true), 42e9 / (kHbm * 0.5) + 10 * 4e-6);
 }
 
+// A kind whose dedicated backward kernel was timed (`<kind>_bwd`) prices its backward with that
+// kernel's bytes (model::memory_backward_byte_ratio: LayerNorm 3 tensors for the forward's 2,
+// dropout the same bytes, bias-dropout-add 5/7) at its own efficiency; a kind without one keeps
+// twice the forward bytes at the forward's efficiency.
+TEST(ComputeModelMeasured, TimedBackwardKernelsPriceTheirOwnBytes) {
+  calib::Profile p;
+  p.memory_bw_efficiency = 0.5;
+  p.kernel_overhead_s = 4e-6;
+  p.memory_bw_efficiency_by_kind = {{"layernorm", 0.8},
+                                    {"layernorm_bwd", 0.75},
+                                    {"dropout_bwd", 0.6},
+                                    {"bias_dropout_add_bwd", 0.7},
+                                    {"softmax", 0.25}};
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  EXPECT_DOUBLE_EQ(cm.backward(memory_op("layernorm", 1e9)), 4e-6 + 1.5e9 / (kHbm * 0.75));
+  EXPECT_DOUBLE_EQ(cm.backward(memory_op("dropout", 1e9)), 4e-6 + 1e9 / (kHbm * 0.6));
+  EXPECT_DOUBLE_EQ(cm.backward(memory_op("bias_dropout_add", 7e8)), 4e-6 + 5e8 / (kHbm * 0.7));
+  EXPECT_DOUBLE_EQ(cm.backward(memory_op("softmax", 1e9)), 4e-6 + 2e9 / (kHbm * 0.25));
+  // Cross-entropy writes its gradient in the forward: no backward kernel of its own.
+  p.memory_bw_efficiency_by_kind["cross_entropy_bwd"] = 0.9;
+  EXPECT_DOUBLE_EQ(cm.backward(memory_op("cross_entropy", 1e9)), 4e-6 + 2e9 / (kHbm * 0.5));
+  // The forward is untouched.
+  EXPECT_DOUBLE_EQ(cm.forward(memory_op("layernorm", 1e9)), 4e-6 + 1e9 / (kHbm * 0.8));
+}
+
 TEST(ComputeModelMeasured, GemmsPayTheirOwnFixedCost) {
   calib::Profile p;
   p.gemm_peak_efficiency = 0.8;
