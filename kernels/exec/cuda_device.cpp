@@ -126,15 +126,33 @@ class OpInputs {
     return static_cast<char*>(get(act_, bytes, sizing, s));
   }
   char* state(std::size_t bytes, bool sizing, cudaStream_t s) {
+    state_.need = std::max(state_.need, bytes);
+    if (!sizing && external_ && state_.need <= external_bytes_) {
+      // The optimizer's fp32 weights, gradients and moments are the model states the device
+      // holds (hold_states): one copy, as in a framework, not a second one beside it.
+      if (!external_filled_) {
+        kernels::launch_fill_uniform(kernels::DType::kF32, external_, state_.need / 4, 0.0f, 1.0f,
+                                     0x5eed2, s);
+        external_filled_ = true;
+      }
+      return static_cast<char*>(external_);
+    }
     return static_cast<char*>(get(state_, bytes, sizing, s));
+  }
+  /// Memory the optimizer's state may live in (the held model states), or nullptr.
+  void use_for_state(void* p, std::size_t bytes) {
+    external_ = p;
+    external_bytes_ = bytes;
   }
   const std::int32_t* tokens(std::size_t count, int bound, bool sizing, cudaStream_t s) {
     bound_ = bound_ > 0 ? std::min(bound_, bound) : bound;
     return static_cast<const std::int32_t*>(get(tok_, count * 4, sizing, s));
   }
-  /// After sizing: allocates and fills every buffer at the size the plan needs.
+  /// After sizing: allocates and fills every buffer at the size the plan needs (the optimizer
+  /// state in the held model states when they are large enough).
   void allocate(cudaStream_t s) {
-    for (Buffer* b : {&act_, &state_, &tok_}) get(*b, b->need, false, s);
+    for (Buffer* b : {&act_, &tok_}) get(*b, b->need, false, s);
+    state(state_.need, false, s);
   }
 
  private:
@@ -163,6 +181,9 @@ class OpInputs {
   }
   kernels::DType act_type_ = kernels::DType::kF32;
   int bound_ = 0;
+  void* external_ = nullptr;
+  std::size_t external_bytes_ = 0;
+  bool external_filled_ = false;
   Buffer act_, state_{{}, 0, 0, 1}, tok_{{}, 0, 0, 2};
 };
 
@@ -245,7 +266,8 @@ class CudaDevice : public Device {
   void hold_states(double bytes) override {
     if (bytes < 1 || states_) return;
     states_bytes_ = static_cast<std::size_t>(bytes);
-    const cudaError_t e = cudaMalloc(&states_, states_bytes_);
+    // (+ 4 KiB: the optimizer's four fp32 arrays are laid out 256-byte aligned in it)
+    const cudaError_t e = cudaMalloc(&states_, states_bytes_ + 4096);
     if (e != cudaSuccess) {
       states_ = nullptr;
       throw Error(ErrorKind::kRuntime,
@@ -316,7 +338,10 @@ class CudaDevice : public Device {
       kernels::launch_fill_uniform(kernels::DType::kBf16, p, bytes / 2, -1.0f, 1.0f, 0x5eed0,
                                    stream(s));
     }
-    for (auto& [s, b] : inputs_) b.allocate(stream(s));
+    for (auto& [s, b] : inputs_) {
+      b.use_for_state(states_, states_ ? states_bytes_ + 4096 : 0);
+      b.allocate(stream(s));
+    }
     if (!gemm_) gemm_ = std::make_unique<kernels::GemmRunner>();
   }
 
