@@ -158,8 +158,64 @@ scrub() {
   fi
 }
 
+# A follow-up check (issue 19, the 175B stack's GEMMs ran slower executed than calibrated): the
+# SM clock and power every 100 ms (nvidia-smi) while `calibrate kernels` times the stack's own
+# (TP 1) shapes with 10 and with 100 repeats, and while `execute` runs it for 20 iterations; then
+# `run` with each profile against that execution. → $OUT/gpu-clocks.tgz
+clocks() {
+  local out=${WORK:-/tmp/gpu-clocks} dest=${OUT:-$root/out}
+  rm -rf "$out" && mkdir -p "$out" "$dest"
+  cd "$root" || return 1
+  local cudnn
+  cudnn=$(find_cudnn)
+  export LD_LIBRARY_PATH="$pack_dir/lib:/usr/local/cuda/lib64${cudnn:+:$cudnn}:${LD_LIBRARY_PATH:-}"
+  export TRAINSIM_GPU_MODULE=$pack_dir/libtrainsim_gpu.so
+  local ts=$pack_dir/trainsim summary=$out/summary.txt
+  : >"$summary"
+  step() {
+    local name=$1 limit=$2
+    shift 2
+    local start=$SECONDS rc
+    echo "\$ $*" >"$out/$name.log"
+    timeout "$limit" "$@" >>"$out/$name.log" 2>&1
+    rc=$?
+    printf '%-28s rc=%-3s %4ss\n' "$name" "$rc" $((SECONDS - start)) | tee -a "$summary"
+  }
+  archive() {
+    scrub
+    tar czf "$dest/gpu-clocks.tgz" -C "$out" .
+  }
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
+    --format=csv -lms 100 >"$out/clocks.csv" 2>&1 &
+  local smi=$!
+  local sets="--set cluster.gpu=h200-sxm --set cluster.gpus=1 --set parallel.tp=1 --set parallel.pp=1"
+  sets+=" --set parallel.vpp=1 --set parallel.dp=1 --set optimizations.efficient_operators=false"
+  sets+=" --set model.preset=gpt3-175b --set model.layers=2 --set training.global_batch=2"
+  sets+=" --set training.micro_batch=1"
+  local sc=scenarios/megascale-175b-12288.yaml
+  step calibrate-r10 90 "$ts" calibrate kernels --scenario $sc $sets --no-grid --repeats 10 \
+    --warmup 3 --out "$out/profile-r10.json"
+  archive
+  step calibrate-r100 120 "$ts" calibrate kernels --scenario $sc $sets --no-grid --repeats 100 \
+    --warmup 30 --out "$out/profile-r100.json"
+  archive
+  step execute-20 60 "$ts" execute $sc $sets --iterations 20 --warmup 2 --timeout 50 \
+    --out "$out/real.json"
+  kill "$smi" 2>/dev/null
+  local r
+  for r in r10 r100; do
+    step "run-$r" 30 "$ts" run $sc $sets --set calibration.profile="$out/profile-$r.json" \
+      --fidelity schedule --format json -o "$out/sim-$r.json"
+    step "compare-$r" 15 "$ts" compare "$out/sim-$r.json" "$out/real.json" --format markdown \
+      --out "$out/compare-$r.md"
+  done
+  archive
+  cat "$summary"
+}
+
 case $mode in
   pack) pack ;;
   run) run ;;
-  *) echo "usage: $0 pack | run" >&2; exit 2 ;;
+  clocks) clocks ;;
+  *) echo "usage: $0 pack | run | clocks" >&2; exit 2 ;;
 esac
