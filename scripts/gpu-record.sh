@@ -12,6 +12,7 @@
 #                                                 # copy the non-CUDA libraries they load
 #   there:  OUT=/some/dir scripts/gpu-record.sh run   # → $OUT/gpu-record.tgz
 #           PROFILE=measured.json OUT=... scripts/gpu-record.sh run   # only run/execute/compare
+#           OUT=/some/dir scripts/gpu-record.sh clocks  # → $OUT/gpu-clocks.tgz (the power-limit check)
 #
 # cuDNN: the GPU module loads libcudnn.so.9 at run time. The run step looks for it where the
 # machine has it (the dynamic linker's cache, the CUDA toolkit, a Python wheel's nvidia/cudnn/lib)
@@ -51,26 +52,40 @@ find_cudnn() {
   [[ -n $d ]] && dirname "$d"
 }
 
-run() {
-  # Work in a scratch folder; $OUT receives one archive (the device tool returns few files).
-  local out=${WORK:-/tmp/gpu-record} dest=${OUT:-$root/out}
+# Shared by run and clocks: a scratch folder for the record ($out; $OUT receives one archive,
+# $archive, as the device tool returns few files), cuDNN on the library path, the packed module.
+setup() {
+  out=$1 archive_name=$2 dest=${OUT:-$root/out}
   rm -rf "$out" && mkdir -p "$out" "$dest"
   cd "$root" || return 1
-  local cudnn
   cudnn=$(find_cudnn)
   export LD_LIBRARY_PATH="$pack_dir/lib:/usr/local/cuda/lib64${cudnn:+:$cudnn}:${LD_LIBRARY_PATH:-}"
   export TRAINSIM_GPU_MODULE=$pack_dir/libtrainsim_gpu.so
-  local ts=$pack_dir/trainsim summary=$out/summary.txt
+  ts=$pack_dir/trainsim summary=$out/summary.txt
   : >"$summary"
-  step() {
-    local name=$1 limit=$2
-    shift 2
-    local start=$SECONDS rc
-    echo "\$ $*" >"$out/$name.log"
-    timeout "$limit" "$@" >>"$out/$name.log" 2>&1
-    rc=$?
-    printf '%-28s rc=%-3s %4ss\n' "$name" "$rc" $((SECONDS - start)) | tee -a "$summary"
-  }
+}
+
+# step NAME LIMIT_S CMD...: the command's output in $out/NAME.log (first line: the command), one
+# line in summary.txt with its exit code and seconds.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local start=$SECONDS rc
+  echo "\$ $*" >"$out/$name.log"
+  timeout "$limit" "$@" >>"$out/$name.log" 2>&1
+  rc=$?
+  printf '%-28s rc=%-3s %4ss\n' "$name" "$rc" $((SECONDS - start)) | tee -a "$summary"
+}
+
+# The archive is rewritten after every stage, so that a run stopped at the device's time limit
+# still returns what it measured.
+archive() {
+  scrub
+  tar czf "$dest/$archive_name" -C "$out" .
+}
+
+run() {
+  setup "${WORK:-/tmp/gpu-record}" gpu-record.tgz || return 1
   { date -u +%FT%TZ; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv;
     git -C "$root" rev-parse HEAD 2>/dev/null || echo "(no git)";
     # (the folder itself is a path of that machine: only where it was found is written)
@@ -81,12 +96,6 @@ run() {
     esac
     (cd "${cudnn:-/nonexistent}" 2>/dev/null && ls libcudnn.so.9*);
     "$ts" --version; } >"$out/machine.txt" 2>&1
-  # The archive is rewritten after every stage, so that a run stopped at the device's time limit
-  # still returns what it measured.
-  archive() {
-    scrub
-    tar czf "$dest/gpu-record.tgz" -C "$out" .
-  }
   if [[ -n ${PROFILE:-} ]]; then
     cp "$PROFILE" "$out/profile-h200.json"   # a profile measured earlier: skip to the comparisons
   else
@@ -163,28 +172,7 @@ scrub() {
 # (TP 1) shapes with 10 and with 100 repeats, and while `execute` runs it for 20 iterations; then
 # `run` with each profile against that execution. → $OUT/gpu-clocks.tgz
 clocks() {
-  local out=${WORK:-/tmp/gpu-clocks} dest=${OUT:-$root/out}
-  rm -rf "$out" && mkdir -p "$out" "$dest"
-  cd "$root" || return 1
-  local cudnn
-  cudnn=$(find_cudnn)
-  export LD_LIBRARY_PATH="$pack_dir/lib:/usr/local/cuda/lib64${cudnn:+:$cudnn}:${LD_LIBRARY_PATH:-}"
-  export TRAINSIM_GPU_MODULE=$pack_dir/libtrainsim_gpu.so
-  local ts=$pack_dir/trainsim summary=$out/summary.txt
-  : >"$summary"
-  step() {
-    local name=$1 limit=$2
-    shift 2
-    local start=$SECONDS rc
-    echo "\$ $*" >"$out/$name.log"
-    timeout "$limit" "$@" >>"$out/$name.log" 2>&1
-    rc=$?
-    printf '%-28s rc=%-3s %4ss\n' "$name" "$rc" $((SECONDS - start)) | tee -a "$summary"
-  }
-  archive() {
-    scrub
-    tar czf "$dest/gpu-clocks.tgz" -C "$out" .
-  }
+  setup "${WORK:-/tmp/gpu-clocks}" gpu-clocks.tgz || return 1
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu \
     --format=csv -lms 100 >"$out/clocks.csv" 2>&1 &
   local smi=$!
