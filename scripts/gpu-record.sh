@@ -13,6 +13,7 @@
 #   there:  OUT=/some/dir scripts/gpu-record.sh run   # → $OUT/gpu-record.tgz
 #           PROFILE=measured.json OUT=... scripts/gpu-record.sh run   # only run/execute/compare
 #           OUT=/some/dir scripts/gpu-record.sh clocks  # → $OUT/gpu-clocks.tgz (the power-limit check)
+#           FUSED=1 ... run                          # the configurations with fused (cuDNN) attention
 #
 # cuDNN: the GPU module loads libcudnn.so.9 at run time. The run step looks for it where the
 # machine has it (the dynamic linker's cache, the CUDA toolkit, a Python wheel's nvidia/cudnn/lib)
@@ -113,7 +114,9 @@ run() {
   # attention, unfused element-wise operators as the executor runs them).
   local base="scenarios/megascale-175b-12288.yaml --set cluster.gpu=h200-sxm --set cluster.gpus=1"
   base+=" --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1 --set parallel.dp=1"
-  base+=" --set optimizations.efficient_operators=false"
+  # FUSED=1: the preset's own operators (fused attention: cuDNN's SDPA in execute); otherwise the
+  # unfused path the 2026-11-30 record ran (attention as batched GEMMs, softmax and dropout).
+  [[ ${FUSED:-0} == 1 ]] || base+=" --set optimizations.efficient_operators=false"
   local -A scen
   # A 175B-shaped layer stack: two layers of GPT-3 175B with its embedding and loss.
   scen[175b-layers]="--set model.preset=gpt3-175b --set model.layers=2"
