@@ -4,7 +4,8 @@
 #pragma once
 
 #include <algorithm>
-#include <string>
+#include <cstring>
+#include <string_view>
 
 #include "calibrate/profile.h"
 #include "sim/core/units.h"
@@ -113,7 +114,13 @@ struct ComputeModel {
     if (!prof.memory_bw_efficiency_by_kind.empty()) {
       const double ratio = model::memory_backward_byte_ratio(op.kernel);
       if (ratio > 0) {
-        const auto it = prof.memory_bw_efficiency_by_kind.find(std::string(op.kernel) + "_bwd");
+        // "<kind>_bwd" without a heap allocation (the map takes string_view keys).
+        char name[64];
+        const std::size_t len = std::strlen(op.kernel);
+        const std::size_t n = std::min(len, sizeof name - 5);
+        std::memcpy(name, op.kernel, n);
+        std::memcpy(name + n, "_bwd", 4);
+        const auto it = prof.memory_bw_efficiency_by_kind.find(std::string_view(name, n + 4));
         if (it != prof.memory_bw_efficiency_by_kind.end()) {
           return ratio * op.bytes / (hbm_Bps * it->second);
         }

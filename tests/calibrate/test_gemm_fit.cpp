@@ -241,18 +241,21 @@ TEST(KernelFits, EachMemoryBoundKindGetsItsOwnEfficiency) {
   // all at one compromise; each kind's own fit gives its efficiency back exactly.
   constexpr double kO = 5e-6;
   std::vector<MeasuredKernel> s;
-  for (const auto& [kind, e] : std::vector<std::pair<std::string, double>>{
-           {"softmax", 0.30}, {"layernorm", 0.55}, {"adam", 0.80}}) {
-    for (double bytes : {1e6, 1e7, 1e8, 1e9}) {
-      MeasuredKernel k;
-      k.op = kind;
-      k.label = "grid";
-      k.dtype = "bf16";
-      k.bytes = bytes;
-      k.median_s = kO + bytes / (e * kHbm);
-      s.push_back(k);
+  // Four sizes of each kind, exactly on the line t = kO + bytes / (e · HBM).
+  auto add_kinds = [&](const std::vector<std::pair<std::string, double>>& kinds) {
+    for (const auto& [kind, e] : kinds) {
+      for (double bytes : {1e6, 1e7, 1e8, 1e9}) {
+        MeasuredKernel k;
+        k.op = kind;
+        k.label = "grid";
+        k.dtype = "bf16";
+        k.bytes = bytes;
+        k.median_s = kO + bytes / (e * kHbm);
+        s.push_back(k);
+      }
     }
-  }
+  };
+  add_kinds({{"softmax", 0.30}, {"layernorm", 0.55}, {"adam", 0.80}});
   for (const auto& [m, n, k] : std::vector<std::tuple<double, double, double>>{
            {1024, 1024, 1024}, {4096, 4096, 4096}, {8192, 1024, 4096}}) {
     MeasuredKernel g;
@@ -283,18 +286,7 @@ TEST(KernelFits, EachMemoryBoundKindGetsItsOwnEfficiency) {
 
   // With the copy kernel at 0.90 of HBM and a backward kind at 0.81: the copy roofline is
   // 0.90 · HBM, and the backward kind reads as 0.9 of it.
-  for (const auto& [kind, e] :
-       std::vector<std::pair<std::string, double>>{{"copy", 0.90}, {"layernorm_bwd", 0.81}}) {
-    for (double bytes : {1e6, 1e7, 1e8, 1e9}) {
-      MeasuredKernel k;
-      k.op = kind;
-      k.label = "grid";
-      k.dtype = "bf16";
-      k.bytes = bytes;
-      k.median_s = kO + bytes / (e * kHbm);
-      s.push_back(k);
-    }
-  }
+  add_kinds({{"copy", 0.90}, {"layernorm_bwd", 0.81}});
   const KernelFits g = fit_kernels(s, h100());
   EXPECT_NEAR(g.copy_bw_Bps, 0.90 * kHbm, 0.02 * 0.90 * kHbm);
   EXPECT_NEAR(g.memory_by_kind.at("layernorm_bwd").efficiency /
