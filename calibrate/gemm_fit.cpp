@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "sim/core/error.h"
 
@@ -252,6 +253,22 @@ double fit_flops_efficiency(const std::vector<std::pair<double, double>>& fs, do
   return 1.0 / y;
 }
 
+double fit_in_mix_factor(const std::vector<GemmSample>& in_mix, const GemmFit& burst) {
+  // t_i = o + c_i / κ with c_i the burst surface's time: linear in y = 1/κ, and the y that
+  // minimises Σ ((o + c_i·y) / t_i − 1)² is a ratio of sums (as for e_max in solve_for_d0).
+  double num = 0, den = 0;
+  for (const GemmSample& s : in_mix) {
+    const double a = gemm_surface_time(s, burst.peak_efficiency, burst.half_dim) / s.seconds;
+    num += a * (1.0 - burst.overhead_s / s.seconds);
+    den += a * a;
+  }
+  if (!(num > 0 && den > 0)) {
+    throw_input("the in-mix GEMM samples leave no time beyond the GEMM overhead",
+                {"", 0, "gemm"});
+  }
+  return den / num;
+}
+
 KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRates& peaks,
                        const std::string& gemm_dtype) {
   KernelFits f;
@@ -270,7 +287,18 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
   if (!(gemm_peak > 0)) {
     throw_input("no peak FLOP/s for GEMM dtype `" + gemm_dtype + "` on this GPU", {"", 0, "gemm"});
   }
+  // A kind timed in the mix of a training step (`calibrate from-execute`) is fitted on those
+  // samples alone: a burst of the same kernel ran at another clock. GEMMs keep the surface of
+  // their burst samples (few in-mix shapes cannot condition it) and take one factor from the
+  // in-mix ones, below.
+  std::set<std::string> in_mix_kinds;
+  std::vector<GemmSample> in_mix_gemms;
   for (const MeasuredKernel& k : samples) {
+    if (timed_in_mix(k)) in_mix_kinds.insert(k.op);
+  }
+  for (const MeasuredKernel& k : samples) {
+    const bool in_mix = timed_in_mix(k);
+    if (k.op != "gemm" && in_mix_kinds.count(k.op) && !in_mix) continue;
     if (is_memory_bound_kernel(k.op)) {
       mem.emplace_back(k.bytes, k.median_s);
       mem_by_kind[k.op].emplace_back(k.bytes, k.median_s);
@@ -279,8 +307,13 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
     } else if (k.op == "attention_bwd") {
       att_bwd.emplace_back(k.flops, k.median_s);
     } else if (k.dtype == gemm_dtype && k.batch == 1) {
-      gemms.push_back({k.m, k.n, k.k, k.batch, gemm_peak, k.median_s});
+      (in_mix ? in_mix_gemms : gemms).push_back({k.m, k.n, k.k, k.batch, gemm_peak, k.median_s});
     }
+  }
+  if (gemms.size() < 2 && !in_mix_gemms.empty()) {
+    // No burst surface to scale: the in-mix GEMMs are the surface.
+    gemms.insert(gemms.end(), in_mix_gemms.begin(), in_mix_gemms.end());
+    in_mix_gemms.clear();
   }
   f.memory = fit_memory_bandwidth(mem, peaks.hbm_Bps);
   fit_memory_kinds(mem_by_kind, peaks.hbm_Bps, f);
@@ -292,6 +325,11 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
                 "time the grid GEMMs in the training precision");
   }
   f.gemm = fit_gemm_surface_and_overhead(gemms);
+  f.gemm_in_mix_samples = static_cast<int>(in_mix_gemms.size());
+  if (!in_mix_gemms.empty()) {
+    f.gemm_in_mix_factor = fit_in_mix_factor(in_mix_gemms, f.gemm);
+    f.gemm.peak_efficiency *= f.gemm_in_mix_factor;
+  }
   for (const MeasuredKernel& k : samples) {
     if (k.op != "gemm" || k.dtype != gemm_dtype || !(k.median_s > 0)) continue;
     const GemmSample s{k.m, k.n, k.k, k.batch, k.batch > 1 ? peaks.dense_16bit_flops : gemm_peak,

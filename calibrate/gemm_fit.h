@@ -14,6 +14,11 @@
 //  - attention:  t = overhead + flops / (peak16 · efficiency), forward and backward separately
 //    (a backward sample carries the 2× forward FLOPs the simulator counts), one linear parameter.
 //
+// Samples timed in the mix of a training step (labels "exec:<task kind>", `calibrate
+// from-execute`, kernels/exec/in_mix.h) take precedence over bursts of the same kind: a memory
+// kind or an attention pass with in-mix samples is fitted on them alone; GEMMs keep the burst
+// surface's shape (d0, overhead) and scale its e_max by the one factor the in-mix GEMMs give.
+//
 // Pure functions of their inputs; no GPU, no file access. Errors are trainsim::Error (kInput)
 // naming the op kind that lacks samples.
 #pragma once
@@ -111,12 +116,21 @@ struct KernelFits {
   double copy_bw_Bps = 0;  // the "copy" kind's slope as a bandwidth (0: no copy samples)
   double memory_joint_overhead_s = 0;
   double memory_joint_common_efficiency = 0;
-  GemmFit gemm;
+  GemmFit gemm;  // peak_efficiency includes gemm_in_mix_factor
   std::string gemm_dtype;  // the dtype whose GEMM samples were fitted
+  // GEMMs timed in the mix of a training step (labels "exec:...", calib::timed_in_mix): the
+  // factor κ by which they ran faster (> 1) or slower (< 1) than the burst surface predicts,
+  // fitted by least squares on relative residuals with the surface's shape and overhead kept;
+  // 1 when there are none (or no burst GEMMs, then they are the surface).
+  double gemm_in_mix_factor = 1;
+  int gemm_in_mix_samples = 0;
   double attention_fwd_efficiency = 0;
   double attention_bwd_efficiency = 0;
   std::vector<std::string> notes;  // clamps and skipped samples, for the command's output
 };
+
+/// The factor κ of in-mix GEMM samples against a burst surface: t ≈ overhead + surface / κ.
+double fit_in_mix_factor(const std::vector<GemmSample>& in_mix, const GemmFit& burst);
 
 /// Fits all from a profile's samples. GEMM samples of `gemm_dtype` that are not batched are
 /// fitted (batched attention GEMMs stay 16-bit in the simulator and are not mixed in). Throws

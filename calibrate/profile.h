@@ -63,6 +63,11 @@ struct MeasuredKernel {
   int repeats = 0;
 };
 
+/// Label prefix of a sample timed in the mix of a real training step (`trainsim calibrate
+/// from-execute`, kernels/exec/in_mix.h) rather than alone in a burst (`calibrate kernels`).
+inline constexpr std::string_view kInMixLabelPrefix = "exec:";
+inline bool timed_in_mix(const MeasuredKernel& k) { return k.label.starts_with(kInMixLabelPrefix); }
+
 /// Where measured kernels came from.
 struct KernelProvenance {
   std::string gpu_name;        // cudaDeviceProp::name

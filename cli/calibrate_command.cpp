@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "calibrate/gemm_fit.h"
@@ -19,12 +22,15 @@
 #include "kernels/bench.h"
 #include "kernels/bench_plan.h"
 #include "kernels/device_info.h"
+#include "kernels/exec/in_mix.h"
 #include "kernels/exec/process_group.h"
 #include "kernels/nccl_bench.h"
 #include "scenarios/presets.h"
+#include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "scenarios/sizes.h"
 #include "sim/core/error.h"
+#include "sim/plan/program.h"
 
 namespace trainsim::cli {
 namespace {
@@ -222,6 +228,12 @@ void fit_compute(calib::Profile& p, const std::string& gemm_dtype) {
       f.memory.max_rel_error * 100, f.memory.samples, f.gemm_dtype, p.gemm_peak_efficiency,
       p.gemm_half_dim, p.gemm_launch_s(), f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples,
       p.attention_fwd_efficiency, p.attention_bwd_efficiency);
+  if (f.gemm_in_mix_samples > 0) {
+    std::cout << fmt::format(
+        "GEMMs timed in the mix: {} samples at {:.3f} x the burst surface's rate (in "
+        "gemm_peak_efficiency)\n",
+        f.gemm_in_mix_samples, f.gemm_in_mix_factor);
+  }
   if (!f.gemm_by_op.empty()) {
     std::cout << "GEMM surface residuals per op (mean and rms of predicted/measured - 1):\n";
     for (const auto& [op, r] : f.gemm_by_op) {
@@ -469,6 +481,114 @@ int refit(const CalibrateArgs& a) {
   return 0;
 }
 
+// A field of an execute record, or an error naming the file and the field.
+const nlohmann::json& record_field(const nlohmann::json& j, const std::string& key,
+                                   const std::string& path, const std::string& where) {
+  if (!j.is_object() || !j.contains(key)) {
+    throw_input("missing `" + where + "`", {path, 0, where},
+                "pass the JSON that `trainsim execute --format json -o FILE` writes");
+  }
+  return j.at(key);
+}
+
+// The in-mix samples of one execute record: its scenario rebuilt from the record's `config`
+// (every key with its final value), its measured rank's Program, and its task kinds.
+kexec::InMixSamples record_samples(const std::string& path, std::string* gpu_name) {
+  std::ifstream in(path);
+  if (!in) throw_input("cannot read the execute record", {path, 0, ""});
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw_input(std::string("not JSON: ") + e.what(), {path, 0, ""});
+  }
+  const nlohmann::json& fidelity = record_field(doc, "fidelity", path, "fidelity");
+  if (!fidelity.is_string() || (fidelity != "real" && fidelity != "fake")) {
+    throw_input("`fidelity` is " + fidelity.dump() +
+                    ": a simulation, not a measurement (the record of `trainsim execute` says "
+                    "\"real\")",
+                {path, 0, "fidelity"});
+  }
+  const nlohmann::json& config = record_field(doc, "config", path, "config");
+  if (!config.is_object()) throw_input("`config` is not an object", {path, 0, "config"});
+  std::map<std::string, std::string> values;
+  for (const auto& [key, value] : config.items()) {
+    if (!value.is_string()) {
+      throw_input("`config." + key + "` is not a string", {path, 0, "config." + key});
+    }
+    values[key] = value.get<std::string>();
+  }
+  const scen::Scenario s = scen::build_scenario(values, path);
+  scen::require_one_job(s, "calibrate from-execute");
+  const exec::RunConfig cfg = scen::make_run_config(s);
+  const plan::ProgramSet ps =
+      plan::build_programs(cfg.model, cfg.cluster, cfg.parallel, cfg.training, cfg.opt);
+  int rank = 0, iterations = 1;
+  if (doc.contains("execution") && doc["execution"].is_object()) {
+    const nlohmann::json& e = doc["execution"];
+    if (e.contains("critical_rank") && e["critical_rank"].is_number_integer()) {
+      rank = e["critical_rank"].get<int>();
+    }
+    if (e.contains("iterations") && e["iterations"].is_number_integer()) {
+      iterations = std::max(1, e["iterations"].get<int>());
+    }
+  }
+  const nlohmann::json& kinds = record_field(doc, "task_kinds", path, "task_kinds");
+  if (!kinds.is_array()) throw_input("`task_kinds` is not an array", {path, 0, "task_kinds"});
+  std::vector<kexec::MeasuredTaskKind> measured;
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    const std::string where = fmt::format("task_kinds[{}]", i);
+    const nlohmann::json& k = kinds[i];
+    const nlohmann::json& name = record_field(k, "name", path, where + ".name");
+    const nlohmann::json& count = record_field(k, "count", path, where + ".count");
+    const nlohmann::json& total = record_field(k, "total_s", path, where + ".total_s");
+    if (!name.is_string() || !count.is_number_integer() || !total.is_number() ||
+        count.get<long>() < 0 || !std::isfinite(total.get<double>()) || total.get<double>() < 0) {
+      throw_input("a task kind needs a name, a count >= 0 and a total_s >= 0", {path, 0, where});
+    }
+    measured.push_back({name.get<std::string>(), count.get<long>(), total.get<double>()});
+  }
+  if (doc.contains("calibration") && doc["calibration"].is_object() &&
+      doc["calibration"].contains("gpu") && doc["calibration"]["gpu"].is_string()) {
+    *gpu_name = doc["calibration"]["gpu"].get<std::string>();
+  }
+  try {
+    return kexec::in_mix_samples(ps, rank, measured, iterations);
+  } catch (const Error& e) {
+    throw_input(e.message(), {path, 0, "task_kinds"});
+  }
+}
+
+int from_execute(const CalibrateArgs& a) {
+  calib::Profile p = calib::load_profile(a.base);
+  std::size_t added = 0;
+  for (const std::string& path : a.files) {
+    std::string gpu_name;
+    const kexec::InMixSamples got = record_samples(path, &gpu_name);
+    const std::string preset = preset_for_gpu_name(gpu_name);
+    if (!gpu_name.empty() && !preset.empty() && preset != p.gpu) {
+      throw_input(fmt::format("the record ran on {} (GPU preset {}), the profile is for {}",
+                              gpu_name, preset, p.gpu),
+                  {path, 0, "calibration.gpu"}, "add records of the profile's GPU only");
+    }
+    std::cout << fmt::format("{}: {} in-mix samples", path, got.samples.size());
+    if (!got.skipped.empty()) std::cout << fmt::format(", {} task kinds without one", got.skipped.size());
+    std::cout << "\n";
+    for (const std::string& why : got.skipped) std::cout << "  skipped " << why << "\n";
+    p.kernels_measured.insert(p.kernels_measured.end(), got.samples.begin(), got.samples.end());
+    added += got.samples.size();
+    p.provenance += (p.provenance.empty() ? "" : "; ") +
+                    std::string("in-mix kernel samples from the execute record ") + path;
+  }
+  if (added == 0) {
+    throw_input("the records give no kernel sample", {a.files.front(), 0, "task_kinds"});
+  }
+  fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype);
+  write_profile(p, a.out);
+  std::cout << "wrote " << a.out << "\n";
+  return 0;
+}
+
 }  // namespace
 
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
@@ -549,11 +669,25 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
   a.refit->add_option("--gpu-preset", a.gpu_preset,
                       "GPU preset for the peaks (default: the "
                       "profile's gpu)");
+
+  a.from_execute = c->add_subcommand(
+      "from-execute",
+      "Add the kernel times of `trainsim execute` records (kernels timed in the mix of a "
+      "training step) to a profile's samples and fit its compute fields again");
+  a.from_execute->add_option("RECORD", a.files, "execute JSON (trainsim execute --format json)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  a.from_execute->add_option("--base", a.base, "Profile JSON to add the samples to")
+      ->required()
+      ->check(CLI::ExistingFile);
+  a.from_execute->add_option("--out", a.out, "Profile JSON to write")->required();
+  a.from_execute->add_option("--dtype", a.dtype, "GEMM dtype whose samples to fit (default bf16)");
   return c;
 }
 
 int run_calibrate_command(const CalibrateArgs& a) {
   if (*a.import_nccl_tests) return import_nccl_tests(a);
+  if (*a.from_execute) return from_execute(a);
   if (*a.kernels) return measure_kernels(a);
   if (*a.refit) return refit(a);
   return measure_nccl(a);

@@ -33,6 +33,7 @@ struct CalibrateArgs {
   CLI::App* kernels = nullptr;
   CLI::App* nccl = nullptr;
   CLI::App* refit = nullptr;
+  CLI::App* from_execute = nullptr;  // files: execute records; base: the profile to add to
 };
 
 CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& args);

@@ -301,6 +301,80 @@ TEST(KernelFits, EachMemoryBoundKindGetsItsOwnEfficiency) {
 
 // ---- the kernels_measured section of the profile format ----
 
+// Samples timed in the mix of a training step (labels "exec:...", `calibrate from-execute`):
+// the burst GEMM surface (0.80, d0 64, 10 µs) keeps its shape and takes the one factor the
+// in-mix GEMMs ran at (0.85 of it: t = 10 µs + surface / 0.85, so e_max 0.80 · 0.85 = 0.68);
+// a memory kind and an attention pass timed in the mix are fitted on those samples alone
+// (LayerNorm bursts at 0.70 of HBM, in the mix at 0.50; attention forward 0.60 and 0.45).
+TEST(KernelFits, InMixSamplesScaleGemmsAndReplaceTheirKinds) {
+  constexpr double kO = 10e-6, kE = 0.80, kD0 = 64, kKappa = 0.85, kMemO = 5e-6;
+  std::vector<MeasuredKernel> s;
+  auto gemm = [&](double m, double n, double k, bool in_mix) {
+    MeasuredKernel g;
+    g.op = "gemm";
+    g.label = in_mix ? "exec:qkv fwd" : "grid";
+    g.dtype = "bf16";
+    g.m = m, g.n = n, g.k = k;
+    g.flops = 2 * m * n * k;
+    const GemmSample shape{m, n, k, 1, kPeak, 0};
+    g.median_s = kO + gemm_surface_time(shape, kE, kD0) / (in_mix ? kKappa : 1.0);
+    s.push_back(g);
+  };
+  for (const GemmSample& g : gemm_grid(kE, kD0, kO, 0, 1)) gemm(g.m, g.n, g.k, false);
+  gemm(2048, 4608, 12288, true);
+  gemm(2048, 12288, 4608, true);
+  gemm(12288, 4608, 2048, true);
+  auto memory = [&](const std::string& kind, double e, const std::string& label) {
+    for (double bytes : {1e7, 1e8, 1e9}) {
+      MeasuredKernel k;
+      k.op = kind;
+      k.label = label;
+      k.dtype = "bf16";
+      k.bytes = bytes;
+      k.median_s = kMemO + bytes / (e * kHbm);
+      s.push_back(k);
+    }
+  };
+  memory("layernorm", 0.70, "grid");
+  memory("layernorm", 0.50, "exec:norm_attn fwd");
+  memory("softmax", 0.60, "grid");
+  auto attention = [&](double e, const std::string& label) {
+    MeasuredKernel a;
+    a.op = "attention_fwd";
+    a.label = label;
+    a.dtype = "bf16";
+    a.flops = 1e11;
+    a.median_s = kMemO + a.flops / (kPeak * e);
+    s.push_back(a);
+  };
+  attention(0.60, "grid");
+  attention(0.45, "exec:attention fwd");
+  const KernelFits f = fit_kernels(s, h100());
+  EXPECT_EQ(f.gemm_in_mix_samples, 3);
+  EXPECT_NEAR(f.gemm_in_mix_factor, kKappa, 1e-9);
+  EXPECT_NEAR(f.gemm.peak_efficiency, kE * kKappa, 1e-6);
+  EXPECT_NEAR(f.gemm.half_dim, kD0, 1e-3 * kD0);
+  EXPECT_NEAR(f.gemm.overhead_s, kO, 1e-3 * kO);
+  EXPECT_EQ(f.gemm.samples, 48);  // the burst grid alone shapes the surface
+  EXPECT_NEAR(f.memory_by_kind.at("layernorm").efficiency, 0.50, 1e-6);
+  EXPECT_EQ(f.memory_by_kind.at("layernorm").samples, 3);
+  EXPECT_NEAR(f.memory_by_kind.at("softmax").efficiency, 0.60, 1e-6);
+  // (through the common memory line's launch cost, which the mixed kinds move off 5 µs)
+  EXPECT_NEAR(f.attention_fwd_efficiency, 0.45, 1e-3 * 0.45);
+  // The in-mix GEMMs' residuals against the scaled surface are listed under their own label.
+  ASSERT_TRUE(f.gemm_by_op.count("exec:qkv fwd"));
+  EXPECT_NEAR(f.gemm_by_op.at("exec:qkv fwd").mean_rel_error, 0, 1e-6);
+  // Without burst GEMMs the in-mix ones are the surface (no factor).
+  std::vector<MeasuredKernel> only_mix;
+  for (const MeasuredKernel& k : s) {
+    if (k.op != "gemm" || timed_in_mix(k)) only_mix.push_back(k);
+  }
+  const KernelFits g = fit_kernels(only_mix, h100());
+  EXPECT_EQ(g.gemm_in_mix_factor, 1.0);
+  EXPECT_EQ(g.gemm_in_mix_samples, 0);
+  EXPECT_EQ(g.gemm.samples, 3);
+}
+
 std::string write_temp(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + name;
   std::ofstream(path) << text;
