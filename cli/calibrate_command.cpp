@@ -504,9 +504,8 @@ kexec::InMixSamples record_samples(const std::string& path, std::string* gpu_nam
   }
   const nlohmann::json& fidelity = record_field(doc, "fidelity", path, "fidelity");
   if (!fidelity.is_string() || (fidelity != "real" && fidelity != "fake")) {
-    throw_input("`fidelity` is " + fidelity.dump() +
-                    ": a simulation, not a measurement (the record of `trainsim execute` says "
-                    "\"real\")",
+    throw_input("the document is a simulation (" + fidelity.dump() +
+                    "), not a measurement: the record of `trainsim execute` says \"real\"",
                 {path, 0, "fidelity"});
   }
   const nlohmann::json& config = record_field(doc, "config", path, "config");
@@ -583,7 +582,14 @@ int from_execute(const CalibrateArgs& a) {
   if (added == 0) {
     throw_input("the records give no kernel sample", {a.files.front(), 0, "task_kinds"});
   }
-  fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype);
+  try {
+    fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype);
+  } catch (const Error& e) {
+    std::string files;
+    for (const std::string& f : a.files) files += (files.empty() ? "" : ", ") + f;
+    throw_input("the fit of the base profile's samples with the records' failed: " + e.message(),
+                {files, 0, e.where().field});
+  }
   write_profile(p, a.out);
   std::cout << "wrote " << a.out << "\n";
   return 0;

@@ -266,6 +266,89 @@ TEST(CalibrateCli, ImportKeepsASingleSizeAsSamplesWithoutAFit) {
   EXPECT_EQ(p.collectives_measured[0].busbw_Bps, 0);
 }
 
+// `calibrate from-execute` on the H200 record of 2026-12-04 (docs/validation/h200-2026-12-04):
+// three configurations' execute records (the fused runs: 31 task kinds each, all compute kinds
+// giving a sample on one GPU) added to the record's burst profile. Each sample is labelled
+// "exec:<task kind>"; the GEMMs' in-mix factor is reported; the profile simulates; refitting
+// it gives the same constants (the fit is a function of its samples alone).
+TEST(CalibrateCli, FromExecuteAddsInMixSamplesAndRefitsThem) {
+  const std::string rec = "docs/validation/h200-2026-12-04/";
+  const std::string out = ::testing::TempDir() + "in_mix_profile.json";
+  const std::string again = ::testing::TempDir() + "in_mix_refit.json";
+  const Out r = trainsim("calibrate from-execute " + rec + "fused/gpt-1.3b/real.json " + rec +
+                         "fused/llama-gqa/real.json " + rec + "fused/llama-8k/real.json --base " +
+                         rec + "profile-h200.json --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fused/llama-8k/real.json: 31 in-mix samples"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("GEMMs timed in the mix: 45 samples at"), std::string::npos) << r.out;
+  const trainsim::calib::Profile base = trainsim::calib::load_profile(rec + "profile-h200.json");
+  const trainsim::calib::Profile p = trainsim::calib::load_profile(out);
+  std::size_t in_mix = 0;
+  for (const auto& k : p.kernels_measured) in_mix += trainsim::calib::timed_in_mix(k);
+  EXPECT_EQ(in_mix, 93u);
+  EXPECT_EQ(p.kernels_measured.size(), base.kernels_measured.size() + 93);
+  EXPECT_NE(p.provenance.find("fused/gpt-1.3b/real.json"), std::string::npos);
+  // These runs' kernels ran slower in the mix than in the calibration's bursts.
+  EXPECT_LT(p.gemm_peak_efficiency, base.gemm_peak_efficiency);
+  EXPECT_LT(p.attention_fwd_efficiency, base.attention_fwd_efficiency);
+  EXPECT_DOUBLE_EQ(p.gemm_half_dim, base.gemm_half_dim);
+  const Out refit = trainsim("calibrate refit " + out + " --out " + again);
+  ASSERT_EQ(refit.code, 0) << refit.err;
+  const trainsim::calib::Profile q = trainsim::calib::load_profile(again);
+  EXPECT_DOUBLE_EQ(q.gemm_peak_efficiency, p.gemm_peak_efficiency);
+  EXPECT_DOUBLE_EQ(q.attention_bwd_efficiency, p.attention_bwd_efficiency);
+  const Out run = trainsim("run scenarios/megascale-175b-12288.yaml --set cluster.gpu=h200-sxm "
+                           "--set cluster.gpus=64 --set calibration.profile=" + out);
+  EXPECT_EQ(run.code, 0) << run.err;
+}
+
+// What from-execute refuses, each exit 2 naming the file and the field: a simulation instead of
+// a measurement, a record of another configuration (a task count changed), a record of another
+// GPU than the profile's, and samples the fit cannot use (the fake backend's 1 µs GEMMs are
+// shorter than the burst surface's own fixed cost).
+TEST(CalibrateCli, FromExecuteRefusesWhatIsNotAMeasurementOfTheProfilesGpu) {
+  const std::string rec = "docs/validation/h200-2026-12-04/";
+  const std::string dir = ::testing::TempDir();
+  const std::string base = rec + "profile-h200.json";
+  const std::string out = dir + "refused_profile.json";
+  Out r = trainsim("calibrate from-execute " + rec + "fused/gpt-1.3b/sim.json --base " + base +
+                   " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("fused/gpt-1.3b/sim.json: `fidelity`: the document is a simulation"),
+            std::string::npos)
+      << r.err;
+
+  nlohmann::json doc = nlohmann::json::parse(trainsim::testing::slurp(rec + "fused/gpt-1.3b/real.json"));
+  doc["task_kinds"][0]["count"] = doc["task_kinds"][0]["count"].get<long>() + 1;
+  const std::string other = dir + "other_config_real.json";
+  std::ofstream(other) << doc.dump();
+  r = trainsim("calibrate from-execute " + other + " --base " + base + " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(other + ": `task_kinds`"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not the same configuration"), std::string::npos) << r.err;
+
+  r = trainsim("calibrate from-execute " + rec + "fused/gpt-1.3b/real.json --base " + kData +
+               "kernels_h100_synthetic.json --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("`calibration.gpu`: the record ran on NVIDIA H200 (GPU preset h200-sxm), "
+                       "the profile is for h100-sxm"),
+            std::string::npos)
+      << r.err;
+
+  const std::string fake = dir + "fake_real.json";
+  const std::string tiny =
+      "scenarios/megascale-175b-12288.yaml --set cluster.gpus=8 --set model.layers=4 --set "
+      "model.hidden=256 --set model.heads=8 --set model.seq_len=128 --set model.vocab=1024 "
+      "--set parallel.vpp=1 --set parallel.tp=2 --set parallel.pp=2 --set parallel.dp=2 --set "
+      "training.global_batch=8 --set training.micro_batch=1";
+  ASSERT_EQ(trainsim("execute " + tiny + " --backend fake --iterations 1 --warmup 0 --out " + fake).code, 0);
+  r = trainsim("calibrate from-execute " + fake + " --base " + base + " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(fake + ": `gemm`"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("leave no time beyond the GEMM overhead"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("skipped all_gather dp: a communication task"), std::string::npos) << r.out;
+}
+
 TEST(CalibrateCli, MeasuringNeedsAGpu) {
   if (!trainsim::kernels::query_devices().devices.empty()) GTEST_SKIP() << "a GPU is present";
   for (const char* sub : {"kernels", "nccl"}) {
