@@ -67,15 +67,35 @@ const std::vector<GpuEntry>& gpus() {
   static const std::vector<GpuEntry> kGpus = {
       {gpu("a100-80gb", 312, 0, 81920, 108, 2.04, 300, false), "NVIDIA A100 SXM4 80GB",
        "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB column)", "selene-a100"},
+      // The 40 GB A100 is the same GA100 (108 SMs, 1,410 MHz boost, 400 W) with HBM2 at 1,555
+      // GB/s; 40,536 MiB as nvidia-smi prints it for A100-SXM4-40GB. The first DGX A100 (320 GB)
+      // carried it with Selene's network (8 x 200 Gb/s HDR per node).
+      {gpu("a100-40gb", 312, 0, 40536, 108, 1.555, 300, false), "NVIDIA A100 SXM4 40GB",
+       "NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB column)", "selene-a100"},
       // The A800 is the A100 with NVLink cut to 8 links; MegaScale's Ampere cluster (8 x 200 G
       // RoCE per server) is the closest published fabric for it.
       {gpu("a800", 312, 0, 81920, 108, 2.04, 200, false), "NVIDIA A800 SXM4 80GB",
        "NVIDIA A800 Tensor Core GPU datasheet (SXM 80GB)", "megascale-ampere"},
       {gpu("h100-sxm", 989, 1979, 81559, 132, 3.35, 450, true), "NVIDIA H100 SXM5 80GB",
        "NVIDIA H100 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
+      // The H800 is the H100 SXM5 with NVLink cut to 400 GB/s (both directions), as the A800 is
+      // the A100's; DeepSeek-V3's H800 nodes (8 GPUs, 400 Gb/s InfiniBand per GPU, §3.1 of its
+      // report) are the DGX H100 network. NVLink SHARP is not claimed for it.
+      {gpu("h800", 989, 1979, 81559, 132, 3.35, 200, false), "NVIDIA H800 SXM5 80GB",
+       "NVIDIA H800 Tensor Core GPU datasheet (SXM5); DeepSeek-V3 technical report §3.1 (cluster)",
+       "dgx-h100-superpod"},
       // DGX H200 keeps the DGX H100 network (8 x 400 G NDR, rail-optimized), hence its cluster.
       {gpu("h200-sxm", 989, 1979, 143771, 132, 4.8, 450, true), "NVIDIA H200 SXM 141GB",
        "NVIDIA H200 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
+      // B200 (HGX/DGX B200): 2,250 TFLOP/s dense bf16 and 4,500 fp8 (half the sparse figures),
+      // 180 GB of HBM3e per GPU (1,440 GB per 8-GPU system; taken as 180·10⁹ B, the driver's
+      // exact figure not being in the sources here), 8 TB/s, NVLink 5 at 1.8 TB/s (both
+      // directions) through NVSwitch with SHARP, 148 SMs; DGX B200 has 8 x 400 Gb/s ConnectX-7
+      // per node, the DGX H100 network.
+      {gpu("b200", 2250, 4500, 171661, 148, 8.0, 900, true), "NVIDIA B200 SXM 180GB",
+       "NVIDIA DGX B200 / HGX B200 datasheets; SM count: CUDA device properties of a B200 "
+       "(148 SMs, as tile-ai/TileFoundry#76 records them)",
+       "dgx-h100-superpod"},
   };
   return kGpus;
 }
@@ -272,16 +292,34 @@ std::string canonical_gpu(std::string_view name) {
   // Family and the suffixes that name the same part: the SXM form factor, its generation and the
   // one memory size the preset has.
   static const std::pair<const char*, const char*> kFamilies[] = {
-      {"a100", "a100-80gb"}, {"a800", "a800"}, {"h100", "h100-sxm"}, {"h200", "h200-sxm"}};
+      {"a100", "a100-80gb"}, {"a800", "a800"}, {"h100", "h100-sxm"}, {"h200", "h200-sxm"},
+      {"h800", "h800"},      {"b200", "b200"}};
   for (const auto& [family, preset] : kFamilies) {
     if (n.rfind(family, 0) != 0) continue;
     std::string rest = n.substr(std::string_view(family).size());
-    for (const char* drop : {"-sxm5", "-sxm4", "-sxm", "-80gb", "-141gb", "-80g", "-141g"}) {
+    // The 40 GB A100 is a preset of its own.
+    const bool a100_40 = std::string_view(family) == "a100" && (rest.find("-40gb") != std::string::npos ||
+                                                                 rest.find("-40g") != std::string::npos);
+    for (const char* drop : {"-sxm5", "-sxm4", "-sxm", "-80gb", "-141gb", "-180gb", "-40gb",
+                             "-80g", "-141g", "-180g", "-40g"}) {
       const std::size_t at = rest.find(drop);
       if (at != std::string::npos) rest.erase(at, std::string_view(drop).size());
     }
-    // Anything left (a 40 GB A100, a PCIe or NVL part) is another GPU: no preset.
-    if (rest.empty()) return preset;
+    // Anything left (a PCIe or NVL part, another memory size) is another GPU: no preset.
+    if (rest.empty()) {
+      if (a100_40) return "a100-40gb";
+      // A memory size the family's preset does not have is another GPU.
+      for (const char* size : {"-40g", "-141g", "-180g", "-80g"}) {
+        if (n.find(size) == std::string::npos) continue;
+        const std::string_view p(preset);
+        const bool own = (std::string_view(size) == "-80g" &&
+                          (p == "a100-80gb" || p == "a800" || p == "h100-sxm" || p == "h800")) ||
+                         (std::string_view(size) == "-141g" && p == "h200-sxm") ||
+                         (std::string_view(size) == "-180g" && p == "b200");
+        if (!own) return "";
+      }
+      return preset;
+    }
   }
   return "";
 }

@@ -45,8 +45,8 @@ model::ModelConfig gpt_model(std::string name, int layers, int hidden, int heads
 /// The GPU preset a common spelling names: case, spaces, underscores and an "nvidia" prefix are
 /// ignored, and form-factor or memory suffixes that do not change the preset are dropped
 /// ("H100", "h100-sxm5-80gb", "NVIDIA H100 SXM" → h100-sxm; "A100", "a100-sxm4-80gb" →
-/// a100-80gb; "h200" → h200-sxm). Returns "" when no preset matches (e.g. a100-40gb, which has
-/// half the memory and is not a preset).
+/// a100-80gb; "A100-SXM4-40GB" → a100-40gb; "h200" → h200-sxm; "H800", "B200"). Returns "" when
+/// no preset matches (a PCIe or NVL part, a memory size the family's preset does not have).
 std::string canonical_gpu(std::string_view name);
 
 std::string default_cluster_for_gpu(std::string_view gpu);

@@ -164,8 +164,9 @@ std::vector<KeyDef> build_schema() {
        .default_value = "megascale-ampere",
        .description = "Cluster preset that fills every cluster.* key not given. When cluster.gpu "
                       "is given without a preset, the default is that GPU's usual cluster "
-                      "(a100-80gb: selene-a100, a800: megascale-ampere, h100-sxm and h200-sxm: "
-                      "dgx-h100-superpod); `none` describes the cluster by its keys alone",
+                      "(a100-80gb and a100-40gb: selene-a100, a800: megascale-ampere, h100-sxm, "
+                      "h800, h200-sxm and b200: dgx-h100-superpod); `none` describes the cluster "
+                      "by its keys alone",
        .choices = with_none(preset_names(PresetKind::kCluster)),
        .aliases = {"cluster_name", "cluster_preset", "fabric_preset"}},
       {.path = "cluster.gpu",
@@ -1188,6 +1189,18 @@ std::string did_you_mean(std::string_view wrong, const std::vector<std::string>&
   const std::string w = fold(wrong);
   const std::string* best = nullptr;
   std::size_t best_score = kNoMatch;
+  // A value that starts a candidate's name ("h100" of `h100-sxm`) is that candidate, before one a
+  // letter away (`h800`); the shortest (then the first) of several.
+  if (w.size() >= 3) {
+    for (const std::string& c : candidates) {
+      const std::string f = fold(c);
+      if (f.size() > w.size() && f.compare(0, w.size(), w) == 0 &&
+          (best == nullptr || c.size() < best->size())) {
+        best = &c;
+      }
+    }
+    if (best != nullptr) return "did you mean `" + *best + "`?";
+  }
   for (const std::string& c : candidates) {
     if (c.size() > limits::kMaxSuggestLength) continue;
     const std::size_t score = closeness(w, fold(c));

@@ -18,7 +18,7 @@ using trainsim::calib::load_profile;
 using trainsim::calib::Profile;
 using trainsim::calib::profile_to_json;
 
-const char* const kGpus[] = {"a100-80gb", "a800", "h100-sxm", "h200-sxm"};
+const char* const kGpus[] = {"a100-80gb", "a100-40gb", "a800", "h100-sxm", "h800", "h200-sxm", "b200"};
 
 std::string source_file(const std::string& gpu) {
   return std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/profiles/" + gpu + ".json";
@@ -44,8 +44,8 @@ TEST(BuiltinProfiles, NamesListEveryProfileAndUnknownGpuIsAnInputError) {
     EXPECT_NE(names.find(std::string("datasheet-") + gpu), std::string::npos) << names;
   }
   try {
-    builtin_profile("b200");
-    FAIL() << "no built-in profile for b200";
+    builtin_profile("mi300x");
+    FAIL() << "no built-in profile for mi300x";
   } catch (const trainsim::Error& e) {
     EXPECT_EQ(e.kind(), trainsim::ErrorKind::kInput);
   }
@@ -68,6 +68,22 @@ TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
   const Profile h100 = builtin_profile("h100-sxm"), h200 = builtin_profile("h200-sxm");
   EXPECT_EQ(h100.gemm_peak_efficiency, h200.gemm_peak_efficiency);
   EXPECT_EQ(h100.nvls_busbw_Bps, h200.nvls_busbw_Bps);
+  // The A100 40GB is the A100 80GB's die: every constant the same (its HBM is the preset's).
+  const Profile a100_40 = builtin_profile("a100-40gb");
+  EXPECT_EQ(a100_40.gemm_peak_efficiency, a100.gemm_peak_efficiency);
+  EXPECT_EQ(a100_40.nvlink.busbw_Bps, a100.nvlink.busbw_Bps);
+  // The H800 is the H100's die with the A800's cut NVLink: H100 compute, A800 NVLink bus
+  // bandwidth, no NVLS.
+  const Profile h800 = builtin_profile("h800");
+  EXPECT_EQ(h800.gemm_peak_efficiency, h100.gemm_peak_efficiency);
+  EXPECT_EQ(h800.nvlink.busbw_Bps, a800.nvlink.busbw_Bps);
+  EXPECT_EQ(h800.nvls_busbw_Bps, 0);
+  // B200: its burst MAMF (1,745 of 2,250) at the H100's fitted fraction of its own (0.634 of
+  // 794.5/989); NVLink and NVLS at the H100's fractions of the link rate, of 900 GB/s.
+  const Profile b200 = builtin_profile("b200");
+  EXPECT_NEAR(b200.gemm_peak_efficiency, 1745.0 / 2250 * 0.634 / (794.5 / 989), 5e-4);
+  EXPECT_NEAR(b200.nvlink.busbw_Bps, 900e9 * 370 / 450, 1e9);
+  EXPECT_NEAR(b200.nvls_busbw_Bps, 900e9 * 480 / 450, 1e9);
 }
 
 // `trainsim run` on a cluster of each GPU names that GPU's built-in profile and its version.
@@ -76,8 +92,8 @@ TEST(BuiltinProfiles, RunReportsTheProfileOfTheClustersGpu) {
     SCOPED_TRACE(gpu);
     const std::string cluster =
         std::string(gpu) == "a800" ? "megascale-ampere"
-        : std::string(gpu).rfind("h", 0) == 0 ? "dgx-h100-superpod"
-                                              : "selene-a100";
+        : std::string(gpu).rfind("a100", 0) == 0 ? "selene-a100"
+                                                 : "dgx-h100-superpod";
     const trainsim::testing::CliRun r = trainsim::testing::trainsim(
         "run scenarios/examples/megatron-1.7b-32xa100.yaml --format json --set cluster.preset=" +
         cluster + " --set cluster.gpu=" + gpu + " --set cluster.gpus=32");

@@ -25,7 +25,7 @@ TEST(Profile, BuiltinsCarryPublishedBandwidths) {
   EXPECT_DOUBLE_EQ(builtin_profile("h100-sxm").nvls_busbw_Bps, 480e9);
   EXPECT_EQ(builtin_profile("h200-sxm").name, "datasheet-h200-sxm");
   try {
-    builtin_profile("b200");
+    builtin_profile("mi300x");
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kInput);

@@ -195,10 +195,14 @@ TEST(CalibrateCli, ImportRefusesARankCountTheBusbwRatioContradicts) {
 
 TEST(CalibrateCli, ImportTakesTheGpuFromTheFileAndWarnsOnADifference) {
   const std::string out = trainsim::testing::temp_path("gpu.json");
+  // The 40 GB A100 has its own preset: the file's GPU decides.
+  const Out a100_40 = trainsim("calibrate import-nccl-tests " + kData +
+                               "all_reduce_perf_a100_40gb.txt --out " + out);
+  ASSERT_EQ(a100_40.code, 0) << a100_40.err;
+  EXPECT_EQ(read_json(out)["gpu"], "a100-40gb");
   for (const auto& [file, name] :
-       {std::pair<std::string, std::string>{"all_reduce_perf_a100_40gb.txt",
-                                            "NVIDIA A100-SXM4-40GB"},
-        {"all_reduce_perf_a100_64gb.txt", "NVIDIA A100-SXM-64GB"}}) {
+       {std::pair<std::string, std::string>{"all_reduce_perf_a100_64gb.txt",
+                                            "NVIDIA A100-SXM-64GB"}}) {
     // No built-in profile for this GPU: refused without --gpu, naming file, line and GPU.
     const Out refused = trainsim("calibrate import-nccl-tests " + kData + file + " --out " + out);
     EXPECT_EQ(refused.code, 2) << file;
@@ -221,8 +225,8 @@ TEST(CalibrateCli, ImportTakesTheGpuFromTheFileAndWarnsOnADifference) {
   const Out unknown = trainsim("calibrate import-nccl-tests " + kData +
                                "h100x8_all_reduce.txt --gpu h100 --out " + out);
   EXPECT_EQ(unknown.code, 2);
-  EXPECT_TRUE(has(unknown.err, "`--gpu`: unknown GPU preset `h100` (a100-80gb, a800, h100-sxm, "
-                               "h200-sxm)"))
+  EXPECT_TRUE(has(unknown.err, "`--gpu`: unknown GPU preset `h100` (a100-80gb, a100-40gb, a800, "
+                               "h100-sxm, h800, h200-sxm, b200)"))
       << unknown.err;
   // A GPU with a profile, and --gpu naming another: imported as asked, with a warning.
   const Out r = trainsim("calibrate import-nccl-tests " + kData +

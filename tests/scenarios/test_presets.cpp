@@ -53,6 +53,32 @@ TEST(GpuPresets, MatchDatasheets) {
   EXPECT_DOUBLE_EQ(h200->nvlink_Bps, 450e9);
   EXPECT_TRUE(h200->has_nvls);
 
+  // A100 SXM4 40GB: the A100's compute, 40,536 MiB of HBM2 at 1,555 GB/s.
+  const auto a100_40 = gpu_preset("a100-40gb");
+  ASSERT_TRUE(a100_40.has_value());
+  EXPECT_DOUBLE_EQ(a100_40->peak_dense_16bit_flops, 312e12);
+  EXPECT_DOUBLE_EQ(a100_40->hbm_bytes, 40536.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(a100_40->hbm_Bps, 1.555e12);
+  EXPECT_DOUBLE_EQ(a100_40->nvlink_Bps, 300e9);
+  // H800: the H100's compute and memory, NVLink 400 GB/s both ways.
+  const auto h800 = gpu_preset("h800");
+  ASSERT_TRUE(h800.has_value());
+  EXPECT_DOUBLE_EQ(h800->peak_dense_16bit_flops, 989e12);
+  EXPECT_DOUBLE_EQ(h800->peak_dense_fp8_flops, 1979e12);
+  EXPECT_DOUBLE_EQ(h800->hbm_bytes, h100->hbm_bytes);
+  EXPECT_DOUBLE_EQ(h800->nvlink_Bps, 200e9);
+  EXPECT_FALSE(h800->has_nvls);
+  // B200: 2,250 / 4,500 TFLOP/s dense, 180·10⁹ B at 8 TB/s, NVLink 5 at 900 GB/s a direction.
+  const auto b200 = gpu_preset("b200");
+  ASSERT_TRUE(b200.has_value());
+  EXPECT_DOUBLE_EQ(b200->peak_dense_16bit_flops, 2250e12);
+  EXPECT_DOUBLE_EQ(b200->peak_dense_fp8_flops, 4500e12);
+  EXPECT_NEAR(b200->hbm_bytes, 180e9, 1e6);
+  EXPECT_EQ(b200->sms, 148);
+  EXPECT_DOUBLE_EQ(b200->hbm_Bps, 8e12);
+  EXPECT_DOUBLE_EQ(b200->nvlink_Bps, 900e9);
+  EXPECT_TRUE(b200->has_nvls);
+
   EXPECT_FALSE(gpu_preset("h100").has_value());
   EXPECT_EQ(gpu_preset("h100-sxm")->name, "h100-sxm");
 }
@@ -113,6 +139,9 @@ TEST(ClusterPresets, DefaultClusterPerGpu) {
   EXPECT_EQ(default_cluster_for_gpu("a800"), "megascale-ampere");
   EXPECT_EQ(default_cluster_for_gpu("h100-sxm"), "dgx-h100-superpod");
   EXPECT_EQ(default_cluster_for_gpu("h200-sxm"), "dgx-h100-superpod");
+  EXPECT_EQ(default_cluster_for_gpu("a100-40gb"), "selene-a100");
+  EXPECT_EQ(default_cluster_for_gpu("h800"), "dgx-h100-superpod");
+  EXPECT_EQ(default_cluster_for_gpu("b200"), "dgx-h100-superpod");
   EXPECT_EQ(default_cluster_for_gpu("v100"), "");
   for (const std::string& gpu : preset_names(PresetKind::kGpu)) {
     EXPECT_TRUE(cluster_preset(default_cluster_for_gpu(gpu)).has_value()) << gpu;
@@ -220,7 +249,7 @@ TEST(ModelPresets, PublishedShapes) {
 
 // --list-presets shows every preset of the three kinds (DESIGN.md §5) with a source.
 TEST(Presets, ListingNamesEverything) {
-  EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 4u);
+  EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 7u);
   EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 4u);
   EXPECT_EQ(preset_names(PresetKind::kModel).size(), 21u);
   const std::string listing = list_presets();

@@ -263,7 +263,14 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
   EXPECT_EQ(canonical_gpu("NVIDIA H100 SXM5 80GB"), "h100-sxm");
   EXPECT_EQ(canonical_gpu("A100_SXM4_80GB"), "a100-80gb");
   EXPECT_EQ(canonical_gpu("h200"), "h200-sxm");
-  EXPECT_EQ(canonical_gpu("a100-40gb"), "");  // half the memory: not the 80 GB preset
+  EXPECT_EQ(canonical_gpu("a100-40gb"), "a100-40gb");  // a preset of its own
+  EXPECT_EQ(canonical_gpu("NVIDIA A100-SXM4-40GB"), "a100-40gb");
+  EXPECT_EQ(canonical_gpu("A100 80GB"), "a100-80gb");
+  EXPECT_EQ(canonical_gpu("a100-64gb"), "");  // a memory size no preset has
+  EXPECT_EQ(canonical_gpu("h100-141gb"), "");
+  EXPECT_EQ(canonical_gpu("H800"), "h800");
+  EXPECT_EQ(canonical_gpu("NVIDIA B200"), "b200");
+  EXPECT_EQ(canonical_gpu("b200-180gb"), "b200");
   EXPECT_EQ(canonical_gpu("h100-pcie"), "");
   EXPECT_EQ(canonical_gpu("mi300x"), "");
 
