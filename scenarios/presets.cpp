@@ -88,11 +88,11 @@ const std::vector<GpuEntry>& gpus() {
       {gpu("h200-sxm", 989, 1979, 143771, 132, 4.8, 450, true), "NVIDIA H200 SXM 141GB",
        "NVIDIA H200 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
       // B200 (HGX/DGX B200): 2,250 TFLOP/s dense bf16 and 4,500 fp8 (half the sparse figures),
-      // 180 GB of HBM3e per GPU (1,440 GB per 8-GPU system; taken as 180·10⁹ B, the driver's
-      // exact figure not being in the sources here), 8 TB/s, NVLink 5 at 1.8 TB/s (both
-      // directions) through NVSwitch with SHARP, 148 SMs; DGX B200 has 8 x 400 Gb/s ConnectX-7
-      // per node, the DGX H100 network.
-      {gpu("b200", 2250, 4500, 171661, 148, 8.0, 900, true), "NVIDIA B200 SXM 180GB",
+      // HBM3e at 8 TB/s ("180 GB" per GPU in the DGX B200 datasheet's 1,440 GB; 183,359 MiB as
+      // nvidia-smi prints it on a 1,000 W B200), NVLink 5 at 1.8 TB/s (both directions) through
+      // NVSwitch with SHARP, 148 SMs; DGX B200 has 8 x 400 Gb/s ConnectX-7 per node, the DGX
+      // H100 network.
+      {gpu("b200", 2250, 4500, 183359, 148, 8.0, 900, true), "NVIDIA B200 SXM 180GB",
        "NVIDIA DGX B200 / HGX B200 datasheets; SM count: CUDA device properties of a B200 "
        "(148 SMs, as tile-ai/TileFoundry#76 records them)",
        "dgx-h100-superpod"},

@@ -68,12 +68,12 @@ TEST(GpuPresets, MatchDatasheets) {
   EXPECT_DOUBLE_EQ(h800->hbm_bytes, h100->hbm_bytes);
   EXPECT_DOUBLE_EQ(h800->nvlink_Bps, 200e9);
   EXPECT_FALSE(h800->has_nvls);
-  // B200: 2,250 / 4,500 TFLOP/s dense, 180·10⁹ B at 8 TB/s, NVLink 5 at 900 GB/s a direction.
+  // B200: 2,250 / 4,500 TFLOP/s dense, 183,359 MiB at 8 TB/s, NVLink 5 at 900 GB/s a direction.
   const auto b200 = gpu_preset("b200");
   ASSERT_TRUE(b200.has_value());
   EXPECT_DOUBLE_EQ(b200->peak_dense_16bit_flops, 2250e12);
   EXPECT_DOUBLE_EQ(b200->peak_dense_fp8_flops, 4500e12);
-  EXPECT_NEAR(b200->hbm_bytes, 180e9, 1e6);
+  EXPECT_DOUBLE_EQ(b200->hbm_bytes, 183359.0 * 1024 * 1024);
   EXPECT_EQ(b200->sms, 148);
   EXPECT_DOUBLE_EQ(b200->hbm_Bps, 8e12);
   EXPECT_DOUBLE_EQ(b200->nvlink_Bps, 900e9);
