@@ -108,6 +108,26 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.cp_comm", "p2p"},
              {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "nemo", "megatron"},
+      {"nemo-2025", "NeMo 25.09-25.11 (Megatron-Bridge)", "2025-09",
+       "Megatron-Bridge performance recipes (scripts/performance/configs, NeMo 25.09/25.11 "
+       "containers): the nemo-2024 levers as modelled; its throughput log counts causal "
+       "attention (half the s x s scores: Megatron-LM commit 8873b55d, 2025-03-06, in "
+       "num_floating_point_operations; Megatron-Bridge training/utils/flop_utils.py), which is "
+       "what makes the published TFLOP/s and tokens/s of its performance tables agree",
+       with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
+                    "async_data_pipeline"}),
+            {{"parallel.sp", "true"},
+             {"parallel.zero", "1"},
+             {"training.recompute", "selective"},
+             {"training.grad_reduce_dtype", "fp32"},
+             {"framework.shard_group", "dp_cp"},
+             {"framework.dp_buckets", "scaled"},
+             {"framework.tp_overlap_method", "decomposed"},
+             {"framework.pp_activation", "full"},
+             {"framework.grad_accumulation", "in-gemm"},
+             {"framework.cp_comm", "p2p"},
+             {"collectives.p2p_net_channels", "2"}}),
+       "cudnn", "nemo", "causal"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
        "Jiang et al., NSDI'24 §3: Megatron-LM of 2023-01 plus the parallel transformer block, "
        "sliding-window attention, TP overlap by decomposed GEMMs, PP send/recv overlap, DP "

@@ -299,6 +299,8 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
           logged->logged_tflops + " (blank: what " + framework + "'s throughput log counts" +
           (*convention == model::FlopsConvention::kMegatronRecompute
                ? ": model FLOPs plus the recompute forward pass)"
+           : *convention == model::FlopsConvention::kCausal
+               ? ": model FLOPs, causal attention over half the s×s scores, no recompute)"
                : ": model FLOPs, full s×s attention, no recompute)");
     }
     row.flops_convention = model::to_string(*convention);
