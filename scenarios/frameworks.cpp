@@ -24,6 +24,23 @@ std::map<std::string, std::string> with(std::map<std::string, std::string> base,
   return base;
 }
 
+// NeMo's capability set, the same in the 2024 and the 2025 containers as modelled.
+std::map<std::string, std::string> nemo_values() {
+  return with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
+                      "async_data_pipeline"}),
+              {{"parallel.sp", "true"},
+               {"parallel.zero", "1"},
+               {"training.recompute", "selective"},
+               {"training.grad_reduce_dtype", "fp32"},
+               {"framework.shard_group", "dp_cp"},
+               {"framework.dp_buckets", "scaled"},
+               {"framework.tp_overlap_method", "decomposed"},
+               {"framework.pp_activation", "full"},
+               {"framework.grad_accumulation", "in-gemm"},
+               {"framework.cp_comm", "p2p"},
+               {"collectives.p2p_net_channels", "2"}});
+}
+
 }  // namespace
 
 // Dates and capabilities from the Megatron-LM history (feature commits and release tags), the
@@ -94,40 +111,14 @@ const std::vector<FrameworkPreset>& framework_presets() {
        "NeMo Megatron GPT recipes (DGX Cloud GPT-3 175B): TP/PP/DP overlap on, TE fused "
        "attention (cuDNN), distributed optimizer over DP·CP; Megatron-Core 0.7 (2024-05): DDP "
        "buckets of max(40 M, 1 M·DP) parameters; asynchronous data loading",
-       with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
-                    "async_data_pipeline"}),
-            {{"parallel.sp", "true"},
-             {"parallel.zero", "1"},
-             {"training.recompute", "selective"},
-             {"training.grad_reduce_dtype", "fp32"},
-             {"framework.shard_group", "dp_cp"},
-             {"framework.dp_buckets", "scaled"},
-             {"framework.tp_overlap_method", "decomposed"},
-             {"framework.pp_activation", "full"},
-             {"framework.grad_accumulation", "in-gemm"},
-             {"framework.cp_comm", "p2p"},
-             {"collectives.p2p_net_channels", "2"}}),
-       "cudnn", "nemo", "megatron"},
+       nemo_values(), "cudnn", "nemo", "megatron"},
       {"nemo-2025", "NeMo 25.09-25.11 (Megatron-Bridge)", "2025-09",
        "Megatron-Bridge performance recipes (scripts/performance/configs, NeMo 25.09/25.11 "
        "containers): the nemo-2024 levers as modelled; its throughput log counts causal "
        "attention (half the s x s scores: Megatron-LM commit 8873b55d, 2025-03-06, in "
        "num_floating_point_operations; Megatron-Bridge training/utils/flop_utils.py), which is "
        "what makes the published TFLOP/s and tokens/s of its performance tables agree",
-       with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators",
-                    "async_data_pipeline"}),
-            {{"parallel.sp", "true"},
-             {"parallel.zero", "1"},
-             {"training.recompute", "selective"},
-             {"training.grad_reduce_dtype", "fp32"},
-             {"framework.shard_group", "dp_cp"},
-             {"framework.dp_buckets", "scaled"},
-             {"framework.tp_overlap_method", "decomposed"},
-             {"framework.pp_activation", "full"},
-             {"framework.grad_accumulation", "in-gemm"},
-             {"framework.cp_comm", "p2p"},
-             {"collectives.p2p_net_channels", "2"}}),
-       "cudnn", "nemo", "causal"},
+       nemo_values(), "cudnn", "nemo", "causal"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
        "Jiang et al., NSDI'24 §3: Megatron-LM of 2023-01 plus the parallel transformer block, "
        "sliding-window attention, TP overlap by decomposed GEMMs, PP send/recv overlap, DP "

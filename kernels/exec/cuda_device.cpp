@@ -29,20 +29,6 @@ using Clock = std::chrono::steady_clock;
               fmt::format("{} failed: {} ({})", what, ncclGetErrorString(r), static_cast<int>(r)));
 }
 
-kernels::DType dtype_of(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return kernels::DType::kF32;
-    case Precision::kFp16:
-      return kernels::DType::kF16;
-    case Precision::kFp8:
-      return kernels::DType::kFp8;
-    case Precision::kBf16:
-      break;
-  }
-  return kernels::DType::kBf16;
-}
-
 ncclDataType_t nccl_type(Precision p) {
   switch (p) {
     case Precision::kFp32:

@@ -13,21 +13,9 @@
 namespace trainsim::kexec {
 namespace {
 
-// The dtype the CUDA device runs a task's kernels in (cuda_device.cpp: GEMMs in the training
-// precision, memory-bound launchers in it too unless fp32, fp8 activations kept in bf16).
-kernels::DType gemm_dtype(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return kernels::DType::kF32;
-    case Precision::kFp16:
-      return kernels::DType::kF16;
-    case Precision::kFp8:
-      return kernels::DType::kFp8;
-    case Precision::kBf16:
-      break;
-  }
-  return kernels::DType::kBf16;
-}
+// The dtypes the CUDA device runs a task's kernels in (cuda_device.cpp): GEMMs in the training
+// precision, memory-bound launchers and attention in it too unless fp32 or fp8 (kept in bf16).
+kernels::DType gemm_dtype(Precision p) { return dtype_of(p); }
 
 kernels::DType activation_dtype(Precision p) {
   const kernels::DType t = gemm_dtype(p);

@@ -27,9 +27,26 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype.h"
 #include "sim/plan/program.h"
 
 namespace trainsim::kexec {
+
+/// The element type of a training precision: what the executor runs its GEMMs in (fp8 only
+/// where the GEMM runner supports it; activations of fp8 training stay bf16).
+constexpr kernels::DType dtype_of(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return kernels::DType::kF32;
+    case Precision::kFp16:
+      return kernels::DType::kF16;
+    case Precision::kFp8:
+      return kernels::DType::kFp8;
+    case Precision::kBf16:
+      break;
+  }
+  return kernels::DType::kBf16;
+}
 
 /// One communicator of the job.
 struct CommGroup {
