@@ -4,7 +4,8 @@
 # references), `calibrate kernels` for the default scenario's shapes with the standard grid, then
 # four single-GPU configurations, each simulated with the measured profile (`run`), executed
 # (`execute`: same Program, activations held as the memory model's inventory says, peak memory
-# measured) and compared (`compare`, per op kind, time and memory). Everything lands in one
+# measured) and compared (`compare`, per op kind, time and memory), then each configuration
+# predicted from the others' execute records (scripts/in-mix-loo.py). Everything lands in one
 # archive under $OUT. Issue 19's record; the first record (2026-11-30) was made by its
 # predecessor (git history).
 #
@@ -146,6 +147,10 @@ run() {
       --out "$dir/compare.json"
     archive
   done
+  # Calibrated in the mix, each configuration held out: its profile from the burst profile and
+  # the other three configurations' execute records (docs/calibration.md, "Calibrating in the
+  # mix").
+  step in-mix-loo 60 python3 scripts/in-mix-loo.py --trainsim "$ts" --record "$out"
   date -u +%FT%TZ >>"$summary"
   archive
   cat "$summary"
