@@ -51,6 +51,7 @@ ordered_json validation_json(const std::vector<scen::ValidationRow>& rows,
     ordered_json derived = ordered_json::array();
     for (const auto& d : r.derived) derived.push_back(d);
     row["published_derived"] = derived;
+    row["warnings"] = r.warnings;
     row["error"] = {{"mfu_pts", opt(r.mfu_err_pts)},
                     {"iter_pct", opt(r.iter_err_pct)},
                     {"tflops_pct", opt(r.tflops_err_pct)}};
@@ -108,6 +109,14 @@ std::string validation_text(const std::vector<scen::ValidationRow>& rows,
         line += k + " = " + v;
       }
       o += fmt::format("  {:<16} {}\n", r.id, line);
+    }
+  }
+  bool any_warning = false;
+  for (const auto& r : rows) any_warning = any_warning || !r.warnings.empty();
+  if (any_warning) {
+    o += "\nwarnings (published figures that disagree under the row's FLOP convention):\n";
+    for (const auto& r : rows) {
+      for (const std::string& w : r.warnings) o += fmt::format("  {:<16} {}\n", r.id, w);
     }
   }
   return o;

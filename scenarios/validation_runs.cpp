@@ -1,5 +1,7 @@
 #include "scenarios/validation_runs.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -617,6 +619,40 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         row.published.iter_s = conv_flops / (*pub_tflops * kTera * gpus);
         row.derived.push_back(std::string("iter_s = ") + row.flops_convention +
                               " FLOPs per iteration / (tflops_gpu · gpus)");
+      }
+      // A published time and a published FLOP rate imply the FLOPs per iteration the source
+      // counted: when they are more than 3 % from the row's convention, say so and name the
+      // convention they fit (the NeMo 25.x tables count causal attention, docs/validation.md).
+      const std::optional<double> pub_time =
+          pub_iter ? pub_iter : pub_tokens ? std::optional<double>(tokens_per_iter / *pub_tokens)
+                                           : std::nullopt;
+      if (pub_time && (pub_tflops || pub_mfu)) {
+        const double implied = pub_tflops ? *pub_tflops * kTera * gpus * *pub_time
+                                          : *pub_mfu * peak * gpus * *pub_time;
+        const char* figure = pub_tflops ? "tflops_gpu" : "mfu";
+        const char* time = pub_iter ? "iter_s" : "tokens_s";
+        if (std::fabs(implied / conv_flops - 1) > 0.03) {
+          std::string best;
+          double best_gap = 1e300;
+          for (const model::FlopsConvention c :
+               {model::FlopsConvention::kMegatron, model::FlopsConvention::kCausal,
+                model::FlopsConvention::kMegatronRecompute, model::FlopsConvention::k6N}) {
+            const double f = c == model::FlopsConvention::kMegatronRecompute
+                                 ? res.hardware_flops_per_iteration
+                                 : model::flops_per_token(chosen.model, c, cfg.training.recompute) *
+                                       tokens_per_iter;
+            const double gap = std::fabs(implied / f - 1);
+            if (gap < best_gap) {
+              best_gap = gap;
+              best = model::to_string(c);
+            }
+          }
+          row.warnings.push_back(fmt::format(
+              "published {} and {} imply {:.4g} FLOPs per iteration, {:+.1f} % from the {} count; "
+              "the {} convention is within {:.1f} % (set flops_convention, or the framework)",
+              figure, time, implied, 100 * (implied / conv_flops - 1), row.flops_convention, best,
+              100 * best_gap));
+        }
       }
       if (!row.published.tokens_s && row.published.iter_s) {
         row.published.tokens_s = tokens_per_iter / *row.published.iter_s;

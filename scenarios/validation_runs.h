@@ -31,6 +31,10 @@ struct ValidationRow {
   exec::Breakdown predicted_breakdown;         // where the predicted iteration time goes
   RunFigures published;                        // as published or derived (see `derived`)
   std::vector<std::string> derived;            // which published figures were derived, and how
+  // Published figures that disagree with each other under the row's FLOP convention (a time,
+  // iter_s or tokens_s, and a FLOP rate, tflops_gpu or mfu, that imply more than 3 % other
+  // FLOPs per iteration than the convention counts), with the convention they fit.
+  std::vector<std::string> warnings;
   bool tflops_counts_recompute = false;
   std::string flops_convention;                // what the row's published FLOP figures count
   // Errors: MFU in points (predicted − published), iteration time and TFLOP/s in percent.

@@ -347,4 +347,33 @@ TEST(ValidationRuns, Fp8RecipeAndBlockRecomputeCells) {
 }
 
 }  // namespace
+// A row that publishes both a time and a FLOP rate says which FLOP convention the source counted.
+// NeMo 25.09's Llama 3 8B on 8 H100 (FP8-CS): 14,079 tokens/s/GPU and 725 TFLOP/s per GPU imply
+// 725e12 · 8 · (128 · 8192 / 112,632 s) = 5.40e16 FLOPs per iteration: the causal count (half the
+// s × s scores) to 0.0 %, 11.1 % below the full-attention one. Read under nemo-2024's full
+// convention the row warns and names causal; under nemo-2025's causal one it is quiet.
+TEST(ValidationRuns, PublishedTimeAndFlopRateNameTheirConvention) {
+  const std::string head =
+      "id,source,gpu,precision,cluster,gpus,layers,hidden,heads,kv_heads,ffn,seq,vocab,tp,pp,dp,"
+      "vpp,cp,ep,mbs,gbs,zero,recompute,system,iter_s,tokens_s,mfu,tflops_gpu,notes,framework,"
+      "flops_convention\n";
+  const std::string cells =
+      ",NeMo 25.09 (2025),h100-sxm,fp8-cs,,8,32,4096,32,8,14336,8192,128256,1,1,8,,1,1,1,128,3,"
+      "full:5,nemo,,112632,,725,,";
+  const auto rows = validate_runs_text(
+      head + "full" + cells + "nemo-2024,\n" + "causal" + cells + "nemo-2025,\n", "t.csv",
+      "analytic", {});
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_EQ(rows[0].warnings.size(), 1u);
+  EXPECT_NE(rows[0].warnings[0].find("published tflops_gpu and tokens_s imply 5.4e+16 FLOPs per "
+                                     "iteration, -11.1 % from the megatron count; the causal "
+                                     "convention is within 0.0 %"),
+            std::string::npos)
+      << rows[0].warnings[0];
+  EXPECT_TRUE(rows[1].warnings.empty()) << rows[1].warnings.front();
+  // Both compare the same iteration time (from tokens_s); only the TFLOP/s error differs.
+  EXPECT_DOUBLE_EQ(*rows[0].published.iter_s, *rows[1].published.iter_s);
+  EXPECT_NEAR(*rows[0].published.iter_s, 128.0 * 8192 / 112632, 1e-9);
+}
+
 }  // namespace trainsim::scen
