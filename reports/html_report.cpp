@@ -953,6 +953,16 @@ std::string validation_report_html(const std::vector<scen::ValidationRow>& rows,
                         {"id", "#iter s pred", "#iter s pub", "#MFU % pred", "#MFU % pub",
                          "#err pts", "#iter err %", "source"},
                         table_rows));
+  std::string warnings;
+  for (const scen::ValidationRow& r : rows) {
+    for (const std::string& w : r.warnings) warnings += "<li>" + escape(r.id + ": " + w) + "</li>";
+  }
+  if (!warnings.empty()) {
+    body += section("warnings", "Published figures that disagree",
+                    "<p>A published time and FLOP rate that imply other FLOPs per iteration than "
+                    "the row's convention counts.</p><ul>" +
+                        warnings + "</ul>");
+  }
   return page("validate", "trainsim validate · " + source,
               fmt::format("trainsim {} · analytic fidelity, model {}", kVersion,
                           exec::kAnalyticModelVersion),

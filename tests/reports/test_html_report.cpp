@@ -143,6 +143,14 @@ TEST(HtmlReport, ValidationReportHasItsCharts) {
   }
   EXPECT_TRUE(has(html, "predicted = published"));
   expect_self_contained(html);
+  // The project's rows agree with their conventions: no warnings section. A row whose warning
+  // is set shows it, escaped.
+  EXPECT_FALSE(has(html, "Published figures that disagree"));
+  auto warned = rows;
+  warned.front().warnings.push_back("published tflops_gpu & tokens_s <disagree>");
+  const std::string w = validation_report_html(warned, scen::summarize(warned), "runs.csv");
+  EXPECT_TRUE(has(w, "Published figures that disagree"));
+  EXPECT_TRUE(has(w, "published tflops_gpu &amp; tokens_s &lt;disagree&gt;")) << w.size();
 }
 
 }  // namespace
