@@ -76,8 +76,8 @@ RankMeasure run_plan(const plan::ProgramSet& ps, const LaunchPlan& lp, Device& d
         case CmdType::kKernel: {
           // Data loading is the host pipeline's stall: an empty kernel stands for it.
           const KernelLaunch k = kernel_launch(ps, prog, t);
-          dev.kernel(c.stream, prog.ops[static_cast<std::size_t>(t.op)].name, k,
-                     ps.training.precision);
+          const model::Op& op = prog.ops[static_cast<std::size_t>(t.op)];
+          dev.kernel(c.stream, op.name, k, kernel_precision(ps, op));
           break;
         }
         case CmdType::kCollective:

@@ -77,10 +77,12 @@ void FakeDevice::run(plan::Stream s) {
   clock_[s] += op_s_;
 }
 
-void FakeDevice::kernel(plan::Stream s, const std::string& op, const KernelLaunch& k, Precision) {
+void FakeDevice::kernel(plan::Stream s, const std::string& op, const KernelLaunch& k,
+                        Precision dtype) {
   if (sizing_) return;
   FakeCall call = make_call("kernel", s, op, -1, -1, k.bytes);
   call.launch = k;
+  call.dtype = dtype;
   calls_.push_back(std::move(call));
   run(s);
 }

@@ -22,6 +22,7 @@ struct FakeCall {
   plan::Stream stream = plan::Stream::kCompute;
   std::string op;            // kernel: op name; collective: kind
   KernelLaunch launch;       // kernel
+  Precision dtype = Precision::kBf16;  // kernel: the precision it was launched in
   int id = -1;               // event/marker id, communicator index
   int peer_index = -1;       // send/recv; comm: my index
   double bytes = 0;          // collective/send/recv

@@ -38,7 +38,7 @@ std::string sample_of(const plan::ProgramSet& ps, const plan::Program& prog, con
   switch (k.kind) {
     case model::OpKind::kGemm:
       s.op = "gemm";
-      s.dtype = kernels::dtype_name(gemm_dtype(ps.training.precision));
+      s.dtype = kernels::dtype_name(gemm_dtype(kernel_precision(ps, op)));
       s.m = k.m, s.n = k.n, s.k = k.k, s.batch = k.batch;
       s.flops = 2 * k.m * k.n * k.k * k.batch;
       return "";

@@ -76,6 +76,13 @@ CommTable comm_table(const plan::ProgramSet& ps) {
   return table;
 }
 
+Precision kernel_precision(const plan::ProgramSet& ps, const model::Op& op) {
+  const Precision p = ps.training.precision;
+  return p == Precision::kFp8 && op.kind == model::OpKind::kGemm && model::runs_16bit(op)
+             ? Precision::kBf16
+             : p;
+}
+
 KernelLaunch kernel_launch(const plan::Program& prog, const Task& t) {
   if (t.op < 0 || static_cast<std::size_t>(t.op) >= prog.ops.size()) {
     contract(fmt::format("compute task with op index {} of {}", t.op, prog.ops.size()));

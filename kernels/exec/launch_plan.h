@@ -48,6 +48,11 @@ constexpr kernels::DType dtype_of(Precision p) {
   return kernels::DType::kBf16;
 }
 
+/// The precision a compute task's kernels run in: the training precision, except that under fp8
+/// the GEMMs the model keeps 16-bit (attention's batched GEMMs, the output layer:
+/// model::runs_16bit) run in bf16, as the simulator prices them.
+Precision kernel_precision(const plan::ProgramSet& ps, const model::Op& op);
+
 /// One communicator of the job.
 struct CommGroup {
   std::string name;  // "tp", "cp", "ep", "dp", "expert-dp", "pp-next", "pp-prev"

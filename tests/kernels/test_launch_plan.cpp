@@ -525,6 +525,27 @@ TEST(LaunchPlan, GradientAccumulationRunsAsMemoryTraffic) {
   }
 }
 
+// fp8 training: the executor launches each GEMM in the precision the simulator prices it in:
+// fp8 for the layers' GEMMs, bf16 for the ones the model keeps 16-bit (the output layer and, on
+// the unfused path, attention's batched score and context GEMMs: model::runs_16bit).
+TEST(LaunchPlan, Fp8KeepsThe16BitGemmsIn16Bit) {
+  const std::vector<std::string> fp8 = {"cluster.preset=dgx-h100-superpod", "cluster.gpus=8",
+                                        "training.precision=fp8"};
+  const FakeJob r = run_fake(false, 1, 0, fp8);
+  std::map<std::string, std::set<Precision>> seen;
+  for (const auto& d : r.dev) {
+    for (const FakeCall& c : first_iteration(*d)) {
+      if (c.what == "kernel" && c.launch.kind == model::OpKind::kGemm) seen[c.op].insert(c.dtype);
+    }
+  }
+  for (const char* op : {"qkv", "attn_proj", "mlp_up", "mlp_down"}) {
+    EXPECT_EQ(seen[op], std::set<Precision>{Precision::kFp8}) << op;
+  }
+  for (const char* op : {"logits", "attn_scores", "attn_context"}) {
+    EXPECT_EQ(seen[op], std::set<Precision>{Precision::kBf16}) << op;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Overlap, LaunchPlanTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "LeversOn" : "LeversOff"; });
 
