@@ -289,37 +289,38 @@ std::string canonical_gpu(std::string_view name) {
   }
   if (n.rfind("nvidia-", 0) == 0) n.erase(0, 7);
   if (find_gpu(n) != nullptr) return n;
-  // Family and the suffixes that name the same part: the SXM form factor, its generation and the
-  // one memory size the preset has.
-  static const std::pair<const char*, const char*> kFamilies[] = {
-      {"a100", "a100-80gb"}, {"a800", "a800"}, {"h100", "h100-sxm"}, {"h200", "h200-sxm"},
-      {"h800", "h800"},      {"b200", "b200"}};
-  for (const auto& [family, preset] : kFamilies) {
-    if (n.rfind(family, 0) != 0) continue;
-    std::string rest = n.substr(std::string_view(family).size());
-    // The 40 GB A100 is a preset of its own.
-    const bool a100_40 = std::string_view(family) == "a100" && (rest.find("-40gb") != std::string::npos ||
-                                                                 rest.find("-40g") != std::string::npos);
-    for (const char* drop : {"-sxm5", "-sxm4", "-sxm", "-80gb", "-141gb", "-180gb", "-40gb",
-                             "-80g", "-141g", "-180g", "-40g"}) {
+  // A family, the SXM form factor (and its generation), and at most one memory size: the preset
+  // of that size, or of the family's only size when none is written.
+  struct Family {
+    const char* family;
+    const char* preset;        // no size written, or `size_gb`
+    int size_gb;
+    const char* other = "";    // a second size of the family has a preset of its own
+    int other_gb = 0;
+  };
+  static const Family kFamilies[] = {{"a100", "a100-80gb", 80, "a100-40gb", 40},
+                                     {"a800", "a800", 80},
+                                     {"h100", "h100-sxm", 80},
+                                     {"h800", "h800", 80},
+                                     {"h200", "h200-sxm", 141},
+                                     {"b200", "b200", 180}};
+  for (const Family& f : kFamilies) {
+    if (n.rfind(f.family, 0) != 0) continue;
+    std::string rest = n.substr(std::string_view(f.family).size());
+    for (const char* drop : {"-sxm5", "-sxm4", "-sxm"}) {
       const std::size_t at = rest.find(drop);
       if (at != std::string::npos) rest.erase(at, std::string_view(drop).size());
     }
-    // Anything left (a PCIe or NVL part, another memory size) is another GPU: no preset.
-    if (rest.empty()) {
-      if (a100_40) return "a100-40gb";
-      // A memory size the family's preset does not have is another GPU.
-      for (const char* size : {"-40g", "-141g", "-180g", "-80g"}) {
-        if (n.find(size) == std::string::npos) continue;
-        const std::string_view p(preset);
-        const bool own = (std::string_view(size) == "-80g" &&
-                          (p == "a100-80gb" || p == "a800" || p == "h100-sxm" || p == "h800")) ||
-                         (std::string_view(size) == "-141g" && p == "h200-sxm") ||
-                         (std::string_view(size) == "-180g" && p == "b200");
-        if (!own) return "";
-      }
-      return preset;
-    }
+    if (rest.empty()) return f.preset;
+    // "-<n>gb" or "-<n>g", and nothing else (a PCIe or NVL part is another GPU).
+    std::size_t digits = 1;
+    while (digits < rest.size() && std::isdigit(static_cast<unsigned char>(rest[digits]))) ++digits;
+    const std::string unit = rest.substr(digits);
+    if (rest[0] != '-' || digits == 1 || digits > 5 || (unit != "gb" && unit != "g")) return "";
+    const int gb = std::stoi(rest.substr(1, digits - 1));
+    if (gb == f.size_gb) return f.preset;
+    if (f.other_gb != 0 && gb == f.other_gb) return f.other;
+    return "";  // a memory size no preset of the family has
   }
   return "";
 }

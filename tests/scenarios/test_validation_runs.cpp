@@ -271,6 +271,8 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
   EXPECT_EQ(canonical_gpu("H800"), "h800");
   EXPECT_EQ(canonical_gpu("NVIDIA B200"), "b200");
   EXPECT_EQ(canonical_gpu("b200-180gb"), "b200");
+  EXPECT_EQ(canonical_gpu("a100-99999999999999gb"), "");  // not a size: no overflow either
+  EXPECT_EQ(canonical_gpu("h100-pcie-80gb"), "");
   EXPECT_EQ(canonical_gpu("h100-pcie"), "");
   EXPECT_EQ(canonical_gpu("mi300x"), "");
 
