@@ -13,12 +13,10 @@
 namespace trainsim::kexec {
 namespace {
 
-// The dtypes the CUDA device runs a task's kernels in (cuda_device.cpp): GEMMs in the training
-// precision, memory-bound launchers and attention in it too unless fp32 or fp8 (kept in bf16).
-kernels::DType gemm_dtype(Precision p) { return dtype_of(p); }
-
+// The dtype the CUDA device runs attention and memory-bound launchers in (cuda_device.cpp): the
+// training precision's, fp8 kept in bf16. GEMMs run in dtype_of(kernel_precision(...)).
 kernels::DType activation_dtype(Precision p) {
-  const kernels::DType t = gemm_dtype(p);
+  const kernels::DType t = dtype_of(p);
   return t == kernels::DType::kFp8 ? kernels::DType::kBf16 : t;
 }
 
@@ -38,7 +36,7 @@ std::string sample_of(const plan::ProgramSet& ps, const plan::Program& prog, con
   switch (k.kind) {
     case model::OpKind::kGemm:
       s.op = "gemm";
-      s.dtype = kernels::dtype_name(gemm_dtype(kernel_precision(ps, op)));
+      s.dtype = kernels::dtype_name(dtype_of(kernel_precision(ps, op)));
       s.m = k.m, s.n = k.n, s.k = k.k, s.batch = k.batch;
       s.flops = 2 * k.m * k.n * k.k * k.batch;
       return "";
