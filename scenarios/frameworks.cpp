@@ -117,8 +117,11 @@ const std::vector<FrameworkPreset>& framework_presets() {
        "containers): the nemo-2024 levers as modelled; its throughput log counts causal "
        "attention (half the s x s scores: Megatron-LM commit 8873b55d, 2025-03-06, in "
        "num_floating_point_operations; Megatron-Bridge training/utils/flop_utils.py), which is "
-       "what makes the published TFLOP/s and tokens/s of its performance tables agree",
-       nemo_values(), "cudnn", "nemo", "causal"},
+       "what makes the published TFLOP/s and tokens/s of its performance tables agree; those "
+       "scripts reduce gradients in bf16 for every model family (grad_reduce_in_fp32 = False in "
+       "llama3/llama31/qwen3/deepseek/gpt_oss/nemotronh _llm_pretrain.py, Megatron-Bridge "
+       "c5dd4b6b), where the library recipes keep fp32",
+       with(nemo_values(), {{"training.grad_reduce_dtype", "bf16"}}), "cudnn", "nemo", "causal"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
        "Jiang et al., NSDI'24 §3: Megatron-LM of 2023-01 plus the parallel transformer block, "
        "sliding-window attention, TP overlap by decomposed GEMMs, PP send/recv overlap, DP "

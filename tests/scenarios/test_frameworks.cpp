@@ -74,6 +74,34 @@ TEST(Frameworks, CapabilitiesFollowTheVersion) {
   EXPECT_EQ(given.opt.grad_accumulation, plan::GradAccumulation::kInGemm);
 }
 
+// Megatron-Bridge's performance scripts (the source of the nemo-2025 tables) reduce gradients in
+// bf16 (`cfg.ddp.grad_reduce_in_fp32 = False`); the 2024 recipes kept fp32. With TP filling the
+// server and no pipeline, only the distributed optimizer's traffic leaves it: a reduce-scatter
+// of the gradients (4 or 2 B per parameter) and an all-gather of the bf16 parameters (2 B), both
+// at (dp − 1)/dp, so the NIC bytes per GPU fall by (4 + 2) → (2 + 2): a ratio of exactly 2/3.
+TEST(Frameworks, Nemo2025ReducesGradientsInBf16) {
+  const std::vector<std::string> common = {"model.preset=gpt3-6.7b", "cluster.preset=dgx-h100-superpod",
+                                           "cluster.gpus=64", "parallel.tp=8", "parallel.pp=1",
+                                           "parallel.vpp=1", "training.global_batch=64"};
+  auto with_preset = [&](const std::string& preset, const std::string& extra = "") {
+    std::vector<std::string> sets = common;
+    sets.push_back("framework.preset=" + preset);
+    if (!extra.empty()) sets.push_back(extra);
+    return load_scenario_string("", "t", sets);
+  };
+  const Scenario n24 = with_preset("nemo-2024");
+  const Scenario n25 = with_preset("nemo-2025");
+  EXPECT_EQ(n24.training.grad_reduce, Precision::kFp32);
+  EXPECT_EQ(n25.training.grad_reduce, Precision::kBf16);
+  EXPECT_EQ(n25.origin.at("training.grad_reduce_dtype"), "framework nemo-2025");
+  const Scenario given = with_preset("nemo-2025", "training.grad_reduce_dtype=fp32");
+  EXPECT_EQ(given.training.grad_reduce, Precision::kFp32);
+  const double b24 = exec::run_analytic(make_run_config(n24)).network.nic_bytes_per_gpu;
+  const double b25 = exec::run_analytic(make_run_config(n25)).network.nic_bytes_per_gpu;
+  ASSERT_GT(b24, 0);
+  EXPECT_NEAR(b25 / b24, 2.0 / 3.0, 1e-9);
+}
+
 // Keys the scenario gives win over the preset; the attention kernel follows efficient operators
 // unless it is given.
 TEST(Frameworks, GivenKeysWin) {
