@@ -127,7 +127,9 @@ BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& 
   }
   if (n == "cross_entropy") {
     const double v_tp = static_cast<double>(m.vocab) / s.tp;
-    return memory_item("cross_entropy", n, rows_of(op, v_tp * (e + 12)), v_tp, act);
+    // One row per token, whichever implementation's bytes the op counts.
+    const double per_logit = model::cross_entropy_bytes_per_logit(s.cross_entropy, e).forward;
+    return memory_item("cross_entropy", n, rows_of(op, v_tp * per_logit), v_tp, act);
   }
   throw Error(ErrorKind::kInput, "no kernel to time for model op `" + n + "`", {},
               "kernels/bench_plan.cpp maps each memory-bound op of sim/model/ops.cpp");

@@ -120,8 +120,12 @@ const std::vector<FrameworkPreset>& framework_presets() {
        "what makes the published TFLOP/s and tokens/s of its performance tables agree; those "
        "scripts reduce gradients in bf16 for every model family (grad_reduce_in_fp32 = False in "
        "llama3/llama31/qwen3/deepseek/gpt_oss/nemotronh _llm_pretrain.py, Megatron-Bridge "
-       "c5dd4b6b), where the library recipes keep fp32",
-       with(nemo_values(), {{"training.grad_reduce_dtype", "bf16"}}), "cudnn", "nemo", "causal"},
+       "c5dd4b6b), where the library recipes keep fp32; and they run Transformer Engine's "
+       "fused cross-entropy (GPTModelProvider cross_entropy_loss_fusion = True; "
+       "cross_entropy_fusion_impl = \"te\" in scripts/performance/utils/overrides.py)",
+       with(nemo_values(),
+            {{"training.grad_reduce_dtype", "bf16"}, {"framework.cross_entropy", "te"}}),
+       "cudnn", "nemo", "causal"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
        "Jiang et al., NSDI'24 §3: Megatron-LM of 2023-01 plus the parallel transformer block, "
        "sliding-window attention, TP overlap by decomposed GEMMs, PP send/recv overlap, DP "

@@ -778,6 +778,10 @@ class Resolver {
                          : kernel == "flash3" ? model::AttentionKernel::kFlash3
                          : kernel == "cudnn"  ? model::AttentionKernel::kCudnn
                                               : model::AttentionKernel::kUnfused;
+    const std::string ce = get("framework.cross_entropy");
+    o.cross_entropy = ce == "te"       ? model::CrossEntropyKernel::kTe
+                      : ce == "native" ? model::CrossEntropyKernel::kNative
+                                       : model::CrossEntropyKernel::kUnfused;
     o.tp_overlap_decomposed = get("framework.tp_overlap_method") == "decomposed";
     o.dp_buckets = get("framework.dp_buckets") == "fixed-40m" ? plan::BucketRule::kFixed40M
                                                               : plan::BucketRule::kScaledWithDp;

@@ -453,6 +453,15 @@ std::vector<KeyDef> build_schema() {
                       "optimizations.efficient_operators is on, unfused otherwise",
        .choices = {"auto", "unfused", "flash2", "flash3", "cudnn"},
        .aliases = {"attention_backend", "attention_impl", "attn_implementation", "sdpa_backend"}},
+      {.path = "framework.cross_entropy",
+       .type = K::kEnum,
+       .default_value = "unfused",
+       .description = "Cross-entropy over the vocab-parallel logits: unfused (Megatron's "
+                      "VocabParallelCrossEntropy as separate ops, 38 + 14 B per 16-bit logit), "
+                      "native (Megatron-Core's fused_vocab_parallel_cross_entropy, 22 + 6 B) or "
+                      "te (Transformer Engine's Triton parallel cross-entropy, 6 + 4 B)",
+       .choices = {"unfused", "native", "te"},
+       .aliases = {"cross_entropy_fusion_impl", "cross_entropy_loss_fusion", "loss_fusion"}},
       {.path = "framework.shard_group",
        .type = K::kEnum,
        .default_value = "dp",

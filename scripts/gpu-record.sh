@@ -115,6 +115,11 @@ run() {
   # attention, unfused element-wise operators as the executor runs them).
   local base="scenarios/megascale-175b-12288.yaml --set cluster.gpu=h200-sxm --set cluster.gpus=1"
   base+=" --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1 --set parallel.dp=1"
+  # The executor runs one fused loss kernel per pass (logits read once; the backward writes the
+  # gradient): the simulation prices Transformer Engine's fused loss, the nearest of
+  # framework.cross_entropy's implementations, not Megatron's unfused one (records before
+  # 2026-12-04 simulated the unfused loss, hence their "cross-entropy as measured" column).
+  base+=" --set framework.cross_entropy=te"
   # FUSED=1: the preset's own operators (fused attention: cuDNN's SDPA in execute); otherwise the
   # unfused path the 2026-11-30 record ran (attention as batched GEMMs, softmax and dropout).
   [[ ${FUSED:-0} == 1 ]] || base+=" --set optimizations.efficient_operators=false"
@@ -187,7 +192,7 @@ clocks() {
   local sets="--set cluster.gpu=h200-sxm --set cluster.gpus=1 --set parallel.tp=1 --set parallel.pp=1"
   sets+=" --set parallel.vpp=1 --set parallel.dp=1 --set optimizations.efficient_operators=false"
   sets+=" --set model.preset=gpt3-175b --set model.layers=2 --set training.global_batch=2"
-  sets+=" --set training.micro_batch=1"
+  sets+=" --set training.micro_batch=1 --set framework.cross_entropy=te"
   local sc=scenarios/megascale-175b-12288.yaml
   step calibrate-r10 90 "$ts" calibrate kernels --scenario $sc $sets --no-grid --repeats 10 \
     --warmup 3 --out "$out/profile-r10.json"

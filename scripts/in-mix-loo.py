@@ -48,7 +48,7 @@ def run(cmd):
     return out.stdout
 
 
-def sim_command(log_path, trainsim, profile, out_json):
+def sim_command(log_path, trainsim, profile, out_json, extra_sets=()):
     with open(log_path) as f:
         first = f.readline().strip()
     if not first.startswith("$ "):
@@ -67,6 +67,8 @@ def sim_command(log_path, trainsim, profile, out_json):
             a = "calibration.profile=" + profile
         fixed.append(a)
         i += 1
+    for kv in extra_sets:
+        fixed += ["--set", kv]
     return fixed
 
 
@@ -76,6 +78,9 @@ def main():
     ap.add_argument("--record", required=True, help="GPU record directory")
     ap.add_argument("--runs", default="", help="subdirectory of the record with the runs")
     ap.add_argument("--profile", default="profile-h200.json", help="burst profile in the record")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a scenario key added to each held-out simulation (repeatable), e.g. "
+                         "framework.cross_entropy=te: the loss the executor runs")
     a = ap.parse_args()
     runs = os.path.join(a.record, a.runs) if a.runs else a.record
     base = os.path.join(a.record, a.profile)
@@ -86,7 +91,7 @@ def main():
             prof = os.path.join(tmp, f"loo-{held}.json")
             run([a.trainsim, "calibrate", "from-execute", *others, "--base", base, "--out", prof])
             sim = os.path.join(tmp, f"sim-{held}.json")
-            run(sim_command(os.path.join(runs, f"{held}-run.log"), a.trainsim, prof, sim))
+            run(sim_command(os.path.join(runs, f"{held}-run.log"), a.trainsim, prof, sim, a.set))
             cmp_json = os.path.join(tmp, f"compare-{held}.json")
             run([a.trainsim, "compare", sim, os.path.join(runs, held, "real.json"), "--format",
                  "json", "--out", cmp_json])

@@ -25,7 +25,10 @@ namespace trainsim::exec {
 /// analytic-10: the optimizer step under ZeRO updates expert parameters sharded over DP (or
 /// DP·CP) / EP, the ranks that hold the same experts, as the memory model counts them (it
 /// divided them by the whole DP group).
-inline constexpr const char* kAnalyticModelVersion = "analytic-10";
+/// analytic-11: the loss is priced as its implementation moves it (framework.cross_entropy:
+/// Megatron's unfused vocab-parallel cross-entropy, Megatron-Core's fused one, Transformer
+/// Engine's), with its own backward bytes.
+inline constexpr const char* kAnalyticModelVersion = "analytic-11";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -109,7 +109,8 @@ struct ComputeModel {
   }
   // A memory-bound op's backward: where the profile measured the kind's dedicated backward
   // kernel (`<kind>_bwd`, `calibrate kernels`), that kernel's bytes at its efficiency
-  // (model::memory_backward_byte_ratio); otherwise twice the forward bytes at the forward's.
+  // (model::memory_backward_byte_ratio); otherwise the op's own backward bytes where it states
+  // them (cross-entropy), else twice the forward bytes, at the forward's efficiency.
   double memory_backward(const model::Op& op) const {
     if (!prof.memory_bw_efficiency_by_kind.empty()) {
       const double ratio = model::memory_backward_byte_ratio(op.kernel);
@@ -126,7 +127,8 @@ struct ComputeModel {
         }
       }
     }
-    return 2.0 * op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
+    const double bytes = op.backward_bytes >= 0 ? op.backward_bytes : 2.0 * op.bytes;
+    return bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
   }
   // TP overlap (MegaScale §3.2; Transformer Engine's userbuffers) runs the collective next to a
   // GEMM as concurrent kernels. A decomposed overlap splits the GEMM into `chunks` pieces that run

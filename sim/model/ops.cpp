@@ -180,9 +180,12 @@ void head_forward_ops(const ModelConfig& m, const Sharding& s, std::vector<Op>& 
   Op& logits = gemm(ops, n, "logits", tokens, static_cast<double>(m.vocab) / s.tp, m.hidden);
   logits.tp_comm_before = true;
   logits.keep_16bit = true;
-  // Vocab-parallel cross-entropy in fp32: cast, max, exp-sum, loss over [tokens × V/tp].
-  memory(ops, n, "cross_entropy", "cross_entropy", tokens * (m.vocab / s.tp) * (kAct + 4.0 * 3),
-         3);
+  // Vocab-parallel cross-entropy over [tokens × V/tp], as the framework's implementation moves it.
+  const double logits_n = tokens * (static_cast<double>(m.vocab) / s.tp);
+  const CrossEntropyBytes ce = cross_entropy_bytes_per_logit(s.cross_entropy, kAct);
+  Op& loss = memory(ops, n, "cross_entropy", "cross_entropy", logits_n * ce.forward,
+                    ce.forward_kernels);
+  loss.backward_bytes = logits_n * ce.backward;
   ops.resize(n);
 }
 
@@ -190,6 +193,15 @@ std::vector<Op> head_forward_ops(const ModelConfig& m, const Sharding& s) {
   std::vector<Op> ops;
   head_forward_ops(m, s, ops);
   return ops;
+}
+
+CrossEntropyBytes cross_entropy_bytes_per_logit(CrossEntropyKernel k, double e) {
+  switch (k) {
+    case CrossEntropyKernel::kUnfused: return {e + 36, 12 + e, 6};
+    case CrossEntropyKernel::kNative: return {e + 20, 4 + e, 3};
+    case CrossEntropyKernel::kTe: return {3 * e, 2 * e, 2};
+  }
+  return {};
 }
 
 double memory_backward_byte_ratio(std::string_view kernel) {

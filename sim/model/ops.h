@@ -24,6 +24,9 @@ struct Op {
   double batch = 1;           // independent GEMMs / attention heads×sequences
   double flops = 0;           // forward FLOPs of the op on one GPU
   double bytes = 0;           // forward HBM traffic of a memory-bound op
+  // Backward HBM traffic of a memory-bound op whose backward is not twice its forward
+  // (the cross-entropy implementations); < 0: twice `bytes` (sim/exec/compute_model.h).
+  double backward_bytes = -1;
   int kernels = 1;            // kernel launches
   bool tp_comm_after = false; // followed by a TP reduce-scatter / all-reduce (row-parallel output)
   bool tp_comm_before = false;// preceded by a TP all-gather (column-parallel input under SP)
@@ -56,6 +59,26 @@ inline bool runs_16bit(const Op& op) { return op.batch > 1 || op.keep_16bit; }
 /// Whether `op` is a GEMM that runs in fp8 when the training precision is fp8.
 inline bool fp8_capable(const Op& op) { return op.kind == OpKind::kGemm && !runs_16bit(op); }
 
+/// HBM bytes per logit of each cross-entropy implementation (CrossEntropyKernel), forward and
+/// backward, with 16-bit (`act_bytes`) logits; counted from what each step reads and writes
+/// (Megatron-Core tensor_parallel/cross_entropy.py and fusions/fused_cross_entropy.py, TE
+/// pytorch/triton/cross_entropy.py; docs/analytic-model.md §2):
+///  unfused  forward: cast to fp32 (e + 4), max (4), subtract in place (8), exp in place (8),
+///           sum (4), divide in place (8): e + 36, six kernels; backward: the target's update
+///           (per row), multiply in place (8), autograd's cast back to 16 bits (4 + e): 12 + e;
+///  native   forward: cast and max fused, the fp32 copy kept (e + 4), subtract-exp fused (8),
+///           divide in place (8): e + 20, three kernels; backward: update, multiply and cast
+///           fused (4 + e);
+///  te       (TE v2.7/v2.8) forward: the online-softmax pass reads the logits (e), the loss pass
+///           reads them again and writes the gradient in their place (2e): 3e, two kernels;
+///           backward: the gradient scaled in place by the per-token loss gradient (2e).
+struct CrossEntropyBytes {
+  double forward = 0;
+  double backward = 0;
+  int forward_kernels = 1;
+};
+CrossEntropyBytes cross_entropy_bytes_per_logit(CrossEntropyKernel k, double act_bytes);
+
 /// How one GPU's share of a layer is cut.
 struct Sharding {
   int micro_batch = 1;
@@ -64,6 +87,7 @@ struct Sharding {
   bool sp = false;                 // sequence parallel: norms/dropout on s/tp tokens
   bool fused_attention = false;    // FlashAttention-style kernel instead of GEMM+softmax+GEMM
   AttentionKernel attention_kernel = AttentionKernel::kFlash2;  // which one, when fused
+  CrossEntropyKernel cross_entropy = CrossEntropyKernel::kUnfused;
 };
 
 /// HBM bytes per parameter of one optimizer step: Adam reads and writes the fp32 master weights

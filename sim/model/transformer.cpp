@@ -124,6 +124,15 @@ const char* to_string(AttentionKernel k) {
   return "?";
 }
 
+const char* to_string(CrossEntropyKernel k) {
+  switch (k) {
+    case CrossEntropyKernel::kUnfused: return "unfused";
+    case CrossEntropyKernel::kNative: return "native";
+    case CrossEntropyKernel::kTe: return "te";
+  }
+  return "?";
+}
+
 double hardware_flops_per_token(const ModelConfig& m, Recompute r) {
   const ForwardFlops f = forward_flops_per_token(m);
   switch (r) {

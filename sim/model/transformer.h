@@ -22,6 +22,14 @@ enum class MlpKind { kGelu, kSwiglu };
 /// or sliding-window mask removes entirely; the unfused path (QKᵀ GEMM, masked softmax, ·V GEMM)
 /// computes the full s × s score matrix whatever the mask.
 enum class AttentionKernel { kUnfused, kFlash2, kFlash3, kCudnn };
+/// The cross-entropy implementation a framework runs over the vocab-parallel logits.
+///  kUnfused: Megatron's VocabParallelCrossEntropy as separate PyTorch ops (the default of
+///            Megatron-LM and Megatron-Core: `cross_entropy_loss_fusion` off);
+///  kNative:  Megatron-Core's fused_vocab_parallel_cross_entropy (`--cross-entropy-loss-fusion`,
+///            `cross_entropy_fusion_impl` native: the same steps in three fused functions);
+///  kTe:      Transformer Engine's Triton parallel_cross_entropy (`cross_entropy_fusion_impl`
+///            te, Megatron-Bridge's Llama recipes).
+enum class CrossEntropyKernel { kUnfused, kNative, kTe };
 /// Which FLOPs the MFU numerator counts (published runs differ; `validate` takes it per row).
 ///  kMegatron: Megatron-LM's accounting (SC21 Eq. 3): every GEMM, attention over the full s × s
 ///             matrix (no causal halving, no window), recompute not counted.
@@ -112,6 +120,7 @@ double model_flops_per_token(const ModelConfig& m);
 double flops_per_token(const ModelConfig& m, FlopsConvention c, Recompute r);
 const char* to_string(FlopsConvention c);
 const char* to_string(AttentionKernel k);
+const char* to_string(CrossEntropyKernel k);
 /// Hardware FLOPs per token: model FLOPs plus what recompute runs again (the HFU numerator).
 /// Full recompute re-runs the forward of every layer (not the logits, Megatron Eq. 3);
 /// selective recompute re-runs the attention core (QKᵀ, softmax, ·V) (Korthikanti et al. 2022).

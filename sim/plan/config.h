@@ -103,6 +103,8 @@ struct Optimizations {
   bool fast_comm_init = false;       // Redis-like store + ordered group creation at start-up
   // The attention kernel (the framework's; efficient_operators alone means FlashAttention-2).
   model::AttentionKernel attention_kernel = model::AttentionKernel::kUnfused;
+  // The cross-entropy implementation (framework.cross_entropy; sim/model/ops.h).
+  model::CrossEntropyKernel cross_entropy = model::CrossEntropyKernel::kUnfused;
   // TP overlap splits the GEMM beside a TP collective into TP chunks and pipelines them with the
   // collective's pieces (Transformer Engine userbuffers, MegaScale §3.2); false: the collective
   // runs beside the whole GEMM it does not depend on (bulk overlap).

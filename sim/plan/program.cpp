@@ -981,6 +981,7 @@ ProgramSet build_programs(const model::ModelConfig& model, const topo::ClusterSp
     b.shard.sp = par.sp && par.tp > 1;
     b.shard.fused_attention = opt.fused_attention();
     b.shard.attention_kernel = opt.attention_kernel;
+    b.shard.cross_entropy = opt.cross_entropy;
     b.build();
   }
   return ps;

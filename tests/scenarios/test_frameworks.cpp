@@ -79,7 +79,7 @@ TEST(Frameworks, CapabilitiesFollowTheVersion) {
 // server and no pipeline, only the distributed optimizer's traffic leaves it: a reduce-scatter
 // of the gradients (4 or 2 B per parameter) and an all-gather of the bf16 parameters (2 B), both
 // at (dp − 1)/dp, so the NIC bytes per GPU fall by (4 + 2) → (2 + 2): a ratio of exactly 2/3.
-TEST(Frameworks, Nemo2025ReducesGradientsInBf16) {
+TEST(Frameworks, Nemo2025ReducesGradientsInBf16AndFusesTheLoss) {
   const std::vector<std::string> common = {"model.preset=gpt3-6.7b", "cluster.preset=dgx-h100-superpod",
                                            "cluster.gpus=64", "parallel.tp=8", "parallel.pp=1",
                                            "parallel.vpp=1", "training.global_batch=64"};
@@ -96,6 +96,12 @@ TEST(Frameworks, Nemo2025ReducesGradientsInBf16) {
   EXPECT_EQ(n25.origin.at("training.grad_reduce_dtype"), "framework nemo-2025");
   const Scenario given = with_preset("nemo-2025", "training.grad_reduce_dtype=fp32");
   EXPECT_EQ(given.training.grad_reduce, Precision::kFp32);
+  // The same scripts run Transformer Engine's fused cross-entropy (overrides.py); earlier
+  // presets run Megatron's unfused one, and the key given wins.
+  EXPECT_EQ(n25.opt.cross_entropy, model::CrossEntropyKernel::kTe);
+  EXPECT_EQ(n24.opt.cross_entropy, model::CrossEntropyKernel::kUnfused);
+  EXPECT_EQ(with_preset("nemo-2025", "framework.cross_entropy=native").opt.cross_entropy,
+            model::CrossEntropyKernel::kNative);
   const double b24 = exec::run_analytic(make_run_config(n24)).network.nic_bytes_per_gpu;
   const double b25 = exec::run_analytic(make_run_config(n25)).network.nic_bytes_per_gpu;
   ASSERT_GT(b24, 0);

@@ -196,6 +196,42 @@ TEST(ComputeModelMeasured, TimedBackwardKernelsPriceTheirOwnBytes) {
   EXPECT_DOUBLE_EQ(cm.forward(memory_op("layernorm", 1e9)), 4e-6 + 1e9 / (kHbm * 0.8));
 }
 
+// The loss over the vocab-parallel logits, per implementation (framework.cross_entropy), by hand:
+// GPT with vocab 128,000 at TP 4 and a 4,096-token micro-batch has 4,096 × 32,000 = 131,072,000
+// logits per GPU. Megatron's unfused VocabParallelCrossEntropy moves 38 B per 16-bit logit
+// forward (cast 2 + 4, max 4, subtract 8, exp 8, sum 4, divide 8) in six kernels and 14 B
+// backward (multiply 8, cast back 4 + 2); Megatron-Core's fused functions 22 and 6 B in three;
+// Transformer Engine's Triton kernels 6 and 4 B in two. The backward is priced from those bytes
+// at the kind's efficiency, not as twice the forward.
+TEST(ComputeModelMeasured, CrossEntropyMovesWhatItsImplementationMoves) {
+  calib::Profile p;
+  p.memory_bw_efficiency = 0.5;
+  p.kernel_overhead_s = 4e-6;
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  const model::ModelConfig m = testing::gpt(2, 4096, 32, 128000, 4096);
+  const double logits = 4096.0 * 32000.0;
+  struct Want {
+    model::CrossEntropyKernel kernel;
+    double fwd, bwd;
+    int kernels;
+  };
+  for (const Want w : {Want{model::CrossEntropyKernel::kUnfused, 38, 14, 6},
+                       Want{model::CrossEntropyKernel::kNative, 22, 6, 3},
+                       Want{model::CrossEntropyKernel::kTe, 6, 4, 2}}) {
+    model::Sharding s;
+    s.tp = 4;
+    s.cross_entropy = w.kernel;
+    const model::Op& ce = op_named(model::head_forward_ops(m, s), "cross_entropy");
+    EXPECT_DOUBLE_EQ(ce.bytes, logits * w.fwd) << model::to_string(w.kernel);
+    EXPECT_DOUBLE_EQ(ce.backward_bytes, logits * w.bwd) << model::to_string(w.kernel);
+    EXPECT_EQ(ce.kernels, w.kernels);
+    EXPECT_DOUBLE_EQ(cm.forward(ce), w.kernels * 4e-6 + logits * w.fwd / (kHbm * 0.5));
+    EXPECT_DOUBLE_EQ(cm.backward(ce), w.kernels * 4e-6 + logits * w.bwd / (kHbm * 0.5));
+  }
+  // Any other memory-bound op's backward stays twice its forward bytes.
+  EXPECT_DOUBLE_EQ(cm.backward(memory_op("swiglu", 1e9)), 4e-6 + 2e9 / (kHbm * 0.5));
+}
+
 TEST(ComputeModelMeasured, GemmsPayTheirOwnFixedCost) {
   calib::Profile p;
   p.gemm_peak_efficiency = 0.8;
