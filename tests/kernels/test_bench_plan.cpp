@@ -87,6 +87,24 @@ TEST(BenchPlan, MegaScaleShapesFusedPath) {
   EXPECT_EQ(find(items, "norm_mlp"), nullptr);
 }
 
+// The loss kernel is one row per token whichever implementation's bytes the model op counts
+// (framework.cross_entropy): 2,048 rows of 51,200 / 8 = 6,400 logits each time.
+TEST(BenchPlan, CrossEntropyRowsAreTokensForEveryImplementation) {
+  for (const model::CrossEntropyKernel k :
+       {model::CrossEntropyKernel::kUnfused, model::CrossEntropyKernel::kNative,
+        model::CrossEntropyKernel::kTe}) {
+    model::Sharding s;
+    s.tp = 8;
+    s.sp = true;
+    s.cross_entropy = k;
+    const auto items = bench_items_for_model(gpt175b(), s, DType::kBf16, DType::kBf16);
+    const BenchItem* ce = find(items, "cross_entropy");
+    ASSERT_NE(ce, nullptr) << model::to_string(k);
+    EXPECT_EQ(ce->m, 2048) << model::to_string(k);
+    EXPECT_EQ(ce->n, 6400) << model::to_string(k);
+  }
+}
+
 // Every memory-bound model op maps to a kernel whose shape moves the bytes the model counts
 // (cross-entropy aside: the model counts an unfused fp32 pipeline, the kernel is fused).
 TEST(BenchPlan, UnfusedLlamaMoeShapesMoveTheModelsBytes) {
