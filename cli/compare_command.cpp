@@ -244,6 +244,21 @@ Comparison compare(const Side& sim, const Side& real) {
   return c;
 }
 
+// `execute` runs one fused loss kernel per pass (logits read once; the backward writes the
+// gradient): among framework.cross_entropy's implementations Transformer Engine's is the nearest.
+// A simulation that prices another one differs from the measurement by the framework's loss,
+// not by a model error: say so (docs/execute.md).
+std::optional<std::string> loss_note(const Side& sim, const Side& real) {
+  if (real.fidelity != "real" || !sim.doc.contains("config")) return std::nullopt;
+  const json& cfg = sim.doc["config"];
+  if (!cfg.is_object() || !cfg.contains("framework.cross_entropy")) return std::nullopt;
+  const json& ce = cfg["framework.cross_entropy"];
+  if (!ce.is_string() || ce.get<std::string>() == "te") return std::nullopt;
+  return "the loss: the simulation prices framework.cross_entropy " + ce.get<std::string>() +
+         ", while execute runs one fused kernel per pass (nearest: te); simulate with --set "
+         "framework.cross_entropy=te to compare the same loss";
+}
+
 double exposed(const Side& s) {
   double t = 0;
   for (const auto& [k, v] : s.breakdown) {
@@ -303,11 +318,15 @@ ordered_json to_json(const Comparison& c) {
   j["summary"] = {
       {"iteration_time_error", opt(rel(sim.iteration_s, real.iteration_s))},
       {"op_kind_weighted_abs_error", c.has_kinds ? json(c.weighted_abs_error) : json(nullptr)}};
+  json notes = json::array();
   if (!c.has_kinds) {
-    j["notes"] = {"no per-op comparison: " + std::string(sim.kinds.empty() ? sim.path : real.path) +
-                  " has no `task_kinds` (the analytic fidelity has none; simulate at flow "
-                  "fidelity)"};
+    notes.push_back("no per-op comparison: " +
+                    std::string(sim.kinds.empty() ? sim.path : real.path) +
+                    " has no `task_kinds` (the analytic fidelity has none; simulate at flow "
+                    "fidelity)");
   }
+  if (const auto note = loss_note(sim, real)) notes.push_back(*note);
+  if (!notes.empty()) j["notes"] = notes;
   return j;
 }
 
@@ -400,6 +419,7 @@ std::string to_text(const Comparison& c, bool markdown) {
   o += h + (markdown ? "Per op kind\n\n" : "") + k.render(markdown) + "\n";
   o += fmt::format("op kinds: weighted absolute error {:.1f} % (Σ|sim − real| / Σ real)\n",
                    100 * c.weighted_abs_error);
+  if (const auto note = loss_note(sim, real)) o += "note: " + *note + "\n";
   return o;
 }
 

@@ -246,6 +246,28 @@ TEST(CompareCli, WithoutTaskKindsComparesTheRest) {
   EXPECT_NEAR(j.at("iteration_time").at("error").get<double>(), 0.2, 1e-12);
 }
 
+// execute runs one fused loss kernel per pass; a simulation that prices another loss
+// implementation (framework.cross_entropy) says so in the comparison, one pricing TE's does not.
+TEST(CompareCli, NamesALossOtherThanTheExecutors) {
+  json sim = sim_doc();
+  sim["config"]["framework.cross_entropy"] = "unfused";
+  const std::string s = write("sim-unfused-loss.json", sim), r = write("real.json", real_doc());
+  const CliRun j = trainsim("compare " + s + " " + r + " --format json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const json c = json::parse(j.out);
+  ASSERT_TRUE(c.contains("notes")) << j.out;
+  EXPECT_NE(c.at("notes").at(0).get<std::string>().find("framework.cross_entropy unfused"),
+            std::string::npos);
+  const CliRun t = trainsim("compare " + s + " " + r);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("note: the loss"), std::string::npos) << t.out;
+  sim["config"]["framework.cross_entropy"] = "te";
+  const std::string te = write("sim-te-loss.json", sim);
+  const CliRun n = trainsim("compare " + te + " " + r + " --format json");
+  ASSERT_EQ(n.code, 0) << n.err;
+  EXPECT_FALSE(json::parse(n.out).contains("notes")) << n.out;
+}
+
 TEST(CompareCli, BadInputNamesFileAndField) {
   const std::string sim = write("sim.json", sim_doc());
   json no_iter = real_doc();
