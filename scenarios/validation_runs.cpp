@@ -230,6 +230,10 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c == '_' ? '-' : c)));
       }
       if (lower == "megatron-lm" || lower == "megatron-core" || lower == "mcore") lower = "megatron";
+      // Megatron-DeepSpeed (BLOOM, MT-NLG: DeepSpeed's pipeline engine and ZeRO with Megatron's
+      // tensor slicing) is what the deepspeed preset models; NeMo Megatron is NeMo.
+      if (lower == "megatron-deepspeed" || lower == "deepspeed-megatron") lower = "deepspeed";
+      if (lower == "nemo-megatron") lower = "nemo";
       if (std::find(systems.begin(), systems.end(), lower) != systems.end()) {
         system_cell = lower;
       } else if (const std::string fw = lower == "torchtitan" ? "torchtitan-2024" : lower;
@@ -668,6 +672,24 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       if (row.published.iter_s) {
         row.published.hfu =
             res.hardware_flops_per_iteration / (*row.published.iter_s * gpus * peak);
+      }
+      // Figures no training run can have: above the peak, or under 1 % of it (a per-GPU
+      // tokens/s in the whole job's column is the common slip; say what it would give).
+      if (row.published.mfu && (*row.published.mfu > 1.0 || *row.published.mfu < 0.01)) {
+        std::string hint;
+        if (pub_tokens && !pub_iter && !pub_mfu && !pub_tflops) {
+          const double per_gpu = *row.published.mfu * gpus;
+          if (per_gpu >= 0.01 && per_gpu <= 1.0) {
+            hint = fmt::format("; read as tokens per second per GPU it gives {:.1f} %",
+                               100 * per_gpu);
+          }
+        }
+        row.warnings.push_back(fmt::format(
+            "the published figures imply an MFU of {:.3g} %, {} (tokens_s is the whole job's "
+            "tokens per second, tflops_gpu per GPU, iter_s one iteration){}",
+            100 * *row.published.mfu,
+            *row.published.mfu > 1.0 ? "above the GPUs' peak" : "below any training run's",
+            hint));
       }
       if (row.tflops_counts_recompute) {
         row.assumed["tflops_gpu"] =

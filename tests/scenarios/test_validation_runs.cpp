@@ -3,6 +3,7 @@
 // a blank vpp is not interleaved and `auto` on a pipelined row is searched.
 #include "scenarios/validation_runs.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -294,7 +295,35 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
   }
   const auto core = run("h100-sxm", "Megatron-Core", "");
   EXPECT_EQ(*core.predicted.iter_s, *run("h100-sxm", "megatron", "").predicted.iter_s);
+  // Megatron-DeepSpeed (BLOOM, MT-NLG) is the deepspeed system; NeMo Megatron is NeMo.
+  EXPECT_EQ(*run("h100-sxm", "Megatron-DeepSpeed", "").predicted.iter_s,
+            *run("h100-sxm", "deepspeed", "").predicted.iter_s);
+  EXPECT_EQ(*run("h100-sxm", "NeMo_Megatron", "").predicted.iter_s,
+            *run("h100-sxm", "nemo", "").predicted.iter_s);
   EXPECT_THROW(run("h100-sxm", "jax", ""), Error);
+}
+
+// Published figures no training run can have get a warning: LLaMA's 380 tokens/s per GPU on
+// 2,048 GPUs written in the whole job's tokens_s column gives an MFU of 0.0x %; read per GPU
+// it is (gbs·seq·380·2048 / (gbs·seq)) × FLOPs per token / (2048 · 312 TFLOP/s) = 380 ×
+// FLOPs per token / 312e12, which the hint prints.
+TEST(ValidationRuns, ImplausiblePublishedFiguresWarn) {
+  const std::string head = "r,LLaMA (2023),a100-80gb,bf16,,2048,80,8192,64,,22016,2048,32000,"
+                           "8,4,64,,1,1,1,2048,,none,megatron,,";
+  const ValidationRow slip = only_row(head + "380,,,\n");
+  ASSERT_EQ(slip.warnings.size(), 1u);
+  EXPECT_NE(slip.warnings[0].find("below any training run's"), std::string::npos)
+      << slip.warnings[0];
+  const double per_gpu_mfu = *slip.published.mfu * 2048;
+  EXPECT_NE(slip.warnings[0].find(fmt::format("per GPU it gives {:.1f} %", 100 * per_gpu_mfu)),
+            std::string::npos)
+      << slip.warnings[0];
+  // The same figure as the job's tokens per second: quiet.
+  EXPECT_TRUE(only_row(head + std::to_string(380 * 2048) + ",,,\n").warnings.empty());
+  // A TFLOP/s above the GPU's peak.
+  const ValidationRow over = only_row(head + ",,400,\n");
+  ASSERT_EQ(over.warnings.size(), 1u);
+  EXPECT_NE(over.warnings[0].find("above the GPUs' peak"), std::string::npos) << over.warnings[0];
 }
 
 // The precision cell names the fp8 recipe as NeMo's tables do: `fp8-cs` is current scaling,
