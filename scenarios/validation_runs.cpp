@@ -93,7 +93,8 @@ std::optional<double> number(const std::string& text, const std::string& file, i
 const std::vector<std::string>& validation_columns() { return kColumns; }
 
 const std::vector<std::string>& optional_validation_columns() {
-  static const std::vector<std::string> kOptional = {"framework", "flops_convention"};
+  static const std::vector<std::string> kOptional = {"framework", "flops_convention", "experts",
+                                                     "top_k", "moe_every"};
   return kOptional;
 }
 
@@ -200,7 +201,8 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     }
     // Whole-number columns: integers within what a cluster can have.
     for (const char* c : {"gpus", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "vocab",
-                          "tp", "pp", "dp", "vpp", "cp", "ep", "mbs", "gbs", "zero"}) {
+                          "tp", "pp", "dp", "vpp", "cp", "ep", "mbs", "gbs", "zero", "experts",
+                          "top_k", "moe_every"}) {
       if (std::string_view(c) == "vpp" && vpp_auto(cell(c))) continue;  // searched below
       const auto v = number(cell(c), file, line_no, c);
       if (v && (*v != std::floor(*v) || *v < 0 || *v > 2147483647.0)) {
@@ -352,6 +354,18 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     }
     for (const char* c : {"tp", "pp", "dp", "cp", "ep"}) {
       v[std::string("parallel.") + c] = cell(c);
+    }
+    // Mixture of experts (optional columns): experts per MoE layer, experts per token, every
+    // n-th layer MoE; each expert is an MLP of the `ffn` width. Blank: a dense model.
+    if (!cell("experts").empty() && cell("experts") != "0") {
+      v["model.experts"] = cell("experts");
+      v["model.top_k"] = cell("top_k").empty() ? "1" : cell("top_k");
+      v["model.moe_every"] = cell("moe_every").empty() ? "1" : cell("moe_every");
+      if (cell("top_k").empty()) row.assumed["top_k"] = "1 (blank: one expert per token)";
+      if (cell("moe_every").empty()) row.assumed["moe_every"] = "1 (blank: every layer MoE)";
+    } else if (!cell("top_k").empty() || !cell("moe_every").empty()) {
+      throw_input("top_k or moe_every given without experts", {file, line_no, "experts"},
+                  "give the experts per MoE layer, or leave all three blank for a dense model");
     }
     // vpp: blank is not interleaved (the format's definition, ../shared/validation/README.md);
     // `auto` (an interleaved run whose virtual-stage count is unpublished) is searched below.

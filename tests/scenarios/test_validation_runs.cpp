@@ -303,6 +303,38 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
   EXPECT_THROW(run("h100-sxm", "jax", ""), Error);
 }
 
+// Mixture-of-experts rows (optional columns experts, top_k, moe_every): each expert is an MLP of
+// the `ffn` width. Top-1 routing over 8 experts touches the dense model's MLP plus the router
+// (a [hidden × experts] GEMM per MoE layer): the model FLOPs per iteration exceed the dense
+// row's by exactly 3 · 2 · hidden · experts · layers · gbs · seq = 6 · 1024 · 8 · 2 · 8 · 1024.
+TEST(ValidationRuns, MixtureOfExpertsColumns) {
+  const std::string header = kHeader + ",experts,top_k,moe_every\n";
+  const std::string cells = ",a 2024 report,h100-sxm,bf16,,8,2,1024,8,8,4096,1024,32000,1,1,8,,1,1,"
+                            "1,8,,none,megatron,1.0,,,,";
+  const auto rows = validate_runs_text(
+      header + "dense" + cells + ",,,\n" + "moe1" + cells + ",8,1,1\n" + "moe2" + cells +
+          ",8,,\n",
+      "t.csv", "analytic", {});
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& r : rows) ASSERT_TRUE(r.error_message.empty()) << r.error_message;
+  const auto flops = [](const ValidationRow& r) {
+    return *r.predicted.tflops_gpu * 1e12 * *r.predicted.iter_s * 8;
+  };
+  EXPECT_NEAR(flops(rows[1]) - flops(rows[0]), 6.0 * 1024 * 8 * 2 * 8 * 1024,
+              1e-9 * flops(rows[0]));
+  // Blank top_k and moe_every: one expert per token, every layer; said so. Same run as moe1.
+  EXPECT_EQ(rows[2].assumed.at("top_k").rfind("1 ", 0), 0u);
+  EXPECT_EQ(rows[2].assumed.at("moe_every").rfind("1 ", 0), 0u);
+  EXPECT_EQ(*rows[2].predicted.iter_s, *rows[1].predicted.iter_s);
+  // top_k without experts names the column.
+  try {
+    validate_runs_text(header + "bad" + cells + ",,2,\n", "t.csv", "analytic", {});
+    ADD_FAILURE() << "top_k without experts was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("experts"), std::string::npos) << e.message();
+  }
+}
+
 // Published figures no training run can have get a warning: LLaMA's 380 tokens/s per GPU on
 // 2,048 GPUs written in the whole job's tokens_s column gives an MFU of 0.0x %; read per GPU
 // it is (gbs·seq·380·2048 / (gbs·seq)) × FLOPs per token / (2048 · 312 TFLOP/s) = 380 ×
