@@ -147,6 +147,16 @@ const std::vector<ClusterEntry>& clusters() {
        "DGX H100 nodes, 8 x 400 Gb/s NDR InfiniBand per node, rail-optimized; 64-port NDR "
        "switches, 1:1 at every tier (2 tiers up to 2,048 GPUs, a core tier above)",
        "NVIDIA DGX SuperPOD reference architecture (DGX H100; scalable unit of 32 nodes)"},
+      // Jean Zay's gpu_p5 partition, where BLOOM 176B trained (BigScience, 2022): 8 A100 80GB
+      // per node and 4 x 100 Gb/s Omni-Path links per node (the tr11-176B-ml README's hardware
+      // section; the BLOOM paper's §3.4). Omni-Path's 48-port edge switches; the machine's
+      // "enhanced hypercube" wiring is modelled as a non-blocking fat tree (its extra hops and
+      // its bisection are not modelled).
+      {cluster("jean-zay-a100", "a100-80gb", 4, 100, 3, 48, 100, 1, false),
+       "8 x A100 80GB per node, 4 x 100 Gb/s Omni-Path per node (not one per GPU), modelled as "
+       "a non-blocking fat tree of 48-port switches (the real fabric is an enhanced hypercube)",
+       "BigScience tr11-176B-ml README, hardware (Jean Zay, IDRIS); Le Scao et al. 2022 "
+       "(BLOOM) §3.4"},
       {meta_h100_roce(),
        "8 x H100 + 8 x 400 Gb/s RoCE per server, 2 servers per rack switch; pods of 3,072 GPUs "
        "at full bisection, 8 pods joined at 1:7; not rail-optimized",

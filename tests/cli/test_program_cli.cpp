@@ -460,5 +460,24 @@ TEST(ProgramCli, B200RowsAreSimulated) {
   }
 }
 
+// BLOOM 176B (BigScience tr11-176B-ml): its log's 104.70 s and 149.77 TFLOP/s per GPU on 384
+// GPUs imply 6.021e18 FLOPs per iteration, which is SC21's Eq. 3 count with recompute by hand:
+// 96·B·s·l·h²·(1 + s/6h + V/16lh) = 96·2048·2048·70·14336²·(1 + 2048/86016 + 250880/16056320)
+// = 6.0211e18. The row is simulated on the jean-zay-a100 preset without a warning, and the
+// model's own count of the same convention matches the hand value.
+TEST(ProgramCli, BloomRowIsSimulated) {
+  const auto rows = simulated_rows("scenarios/validation/bloom-2022-runs.csv", 1);
+  ASSERT_EQ(rows.size(), 1u);
+  const auto& r = rows[0];
+  const double eq3 = 96.0 * 2048 * 2048 * 70 * 14336.0 * 14336.0 *
+                     (1 + 2048.0 / (6 * 14336) + 250880.0 / (16.0 * 70 * 14336));
+  EXPECT_NEAR(149.77e12 * 104.70 * 384, eq3, 0.001 * eq3);
+  EXPECT_TRUE(r["warnings"].empty()) << r["warnings"];
+  const double predicted = r["predicted"]["tflops_gpu"].get<double>() * 1e12 *
+                           r["predicted"]["iter_s"].get<double>() * 384;
+  EXPECT_NEAR(predicted, eq3, 0.001 * eq3);
+  EXPECT_EQ(r["assumed"].count("cluster"), 0u);  // the row names jean-zay-a100
+}
+
 }  // namespace
 }  // namespace trainsim
