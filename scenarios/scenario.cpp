@@ -59,6 +59,7 @@ std::map<std::string, std::string> model_values(const model::ModelConfig& m) {
           {"model.experts", std::to_string(m.experts)},
           {"model.top_k", std::to_string(m.top_k)},
           {"model.moe_every", std::to_string(m.moe_every)},
+          {"model.head_dim", std::to_string(m.head_dim_given)},
           {"model.dropout", text(m.dropout)}};
 }
 
@@ -279,6 +280,7 @@ class Resolver {
     m.experts = integer("model.experts");
     m.top_k = integer("model.top_k");
     m.moe_every = integer("model.moe_every");
+    m.head_dim_given = integer("model.head_dim");
     m.dropout = flag("model.dropout");
 
     if (int64("model.kv_heads") == 0) derive("model.kv_heads", get("model.heads"), "");
@@ -294,10 +296,10 @@ class Resolver {
     }
     m.ffn_hidden = integer("model.ffn_hidden");
 
-    if (m.hidden % m.heads != 0) {
+    if (m.head_dim_given == 0 && m.hidden % m.heads != 0) {
       throw_input(
           fmt::format("model.hidden {} is not divisible by model.heads {}", m.hidden, m.heads),
-          where("model.heads"));
+          where("model.heads"), "or give model.head_dim, the width of one head");
     }
     if (m.heads % m.kv_heads != 0) {
       throw_input(

@@ -60,9 +60,18 @@ std::vector<KeyDef> build_schema() {
       {.path = "model.heads",
        .type = K::kInt,
        .default_value = "0",
-       .description = "Attention (query) heads; must divide model.hidden (0 = from model.preset)",
+       .description = "Attention (query) heads; must divide model.hidden unless model.head_dim "
+                      "is given (0 = from model.preset)",
        .aliases = {"num_attention_heads", "n_head", "n_heads", "attention_heads", "num_heads"},
        .min_value = 1},
+      {.path = "model.head_dim",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "Width of one attention head (0 = model.hidden / model.heads); queries "
+                      "and the attention output are model.heads x this wide, keys and values "
+                      "model.kv_heads x this (Qwen 3, Gemma, GPT-OSS differ from hidden / heads)",
+       .aliases = {"kv_channels", "head_size", "attention_head_dim", "d_head"},
+       .min_value = 0},
       {.path = "model.kv_heads",
        .type = K::kInt,
        .default_value = "0",

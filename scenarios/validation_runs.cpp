@@ -94,7 +94,7 @@ const std::vector<std::string>& validation_columns() { return kColumns; }
 
 const std::vector<std::string>& optional_validation_columns() {
   static const std::vector<std::string> kOptional = {"framework", "flops_convention", "experts",
-                                                     "top_k", "moe_every"};
+                                                     "top_k", "moe_every", "head_dim"};
   return kOptional;
 }
 
@@ -202,7 +202,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     // Whole-number columns: integers within what a cluster can have.
     for (const char* c : {"gpus", "layers", "hidden", "heads", "kv_heads", "ffn", "seq", "vocab",
                           "tp", "pp", "dp", "vpp", "cp", "ep", "mbs", "gbs", "zero", "experts",
-                          "top_k", "moe_every"}) {
+                          "top_k", "moe_every", "head_dim"}) {
       if (std::string_view(c) == "vpp" && vpp_auto(cell(c))) continue;  // searched below
       const auto v = number(cell(c), file, line_no, c);
       if (v && (*v != std::floor(*v) || *v < 0 || *v > 2147483647.0)) {
@@ -355,6 +355,8 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     for (const char* c : {"tp", "pp", "dp", "cp", "ep"}) {
       v[std::string("parallel.") + c] = cell(c);
     }
+    // The width of one head (optional column): blank is hidden / heads.
+    if (!cell("head_dim").empty() && cell("head_dim") != "0") v["model.head_dim"] = cell("head_dim");
     // Mixture of experts (optional columns): experts per MoE layer, experts per token, every
     // n-th layer MoE; each expert is an MLP of the `ffn` width. Blank: a dense model.
     if (!cell("experts").empty() && cell("experts") != "0") {

@@ -67,12 +67,13 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
     memory(ops, n, i == 0 ? "norm_attn" : "norm_mlp", norm_kernel(m), 2 * ew);
   }
 
-  Op& qkv = gemm(ops, n, "qkv", tokens, (h + 2 * kv) / t, h);
+  const double q = m.q_dim();  // queries and attention output: h unless model.head_dim differs
+  Op& qkv = gemm(ops, n, "qkv", tokens, (q + 2 * kv) / t, h);
   qkv.tp_comm_before = true;
   // fp8 casts (Op::fp8_in_elements): the norm's output in, attention's input gradient back.
   qkv.fp8_in_elements = ew_rows * h;
   qkv.fp8_in_fused = true;
-  qkv.fp8_grad_elements = tokens * (h + 2 * kv) / t;
+  qkv.fp8_grad_elements = tokens * (q + 2 * kv) / t;
 
   const double q_rows = static_cast<double>(m.seq_len) / s.cp;
   if (s.fused_attention) {
@@ -98,10 +99,10 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   // A parallel block sums the attention and MLP outputs before one reduction and one residual
   // add, and both branches read the same gathered norm output (one all-gather, one reduce-scatter
   // per layer and pass instead of two each).
-  Op& proj = gemm(ops, n, "attn_proj", tokens, h, h / t);
+  Op& proj = gemm(ops, n, "attn_proj", tokens, h, q / t);
   proj.tp_comm_after = !m.parallel_block;
   // In: attention's output (its own kernel's bf16); back: the residual stream's gradient.
-  proj.fp8_in_elements = tokens * h / t;
+  proj.fp8_in_elements = tokens * q / t;
   proj.fp8_grad_elements = ew_rows * h;
   // Bias + dropout + residual add: one fused kernel of its own after the row-parallel GEMM,
   // reading two inputs and writing one, and the dropout mask (a byte an element) when the model

@@ -7,11 +7,12 @@ namespace trainsim::model {
 ParamCount count_parameters(const ModelConfig& m) {
   ParamCount p;
   const double h = m.hidden;
+  const double q = m.q_dim();  // h unless model.head_dim says otherwise
   const double kv = m.kv_dim();
   const double f = m.ffn_hidden;
   const double b = m.bias ? 1.0 : 0.0;
-  // QKV: h -> h + 2·kv; output projection: h -> h.
-  p.attention = h * (h + 2 * kv) + b * (h + 2 * kv) + h * h + b * h;
+  // QKV: h -> q + 2·kv; output projection: q -> h.
+  p.attention = h * (q + 2 * kv) + b * (q + 2 * kv) + q * h + b * h;
   // GeLU MLP: h -> f -> h. SwiGLU: gate and up h -> f each, down f -> h.
   const double up = (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);
   p.mlp = up * h * f + b * up * f + f * h + b * h;
@@ -44,19 +45,22 @@ ParamCount count_parameters(const ModelConfig& m) {
 ForwardFlops forward_flops_per_token(const ModelConfig& m) {
   ForwardFlops f;
   const double h = m.hidden;
+  const double q = m.q_dim();
   const double kv = m.kv_dim();
   const double ff = m.ffn_hidden;
   const double up = (m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0);
-  const double attn_gemm = 2.0 * (h * (h + 2 * kv) + h * h);
+  const double attn_gemm = 2.0 * (h * (q + 2 * kv) + q * h);
   const double mlp_gemm = 2.0 * (up * h * ff + ff * h);
   const int moe = m.moe_layers();
   const int dense = m.layers - moe;
   const double router = m.experts > 0 ? 2.0 * h * m.experts : 0.0;
   f.dense_gemm = m.layers * attn_gemm + dense * mlp_gemm + moe * (m.top_k * mlp_gemm + router);
-  // Scores QKᵀ and the weighted sum with V: 2·2·s·h per token per layer, over the full sequence
+  // Scores QKᵀ and the weighted sum with V: 2·2·s·q per token per layer (q = heads·head_dim, h
+  // unless model.head_dim says otherwise; Megatron counts its query projection size), over the
+  // full sequence
   // (Megatron's accounting counts the whole s × s matrix, window or not; MegaScale's MFU for its
   // sliding-window runs uses the same count, its Table 2 MFU ratio equals its throughput ratio).
-  f.attention = m.layers * 4.0 * static_cast<double>(m.seq_len) * h;
+  f.attention = m.layers * 4.0 * static_cast<double>(m.seq_len) * q;
   f.logits = 2.0 * h * m.vocab;
   return f;
 }

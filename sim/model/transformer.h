@@ -61,8 +61,13 @@ struct ModelConfig {
   int moe_every = 1;             // every n-th layer is MoE (when experts > 0)
   bool dropout = true;           // dropout after attention and MLP (and on the attention
                                  // probabilities); its masks are stored for backward
+  // Width of one attention head (Megatron's --kv-channels, Hugging Face's head_dim); 0 =
+  // hidden / heads. Models whose heads·head_dim is not hidden (Qwen 3, Gemma, GPT-OSS) project
+  // the residual stream to a wider or narrower attention and back.
+  int head_dim_given = 0;
 
-  int head_dim() const { return hidden / heads; }
+  int head_dim() const { return head_dim_given > 0 ? head_dim_given : hidden / heads; }
+  int q_dim() const { return heads * head_dim(); }  // queries and attention output, all heads
   int kv_dim() const { return kv_heads * head_dim(); }
   bool is_moe_layer(int layer_index) const {
     return experts > 0 && (layer_index % moe_every) == moe_every - 1;

@@ -32,10 +32,12 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   const double in_b = fp8_inputs ? 1.0 : 2.0;
   const double replicated =
       (m.parallel_block ? 2.0 + in_b + 2.0 * drop : 4.0 + 2.0 * in_b + 2.0 * drop) * sbh_tokens * h;
-  // Sharded by TP (Korthikanti's 24·sbh for ffn = 4h, kv = h): Q and K (2h + 2kv), V (2kv),
-  // attention output (2h), and the MLP: GeLU in + out (2f + 2f) or SwiGLU gate, up, product (6f).
+  // Sharded by TP (Korthikanti's 24·sbh for ffn = 4h, kv = h): Q and K (2q + 2kv), V (2kv),
+  // attention output (2q), and the MLP: GeLU in + out (2f + 2f) or SwiGLU gate, up, product (6f);
+  // q = heads·head_dim is h unless model.head_dim says otherwise.
+  const double q = m.q_dim();
   const double mlp = (m.mlp == model::MlpKind::kSwiglu ? 4.0 : 2.0) * f + in_b * f;
-  double attention_part = (2.0 * h + 2.0 * kv + 2.0 * kv + in_b * h) * sbh_tokens;
+  double attention_part = (2.0 * q + 2.0 * kv + 2.0 * kv + in_b * q) * sbh_tokens;
   double mlp_part = mlp * sbh_tokens;
   if (m.experts > 0) mlp_part *= m.top_k;  // each token's activations in its top-k experts
   double scores = 0;

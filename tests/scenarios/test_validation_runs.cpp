@@ -335,6 +335,27 @@ TEST(ValidationRuns, MixtureOfExpertsColumns) {
   }
 }
 
+// The optional head_dim column: Qwen-3-like heads of 128 on hidden 2,048 (32 heads, 4 KV) make
+// queries 4,096 wide. Against the same row with 64-wide heads, each layer's forward per token
+// gains 2·(h(q + 2kv) + qh) − 2·(h(h + 2kv') + h²) = 18,874,368 GEMM FLOPs and 4·s·(q − h) =
+// 33,554,432 attention FLOPs; ×3 for the backward, × 2 layers × 8·4,096 tokens per iteration.
+TEST(ValidationRuns, HeadDimColumn) {
+  const std::string header = kHeader + ",head_dim\n";
+  const std::string cells = ",a 2025 report,h100-sxm,bf16,,8,2,2048,32,4,768,4096,151936,1,1,8,,1,1,"
+                            "1,8,,none,megatron,1.0,,,,";
+  const auto rows =
+      validate_runs_text(header + "q4096" + cells + ",128\n" + "q2048" + cells + ",\n", "t.csv",
+                         "analytic", {});
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& r : rows) ASSERT_TRUE(r.error_message.empty()) << r.error_message;
+  const auto flops = [](const ValidationRow& r) {
+    return *r.predicted.tflops_gpu * 1e12 * *r.predicted.iter_s * 8;
+  };
+  const double per_layer_token = 3.0 * (18874368.0 + 33554432.0);
+  EXPECT_NEAR(flops(rows[0]) - flops(rows[1]), per_layer_token * 2 * 8 * 4096,
+              1e-9 * flops(rows[0]));
+}
+
 // Published figures no training run can have get a warning: LLaMA's 380 tokens/s per GPU on
 // 2,048 GPUs written in the whole job's tokens_s column gives an MFU of 0.0x %; read per GPU
 // it is (gbs·seq·380·2048 / (gbs·seq)) × FLOPs per token / (2048 · 312 TFLOP/s) = 380 ×

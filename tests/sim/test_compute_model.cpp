@@ -57,6 +57,26 @@ const model::Op& op_named(const std::vector<model::Op>& ops, const char* name) {
   return *it;
 }
 
+// model.head_dim wider than hidden / heads: the QKV GEMM writes (q + 2·kv)/t columns and the
+// output projection reads q/t, q = heads·head_dim; attention runs on head_dim-wide heads. Qwen 3
+// shape at TP 4: hidden 2,048, 32 heads and 4 KV heads of 128: qkv n = (4096 + 1024)/4 = 1,280,
+// attn_proj k = 4096/4 = 1,024, attention batch 8 heads of k = 128.
+TEST(ComputeModelMeasured, HeadDimSetsTheAttentionShapes) {
+  model::ModelConfig m = testing::gpt(1, 2048, 32, 151936, 4096);
+  m.kv_heads = 4;
+  m.head_dim_given = 128;
+  model::Sharding s;
+  s.tp = 4;
+  s.fused_attention = true;
+  const std::vector<model::Op> ops = model::layer_forward_ops(m, s, 0);
+  EXPECT_DOUBLE_EQ(op_named(ops, "qkv").n, 1280);
+  EXPECT_DOUBLE_EQ(op_named(ops, "qkv").k, 2048);
+  EXPECT_DOUBLE_EQ(op_named(ops, "attn_proj").k, 1024);
+  EXPECT_DOUBLE_EQ(op_named(ops, "attn_proj").n, 2048);
+  EXPECT_DOUBLE_EQ(op_named(ops, "attention").k, 128);
+  EXPECT_DOUBLE_EQ(op_named(ops, "attention").batch, 8);
+}
+
 // The elements Transformer Engine casts to fp8 for each GEMM of a layer, by hand: GPT block
 // (kv = h = 4096, ffn = 4h, GeLU), 4,096 tokens. TP 4 with SP: a column-parallel input and a
 // row-parallel output gradient are cast on the local 1,024 rows before the all-gather.

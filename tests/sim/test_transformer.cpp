@@ -71,6 +71,40 @@ TEST(Transformer, LlamaStyleCounts) {
   EXPECT_NEAR(count_parameters(m).total / 1e9, 8.03, 0.005);
 }
 
+// A head width other than hidden / heads (model.head_dim): Qwen3-30B-A3B (Qwen3 technical report
+// and its published config: hidden 2,048, 48 layers, 32 query heads and 4 KV heads of 128, so
+// queries are 4,096 wide; 128 experts of 768, 8 per token, every layer; vocabulary 151,936,
+// untied) has 30.5B parameters, 3.3B of them active per token. By hand: attention 2048·(4096 +
+// 2·512) + 4096·2048 = 18,874,368 per layer; experts 128·3·2048·768 + the router 2048·128.
+TEST(Transformer, HeadDimOtherThanHiddenOverHeads) {
+  ModelConfig m = gpt(48, 2048, 32, 151936, 4096);
+  m.kv_heads = 4;
+  m.head_dim_given = 128;
+  m.ffn_hidden = 768;
+  m.experts = 128;
+  m.top_k = 8;
+  m.mlp = MlpKind::kSwiglu;
+  m.norm = NormKind::kRmsNorm;
+  m.position = PositionKind::kRope;
+  m.bias = false;
+  m.tied_embeddings = false;
+  EXPECT_EQ(m.q_dim(), 4096);
+  EXPECT_EQ(m.kv_dim(), 512);
+  const ParamCount p = count_parameters(m);
+  EXPECT_DOUBLE_EQ(p.attention, 18874368.0);
+  EXPECT_DOUBLE_EQ(p.expert_mlp, 128.0 * 3 * 2048 * 768 + 2048.0 * 128);
+  EXPECT_NEAR(p.total / 1e9, 30.5, 0.05);
+  EXPECT_NEAR(p.active / 1e9, 3.3, 0.06);
+  // Attention FLOPs follow the query width: 4·s·q per token and layer, not 4·s·h.
+  const ForwardFlops f = forward_flops_per_token(m);
+  EXPECT_DOUBLE_EQ(f.attention, 48 * 4.0 * 4096 * 4096);
+  // Without model.head_dim the same model has 64-wide heads and 2,048-wide queries.
+  ModelConfig narrow = m;
+  narrow.head_dim_given = 0;
+  EXPECT_EQ(narrow.head_dim(), 64);
+  EXPECT_DOUBLE_EQ(count_parameters(narrow).attention, 2048.0 * (2048 + 2 * 256) + 2048.0 * 2048);
+}
+
 // Megatron's accounting counts the full s×s attention whatever the window (MegaScale's MFU of
 // its sliding-window runs uses the same count); the causal convention counts the keys the mask
 // keeps: query t attends min(t + 1, w) keys, mean (s + 1)/2 without a window.
