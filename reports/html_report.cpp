@@ -325,8 +325,11 @@ std::string config_rows(const scen::Scenario& s) {
   const auto& t = s.training;
   return table(
       "config", {"", ""},
-      {{"model", fmt::format("{}: {} layers, hidden {}, {} heads ({} KV), seq {}", s.model.name,
+      {{"model", fmt::format("{}: {} layers, hidden {}, {} heads ({} KV{}), seq {}", s.model.name,
                              s.model.layers, s.model.hidden, s.model.heads, s.model.kv_heads,
+                             s.model.head_dim_given > 0
+                                 ? fmt::format(", {} wide", s.model.head_dim_given)
+                                 : "",
                              s.model.seq_len)},
        {"cluster", fmt::format("{}: {} × {}, {} per server", s.cluster.name, s.cluster.gpus,
                                s.cluster.gpu.name, s.cluster.gpus_per_node)},

@@ -183,9 +183,11 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
                    r.fidelity, r.model_version, r.profile_name, r.profile_version);
   o += fmt::format("scenario  {}\n", s.source);
   o += fmt::format("profile   {} for {}: {}\n", profile.name, profile.gpu, profile.provenance);
-  o += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads ({} KV), seq {}\n",
+  o += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads ({} KV{}), seq {}\n",
                    md.name, human_count(r.parameters), md.layers, md.hidden, md.heads,
-                   md.kv_heads, md.seq_len);
+                   md.kv_heads,
+                   md.head_dim_given > 0 ? fmt::format(", {} wide", md.head_dim_given) : "",
+                   md.seq_len);
   o += fmt::format("cluster   {}: {} × {} in {} servers, {} × {:.0f} Gb/s NICs per server\n",
                    s.cluster.name, s.cluster.gpus, s.cluster.gpu.name, s.cluster.nodes(),
                    s.cluster.nics_per_node, s.cluster.nic_Gbps);

@@ -250,7 +250,7 @@ TEST(ModelPresets, PublishedShapes) {
 // --list-presets shows every preset of the three kinds (DESIGN.md §5) with a source.
 TEST(Presets, ListingNamesEverything) {
   EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 7u);
-  EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 4u);
+  EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 5u);
   EXPECT_EQ(preset_names(PresetKind::kModel).size(), 21u);
   const std::string listing = list_presets();
   for (PresetKind kind : {PresetKind::kGpu, PresetKind::kCluster, PresetKind::kModel}) {
