@@ -479,5 +479,17 @@ TEST(ProgramCli, BloomRowIsSimulated) {
   EXPECT_EQ(r["assumed"].count("cluster"), 0u);  // the row names jean-zay-a100
 }
 
+// A fine-grained MoE row (Qwen3-30B-A3B on 16 H100, NeMo 25.11): expressible with the head_dim
+// and MoE columns, simulated; the published iteration is batch·seq / (tokens/s/GPU · GPUs) =
+// 512·4096 / (5275·16) = 24.848 s, and the published TFLOP/s agree with the model's causal count
+// (no warning: the head width and the expert FLOPs counted as Megatron-Bridge counts them).
+TEST(ProgramCli, FineGrainedMoeRowIsSimulated) {
+  const auto rows = simulated_rows("scenarios/validation/nemo-2025-moe-runs.csv", 1);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_NEAR(rows[0]["published"]["iter_s"].get<double>(), 512.0 * 4096 / (5275.0 * 16), 1e-6);
+  EXPECT_TRUE(rows[0]["warnings"].empty()) << rows[0]["warnings"];
+  EXPECT_GT(rows[0]["predicted"]["iter_s"].get<double>(), 0);
+}
+
 }  // namespace
 }  // namespace trainsim
