@@ -125,6 +125,11 @@ BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& 
   if (n == "embedding") {
     return memory_item("embedding", n, rows_of(op, 2 * h * e), h, act);
   }
+  if (n == "moe_permute" || n == "moe_unpermute") {
+    // The dispatcher's permutations move whole rows of h: timed as the copy kernel over as many
+    // [rows × h] elements as the op reads and writes (a copy moves 2·e bytes an element).
+    return memory_item("copy", n, rows_of(op, 2 * h * e), h, act);
+  }
   if (n == "cross_entropy") {
     const double v_tp = static_cast<double>(m.vocab) / s.tp;
     // One row per token, whichever implementation's bytes the op counts.

@@ -392,6 +392,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   c.shard.fused_attention = cfg.opt.fused_attention();
   c.shard.attention_kernel = cfg.opt.attention_kernel;
   c.shard.cross_entropy = cfg.opt.cross_entropy;
+  c.shard.ep = cfg.parallel.ep;
   c.comm_sm_share = gpu.sms > 0 ? static_cast<double>(kOverlapCommSms) / gpu.sms : 0.0;
   if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm) {
     c.pc = model::count_parameters(m);

@@ -27,7 +27,7 @@ namespace trainsim::exec {
 /// divided them by the whole DP group).
 /// analytic-11: the loss is priced as its implementation moves it (framework.cross_entropy:
 /// Megatron's unfused vocab-parallel cross-entropy, Megatron-Core's fused one, Transformer
-/// Engine's), with its own backward bytes.
+/// Engine's), with its own backward bytes; MoE layers pay the dispatcher's token permutations.
 inline constexpr const char* kAnalyticModelVersion = "analytic-11";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.

@@ -56,7 +56,8 @@ namespace trainsim::exec {
 /// flow per edge; the packet level keeps one flow per edge. And the optimizer step shards expert
 /// parameters over DP·CP / EP under framework.shard_group dp_cp (it used DP / EP), as the
 /// analytic fidelity and the memory model do.
-/// program-7: the loss task is priced as its implementation moves it (analytic-11).
+/// program-7: the loss task is priced as its implementation moves it, and MoE layers have their
+/// dispatcher's permutation tasks (analytic-11).
 inline constexpr const char* kProgramModelVersion = "program-7";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };

@@ -118,10 +118,21 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   const double f = m.ffn_hidden;
   const double up_mult = m.mlp == MlpKind::kSwiglu ? 2.0 : 1.0;
   const double expert_rows = moe ? tokens * m.top_k : tokens;
+  // Token permutation around the experts (Megatron-Core's MoEAlltoAllTokenDispatcher with
+  // moe_utils' permute, sort_chunks_by_idxs and unpermute): the [tokens·top_k × h] 16-bit rows
+  // are gathered into expert order before the all-to-all and, with more than one local expert,
+  // sorted by local expert after it; after the experts they are un-sorted, and unpermute
+  // scatter-adds them, weighted by the router's probabilities, back into [tokens × h]. Each pass
+  // reads and writes the rows once (a copy-like kernel); the backward moves the same bytes the
+  // other way (a gather's gradient is a scatter-add and back).
+  const double rows_bytes = expert_rows * h * kAct;
+  const bool sorted = moe && m.experts / std::max(1, s.ep) > 1;
   if (moe) {
     // Megatron-Core's router is a plain linear layer outside Transformer Engine (fp32 logits).
     gemm(ops, n, "router", tokens, m.experts, h).keep_16bit = true;
     memory(ops, n, "router_topk", "softmax", tokens * m.experts * 4.0 * 2);
+    Op& permute = memory(ops, n, "moe_permute", "copy", (sorted ? 4.0 : 2.0) * rows_bytes);
+    permute.backward_bytes = permute.bytes;
   }
   Op& up = gemm(ops, n, moe ? "expert_up" : "mlp_up", expert_rows, up_mult * f / t, h);
   up.tp_comm_before = !moe && !m.parallel_block;
@@ -149,6 +160,11 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   down.fp8_in_elements = expert_rows * f / t;
   down.fp8_in_fused = true;
   down.fp8_grad_elements = moe ? expert_rows * h : m.parallel_block ? 0 : ew_rows * h;
+  if (moe) {
+    Op& unpermute = memory(ops, n, "moe_unpermute", "copy",
+                           (sorted ? 3.0 : 1.0) * rows_bytes + tokens * h * kAct);
+    unpermute.backward_bytes = unpermute.bytes;
+  }
   memory(ops, n, "mlp_bias_dropout_add", "bias_dropout_add", bda_bytes);
   ops.resize(n);
 }

@@ -88,6 +88,7 @@ struct Sharding {
   bool fused_attention = false;    // FlashAttention-style kernel instead of GEMM+softmax+GEMM
   AttentionKernel attention_kernel = AttentionKernel::kFlash2;  // which one, when fused
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::kUnfused;
+  int ep = 1;                      // expert parallelism: experts / ep are local to a GPU
 };
 
 /// HBM bytes per parameter of one optimizer step: Adam reads and writes the fp32 master weights

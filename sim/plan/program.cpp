@@ -982,6 +982,7 @@ ProgramSet build_programs(const model::ModelConfig& model, const topo::ClusterSp
     b.shard.fused_attention = opt.fused_attention();
     b.shard.attention_kernel = opt.attention_kernel;
     b.shard.cross_entropy = opt.cross_entropy;
+    b.shard.ep = par.ep;
     b.build();
   }
   return ps;

@@ -105,6 +105,27 @@ TEST(BenchPlan, CrossEntropyRowsAreTokensForEveryImplementation) {
   }
 }
 
+// The MoE permutations are timed as the copy kernel over [rows × h]: the copy moves exactly the
+// bytes the model op counts (2 bytes read and 2 written an element).
+TEST(BenchPlan, MoePermutationsAreCopies) {
+  model::ModelConfig m = gpt175b();
+  m.experts = 8;
+  m.top_k = 2;
+  model::Sharding s;
+  s.tp = 8;
+  s.sp = true;
+  const auto items = bench_items_for_model(m, s, DType::kBf16, DType::kBf16);
+  for (const char* name : {"moe_permute", "moe_unpermute"}) {
+    const BenchItem* b = find(items, name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_EQ(b->op, "copy");
+    EXPECT_EQ(b->n, 12288);
+    EXPECT_DOUBLE_EQ(b->bytes, memory_kernel_bytes("copy", b->m, b->n, DType::kBf16));
+  }
+  // The gather and the sort: two copies of the 2,048 × 2 routed rows.
+  EXPECT_EQ(find(items, "moe_permute")->m, 2.0 * 2048 * 2);
+}
+
 // Every memory-bound model op maps to a kernel whose shape moves the bytes the model counts
 // (cross-entropy aside: the model counts an unfused fp32 pipeline, the kernel is fused).
 TEST(BenchPlan, UnfusedLlamaMoeShapesMoveTheModelsBytes) {

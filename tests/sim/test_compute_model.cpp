@@ -77,6 +77,37 @@ TEST(ComputeModelMeasured, HeadDimSetsTheAttentionShapes) {
   EXPECT_DOUBLE_EQ(op_named(ops, "attention").batch, 8);
 }
 
+// The MoE dispatcher's permutations (Megatron-Core MoEAlltoAllTokenDispatcher): with 4,096 tokens,
+// top-2 and hidden 1,024 the routed rows are 8,192 × 1,024 16-bit values (16 MiB). Before the
+// experts: the gather into expert order (read and write them: 2 × 16 MiB) and, with more than one
+// local expert, the sort by local expert (2 × 16 MiB more); after: the un-sort (2 × 16 MiB) and
+// the weighted scatter-add back (read 16 MiB, write 4,096 × 1,024 × 2 = 8 MiB). EP 8 with 8
+// experts leaves one local expert: no sorts. The backward moves the same bytes.
+TEST(ComputeModelMeasured, MoeLayersPermuteTheirTokens) {
+  model::ModelConfig m = testing::gpt(2, 1024, 16, 32000, 4096);
+  m.experts = 8;
+  m.top_k = 2;
+  const double rows = 8192.0 * 1024 * 2;
+  for (const int ep : {1, 8}) {
+    model::Sharding s;
+    s.ep = ep;
+    const std::vector<model::Op> ops = model::layer_forward_ops(m, s, 0);
+    const model::Op& permute = op_named(ops, "moe_permute");
+    const model::Op& unpermute = op_named(ops, "moe_unpermute");
+    EXPECT_DOUBLE_EQ(permute.bytes, (ep == 1 ? 4 : 2) * rows) << "ep " << ep;
+    EXPECT_DOUBLE_EQ(unpermute.bytes, (ep == 1 ? 3 : 1) * rows + 4096.0 * 1024 * 2) << "ep " << ep;
+    EXPECT_DOUBLE_EQ(permute.backward_bytes, permute.bytes);
+    EXPECT_DOUBLE_EQ(unpermute.backward_bytes, unpermute.bytes);
+    EXPECT_STREQ(permute.kernel, "copy");
+  }
+  // A dense layer has neither.
+  m.experts = 0;
+  for (const model::Op& op : model::layer_forward_ops(m, model::Sharding{}, 0)) {
+    EXPECT_NE(op.name, "moe_permute");
+    EXPECT_NE(op.name, "moe_unpermute");
+  }
+}
+
 // The elements Transformer Engine casts to fp8 for each GEMM of a layer, by hand: GPT block
 // (kv = h = 4096, ffn = 4h, GeLU), 4,096 tokens. TP 4 with SP: a column-parallel input and a
 // row-parallel output gradient are cast on the local 1,024 rows before the all-gather.
