@@ -110,7 +110,8 @@ struct ComputeModel {
   // A memory-bound op's backward: where the profile measured the kind's dedicated backward
   // kernel (`<kind>_bwd`, `calibrate kernels`), that kernel's bytes at its efficiency
   // (model::memory_backward_byte_ratio); otherwise the op's own backward bytes where it states
-  // them (cross-entropy), else twice the forward bytes, at the forward's efficiency.
+  // them (cross-entropy, the MoE permutations), else twice the forward bytes, at the forward's
+  // efficiency.
   double memory_backward(const model::Op& op) const {
     if (!prof.memory_bw_efficiency_by_kind.empty()) {
       const double ratio = model::memory_backward_byte_ratio(op.kernel);

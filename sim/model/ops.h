@@ -24,8 +24,9 @@ struct Op {
   double batch = 1;           // independent GEMMs / attention heads×sequences
   double flops = 0;           // forward FLOPs of the op on one GPU
   double bytes = 0;           // forward HBM traffic of a memory-bound op
-  // Backward HBM traffic of a memory-bound op whose backward is not twice its forward
-  // (the cross-entropy implementations); < 0: twice `bytes` (sim/exec/compute_model.h).
+  // Backward HBM traffic of a memory-bound op whose backward is not twice its forward (the
+  // cross-entropy implementations, the MoE permutations); < 0: twice `bytes`
+  // (sim/exec/compute_model.h).
   double backward_bytes = -1;
   int kernels = 1;            // kernel launches
   bool tp_comm_after = false; // followed by a TP reduce-scatter / all-reduce (row-parallel output)

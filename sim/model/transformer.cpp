@@ -57,9 +57,9 @@ ForwardFlops forward_flops_per_token(const ModelConfig& m) {
   f.dense_gemm = m.layers * attn_gemm + dense * mlp_gemm + moe * (m.top_k * mlp_gemm + router);
   // Scores QKᵀ and the weighted sum with V: 2·2·s·q per token per layer (q = heads·head_dim, h
   // unless model.head_dim says otherwise; Megatron counts its query projection size), over the
-  // full sequence
-  // (Megatron's accounting counts the whole s × s matrix, window or not; MegaScale's MFU for its
-  // sliding-window runs uses the same count, its Table 2 MFU ratio equals its throughput ratio).
+  // full sequence (Megatron's accounting counts the whole s × s matrix, window or not;
+  // MegaScale's MFU for its sliding-window runs uses the same count, its Table 2 MFU ratio equals
+  // its throughput ratio).
   f.attention = m.layers * 4.0 * static_cast<double>(m.seq_len) * q;
   f.logits = 2.0 * h * m.vocab;
   return f;
