@@ -46,6 +46,19 @@ bool has_note(const Scenario& s, const std::string& note) {
   return false;
 }
 
+// An MoE scenario carries the caveat of docs/validation.md's fine-grained MoE row; a dense one
+// does not.
+TEST(Scenario, MoeCarriesItsCaveat) {
+  const auto moe_note = [](const Scenario& s) {
+    for (const std::string& n : s.notes) {
+      if (contains(n, "fine-grained MoE")) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(moe_note(load_scenario_string("", "t", {"model.experts=8", "model.top_k=2"})));
+  EXPECT_FALSE(moe_note(load_scenario_string("", "t", {})));
+}
+
 // The project's default run (MegaScale NSDI'24 §6): 12,288 GPUs with TP 8 and PP 8 leave
 // DP = 12,288 / 64 = 192; vpp 6 makes the schedule interleaved; the megascale system turns on
 // every lever but sliding-window attention, and LAMB makes the optimizer lamb; the model has
