@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "scenarios/frameworks.h"
@@ -94,7 +95,7 @@ const std::vector<std::string>& validation_columns() { return kColumns; }
 
 const std::vector<std::string>& optional_validation_columns() {
   static const std::vector<std::string> kOptional = {"framework", "flops_convention", "experts",
-                                                     "top_k", "moe_every", "head_dim"};
+                                                     "top_k", "moe_every", "head_dim", "set"};
   return kOptional;
 }
 
@@ -422,6 +423,44 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     v["optimizations.system"] = system;
     v["framework.preset"] = framework;
     v["simulation.fidelity"] = "analytic";
+    // `set` (optional column): scenario keys the source states that no column holds, as
+    // `key=value` pairs separated by `;` (BLOOM's `framework.grad_accumulation=add-fp32`). A key
+    // that has a column of its own is refused there, so that a row says each thing once; a
+    // `--set` of the command still wins (a what-if over every row).
+    std::map<std::string, std::string> row_set;
+    {
+      static const std::set<std::string> kColumnKeys = {
+          "cluster.preset", "cluster.gpu", "cluster.gpus", "model.layers", "model.hidden",
+          "model.heads", "model.kv_heads", "model.ffn_hidden", "model.seq_len", "model.vocab",
+          "model.experts", "model.top_k", "model.moe_every", "model.head_dim", "parallel.tp",
+          "parallel.pp", "parallel.dp", "parallel.vpp", "parallel.cp", "parallel.ep",
+          "parallel.zero", "training.micro_batch", "training.global_batch", "training.recompute",
+          "training.precision", "optimizations.system", "framework.preset"};
+      std::string text = cell("set");
+      std::size_t start = 0;
+      while (start <= text.size()) {
+        const std::size_t end = std::min(text.find(';', start), text.size());
+        const std::string item = trim(text.substr(start, end - start));
+        start = end + 1;
+        if (item.empty()) continue;
+        const std::size_t eq = item.find('=');
+        const std::string key = trim(item.substr(0, eq));
+        if (eq == std::string::npos || key.empty() || trim(item.substr(eq + 1)).empty()) {
+          throw_input("`" + clip_name(item) + "` is not key=value", {file, line_no, "set"},
+                      "scenario keys as key=value pairs separated by ;");
+        }
+        if (find_key(key) == nullptr) {
+          throw_input("unknown scenario key `" + clip_name(key) + "`", {file, line_no, "set"},
+                      suggest_key(key));
+        }
+        if (kColumnKeys.count(key) != 0) {
+          throw_input("`" + key + "` has a column of its own", {file, line_no, "set"},
+                      "give it in that column");
+        }
+        row_set[key] = trim(item.substr(eq + 1));
+      }
+    }
+    for (const auto& [key, value] : row_set) v[key] = value;
     for (const auto& [key, value] : options.set) v[key] = value;
 
     // `full:N`: full recompute of N layers of each stage, the rest keep everything (Megatron's

@@ -356,6 +356,37 @@ TEST(ValidationRuns, HeadDimColumn) {
               1e-9 * flops(rows[0]));
 }
 
+// The optional `set` column: scenario keys a source states that no column holds, `key=value;...`
+// (BLOOM's BF16_Optimizer accumulates gradients in fp32). The same as a --set of the command for
+// that row; a key with a column of its own, an unknown key or a malformed pair names the column.
+TEST(ValidationRuns, SetColumnCarriesRowSettings) {
+  const std::string header = kHeader + ",set\n";
+  const std::string cells = ",a 2022 report,a100-80gb,bf16,,32,8,2048,16,,8192,2048,51200,2,2,8,,1,"
+                            "1,1,64,1,full,deepspeed,10.0,,,,";
+  const auto rows = validate_runs_text(
+      header + "plain" + cells + ",\n" + "fp32acc" + cells +
+          ",framework.grad_accumulation=add-fp32; model.dropout=false\n",
+      "t.csv", "analytic", {});
+  ASSERT_EQ(rows.size(), 2u);
+  ValidationOptions global;
+  global.set["framework.grad_accumulation"] = "add-fp32";
+  global.set["model.dropout"] = "false";
+  const auto as_global =
+      validate_runs_text(header + "plain" + cells + ",\n", "t.csv", "analytic", global);
+  EXPECT_EQ(*rows[1].predicted.iter_s, *as_global[0].predicted.iter_s);
+  EXPECT_NE(*rows[1].predicted.iter_s, *rows[0].predicted.iter_s);
+  for (const std::string bad : {"parallel.tp=4", "framework.grad_acumulation=add-fp32",
+                                "framework.grad_accumulation"}) {
+    try {
+      validate_runs_text(header + "bad" + cells + "," + bad + "\n", "t.csv", "analytic", {});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.where().field, "set") << e.message();
+      EXPECT_EQ(e.where().line, 2) << e.message();
+    }
+  }
+}
+
 // Published figures no training run can have get a warning: LLaMA's 380 tokens/s per GPU on
 // 2,048 GPUs written in the whole job's tokens_s column gives an MFU of 0.0x %; read per GPU
 // it is (gbs·seq·380·2048 / (gbs·seq)) × FLOPs per token / (2048 · 312 TFLOP/s) = 380 ×
