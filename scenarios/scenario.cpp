@@ -324,13 +324,13 @@ class Resolver {
             window));
       }
     }
-    // Fine-grained MoE reads optimistic (docs/validation.md, the Qwen3-30B-A3B row: 2.6x):
-    // say so where a planner reads the result, not only in the validation docs.
+    // Fine-grained MoE reads optimistic (docs/validation.md, the Qwen3-30B-A3B row): say so
+    // where a planner reads the result, not only in the validation docs.
     if (m.experts > 0) {
       scenario_.notes.push_back(
           "MoE: the router's auxiliary work and the token dispatcher's host synchronisations "
-          "are not modelled; a fine-grained MoE (Qwen3-30B-A3B, 128 experts) ran 2.6x slower "
-          "than simulated (docs/validation.md)");
+          "are not modelled; a fine-grained MoE (Qwen3-30B-A3B, 128 experts) ran far slower "
+          "than simulated (docs/validation.md, nemo-2025-moe-runs.csv)");
     }
   }
 
