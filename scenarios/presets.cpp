@@ -96,6 +96,17 @@ const std::vector<GpuEntry>& gpus() {
        "NVIDIA DGX B200 / HGX B200 datasheets; SM count: CUDA device properties of a B200 "
        "(148 SMs, as tile-ai/TileFoundry#76 records them)",
        "dgx-h100-superpod"},
+      // GB200 (the Blackwell GPU of a GB200 superchip, run at up to 1,200 W): 2,500 TFLOP/s dense
+      // bf16 and 5,000 fp8 (the GB200 NVL72 page's 360 and 720 PFLOP/s per 72 GPUs with
+      // sparsity, halved; S. Bekman, *ML Engineering*, accelerator table, note 23), HBM3e "186 GB"
+      // at 8 TB/s (189,471 MiB as nvidia-smi prints it on GB200 nodes in public logs), NVLink 5 at
+      // 1.8 TB/s both directions to all 72 GPUs of the rack through NVLink switches, 152 SMs (as
+      // CUDA reports them in public GB200 benchmark notes). Its usual cluster is the NVL72 rack.
+      {gpu("gb200", 2500, 5000, 189471, 152, 8.0, 900, true), "NVIDIA GB200 (Blackwell GPU of a GB200 NVL72)",
+       "NVIDIA GB200 NVL72 specifications (per GPU: the rack's figures / 72, dense); memory and "
+       "bandwidth: ML Engineering accelerator tables; 152 SMs and 189,471 MiB as CUDA and "
+       "nvidia-smi report them on GB200 nodes",
+       "dgx-gb200-nvl72"},
   };
   return kGpus;
 }
@@ -131,6 +142,15 @@ ClusterPreset meta_h100_roce() {
   return c;
 }
 
+ClusterPreset gb200_nvl72() {
+  // The NVLink domain is the rack: 72 GPUs behind the NVLink switch trays, which the model takes
+  // as its server (`gpus_per_node`). Each GPU has its own ConnectX-7 (4 per compute tray); rail i
+  // joins the i-th GPU of every rack. QM9700-class 64-port NDR switches.
+  ClusterPreset c = cluster("dgx-gb200-nvl72", "gb200", 72, 400, 3, 64, 400, 1, true);
+  c.cluster.gpus_per_node = 72;
+  return c;
+}
+
 const std::vector<ClusterEntry>& clusters() {
   static const std::vector<ClusterEntry> kClusters = {
       {cluster("selene-a100", "a100-80gb", 8, 200, 3, 40, 200, 1, true),
@@ -157,6 +177,13 @@ const std::vector<ClusterEntry>& clusters() {
        "a non-blocking fat tree of 48-port switches (the real fabric is an enhanced hypercube)",
        "BigScience tr11-176B-ml README, hardware (Jean Zay, IDRIS); Le Scao et al. 2022 "
        "(BLOOM) §3.4"},
+      {gb200_nvl72(),
+       "DGX GB200 NVL72 racks: 72 GPUs per NVLink domain (18 trays of 4), one 400 Gb/s NDR "
+       "ConnectX-7 per GPU, rail-optimized, 64-port NDR switches, 1:1 at every tier (8 racks per "
+       "scalable unit)",
+       "NVIDIA DGX SuperPOD reference architecture featuring DGX GB200 (scalable unit of 8 DGX "
+       "GB200 racks, NDR 400 Gb/s InfiniBand across racks, NVLink 5 inside each); GB200 NVL72 "
+       "specifications"},
       {meta_h100_roce(),
        "8 x H100 + 8 x 400 Gb/s RoCE per server, 2 servers per rack switch; pods of 3,072 GPUs "
        "at full bisection, 8 pods joined at 1:7; not rail-optimized",
@@ -313,7 +340,8 @@ std::string canonical_gpu(std::string_view name) {
                                      {"h100", "h100-sxm", 80},
                                      {"h800", "h800", 80},
                                      {"h200", "h200-sxm", 141},
-                                     {"b200", "b200", 180}};
+                                     {"b200", "b200", 180},
+                                     {"gb200", "gb200", 186}};
   for (const Family& f : kFamilies) {
     if (n.rfind(f.family, 0) != 0) continue;
     std::string rest = n.substr(std::string_view(f.family).size());

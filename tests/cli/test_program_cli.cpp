@@ -460,6 +460,30 @@ TEST(ProgramCli, B200RowsAreSimulated) {
   }
 }
 
+// The same tables' DGX-GB200 rows (NVL72 racks): the gb200 preset, its derived profile and the
+// dgx-gb200-nvl72 cluster (nothing fitted to them); the published iteration from tokens/s:
+// 8B 128·8192/(8·31,357) = 4.1800 s and 128·8192/(8·31,508) = 4.1600 s, 405B
+// 1536·8192/(256·813) = 60.4576 s. The rows' TFLOP/s agree with the causal count (no warning),
+// and the 405B's 126 layers over PP 16 × VP 4 take 7 on the end stages, 8 on the others.
+TEST(ProgramCli, Gb200RowsAreSimulated) {
+  const auto rows = simulated_rows("scenarios/validation/nemo-2025-gb200-runs.csv", 3);
+  ASSERT_EQ(rows.size(), 3u);
+  const double from_tokens[] = {4.1800, 4.1600, 60.4576};
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    EXPECT_NEAR(rows[r]["published"]["iter_s"].get<double>(), from_tokens[r],
+                0.002 * from_tokens[r])
+        << rows[r]["id"];
+    EXPECT_TRUE(rows[r]["warnings"].empty()) << rows[r]["warnings"];
+    EXPECT_EQ(rows[r]["assumed"]["cluster"].get<std::string>().rfind("dgx-gb200-nvl72", 0), 0u)
+        << rows[r]["assumed"];
+    EXPECT_GT(rows[r]["predicted"]["iter_s"].get<double>(), 0);
+  }
+  EXPECT_EQ(rows[2]["assumed"]["stage_layers"].get<std::string>().rfind(
+                "7 on the first and the last stage, 8 on the others", 0),
+            0u)
+      << rows[2]["assumed"];
+}
+
 // BLOOM 176B (BigScience tr11-176B-ml): its log's 104.70 s and 149.77 TFLOP/s per GPU on 384
 // GPUs imply 6.021e18 FLOPs per iteration, which is SC21's Eq. 3 count with recompute by hand:
 // 96·B·s·l·h²·(1 + s/6h + V/16lh) = 96·2048·2048·70·14336²·(1 + 2048/86016 + 250880/16056320)

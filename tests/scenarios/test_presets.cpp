@@ -78,6 +78,17 @@ TEST(GpuPresets, MatchDatasheets) {
   EXPECT_DOUBLE_EQ(b200->hbm_Bps, 8e12);
   EXPECT_DOUBLE_EQ(b200->nvlink_Bps, 900e9);
   EXPECT_TRUE(b200->has_nvls);
+  // GB200: the NVL72 rack's 360 / 720 PFLOP/s (with sparsity) per 72 GPUs, halved: 2,500 / 5,000
+  // TFLOP/s dense; 189,471 MiB at 8 TB/s, 152 SMs, NVLink 5 at 900 GB/s a direction.
+  const auto gb200 = gpu_preset("gb200");
+  ASSERT_TRUE(gb200.has_value());
+  EXPECT_DOUBLE_EQ(gb200->peak_dense_16bit_flops, 360e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb200->peak_dense_fp8_flops, 720e15 / 72 / 2);
+  EXPECT_DOUBLE_EQ(gb200->hbm_bytes, 189471.0 * 1024 * 1024);
+  EXPECT_EQ(gb200->sms, 152);
+  EXPECT_DOUBLE_EQ(gb200->hbm_Bps, 8e12);
+  EXPECT_DOUBLE_EQ(gb200->nvlink_Bps, 900e9);
+  EXPECT_TRUE(gb200->has_nvls);
 
   EXPECT_FALSE(gpu_preset("h100").has_value());
   EXPECT_EQ(gpu_preset("h100-sxm")->name, "h100-sxm");
@@ -130,6 +141,19 @@ TEST(ClusterPresets, MatchPublishedFabrics) {
   EXPECT_FALSE(meta->cluster.fabric.rail_optimized);
   EXPECT_EQ(meta->cluster.max_gpus(), 24576);
 
+  // DGX GB200 NVL72: the 72-GPU rack is the NVLink domain (the model's server), one 400 G NIC per
+  // GPU on 72 rails of 64-port switches at 1:1. A ToR has 32 ports down (one rack each), a spine
+  // 32 ToRs below it and the top tier 64 ports: 32 · 64 = 2,048 ToRs, floor(2,048 / 72) = 28
+  // whole groups of one ToR per rail, each holding 32 racks: 28 · 32 · 72 = 64,512 GPUs.
+  const auto nvl72 = cluster_preset("dgx-gb200-nvl72");
+  ASSERT_TRUE(nvl72.has_value());
+  EXPECT_EQ(nvl72->gpu, "gb200");
+  EXPECT_EQ(nvl72->cluster.gpus_per_node, 72);
+  EXPECT_EQ(nvl72->cluster.nics_per_node, 72);
+  EXPECT_DOUBLE_EQ(nvl72->cluster.nic_Gbps, 400);
+  EXPECT_TRUE(nvl72->cluster.fabric.rail_optimized);
+  EXPECT_EQ(nvl72->cluster.max_gpus(), 28 * 32 * 72);
+
   EXPECT_FALSE(cluster_preset("selene").has_value());
 }
 
@@ -142,6 +166,7 @@ TEST(ClusterPresets, DefaultClusterPerGpu) {
   EXPECT_EQ(default_cluster_for_gpu("a100-40gb"), "selene-a100");
   EXPECT_EQ(default_cluster_for_gpu("h800"), "dgx-h100-superpod");
   EXPECT_EQ(default_cluster_for_gpu("b200"), "dgx-h100-superpod");
+  EXPECT_EQ(default_cluster_for_gpu("gb200"), "dgx-gb200-nvl72");
   EXPECT_EQ(default_cluster_for_gpu("v100"), "");
   for (const std::string& gpu : preset_names(PresetKind::kGpu)) {
     EXPECT_TRUE(cluster_preset(default_cluster_for_gpu(gpu)).has_value()) << gpu;
@@ -249,8 +274,8 @@ TEST(ModelPresets, PublishedShapes) {
 
 // --list-presets shows every preset of the three kinds (DESIGN.md §5) with a source.
 TEST(Presets, ListingNamesEverything) {
-  EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 7u);
-  EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 5u);
+  EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 8u);
+  EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 6u);
   EXPECT_EQ(preset_names(PresetKind::kModel).size(), 21u);
   const std::string listing = list_presets();
   for (PresetKind kind : {PresetKind::kGpu, PresetKind::kCluster, PresetKind::kModel}) {

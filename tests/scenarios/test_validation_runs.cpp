@@ -263,6 +263,9 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
   EXPECT_EQ(canonical_gpu("H100"), "h100-sxm");
   EXPECT_EQ(canonical_gpu("NVIDIA H100 SXM5 80GB"), "h100-sxm");
   EXPECT_EQ(canonical_gpu("A100_SXM4_80GB"), "a100-80gb");
+  EXPECT_EQ(canonical_gpu("NVIDIA GB200"), "gb200");
+  EXPECT_EQ(canonical_gpu("gb200-186gb"), "gb200");
+  EXPECT_EQ(canonical_gpu("GB200 192GB"), "");
   EXPECT_EQ(canonical_gpu("h200"), "h200-sxm");
   EXPECT_EQ(canonical_gpu("a100-40gb"), "a100-40gb");  // a preset of its own
   EXPECT_EQ(canonical_gpu("NVIDIA A100-SXM4-40GB"), "a100-40gb");
