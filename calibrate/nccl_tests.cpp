@@ -362,6 +362,7 @@ std::string gpu_preset_for_device_name(const std::string& name) {
   if (std::regex_search(n, m, kGb)) gb = std::stoi(m[1].str());
   n += " ";  // so "H20 " does not match "H200"
   if (has("GB200")) return gb == 0 || gb == 186 ? "gb200" : "";
+  if (has("GB300")) return gb == 0 || gb == 288 ? "gb300" : "";
   if (has("GH200") || has("PCIE") || has("NVL") || has("H20 ")) return "";
   if (has("H200")) return "h200-sxm";
   if (has("H100")) return gb == 0 || gb == 80 ? "h100-sxm" : "";

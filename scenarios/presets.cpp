@@ -107,6 +107,16 @@ const std::vector<GpuEntry>& gpus() {
        "bandwidth: ML Engineering accelerator tables; 152 SMs and 189,471 MiB as CUDA and "
        "nvidia-smi report them on GB200 nodes",
        "dgx-gb200-nvl72"},
+      // GB300 (the Blackwell Ultra GPU of a GB300 superchip, up to 1,400 W): 2,500 / 5,000
+      // TFLOP/s dense bf16 / fp8 (the GB300 NVL72 page's figures per GPU without sparsity; ML
+      // Engineering, note 24), HBM3e "288 GB" at 8 TB/s (284,208 MiB as nvidia-smi prints it on
+      // GB300 nodes in public logs), NVLink 5 to all 72 GPUs of the rack, 148 SMs (as CUDA reports
+      // them in public GB300 kernel notes). Its usual cluster is the GB300 NVL72 rack.
+      {gpu("gb300", 2500, 5000, 284208, 148, 8.0, 900, true), "NVIDIA GB300 (Blackwell Ultra GPU of a GB300 NVL72)",
+       "NVIDIA GB300 NVL72 specifications (per GPU, dense); memory and bandwidth: ML Engineering "
+       "accelerator tables; 148 SMs and 284,208 MiB as CUDA and nvidia-smi report them on GB300 "
+       "nodes",
+       "dgx-gb300-nvl72"},
   };
   return kGpus;
 }
@@ -151,6 +161,14 @@ ClusterPreset gb200_nvl72() {
   return c;
 }
 
+ClusterPreset gb300_nvl72() {
+  // The GB200 rack's shape with the GB300's network: one 800 Gb/s ConnectX-8 per GPU and
+  // 144-port 800 G switches, three tiers as the GB200 preset.
+  ClusterPreset c = cluster("dgx-gb300-nvl72", "gb300", 72, 800, 3, 144, 800, 1, true);
+  c.cluster.gpus_per_node = 72;
+  return c;
+}
+
 const std::vector<ClusterEntry>& clusters() {
   static const std::vector<ClusterEntry> kClusters = {
       {cluster("selene-a100", "a100-80gb", 8, 200, 3, 40, 200, 1, true),
@@ -184,6 +202,13 @@ const std::vector<ClusterEntry>& clusters() {
        "NVIDIA DGX SuperPOD reference architecture featuring DGX GB200 (scalable unit of 8 DGX "
        "GB200 racks, NDR 400 Gb/s InfiniBand across racks, NVLink 5 inside each); GB200 NVL72 "
        "specifications"},
+      {gb300_nvl72(),
+       "GB300 NVL72 racks: 72 GPUs per NVLink domain (18 trays of 4), one 800 Gb/s XDR "
+       "ConnectX-8 per GPU, rail-optimized, 3 tiers of 144-port 800 G Quantum-X800 switches, "
+       "1:1 at every tier",
+       "NVIDIA NVL72 AI factory enterprise reference architecture, components (GB300 NVL compute "
+       "tray: 4 Blackwell Ultra GPUs and 4 ConnectX-8 HCAs); ConnectX-8 SuperNIC (800 Gb/s XDR); "
+       "Quantum-X800 Q3400 (144 ports of 800 Gb/s)"},
       {meta_h100_roce(),
        "8 x H100 + 8 x 400 Gb/s RoCE per server, 2 servers per rack switch; pods of 3,072 GPUs "
        "at full bisection, 8 pods joined at 1:7; not rail-optimized",
@@ -341,7 +366,8 @@ std::string canonical_gpu(std::string_view name) {
                                      {"h800", "h800", 80},
                                      {"h200", "h200-sxm", 141},
                                      {"b200", "b200", 180},
-                                     {"gb200", "gb200", 186}};
+                                     {"gb200", "gb200", 186},
+                                     {"gb300", "gb300", 288}};
   for (const Family& f : kFamilies) {
     if (n.rfind(f.family, 0) != 0) continue;
     std::string rest = n.substr(std::string_view(f.family).size());

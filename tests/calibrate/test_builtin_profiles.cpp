@@ -19,7 +19,7 @@ using trainsim::calib::Profile;
 using trainsim::calib::profile_to_json;
 
 const char* const kGpus[] = {"a100-80gb", "a100-40gb", "a800", "h100-sxm",
-                             "h800",      "h200-sxm",  "b200", "gb200"};
+                             "h800",      "h200-sxm",  "b200", "gb200", "gb300"};
 
 std::string source_file(const std::string& gpu) {
   return std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/profiles/" + gpu + ".json";
@@ -91,6 +91,13 @@ TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
   EXPECT_EQ(gb200.nvlink.busbw_Bps, b200.nvlink.busbw_Bps);
   EXPECT_EQ(gb200.nvls_busbw_Bps, b200.nvls_busbw_Bps);
   EXPECT_EQ(gb200.attention_fwd_efficiency, b200.attention_fwd_efficiency);
+  // GB300: the B300's burst fraction (1,769 of 2,250) carried over as the GB200's is from the
+  // B200's (1,822 / 1,745), of 2,500, at the same H100 ratio; everything else the GB200's.
+  const Profile gb300 = builtin_profile("gb300");
+  EXPECT_NEAR(gb300.gemm_peak_efficiency,
+              1769.0 * (1822.0 / 1745) / 2500 * 0.634 / (794.5 / 989), 5e-4);
+  EXPECT_EQ(gb300.nvlink.busbw_Bps, gb200.nvlink.busbw_Bps);
+  EXPECT_EQ(gb300.attention_bwd_efficiency, gb200.attention_bwd_efficiency);
 }
 
 // `trainsim run` on a cluster of each GPU names that GPU's built-in profile and its version.
@@ -101,6 +108,7 @@ TEST(BuiltinProfiles, RunReportsTheProfileOfTheClustersGpu) {
         std::string(gpu) == "a800" ? "megascale-ampere"
         : std::string(gpu).rfind("a100", 0) == 0 ? "selene-a100"
         : std::string(gpu) == "gb200"            ? "dgx-gb200-nvl72"
+        : std::string(gpu) == "gb300"            ? "dgx-gb300-nvl72"
                                                  : "dgx-h100-superpod";
     const trainsim::testing::CliRun r = trainsim::testing::trainsim(
         "run scenarios/examples/megatron-1.7b-32xa100.yaml --format json --set cluster.preset=" +

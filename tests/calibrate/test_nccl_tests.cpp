@@ -439,6 +439,7 @@ TEST(NcclTests, GpuPresetFromDeviceName) {
       {"NVIDIA GB200", "gb200"},
       {"NVIDIA GB200 186GB", "gb200"},
       {"NVIDIA GB200 192GB", ""},
+      {"NVIDIA GB300", "gb300"},
       {"NVIDIA GH200 480GB", ""},
       {"NVIDIA H20", ""},
       {"NVIDIA GeForce RTX 4090", ""},

@@ -460,21 +460,24 @@ TEST(ProgramCli, B200RowsAreSimulated) {
   }
 }
 
-// The same tables' DGX-GB200 rows (NVL72 racks): the gb200 preset, its derived profile and the
-// dgx-gb200-nvl72 cluster (nothing fitted to them); the published iteration from tokens/s:
-// 8B 128·8192/(8·31,357) = 4.1800 s and 128·8192/(8·31,508) = 4.1600 s, 405B
-// 1536·8192/(256·813) = 60.4576 s. The rows' TFLOP/s agree with the causal count (no warning),
-// and the 405B's 126 layers over PP 16 × VP 4 take 7 on the end stages, 8 on the others.
-TEST(ProgramCli, Gb200RowsAreSimulated) {
-  const auto rows = simulated_rows("scenarios/validation/nemo-2025-gb200-runs.csv", 3);
-  ASSERT_EQ(rows.size(), 3u);
-  const double from_tokens[] = {4.1800, 4.1600, 60.4576};
+// The same tables' DGX-GB200 and DGX-GB300 rows (NVL72 racks): the gb200 and gb300 presets,
+// their derived profiles and NVL72 clusters (nothing fitted to them); the published iteration
+// from tokens/s: GB200 8B 128·8192/(8·31,357) = 4.1800 s and 128·8192/(8·31,508) = 4.1600 s,
+// 405B 1536·8192/(256·813) = 60.4576 s; GB300 8B 128·8192/(8·37,556) = 3.4900 s, 405B
+// 1536·8192/(256·999) = 49.2012 s. The rows' TFLOP/s agree with the causal count (no warning);
+// the GB200 405B's 126 layers over PP 16 × VP 4 take 7 on the end stages, 8 on the others.
+TEST(ProgramCli, Gb200AndGb300RowsAreSimulated) {
+  const auto rows = simulated_rows("scenarios/validation/nemo-2025-gb200-runs.csv", 5);
+  ASSERT_EQ(rows.size(), 5u);
+  const double from_tokens[] = {4.1800, 4.1600, 60.4576, 3.4900, 49.2012};
+  const char* cluster[] = {"dgx-gb200-nvl72", "dgx-gb200-nvl72", "dgx-gb200-nvl72",
+                           "dgx-gb300-nvl72", "dgx-gb300-nvl72"};
   for (std::size_t r = 0; r < rows.size(); ++r) {
     EXPECT_NEAR(rows[r]["published"]["iter_s"].get<double>(), from_tokens[r],
                 0.002 * from_tokens[r])
         << rows[r]["id"];
     EXPECT_TRUE(rows[r]["warnings"].empty()) << rows[r]["warnings"];
-    EXPECT_EQ(rows[r]["assumed"]["cluster"].get<std::string>().rfind("dgx-gb200-nvl72", 0), 0u)
+    EXPECT_EQ(rows[r]["assumed"]["cluster"].get<std::string>().rfind(cluster[r], 0), 0u)
         << rows[r]["assumed"];
     EXPECT_GT(rows[r]["predicted"]["iter_s"].get<double>(), 0);
   }

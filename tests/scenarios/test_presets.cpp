@@ -89,6 +89,14 @@ TEST(GpuPresets, MatchDatasheets) {
   EXPECT_DOUBLE_EQ(gb200->hbm_Bps, 8e12);
   EXPECT_DOUBLE_EQ(gb200->nvlink_Bps, 900e9);
   EXPECT_TRUE(gb200->has_nvls);
+  // GB300: the same dense peaks; 284,208 MiB at 8 TB/s, 148 SMs.
+  const auto gb300 = gpu_preset("gb300");
+  ASSERT_TRUE(gb300.has_value());
+  EXPECT_DOUBLE_EQ(gb300->peak_dense_16bit_flops, 2500e12);
+  EXPECT_DOUBLE_EQ(gb300->peak_dense_fp8_flops, 5000e12);
+  EXPECT_DOUBLE_EQ(gb300->hbm_bytes, 284208.0 * 1024 * 1024);
+  EXPECT_EQ(gb300->sms, 148);
+  EXPECT_DOUBLE_EQ(gb300->nvlink_Bps, 900e9);
 
   EXPECT_FALSE(gpu_preset("h100").has_value());
   EXPECT_EQ(gpu_preset("h100-sxm")->name, "h100-sxm");
@@ -153,6 +161,15 @@ TEST(ClusterPresets, MatchPublishedFabrics) {
   EXPECT_DOUBLE_EQ(nvl72->cluster.nic_Gbps, 400);
   EXPECT_TRUE(nvl72->cluster.fabric.rail_optimized);
   EXPECT_EQ(nvl72->cluster.max_gpus(), 28 * 32 * 72);
+  // GB300 NVL72: 800 G ConnectX-8 per GPU, three tiers of 144-port switches at 1:1: a ToR has 72
+  // racks below it, a spine 72 ToRs, the top tier 144 ports: 72 · 144 = 10,368 ToRs,
+  // floor(10,368 / 72) = 144 rail groups of 72 racks: 144 · 72 · 72 GPUs.
+  const auto gb300 = cluster_preset("dgx-gb300-nvl72");
+  ASSERT_TRUE(gb300.has_value());
+  EXPECT_EQ(gb300->gpu, "gb300");
+  EXPECT_EQ(gb300->cluster.gpus_per_node, 72);
+  EXPECT_DOUBLE_EQ(gb300->cluster.nic_Gbps, 800);
+  EXPECT_EQ(gb300->cluster.max_gpus(), 144 * 72 * 72);
 
   EXPECT_FALSE(cluster_preset("selene").has_value());
 }
@@ -167,6 +184,7 @@ TEST(ClusterPresets, DefaultClusterPerGpu) {
   EXPECT_EQ(default_cluster_for_gpu("h800"), "dgx-h100-superpod");
   EXPECT_EQ(default_cluster_for_gpu("b200"), "dgx-h100-superpod");
   EXPECT_EQ(default_cluster_for_gpu("gb200"), "dgx-gb200-nvl72");
+  EXPECT_EQ(default_cluster_for_gpu("gb300"), "dgx-gb300-nvl72");
   EXPECT_EQ(default_cluster_for_gpu("v100"), "");
   for (const std::string& gpu : preset_names(PresetKind::kGpu)) {
     EXPECT_TRUE(cluster_preset(default_cluster_for_gpu(gpu)).has_value()) << gpu;
@@ -274,8 +292,8 @@ TEST(ModelPresets, PublishedShapes) {
 
 // --list-presets shows every preset of the three kinds (DESIGN.md §5) with a source.
 TEST(Presets, ListingNamesEverything) {
-  EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 8u);
-  EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 6u);
+  EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 9u);
+  EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 7u);
   EXPECT_EQ(preset_names(PresetKind::kModel).size(), 21u);
   const std::string listing = list_presets();
   for (PresetKind kind : {PresetKind::kGpu, PresetKind::kCluster, PresetKind::kModel}) {

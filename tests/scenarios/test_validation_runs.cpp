@@ -266,6 +266,7 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
   EXPECT_EQ(canonical_gpu("NVIDIA GB200"), "gb200");
   EXPECT_EQ(canonical_gpu("gb200-186gb"), "gb200");
   EXPECT_EQ(canonical_gpu("GB200 192GB"), "");
+  EXPECT_EQ(canonical_gpu("NVIDIA GB300"), "gb300");
   EXPECT_EQ(canonical_gpu("h200"), "h200-sxm");
   EXPECT_EQ(canonical_gpu("a100-40gb"), "a100-40gb");  // a preset of its own
   EXPECT_EQ(canonical_gpu("NVIDIA A100-SXM4-40GB"), "a100-40gb");
