@@ -368,6 +368,7 @@ std::string gpu_preset_for_device_name(const std::string& name) {
   if (has("H100")) return gb == 0 || gb == 80 ? "h100-sxm" : "";
   if (has("H800")) return gb == 0 || gb == 80 ? "h800" : "";
   if (has("B200")) return gb == 0 || gb == 180 ? "b200" : "";
+  if (has("B300")) return gb == 0 || gb == 288 ? "b300" : "";
   if (has("A800")) return gb == 80 ? "a800" : "";
   if (has("A100")) return gb == 80 ? "a100-80gb" : gb == 40 ? "a100-40gb" : "";
   return "";

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cctype>
 
 #include <utility>
@@ -96,6 +97,15 @@ const std::vector<GpuEntry>& gpus() {
        "NVIDIA DGX B200 / HGX B200 datasheets; SM count: CUDA device properties of a B200 "
        "(148 SMs, as tile-ai/TileFoundry#76 records them)",
        "dgx-h100-superpod"},
+      // B300 (HGX/DGX B300, Blackwell Ultra at up to 1,100 W): 2,250 / 4,500 TFLOP/s dense bf16 /
+      // fp8 (DGX B300 datasheet: 72 PFLOP/s fp8 per 8 GPUs with sparsity; ML Engineering, note
+      // 21), HBM3e "288 GB" at 8 TB/s (275,040 MiB as nvidia-smi prints "NVIDIA B300 SXM6 AC" in
+      // public logs), NVLink 5 at 900 GB/s a direction through NVSwitch, 148 SMs (CUDA, public
+      // kernel notes). DGX B300 has 8 x 800 Gb/s ConnectX-8 per node.
+      {gpu("b300", 2250, 4500, 275040, 148, 8.0, 900, true), "NVIDIA B300 SXM 288GB",
+       "NVIDIA DGX B300 datasheet; ML Engineering accelerator tables; 148 SMs and 275,040 MiB as "
+       "CUDA and nvidia-smi report them on B300 nodes",
+       "dgx-b300-superpod"},
       // GB200 (the Blackwell GPU of a GB200 superchip, run at up to 1,200 W): 2,500 TFLOP/s dense
       // bf16 and 5,000 fp8 (the GB200 NVL72 page's 360 and 720 PFLOP/s per 72 GPUs with
       // sparsity, halved; S. Bekman, *ML Engineering*, accelerator table, note 23), HBM3e "186 GB"
@@ -195,6 +205,12 @@ const std::vector<ClusterEntry>& clusters() {
        "a non-blocking fat tree of 48-port switches (the real fabric is an enhanced hypercube)",
        "BigScience tr11-176B-ml README, hardware (Jean Zay, IDRIS); Le Scao et al. 2022 "
        "(BLOOM) §3.4"},
+      {cluster("dgx-b300-superpod", "b300", 8, 800, 3, 144, 800, 1, true),
+       "DGX B300 nodes, 8 x 800 Gb/s XDR ConnectX-8 per node, rail-optimized; 144-port 800 G "
+       "Quantum-X800 switches, 1:1 at every tier (scalable unit of 72 nodes: 8 leaves, one per "
+       "rail)",
+       "NVIDIA DGX SuperPOD reference architecture with DGX B300 systems (XDR): 72 nodes, 576 "
+       "GPUs, 8 leaf switches per scalable unit; DGX B300 datasheet (ConnectX-8 SuperNICs)"},
       {gb200_nvl72(),
        "DGX GB200 NVL72 racks: 72 GPUs per NVLink domain (18 trays of 4), one 400 Gb/s NDR "
        "ConnectX-7 per GPU, rail-optimized, 64-port NDR switches, 1:1 at every tier (8 racks per "
@@ -359,6 +375,7 @@ std::string canonical_gpu(std::string_view name) {
     int size_gb;
     const char* other = "";    // a second size of the family has a preset of its own
     int other_gb = 0;
+    std::array<const char*, 3> system_suffixes = {"", "", ""};
   };
   static const Family kFamilies[] = {{"a100", "a100-80gb", 80, "a100-40gb", 40},
                                      {"a800", "a800", 80},
@@ -366,12 +383,22 @@ std::string canonical_gpu(std::string_view name) {
                                      {"h800", "h800", 80},
                                      {"h200", "h200-sxm", 141},
                                      {"b200", "b200", 180},
-                                     {"gb200", "gb200", 186},
-                                     {"gb300", "gb300", 288}};
+                                     {"b300", "b300", 288, "", 0, {"-ac", "-dc", ""}},
+                                     {"gb200", "gb200", 186, "", 0, {"-nvl72", "-nvl36", "-nvl4"}},
+                                     {"gb300", "gb300", 288, "", 0, {"-nvl72", "", ""}}};
   for (const Family& f : kFamilies) {
     if (n.rfind(f.family, 0) != 0) continue;
     std::string rest = n.substr(std::string_view(f.family).size());
-    for (const char* drop : {"-sxm5", "-sxm4", "-sxm"}) {
+    // Form factor, the memory's type and, for the rack-scale parts, the system (a GB200 of an
+    // NVL72 or an NVL4 is the same GPU; an "H100 NVL" is a PCIe card, another GPU) do not
+    // change the preset. nvidia-smi prints an H100 SXM5 as "NVIDIA H100 80GB HBM3" and a B300
+    // as "NVIDIA B300 SXM6 AC".
+    for (const char* drop : {"-sxm6", "-sxm5", "-sxm4", "-sxm", "-hbm3e", "-hbm3", "-hbm2e", "-hbm2"}) {
+      const std::size_t at = rest.find(drop);
+      if (at != std::string::npos) rest.erase(at, std::string_view(drop).size());
+    }
+    for (const char* drop : f.system_suffixes) {
+      if (*drop == '\0') continue;
       const std::size_t at = rest.find(drop);
       if (at != std::string::npos) rest.erase(at, std::string_view(drop).size());
     }

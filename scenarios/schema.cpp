@@ -174,8 +174,9 @@ std::vector<KeyDef> build_schema() {
        .description = "Cluster preset that fills every cluster.* key not given. When cluster.gpu "
                       "is given without a preset, the default is that GPU's usual cluster "
                       "(a100-80gb and a100-40gb: selene-a100, a800: megascale-ampere, h100-sxm, "
-                      "h800, h200-sxm and b200: dgx-h100-superpod, gb200: dgx-gb200-nvl72, "
-                      "gb300: dgx-gb300-nvl72); `none` describes the cluster by its keys alone",
+                      "h800, h200-sxm and b200: dgx-h100-superpod, b300: dgx-b300-superpod, gb200: "
+                      "dgx-gb200-nvl72, gb300: dgx-gb300-nvl72); `none` describes the cluster by "
+                      "its keys alone",
        .choices = with_none(preset_names(PresetKind::kCluster)),
        .aliases = {"cluster_name", "cluster_preset", "fabric_preset"}},
       {.path = "cluster.gpu",

@@ -5,7 +5,7 @@
 #  - run as a script (cmake -P) by that build step: writes the .cpp, one raw string per profile.
 # The .cpp defines trainsim::calib::detail::kEmbeddedProfiles, read by calibrate/builtin_profiles.cpp.
 
-set(TRAINSIM_BUILTIN_PROFILES a100-80gb a100-40gb a800 h100-sxm h800 h200-sxm b200 gb200 gb300)
+set(TRAINSIM_BUILTIN_PROFILES a100-80gb a100-40gb a800 h100-sxm h800 h200-sxm b200 b300 gb200 gb300)
 
 if(CMAKE_SCRIPT_MODE_FILE)
   # Script mode: PROFILE_DIR, OUT and GPUS (a ;-list, passed with | separators) come from -D.

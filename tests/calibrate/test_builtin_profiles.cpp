@@ -19,7 +19,7 @@ using trainsim::calib::Profile;
 using trainsim::calib::profile_to_json;
 
 const char* const kGpus[] = {"a100-80gb", "a100-40gb", "a800", "h100-sxm",
-                             "h800",      "h200-sxm",  "b200", "gb200", "gb300"};
+                             "h800",      "h200-sxm",  "b200", "b300",  "gb200", "gb300"};
 
 std::string source_file(const std::string& gpu) {
   return std::string(TRAINSIM_SOURCE_DIR) + "/calibrate/profiles/" + gpu + ".json";
@@ -85,6 +85,10 @@ TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
   EXPECT_NEAR(b200.gemm_peak_efficiency, 1745.0 / 2250 * 0.634 / (794.5 / 989), 5e-4);
   EXPECT_NEAR(b200.nvlink.busbw_Bps, 900e9 * 370 / 450, 1e9);
   EXPECT_NEAR(b200.nvls_busbw_Bps, 900e9 * 480 / 450, 1e9);
+  // B300: its own burst MAMF (1,769 of 2,250) by the B200's rule.
+  const Profile b300 = builtin_profile("b300");
+  EXPECT_NEAR(b300.gemm_peak_efficiency, 1769.0 / 2250 * 0.634 / (794.5 / 989), 5e-4);
+  EXPECT_EQ(b300.nvlink.busbw_Bps, b200.nvlink.busbw_Bps);
   // GB200: its own burst MAMF (1,822 of 2,500) at the same H100 ratio; NVLink as the B200's.
   const Profile gb200 = builtin_profile("gb200");
   EXPECT_NEAR(gb200.gemm_peak_efficiency, 1822.0 / 2500 * 0.634 / (794.5 / 989), 5e-4);
@@ -109,6 +113,7 @@ TEST(BuiltinProfiles, RunReportsTheProfileOfTheClustersGpu) {
         : std::string(gpu).rfind("a100", 0) == 0 ? "selene-a100"
         : std::string(gpu) == "gb200"            ? "dgx-gb200-nvl72"
         : std::string(gpu) == "gb300"            ? "dgx-gb300-nvl72"
+        : std::string(gpu) == "b300"             ? "dgx-b300-superpod"
                                                  : "dgx-h100-superpod";
     const trainsim::testing::CliRun r = trainsim::testing::trainsim(
         "run scenarios/examples/megatron-1.7b-32xa100.yaml --format json --set cluster.preset=" +

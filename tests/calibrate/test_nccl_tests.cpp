@@ -440,6 +440,7 @@ TEST(NcclTests, GpuPresetFromDeviceName) {
       {"NVIDIA GB200 186GB", "gb200"},
       {"NVIDIA GB200 192GB", ""},
       {"NVIDIA GB300", "gb300"},
+      {"NVIDIA B300 SXM6 AC", "b300"},
       {"NVIDIA GH200 480GB", ""},
       {"NVIDIA H20", ""},
       {"NVIDIA GeForce RTX 4090", ""},

@@ -226,7 +226,7 @@ TEST(CalibrateCli, ImportTakesTheGpuFromTheFileAndWarnsOnADifference) {
                                "h100x8_all_reduce.txt --gpu h100 --out " + out);
   EXPECT_EQ(unknown.code, 2);
   EXPECT_TRUE(has(unknown.err, "`--gpu`: unknown GPU preset `h100` (a100-80gb, a100-40gb, a800, "
-                               "h100-sxm, h800, h200-sxm, b200, gb200, gb300)"))
+                               "h100-sxm, h800, h200-sxm, b200, b300, gb200, gb300)"))
       << unknown.err;
   // A GPU with a profile, and --gpu naming another: imported as asked, with a warning.
   const Out r = trainsim("calibrate import-nccl-tests " + kData +

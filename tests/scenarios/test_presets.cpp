@@ -89,6 +89,13 @@ TEST(GpuPresets, MatchDatasheets) {
   EXPECT_DOUBLE_EQ(gb200->hbm_Bps, 8e12);
   EXPECT_DOUBLE_EQ(gb200->nvlink_Bps, 900e9);
   EXPECT_TRUE(gb200->has_nvls);
+  // B300: the B200's dense peaks; 275,040 MiB at 8 TB/s, 148 SMs.
+  const auto b300 = gpu_preset("b300");
+  ASSERT_TRUE(b300.has_value());
+  EXPECT_DOUBLE_EQ(b300->peak_dense_16bit_flops, 2250e12);
+  EXPECT_DOUBLE_EQ(b300->peak_dense_fp8_flops, 72e15 / 8 / 2);
+  EXPECT_DOUBLE_EQ(b300->hbm_bytes, 275040.0 * 1024 * 1024);
+  EXPECT_EQ(b300->sms, 148);
   // GB300: the same dense peaks; 284,208 MiB at 8 TB/s, 148 SMs.
   const auto gb300 = gpu_preset("gb300");
   ASSERT_TRUE(gb300.has_value());
@@ -161,6 +168,15 @@ TEST(ClusterPresets, MatchPublishedFabrics) {
   EXPECT_DOUBLE_EQ(nvl72->cluster.nic_Gbps, 400);
   EXPECT_TRUE(nvl72->cluster.fabric.rail_optimized);
   EXPECT_EQ(nvl72->cluster.max_gpus(), 28 * 32 * 72);
+  // DGX B300: 8 x 800 G per node on 8 rails, three tiers of 144-port switches at 1:1: a ToR has
+  // 72 nodes below it, a spine 72 ToRs, the top 144 ports: 10,368 ToRs / 8 rails = 1,296 rail
+  // groups of 72 nodes of 8 GPUs.
+  const auto b300 = cluster_preset("dgx-b300-superpod");
+  ASSERT_TRUE(b300.has_value());
+  EXPECT_EQ(b300->gpu, "b300");
+  EXPECT_EQ(b300->cluster.gpus_per_node, 8);
+  EXPECT_DOUBLE_EQ(b300->cluster.nic_Gbps, 800);
+  EXPECT_EQ(b300->cluster.max_gpus(), 1296LL * 72 * 8);
   // GB300 NVL72: 800 G ConnectX-8 per GPU, three tiers of 144-port switches at 1:1: a ToR has 72
   // racks below it, a spine 72 ToRs, the top tier 144 ports: 72 · 144 = 10,368 ToRs,
   // floor(10,368 / 72) = 144 rail groups of 72 racks: 144 · 72 · 72 GPUs.
@@ -185,6 +201,7 @@ TEST(ClusterPresets, DefaultClusterPerGpu) {
   EXPECT_EQ(default_cluster_for_gpu("b200"), "dgx-h100-superpod");
   EXPECT_EQ(default_cluster_for_gpu("gb200"), "dgx-gb200-nvl72");
   EXPECT_EQ(default_cluster_for_gpu("gb300"), "dgx-gb300-nvl72");
+  EXPECT_EQ(default_cluster_for_gpu("b300"), "dgx-b300-superpod");
   EXPECT_EQ(default_cluster_for_gpu("v100"), "");
   for (const std::string& gpu : preset_names(PresetKind::kGpu)) {
     EXPECT_TRUE(cluster_preset(default_cluster_for_gpu(gpu)).has_value()) << gpu;
@@ -292,8 +309,8 @@ TEST(ModelPresets, PublishedShapes) {
 
 // --list-presets shows every preset of the three kinds (DESIGN.md §5) with a source.
 TEST(Presets, ListingNamesEverything) {
-  EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 9u);
-  EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 7u);
+  EXPECT_EQ(preset_names(PresetKind::kGpu).size(), 10u);
+  EXPECT_EQ(preset_names(PresetKind::kCluster).size(), 8u);
   EXPECT_EQ(preset_names(PresetKind::kModel).size(), 21u);
   const std::string listing = list_presets();
   for (PresetKind kind : {PresetKind::kGpu, PresetKind::kCluster, PresetKind::kModel}) {

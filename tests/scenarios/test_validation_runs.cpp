@@ -267,6 +267,13 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
   EXPECT_EQ(canonical_gpu("gb200-186gb"), "gb200");
   EXPECT_EQ(canonical_gpu("GB200 192GB"), "");
   EXPECT_EQ(canonical_gpu("NVIDIA GB300"), "gb300");
+  // As nvidia-smi prints them (the memory type dropped), and the rack-scale systems' names.
+  EXPECT_EQ(canonical_gpu("NVIDIA H100 80GB HBM3"), "h100-sxm");
+  EXPECT_EQ(canonical_gpu("NVIDIA B300 SXM6 AC"), "b300");
+  EXPECT_EQ(canonical_gpu("B300"), "b300");
+  EXPECT_EQ(canonical_gpu("GB200 NVL72"), "gb200");
+  EXPECT_EQ(canonical_gpu("gb300-nvl72"), "gb300");
+  EXPECT_EQ(canonical_gpu("H100 NVL"), "");  // a PCIe card, another GPU
   EXPECT_EQ(canonical_gpu("h200"), "h200-sxm");
   EXPECT_EQ(canonical_gpu("a100-40gb"), "a100-40gb");  // a preset of its own
   EXPECT_EQ(canonical_gpu("NVIDIA A100-SXM4-40GB"), "a100-40gb");
