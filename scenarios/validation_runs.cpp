@@ -399,9 +399,21 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     } else {
       v["training.precision"] = precision.empty() ? "bf16" : precision;
       if (!precision.empty() && precision != "fp16" && precision != "bf16" && precision != "fp8") {
-        precision_error = "`" + precision +
-                          "` is not a precision: write bf16, fp16, fp8 (delayed scaling), fp8-cs "
-                          "or fp8-current (current scaling), or fp8-delayed";
+        std::string lower;
+        for (char c : precision) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        const bool block_scaled = lower.find("mx") != std::string::npos ||
+                                  lower.find("fp4") != std::string::npos ||
+                                  lower.find("block") != std::string::npos;
+        precision_error =
+            block_scaled
+                ? "`" + precision +
+                      "` is a block-scaled format (MXFP8, NVFP4, 128x128 blocks), which the model "
+                      "does not price: its GEMMs and casts have no sourced cost here; the "
+                      "per-tensor recipes are bf16, fp16, fp8 (delayed scaling), fp8-cs or "
+                      "fp8-current (current scaling), fp8-delayed"
+                : "`" + precision +
+                      "` is not a precision: write bf16, fp16, fp8 (delayed scaling), fp8-cs "
+                      "or fp8-current (current scaling), or fp8-delayed";
       }
       if (precision == "fp8") {
         row.assumed["fp8_recipe"] = "delayed (Transformer Engine's default; fp8-cs is current scaling)";

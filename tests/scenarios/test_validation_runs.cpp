@@ -460,6 +460,18 @@ TEST(ValidationRuns, Fp8RecipeAndBlockRecomputeCells) {
   EXPECT_NE(typo[0].error_message.find("t.csv:2"), std::string::npos) << typo[0].error_message;
   EXPECT_NE(typo[0].error_message.find("precision"), std::string::npos) << typo[0].error_message;
   EXPECT_NE(typo[0].error_message.find("fp8-cs"), std::string::npos) << typo[0].error_message;
+  // A block-scaled recipe (the FP8-MX and NVFP4 rows of NeMo's Blackwell tables) is refused as
+  // what it is: not modelled, not a typo.
+  for (const char* block : {"mxfp8", "FP8-MX", "nvfp4"}) {
+    const auto mx = validate_runs_text(
+        kHeader + "\nr,NeMo 2025,b200," + block +
+            ",,8,32,4096,32,8,14336,8192,128256,1,1,8,,1,1,1,128,3,,nemo,,,,725,\n",
+        "t.csv", "analytic", {});
+    ASSERT_EQ(mx.size(), 1u);
+    EXPECT_NE(mx[0].error_message.find("block-scaled format"), std::string::npos)
+        << mx[0].error_message;
+    EXPECT_NE(mx[0].error_message.find("does not price"), std::string::npos) << block;
+  }
   for (const char* bad : {"full:x", "full:0", "full:2.5"}) {
     try {
       row("fp8-cs", bad);
