@@ -248,10 +248,81 @@ int cmd_run(const RunArgs& a) {
   return 0;
 }
 
-int cmd_validate(const std::string& csv, const std::string& format, const std::string& output,
-                 const std::string& report, const std::string& fidelity,
+// Throws when no row of `rows` (read from `csv`) could be simulated, with each row's reason;
+// refuses any non-finite figure (docs/reliability.md: nothing non-finite is printed).
+void check_validation(const std::vector<scen::ValidationRow>& rows,
+                      const scen::ValidationSummary& summary, const std::string& csv) {
+  if (summary.simulated == 0) {
+    // Each row's reason, in the message itself (no table is printed when nothing ran).
+    std::string why;
+    std::size_t listed = 0;
+    for (const scen::ValidationRow& row : rows) {
+      if (row.error_message.empty()) continue;
+      if (listed++ == 5) {
+        why += fmt::format("; and {} more", rows.size() - 5);
+        break;
+      }
+      why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", row.id, row.error_message);
+    }
+    throw_infeasible(fmt::format("none of the {} rows could be simulated", summary.rows),
+                     {csv, 0, ""}, why);
+  }
+  const auto check = [](const std::optional<double>& v, const std::string& what) {
+    if (v) require_finite(*v, what);
+  };
+  for (const scen::ValidationRow& row : rows) {
+    for (const auto* f : {&row.predicted, &row.published}) {
+      const std::string side = f == &row.predicted ? "predicted" : "published";
+      check(f->iter_s, row.id + "." + side + ".iter_s");
+      check(f->tokens_s, row.id + "." + side + ".tokens_s");
+      check(f->mfu, row.id + "." + side + ".mfu");
+      check(f->tflops_gpu, row.id + "." + side + ".tflops_gpu");
+      check(f->hfu, row.id + "." + side + ".hfu");
+    }
+    check(row.mfu_err_pts, row.id + ".error.mfu_pts");
+    check(row.iter_err_pct, row.id + ".error.iter_pct");
+    check(row.tflops_err_pct, row.id + ".error.tflops_pct");
+  }
+  require_finite(summary.median_abs_mfu_err_pts, "summary.median_abs_mfu_err_pts");
+  require_finite(summary.max_abs_mfu_err_pts, "summary.max_abs_mfu_err_pts");
+  require_finite(summary.iter_time_mape, "summary.iter_time_mape");
+}
+
+// Several runs files: each validated alone, then one line per file and the union's summary
+// (the "every table at a glance" of docs/validation.md in one command).
+int cmd_validate_files(const std::vector<std::string>& csvs, const std::string& format,
+                       const std::string& output, const std::string& fid) {
+  std::vector<reports::ValidationFile> files;
+  std::vector<scen::ValidationRow> all;
+  for (const std::string& csv : csvs) {
+    reports::ValidationFile f;
+    f.path = csv;
+    f.rows = scen::validate_runs(csv, fid);
+    f.summary = scen::summarize(f.rows);
+    check_validation(f.rows, f.summary, csv);
+    all.insert(all.end(), f.rows.begin(), f.rows.end());
+    files.push_back(std::move(f));
+  }
+  const scen::ValidationSummary overall = scen::summarize(all);
+  write_output(format == "json" ? reports::validation_files_json(files, overall).dump(2) + "\n"
+                                : reports::validation_files_text(files, overall),
+               output);
+  return 0;
+}
+
+int cmd_validate(const std::vector<std::string>& csvs, const std::string& format,
+                 const std::string& output, const std::string& report, const std::string& fidelity,
                  const std::string& cross_validate) {
   const std::string fid = fidelity.empty() ? "analytic" : fidelity;
+  if (csvs.size() > 1) {
+    if (!cross_validate.empty() || !report.empty()) {
+      throw_input(fmt::format("`{}` takes one runs file; {} were given (run it per file)",
+                              cross_validate.empty() ? "--report" : "--cross-validate",
+                              csvs.size()));
+    }
+    return cmd_validate_files(csvs, format, output, fid);
+  }
+  const std::string& csv = csvs.front();
   std::vector<scen::ValidationRow> rows;
   std::string cv_note;
   if (cross_validate.empty()) {
@@ -275,41 +346,7 @@ int cmd_validate(const std::string& csv, const std::string& format, const std::s
     }
   }
   const auto summary = scen::summarize(rows);
-  if (summary.simulated == 0) {
-    // Each row's reason, in the message itself (no table is printed when nothing ran).
-    std::string why;
-    std::size_t listed = 0;
-    for (const scen::ValidationRow& row : rows) {
-      if (row.error_message.empty()) continue;
-      if (listed++ == 5) {
-        why += fmt::format("; and {} more", rows.size() - 5);
-        break;
-      }
-      why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", row.id, row.error_message);
-    }
-    throw_infeasible(fmt::format("none of the {} rows could be simulated", summary.rows),
-                     {csv, 0, ""}, why);
-  }
-  // The final guard (docs/reliability.md): nothing non-finite is printed.
-  const auto check = [](const std::optional<double>& v, const std::string& what) {
-    if (v) require_finite(*v, what);
-  };
-  for (const scen::ValidationRow& row : rows) {
-    for (const auto* f : {&row.predicted, &row.published}) {
-      const std::string side = f == &row.predicted ? "predicted" : "published";
-      check(f->iter_s, row.id + "." + side + ".iter_s");
-      check(f->tokens_s, row.id + "." + side + ".tokens_s");
-      check(f->mfu, row.id + "." + side + ".mfu");
-      check(f->tflops_gpu, row.id + "." + side + ".tflops_gpu");
-      check(f->hfu, row.id + "." + side + ".hfu");
-    }
-    check(row.mfu_err_pts, row.id + ".error.mfu_pts");
-    check(row.iter_err_pct, row.id + ".error.iter_pct");
-    check(row.tflops_err_pct, row.id + ".error.tflops_pct");
-  }
-  require_finite(summary.median_abs_mfu_err_pts, "summary.median_abs_mfu_err_pts");
-  require_finite(summary.max_abs_mfu_err_pts, "summary.max_abs_mfu_err_pts");
-  require_finite(summary.iter_time_mape, "summary.iter_time_mape");
+  check_validation(rows, summary, csv);
   write_output(format == "json" ? reports::validation_json(rows, summary).dump(2) + "\n"
                                 : cv_note + reports::validation_text(rows, summary),
                output);
@@ -426,10 +463,14 @@ int main(int argc, char** argv) {
   run->add_option("--report", run_args.report,
                   "Write an HTML report with charts, results.csv and results.json to DIR");
 
-  std::string csv, vformat = "text", voutput, vreport, vfidelity, vcross;
+  std::string vformat = "text", voutput, vreport, vfidelity, vcross;
+  std::vector<std::string> csvs;
   CLI::App* validate =
       app.add_subcommand("validate", "Compare predictions with published training runs (CSV)");
-  validate->add_option("runs", csv, "CSV in the format of scenarios/validation/published-runs.csv")
+  validate
+      ->add_option("runs", csvs,
+                   "CSV in the format of scenarios/validation/published-runs.csv; several files: "
+                   "each file's table, then one line per file and the summary over all of them")
       ->required();
   validate->add_option("--format", vformat, "text | json")->check(CLI::IsMember(formats));
   validate->add_option("--fidelity", vfidelity, "analytic | schedule | flow (default analytic)")
@@ -494,7 +535,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*run) return cmd_run(run_args);
-    if (*validate) return cmd_validate(csv, vformat, voutput, vreport, vfidelity, vcross);
+    if (*validate) return cmd_validate(csvs, vformat, voutput, vreport, vfidelity, vcross);
     if (*sweep) return trainsim::cli::run_sweep_command(sweep_args);
     if (*explain) return cmd_explain(key, eformat);
     if (*info) return cmd_info(iformat);

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string_view>
+
 #include "sim/core/version.h"
 
 namespace trainsim::reports {
@@ -120,6 +123,47 @@ std::string validation_text(const std::vector<scen::ValidationRow>& rows,
     }
   }
   return o;
+}
+
+std::string validation_files_text(const std::vector<ValidationFile>& files,
+                                  const scen::ValidationSummary& overall) {
+  std::string o;
+  std::size_t width = std::string_view("every file").size();
+  for (const ValidationFile& f : files) width = std::max(width, f.path.size());
+  for (const ValidationFile& f : files) {
+    o += fmt::format("== {} ({} rows)\n", f.path, f.summary.rows);
+    o += validation_text(f.rows, f.summary);
+    o += "\n";
+  }
+  o += "files at a glance (MFU error in points over the rows with an MFU; iteration-time MAPE):\n";
+  o += fmt::format("{:<{}} {:>5} {:>9} {:>7} {:>7} {:>9}\n", "file", width, "rows", "simulated",
+                   "median", "max", "MAPE %");
+  const auto line = [&](const std::string& name, const scen::ValidationSummary& s) {
+    return fmt::format("{:<{}} {:>5} {:>9} {:>7.1f} {:>7.1f} {:>9.1f}\n", name, width, s.rows,
+                       s.simulated, s.median_abs_mfu_err_pts, s.max_abs_mfu_err_pts,
+                       s.iter_time_mape);
+  };
+  for (const ValidationFile& f : files) o += line(f.path, f.summary);
+  o += line("every file", overall);
+  return o;
+}
+
+nlohmann::ordered_json validation_files_json(const std::vector<ValidationFile>& files,
+                                             const scen::ValidationSummary& overall) {
+  ordered_json arr = ordered_json::array();
+  for (const ValidationFile& f : files) {
+    const ordered_json one = validation_json(f.rows, f.summary);
+    ordered_json entry;
+    entry["file"] = f.path;
+    entry["rows"] = one["rows"];
+    entry["summary"] = one["summary"];
+    arr.push_back(entry);
+  }
+  ordered_json j;
+  j["trainsim_version"] = kVersion;
+  j["files"] = arr;
+  j["summary"] = validation_json({}, overall)["summary"];
+  return j;
 }
 
 }  // namespace trainsim::reports

@@ -15,4 +15,20 @@ nlohmann::ordered_json validation_json(const std::vector<scen::ValidationRow>& r
 std::string validation_text(const std::vector<scen::ValidationRow>& rows,
                             const scen::ValidationSummary& summary);
 
+/// One runs file of a multi-file `validate`.
+struct ValidationFile {
+  std::string path;
+  std::vector<scen::ValidationRow> rows;
+  scen::ValidationSummary summary;
+};
+
+/// Several files: each file's table (as `validation_text`) under a heading, then one line per
+/// file (rows, simulated, median / max |MFU error|, iteration-time MAPE) and the same over every
+/// row of every file (`overall`, the summary of their union).
+std::string validation_files_text(const std::vector<ValidationFile>& files,
+                                  const scen::ValidationSummary& overall);
+/// {"files": [{"file", "rows", "summary"}...], "summary": overall}.
+nlohmann::ordered_json validation_files_json(const std::vector<ValidationFile>& files,
+                                             const scen::ValidationSummary& overall);
+
 }  // namespace trainsim::reports

@@ -194,6 +194,53 @@ TEST(Cli, ValidatePublishedRuns) {
             doc["summary"]["median_abs_mfu_err_pts"].get<double>());
 }
 
+// Several runs files at once: each file's own summary is what `validate FILE` gives alone, and
+// the summary of every file is that of their rows together (rows add up; the max is the largest
+// of the files' maxima; the union's median lies between the files' medians).
+TEST(Cli, ValidateSeveralFilesSummarisesEachAndAll) {
+  const std::string a = "scenarios/validation/korthikanti-2022-runs.csv";
+  const std::string b = "scenarios/validation/nemo-2025-gb200-runs.csv";
+  const CliRun j = trainsim("validate " + a + " " + b + " --format json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  ASSERT_EQ(doc["files"].size(), 2u);
+  double max_of_files = 0, lo = 1e9, hi = 0;
+  int rows = 0;
+  for (std::size_t i = 0; i < 2; ++i) {
+    const auto& f = doc["files"][i];
+    EXPECT_EQ(f["file"], i == 0 ? a : b);
+    const CliRun alone = trainsim("validate " + f["file"].get<std::string>() + " --format json");
+    ASSERT_EQ(alone.code, 0) << alone.err;
+    const auto one = nlohmann::json::parse(alone.out);
+    EXPECT_EQ(f["summary"], one["summary"]);
+    EXPECT_EQ(f["rows"], one["rows"]);
+    rows += f["summary"]["rows"].get<int>();
+    max_of_files = std::max(max_of_files, f["summary"]["max_abs_mfu_err_pts"].get<double>());
+    lo = std::min(lo, f["summary"]["median_abs_mfu_err_pts"].get<double>());
+    hi = std::max(hi, f["summary"]["median_abs_mfu_err_pts"].get<double>());
+  }
+  EXPECT_EQ(doc["summary"]["rows"].get<int>(), rows);
+  EXPECT_EQ(doc["summary"]["rows"].get<int>(), 4 + 5);
+  EXPECT_DOUBLE_EQ(doc["summary"]["max_abs_mfu_err_pts"].get<double>(), max_of_files);
+  EXPECT_GE(doc["summary"]["median_abs_mfu_err_pts"].get<double>(), lo);
+  EXPECT_LE(doc["summary"]["median_abs_mfu_err_pts"].get<double>(), hi);
+  // Text: each file's table under its name, then one line per file and one for all of them.
+  const CliRun t = trainsim("validate " + a + " " + b);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_TRUE(has(t.out, "== " + a + " (4 rows)")) << t.out;
+  EXPECT_TRUE(has(t.out, "files at a glance")) << t.out;
+  EXPECT_TRUE(has(t.out, "every file")) << t.out;
+  // Leave-one-source-out and the HTML report take one file: refused, naming the option.
+  const CliRun cv = trainsim("validate " + a + " " + b + " --cross-validate source");
+  EXPECT_EQ(cv.code, 2);
+  EXPECT_TRUE(has(cv.err, "--cross-validate")) << cv.err;
+  EXPECT_TRUE(has(cv.err, "one runs file")) << cv.err;
+  // A file none of whose rows runs is refused by name, as alone.
+  const CliRun missing = trainsim("validate " + a + " no-such-runs.csv");
+  EXPECT_EQ(missing.code, 2) << missing.err;
+  EXPECT_TRUE(has(missing.err, "no-such-runs.csv")) << missing.err;
+}
+
 TEST(Cli, ValidateRowThatCannotRunAndCorruptCsv) {
   const std::string header = slurp("scenarios/validation/published-runs.csv").substr(0, 
       slurp("scenarios/validation/published-runs.csv").find('\n') + 1);
