@@ -184,6 +184,30 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.cp_comm", "all-gather"},
              {"collectives.p2p_net_channels", "2"}}),
        "flash2", "torchtitan", "megatron"},
+      {"llm-foundry-2023", "MosaicML LLM Foundry on Composer (PyTorch FSDP), as its MPT benchmarks ran",
+       "2023-10",
+       "LLM Foundry scripts/train/benchmarking (README tables and submit_benchmarks.py, "
+       "2023-10 to 2024-01): PyTorch FSDP (FULL_SHARD, or SHARD_GRAD_OP per run: the row's "
+       "zero 3 or 2) with no tensor or pipeline parallelism, attn_impl flash (FlashAttention-2), "
+       "low-precision LayerNorm, activation checkpointing per run, limit_all_gathers with "
+       "backward prefetch; Composer's FSDP mixed precision DEFAULT keeps parameters in the "
+       "16-bit dtype and reduces gradients in fp32 (PURE: 16-bit), composer/distributed/"
+       "mosaic_parallelism.py get_mixed_precision; MFU counted as 6N plus full s x s attention "
+       "(the README's formula, no recompute); torch.autocast (amp_bf16) not modelled",
+       with(levers({"dp_overlap", "efficient_operators", "async_data_pipeline"}),
+            {{"parallel.sp", "false"},
+             {"parallel.zero", "3"},
+             {"training.recompute", "none"},
+             {"training.grad_reduce_dtype", "fp32"},
+             {"framework.shard_group", "dp"},
+             {"framework.dp_buckets", "scaled"},
+             {"framework.tp_overlap_method", "bulk"},
+             {"framework.pp_activation", "full"},
+             {"framework.grad_accumulation", "add-fp32"},
+             {"framework.cp_comm", "p2p"},
+             {"collectives.p2p_net_channels", "2"}}),
+       "flash2", "llm-foundry", "megatron", false,
+       /*selective_recompute=*/false, /*sharded_optimizer=*/true, /*context_parallel=*/false},
   };
   return kPresets;
 }

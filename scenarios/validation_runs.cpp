@@ -239,7 +239,11 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       if (lower == "nemo-megatron") lower = "nemo";
       if (std::find(systems.begin(), systems.end(), lower) != systems.end()) {
         system_cell = lower;
-      } else if (const std::string fw = lower == "torchtitan" ? "torchtitan-2024" : lower;
+      } else if (const std::string fw = lower == "torchtitan"    ? "torchtitan-2024"
+                                        : lower == "llm-foundry" || lower == "composer" ||
+                                                  lower == "mosaicml"
+                                            ? "llm-foundry-2023"
+                                            : lower;
                  find_framework(fw) != nullptr) {
         framework_of_system = fw;
         const std::string family = find_framework(fw)->system;

@@ -108,6 +108,30 @@ TEST(Frameworks, Nemo2025ReducesGradientsInBf16AndFusesTheLoss) {
   EXPECT_NEAR(b25 / b24, 2.0 / 3.0, 1e-9);
 }
 
+// LLM Foundry on Composer (its MPT benchmarks): FSDP FULL_SHARD (ZeRO-3), no SP, fp32 gradient
+// reduction (Composer's mixed precision DEFAULT); a PURE run reduces in bf16. Under ZeRO-3 with
+// no TP or PP every parameter byte leaves the server three times per step, two all-gathers of
+// the bf16 parameters (forward, and backward after the forward's reshard) and one
+// reduce-scatter of the gradients, each at the same (dp − 1)/dp and the same split across the
+// server's NICs, so the NIC bytes per GPU go from 2 + 2 + 4 to 2 + 2 + 2 B per parameter: 3/4.
+TEST(Frameworks, LlmFoundryShardsFullyAndReducesInFp32) {
+  const std::vector<std::string> common = {
+      "model.preset=gpt3-6.7b", "cluster.preset=dgx-h100-superpod", "cluster.gpus=64",
+      "parallel.tp=1",          "parallel.pp=1",                     "parallel.vpp=1",
+      "training.global_batch=64", "framework.preset=llm-foundry-2023"};
+  const Scenario d = load_scenario_string("", "t", common);
+  EXPECT_EQ(d.parallel.zero, 3);
+  EXPECT_FALSE(d.parallel.sp);
+  EXPECT_EQ(d.training.grad_reduce, Precision::kFp32);
+  std::vector<std::string> pure = common;
+  pure.push_back("training.grad_reduce_dtype=bf16");
+  const Scenario p = load_scenario_string("", "t", pure);
+  const double fp32 = exec::run_analytic(make_run_config(d)).network.nic_bytes_per_gpu;
+  const double bf16 = exec::run_analytic(make_run_config(p)).network.nic_bytes_per_gpu;
+  ASSERT_GT(fp32, 0);
+  EXPECT_NEAR(bf16 / fp32, 3.0 / 4.0, 1e-9);
+}
+
 // Keys the scenario gives win over the preset; the attention kernel follows efficient operators
 // unless it is given.
 TEST(Frameworks, GivenKeysWin) {
