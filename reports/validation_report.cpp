@@ -117,7 +117,7 @@ std::string validation_text(const std::vector<scen::ValidationRow>& rows,
   bool any_warning = false;
   for (const auto& r : rows) any_warning = any_warning || !r.warnings.empty();
   if (any_warning) {
-    o += "\nwarnings (published figures that disagree under the row's FLOP convention):\n";
+    o += "\nwarnings (published figures that disagree with each other or with the model):\n";
     for (const auto& r : rows) {
       for (const std::string& w : r.warnings) o += fmt::format("  {:<16} {}\n", r.id, w);
     }
