@@ -188,12 +188,16 @@ const std::vector<FrameworkPreset>& framework_presets() {
        "2023-10",
        "LLM Foundry scripts/train/benchmarking (README tables and submit_benchmarks.py, "
        "2023-10 to 2024-01): PyTorch FSDP (FULL_SHARD, or SHARD_GRAD_OP per run: the row's "
-       "zero 3 or 2) with no tensor or pipeline parallelism, attn_impl flash (FlashAttention-2), "
-       "low-precision LayerNorm, activation checkpointing per run, limit_all_gathers with "
-       "backward prefetch; Composer's FSDP mixed precision DEFAULT keeps parameters in the "
-       "16-bit dtype and reduces gradients in fp32 (PURE: 16-bit), composer/distributed/"
-       "mosaic_parallelism.py get_mixed_precision; MFU counted as 6N plus full s x s attention "
-       "(the README's formula, no recompute); torch.autocast (amp_bf16) not modelled",
+       "zero 3 or 2) with no tensor or pipeline parallelism, low-precision LayerNorm, "
+       "activation checkpointing per run, limit_all_gathers with backward prefetch; attention "
+       "by attn_impl triton, the script's default at the tables' commits (MPT's Triton "
+       "FlashAttention), priced as FlashAttention-2 (no profile has the Triton kernel's rate); "
+       "Composer's FSDP mixed precision DEFAULT keeps parameters in the 16-bit dtype and reduces "
+       "gradients in fp32 (PURE: 16-bit), composer/distributed/mosaic_parallelism.py "
+       "get_mixed_precision; an FSDP model has no no_sync in Composer's _train_microbatches, so "
+       "gradients are reduce-scattered every micro-batch, as ZeRO-2/3 do here; MFU counted as "
+       "6N plus full s x s attention (the README's formula, no recompute); torch.autocast "
+       "(amp_bf16) not modelled",
        with(levers({"dp_overlap", "efficient_operators", "async_data_pipeline"}),
             {{"parallel.sp", "false"},
              {"parallel.zero", "3"},

@@ -487,43 +487,52 @@ TEST(ProgramCli, Gb200AndGb300RowsAreSimulated) {
       << rows[2]["assumed"];
 }
 
-// LLM Foundry's MPT benchmarks (docs/validation.md): 61 rows with one micro-batch per step, all
-// simulated, their tokens/s and TFLOP/s agreeing under the megatron convention (the 7B on 8
-// H100 by hand: 48·2048 / (8·10,643) = 1.15456 s). Ten of them, runs without activation
-// checkpointing whose stated micro-batch fills the GPU, the model puts over capacity by less
-// than its allocator-fragmentation reserve: simulated as published, each with that warning and
-// no other. The rows with checkpointing on H100 stay within the documented 3.2 points.
+// LLM Foundry's MPT benchmarks (docs/validation.md): all 209 BF16 rows simulated, their tokens/s
+// and TFLOP/s agreeing under the megatron convention (the 7B on 8 H100 at 2,048 by hand:
+// 48·2048 / (8·10,643) = 1.15456 s) but for the 125M at 32K and 64K tokens, whose published
+// count also has the 6·s·h of a learned position table as long as the sequence (+3 %: warned,
+// naming the convention). Rows whose stated micro-batch fills the GPU and that the model puts
+// over capacity by less than its allocator-fragmentation reserve are simulated as published,
+// each with that warning. The rows with checkpointing at 2,048 tokens on 128+ H100 stay within
+// the documented 3.2 points.
 TEST(ProgramCli, LlmFoundryRowsAreSimulated) {
   const CliRun r = trainsim("validate scenarios/validation/llm-foundry-2023-runs.csv --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  ASSERT_EQ(j["rows"].size(), 61u);
+  ASSERT_EQ(j["rows"].size(), 209u);
   int over = 0;
   for (const auto& row : j["rows"]) {
     const std::string id = row["id"];
     ASSERT_FALSE(row.contains("error_message")) << id << row["error_message"];
     for (const auto& w : row["warnings"]) {
-      ++over;
-      EXPECT_NE(w.get<std::string>().find("allocator-fragmentation reserve"), std::string::npos)
-          << id << w;
-      EXPECT_EQ(row["assumed"].count("recompute"), 0u) << id;  // stated, not searched
+      const std::string text = w.get<std::string>();
+      if (text.find("allocator-fragmentation reserve") != std::string::npos) {
+        ++over;
+        EXPECT_EQ(row["assumed"].count("recompute"), 0u) << id;  // stated, not searched
+      } else {
+        EXPECT_EQ(id.rfind("mpt-125m-", 0), 0u) << id << text;
+        EXPECT_NE(text.find("megatron convention is within 3."), std::string::npos) << text;
+      }
     }
-    if (id == "mpt-7b-h100-8") {
+    if (id == "mpt-7b-h100-8-s2048") {
       EXPECT_NEAR(row["published"]["iter_s"].get<double>(), 48.0 * 2048 / (8 * 10643), 1e-4);
     }
-    if (id.find("h100") != std::string::npos && (id.rfind("mpt-70b", 0) == 0 ||
-                                                 id.rfind("mpt-30b", 0) == 0 ||
-                                                 id.rfind("mpt-13b-h100-128", 0) == 0)) {
-      EXPECT_LE(std::abs(row["error"]["mfu_pts"].get<double>()), 3.5) << id;
+    for (const char* big : {"mpt-70b-h100-128-s2048", "mpt-70b-h100-256-s2048",
+                            "mpt-70b-h100-512-s2048", "mpt-30b-h100-128-s2048",
+                            "mpt-30b-h100-256-s2048", "mpt-30b-h100-512-s2048",
+                            "mpt-13b-h100-128-s2048"}) {
+      if (id == big) {
+        EXPECT_LE(std::abs(row["error"]["mfu_pts"].get<double>()), 3.5) << id;
+      }
     }
   }
-  EXPECT_EQ(over, 10);
-  EXPECT_EQ(j["summary"]["simulated"].get<int>(), 61);
+  EXPECT_EQ(over, 17);
+  EXPECT_EQ(j["summary"]["simulated"].get<int>(), 209);
   // The same 1B row at twice its micro-batch is over by more than the reserve: refused; with its
   // micro-batch blank the search takes one that fits with the reserve, without a warning.
   const std::string text = slurp("scenarios/validation/llm-foundry-2023-runs.csv");
   const std::string header = text.substr(0, text.find('\n') + 1);
-  const std::size_t at = text.find("\nmpt-1b-h100-64,") + 1;
+  const std::size_t at = text.find("\nmpt-1b-h100-64-s2048,") + 1;
   std::string line = text.substr(at, text.find('\n', at) - at);
   const std::size_t mbs = line.find(",20,1280,");
   ASSERT_NE(mbs, std::string::npos) << line;
