@@ -311,6 +311,13 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
             *run("h100-sxm", "deepspeed", "").predicted.iter_s);
   EXPECT_EQ(*run("h100-sxm", "NeMo_Megatron", "").predicted.iter_s,
             *run("h100-sxm", "nemo", "").predicted.iter_s);
+  // LLM Foundry by its repository, trainer or company name (docs/presets.md).
+  const auto foundry = run("h100-sxm", "megatron", "llm-foundry-2023");
+  for (const char* name : {"llm-foundry", "Composer", "MosaicML", "llm_foundry"}) {
+    const auto r = run("h100-sxm", name, "");
+    EXPECT_EQ(*r.predicted.iter_s, *foundry.predicted.iter_s) << name;
+    EXPECT_EQ(r.assumed.at("framework").rfind("llm-foundry-2023", 0), 0u) << name;
+  }
   EXPECT_THROW(run("h100-sxm", "jax", ""), Error);
 }
 
