@@ -162,19 +162,14 @@ ClusterPreset meta_h100_roce() {
   return c;
 }
 
-ClusterPreset gb200_nvl72() {
-  // The NVLink domain is the rack: 72 GPUs behind the NVLink switch trays, which the model takes
-  // as its server (`gpus_per_node`). Each GPU has its own ConnectX-7 (4 per compute tray); rail i
-  // joins the i-th GPU of every rack. QM9700-class 64-port NDR switches.
-  ClusterPreset c = cluster("dgx-gb200-nvl72", "gb200", 72, 400, 3, 64, 400, 1, true);
-  c.cluster.gpus_per_node = 72;
-  return c;
-}
-
-ClusterPreset gb300_nvl72() {
-  // The GB200 rack's shape with the GB300's network: one 800 Gb/s ConnectX-8 per GPU and
-  // 144-port 800 G switches, three tiers as the GB200 preset.
-  ClusterPreset c = cluster("dgx-gb300-nvl72", "gb300", 72, 800, 3, 144, 800, 1, true);
+// An NVL72 rack: the NVLink domain is the rack, 72 GPUs behind the NVLink switch trays, which
+// the model takes as its server (`gpus_per_node`). Each GPU has its own NIC (4 per compute
+// tray) and rail i joins the i-th GPU of every rack, three tiers of `radix`-port switches at 1:1:
+// GB200 with ConnectX-7 at 400 G on QM9700-class 64-port NDR switches, GB300 with ConnectX-8 at
+// 800 G on 144-port Quantum-X800 switches.
+ClusterPreset nvl72_rack(std::string name, std::string gpu_name, double nic_gbps, int radix) {
+  ClusterPreset c =
+      cluster(std::move(name), std::move(gpu_name), 72, nic_gbps, 3, radix, nic_gbps, 1, true);
   c.cluster.gpus_per_node = 72;
   return c;
 }
@@ -211,14 +206,14 @@ const std::vector<ClusterEntry>& clusters() {
        "rail)",
        "NVIDIA DGX SuperPOD reference architecture with DGX B300 systems (XDR): 72 nodes, 576 "
        "GPUs, 8 leaf switches per scalable unit; DGX B300 datasheet (ConnectX-8 SuperNICs)"},
-      {gb200_nvl72(),
+      {nvl72_rack("dgx-gb200-nvl72", "gb200", 400, 64),
        "DGX GB200 NVL72 racks: 72 GPUs per NVLink domain (18 trays of 4), one 400 Gb/s NDR "
        "ConnectX-7 per GPU, rail-optimized, 64-port NDR switches, 1:1 at every tier (8 racks per "
        "scalable unit)",
        "NVIDIA DGX SuperPOD reference architecture featuring DGX GB200 (scalable unit of 8 DGX "
        "GB200 racks, NDR 400 Gb/s InfiniBand across racks, NVLink 5 inside each); GB200 NVL72 "
        "specifications"},
-      {gb300_nvl72(),
+      {nvl72_rack("dgx-gb300-nvl72", "gb300", 800, 144),
        "GB300 NVL72 racks: 72 GPUs per NVLink domain (18 trays of 4), one 800 Gb/s XDR "
        "ConnectX-8 per GPU, rail-optimized, 3 tiers of 144-port 800 G Quantum-X800 switches, "
        "1:1 at every tier",
