@@ -60,6 +60,13 @@ Profile parse_embedded(const detail::EmbeddedProfile& e) {
   p.attention_fwd_efficiency = number(c, "attention_fwd_efficiency", where);
   p.attention_bwd_efficiency = number(c, "attention_bwd_efficiency", where);
   p.memory_bw_efficiency = number(c, "memory_bw_efficiency", where);
+  if (c.contains("attention_by_kernel")) {
+    for (const auto& [kernel, v] : c.at("attention_by_kernel").items()) {
+      const std::string at = where + " compute.attention_by_kernel." + kernel;
+      p.attention_by_kernel[kernel] = {number(v, "fwd_efficiency", at),
+                                       number(v, "bwd_efficiency", at)};
+    }
+  }
   p.kernel_overhead_s = number(c, "kernel_overhead_s", where);
   const json& k = j.at("collectives");
   p.nvlink.busbw_Bps = number(k, "nvlink_busbw_Bps", where);

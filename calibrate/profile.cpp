@@ -241,6 +241,12 @@ bool is_memory_bound_kernel(const std::string& op) {
   return op != "gemm" && op != "attention_fwd" && op != "attention_bwd";
 }
 
+const char* attention_kernel_names() { return "flash2, flash3, cudnn, triton"; }
+
+bool is_attention_kernel_name(std::string_view name) {
+  return name == "flash2" || name == "flash3" || name == "cudnn" || name == "triton";
+}
+
 Profile load_profile(const std::string& path) {
   return parse_profile(
       read_input_file(path, "calibration profile", limits::kMaxProfileBytes, "calibration.profile"),
@@ -285,7 +291,8 @@ Profile parse_profile(std::string_view text, const std::string& path) {
   reject_unknown(c,
                  {"gemm_peak_efficiency", "gemm_half_dim", "attention_fwd_efficiency",
                   "attention_bwd_efficiency", "memory_bw_efficiency", "kernel_overhead_s",
-                  "gemm_overhead_s", "memory_bw_efficiency_by_kind", "copy_bw_Bps"},
+                  "gemm_overhead_s", "memory_bw_efficiency_by_kind", "copy_bw_Bps",
+                  "attention_by_kernel"},
                  path, "compute");
   p.gemm_peak_efficiency = get_number(c, "gemm_peak_efficiency", path, "compute", kEfficiency);
   p.gemm_half_dim = get_number(c, "gemm_half_dim", path, "compute", kDimension);
@@ -312,6 +319,27 @@ Profile parse_profile(std::string_view text, const std::string& path) {
                     "one of the memory-bound kinds of: " + std::string(measured_kernel_ops()));
       }
       p.memory_bw_efficiency_by_kind[kind] = get_number(by, kind.c_str(), path, where, kEfficiency);
+    }
+  }
+  if (c.contains("attention_by_kernel")) {
+    const json& by = c["attention_by_kernel"];
+    const std::string where = "compute.attention_by_kernel";
+    if (!by.is_object()) {
+      throw_input("must be an object of kernel: {fwd_efficiency, bwd_efficiency}",
+                  {path, 0, where});
+    }
+    for (const auto& [kernel, v] : by.items()) {
+      const std::string at = where + "." + kernel;
+      if (!is_attention_kernel_name(kernel)) {
+        throw_input("`" + kernel + "` is not a fused attention kernel", {path, 0, at},
+                    std::string("one of: ") + attention_kernel_names());
+      }
+      if (!v.is_object()) {
+        throw_input("must be an object {fwd_efficiency, bwd_efficiency}", {path, 0, at});
+      }
+      reject_unknown(v, {"fwd_efficiency", "bwd_efficiency"}, path, at);
+      p.attention_by_kernel[kernel] = {get_number(v, "fwd_efficiency", path, at, kEfficiency),
+                                       get_number(v, "bwd_efficiency", path, at, kEfficiency)};
     }
   }
   const json& k = j["collectives"];
@@ -365,6 +393,13 @@ std::string profile_to_json(const Profile& p) {
     nlohmann::ordered_json by = nlohmann::ordered_json::object();
     for (const auto& [kind, e] : p.memory_bw_efficiency_by_kind) by[kind] = e;
     j["compute"]["memory_bw_efficiency_by_kind"] = by;
+  }
+  if (!p.attention_by_kernel.empty()) {
+    nlohmann::ordered_json by = nlohmann::ordered_json::object();
+    for (const auto& [kernel, r] : p.attention_by_kernel) {
+      by[kernel] = {{"fwd_efficiency", r.fwd}, {"bwd_efficiency", r.bwd}};
+    }
+    j["compute"]["attention_by_kernel"] = by;
   }
   j["collectives"] = {{"nvlink_busbw_Bps", p.nvlink.busbw_Bps},
                       {"nvlink_step_latency_s", p.nvlink.step_latency_s},

@@ -82,6 +82,10 @@ struct KernelProvenance {
 const char* measured_kernel_ops();
 /// True for the kinds fitted by bandwidth (everything but gemm and attention_*).
 bool is_memory_bound_kernel(const std::string& op);
+/// Fused attention kernels a profile's `attention_by_kernel` may name, comma-separated (the
+/// fused values of framework.attention_kernel).
+const char* attention_kernel_names();
+bool is_attention_kernel_name(std::string_view name);
 
 struct Profile {
   std::string name;        // e.g. "datasheet-h100-sxm"
@@ -95,6 +99,20 @@ struct Profile {
   // Fused (FlashAttention-style) attention efficiency relative to dense peak.
   double attention_fwd_efficiency = 0.6;
   double attention_bwd_efficiency = 0.5;
+  // Optional: the same for named fused kernels that run at a rate of their own on this GPU
+  // (keys from attention_kernel_names(): FlashAttention-2 on Hopper, which has no wgmma path;
+  // the 2022 Triton kernel); a kernel not listed runs at the two rates above.
+  struct AttentionRate {
+    double fwd = 0;
+    double bwd = 0;
+  };
+  std::map<std::string, AttentionRate, std::less<>> attention_by_kernel;
+  AttentionRate attention_rate(std::string_view kernel) const {
+    const auto it = attention_by_kernel.find(kernel);
+    return it == attention_by_kernel.end()
+               ? AttentionRate{attention_fwd_efficiency, attention_bwd_efficiency}
+               : it->second;
+  }
   // Fraction of datasheet HBM bandwidth that memory-bound kernels achieve.
   double memory_bw_efficiency = 0.8;
   // Optional, measured: the same per kernel kind (keys from measured_kernel_ops(), memory-bound

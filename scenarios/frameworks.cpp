@@ -190,8 +190,9 @@ const std::vector<FrameworkPreset>& framework_presets() {
        "2023-10 to 2024-01): PyTorch FSDP (FULL_SHARD, or SHARD_GRAD_OP per run: the row's "
        "zero 3 or 2) with no tensor or pipeline parallelism, low-precision LayerNorm, "
        "activation checkpointing per run, limit_all_gathers with backward prefetch; attention "
-       "by attn_impl triton, the script's default at the tables' commits (MPT's Triton "
-       "FlashAttention), priced as FlashAttention-2 (no profile has the Triton kernel's rate); "
+       "by attn_impl triton, the script's default at the tables' commits: MPT's copy of "
+       "FlashAttention's Triton kernel of 2022 on pre-MLIR Triton (triton_pre_mlir_sm90), the "
+       "`triton` attention kernel; "
        "Composer's FSDP mixed precision DEFAULT keeps parameters in the 16-bit dtype and reduces "
        "gradients in fp32 (PURE: 16-bit), composer/distributed/mosaic_parallelism.py "
        "get_mixed_precision; an FSDP model has no no_sync in Composer's _train_microbatches, so "
@@ -210,7 +211,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
              {"framework.grad_accumulation", "add-fp32"},
              {"framework.cp_comm", "p2p"},
              {"collectives.p2p_net_channels", "2"}}),
-       "flash2", "llm-foundry", "megatron", false,
+       "triton", "llm-foundry", "megatron", false,
        /*selective_recompute=*/false, /*sharded_optimizer=*/true, /*context_parallel=*/false},
   };
   return kPresets;

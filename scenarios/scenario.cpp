@@ -787,6 +787,7 @@ class Resolver {
     o.attention_kernel = kernel == "flash2"   ? model::AttentionKernel::kFlash2
                          : kernel == "flash3" ? model::AttentionKernel::kFlash3
                          : kernel == "cudnn"  ? model::AttentionKernel::kCudnn
+                         : kernel == "triton" ? model::AttentionKernel::kTriton
                                               : model::AttentionKernel::kUnfused;
     const std::string ce = get("framework.cross_entropy");
     o.cross_entropy = ce == "te"       ? model::CrossEntropyKernel::kTe

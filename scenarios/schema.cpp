@@ -458,10 +458,12 @@ std::vector<KeyDef> build_schema() {
        .type = K::kEnum,
        .default_value = "auto",
        .description = "Attention kernel: unfused (QKᵀ GEMM, softmax, ·V GEMM over the full s×s "
-                      "matrix), flash2, flash3 or cudnn (fused: masked tiles skipped, no scores "
-                      "stored). auto = the framework's fused kernel when "
-                      "optimizations.efficient_operators is on, unfused otherwise",
-       .choices = {"auto", "unfused", "flash2", "flash3", "cudnn"},
+                      "matrix), flash2, flash3, cudnn or triton (FlashAttention's Triton kernel "
+                      "of 2022, as MPT ran it) (fused: masked tiles skipped, no scores stored; "
+                      "each at its own rate where the profile rates it). auto = the framework's "
+                      "fused kernel when optimizations.efficient_operators is on, unfused "
+                      "otherwise",
+       .choices = {"auto", "unfused", "flash2", "flash3", "cudnn", "triton"},
        .aliases = {"attention_backend", "attention_impl", "attn_implementation", "sdpa_backend"}},
       {.path = "framework.cross_entropy",
        .type = K::kEnum,

@@ -28,7 +28,10 @@ namespace trainsim::exec {
 /// analytic-11: the loss is priced as its implementation moves it (framework.cross_entropy:
 /// Megatron's unfused vocab-parallel cross-entropy, Megatron-Core's fused one, Transformer
 /// Engine's), with its own backward bytes; MoE layers pay the dispatcher's token permutations.
-inline constexpr const char* kAnalyticModelVersion = "analytic-11";
+/// analytic-12: a fused attention kernel runs at its own rate where the profile rates it
+/// (calib::Profile::attention_by_kernel): FlashAttention-2 on Hopper, FlashAttention's Triton
+/// kernel of 2022 (framework.attention_kernel triton, the llm-foundry-2023 preset's).
+inline constexpr const char* kAnalyticModelVersion = "analytic-12";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

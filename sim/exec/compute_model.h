@@ -83,7 +83,7 @@ struct ComputeModel {
                gemm_time(op.m, op.n, op.k, op.batch, model::runs_16bit(op) ? peak16 : gemm_peak);
       }
       case model::OpKind::kAttention:
-        return launch + op.flops / (peak16 * prof.attention_fwd_efficiency);
+        return launch + op.flops / (peak16 * prof.attention_rate(op.kernel).fwd);
       case model::OpKind::kMemory:
         return launch + op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
     }
@@ -101,7 +101,7 @@ struct ComputeModel {
                gemm_time(op.k, op.n, op.m, op.batch, peak);
       }
       case model::OpKind::kAttention:
-        return launch + 2.0 * op.flops / (peak16 * prof.attention_bwd_efficiency);
+        return launch + 2.0 * op.flops / (peak16 * prof.attention_rate(op.kernel).bwd);
       case model::OpKind::kMemory:
         return launch + memory_backward(op);
     }

@@ -58,7 +58,8 @@ namespace trainsim::exec {
 /// analytic fidelity and the memory model do.
 /// program-7: the loss task is priced as its implementation moves it, and MoE layers have their
 /// dispatcher's permutation tasks (analytic-11).
-inline constexpr const char* kProgramModelVersion = "program-7";
+/// program-8: attention at its kernel's own rate (analytic-12).
+inline constexpr const char* kProgramModelVersion = "program-8";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -81,6 +81,7 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
     const double keys = executed_keys_per_query(m, s.attention_kernel);
     Op& a = next_op(ops, n, "attention");
     a.kind = OpKind::kAttention;
+    a.kernel = to_string(s.attention_kernel);  // the profile may rate each kernel on its own
     a.batch = b * heads;
     a.m = q_rows;
     a.n = keys;

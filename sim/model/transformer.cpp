@@ -124,6 +124,7 @@ const char* to_string(AttentionKernel k) {
     case AttentionKernel::kFlash2: return "flash2";
     case AttentionKernel::kFlash3: return "flash3";
     case AttentionKernel::kCudnn: return "cudnn";
+    case AttentionKernel::kTriton: return "triton";
   }
   return "?";
 }

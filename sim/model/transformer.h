@@ -20,8 +20,11 @@ enum class MlpKind { kGelu, kSwiglu };
 /// The attention kernel a framework runs. Fused kernels (FlashAttention-2/3, cuDNN's fused
 /// scaled-dot-product attention) tile queries and keys into blocks and skip the blocks the causal
 /// or sliding-window mask removes entirely; the unfused path (QKᵀ GEMM, masked softmax, ·V GEMM)
-/// computes the full s × s score matrix whatever the mask.
-enum class AttentionKernel { kUnfused, kFlash2, kFlash3, kCudnn };
+/// computes the full s × s score matrix whatever the mask. kTriton is FlashAttention's Triton
+/// kernel of 2022 (flash_attn_triton.py, FlashAttention-1's algorithm on the pre-MLIR Triton
+/// compiler), which MosaicML's MPT ran as `attn_impl: triton`: fused, with the same 128 × 128
+/// tiles and masked-tile skip, at its own rate (calibrate/profiles/README.md).
+enum class AttentionKernel { kUnfused, kFlash2, kFlash3, kCudnn, kTriton };
 /// The cross-entropy implementation a framework runs over the vocab-parallel logits.
 ///  kUnfused: Megatron's VocabParallelCrossEntropy as separate PyTorch ops (the default of
 ///            Megatron-LM and Megatron-Core: `cross_entropy_loss_fusion` off);

@@ -102,6 +102,27 @@ TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
               1769.0 * (1822.0 / 1745) / 2500 * 0.634 / (794.5 / 989), 5e-4);
   EXPECT_EQ(gb300.nvlink.busbw_Bps, gb200.nvlink.busbw_Bps);
   EXPECT_EQ(gb300.attention_bwd_efficiency, gb200.attention_bwd_efficiency);
+
+  // Kernels at their own published fwd+bwd rates (FlashAttention-2's benchmark, causal, head
+  // dimension 128, 16K tokens; a combined rate R counts 3.5 forward passes, the simulator 3, so
+  // both efficiencies are 3/3.5 · R / peak): FlashAttention-2 on H100 328 TFLOP/s; the Triton
+  // kernel at FlashAttention(-1)'s rate, 83 on A100 and 137 on H100. Dies that match share them.
+  const auto rate = [](double tflops, double peak) { return 3.0 / 3.5 * tflops / peak; };
+  EXPECT_NEAR(h100.attention_rate("flash2").fwd, rate(328, 989), 5e-4);
+  EXPECT_NEAR(h100.attention_rate("flash2").bwd, rate(328, 989), 5e-4);
+  EXPECT_NEAR(h100.attention_rate("triton").fwd, rate(137, 989), 5e-4);
+  EXPECT_NEAR(a100.attention_rate("triton").bwd, rate(83, 312), 5e-4);
+  EXPECT_FALSE(a100.attention_by_kernel.contains("flash2"));  // its own rates are FA2's
+  for (const Profile* p : {&h200, &h800}) {
+    EXPECT_EQ(p->attention_rate("flash2").fwd, h100.attention_rate("flash2").fwd);
+    EXPECT_EQ(p->attention_rate("triton").bwd, h100.attention_rate("triton").bwd);
+  }
+  for (const Profile* p : {&a800, &a100_40}) {
+    EXPECT_EQ(p->attention_rate("triton").fwd, a100.attention_rate("triton").fwd);
+  }
+  // Blackwell profiles rate no kernel of their own: every fused kernel at their attention rates.
+  EXPECT_TRUE(b200.attention_by_kernel.empty());
+  EXPECT_TRUE(gb300.attention_by_kernel.empty());
 }
 
 // `trainsim run` on a cluster of each GPU names that GPU's built-in profile and its version.

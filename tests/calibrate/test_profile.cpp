@@ -45,6 +45,10 @@ TEST(Profile, JsonRoundTrip) {
   EXPECT_DOUBLE_EQ(q.nvlink.busbw_Bps, p.nvlink.busbw_Bps);
   EXPECT_DOUBLE_EQ(q.data_loading_s, p.data_loading_s);
   EXPECT_EQ(profile_to_json(q), profile_to_json(p));
+  // Kernel-specific attention rates round-trip too (the H100's: FlashAttention-2 and Triton).
+  ASSERT_EQ(q.attention_by_kernel.size(), 2u);
+  EXPECT_DOUBLE_EQ(q.attention_rate("triton").bwd, p.attention_rate("triton").bwd);
+  EXPECT_DOUBLE_EQ(q.attention_rate("cudnn").fwd, q.attention_fwd_efficiency);
 }
 
 void expect_error(const std::string& text, const std::string& field, const std::string& fragment) {
@@ -76,6 +80,25 @@ TEST(Profile, CorruptFilesNameFileAndField) {
   s = good;
   s.replace(s.find("\"gemm_half_dim\""), 15, "\"gemm_halfdim\"");
   expect_error(s, "compute.gemm_halfdim", "unknown field");
+  // A kernel's own attention rates: a fused kernel's name, both efficiencies, fractions.
+  Profile plain = builtin_profile("a100-80gb");
+  plain.attention_by_kernel.clear();
+  const std::string base = profile_to_json(plain);
+  const std::string anchor = "\"attention_bwd_efficiency\": 0.44,";
+  const auto with_kernels = [&](const std::string& by) {
+    std::string t = base;
+    t.replace(t.find(anchor), anchor.size(), anchor + " \"attention_by_kernel\": " + by + ",");
+    return t;
+  };
+  expect_error(with_kernels(R"({"unfused": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2}})"),
+               "compute.attention_by_kernel.unfused", "not a fused attention kernel");
+  expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2}})"),
+               "compute.attention_by_kernel.triton.bwd_efficiency", "missing");
+  expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 2, "bwd_efficiency": 0.2}})"),
+               "compute.attention_by_kernel.triton.fwd_efficiency", "at most 1");
+  expect_error(with_kernels(R"({"triton": 0.2})"), "compute.attention_by_kernel.triton",
+               "must be an object");
+  expect_error(with_kernels("[]"), "compute.attention_by_kernel", "must be an object");
   try {
     load_profile("/nonexistent/profile.json");
     FAIL();

@@ -123,6 +123,13 @@ TEST(Frameworks, LlmFoundryShardsFullyAndReducesInFp32) {
   EXPECT_EQ(d.parallel.zero, 3);
   EXPECT_FALSE(d.parallel.sp);
   EXPECT_EQ(d.training.grad_reduce, Precision::kFp32);
+  // MPT's attn_impl triton: FlashAttention's Triton kernel, slower on H100 than cuDNN's.
+  EXPECT_EQ(d.opt.attention_kernel, model::AttentionKernel::kTriton);
+  std::vector<std::string> cudnn = common;
+  cudnn.push_back("framework.attention_kernel=cudnn");
+  const Scenario c = load_scenario_string("", "t", cudnn);
+  EXPECT_GT(exec::run_analytic(make_run_config(d)).iteration_time_s,
+            exec::run_analytic(make_run_config(c)).iteration_time_s);
   std::vector<std::string> pure = common;
   pure.push_back("training.grad_reduce_dtype=bf16");
   const Scenario p = load_scenario_string("", "t", pure);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "calibrate/profile.h"
@@ -220,6 +221,36 @@ TEST(ComputeModelMeasured, MemoryOpsUseTheirKindsEfficiency) {
   p.memory_bw_efficiency_by_kind["adam"] = 0.8;
   EXPECT_DOUBLE_EQ(cm.optimizer(1e9, false), 34e9 / (kHbm * 0.8) + 10 * 4e-6);
   EXPECT_DOUBLE_EQ(cm.optimizer(1e9, true), 42e9 / (kHbm * 0.5) + 10 * 4e-6);
+}
+
+// A fused attention kernel the profile rates on its own (attention_by_kernel) runs at that rate,
+// forward and backward; any other fused kernel at the profile's attention rates. The layer's
+// attention op names its kernel (Sharding::attention_kernel).
+TEST(ComputeModelMeasured, AttentionRunsAtItsKernelsRate) {
+  calib::Profile p;
+  p.kernel_overhead_s = 0;
+  p.attention_fwd_efficiency = 0.5;
+  p.attention_bwd_efficiency = 0.32;
+  p.attention_by_kernel = {{"triton", {0.119, 0.119}}, {"flash2", {0.284, 0.25}}};
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  const model::ModelConfig m = testing::gpt(1, 2048, 16, 51200, 2048);
+  model::Sharding s;
+  s.fused_attention = true;
+  const double flops = 1e12;
+  for (const auto& [kernel, fwd, bwd] :
+       {std::tuple{model::AttentionKernel::kTriton, 0.119, 0.119},
+        std::tuple{model::AttentionKernel::kFlash2, 0.284, 0.25},
+        std::tuple{model::AttentionKernel::kCudnn, 0.5, 0.32},
+        std::tuple{model::AttentionKernel::kFlash3, 0.5, 0.32}}) {
+    s.attention_kernel = kernel;
+    const std::vector<model::Op> ops = model::layer_forward_ops(m, s, 0);
+    model::Op a = op_named(ops, "attention");
+    SCOPED_TRACE(a.kernel);
+    EXPECT_STREQ(a.kernel, model::to_string(kernel));
+    a.flops = flops;
+    EXPECT_DOUBLE_EQ(cm.forward(a), flops / (kPeak * fwd));
+    EXPECT_DOUBLE_EQ(cm.backward(a), 2 * flops / (kPeak * bwd));
+  }
 }
 
 // A kind whose dedicated backward kernel was timed (`<kind>_bwd`) prices its backward with that
