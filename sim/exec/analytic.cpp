@@ -648,6 +648,17 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     r.notes.push_back(fmt::format("uneven pipeline: {} layers on the first stage, {} on the last",
                                   L.layers_first_stage, L.layers_last_stage));
   }
+  // The 2022 Triton kernel runs far below the fused rates a profile usually holds (cuDNN's,
+  // FlashAttention-2's): a profile without a rate of its own for it prices it optimistically.
+  if (cfg.opt.attention_kernel == model::AttentionKernel::kTriton &&
+      !cfg.profile.attention_by_kernel.contains("triton")) {
+    r.notes.push_back(fmt::format(
+        "attention kernel triton: profile `{}` has no rate of its own for it "
+        "(compute.attention_by_kernel), so it runs at the profile's fused-attention rates "
+        "({:.3f} / {:.3f}), likely optimistic (calibrate/profiles/README.md)",
+        cfg.profile.name, cfg.profile.attention_fwd_efficiency,
+        cfg.profile.attention_bwd_efficiency));
+  }
   r.notes.push_back(fmt::format(
       "analytic fidelity: no link contention or ECMP collisions (use flow fidelity for those); "
       "slowest stage per micro-batch {:.3f} ms",

@@ -89,6 +89,31 @@ TEST(Cli, SetOverridesChangeTheResult) {
             ja["breakdown"]["exposed_comm_s"]["dp"].get<double>());
 }
 
+// The Triton attention kernel on a profile that rates it (A100, the default scenario's) runs
+// slower than cuDNN's and says nothing; on one that does not (B300) the run says so in its notes.
+TEST(Cli, UnratedTritonKernelIsNoted) {
+  const std::string base = std::string("run ") + kScenario +
+                           " --format json --set optimizations.efficient_operators=true";
+  const auto json_of = [](const CliRun& r) {
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out);
+  };
+  const auto noted = [](const nlohmann::json& j) {
+    for (const auto& n : j["notes"]) {
+      if (has(n.get<std::string>(), "attention kernel triton")) return true;
+    }
+    return false;
+  };
+  const auto triton = json_of(trainsim(base + " --set framework.attention_kernel=triton"));
+  const auto cudnn = json_of(trainsim(base + " --set framework.attention_kernel=cudnn"));
+  EXPECT_GT(triton["iteration_time_s"].get<double>(), cudnn["iteration_time_s"].get<double>());
+  EXPECT_FALSE(noted(triton));
+  const std::string b300 = " --set cluster.preset=dgx-b300-superpod";
+  const auto unrated = json_of(trainsim(base + b300 + " --set framework.attention_kernel=triton"));
+  EXPECT_TRUE(noted(unrated)) << unrated["notes"];
+  EXPECT_FALSE(noted(json_of(trainsim(base + b300 + " --set framework.attention_kernel=cudnn"))));
+}
+
 TEST(Cli, MisspeltKeyIsAnInputError) {
   const std::string path = write_yaml("misspelt.yaml",
                                       "model:\n  preset: megascale-175b\npipline_parallel: 8\n");
