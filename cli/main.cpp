@@ -290,8 +290,21 @@ void check_validation(const std::vector<scen::ValidationRow>& rows,
 
 // Several runs files: each validated alone, then one line per file and the union's summary
 // (the "every table at a glance" of docs/validation.md in one command).
+// `--group-by`: the groups over `rows`, appended to the text or added to the JSON document.
+void add_groups(const std::vector<scen::GroupColumn>& by, const std::vector<scen::ValidationRow>& rows,
+                std::string& text, nlohmann::ordered_json* json) {
+  if (by.empty()) return;
+  const std::vector<scen::ValidationGroup> groups = scen::group_rows(rows, by);
+  if (json) {
+    (*json)["groups"] = reports::validation_groups_json(by, groups);
+  } else {
+    text += reports::validation_groups_text(by, groups);
+  }
+}
+
 int cmd_validate_files(const std::vector<std::string>& csvs, const std::string& format,
-                       const std::string& output, const std::string& fid) {
+                       const std::string& output, const std::string& fid,
+                       const std::vector<scen::GroupColumn>& by) {
   std::vector<reports::ValidationFile> files;
   std::vector<scen::ValidationRow> all;
   for (const std::string& csv : csvs) {
@@ -304,23 +317,33 @@ int cmd_validate_files(const std::vector<std::string>& csvs, const std::string& 
     files.push_back(std::move(f));
   }
   const scen::ValidationSummary overall = scen::summarize(all);
-  write_output(format == "json" ? reports::validation_files_json(files, overall).dump(2) + "\n"
-                                : reports::validation_files_text(files, overall),
-               output);
+  if (format == "json") {
+    nlohmann::ordered_json j = reports::validation_files_json(files, overall);
+    std::string unused;
+    add_groups(by, all, unused, &j);
+    write_output(j.dump(2) + "\n", output);
+  } else {
+    std::string text = reports::validation_files_text(files, overall);
+    add_groups(by, all, text, nullptr);
+    write_output(text, output);
+  }
   return 0;
 }
 
 int cmd_validate(const std::vector<std::string>& csvs, const std::string& format,
                  const std::string& output, const std::string& report, const std::string& fidelity,
-                 const std::string& cross_validate) {
+                 const std::string& cross_validate, const std::string& group_by) {
   const std::string fid = fidelity.empty() ? "analytic" : fidelity;
+  // Parsed first, so that a typo is reported before any row is simulated.
+  const std::vector<scen::GroupColumn> by =
+      group_by.empty() ? std::vector<scen::GroupColumn>{} : scen::parse_group_by(group_by);
   if (csvs.size() > 1) {
     if (!cross_validate.empty() || !report.empty()) {
       throw_input(fmt::format("`{}` takes one runs file; {} were given (run it per file)",
                               cross_validate.empty() ? "--report" : "--cross-validate",
                               csvs.size()));
     }
-    return cmd_validate_files(csvs, format, output, fid);
+    return cmd_validate_files(csvs, format, output, fid, by);
   }
   const std::string& csv = csvs.front();
   std::vector<scen::ValidationRow> rows;
@@ -347,9 +370,16 @@ int cmd_validate(const std::vector<std::string>& csvs, const std::string& format
   }
   const auto summary = scen::summarize(rows);
   check_validation(rows, summary, csv);
-  write_output(format == "json" ? reports::validation_json(rows, summary).dump(2) + "\n"
-                                : cv_note + reports::validation_text(rows, summary),
-               output);
+  if (format == "json") {
+    nlohmann::ordered_json j = reports::validation_json(rows, summary);
+    std::string unused;
+    add_groups(by, rows, unused, &j);
+    write_output(j.dump(2) + "\n", output);
+  } else {
+    std::string text = cv_note + reports::validation_text(rows, summary);
+    add_groups(by, rows, text, nullptr);
+    write_output(text, output);
+  }
   if (!report.empty()) reports::write_validation_report(report, rows, summary, csv);
   return 0;
 }
@@ -483,6 +513,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"source"}));
   validate->add_option("--report", vreport,
                        "Write an HTML report with charts, results.csv and results.json to DIR");
+  std::string vgroup;
+  validate->add_option("--group-by", vgroup,
+                       "COL[:CUT...][,COL...]: after the tables, the MFU error of the rows grouped "
+                       "by those columns' cells, a numeric column cut into ranges "
+                       "(e.g. gpu,recompute,seq:2048:8192)");
 
   std::string key, eformat = "text";
   CLI::App* explain = app.add_subcommand("explain", "Describe scenario keys (all, a section, a key)");
@@ -535,7 +570,9 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*run) return cmd_run(run_args);
-    if (*validate) return cmd_validate(csvs, vformat, voutput, vreport, vfidelity, vcross);
+    if (*validate) {
+      return cmd_validate(csvs, vformat, voutput, vreport, vfidelity, vcross, vgroup);
+    }
     if (*sweep) return trainsim::cli::run_sweep_command(sweep_args);
     if (*explain) return cmd_explain(key, eformat);
     if (*info) return cmd_info(iformat);

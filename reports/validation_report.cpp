@@ -166,4 +166,51 @@ nlohmann::ordered_json validation_files_json(const std::vector<ValidationFile>& 
   return j;
 }
 
+std::string validation_groups_text(const std::vector<scen::GroupColumn>& by,
+                                   const std::vector<scen::ValidationGroup>& groups) {
+  std::vector<std::size_t> width;
+  for (std::size_t i = 0; i < by.size(); ++i) {
+    std::size_t w = by[i].column.size();
+    for (const auto& g : groups) w = std::max(w, g.key[i].size());
+    width.push_back(w);
+  }
+  std::string o = "\ngroups (MFU error in points, predicted - published; iteration-time MAPE):\n";
+  for (std::size_t i = 0; i < by.size(); ++i) o += fmt::format("{:<{}}  ", by[i].column, width[i]);
+  o += fmt::format("{:>5} {:>5}  {:>7} {:>7} {:>7} {:>7} {:>7}\n", "rows", "mfu", "median", "min",
+                   "max", "|med|", "MAPE %");
+  for (const auto& g : groups) {
+    for (std::size_t i = 0; i < by.size(); ++i) o += fmt::format("{:<{}}  ", g.key[i], width[i]);
+    o += fmt::format("{:>5} {:>5}  ", g.rows, g.mfu_rows);
+    if (g.mfu_rows > 0) {
+      o += fmt::format("{:>+7.1f} {:>+7.1f} {:>+7.1f} {:>7.1f}", g.median_mfu_err_pts,
+                       g.min_mfu_err_pts, g.max_mfu_err_pts, g.median_abs_mfu_err_pts);
+    } else {
+      o += fmt::format("{:>7} {:>7} {:>7} {:>7}", "-", "-", "-", "-");
+    }
+    o += g.iter_rows > 0 ? fmt::format(" {:>7.1f}\n", g.iter_time_mape)
+                         : fmt::format(" {:>7}\n", "-");
+  }
+  return o;
+}
+
+nlohmann::ordered_json validation_groups_json(const std::vector<scen::GroupColumn>& by,
+                                              const std::vector<scen::ValidationGroup>& groups) {
+  nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+  for (const auto& g : groups) {
+    nlohmann::ordered_json key = nlohmann::ordered_json::object();
+    for (std::size_t i = 0; i < by.size(); ++i) key[by[i].column] = g.key[i];
+    nlohmann::ordered_json j = {{"key", key}, {"rows", g.rows}, {"mfu_rows", g.mfu_rows},
+                                {"iter_rows", g.iter_rows}};
+    if (g.mfu_rows > 0) {
+      j["median_mfu_err_pts"] = g.median_mfu_err_pts;
+      j["min_mfu_err_pts"] = g.min_mfu_err_pts;
+      j["max_mfu_err_pts"] = g.max_mfu_err_pts;
+      j["median_abs_mfu_err_pts"] = g.median_abs_mfu_err_pts;
+    }
+    if (g.iter_rows > 0) j["iter_time_mape"] = g.iter_time_mape;
+    arr.push_back(std::move(j));
+  }
+  return arr;
+}
+
 }  // namespace trainsim::reports

@@ -31,4 +31,11 @@ std::string validation_files_text(const std::vector<ValidationFile>& files,
 nlohmann::ordered_json validation_files_json(const std::vector<ValidationFile>& files,
                                              const scen::ValidationSummary& overall);
 
+/// `validate --group-by`: one line per group (its labels, rows, signed MFU error median / min /
+/// max and median |error| in points, iteration-time MAPE), and the same as JSON.
+std::string validation_groups_text(const std::vector<scen::GroupColumn>& by,
+                                   const std::vector<scen::ValidationGroup>& groups);
+nlohmann::ordered_json validation_groups_json(const std::vector<scen::GroupColumn>& by,
+                                              const std::vector<scen::ValidationGroup>& groups);
+
 }  // namespace trainsim::reports

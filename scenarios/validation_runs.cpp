@@ -186,6 +186,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     row.gpu = cell("gpu");
     row.line = line_no;
     if (row.id.empty()) throw_input("empty id", {file, line_no, "id"});
+    for (const auto& [name, i] : col) row.cells[name] = trim(cells[i]);
 
     // Published figures (numbers checked even when the row cannot be simulated): positive.
     auto published = [&](const char* c) {
@@ -839,6 +840,123 @@ ValidationSummary summarize(const std::vector<ValidationRow>& rows) {
   }
   if (s.iter_rows > 0) s.iter_time_mape = ape_sum / s.iter_rows;
   return s;
+}
+
+std::vector<GroupColumn> parse_group_by(const std::string& spec) {
+  std::vector<std::string> known = kColumns;
+  for (const auto& c : optional_validation_columns()) known.push_back(c);
+  std::vector<GroupColumn> out;
+  std::stringstream items(spec);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    item = trim(item);
+    std::stringstream parts(item);
+    std::string part;
+    GroupColumn g;
+    std::getline(parts, g.column, ':');
+    g.column = trim(g.column);
+    if (std::find(known.begin(), known.end(), g.column) == known.end()) {
+      throw_input("`" + g.column + "` is not a column of the runs format", {"", 0, "--group-by"},
+                  did_you_mean(g.column, known));
+    }
+    for (const auto& other : out) {
+      if (other.column == g.column) {
+        throw_input("column `" + g.column + "` is given twice", {"", 0, "--group-by"});
+      }
+    }
+    while (std::getline(parts, part, ':')) {
+      const NumberResult v = to_double(trim(part));
+      if (v.problem != NumberProblem::kNone || (!g.cuts.empty() && v.value <= g.cuts.back())) {
+        throw_input("cut `" + part + "` of `" + g.column +
+                        "` is not a number above the one before it",
+                    {"", 0, "--group-by"}, "e.g. seq:2048:8192 (up to 2048, to 8192, above)");
+      }
+      g.cuts.push_back(v.value);
+    }
+    out.push_back(std::move(g));
+  }
+  if (out.empty()) {
+    throw_input("no column given", {"", 0, "--group-by"}, "e.g. --group-by gpu,seq:2048:8192");
+  }
+  return out;
+}
+
+namespace {
+
+std::string cut_label(const std::vector<double>& cuts, std::size_t bin) {
+  if (bin == 0) return fmt::format("<={:g}", cuts.front());
+  if (bin == cuts.size()) return fmt::format(">{:g}", cuts.back());
+  return fmt::format("({:g},{:g}]", cuts[bin - 1], cuts[bin]);
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+std::vector<ValidationGroup> group_rows(const std::vector<ValidationRow>& rows,
+                                        const std::vector<GroupColumn>& by) {
+  // Sort key per column: the range's index for a cut column (so ranges come in order), the cell
+  // itself otherwise.
+  using Key = std::vector<std::pair<std::size_t, std::string>>;
+  std::map<Key, std::vector<const ValidationRow*>> groups;
+  for (const ValidationRow& r : rows) {
+    Key key;
+    for (const GroupColumn& g : by) {
+      const auto it = r.cells.find(g.column);
+      const std::string cell = it == r.cells.end() ? std::string() : it->second;
+      if (g.cuts.empty()) {
+        key.emplace_back(0, cell.empty() ? "(blank)" : cell);
+        continue;
+      }
+      if (cell.empty()) {
+        key.emplace_back(g.cuts.size() + 1, "(blank)");
+        continue;
+      }
+      const NumberResult v = to_double(cell);
+      if (v.problem != NumberProblem::kNone) {
+        throw_input(fmt::format("row `{}` (line {}): `{}` is not a number to cut", r.id, r.line,
+                                cell),
+                    {"", r.line, g.column});
+      }
+      const std::size_t bin = static_cast<std::size_t>(
+          std::lower_bound(g.cuts.begin(), g.cuts.end(), v.value) - g.cuts.begin());
+      key.emplace_back(bin, cut_label(g.cuts, bin));
+    }
+    groups[key].push_back(&r);
+  }
+  std::vector<ValidationGroup> out;
+  for (const auto& [key, members] : groups) {
+    ValidationGroup g;
+    for (const auto& k : key) g.key.push_back(k.second);
+    g.rows = static_cast<int>(members.size());
+    std::vector<double> errs, abs_errs;
+    double ape = 0;
+    for (const ValidationRow* r : members) {
+      if (!r->error_message.empty()) continue;
+      if (r->mfu_err_pts) {
+        errs.push_back(*r->mfu_err_pts);
+        abs_errs.push_back(std::fabs(*r->mfu_err_pts));
+      }
+      if (r->iter_err_pct) {
+        ape += std::fabs(*r->iter_err_pct);
+        ++g.iter_rows;
+      }
+    }
+    g.mfu_rows = static_cast<int>(errs.size());
+    if (!errs.empty()) {
+      g.median_mfu_err_pts = median_of(errs);
+      g.min_mfu_err_pts = *std::min_element(errs.begin(), errs.end());
+      g.max_mfu_err_pts = *std::max_element(errs.begin(), errs.end());
+      g.median_abs_mfu_err_pts = median_of(abs_errs);
+    }
+    if (g.iter_rows > 0) g.iter_time_mape = ape / g.iter_rows;
+    out.push_back(std::move(g));
+  }
+  return out;
 }
 
 }  // namespace trainsim::scen

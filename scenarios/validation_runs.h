@@ -40,6 +40,7 @@ struct ValidationRow {
   // Errors: MFU in points (predicted − published), iteration time and TFLOP/s in percent.
   std::optional<double> mfu_err_pts, iter_err_pct, tflops_err_pct;
   std::string error_message;                   // non-empty when the row could not be simulated
+  std::map<std::string, std::string> cells;    // every cell of the row as written (trimmed)
 };
 
 struct ValidationSummary {
@@ -75,6 +76,28 @@ ValidationSummary summarize(const std::vector<ValidationRow>& rows);
 
 /// The CSV columns, in order; and the optional ones (`framework`, `flops_convention`).
 const std::vector<std::string>& validation_columns();
+
+/// `validate --group-by`: rows grouped by the cells of some columns, a numeric column optionally
+/// cut into ranges (`seq:2048:8192`: up to 2,048, above it up to 8,192, above 8,192), and each
+/// group's signed MFU error (predicted − published, points) and iteration-time MAPE.
+struct GroupColumn {
+  std::string column;
+  std::vector<double> cuts;  // ascending; empty: each distinct cell is its own group
+};
+/// Parses "COL[:CUT...][,COL...]"; a column that is not one of the format's, or a cut that is not
+/// an ascending finite number, is an input error naming `--group-by`.
+std::vector<GroupColumn> parse_group_by(const std::string& spec);
+struct ValidationGroup {
+  std::vector<std::string> key;  // one label per group column, in the spec's order
+  int rows = 0, mfu_rows = 0, iter_rows = 0;
+  double median_mfu_err_pts = 0, min_mfu_err_pts = 0, max_mfu_err_pts = 0;
+  double median_abs_mfu_err_pts = 0;
+  double iter_time_mape = 0;
+};
+/// The groups in order of their labels (ranges in ascending order, then cells as text). A cut
+/// column whose cell is not a number is an input error naming the row.
+std::vector<ValidationGroup> group_rows(const std::vector<ValidationRow>& rows,
+                                        const std::vector<GroupColumn>& by);
 const std::vector<std::string>& optional_validation_columns();
 
 }  // namespace trainsim::scen

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -222,6 +223,61 @@ TEST(Cli, ValidatePublishedRuns) {
 // Several runs files at once: each file's own summary is what `validate FILE` gives alone, and
 // the summary of every file is that of their rows together (rows add up; the max is the largest
 // of the files' maxima; the union's median lies between the files' medians).
+// --group-by: the rows grouped by cells (and ranges of a numeric column), each group's signed
+// MFU error its own rows' median / min / max. The GB200/GB300 file by hand: gb200 at 8 GPUs (two
+// rows) and at 256, gb300 at 8 and at 256.
+TEST(Cli, ValidateGroupsRowsByColumns) {
+  const std::string b = "scenarios/validation/nemo-2025-gb200-runs.csv";
+  const CliRun j = trainsim("validate " + b + " --format json --group-by gpu,gpus:64");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  std::map<std::string, double> err;
+  for (const auto& r : doc["rows"]) err[r["id"]] = r["error"]["mfu_pts"].get<double>();
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> expect = {
+      {{"gb200", "<=64"}, {"nemo-gb200-llama3-8b", "nemo2511-gb200-llama3-8b"}},
+      {{"gb200", ">64"}, {"nemo2511-gb200-llama31-405b"}},
+      {{"gb300", "<=64"}, {"nemo2511-gb300-llama3-8b"}},
+      {{"gb300", ">64"}, {"nemo2511-gb300-llama31-405b"}}};
+  ASSERT_EQ(doc["groups"].size(), expect.size()) << doc["groups"];
+  for (std::size_t i = 0; i < expect.size(); ++i) {
+    const auto& g = doc["groups"][i];
+    const auto& [key, ids] = expect[i];
+    EXPECT_EQ(g["key"]["gpu"], key[0]);
+    EXPECT_EQ(g["key"]["gpus"], key[1]);
+    EXPECT_EQ(g["rows"].get<std::size_t>(), ids.size());
+    double lo = 1e9, hi = -1e9, sum = 0;
+    for (const auto& id : ids) {
+      lo = std::min(lo, err.at(id));
+      hi = std::max(hi, err.at(id));
+      sum += err.at(id);
+    }
+    EXPECT_DOUBLE_EQ(g["min_mfu_err_pts"].get<double>(), lo);
+    EXPECT_DOUBLE_EQ(g["max_mfu_err_pts"].get<double>(), hi);
+    EXPECT_NEAR(g["median_mfu_err_pts"].get<double>(), sum / ids.size(), 1e-12);  // 1 or 2 rows
+  }
+  // Over several files the groups cover every row; the text prints one line per group.
+  const std::string a = "scenarios/validation/korthikanti-2022-runs.csv";
+  const CliRun t = trainsim("validate " + a + " " + b + " --group-by source");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_TRUE(has(t.out, "groups (MFU error in points")) << t.out;
+  const CliRun js = trainsim("validate " + a + " " + b + " --format json --group-by source");
+  ASSERT_EQ(js.code, 0) << js.err;
+  int rows = 0;
+  const auto both = nlohmann::json::parse(js.out);
+  for (const auto& g : both["groups"]) rows += g["rows"].get<int>();
+  EXPECT_EQ(rows, 4 + 5);
+  // Bad specs: exit 2, naming the option and the reason, before any row is simulated.
+  for (const auto& [spec, says] : std::vector<std::pair<std::string, std::string>>{
+           {"gpuz", "did you mean `gpu`"},
+           {"seq:8192:2048", "not a number above the one before it"},
+           {"gpu,gpu", "given twice"},
+           {"gpu:5", "is not a number to cut"}}) {
+    const CliRun bad = trainsim("validate " + b + " --group-by " + spec);
+    EXPECT_EQ(bad.code, 2) << spec;
+    EXPECT_TRUE(has(bad.err, says)) << spec << ": " << bad.err;
+  }
+}
+
 TEST(Cli, ValidateSeveralFilesSummarisesEachAndAll) {
   const std::string a = "scenarios/validation/korthikanti-2022-runs.csv";
   const std::string b = "scenarios/validation/nemo-2025-gb200-runs.csv";
