@@ -3,9 +3,8 @@
 // fidelity, and bad input.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
