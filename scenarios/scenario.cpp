@@ -121,6 +121,7 @@ class Resolver {
     resolve_auto_micro_batch();
     resolve_auto_vpp();
     resolve_auto_recompute();
+    check_offload();
     scenario_.system = get("optimizations.system");
     scenario_.framework = get("framework.preset");
     scenario_.calibration_profile = get("calibration.profile");
@@ -726,6 +727,15 @@ class Resolver {
   // even full recompute does not fit, full, and the memory check reports the shortfall.
   void resolve_auto_recompute() {
     if (!scenario_.recompute_auto) return;
+    if (scenario_.training.cpu_offload_layers > 0) {
+      // Megatron-Core refuses activation recompute with CPU offloading: none is the only choice.
+      scenario_.training.recompute = model::Recompute::kNone;
+      scenario_.training.recompute_layers = 0;
+      derive("training.recompute", "none",
+             "training.recompute = none (auto: activation offloading runs without recompute)");
+      derive("training.recompute_layers", "0", "");
+      return;
+    }
     exec::RunConfig cfg = run_config_without_profile(scenario_);
     std::string chosen = "full (nothing fits: the memory check reports it)";
     try {
@@ -742,6 +752,38 @@ class Resolver {
                                                                                 : "none";
     derive("training.recompute", name, "training.recompute = " + chosen + " (auto: the least that fits in memory)");
     derive("training.recompute_layers", std::to_string(cfg.training.recompute_layers), "");
+  }
+
+  // Activation offloading as Megatron-Core allows it (transformer_config.py: "Currently there is
+  // no support for Pipeline parallelism with CPU offloading", "CPU offloading does not work when
+  // activation recomputation is enabled", "CPU offloading can be done only for layers less than
+  // num_layers"), on a GPU whose host link the preset knows.
+  void check_offload() {
+    const int n = scenario_.training.cpu_offload_layers;
+    if (n == 0) return;
+    const char* key = "training.cpu_offload_layers";
+    if (scenario_.parallel.pp > 1) {
+      throw_input(fmt::format("activation offloading needs parallel.pp 1 (is {}): Megatron-Core "
+                              "has no CPU offloading with pipeline parallelism",
+                              scenario_.parallel.pp),
+                  where(key), "set parallel.pp 1, or training.cpu_offload_layers 0");
+    }
+    if (scenario_.training.recompute != model::Recompute::kNone) {
+      throw_input("activation offloading does not work with activation recompute "
+                  "(Megatron-Core refuses the two together)",
+                  where(key), "set training.recompute none, or training.cpu_offload_layers 0");
+    }
+    if (n >= scenario_.model.layers) {
+      throw_input(fmt::format("{} layers offloaded of {}: Megatron-Core offloads fewer than the "
+                              "model's layers",
+                              n, scenario_.model.layers),
+                  where(key), fmt::format("at most {}", scenario_.model.layers - 1));
+    }
+    if (scenario_.cluster.gpu.host_link_Bps <= 0) {
+      throw_input("activation offloading needs the GPU's host link bandwidth, which GPU `" +
+                      scenario_.cluster.gpu.name + "` does not state",
+                  where(key), "use a GPU preset");
+    }
   }
 
   void build_training() {
@@ -761,6 +803,7 @@ class Resolver {
                                              : model::Recompute::kNone;
     scenario_.recompute_auto = recompute == "auto";
     t.recompute_layers = integer("training.recompute_layers");
+    t.cpu_offload_layers = integer("training.cpu_offload_layers");
     t.optimizer =
         get("training.optimizer") == "lamb" ? plan::Optimizer::kLamb : plan::Optimizer::kAdam;
     const std::string grad = get("training.grad_reduce_dtype");

@@ -430,6 +430,17 @@ std::vector<KeyDef> build_schema() {
                       "stage (Megatron's --recompute-method block); 0 = every layer",
        .aliases = {"recompute_num_layers", "recompute_method"},
        .min_value = 0},
+      {.path = "training.cpu_offload_layers",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "Activation offloading (Megatron-Core's cpu_offloading_num_layers, "
+                      "Transformer Engine's CPU offload): the activations of the first N layers "
+                      "are copied to host memory in the forward pass and back for the backward, "
+                      "over the GPU's host link, overlapped with compute; at most layers - N "
+                      "layers' activations stay on the GPU. Needs pipeline parallelism 1 and no "
+                      "activation recompute, as Megatron-Core requires; 0 = off",
+       .aliases = {"cpu_offloading_num_layers", "activation_offload_layers", "offload_layers"},
+       .min_value = 0},
       {.path = "training.optimizer",
        .type = K::kEnum,
        .default_value = "auto",

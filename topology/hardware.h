@@ -21,6 +21,7 @@ struct GpuSpec {
   double nvlink_Bps = 0;              // NVLink bandwidth per GPU per direction, bytes/s
   bool has_nvls = false;              // NVSwitch multicast/reduction (NVLink SHARP)
   int sms = 0;                        // streaming multiprocessors (datasheet); 0 = unknown
+  double host_link_Bps = 0;           // link to host memory per direction (PCIe, NVLink-C2C); 0 = unknown
 };
 
 /// Shape of the scale-out fabric, enough to size it and to find where bandwidth narrows.

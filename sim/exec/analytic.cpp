@@ -15,6 +15,7 @@
 #include "sim/plan/memory.h"
 #include "sim/exec/collective_model.h"
 #include "sim/exec/compute_model.h"
+#include "sim/exec/offload.h"
 
 namespace trainsim::exec {
 namespace {
@@ -469,6 +470,29 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     part[1].apply(w.head);
   }
   Slot first = part[0].slot();
+  // Activation offloading (pipeline parallelism 1 only): the stalls of the copies to host and
+  // back (exec::offload_stalls), on the layers' own compute times.
+  if (single && cfg.training.cpu_offload_layers > 0 && cfg.cluster.gpu.host_link_Bps > 0) {
+    std::vector<double> f(static_cast<std::size_t>(n_first)), b(f.size());
+    for (int i = 0; i < n_first; ++i) {
+      const Adds& a = w.layer[m.is_moe_layer(i) ? 2 : 0];
+      double x = 0, y = 0;
+      for (const double d : a.v[kForward]) x += d;
+      for (const double d : a.v[kBackward]) y += d;
+      f[static_cast<std::size_t>(i)] = x;
+      b[static_cast<std::size_t>(i)] = y;
+    }
+    const double copy_s =
+        plan::layer_activation_bytes(m, par, cfg.training.micro_batch, cfg.training.recompute,
+                                     cfg.opt.fused_attention(),
+                                     cfg.training.precision == Precision::kFp8) /
+        cfg.cluster.gpu.host_link_Bps;
+    const OffloadStalls st = offload_stalls(f, b, cfg.training.cpu_offload_layers, copy_s);
+    first.compute += st.forward + st.backward;
+    first.forward += st.forward;
+    first.backward += st.backward;
+    r.offload_stall_s = L.microbatches * (st.forward + st.backward);
+  }
   Slot last = single ? first : part[1].slot();
   Slot middle;
   if (par.pp > 2) middle = part[2].slot();
@@ -644,6 +668,15 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   ns.mean_link_utilization = (ns.nvlink_utilization + ns.nic_utilization) / 2.0;
   ns.has_ecmp = false;
 
+  if (cfg.training.cpu_offload_layers > 0) {
+    r.notes.push_back(fmt::format(
+        "activation offloading: {} of {} layers' activations ({:.2f} GiB per micro-batch) to "
+        "host memory and back over {:.0f} GB/s each way; the compute stream waits {:.3f} s for "
+        "the copies per iteration (in compute)",
+        std::min(cfg.training.cpu_offload_layers, std::max(0, L.layers_first_stage - 1)),
+        L.layers_first_stage, r.memory.host_offload_bytes / kGiB / std::max(1.0, r.memory.in_flight_microbatches),
+        cfg.cluster.gpu.host_link_Bps / 1e9, r.offload_stall_s));
+  }
   if (L.layers_first_stage != L.layers_last_stage) {
     r.notes.push_back(fmt::format("uneven pipeline: {} layers on the first stage, {} on the last",
                                   L.layers_first_stage, L.layers_last_stage));

@@ -30,7 +30,8 @@ namespace trainsim::exec {
 /// Engine's), with its own backward bytes; MoE layers pay the dispatcher's token permutations.
 /// analytic-12: a fused attention kernel runs at its own rate where the profile rates it
 /// (calib::Profile::attention_by_kernel): FlashAttention-2 on Hopper, FlashAttention's Triton
-/// kernel of 2022 (framework.attention_kernel triton, the llm-foundry-2023 preset's).
+/// kernel of 2022 (framework.attention_kernel triton, the llm-foundry-2023 preset's); and
+/// activation offloading to host memory (training.cpu_offload_layers, exec::offload_stalls).
 inline constexpr const char* kAnalyticModelVersion = "analytic-12";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.

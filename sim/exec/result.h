@@ -145,6 +145,9 @@ struct Result {
   int gpus = 0;
   int microbatches = 0;         // per pipeline per iteration
   double peak_flops_per_gpu = 0;
+  // Activation offloading (training.cpu_offload_layers): what the compute stream waited for the
+  // copies to host and back, over the iteration (part of breakdown.compute_s).
+  double offload_stall_s = 0;
 
   Breakdown breakdown;
   PipelineTiming pipeline;

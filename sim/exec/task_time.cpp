@@ -9,8 +9,54 @@
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/exec/compute_model.h"
+#include "sim/exec/offload.h"
+#include "sim/plan/memory.h"
 
 namespace trainsim::exec {
+
+namespace {
+
+// Activation offloading (pipeline parallelism 1): each micro-batch's stalls for the copies to
+// host and back (exec::offload_stalls, as the analytic fidelity prices them), on its layers'
+// compute tasks as priced; the forward stall lengthens the micro-batch's last forward task, the
+// backward stall its last backward task.
+void add_offload_stalls(const RunConfig& cfg, const plan::Program& P, std::vector<std::int64_t>& out) {
+  const int n = cfg.training.cpu_offload_layers;
+  const int layers = cfg.model.layers;
+  if (n <= 0 || cfg.parallel.pp != 1 || cfg.cluster.gpu.host_link_Bps <= 0) return;
+  int mbs = 0;
+  for (const plan::Task& t : P.tasks) mbs = std::max(mbs, t.microbatch + 1);
+  const std::size_t L = static_cast<std::size_t>(layers);
+  std::vector<double> f(static_cast<std::size_t>(mbs) * L, 0.0), b(f.size(), 0.0);
+  std::vector<std::size_t> last_fwd(static_cast<std::size_t>(mbs), P.tasks.size()),
+      last_bwd(static_cast<std::size_t>(mbs), P.tasks.size());
+  for (std::size_t ti = 0; ti < P.tasks.size(); ++ti) {
+    const plan::Task& t = P.tasks[ti];
+    if (t.type != plan::TaskType::kCompute || t.microbatch < 0) continue;
+    const auto mb = static_cast<std::size_t>(t.microbatch);
+    const bool fwd = t.pass == plan::Pass::kForward;
+    const bool bwd = t.pass == plan::Pass::kBackward;
+    if (!fwd && !bwd) continue;
+    if (t.layer >= 0 && t.layer < layers) {
+      (fwd ? f : b)[mb * L + static_cast<std::size_t>(t.layer)] += TimePs{out[ti]}.seconds();
+    }
+    (fwd ? last_fwd : last_bwd)[mb] = ti;
+  }
+  const double copy_s =
+      plan::layer_activation_bytes(cfg.model, cfg.parallel, cfg.training.micro_batch,
+                                   cfg.training.recompute, cfg.opt.fused_attention(),
+                                   cfg.training.precision == Precision::kFp8) /
+      cfg.cluster.gpu.host_link_Bps;
+  for (std::size_t mb = 0; mb < static_cast<std::size_t>(mbs); ++mb) {
+    const OffloadStalls st =
+        offload_stalls(std::span<const double>(f).subspan(mb * L, L),
+                       std::span<const double>(b).subspan(mb * L, L), n, copy_s);
+    if (last_fwd[mb] < out.size()) out[last_fwd[mb]] += TimePs::from_seconds(st.forward).ps;
+    if (last_bwd[mb] < out.size()) out[last_bwd[mb]] += TimePs::from_seconds(st.backward).ps;
+  }
+}
+
+}  // namespace
 
 std::vector<std::int64_t> compute_durations_ps(const RunConfig& cfg, const plan::Program& P) {
   using plan::Part;
@@ -54,6 +100,7 @@ std::vector<std::int64_t> compute_durations_ps(const RunConfig& cfg, const plan:
     }
     out[ti] = TimePs::from_seconds(s).ps;
   }
+  add_offload_stalls(cfg, P, out);
   return out;
 }
 

@@ -45,6 +45,12 @@ struct TrainingConfig {
   // --recompute-method block --recompute-num-layers N); the other layers keep everything.
   // 0 = every layer (with kFull).
   int recompute_layers = 0;
+  // Activation offloading (Megatron-Core's cpu_offloading_num_layers, Transformer Engine's
+  // get_cpu_offload_context): the activations of the first N layers go to host memory during
+  // the forward pass and come back for the backward; at most layers − N layers' activations are
+  // on the GPU at any time. Megatron-Core allows it without pipeline parallelism and without
+  // activation recompute only. 0 = off.
+  int cpu_offload_layers = 0;
   Optimizer optimizer = Optimizer::kAdam;
   Precision grad_reduce = Precision::kFp32;  // datatype of the DP gradient reduction
 };

@@ -170,6 +170,7 @@ StageInventory inventory_of(const model::ModelConfig& m, const model::ParamCount
   v.recomputed_layers = train.recompute == model::Recompute::kFull && train.recompute_layers > 0
                             ? std::min(layers, train.recompute_layers)
                             : layers;
+  v.offloaded_layers = std::clamp(train.cpu_offload_layers, 0, std::max(0, layers - 1));
   if (first) {
     // Embedding output (and its dropout mask) for every in-flight micro-batch.
     v.embedding_bytes = b.tokens * m.hidden * (2.0 + (m.dropout ? 1.0 : 0.0)) /
@@ -240,6 +241,11 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
     u.activations_bytes = (v.recomputed_layers * v.per_layer_full +
                            (v.layers - v.recomputed_layers) * v.per_layer_kept) *
                           u.in_flight_microbatches;
+    if (v.offloaded_layers > 0) {
+      // Offloaded to host memory (a separate subtraction, so that every other run keeps its bits).
+      u.activations_bytes -= v.offloaded_bytes_per_microbatch() * u.in_flight_microbatches;
+      u.host_offload_bytes = v.offloaded_bytes_per_microbatch() * u.in_flight_microbatches;
+    }
     if (first) u.activations_bytes += v.embedding_bytes * u.in_flight_microbatches;
     if (last) u.activations_bytes += v.logits_bytes;
     u.comm_buffers_bytes = ro.nccl_bytes;

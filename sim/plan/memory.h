@@ -30,6 +30,7 @@ struct MemoryUsage {
   double capacity_bytes = 0;          // HBM of the GPU
   double in_flight_microbatches = 0;  // on the stage with the peak
   int stage = 0;                      // pipeline stage with the peak (0 = first)
+  double host_offload_bytes = 0;      // offloaded activations in host memory (not in peak_bytes)
   bool fits() const { return peak_bytes <= capacity_bytes; }
 };
 
@@ -79,6 +80,10 @@ struct StageInventory {
   double per_layer_kept = 0;   // the same for a layer that keeps everything (block recompute)
   int layers = 0;              // layers of the stage
   int recomputed_layers = 0;   // of them, the ones at per_layer_full (the rest at per_layer_kept)
+  // Of them, the ones whose activations are offloaded to host memory (training.
+  // cpu_offload_layers; no recompute then, so each holds per_layer_full): at most layers −
+  // offloaded layers' activations are on the GPU at any time (Transformer Engine's schedule).
+  int offloaded_layers = 0;
   double embedding_bytes = 0;  // first stage: the embedding output (and dropout mask) per mb
   // Last stage: fp32 logits and their 16-bit copy of one micro-batch. Held from the head's
   // forward to its backward, which follows at once (the last stage runs a micro-batch's forward
@@ -87,9 +92,11 @@ struct StageInventory {
   double states() const { return weights_bytes + gradients_bytes + optimizer_bytes; }
   /// Activations one micro-batch leaves on the stage until its backward (logits aside).
   double activations_per_microbatch() const {
-    return recomputed_layers * per_layer_full + (layers - recomputed_layers) * per_layer_kept +
-           embedding_bytes;
+    return recomputed_layers * per_layer_full + (layers - recomputed_layers) * per_layer_kept -
+           offloaded_layers * per_layer_full + embedding_bytes;
   }
+  /// Host memory the offloaded activations of one micro-batch take.
+  double offloaded_bytes_per_microbatch() const { return offloaded_layers * per_layer_full; }
 };
 StageInventory stage_inventory(const model::ModelConfig& m, const Layout& L,
                                const TrainingConfig& train, bool fused_attention, int stage);

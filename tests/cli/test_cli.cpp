@@ -115,6 +115,56 @@ TEST(Cli, UnratedTritonKernelIsNoted) {
   EXPECT_FALSE(noted(json_of(trainsim(base + b300 + " --set framework.attention_kernel=cudnn"))));
 }
 
+// Activation offloading as Megatron-Core allows it: Llama 3 70B with Megatron FSDP on 64 GB200
+// fits only with 40 layers' activations in host memory (the NeMo recipe's setting); pipeline
+// parallelism, recompute or every layer offloaded are refused naming the key; where the copies
+// outrun compute (8B on A100, PCIe Gen4) both fidelities charge the same stall.
+TEST(Cli, ActivationOffloadingAsMegatronAllowsIt) {
+  const std::string gb200 =
+      std::string("run ") + kScenario +
+      " --format json --set cluster.preset=dgx-gb200-nvl72 --set cluster.gpus=64"
+      " --set model.preset=llama3-70b --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
+      " --set parallel.zero=3 --set training.micro_batch=2 --set training.global_batch=256"
+      " --set training.precision=fp8 --set training.fp8_recipe=current"
+      " --set framework.preset=nemo-2025 --set training.recompute=none";
+  const CliRun without = trainsim(gb200);
+  EXPECT_EQ(without.code, 3) << without.err;
+  EXPECT_TRUE(has(without.err, "does not fit")) << without.err;
+  const CliRun with = trainsim(gb200 + " --set training.cpu_offload_layers=40");
+  ASSERT_EQ(with.code, 0) << with.err;
+  const auto j = nlohmann::json::parse(with.out);
+  EXPECT_LE(j["memory"]["peak_bytes_per_gpu"].get<double>(),
+            j["memory"]["capacity_bytes"].get<double>());
+  EXPECT_GT(j["memory"]["host_offload_bytes"].get<double>(), 100e9);  // 40 layers of 3.6 GB
+  for (const auto& [set, says] : std::vector<std::pair<std::string, std::string>>{
+           {"training.cpu_offload_layers=40 --set parallel.pp=2", "parallel.pp 1"},
+           {"training.cpu_offload_layers=40 --set training.recompute=selective",
+            "does not work with activation recompute"},
+           {"training.cpu_offload_layers=80", "fewer than the model's layers"}}) {
+    const CliRun bad = trainsim(gb200 + " --set " + set);
+    EXPECT_EQ(bad.code, 2) << set << bad.err;
+    EXPECT_TRUE(has(bad.err, "training.cpu_offload_layers")) << bad.err;
+    EXPECT_TRUE(has(bad.err, says)) << bad.err;
+  }
+  const std::string a100 =
+      std::string("run ") + kScenario +
+      " --format json --set cluster.preset=selene-a100 --set cluster.gpus=8"
+      " --set model.preset=llama3-8b --set parallel.tp=1 --set parallel.pp=1 --set parallel.vpp=1"
+      " --set parallel.zero=3 --set training.micro_batch=1 --set training.global_batch=16"
+      " --set training.recompute=none --set training.cpu_offload_layers=28";
+  const CliRun an = trainsim(a100);
+  const CliRun sc = trainsim(a100 + " --fidelity schedule");
+  ASSERT_EQ(an.code, 0) << an.err;
+  ASSERT_EQ(sc.code, 0) << sc.err;
+  const auto ja = nlohmann::json::parse(an.out), js = nlohmann::json::parse(sc.out);
+  const CliRun plain = trainsim(a100 + " --set training.cpu_offload_layers=0");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const double base = nlohmann::json::parse(plain.out)["breakdown"]["compute_s"].get<double>();
+  const double stalled = ja["breakdown"]["compute_s"].get<double>();
+  EXPECT_GT(stalled, base * 1.05);  // the copies (1 layer: 0.25 GB at 32 GB/s) outrun compute
+  EXPECT_NEAR(js["breakdown"]["compute_s"].get<double>(), stalled, 1e-9 * stalled);
+}
+
 TEST(Cli, MisspeltKeyIsAnInputError) {
   const std::string path = write_yaml("misspelt.yaml",
                                       "model:\n  preset: megascale-175b\npipline_parallel: 8\n");
