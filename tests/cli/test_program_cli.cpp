@@ -468,11 +468,16 @@ TEST(ProgramCli, B200RowsAreSimulated) {
 // 1536·8192/(256·999) = 49.2012 s. The rows' TFLOP/s agree with the causal count (no warning);
 // the GB200 405B's 126 layers over PP 16 × VP 4 take 7 on the end stages, 8 on the others.
 TEST(ProgramCli, Gb200AndGb300RowsAreSimulated) {
-  const auto rows = simulated_rows("scenarios/validation/nemo-2025-gb200-runs.csv", 5);
-  ASSERT_EQ(rows.size(), 5u);
-  const double from_tokens[] = {4.1800, 4.1600, 60.4576, 3.4900, 49.2012};
+  const auto rows = simulated_rows("scenarios/validation/nemo-2025-gb200-runs.csv", 9);
+  ASSERT_EQ(rows.size(), 9u);
+  // The last four run Megatron FSDP with activation offloading (the `set` column's
+  // training.cpu_offload_layers): 70B 128·8192 / (64·3,986), 256·8192 / (64·4,312) and
+  // / (64·4,520); 405B 64·8192 / (128·729).
+  const double from_tokens[] = {4.1800, 4.1600, 60.4576, 3.4900, 49.2012,
+                                4.1104, 7.5993, 7.2496, 5.6187};
   const char* cluster[] = {"dgx-gb200-nvl72", "dgx-gb200-nvl72", "dgx-gb200-nvl72",
-                           "dgx-gb300-nvl72", "dgx-gb300-nvl72"};
+                           "dgx-gb300-nvl72", "dgx-gb300-nvl72", "dgx-gb200-nvl72",
+                           "dgx-gb200-nvl72", "dgx-gb300-nvl72", "dgx-gb200-nvl72"};
   for (std::size_t r = 0; r < rows.size(); ++r) {
     EXPECT_NEAR(rows[r]["published"]["iter_s"].get<double>(), from_tokens[r],
                 0.002 * from_tokens[r])
@@ -486,6 +491,22 @@ TEST(ProgramCli, Gb200AndGb300RowsAreSimulated) {
                 "7 on the first and the last stage, 8 on the others", 0),
             0u)
       << rows[2]["assumed"];
+  // Without its offloaded layers the 70B does not fit a GB200, as NeMo's recipe needs them.
+  const std::string text = slurp("scenarios/validation/nemo-2025-gb200-runs.csv");
+  const std::string header = text.substr(0, text.find('\n') + 1);
+  const std::size_t at = text.find("\nnemo2511-gb200-llama3-70b,") + 1;
+  std::string line = text.substr(at, text.find('\n', at) - at);
+  const std::size_t set = line.rfind(",training.cpu_offload_layers=40");
+  ASSERT_NE(set, std::string::npos) << line;
+  line.erase(set + 1);
+  const std::string csv = temp_path("gb200-70b-no-offload.csv");
+  {
+    std::ofstream out(csv);
+    out << header << line << "\n";
+  }
+  const CliRun o = trainsim("validate " + csv + " --format json");
+  EXPECT_EQ(o.code, 3) << o.err;  // the file's only row cannot run
+  EXPECT_TRUE(o.err.find("does not fit in memory") != std::string::npos) << o.err;
 }
 
 // LLM Foundry's MPT benchmarks (docs/validation.md): all 209 BF16 rows simulated, their tokens/s
