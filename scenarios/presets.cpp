@@ -331,10 +331,12 @@ std::string describe(const topo::GpuSpec& g) {
   std::string fp8 = g.peak_dense_fp8_flops > 0
                         ? fmt::format("{:g} fp8", g.peak_dense_fp8_flops / 1e12)
                         : std::string("no fp8");
-  return fmt::format("{:g} TFLOP/s bf16, {}, {:.1f} GiB HBM at {:g} TB/s, NVLink {:g} GB/s/dir{}",
+  std::string host;
+  if (g.host_link_Bps > 0) host = fmt::format(", host link {:g} GB/s/dir", g.host_link_Bps / 1e9);
+  return fmt::format("{:g} TFLOP/s bf16, {}, {:.1f} GiB HBM at {:g} TB/s, NVLink {:g} GB/s/dir{}{}",
                      g.peak_dense_16bit_flops / 1e12, fp8, g.hbm_bytes / (1024.0 * 1024 * 1024),
                      g.hbm_Bps / 1e12,
-                     g.nvlink_Bps / 1e9, g.has_nvls ? ", NVLS" : "");
+                     g.nvlink_Bps / 1e9, g.has_nvls ? ", NVLS" : "", host);
 }
 
 std::string describe(const model::ModelConfig& m) {

@@ -42,6 +42,14 @@ TEST(GpuPresets, MatchDatasheets) {
   EXPECT_EQ(h100->sms, 132);
   EXPECT_DOUBLE_EQ(h100->hbm_Bps, 3.35e12);
   EXPECT_DOUBLE_EQ(h100->nvlink_Bps, 450e9);
+  // Host links per direction: PCIe Gen4 x16, Gen5 x16 (128 GB/s both ways), NVLink-C2C (900).
+  EXPECT_DOUBLE_EQ(h100->host_link_Bps, 128e9 / 2);
+  EXPECT_DOUBLE_EQ(gpu_preset("a100-80gb")->host_link_Bps, 32e9);
+  EXPECT_DOUBLE_EQ(gpu_preset("gb200")->host_link_Bps, 900e9 / 2);
+  EXPECT_DOUBLE_EQ(gpu_preset("gb300")->host_link_Bps, 900e9 / 2);
+  for (const char* g : {"a100-40gb", "a800", "h800", "h200-sxm", "b200", "b300"}) {
+    EXPECT_GT(gpu_preset(g)->host_link_Bps, 0) << g;
+  }
   EXPECT_TRUE(h100->has_nvls);
 
   const auto h200 = gpu_preset("h200-sxm");
