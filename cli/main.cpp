@@ -290,15 +290,23 @@ void check_validation(const std::vector<scen::ValidationRow>& rows,
 
 // Several runs files: each validated alone, then one line per file and the union's summary
 // (the "every table at a glance" of docs/validation.md in one command).
-// `--group-by`: the groups over `rows`, appended to the text or added to the JSON document.
-void add_groups(const std::vector<scen::GroupColumn>& by, const std::vector<scen::ValidationRow>& rows,
-                std::string& text, nlohmann::ordered_json* json) {
-  if (by.empty()) return;
-  const std::vector<scen::ValidationGroup> groups = scen::group_rows(rows, by);
-  if (json) {
-    (*json)["groups"] = reports::validation_groups_json(by, groups);
+// Writes a validation document, JSON (`as_json()`) or text (`as_text()`), with `--group-by`'s
+// groups over `rows` added to it.
+template <class AsJson, class AsText>
+void write_validation(const std::string& format, const std::string& output,
+                      const std::vector<scen::GroupColumn>& by,
+                      const std::vector<scen::ValidationRow>& rows, AsJson as_json,
+                      AsText as_text) {
+  const std::vector<scen::ValidationGroup> groups =
+      by.empty() ? std::vector<scen::ValidationGroup>{} : scen::group_rows(rows, by);
+  if (format == "json") {
+    nlohmann::ordered_json j = as_json();
+    if (!by.empty()) j["groups"] = reports::validation_groups_json(by, groups);
+    write_output(j.dump(2) + "\n", output);
   } else {
-    text += reports::validation_groups_text(by, groups);
+    std::string text = as_text();
+    if (!by.empty()) text += reports::validation_groups_text(by, groups);
+    write_output(text, output);
   }
 }
 
@@ -317,16 +325,9 @@ int cmd_validate_files(const std::vector<std::string>& csvs, const std::string& 
     files.push_back(std::move(f));
   }
   const scen::ValidationSummary overall = scen::summarize(all);
-  if (format == "json") {
-    nlohmann::ordered_json j = reports::validation_files_json(files, overall);
-    std::string unused;
-    add_groups(by, all, unused, &j);
-    write_output(j.dump(2) + "\n", output);
-  } else {
-    std::string text = reports::validation_files_text(files, overall);
-    add_groups(by, all, text, nullptr);
-    write_output(text, output);
-  }
+  write_validation(
+      format, output, by, all, [&] { return reports::validation_files_json(files, overall); },
+      [&] { return reports::validation_files_text(files, overall); });
   return 0;
 }
 
@@ -370,16 +371,9 @@ int cmd_validate(const std::vector<std::string>& csvs, const std::string& format
   }
   const auto summary = scen::summarize(rows);
   check_validation(rows, summary, csv);
-  if (format == "json") {
-    nlohmann::ordered_json j = reports::validation_json(rows, summary);
-    std::string unused;
-    add_groups(by, rows, unused, &j);
-    write_output(j.dump(2) + "\n", output);
-  } else {
-    std::string text = cv_note + reports::validation_text(rows, summary);
-    add_groups(by, rows, text, nullptr);
-    write_output(text, output);
-  }
+  write_validation(
+      format, output, by, rows, [&] { return reports::validation_json(rows, summary); },
+      [&] { return cv_note + reports::validation_text(rows, summary); });
   if (!report.empty()) reports::write_validation_report(report, rows, summary, csv);
   return 0;
 }

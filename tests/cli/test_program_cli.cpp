@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "tests/support/cli_runner.h"
 
@@ -327,6 +328,14 @@ TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
 }
 
 // `trainsim validate CSV --format json`, checked to exit 0 with `rows` rows, each simulated.
+// The header line (with its newline) and the line of row `id` of a runs file.
+std::pair<std::string, std::string> header_and_row(const std::string& csv, const std::string& id) {
+  const std::string text = slurp(csv);
+  const std::size_t at = text.find("\n" + id + ",") + 1;
+  EXPECT_GT(at, 0u) << id;
+  return {text.substr(0, text.find('\n') + 1), text.substr(at, text.find('\n', at) - at)};
+}
+
 nlohmann::json simulated_rows(const std::string& csv, std::size_t rows) {
   const CliRun r = trainsim("validate " + csv + " --format json");
   EXPECT_EQ(r.code, 0) << r.err;
@@ -492,10 +501,8 @@ TEST(ProgramCli, Gb200AndGb300RowsAreSimulated) {
             0u)
       << rows[2]["assumed"];
   // Without its offloaded layers the 70B does not fit a GB200, as NeMo's recipe needs them.
-  const std::string text = slurp("scenarios/validation/nemo-2025-gb200-runs.csv");
-  const std::string header = text.substr(0, text.find('\n') + 1);
-  const std::size_t at = text.find("\nnemo2511-gb200-llama3-70b,") + 1;
-  std::string line = text.substr(at, text.find('\n', at) - at);
+  auto [header, line] =
+      header_and_row("scenarios/validation/nemo-2025-gb200-runs.csv", "nemo2511-gb200-llama3-70b");
   const std::size_t set = line.rfind(",training.cpu_offload_layers=40");
   ASSERT_NE(set, std::string::npos) << line;
   line.erase(set + 1);
@@ -560,10 +567,8 @@ TEST(ProgramCli, LlmFoundryRowsAreSimulated) {
   EXPECT_EQ(j["summary"]["simulated"].get<int>(), 209);
   // The same 1B row at twice its micro-batch is over by more than the reserve: refused; with its
   // micro-batch blank the search takes one that fits with the reserve, without a warning.
-  const std::string text = slurp("scenarios/validation/llm-foundry-2023-runs.csv");
-  const std::string header = text.substr(0, text.find('\n') + 1);
-  const std::size_t at = text.find("\nmpt-1b-h100-64-s2048,") + 1;
-  std::string line = text.substr(at, text.find('\n', at) - at);
+  const auto [header, line] =
+      header_and_row("scenarios/validation/llm-foundry-2023-runs.csv", "mpt-1b-h100-64-s2048");
   const std::size_t mbs = line.find(",20,1280,");
   ASSERT_NE(mbs, std::string::npos) << line;
   std::string twice = line, blank = line;
