@@ -353,6 +353,17 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   plan::Layout L;
   if (!plan::try_make_layout(m, cfg.cluster, cfg.parallel, cfg.training, L, &why)) return false;
   const auto& par = L.par;
+  // Activation offloading as Megatron-Core allows it (the scenario checks it too; a sweep point
+  // that varies pp or recompute meets it here).
+  if (cfg.training.cpu_offload_layers > 0 &&
+      (par.pp > 1 || cfg.training.recompute != model::Recompute::kNone)) {
+    why = {"training.cpu_offload_layers",
+           par.pp > 1 ? "activation offloading needs parallel.pp 1 (Megatron-Core)"
+                      : "activation offloading does not work with activation recompute "
+                        "(Megatron-Core)",
+           "set training.cpu_offload_layers 0"};
+    return false;
+  }
 
   r = Result{};
   r.fidelity = "analytic";
