@@ -86,6 +86,12 @@ int run_execute_command(const ExecuteArgs& a) {
           ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
           : scen::load_scenario_file(a.scenario, a.sets);
   scen::require_one_job(s, "execute");
+  if (s.training.cpu_offload_layers > 0) {
+    // The executor holds every layer's activations on the GPU and runs no copies to host.
+    throw_input("`execute` does not run activation offloading (no copies to host memory), so "
+                "neither its time nor its memory would match the simulation",
+                {"", 0, "training.cpu_offload_layers"}, "set training.cpu_offload_layers 0");
+  }
   const exec::RunConfig cfg = scen::make_run_config(s);
   const plan::ProgramSet ps =
       plan::build_programs(cfg.model, cfg.cluster, cfg.parallel, cfg.training, cfg.opt);

@@ -36,6 +36,17 @@ const std::string kTiny =
     "parallel.dp=2"
     " --set training.global_batch=8 --set training.micro_batch=1";
 
+// Activation offloading is simulated, not executed: refused before any device is touched.
+TEST(ExecuteCli, ActivationOffloadingIsRefused) {
+  const CliRun r = trainsim("execute scenarios/megascale-175b-12288.yaml" + kTiny +
+                            " --set cluster.gpus=8 --set parallel.pp=1 --set parallel.dp=4"
+                            " --set training.recompute=none --set training.cpu_offload_layers=2"
+                            " --backend fake --iterations 1 --warmup 0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("training.cpu_offload_layers"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does not run activation offloading"), std::string::npos) << r.err;
+}
+
 TEST(ExecuteCli, WithoutAGpuExits4) {
   if (!trainsim::kernels::query_devices().devices.empty()) {
     GTEST_SKIP() << "a CUDA device is present: this test is about machines without one";
