@@ -71,41 +71,48 @@ topo::GpuSpec gpu(std::string name, double tflops16, double tflops8, double hbm_
 // cpu_offloading), NVLink-C2C to the Grace CPU on the GB200 and GB300 superchips (900 GB/s
 // bidirectional per link, the same guide). The B300's host interface is not in these sources:
 // taken as the B200's PCIe Gen5 [D].
-topo::GpuSpec host_link(topo::GpuSpec g, double gbytes_per_s) {
+// Host memory per GPU, what offloaded activations may fill (the whole share: the operating
+// system's and the framework's own use are not subtracted): DGX A100 1 TB (1,024 GB) for 8 GPUs
+// (128 GB), DGX H100 / H200 / B200 / B300 2 TB (2,048 GB) for 8 (256 GB; the DGX datasheets' base
+// configurations, and
+// the A800's and H800's as theirs), a GB200 or GB300 superchip's Grace 480 GB LPDDR5X for its two
+// GPUs (240 GB; Transformer Engine's CPU-offloading guide, the GB300 NVL72's 17 TB for 72 GPUs).
+topo::GpuSpec host_link(topo::GpuSpec g, double gbytes_per_s, double host_gb) {
   g.host_link_Bps = gbytes_per_s * 1e9;
+  g.host_memory_bytes = host_gb * 1e9;
   return g;
 }
 
 const std::vector<GpuEntry>& gpus() {
   static const std::vector<GpuEntry> kGpus = {
-      {host_link(gpu("a100-80gb", 312, 0, 81920, 108, 2.04, 300, false), 32), "NVIDIA A100 SXM4 80GB",
+      {host_link(gpu("a100-80gb", 312, 0, 81920, 108, 2.04, 300, false), 32, 128), "NVIDIA A100 SXM4 80GB",
        "NVIDIA A100 Tensor Core GPU datasheet (SXM4 80GB column)", "selene-a100"},
       // The 40 GB A100 is the same GA100 (108 SMs, 1,410 MHz boost, 400 W) with HBM2 at 1,555
       // GB/s; 40,536 MiB as nvidia-smi prints it for A100-SXM4-40GB. The first DGX A100 (320 GB)
       // carried it with Selene's network (8 x 200 Gb/s HDR per node).
-      {host_link(gpu("a100-40gb", 312, 0, 40536, 108, 1.555, 300, false), 32), "NVIDIA A100 SXM4 40GB",
+      {host_link(gpu("a100-40gb", 312, 0, 40536, 108, 1.555, 300, false), 32, 128), "NVIDIA A100 SXM4 40GB",
        "NVIDIA A100 Tensor Core GPU datasheet (SXM4 40GB column)", "selene-a100"},
       // The A800 is the A100 with NVLink cut to 8 links; MegaScale's Ampere cluster (8 x 200 G
       // RoCE per server) is the closest published fabric for it.
-      {host_link(gpu("a800", 312, 0, 81920, 108, 2.04, 200, false), 32), "NVIDIA A800 SXM4 80GB",
+      {host_link(gpu("a800", 312, 0, 81920, 108, 2.04, 200, false), 32, 128), "NVIDIA A800 SXM4 80GB",
        "NVIDIA A800 Tensor Core GPU datasheet (SXM 80GB)", "megascale-ampere"},
-      {host_link(gpu("h100-sxm", 989, 1979, 81559, 132, 3.35, 450, true), 64), "NVIDIA H100 SXM5 80GB",
+      {host_link(gpu("h100-sxm", 989, 1979, 81559, 132, 3.35, 450, true), 64, 256), "NVIDIA H100 SXM5 80GB",
        "NVIDIA H100 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
       // The H800 is the H100 SXM5 with NVLink cut to 400 GB/s (both directions), as the A800 is
       // the A100's; DeepSeek-V3's H800 nodes (8 GPUs, 400 Gb/s InfiniBand per GPU, §3.1 of its
       // report) are the DGX H100 network. NVLink SHARP is not claimed for it.
-      {host_link(gpu("h800", 989, 1979, 81559, 132, 3.35, 200, false), 64), "NVIDIA H800 SXM5 80GB",
+      {host_link(gpu("h800", 989, 1979, 81559, 132, 3.35, 200, false), 64, 256), "NVIDIA H800 SXM5 80GB",
        "NVIDIA H800 Tensor Core GPU datasheet (SXM5); DeepSeek-V3 technical report §3.1 (cluster)",
        "dgx-h100-superpod"},
       // DGX H200 keeps the DGX H100 network (8 x 400 G NDR, rail-optimized), hence its cluster.
-      {host_link(gpu("h200-sxm", 989, 1979, 143771, 132, 4.8, 450, true), 64), "NVIDIA H200 SXM 141GB",
+      {host_link(gpu("h200-sxm", 989, 1979, 143771, 132, 4.8, 450, true), 64, 256), "NVIDIA H200 SXM 141GB",
        "NVIDIA H200 Tensor Core GPU datasheet (SXM column)", "dgx-h100-superpod"},
       // B200 (HGX/DGX B200): 2,250 TFLOP/s dense bf16 and 4,500 fp8 (half the sparse figures),
       // HBM3e at 8 TB/s ("180 GB" per GPU in the DGX B200 datasheet's 1,440 GB; 183,359 MiB as
       // nvidia-smi prints it on a 1,000 W B200), NVLink 5 at 1.8 TB/s (both directions) through
       // NVSwitch with SHARP, 148 SMs; DGX B200 has 8 x 400 Gb/s ConnectX-7 per node, the DGX
       // H100 network.
-      {host_link(gpu("b200", 2250, 4500, 183359, 148, 8.0, 900, true), 64), "NVIDIA B200 SXM 180GB",
+      {host_link(gpu("b200", 2250, 4500, 183359, 148, 8.0, 900, true), 64, 256), "NVIDIA B200 SXM 180GB",
        "NVIDIA DGX B200 / HGX B200 datasheets; SM count: CUDA device properties of a B200 "
        "(148 SMs, as tile-ai/TileFoundry#76 records them)",
        "dgx-h100-superpod"},
@@ -114,7 +121,7 @@ const std::vector<GpuEntry>& gpus() {
       // 21), HBM3e "288 GB" at 8 TB/s (275,040 MiB as nvidia-smi prints "NVIDIA B300 SXM6 AC" in
       // public logs), NVLink 5 at 900 GB/s a direction through NVSwitch, 148 SMs (CUDA, public
       // kernel notes). DGX B300 has 8 x 800 Gb/s ConnectX-8 per node.
-      {host_link(gpu("b300", 2250, 4500, 275040, 148, 8.0, 900, true), 64), "NVIDIA B300 SXM 288GB",
+      {host_link(gpu("b300", 2250, 4500, 275040, 148, 8.0, 900, true), 64, 256), "NVIDIA B300 SXM 288GB",
        "NVIDIA DGX B300 datasheet; ML Engineering accelerator tables; 148 SMs and 275,040 MiB as "
        "CUDA and nvidia-smi report them on B300 nodes",
        "dgx-b300-superpod"},
@@ -124,7 +131,7 @@ const std::vector<GpuEntry>& gpus() {
       // at 8 TB/s (189,471 MiB as nvidia-smi prints it on GB200 nodes in public logs), NVLink 5 at
       // 1.8 TB/s both directions to all 72 GPUs of the rack through NVLink switches, 152 SMs (as
       // CUDA reports them in public GB200 benchmark notes). Its usual cluster is the NVL72 rack.
-      {host_link(gpu("gb200", 2500, 5000, 189471, 152, 8.0, 900, true), 450), "NVIDIA GB200 (Blackwell GPU of a GB200 NVL72)",
+      {host_link(gpu("gb200", 2500, 5000, 189471, 152, 8.0, 900, true), 450, 240), "NVIDIA GB200 (Blackwell GPU of a GB200 NVL72)",
        "NVIDIA GB200 NVL72 specifications (per GPU: the rack's figures / 72, dense); memory and "
        "bandwidth: ML Engineering accelerator tables; 152 SMs and 189,471 MiB as CUDA and "
        "nvidia-smi report them on GB200 nodes",
@@ -134,7 +141,7 @@ const std::vector<GpuEntry>& gpus() {
       // Engineering, note 24), HBM3e "288 GB" at 8 TB/s (284,208 MiB as nvidia-smi prints it on
       // GB300 nodes in public logs), NVLink 5 to all 72 GPUs of the rack, 148 SMs (as CUDA reports
       // them in public GB300 kernel notes). Its usual cluster is the GB300 NVL72 rack.
-      {host_link(gpu("gb300", 2500, 5000, 284208, 148, 8.0, 900, true), 450), "NVIDIA GB300 (Blackwell Ultra GPU of a GB300 NVL72)",
+      {host_link(gpu("gb300", 2500, 5000, 284208, 148, 8.0, 900, true), 450, 240), "NVIDIA GB300 (Blackwell Ultra GPU of a GB300 NVL72)",
        "NVIDIA GB300 NVL72 specifications (per GPU, dense); memory and bandwidth: ML Engineering "
        "accelerator tables; 148 SMs and 284,208 MiB as CUDA and nvidia-smi report them on GB300 "
        "nodes",
@@ -332,7 +339,10 @@ std::string describe(const topo::GpuSpec& g) {
                         ? fmt::format("{:g} fp8", g.peak_dense_fp8_flops / 1e12)
                         : std::string("no fp8");
   std::string host;
-  if (g.host_link_Bps > 0) host = fmt::format(", host link {:g} GB/s/dir", g.host_link_Bps / 1e9);
+  if (g.host_link_Bps > 0) {
+    host = fmt::format(", host link {:g} GB/s/dir, host memory {:g} GB", g.host_link_Bps / 1e9,
+                       g.host_memory_bytes / 1e9);
+  }
   return fmt::format("{:g} TFLOP/s bf16, {}, {:.1f} GiB HBM at {:g} TB/s, NVLink {:g} GB/s/dir{}{}",
                      g.peak_dense_16bit_flops / 1e12, fp8, g.hbm_bytes / (1024.0 * 1024 * 1024),
                      g.hbm_Bps / 1e12,

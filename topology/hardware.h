@@ -22,6 +22,7 @@ struct GpuSpec {
   bool has_nvls = false;              // NVSwitch multicast/reduction (NVLink SHARP)
   int sms = 0;                        // streaming multiprocessors (datasheet); 0 = unknown
   double host_link_Bps = 0;           // link to host memory per direction (PCIe, NVLink-C2C); 0 = unknown
+  double host_memory_bytes = 0;       // the GPU's share of its server's host memory; 0 = unknown
 };
 
 /// Shape of the scale-out fabric, enough to size it and to find where bandwidth narrows.

@@ -374,6 +374,17 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   r.microbatches = L.microbatches;
 
   r.memory = plan::memory_per_gpu(m, L, cfg.training, cfg.opt.fused_attention(), gpu);
+  // Offloaded activations must fit the GPU's share of host memory (whatever options say: no
+  // timing of a run that cannot hold them is worth reporting).
+  if (r.memory.host_offload_bytes > 0 && gpu.host_memory_bytes > 0 &&
+      r.memory.host_offload_bytes > gpu.host_memory_bytes) {
+    why = {"training.cpu_offload_layers",
+           fmt::format("offloaded activations do not fit in host memory: {:.1f} GiB of the "
+                       "GPU's {:.1f} GiB share",
+                       r.memory.host_offload_bytes / kGiB, gpu.host_memory_bytes / kGiB),
+           "offload fewer layers"};
+    return false;
+  }
   if (options.enforce_memory && !r.memory.fits()) {
     why = {"", memory_shortfall_message(r.memory),
            "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller micro-batch"};

@@ -137,6 +137,16 @@ TEST(Cli, ActivationOffloadingAsMegatronAllowsIt) {
   EXPECT_LE(j["memory"]["peak_bytes_per_gpu"].get<double>(),
             j["memory"]["capacity_bytes"].get<double>());
   EXPECT_GT(j["memory"]["host_offload_bytes"].get<double>(), 100e9);  // 40 layers of 3.6 GB
+  // The shipped example is this run; 70 layers (254 GB) overflow the GPU's 240 GB of the Grace's
+  // memory: refused (exit 3), naming the key.
+  const CliRun example =
+      trainsim("run scenarios/examples/llama3-70b-fp8-64xgb200-offload.yaml --format json");
+  ASSERT_EQ(example.code, 0) << example.err;
+  EXPECT_EQ(nlohmann::json::parse(example.out)["iteration_time_s"], j["iteration_time_s"]);
+  const CliRun host = trainsim(gb200 + " --set training.cpu_offload_layers=70");
+  EXPECT_EQ(host.code, 3) << host.err;
+  EXPECT_TRUE(has(host.err, "do not fit in host memory")) << host.err;
+  EXPECT_TRUE(has(host.err, "training.cpu_offload_layers")) << host.err;
   for (const auto& [set, says] : std::vector<std::pair<std::string, std::string>>{
            {"training.cpu_offload_layers=40 --set parallel.pp=2", "parallel.pp 1"},
            {"training.cpu_offload_layers=40 --set training.recompute=selective",

@@ -47,6 +47,9 @@ TEST(GpuPresets, MatchDatasheets) {
   EXPECT_DOUBLE_EQ(gpu_preset("a100-80gb")->host_link_Bps, 32e9);
   EXPECT_DOUBLE_EQ(gpu_preset("gb200")->host_link_Bps, 900e9 / 2);
   EXPECT_DOUBLE_EQ(gpu_preset("gb300")->host_link_Bps, 900e9 / 2);
+  // Host memory per GPU: a Grace's 480 GB for two GPUs; a DGX H100's 2 TB (2,048 GB) for eight.
+  EXPECT_DOUBLE_EQ(gpu_preset("gb200")->host_memory_bytes, 480e9 / 2);
+  EXPECT_DOUBLE_EQ(h100->host_memory_bytes, 2048e9 / 8);
   for (const char* g : {"a100-40gb", "a800", "h800", "h200-sxm", "b200", "b300"}) {
     EXPECT_GT(gpu_preset(g)->host_link_Bps, 0) << g;
   }
