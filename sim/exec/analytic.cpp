@@ -504,12 +504,8 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       f[static_cast<std::size_t>(i)] = x;
       b[static_cast<std::size_t>(i)] = y;
     }
-    const double copy_s =
-        plan::layer_activation_bytes(m, par, cfg.training.micro_batch, cfg.training.recompute,
-                                     cfg.opt.fused_attention(),
-                                     cfg.training.precision == Precision::kFp8) /
-        cfg.cluster.gpu.host_link_Bps;
-    const OffloadStalls st = offload_stalls(f, b, cfg.training.cpu_offload_layers, copy_s);
+    const OffloadStalls st =
+        offload_stalls(f, b, cfg.training.cpu_offload_layers, offload_copy_seconds(cfg));
     first.compute += st.forward + st.backward;
     first.forward += st.forward;
     first.backward += st.backward;

@@ -4,7 +4,18 @@
 #include <cstddef>
 #include <vector>
 
+#include "sim/exec/analytic.h"
+#include "sim/plan/memory.h"
+
 namespace trainsim::exec {
+
+double offload_copy_seconds(const RunConfig& cfg) {
+  if (cfg.cluster.gpu.host_link_Bps <= 0) return 0;
+  return plan::layer_activation_bytes(cfg.model, cfg.parallel, cfg.training.micro_batch,
+                                      cfg.training.recompute, cfg.opt.fused_attention(),
+                                      cfg.training.precision == Precision::kFp8) /
+         cfg.cluster.gpu.host_link_Bps;
+}
 
 OffloadStalls offload_stalls(std::span<const double> fwd_s, std::span<const double> bwd_s, int n,
                              double copy_s) {

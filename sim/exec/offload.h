@@ -23,6 +23,8 @@
 
 namespace trainsim::exec {
 
+struct RunConfig;
+
 struct OffloadStalls {
   double forward = 0;   // seconds the forward pass waits for copies to host
   double backward = 0;  // seconds the backward pass waits for reloads
@@ -32,5 +34,9 @@ struct OffloadStalls {
 /// compute, `n` (0 ≤ n < L) layers offloaded, each copy taking `copy_s` each way.
 OffloadStalls offload_stalls(std::span<const double> fwd_s, std::span<const double> bwd_s, int n,
                              double copy_s);
+
+/// One offloaded layer's copy, each way: its activations of one micro-batch (the memory model's
+/// per-layer bytes) over the GPU's host link; 0 without a host link.
+double offload_copy_seconds(const RunConfig& cfg);
 
 }  // namespace trainsim::exec

@@ -10,7 +10,6 @@
 #include "sim/core/units.h"
 #include "sim/exec/compute_model.h"
 #include "sim/exec/offload.h"
-#include "sim/plan/memory.h"
 
 namespace trainsim::exec {
 
@@ -42,11 +41,7 @@ void add_offload_stalls(const RunConfig& cfg, const plan::Program& P, std::vecto
     }
     (fwd ? last_fwd : last_bwd)[mb] = ti;
   }
-  const double copy_s =
-      plan::layer_activation_bytes(cfg.model, cfg.parallel, cfg.training.micro_batch,
-                                   cfg.training.recompute, cfg.opt.fused_attention(),
-                                   cfg.training.precision == Precision::kFp8) /
-      cfg.cluster.gpu.host_link_Bps;
+  const double copy_s = offload_copy_seconds(cfg);
   for (std::size_t mb = 0; mb < static_cast<std::size_t>(mbs); ++mb) {
     const OffloadStalls st =
         offload_stalls(std::span<const double>(f).subspan(mb * L, L),
