@@ -141,15 +141,38 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
         for (int i = 0; i < n; ++i) conns.push_back({rank(i), rank((i + 1) % n), edge_bytes / C, c});
       }
     } else {
-      // Hierarchical rings: ranks are grouped by server in the given order, g per server.
-      const auto at = [&](int server_index, int local) { return rank(server_index * g + local); };
-      for (int c = 0; c < C; ++c) {
-        const int r = c % g;
-        for (int k = 0; k < nodes; ++k) {
-          for (int step = 0; step + 1 < g; ++step) {
-            conns.push_back({at(k, (r + step) % g), at(k, (r + step + 1) % g), edge_bytes / C, c});
+      // Hierarchical rings: the ranks grouped by server (servers in the order their first rank
+      // appears, ranks in the given order within one). A server may hold fewer of the group's
+      // ranks than another (a job whose last server is partly used): its chain is shorter and
+      // channel c enters it at local index c mod its own count.
+      std::vector<std::vector<int>> local;  // per server: indices into `ranks`
+      {
+        std::vector<int> slot(servers.size(), -1);
+        for (int i = 0; i < n; ++i) {
+          const int server = graph.node(graph.gpu_node(rank(i))).server;
+          const auto at = static_cast<std::size_t>(
+              std::lower_bound(servers.begin(), servers.end(), server) - servers.begin());
+          if (slot[at] < 0) {
+            slot[at] = static_cast<int>(local.size());
+            local.emplace_back();
           }
-          conns.push_back({at(k, r), at((k + 1) % nodes, r), edge_bytes / C, c});
+          local[static_cast<std::size_t>(slot[at])].push_back(i);
+        }
+      }
+      const auto at = [&](int k, int l) {
+        const std::vector<int>& v = local[static_cast<std::size_t>(k)];
+        return rank(v[static_cast<std::size_t>(l)]);
+      };
+      const auto count = [&](int k) { return static_cast<int>(local[static_cast<std::size_t>(k)].size()); };
+      for (int c = 0; c < C; ++c) {
+        for (int k = 0; k < nodes; ++k) {
+          const int gk = count(k);
+          const int r = c % gk;
+          for (int step = 0; step + 1 < gk; ++step) {
+            conns.push_back({at(k, (r + step) % gk), at(k, (r + step + 1) % gk), edge_bytes / C, c});
+          }
+          const int next = (k + 1) % nodes;
+          conns.push_back({at(k, r), at(next, c % count(next)), edge_bytes / C, c});
         }
       }
     }

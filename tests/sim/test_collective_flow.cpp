@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "calibrate/profile.h"
@@ -293,6 +294,42 @@ TEST(CollectiveFlow, ImpliedLinksStayImpliedUnderDcqcn) {
   ASSERT_EQ(full.size(), trimmed.size());
   ASSERT_GT(full.size(), 900u);
   for (std::size_t i = 0; i < full.size(); ++i) EXPECT_EQ(full[i], trimmed[i]) << i;
+}
+
+
+// A group whose servers hold unequal numbers of its ranks (13 ranks packed on 8-GPU servers: 8
+// and 5; a job whose last server is partly used). Each server's chain covers its own ranks, so
+// in every channel each rank receives exactly once and each server sends exactly one edge to the
+// next; the ring ends on an idle fabric (it read past the group and crashed until 2026-12-05).
+TEST(CollectiveFlow, RingOverUnevenServersCoversEveryRankOnce) {
+  Fixture f("dgx-h100-superpod", 64);
+  for (const int n : {9, 11, 13}) {
+    const std::vector<topo::GpuId> ranks = packed(n);
+    const FlowCollectiveRequest req{Kind::kAllReduce, 64e6, ranks};
+    const CollectiveFlows plan = plan_collective_flows(req, f.graph, f.links, {}, 0);
+    ASSERT_TRUE(plan.ring);
+    const int C = plan.result.channels;
+    ASSERT_GT(C, 0);
+    for (int c = 0; c < C; ++c) {
+      std::vector<int> received(static_cast<std::size_t>(n), 0);
+      int cross = 0;
+      for (const FlowConnection& e : plan.conns) {
+        if (e.qp_base != c) continue;
+        ASSERT_GE(e.dst, 0);
+        ASSERT_LT(e.dst, n) << "channel " << c;
+        ASSERT_GE(e.src, 0);
+        ASSERT_LT(e.src, n) << "channel " << c;
+        ++received[static_cast<std::size_t>(e.dst)];
+        if (e.src / 8 != e.dst / 8) ++cross;
+      }
+      for (int r = 0; r < n; ++r) EXPECT_EQ(received[static_cast<std::size_t>(r)], 1) << n << " " << c << " " << r;
+      EXPECT_EQ(cross, 2) << n << " channel " << c;  // two servers: one edge each way
+    }
+    const FlowCollectiveResult done = f.run(Kind::kAllReduce, 64e6, ranks, 1);
+    EXPECT_TRUE(done.routed);
+    EXPECT_GT(done.cost.time_s, 0.0);
+    EXPECT_TRUE(std::isfinite(done.cost.time_s));
+  }
 }
 
 }  // namespace
