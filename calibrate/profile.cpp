@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "sim/core/error.h"
@@ -255,11 +256,31 @@ Profile load_profile(const std::string& path) {
 
 Profile parse_profile(std::string_view text, const std::string& path) {
   json j;
+  // The JSON parser keeps the last of an object's duplicate keys; a profile that states a
+  // constant twice is refused instead (which of the two was meant is not known).
+  std::vector<std::set<std::string>> keys;
+  std::string duplicate;
+  const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) {
+      keys.emplace_back();
+    } else if (event == json::parse_event_t::object_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (event == json::parse_event_t::key && !keys.empty() && parsed.is_string()) {
+      if (!keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+        duplicate = parsed.get<std::string>();
+      }
+    }
+    return true;
+  };
   try {
-    j = json::parse(strip_bom(text));
+    j = json::parse(strip_bom(text), note_keys);
   } catch (const json::exception& e) {
     // parse_error, and out_of_range for a number beyond a double (1e999999).
     throw_input(std::string("not valid JSON: ") + e.what(), {path, 0, ""});
+  }
+  if (!duplicate.empty()) {
+    throw_input("given twice in one object (JSON keeps only the last)", {path, 0, duplicate},
+                "keep one of the two");
   }
   if (!j.is_object()) throw_input("a profile is a JSON object", {path, 0, ""});
   reject_unknown(j,
@@ -283,8 +304,10 @@ Profile parse_profile(std::string_view text, const std::string& path) {
                      ? j["provenance"].get<std::string>()
                      : "";
   for (const char* section : {"compute", "collectives", "host"}) {
-    if (!j.contains(section) || !j[section].is_object()) {
-      throw_input("missing section (an object)", {path, 0, section});
+    if (!j.contains(section)) throw_input("missing section (an object)", {path, 0, section});
+    if (!j[section].is_object()) {
+      throw_input(std::string("must be an object, is ") + j[section].type_name(),
+                  {path, 0, section});
     }
   }
   const json& c = j["compute"];

@@ -65,7 +65,8 @@ CLI::App* add_collective_command(CLI::App& app, CollectiveArgs& a) {
                               "sendrecv")
       ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                              "broadcast", "sendrecv"}));
-  c->add_option("--ranks", a.ranks, "Number of ranks (GPUs) taking part")->check(CLI::Range(1, 1 << 24));
+  c->add_option("--ranks", a.ranks, "Number of ranks (GPUs) taking part, 2 or more (sendrecv: 2)")
+      ->check(CLI::Range(2, 1 << 24));
   c->add_option("--groups", a.groups,
                 "Concurrent copies sharing the fabric, as the DP rings of every local GPU index: "
                 "copy j uses GPU j (rail) or GPU (j+k) mod 8 of server k (spread); packed copies "
@@ -102,6 +103,10 @@ int run_collective_command(const CollectiveArgs& a) {
                                     : a.placement == "spread" ? coll::Placement::kSpread
                                                               : coll::Placement::kPacked;
   const coll::Kind kind = parse_op(a.op);
+  if (kind == coll::Kind::kSendRecv && a.ranks != 2 && a.ranks_given) {
+    throw_input(fmt::format("sendrecv runs between 2 ranks, not {}", a.ranks), {"", 0, "--ranks"},
+                "leave out --ranks, or give --ranks 2");
+  }
   const int ranks = kind == coll::Kind::kSendRecv ? 2 : a.ranks;
   const coll::GroupShape shape = coll::placement_shape(ranks, placement, s.cluster);
   coll::Choice choice = s.collectives;  // the scenario's collectives.*, then the flags

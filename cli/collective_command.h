@@ -12,6 +12,7 @@ struct CollectiveArgs {
   std::string cluster;
   std::string op = "all_reduce";
   int ranks = 8;
+  bool ranks_given = false;  // --ranks on the command line (sendrecv takes only 2)
   int groups = 1;  // concurrent copies (e.g. the 8 DP rings of a server's GPUs)
   std::string placement = "packed";
   std::string sizes = "8:8G";

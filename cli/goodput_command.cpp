@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <cstring>
 #include <iostream>
@@ -111,7 +112,20 @@ std::vector<std::vector<goodput::TrialResult>> run_distributed(
 int goodput_run(const GoodputArgs& a, SweepGroup& group) {
   if (a.trials < 2) throw_input("at least 2 trials are needed for a confidence interval",
                                 {"", 0, "--trials"});
+  // Each trial keeps its result in memory, and a trial simulates every failure of its run.
+  if (a.trials > goodput::kMaxTrials) {
+    throw_input(fmt::format("{} trials: at most {} (each keeps its result in memory)", a.trials,
+                            goodput::kMaxTrials),
+                {"", 0, "--trials"});
+  }
+  if (!std::isfinite(a.days)) throw_input("the run's length must be a finite number of days", {"", 0, "--days"});
   if (!(a.days > 0)) throw_input("the run must last more than 0 days", {"", 0, "--days"});
+  if (a.days > goodput::kMaxDays) {
+    throw_input(fmt::format("{:g} days: at most {:g} (ten years; a trial simulates every failure "
+                            "of the run)",
+                            a.days, goodput::kMaxDays),
+                {"", 0, "--days"});
+  }
   const scen::Scenario s =
       a.scenario.empty()
           ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)
@@ -168,7 +182,8 @@ CLI::App* add_goodput_command(CLI::App& app, GoodputArgs& a) {
       ->type_name("KEY=VALUE");
   cmd->add_option("--days", a.days, "Length of the run in days (default 54)");
   cmd->add_option("--trials", a.trials, "Monte Carlo trials (default 1000)");
-  cmd->add_option("-j,--jobs", a.jobs, "Threads per process (default: the cores)");
+  cmd->add_option("-j,--jobs", a.jobs, "Threads per process, 1 to 1024 (default: the cores)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_flag("--no-search", a.no_search,
                 "Skip the search for the best checkpoint interval (17 intervals around Young's)");
   cmd->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));

@@ -116,7 +116,11 @@ std::vector<int> parse_trace_ranks(const std::string& text, const scen::Scenario
       throw_input("`" + item + "` is not a rank or a range of ranks", {"", 0, "--trace-ranks"},
                   "e.g. 0,8,16-23 or all");
     }
-    if (lo < 0 || hi < lo || hi >= world) {
+    if (hi < lo) {
+      throw_input(fmt::format("`{}` runs backwards", item), {"", 0, "--trace-ranks"},
+                  fmt::format("write the lower rank first: {}-{}", hi, lo));
+    }
+    if (lo < 0 || hi >= world) {
       throw_input(fmt::format("`{}` is outside the job's ranks 0-{}", item, world - 1),
                   {"", 0, "--trace-ranks"});
     }
@@ -362,10 +366,18 @@ int cmd_validate(const std::vector<std::string>& csvs, const std::string& format
         scen::cross_validate_by_source(ss.str(), csv, scen::declared_fit_keys(), fid);
     rows = cv.rows;
     cv_note = "leave-one-source-out: each source predicted with constants refitted without it\n";
+    if (cv.fits.size() < 2) {
+      cv_note += "  (one source only: nothing is left to refit on, so its rows are predicted with "
+                 "the fit's priors)\n";
+    }
     for (const auto& [source, fit] : cv.fits) {
       for (const scen::FitParameter& p : fit.parameters) {
-        cv_note += fmt::format("  without {:<40} {} = {:.4g} ({} rows constrain it)\n", source,
-                               p.key, p.value, p.rows);
+        cv_note += p.rows > 0
+                       ? fmt::format("  without {:<40} {} = {:.4g} ({} rows constrain it)\n",
+                                     source, p.key, p.value, p.rows)
+                       : fmt::format("  without {:<40} {} = {:.4g} (the fit's prior: no other row "
+                                     "constrains it)\n",
+                                     source, p.key, p.value);
       }
     }
   }
@@ -558,7 +570,17 @@ int main(int argc, char** argv) {
   }
 
   run_args.scenario_given = run_scenario_opt->count() > 0;
+  // What a command printed must have reached stdout: a full disk or a closed pipe is an error
+  // (exit 4), not a silent success.
+  const auto flushed = [](int code) {
+    std::cout.flush();
+    if (!std::cout) {
+      throw trainsim::Error(trainsim::ErrorKind::kRuntime, "write failed", {"stdout", 0, ""});
+    }
+    return code;
+  };
   try {
+    return flushed([&]() -> int {
     if (list_presets) {
       std::cout << trainsim::scen::list_presets();
       return 0;
@@ -570,7 +592,10 @@ int main(int argc, char** argv) {
     if (*sweep) return trainsim::cli::run_sweep_command(sweep_args);
     if (*explain) return cmd_explain(key, eformat);
     if (*info) return cmd_info(iformat);
-    if (*collective) return trainsim::cli::run_collective_command(collective_args);
+    if (*collective) {
+      collective_args.ranks_given = collective->count("--ranks") > 0;
+      return trainsim::cli::run_collective_command(collective_args);
+    }
     if (*topo) return trainsim::cli::run_topo_command(topo_args);
     if (*fit_runs_args.cmd) return trainsim::cli::run_fit_runs_command(fit_runs_args);
     if (*fit_cc_args.cmd) return trainsim::cli::run_fit_cc_command(fit_cc_args);
@@ -580,6 +605,7 @@ int main(int argc, char** argv) {
     if (*goodput) return trainsim::cli::run_goodput_command(goodput_args);
     std::cout << app.help();
     return 2;
+    }());
   } catch (const trainsim::Error& e) {
     return print_error(e);
   } catch (const std::exception& e) {

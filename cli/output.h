@@ -12,11 +12,14 @@ namespace trainsim::cli {
 inline void write_output(const std::string& text, const std::string& path) {
   if (path.empty() || path == "-") {
     std::cout << text;
+    std::cout.flush();
+    if (!std::cout) throw Error(ErrorKind::kRuntime, "write failed", {"stdout", 0, ""});
     return;
   }
   std::ofstream out(path);
   if (!out) throw Error(ErrorKind::kRuntime, "cannot write the output file", {path, 0, ""});
   out << text;
+  out.flush();
   if (!out) throw Error(ErrorKind::kRuntime, "write failed", {path, 0, ""});
 }
 

@@ -224,11 +224,11 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
                   "the cost per million tokens");
   cmd->add_option("--refine", a.refine,
                   "Re-run the top K of the analytic ranking at --refine-fidelity and re-rank them")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 100000));
   cmd->add_option("--refine-fidelity", a.refine_fidelity, "flow (default) | schedule")
       ->check(CLI::IsMember({"flow", "schedule"}));
-  cmd->add_option("-j,--jobs", a.jobs, "Threads per process (default: the cores)")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("-j,--jobs", a.jobs, "Threads per process, 1 to 1024 (default: the cores)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--top", a.top, "Feasible points the text table lists (default 20)");
   cmd->add_option("--format", a.format, "text | json | csv (json and csv list every point)")
       ->check(CLI::IsMember({"text", "json", "csv"}));

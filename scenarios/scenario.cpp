@@ -869,6 +869,7 @@ std::string line_origin(const std::string& file, int line) {
 [[noreturn]] void not_a_key(const std::string& path, const ErrorContext& at) {
   ErrorContext where = at;
   where.field = clip_name(path);
+  if (path.empty()) throw_input("an empty key", where, "write key.path=value");
   if (path.size() > limits::kMaxNameLength) {
     throw_input("unknown key (" + std::to_string(path.size()) + " characters; no key is longer than " +
                     std::to_string(limits::kMaxNameLength) + ")",

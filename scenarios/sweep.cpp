@@ -1006,8 +1006,12 @@ void evaluate_block(const std::vector<std::size_t>& points, const PointEvaluator
       next = points.size();
     }
   };
+  // No more threads than chunks of work: the others would find the counter past the end.
+  const std::size_t chunks = (points.size() + chunk - 1) / chunk;
+  const int threads_wanted = static_cast<int>(std::min<std::size_t>(
+      static_cast<std::size_t>(std::max(1, jobs)), std::max<std::size_t>(1, chunks)));
   std::vector<std::thread> threads;
-  for (int t = 1; t < jobs; ++t) threads.emplace_back(work);
+  for (int t = 1; t < threads_wanted; ++t) threads.emplace_back(work);
   work();
   for (std::thread& t : threads) t.join();
   if (failure) std::rethrow_exception(failure);
@@ -1034,8 +1038,19 @@ void check_goodput_spec(const SweepSpec& spec) {
   if (!(spec.goodput->days > 0) || !std::isfinite(spec.goodput->days)) {
     throw_input("the run must last more than 0 days", {"--days", 0, ""});
   }
+  if (spec.goodput->days > goodput::kMaxDays) {
+    throw_input(fmt::format("{:g} days: at most {:g} (ten years; a trial simulates every failure "
+                            "of the run)",
+                            spec.goodput->days, goodput::kMaxDays),
+                {"--days", 0, ""});
+  }
   if (spec.goodput->trials < 2) {
     throw_input("at least 2 trials are needed for a confidence interval", {"--trials", 0, ""});
+  }
+  if (spec.goodput->trials > goodput::kMaxTrials) {
+    throw_input(fmt::format("{} trials: at most {} (each keeps its result in memory)",
+                            spec.goodput->trials, goodput::kMaxTrials),
+                {"--trials", 0, ""});
   }
 }
 

@@ -37,6 +37,11 @@
 
 namespace trainsim::goodput {
 
+/// Bounds of a Monte Carlo request: each trial keeps its result in memory (`run_trials`), and a
+/// trial simulates every failure and checkpoint of its run, so both bound the work.
+inline constexpr long kMaxTrials = 10'000'000;
+inline constexpr double kMaxDays = 3650;  // ten years
+
 /// What a component count a failure rate multiplies.
 enum class Scope { kGpu, kHost, kNic, kLink, kSwitch, kJob };
 

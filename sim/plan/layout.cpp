@@ -57,12 +57,20 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   TRAINSIM_REQUIRE(par.world() == cluster.gpus, "cluster.gpus",
           str(cluster.gpus) + " GPUs is not TP×PP×DP×CP = " + str(par.tp) + "×" + str(par.pp) + "×" +
               str(par.dp) + "×" + str(par.cp) + " = " + str(par.world()));
-  TRAINSIM_REQUIRE(par.pp * par.vpp <= m.layers, "parallel.pp",
+  TRAINSIM_REQUIRE(par.pp * par.vpp <= m.layers, par.vpp > 1 ? "parallel.vpp" : "parallel.pp",
           "PP " + str(par.pp) + " × VPP " + str(par.vpp) + " = " + str(par.pp * par.vpp) +
               " model chunks for only " + str(m.layers) + " layers");
   TRAINSIM_REQUIRE(par.cp == 1 || m.seq_len % (2 * par.cp) == 0, "parallel.cp",
           "CP " + str(par.cp) + " needs the sequence length " + str(m.seq_len) +
               " to divide into 2·CP load-balanced chunks");
+  TRAINSIM_REQUIRE(m.experts == 0 || (m.top_k >= 1 && m.top_k <= m.experts), "model.top_k",
+          "each token goes to " + str(m.top_k) + " experts, but the model has " + str(m.experts),
+          "set model.top_k between 1 and model.experts");
+  TRAINSIM_REQUIRE(m.experts == 0 || (m.moe_every >= 1 && m.moe_every <= m.layers),
+          "model.moe_every",
+          "an MoE layer every " + str(m.moe_every) + " layers leaves none of the " +
+              str(m.layers) + " layers an MoE layer",
+          "set model.moe_every between 1 and model.layers, or model.experts 0 for a dense model");
   TRAINSIM_REQUIRE(par.ep == 1 || m.experts > 0, "parallel.ep", "expert parallelism needs an MoE model");
   TRAINSIM_REQUIRE(par.ep == 1 || m.experts % par.ep == 0, "parallel.ep",
           "EP " + str(par.ep) + " does not divide the " + str(m.experts) + " experts");

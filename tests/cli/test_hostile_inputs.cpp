@@ -7,6 +7,7 @@
 
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "tests/support/cli_runner.h"
 
@@ -540,6 +541,134 @@ TEST(HostileInputs, OverflowingVaryRangeIsRefused) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has(r.err, "beyond 2^53")) << r.err;
   EXPECT_FALSE(has(r.out + r.err, "-9223372036854775808"));
+}
+
+// ---- a new user's trial, 2026-12-05 (docs/reliability.md) --------------------------------------
+
+// Thread counts are bounded where CLI11 reads them (50,000 threads aborted the process), and a
+// sweep never starts more threads than it has chunks of points.
+TEST(HostileInputs, ThreadCountsAreBounded) {
+  for (const std::string cmd : {"sweep --vary parallel.tp=1,2 -q --jobs 50000",
+                                "sweep --vary parallel.tp=1,2 -q --jobs 0", "goodput --jobs 0",
+                                "goodput --jobs -5"}) {
+    const CliRun r = trainsim(cmd);
+    EXPECT_EQ(r.code, 2) << cmd << "\n" << r.err;
+    EXPECT_TRUE(has(r.err, "--jobs: Value")) << cmd << "\n" << r.err;
+    EXPECT_TRUE(has(r.err, "not in range 1 to 1024")) << cmd << "\n" << r.err;
+  }
+  const CliRun many = trainsim("sweep --vary parallel.tp=4,8 -q --jobs 1024 --format csv");
+  EXPECT_EQ(many.code, 0) << many.err;
+  const CliRun refine = trainsim("sweep --vary parallel.tp=4,8 -q --refine -1");
+  EXPECT_EQ(refine.code, 2) << refine.err;
+  EXPECT_TRUE(has(refine.err, "not in range 0 to 100000")) << refine.err;
+}
+
+// The goodput Monte Carlo's size is bounded: 2e9 trials ran out of memory (internal error) and
+// 1e9 days ran without end.
+TEST(HostileInputs, GoodputTrialsAndDaysAreBounded) {
+  const CliRun trials = trainsim("goodput --trials 2000000000 --days 1");
+  EXPECT_EQ(trials.code, 2) << trials.err;
+  EXPECT_TRUE(has(trials.err, "`--trials`: 2000000000 trials: at most 10000000")) << trials.err;
+  const CliRun days = trainsim("goodput --days 1e9 --trials 10");
+  EXPECT_EQ(days.code, 2) << days.err;
+  EXPECT_TRUE(has(days.err, "`--days`: 1e+09 days: at most 3650")) << days.err;
+  EXPECT_LT(days.seconds, 10.0);
+  const CliRun inf = trainsim("goodput --days inf");
+  EXPECT_EQ(inf.code, 2) << inf.err;
+  EXPECT_TRUE(has(inf.err, "finite number of days")) << inf.err;
+  const CliRun sweep = trainsim("sweep --vary parallel.tp=4,8 --goodput --days 100000 -q");
+  EXPECT_EQ(sweep.code, 2) << sweep.err;
+  EXPECT_TRUE(has(sweep.err, "--days: 100000 days: at most 3650")) << sweep.err;
+}
+
+// A collective of one rank printed inf and NaN bandwidths; sendrecv silently took 2 of 3 ranks.
+TEST(HostileInputs, CollectiveRankCountsAreChecked) {
+  const CliRun one = trainsim("collective --ranks 1 --sizes 1M");
+  EXPECT_EQ(one.code, 2) << one.err;
+  EXPECT_TRUE(has(one.err, "--ranks: Value 1 not in range 2")) << one.err;
+  EXPECT_FALSE(has(one.out, "nan")) << one.out;
+  const CliRun three = trainsim("collective --op sendrecv --ranks 3 --sizes 1M");
+  EXPECT_EQ(three.code, 2) << three.err;
+  EXPECT_TRUE(has(three.err, "`--ranks`: sendrecv runs between 2 ranks, not 3")) << three.err;
+  const CliRun two = trainsim("collective --op sendrecv --sizes 1M");
+  EXPECT_EQ(two.code, 0) << two.err;
+}
+
+// What a command prints must reach stdout: a full device is a runtime error (exit 4), as -o to
+// such a file already was.
+TEST(HostileInputs, StdoutWriteFailureIsARuntimeError) {
+  struct stat st{};
+  if (::stat("/dev/full", &st) != 0) GTEST_SKIP() << "no /dev/full on this system";
+  for (const std::string& cmd : std::vector<std::string>{
+           "run", "validate " + kSource + "/scenarios/validation/korthikanti-2022-runs.csv"}) {
+    const std::string err = temp_path("full.err");
+    const int status = std::system((std::string(TRAINSIM_BINARY) + " " + cmd + " > /dev/full 2> " +
+                                    err)
+                                       .c_str());
+    ASSERT_TRUE(WIFEXITED(status)) << cmd;
+    EXPECT_EQ(WEXITSTATUS(status), 4) << cmd;
+    EXPECT_TRUE(has(read_file(err), "stdout: write failed")) << cmd << "\n" << read_file(err);
+  }
+}
+
+// Settings that were accepted and silently meant nothing: more experts per token than experts,
+// an MoE layer every N > layers (refused, naming the key).
+TEST(HostileInputs, MeaninglessMoeSettingsAreRefused) {
+  const std::string base = kSource + "/scenarios/examples/llama3-8b-64xh100.yaml";
+  const CliRun topk = trainsim("run " + base +
+                               " --set model.experts=4 --set model.top_k=8 --set parallel.ep=4");
+  EXPECT_EQ(topk.code, 3) << topk.err;
+  EXPECT_TRUE(has(topk.err, "`model.top_k`: each token goes to 8 experts, but the model has 4"))
+      << topk.err;
+  const CliRun every = trainsim("run " + base +
+                                " --set model.experts=8 --set model.moe_every=100 --set parallel.ep=8");
+  EXPECT_EQ(every.code, 3) << every.err;
+  EXPECT_TRUE(has(every.err, "`model.moe_every`")) << every.err;
+}
+
+// A profile that gives a constant twice: JSON keeps the last one silently; refused by name.
+// A section of the wrong type says so instead of "missing".
+TEST(HostileInputs, ProfileDuplicateKeyAndWrongSectionTypeAreNamed) {
+  const std::string dup = write_file(
+      "dup.json", builtin_profile_json("\"kernel_overhead_s\": 3e-06",
+                                       "\"kernel_overhead_s\": 3e-06, \"kernel_overhead_s\": 9e-06"));
+  const CliRun r = trainsim("run --set calibration.profile=" + dup);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, dup + ": `kernel_overhead_s`: given twice in one object")) << r.err;
+  std::string text = read_file(kSource + "/calibrate/profiles/a100-80gb.json");
+  const std::size_t at = text.find("\"host\": {");
+  ASSERT_NE(at, std::string::npos);
+  const std::size_t end = text.find('}', at);
+  text.replace(at, end - at + 1, "\"host\": [1, 2]");
+  const std::string list = write_file("list.json", text);
+  const CliRun l = trainsim("run --set calibration.profile=" + list);
+  EXPECT_EQ(l.code, 2) << l.err;
+  EXPECT_TRUE(has(l.err, list + ": `host`: must be an object, is array")) << l.err;
+}
+
+// Leave-one-source-out on a file of one source refits on nothing: it says so.
+TEST(HostileInputs, CrossValidationOfOneSourceSaysSo) {
+  const CliRun r = trainsim("validate " + kSource +
+                            "/scenarios/validation/korthikanti-2022-runs.csv --cross-validate source");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "one source only")) << r.out;
+  EXPECT_TRUE(has(r.out, "the fit's prior: no other row constrains it")) << r.out;
+}
+
+// Messages that named the wrong thing: an empty `--set` key, a reversed rank range, a too-large
+// virtual-stage count blamed on parallel.pp.
+TEST(HostileInputs, MessagesNameWhatIsWrong) {
+  const CliRun empty = trainsim("run --set =3");
+  EXPECT_EQ(empty.code, 2) << empty.err;
+  EXPECT_TRUE(has(empty.err, "an empty key")) << empty.err;
+  const CliRun reversed =
+      trainsim("run " + kSource + "/scenarios/examples/megatron-1.7b-32xa100.yaml --fidelity "
+               "schedule --trace " + temp_path("rev.json") + " --trace-ranks 5-2");
+  EXPECT_EQ(reversed.code, 2) << reversed.err;
+  EXPECT_TRUE(has(reversed.err, "`--trace-ranks`: `5-2` runs backwards")) << reversed.err;
+  const CliRun vpp = trainsim("run --set parallel.vpp=25");
+  EXPECT_EQ(vpp.code, 3) << vpp.err;
+  EXPECT_TRUE(has(vpp.err, "--set: `parallel.vpp`: PP 8 × VPP 25")) << vpp.err;
 }
 
 }  // namespace
