@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,22 @@ int run_fit_cc_command(const FitCcArgs& a) {
     const std::int64_t b = scen::parse_size(size, {"", 0, "--sizes"});
     if (b <= 0) throw_input("`" + size + "` is not a positive size", {"", 0, "--sizes"});
     grid.bytes.push_back(b);
+  }
+  {
+    // Every packet of every incast is simulated, each incast twice (under the algorithm and at
+    // line rate): bound the work, as `run --fidelity packet` is bounded.
+    double packets = 0;
+    for (const int n : grid.senders) {
+      for (const std::int64_t b : grid.bytes) {
+        packets += 2.0 * n * std::ceil(static_cast<double>(b) / s.packet.mtu_bytes);
+      }
+    }
+    constexpr double kMaxFitPackets = 1e8;
+    if (packets > kMaxFitPackets) {
+      throw_input(fmt::format("the incasts move {:.3g} packets; at most {:.0e} (each is simulated)",
+                              packets, kMaxFitPackets),
+                  {"", 0, "--sizes"}, "smaller sizes or fewer senders");
+    }
   }
   grid.link_Bps = s.cluster.nic_Gbps * 1e9 / 8;
   grid.latency = TimePs::from_seconds(a.latency_us * 1e-6);

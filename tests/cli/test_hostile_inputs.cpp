@@ -671,4 +671,12 @@ TEST(HostileInputs, MessagesNameWhatIsWrong) {
   EXPECT_TRUE(has(vpp.err, "--set: `parallel.vpp`: PP 8 × VPP 25")) << vpp.err;
 }
 
+// `calibrate fit-cc` simulates every packet of its incasts: 1 TB per sender ran without end.
+TEST(HostileInputs, FitCcWorkIsBounded) {
+  const CliRun r = trainsim("calibrate fit-cc --cc dcqcn --senders 2 --sizes 1T");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "`--sizes`: the incasts move 1.07e+09 packets; at most 1e+08")) << r.err;
+  EXPECT_LT(r.seconds, 10.0);
+}
+
 }  // namespace
