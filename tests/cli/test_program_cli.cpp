@@ -509,16 +509,21 @@ TEST(ProgramCli, B200RowsAreSimulated) {
 // 1536·8192/(256·999) = 49.2012 s. The rows' TFLOP/s agree with the causal count (no warning);
 // the GB200 405B's 126 layers over PP 16 × VP 4 take 7 on the end stages, 8 on the others.
 TEST(ProgramCli, Gb200AndGb300RowsAreSimulated) {
-  const auto rows = simulated_rows("scenarios/validation/nemo-2025-gb200-runs.csv", 9);
-  ASSERT_EQ(rows.size(), 9u);
-  // The last four run Megatron FSDP with activation offloading (the `set` column's
+  const auto rows = simulated_rows("scenarios/validation/nemo-2025-gb200-runs.csv", 15);
+  ASSERT_EQ(rows.size(), 15u);
+  // Rows 6–9 run Megatron FSDP with activation offloading (the `set` column's
   // training.cpu_offload_layers): 70B 128·8192 / (64·3,986), 256·8192 / (64·4,312) and
-  // / (64·4,520); 405B 64·8192 / (128·729).
-  const double from_tokens[] = {4.1800, 4.1600, 60.4576, 3.4900, 49.2012,
-                                4.1104, 7.5993, 7.2496, 5.6187};
+  // / (64·4,520); 405B 64·8192 / (128·729). The 2026 containers' rows give tokens/s: 70B
+  // 256·8192 / (64·4,224) and / (64·5,248); 405B 1536·8192 / (256·864), / (256·1,024),
+  // / (256·843), / (256·1,048).
+  const double from_tokens[] = {4.1800,  4.1600,  60.4576, 3.4900,  49.2012,
+                                4.1104,  7.5993,  7.2496,  5.6187,  7.7576,
+                                6.2439,  56.8889, 48.0000, 58.3060, 46.9008};
   const char* cluster[] = {"dgx-gb200-nvl72", "dgx-gb200-nvl72", "dgx-gb200-nvl72",
                            "dgx-gb300-nvl72", "dgx-gb300-nvl72", "dgx-gb200-nvl72",
-                           "dgx-gb200-nvl72", "dgx-gb300-nvl72", "dgx-gb200-nvl72"};
+                           "dgx-gb200-nvl72", "dgx-gb300-nvl72", "dgx-gb200-nvl72",
+                           "dgx-gb200-nvl72", "dgx-gb300-nvl72", "dgx-gb200-nvl72",
+                           "dgx-gb300-nvl72", "dgx-gb200-nvl72", "dgx-gb300-nvl72"};
   for (std::size_t r = 0; r < rows.size(); ++r) {
     EXPECT_NEAR(rows[r]["published"]["iter_s"].get<double>(), from_tokens[r],
                 0.002 * from_tokens[r])
