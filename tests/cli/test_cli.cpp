@@ -286,7 +286,7 @@ TEST(Cli, ValidatePublishedRuns) {
 // of the files' maxima; the union's median lies between the files' medians).
 // --group-by: the rows grouped by cells (and ranges of a numeric column), each group's signed
 // MFU error its own rows' median / min / max. The GB200/GB300 file by hand: gb200 at 8 and 64
-// GPUs (four rows) and at 128 and 256, gb300 at 8 and 64 and at 256.
+// GPUs (five rows) and at 128 and 256 (four), gb300 at 8 and 64 (three) and at 256 (three).
 TEST(Cli, ValidateGroupsRowsByColumns) {
   const std::string b = "scenarios/validation/nemo-2025-gb200-runs.csv";
   const CliRun j = trainsim("validate " + b + " --format json --group-by gpu,gpus:64");
@@ -297,10 +297,15 @@ TEST(Cli, ValidateGroupsRowsByColumns) {
   const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> expect = {
       {{"gb200", "<=64"},
        {"nemo-gb200-llama3-8b", "nemo2511-gb200-llama3-8b", "nemo-gb200-llama3-70b",
-        "nemo2511-gb200-llama3-70b"}},
-      {{"gb200", ">64"}, {"nemo2511-gb200-llama31-405b", "nemo-gb200-llama31-405b"}},
-      {{"gb300", "<=64"}, {"nemo2511-gb300-llama3-8b", "nemo2511-gb300-llama3-70b"}},
-      {{"gb300", ">64"}, {"nemo2511-gb300-llama31-405b"}}};
+        "nemo2511-gb200-llama3-70b", "nemo260401-gb200-llama3-70b"}},
+      {{"gb200", ">64"},
+       {"nemo2511-gb200-llama31-405b", "nemo-gb200-llama31-405b", "nemo260401-gb200-llama31-405b",
+        "nemo2606-gb200-llama31-405b"}},
+      {{"gb300", "<=64"},
+       {"nemo2511-gb300-llama3-8b", "nemo2511-gb300-llama3-70b", "nemo260401-gb300-llama3-70b"}},
+      {{"gb300", ">64"},
+       {"nemo2511-gb300-llama31-405b", "nemo260401-gb300-llama31-405b",
+        "nemo2606-gb300-llama31-405b"}}};
   ASSERT_EQ(doc["groups"].size(), expect.size()) << doc["groups"];
   for (std::size_t i = 0; i < expect.size(); ++i) {
     const auto& g = doc["groups"][i];
@@ -327,7 +332,7 @@ TEST(Cli, ValidateGroupsRowsByColumns) {
   int rows = 0;
   const auto both = nlohmann::json::parse(js.out);
   for (const auto& g : both["groups"]) rows += g["rows"].get<int>();
-  EXPECT_EQ(rows, 4 + 9);
+  EXPECT_EQ(rows, 4 + 15);
   // Bad specs: exit 2, naming the option and the reason, before any row is simulated.
   for (const auto& [spec, says] : std::vector<std::pair<std::string, std::string>>{
            {"gpuz", "did you mean `gpu`"},
@@ -363,7 +368,7 @@ TEST(Cli, ValidateSeveralFilesSummarisesEachAndAll) {
     hi = std::max(hi, f["summary"]["median_abs_mfu_err_pts"].get<double>());
   }
   EXPECT_EQ(doc["summary"]["rows"].get<int>(), rows);
-  EXPECT_EQ(doc["summary"]["rows"].get<int>(), 4 + 9);
+  EXPECT_EQ(doc["summary"]["rows"].get<int>(), 4 + 15);
   EXPECT_DOUBLE_EQ(doc["summary"]["max_abs_mfu_err_pts"].get<double>(), max_of_files);
   EXPECT_GE(doc["summary"]["median_abs_mfu_err_pts"].get<double>(), lo);
   EXPECT_LE(doc["summary"]["median_abs_mfu_err_pts"].get<double>(), hi);
