@@ -167,6 +167,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
   }
 
   std::vector<ValidationRow> rows;
+  std::map<std::string, int> id_lines;  // an id names one run: the tables, groups and report key on it
   while (std::getline(in, line)) {
     ++line_no;
     if (trim(line).empty() || trim(line)[0] == '#') continue;
@@ -186,6 +187,11 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     row.gpu = cell("gpu");
     row.line = line_no;
     if (row.id.empty()) throw_input("empty id", {file, line_no, "id"});
+    if (const auto [at, fresh] = id_lines.emplace(row.id, line_no); !fresh) {
+      throw_input("`" + clip_name(row.id) + "` is already the id of line " +
+                      std::to_string(at->second),
+                  {file, line_no, "id"}, "give each run its own id");
+    }
     for (const auto& [name, i] : col) row.cells[name] = trim(cells[i]);
 
     // Published figures (numbers checked even when the row cannot be simulated): positive.

@@ -679,4 +679,17 @@ TEST(HostileInputs, FitCcWorkIsBounded) {
   EXPECT_LT(r.seconds, 10.0);
 }
 
+// Two rows with one id: the tables, the groups and the report key on it; refused by line.
+TEST(HostileInputs, CsvDuplicateIdIsRefused) {
+  const std::string src = read_file(kSource + "/scenarios/validation/korthikanti-2022-runs.csv");
+  const std::size_t first = src.find('\n');
+  const std::size_t second = src.find('\n', first + 1);
+  ASSERT_NE(second, std::string::npos);
+  const std::string row = src.substr(first + 1, second - first);
+  const std::string path = write_file("dup-id.csv", src.substr(0, first + 1) + row + row);
+  const CliRun r = trainsim("validate " + path);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, path + ":3: `id`: `k22-22b` is already the id of line 2")) << r.err;
+}
+
 }  // namespace

@@ -611,6 +611,9 @@ TEST(ProgramCli, LlmFoundryRowsAreSimulated) {
   std::string twice = line, blank = line;
   twice.replace(mbs, 9, ",40,2560,");
   blank.replace(mbs, 9, ",,1280,");
+  // Each variant its own id (a runs file refuses two rows with one id).
+  twice.insert(twice.find(','), "-mbs40");
+  blank.insert(blank.find(','), "-mbs-blank");
   const std::string csv = temp_path("mpt-over.csv");
   {
     std::ofstream out(csv);
