@@ -110,22 +110,7 @@ std::vector<std::vector<goodput::TrialResult>> run_distributed(
 }
 
 int goodput_run(const GoodputArgs& a, SweepGroup& group) {
-  if (a.trials < 2) throw_input("at least 2 trials are needed for a confidence interval",
-                                {"", 0, "--trials"});
-  // Each trial keeps its result in memory, and a trial simulates every failure of its run.
-  if (a.trials > goodput::kMaxTrials) {
-    throw_input(fmt::format("{} trials: at most {} (each keeps its result in memory)", a.trials,
-                            goodput::kMaxTrials),
-                {"", 0, "--trials"});
-  }
-  if (!std::isfinite(a.days)) throw_input("the run's length must be a finite number of days", {"", 0, "--days"});
-  if (!(a.days > 0)) throw_input("the run must last more than 0 days", {"", 0, "--days"});
-  if (a.days > goodput::kMaxDays) {
-    throw_input(fmt::format("{:g} days: at most {:g} (ten years; a trial simulates every failure "
-                            "of the run)",
-                            a.days, goodput::kMaxDays),
-                {"", 0, "--days"});
-  }
+  goodput::check_request(a.trials, a.days, {"", 0, "--trials"}, {"", 0, "--days"});
   const scen::Scenario s =
       a.scenario.empty()
           ? scen::load_scenario_string(kDefaultScenarioYaml, kDefaultScenarioName, a.sets)

@@ -1035,23 +1035,8 @@ void check_goodput_spec(const SweepSpec& spec) {
     }
     return;
   }
-  if (!(spec.goodput->days > 0) || !std::isfinite(spec.goodput->days)) {
-    throw_input("the run must last more than 0 days", {"--days", 0, ""});
-  }
-  if (spec.goodput->days > goodput::kMaxDays) {
-    throw_input(fmt::format("{:g} days: at most {:g} (ten years; a trial simulates every failure "
-                            "of the run)",
-                            spec.goodput->days, goodput::kMaxDays),
-                {"--days", 0, ""});
-  }
-  if (spec.goodput->trials < 2) {
-    throw_input("at least 2 trials are needed for a confidence interval", {"--trials", 0, ""});
-  }
-  if (spec.goodput->trials > goodput::kMaxTrials) {
-    throw_input(fmt::format("{} trials: at most {} (each keeps its result in memory)",
-                            spec.goodput->trials, goodput::kMaxTrials),
-                {"--trials", 0, ""});
-  }
+  goodput::check_request(spec.goodput->trials, spec.goodput->days, {"--trials", 0, ""},
+                         {"--days", 0, ""});
 }
 
 SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& spec,

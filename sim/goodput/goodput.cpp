@@ -1,5 +1,7 @@
 #include "sim/goodput/goodput.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -420,6 +422,25 @@ void check(const Params& p) {
   require(p.spare_hosts <= p.units.hosts, "spare_hosts",
           "more spare hosts than the job has hosts");
   require(p.days > 0 && std::isfinite(p.days), "days", "the run must last > 0 days");
+}
+
+void check_request(long trials, double days, const ErrorContext& trials_at,
+                   const ErrorContext& days_at) {
+  if (trials < 2) throw_input("at least 2 trials are needed for a confidence interval", trials_at);
+  // Each trial keeps its result in memory, and a trial simulates every failure of its run.
+  if (trials > kMaxTrials) {
+    throw_input(std::to_string(trials) + " trials: at most " + std::to_string(kMaxTrials) +
+                    " (each keeps its result in memory)",
+                trials_at);
+  }
+  if (!std::isfinite(days)) throw_input("the run's length must be a finite number of days", days_at);
+  if (!(days > 0)) throw_input("the run must last more than 0 days", days_at);
+  if (days > kMaxDays) {
+    throw_input(fmt::format("{:g} days: at most {:g} (ten years; a trial simulates every failure "
+                            "of the run)",
+                            days, kMaxDays),
+                days_at);
+  }
 }
 
 TrialResult run_trial(const Params& p, std::uint64_t index) { return Trial(p, index).run(); }

@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/error.h"
+
 namespace trainsim::goodput {
 
 /// Bounds of a Monte Carlo request: each trial keeps its result in memory (`run_trials`), and a
@@ -157,6 +159,12 @@ struct TrialResult {
 /// Checks `p` for values the model cannot run (negative rates or times, interval ≤ 0, ...);
 /// throws trainsim::Error(kInput) naming the Params field.
 void check(const Params& p);
+
+/// Checks a request of `trials` trials of `days` days against the bounds above (≥ 2 trials for a
+/// confidence interval, at most kMaxTrials; a finite length > 0 and at most kMaxDays); throws
+/// trainsim::Error(kInput) at `trials_at` or `days_at` (the flag that gave the value).
+void check_request(long trials, double days, const ErrorContext& trials_at,
+                   const ErrorContext& days_at);
 
 /// One trial: a run of p.days days with the streams of (p.seed, index).
 TrialResult run_trial(const Params& p, std::uint64_t index);
