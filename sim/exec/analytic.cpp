@@ -574,7 +574,8 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       plan::stage_parameters(m, pc, L, true, single, L.layers_first_stage);
   const plan::StageParams sp_last =
       plan::stage_parameters(m, pc, L, single, true, L.layers_last_stage);
-  if (par.dp > 1) {
+  // (The dense gradients are reduced over DP·CP, so a CP group alone reduces them too.)
+  if (par.dp * par.cp > 1) {
     const plan::StageParams sp = sp_first.total() >= sp_last.total() ? sp_first : sp_last;
     const double gb = bytes_per_element(cfg.training.grad_reduce);
     // Megatron buckets gradients (plan::dp_bucket_params), each model chunk's apart; the last
@@ -620,10 +621,13 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       const double rs_times = par.zero >= 2 ? mb : 1.0;
       const double ag_times = par.zero >= 3 ? 2.0 * mb : 1.0;
       // ZeRO-2/3 reduce (and gather) per micro-batch, inside one pass: no chunk staggering.
-      dp_exposed = rs_times * exposed(rs.time_s, bwd_pass, par.zero >= 2 ? 1.0 : v) +
-                   (par.zero >= 3 ? mb * (exposed(ag.time_s, fwd_pass, 1.0) +
-                                          exposed(ag.time_s, bwd_pass, 1.0))
-                                  : exposed(ag.time_s, fwd_pass, v));
+      // ZeRO-3's backward gathers the weights and reduce-scatters the gradients on the same
+      // links, so the two hide together behind one backward pass, not each behind its own.
+      dp_exposed = par.zero >= 3
+                       ? mb * (exposed(ag.time_s, fwd_pass, 1.0) +
+                               exposed(rs.time_s + ag.time_s, bwd_pass, 1.0))
+                       : rs_times * exposed(rs.time_s, bwd_pass, par.zero >= 2 ? 1.0 : v) +
+                             exposed(ag.time_s, fwd_pass, v);
       nvlink_bytes += rs_times * rs.nvlink_bytes + ag_times * ag.nvlink_bytes;
       nic_bytes += rs_times * rs.nic_bytes + ag_times * ag.nic_bytes;
     }

@@ -32,7 +32,11 @@ namespace trainsim::exec {
 /// (calib::Profile::attention_by_kernel): FlashAttention-2 on Hopper, FlashAttention's Triton
 /// kernel of 2022 (framework.attention_kernel triton, the llm-foundry-2023 preset's); and
 /// activation offloading to host memory (training.cpu_offload_layers, exec::offload_stalls).
-inline constexpr const char* kAnalyticModelVersion = "analytic-12";
+/// analytic-13: ZeRO-3's backward weight gather and gradient reduce-scatter share the links, so
+/// they hide together behind the backward pass (each hid behind it alone, which could print an
+/// iteration shorter than its NIC bytes take); and a job with CP > 1 and DP 1 reduces its
+/// gradients over the CP ranks (it skipped them).
+inline constexpr const char* kAnalyticModelVersion = "analytic-13";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -59,7 +59,11 @@ namespace trainsim::exec {
 /// program-7: the loss task is priced as its implementation moves it, and MoE layers have their
 /// dispatcher's permutation tasks (analytic-11).
 /// program-8: attention at its kernel's own rate (analytic-12).
-inline constexpr const char* kProgramModelVersion = "program-8";
+/// program-9: the data-parallel gradient reduction and the ZeRO gathers run over DP·CP, every
+/// rank holding the same dense weights (they ran over DP alone with CP > 1: an 8-rank ring
+/// with one rank per server where Megatron-Core reduces over 32, and nothing with DP 1), as the
+/// analytic fidelity does (analytic-13).
+inline constexpr const char* kProgramModelVersion = "program-9";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

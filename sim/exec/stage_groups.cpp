@@ -11,7 +11,7 @@ coll::GroupShape dim_shape(const plan::Layout& L, Dim d) {
     case Dim::kTp: return L.tp;
     case Dim::kCp: return L.cp;
     case Dim::kEp: return L.ep;
-    case Dim::kDp: return L.dp;
+    case Dim::kDp: return L.dp_cp;  // the gradient group, DP·CP (ProgramSet::group)
     case Dim::kExpertDp: return L.expert_dp;
     case Dim::kPp: {
       return coll::GroupShape{2, L.pp.per_node > 1 ? 2 : 1, L.pp.per_node > 1 ? 1 : 2,
@@ -33,7 +33,7 @@ std::vector<std::vector<int>> stage_groups(const plan::ProgramSet& ps, int stage
         switch (d) {
           case Dim::kTp: lead = tp == 0; break;
           case Dim::kCp: lead = cp == 0; break;
-          case Dim::kDp: lead = dp == 0; break;
+          case Dim::kDp: lead = dp == 0 && cp == 0; break;
           case Dim::kEp: lead = dp % p.ep == 0; break;
           case Dim::kExpertDp: lead = dp < p.ep; break;
           default: break;

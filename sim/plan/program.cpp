@@ -127,7 +127,13 @@ std::vector<int> ProgramSet::group(Dim d, int rank) const {
       for (int i = 0; i < p.cp; ++i) { m.cp = i; out.push_back(rank_of(m)); }
       break;
     case Dim::kDp:
-      for (int i = 0; i < p.dp; ++i) { m.dp = i; out.push_back(rank_of(m)); }
+      // The data-parallel gradient group: every rank holding the same dense weights, DP·CP (the
+      // CP ranks of a replica compute gradients of the same weights on other tokens), in rank
+      // order. With CP 1 it is the DP group.
+      for (int i = 0; i < p.dp; ++i) {
+        m.dp = i;
+        for (int j = 0; j < p.cp; ++j) { m.cp = j; out.push_back(rank_of(m)); }
+      }
       break;
     case Dim::kEp: {  // EP is the fastest-varying part of DP: blocks of `ep` consecutive replicas
       const int base = c.dp - c.dp % p.ep;
@@ -545,8 +551,12 @@ struct Builder {
 
   double grad_bytes_per_param() const { return bytes_per_element(ps.training.grad_reduce); }
 
+  // The dense gradients are reduced over DP·CP (Dim::kDp's group), so CP alone needs the
+  // reduction too.
+  bool dense_dp() const { return L.par.dp * L.par.cp > 1; }
+
   void dp_grad_bucket(const ChunkInfo& ci, std::size_t b, int mb, int chunk) {
-    if (L.par.dp <= 1) return;
+    if (!dense_dp()) return;
     const bool zero = L.par.zero >= 1;
     const coll::Kind kind = zero ? coll::Kind::kReduceScatter : coll::Kind::kAllReduce;
     const double dense = ci.bucket_dense[b], expert = ci.bucket_expert[b];
@@ -585,7 +595,7 @@ struct Builder {
   std::vector<std::uint32_t> pass_gathers;  // per bucket of the chunk being computed
   void gathers_for_chunk(int chunk, int mb) {
     pass_gathers.clear();
-    if (L.par.dp <= 1 || L.par.zero == 0) return;
+    if (!dense_dp() || L.par.zero == 0) return;
     const ChunkInfo& ci = chunks[static_cast<std::size_t>(chunk)];
     for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) {
       pass_gathers.push_back(dp_gather_bucket(ci, b, mb, chunk, kNoTask));
@@ -845,7 +855,7 @@ void Builder::build() {
 
   // ZeRO-1/2: the parameters updated by the previous step's optimizer are gathered before the
   // forward (with DP overlap bucket by bucket, each before its layers).
-  if (par.dp > 1 && par.zero >= 1 && par.zero < 3) {
+  if (par.dp * par.cp > 1 && par.zero >= 1 && par.zero < 3) {
     for (int c = 0; c < v; ++c) {
       gathers_for_chunk(c, -1);
       gather_of.push_back(pass_gathers);

@@ -4,9 +4,11 @@
 // result, every schedule completes).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
@@ -684,6 +686,52 @@ TEST(Program, RolesAndGroups) {
     EXPECT_GT(fwd, 0u);
     EXPECT_EQ(fwd % 8, 0u);
     EXPECT_EQ(P.count(plan::TaskType::kSend), P.count(plan::TaskType::kRecv));
+  }
+}
+
+// The data-parallel gradient reduction runs over every rank that holds the same dense weights:
+// DP·CP (Megatron-Core's data-parallel group with context parallelism). The Program's DP group
+// is that group, in rank order. With DP overlap off the exposed DP time is the reduction
+// itself, so a job of CP 4 · DP 8 exposes what one of CP 1 · DP 32 does (the same 32 ranks a
+// ring; it used an 8-rank group with one rank per server, 3.3 times slower), and CP 4 · DP 1
+// what CP 1 · DP 4 does, at both fidelities (both reduced nothing at DP 1).
+TEST(Program, GradientsAreReducedOverDpTimesCp) {
+  const auto config = [](int cp, int dp) {
+    const std::string yaml =
+        "model: {layers: 8, hidden: 4096, heads: 32, ffn_hidden: 16384, vocab: 512, "
+        "seq_len: 4096, dropout: false}\n"
+        "cluster: {preset: dgx-h100-superpod, gpus: " +
+        std::to_string(cp * dp) +
+        "}\n"
+        "parallel: {tp: 1, pp: 1, cp: " +
+        std::to_string(cp) + ", dp: " + std::to_string(dp) +
+        ", vpp: 1, zero: 1}\n"
+        "training: {global_batch: " +
+        std::to_string(dp) +
+        ", micro_batch: 1, recompute: none}\n"
+        "optimizations: {dp_overlap: false}\n"
+        "framework: {preset: megatron-core-2023}\n"
+        "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+    return scen::make_run_config(scen::load_scenario_string(yaml, "cp.yaml"));
+  };
+  const RunConfig c48 = config(4, 8);
+  const plan::ProgramSet ps =
+      plan::build_programs(c48.model, c48.cluster, c48.parallel, c48.training, c48.opt);
+  const std::vector<int> g = ps.group(plan::Dim::kDp, 5);  // tp 0, cp 1, dp 1
+  ASSERT_EQ(g.size(), 32u);
+  EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+  EXPECT_NE(std::find(g.begin(), g.end(), 4), g.end());  // its CP peer (cp 0, dp 1)
+  EXPECT_NE(std::find(g.begin(), g.end(), 1), g.end());  // its DP peer (cp 1, dp 0)
+  const auto exposed = [&](int cp, int dp, bool schedule) {
+    const RunConfig c = config(cp, dp);
+    return (schedule ? exec::run_program(c, ExecOptions{}) : exec::run_analytic(c))
+        .breakdown.exposed_dp_s;
+  };
+  for (const bool schedule : {false, true}) {
+    const double dp32 = exposed(1, 32, schedule), dp4 = exposed(1, 4, schedule);
+    ASSERT_GT(dp4, 0.0);
+    EXPECT_NEAR(exposed(4, 8, schedule), dp32, 0.02 * dp32) << "schedule " << schedule;
+    EXPECT_NEAR(exposed(4, 1, schedule), dp4, 0.02 * dp4) << "schedule " << schedule;
   }
 }
 
