@@ -1,5 +1,6 @@
 #include "reports/goodput_report.h"
 
+#include <cmath>
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -111,9 +112,14 @@ std::string goodput_text(const GoodputOutcome& o) {
 
   out += "\ncheckpoint interval\n";
   out += fmt::format("  used                 {:>9.0f} s  ({})\n", p.interval_s, interval_origin(o));
-  out += fmt::format("  Young sqrt(2*d*MTBF) {:>9.0f} s  (d = {:.3g} s, MTBF = {:.0f} s)\n",
-                     s.young_s, p.checkpoint_blocking_s, s.job_mtbf_s);
-  out += fmt::format("  Daly                 {:>9.0f} s\n", s.daly_s);
+  if (std::isfinite(s.young_s)) {
+    out += fmt::format("  Young sqrt(2*d*MTBF) {:>9.0f} s  (d = {:.3g} s, MTBF = {:.0f} s)\n",
+                       s.young_s, p.checkpoint_blocking_s, s.job_mtbf_s);
+    out += fmt::format("  Daly                 {:>9.0f} s\n", s.daly_s);
+  } else {
+    out += "  Young, Daly          none: no failure rate is set, so no interval is optimal for "
+           "failures (JSON: null)\n";
+  }
   if (o.search) {
     out += fmt::format("  best (Monte Carlo)   {:>9.0f} s  ETTR {} ({} intervals, the same trials)\n",
                        o.search->best_s, pct(o.search->best_ettr), o.search->intervals_s.size());
@@ -255,7 +261,8 @@ std::string goodput_report_html(const GoodputOutcome& o) {
     curve.x_label = "checkpoint interval (s)";
     curve.y_label = "ETTR (%)";
     curve.log_x = true;
-    curve.x_limit = s.young_s > 0 ? std::optional<double>(s.young_s) : std::nullopt;
+    curve.x_limit =
+        s.young_s > 0 && std::isfinite(s.young_s) ? std::optional<double>(s.young_s) : std::nullopt;
     curve.x_limit_label = "Young";
     curve.kinds = {{"Monte Carlo", svg::palette(0), svg::Scatter::Marker::kDot},
                    {"best", svg::palette(3), svg::Scatter::Marker::kDiamond}};
@@ -270,9 +277,13 @@ std::string goodput_report_html(const GoodputOutcome& o) {
     body += html::section(
         "interval", "Checkpoint interval",
         html::figure(svg::scatter(curve),
-                     fmt::format("The same trials at every interval. Young {:.0f} s, Daly {:.0f} s, "
-                                 "best {:.0f} s, used {:.0f} s.",
-                                 s.young_s, s.daly_s, o.search->best_s, p.interval_s)));
+                     std::isfinite(s.young_s)
+                         ? fmt::format("The same trials at every interval. Young {:.0f} s, Daly "
+                                       "{:.0f} s, best {:.0f} s, used {:.0f} s.",
+                                       s.young_s, s.daly_s, o.search->best_s, p.interval_s)
+                         : fmt::format("The same trials at every interval (no failure rate set: "
+                                       "no Young or Daly interval), best {:.0f} s, used {:.0f} s.",
+                                       o.search->best_s, p.interval_s)));
   }
 
   svg::Bars events;

@@ -549,6 +549,9 @@ Summary summarize(const Params& p, const std::vector<TrialResult>& trials) {
   if (rate_h > 0) {
     s.young_s = young_interval_s(p.checkpoint_blocking_s, s.job_mtbf_s);
     s.daly_s = daly_interval_s(p.checkpoint_blocking_s, s.job_mtbf_s);
+  } else {
+    // No failures: both formulas grow without bound (never checkpoint for failures' sake).
+    s.young_s = s.daly_s = kInf;
   }
   return s;
 }

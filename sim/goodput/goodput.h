@@ -206,7 +206,7 @@ struct Summary {
   double mean_checkpoints = 0;
   std::vector<double> mean_by_class;  // per trial
   double job_mtbf_s = 0;              // 1 / job_failure_rate
-  double young_s = 0, daly_s = 0;     // from checkpoint_blocking_s and job_mtbf_s
+  double young_s = 0, daly_s = 0;     // from checkpoint_blocking_s and job_mtbf_s (+inf: no failures)
 };
 Summary summarize(const Params& p, const std::vector<TrialResult>& trials);
 

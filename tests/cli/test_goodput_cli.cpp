@@ -134,4 +134,24 @@ TEST(GoodputCli, BadInputExitsTwoNamingTheKey) {
   EXPECT_TRUE(has(days.err, "--days")) << days.err;
 }
 
+// With every failure rate at zero the job's MTBF is infinite and so are Young's and Daly's
+// intervals (√(2·d·∞)): the text says there is none and the JSON holds null, where it printed
+// "0 s", an interval that would checkpoint without end.
+TEST(GoodputCli, NoFailuresMeansNoYoungOrDalyInterval) {
+  std::string zero;
+  for (const char* k : {"gpu", "hbm", "nic", "link", "switch", "host", "nccl_hang",
+                        "framework_crash", "planned", "slow_host"}) {
+    zero += std::string(" --set reliability.rate.") + k + "=0";
+  }
+  const std::string args = "--set cluster.gpus=1024 --set training.global_batch=512 --trials 20" + zero;
+  const CliRun r = trainsim("goodput " + args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "Young, Daly          none: no failure rate is set")) << r.out;
+  EXPECT_FALSE(has(r.out, "Young sqrt(2*d*MTBF)")) << r.out;
+  const nlohmann::json j = run_json(args);
+  EXPECT_TRUE(j["checkpoint_interval"]["young_s"].is_null()) << j["checkpoint_interval"];
+  EXPECT_TRUE(j["checkpoint_interval"]["daly_s"].is_null()) << j["checkpoint_interval"];
+  EXPECT_GT(j["ettr"]["mean"].get<double>(), 0.9);
+}
+
 }  // namespace
