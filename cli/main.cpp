@@ -172,6 +172,7 @@ int run_jobs(const RunArgs& a, const scen::Scenario& s) {
                 "trace one job in a scenario of its own");
   }
   for (const scen::JobSpec& j : s.jobs) check_flow_work(j.scenario, a.force);
+  cli::check_fabric_failures(s);
   // The jobs run together: their flows add up on the one fabric.
   scen::Scenario together = s;
   together.cluster.gpus = 0;
@@ -222,6 +223,7 @@ int cmd_run(const RunArgs& a) {
           : scen::load_scenario_file(a.scenario, sets);
   if (!s.jobs.empty()) return run_jobs(a, s);
   check_flow_work(s, a.force);
+  cli::check_fabric_failures(s);
   const exec::RunConfig cfg = scen::make_run_config(s);
   std::vector<int> trace_ranks;
   if (!a.trace.empty()) {

@@ -11,6 +11,8 @@
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 #include "sim/core/parse.h"
+#include "topology/clos.h"
+#include "topology/routing.h"
 
 namespace trainsim::cli {
 
@@ -68,6 +70,18 @@ void require_finite_result(const exec::Result& r) {
 
 // The flow fidelity's work limit (docs/reliability.md): its concurrent flows, and so its time and
 // memory, grow with GPUs x QPs per connection.
+void check_fabric_failures(const scen::Scenario& s) {
+  const topo::FabricSpec& f = s.cluster.fabric;
+  if (f.failed_cables == 0 && f.failed_switches.empty()) return;
+  const topo::ClusterGraph graph = topo::build_cluster_graph(s.cluster);
+  topo::FailureSet failures(graph);
+  try {
+    topo::apply_fabric_failures(graph, f, failures);
+  } catch (const Error& e) {
+    throw Error(e.kind(), e.message(), scen::origin_of(s, e.where().field), e.hint());
+  }
+}
+
 void check_flow_work(const scen::Scenario& s, bool force) {
   if (force) return;
   if (s.fidelity == "packet") {

@@ -32,7 +32,10 @@ int run_compare(const CompareVariantsArgs& a) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<scen::Variant> variants = scen::run_variants(
       plan, a.scenario, kDefaultScenarioYaml, kDefaultScenarioName, a.sets,
-      [&](const scen::Scenario& s) { check_flow_work(s, a.force); },
+      [&](const scen::Scenario& s) {
+        check_flow_work(s, a.force);
+        check_fabric_failures(s);
+      },
       [&](std::size_t done, std::size_t total) {
         if (!tty) return;
         const double s =

@@ -356,6 +356,12 @@ int run_topo_command(const TopoArgs& a) {
   const topo::ClusterGraph graph = build_graph(a, s);
 
   topo::FailureSet failures(graph);
+  // The scenario's own failures (cluster.fabric.failed_*), then the options'.
+  try {
+    topo::apply_fabric_failures(graph, s.cluster.fabric, failures);
+  } catch (const Error& e) {
+    throw Error(e.kind(), e.message(), scen::origin_of(s, e.where().field), e.hint());
+  }
   if (a.fail_links > 0) {
     for (const topo::LinkId l : topo::pick_random_cables(graph, a.fail_links, a.seed)) {
       failures.fail_cable(l);

@@ -383,6 +383,26 @@ class Resolver {
     c.fabric.rail_optimized = flag("cluster.fabric.rail_optimized");
     c.fabric.servers_per_tor = integer("cluster.fabric.servers_per_tor");
     c.fabric.spine_radix = integer("cluster.fabric.spine_radix");
+    c.fabric.failed_cables = integer("cluster.fabric.failed_cables");
+    c.fabric.failure_seed = static_cast<std::uint64_t>(int64("cluster.fabric.failure_seed"));
+    c.fabric.failed_switches.clear();
+    // Names split at commas, '+' (a --compare value holds no comma), ';' or white space.
+    std::string name;
+    const std::string switches = get("cluster.fabric.failed_switches");
+    for (const char ch : (switches == "none" ? std::string() : switches) + ",") {
+      if (ch == ',' || ch == '+' || ch == ';' || ch == ' ' || ch == '\t') {
+        if (!name.empty()) c.fabric.failed_switches.push_back(name);
+        name.clear();
+      } else {
+        name += ch;
+      }
+    }
+    if (c.fabric.failed_cables > 0 || !c.fabric.failed_switches.empty()) {
+      scenario_.notes.push_back(
+          "cluster.fabric.failed_cables / failed_switches: flows route around the failed parts "
+          "at flow and packet fidelity; the analytic and schedule fidelities price collectives "
+          "in closed form and do not see them");
+    }
   }
 
   // The schema's choices are the names topology/ gives its enums, so every lookup succeeds.

@@ -291,6 +291,29 @@ std::vector<KeyDef> build_schema() {
        .aliases = {"chassis_radix", "aggregation_radix", "upper_radix"},
        .min_value = 0,
        .max_value = 4096},
+      {.path = "cluster.fabric.failed_cables",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "Switch-to-switch cables taken out of the fabric, picked at random by "
+                      "cluster.fabric.failure_seed (as `trainsim topo --fail-links`); flows route "
+                      "around them at flow and packet fidelity (the analytic and schedule "
+                      "fidelities price collectives in closed form and do not see them)",
+       .aliases = {"failed_links", "fail_links"},
+       .min_value = 0},
+      {.path = "cluster.fabric.failure_seed",
+       .type = K::kInt,
+       .default_value = "1",
+       .description = "Seed of the cables cluster.fabric.failed_cables picks (the same seed "
+                      "fails the same cables)",
+       .min_value = 0},
+      {.path = "cluster.fabric.failed_switches",
+       .type = K::kString,
+       .default_value = "none",
+       .description = "Switches taken out of the fabric (none: no switch), by the names `trainsim topo --export "
+                      "json` lists, separated by commas or '+' (leaf0,spine3; spine0+spine1 in a "
+                      "--compare value); routed around at flow and packet fidelity like "
+                      "cluster.fabric.failed_cables",
+       .aliases = {"failed_switch", "fail_switches"}},
 
       // parallel
       {.path = "parallel.tp",

@@ -42,6 +42,12 @@ struct FabricSpec {
   // Ports of the switches above the ToR tier; 0 = switch_radix. Modular chassis (Meta's cluster
   // and aggregation switches) have far more ports than the ToR.
   int spine_radix = 0;
+  // Failed parts of the fabric, routed around at flow and packet fidelity (topo::Router): this
+  // many switch-to-switch cables picked at random by `failure_seed`, and switches by the names
+  // `trainsim topo` prints (leaf0, spine3, ...).
+  int failed_cables = 0;
+  std::uint64_t failure_seed = 1;
+  std::vector<std::string> failed_switches;
 };
 
 /// A cluster: homogeneous servers of `gpus_per_node` GPUs with NICs into a fabric.

@@ -110,6 +110,41 @@ std::vector<LinkId> pick_random_cables(const ClusterGraph& graph, int count, std
   return fabric;
 }
 
+void apply_fabric_failures(const ClusterGraph& graph, const FabricSpec& fabric,
+                           FailureSet& failures) {
+  if (fabric.failed_cables > 0) {
+    int cables = 0;
+    for (LinkId l = 0; l < graph.link_count(); l += 2) {
+      if (graph.link_kind(l) == LinkKind::kUp || graph.link_kind(l) == LinkKind::kDown) ++cables;
+    }
+    if (fabric.failed_cables > cables) {
+      throw_input(fmt::format("cannot fail {} cables: this fabric has {} switch-to-switch cables",
+                              fabric.failed_cables, cables),
+                  {"", 0, "cluster.fabric.failed_cables"});
+    }
+    for (const LinkId l : pick_random_cables(graph, fabric.failed_cables, fabric.failure_seed)) {
+      failures.fail_cable(l);
+    }
+  }
+  if (fabric.failed_switches.empty()) return;
+  std::map<std::string, NodeId, std::less<>> by_name;
+  for (NodeId n = 0; n < graph.node_count(); ++n) {
+    if (graph.node(n).kind == NodeKind::kSwitch) by_name.emplace(graph.node_name(n), n);
+  }
+  for (const std::string& name : fabric.failed_switches) {
+    const auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      std::string hint = "name switches as `trainsim topo SCENARIO --export json` lists them";
+      if (!by_name.empty()) {
+        hint += fmt::format(" (here {} … {})", by_name.begin()->first, by_name.rbegin()->first);
+      }
+      throw_input(fmt::format("no switch named `{}` in this fabric", name),
+                  {"", 0, "cluster.fabric.failed_switches"}, hint);
+    }
+    failures.fail_node(it->second);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Routing tables
 

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "topology/graph.h"
+#include "topology/hardware.h"
 #include "topology/hash.h"
 
 namespace trainsim::topo {
@@ -107,6 +108,13 @@ class FailureSet {
 /// `count` distinct switch-to-switch cables, picked by a generator seeded with `seed` (the same
 /// seed gives the same cables). Throws Error (kInput) when the fabric has fewer.
 std::vector<LinkId> pick_random_cables(const ClusterGraph& graph, int count, std::uint64_t seed);
+
+/// Applies the failures a scenario's fabric states (FabricSpec::failed_cables, picked by
+/// pick_random_cables with failure_seed; FabricSpec::failed_switches by name) to `failures`.
+/// Throws Error (kInput) naming the `cluster.fabric.*` key for more cables than the fabric has
+/// or a switch name it does not have.
+void apply_fabric_failures(const ClusterGraph& graph, const FabricSpec& fabric,
+                           FailureSet& failures);
 
 /// Routes flows on one graph, which must outlive the router, under one configuration and one
 /// set of failures (a changed failure set needs a new router: the tables are built once).

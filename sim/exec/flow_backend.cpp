@@ -33,7 +33,9 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
                 {"", 0, "collectives.algorithm"}, "use ring");
   }
   graph_.emplace(topo::build_cluster_graph(cfg.cluster));
-  router_.emplace(*graph_, options.routing);
+  failures_.emplace(*graph_);
+  topo::apply_fabric_failures(*graph_, cfg.cluster.fabric, *failures_);
+  router_.emplace(*graph_, options.routing, *failures_);
   std::vector<double> caps = coll::calibrated_capacities(
       *graph_, cfg.profile.nvlink.busbw_Bps / cfg.cluster.gpu.nvlink_Bps,
       cfg.profile.nic_efficiency);

@@ -109,6 +109,7 @@ class FlowBackend final : public CommBackend {
   ClosedFormBackend closed_form_;
   coll::LinkModel links_;
   std::optional<topo::ClusterGraph> graph_;
+  std::optional<topo::FailureSet> failures_;  // cluster.fabric.failed_* (before the router)
   std::optional<topo::Router> router_;
   net::FlowNetwork* network_ = nullptr;
   net::PacketConfig packet_config_;  // its classes (network.packet.priority_*)
