@@ -383,11 +383,17 @@ int run_topo_command(const TopoArgs& a) {
 
   const topo::FabricSummary fabric = topo::summarize_fabric(graph);
   topo::Router router(graph, s.routing, failures);
-  std::string text = fabric_text(fabric) + routing_text(s.routing);
+  std::string text = fabric_text(fabric);
+  // A ratio asked that whole uplinks cannot give (the Clos builder's; a fabric file has none).
+  const std::vector<std::string> ratio_notes =
+      a.topology_file.empty() ? topo::oversubscription_notes(s.cluster) : std::vector<std::string>{};
+  for (const std::string& n : ratio_notes) text += "  note: " + n + "\n";
+  text += routing_text(s.routing);
   ordered_json j = {{"trainsim_version", kVersion},
                     {"scenario", s.source},
                     {"fabric", fabric_json(fabric)},
                     {"routing", routing_json(s.routing)}};
+  if (!ratio_notes.empty()) j["fabric"]["notes"] = ratio_notes;
   std::vector<std::string> failed;
   for (const topo::LinkId l : failures.failed_cables()) failed.push_back(graph.link_name(l));
   std::vector<std::string> failed_nodes;

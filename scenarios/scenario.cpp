@@ -22,6 +22,7 @@
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 #include "sim/core/parse.h"
+#include "topology/clos.h"
 
 namespace trainsim::scen {
 namespace {
@@ -522,6 +523,15 @@ class Resolver {
                                    max_gpus, scenario_.cluster.gpus),
                        where("cluster.gpus"),
                        "add switch tiers, use a larger radix, or run on fewer GPUs");
+    }
+    // A ratio the switches cannot be built at is built at the nearest whole number of uplinks:
+    // say so, since results are read against the ratio asked. (A spec the builder refuses is
+    // reported where the fabric is built.)
+    try {
+      for (std::string& n : topo::oversubscription_notes(scenario_.cluster)) {
+        scenario_.notes.push_back(std::move(n));
+      }
+    } catch (const Error&) {
     }
     const topo::GpuSpec& gpu = scenario_.cluster.gpu;
     if (get("training.precision") == "fp8" && gpu.peak_dense_fp8_flops <= 0) {

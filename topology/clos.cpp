@@ -399,4 +399,24 @@ ClusterGraph build_fat_tree(int k, double link_Gbps) {
   return build_cluster_graph(c);
 }
 
+std::vector<std::string> oversubscription_notes(const ClusterSpec& spec) {
+  std::vector<std::string> out;
+  const FabricPlan plan = plan_fabric(spec);
+  for (const TierPlan& t : plan.tiers) {
+    if (t.top || t.up_ports <= 0) continue;
+    const double asked = ratio_at(spec.fabric, t.tier);
+    const double down_Gbps = t.tier == 1 ? spec.nic_Gbps : t.down_Gbps;
+    const double built = t.down_ports * down_Gbps / (t.up_ports * t.up_Gbps);
+    if (std::abs(built / asked - 1) <= 0.02) continue;
+    const bool pod = t.tier == 2 && spec.fabric.pod_gpus > 0;
+    out.push_back(fmt::format(
+        "cluster.fabric.{} = {}: tier-{} switches are built at {:.2f}:1, {} down link{} of {} "
+        "Gb/s over {} uplink{} of {} Gb/s (uplinks are whole cables, at least one per switch)",
+        pod ? "above_pod_oversubscription" : "oversubscription", asked, t.tier, built,
+        t.down_ports, t.down_ports == 1 ? "" : "s", down_Gbps, t.up_ports,
+        t.up_ports == 1 ? "" : "s", t.up_Gbps));
+  }
+  return out;
+}
+
 }  // namespace trainsim::topo

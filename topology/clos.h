@@ -68,4 +68,10 @@ ClusterGraph build_fat_tree(int k, double link_Gbps = 100);
 /// The largest GPU count the spec's fabric can attach (the rules above); 0 when none.
 std::int64_t fabric_capacity_gpus(const ClusterSpec& spec);
 
+/// One sentence per tier whose full block is built at a down:up ratio more than 2 % away from
+/// the one asked (uplinks are whole cables, at least one per switch: 8 servers' 200 Gb/s NICs
+/// under a ToR with 400 Gb/s ports cannot be 8:1, they get one uplink, 4:1), naming the key.
+/// Empty when every tier is built as asked. Throws as plan_fabric.
+std::vector<std::string> oversubscription_notes(const ClusterSpec& spec);
+
 }  // namespace trainsim::topo

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "sim/core/error.h"
 #include "topology/clos.h"
@@ -271,6 +273,32 @@ TEST(Oversubscription, ThreeToOneToRs) {
   const FabricSummary s = summarize_fabric(build_cluster_graph(c));
   // 512 servers make 6 groups of 96 (the last has 32): full ToRs are 3:1, the last group's less.
   EXPECT_NEAR(s.tiers[0].oversubscription, 512.0 * 8 * 200 / (48.0 * 16 * 400), 1e-12);
+}
+
+// Uplinks are whole cables, at least one per switch. A rail-optimized ToR under 8 servers has 8
+// NIC ports of 200 Gb/s, 1,600 Gb/s down: 8:1 would be 200 Gb/s up, half a 400 Gb/s cable, so it
+// gets one, 4:1; 2:1 and 4:1 are whole (4 and 1 cables). The note names the key and the ratio
+// built; the ratios that are built as asked (and the 3:1 above, 16 whole cables) say nothing.
+TEST(Oversubscription, RatiosWholeCablesCannotGiveAreNoted) {
+  ClusterSpec c = megascale(256);
+  c.fabric.servers_per_tor = 8;
+  for (const double asked : {1.0, 2.0, 4.0}) {
+    c.fabric.oversubscription = {asked, asked};
+    EXPECT_TRUE(oversubscription_notes(c).empty()) << asked;
+  }
+  c.fabric.oversubscription = {8, 8};
+  const FabricPlan plan = plan_fabric(c);
+  EXPECT_EQ(plan.tiers[0].down_ports, 8);
+  EXPECT_EQ(plan.tiers[0].up_ports, 1);
+  const std::vector<std::string> notes = oversubscription_notes(c);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("cluster.fabric.oversubscription = 8: tier-1 switches are built at "
+                          "4.00:1, 8 down links of 200 Gb/s over 1 uplink of 400 Gb/s"),
+            std::string::npos)
+      << notes[0];
+  c = megascale(4096);
+  c.fabric.oversubscription = {3, 3};
+  EXPECT_TRUE(oversubscription_notes(c).empty());
 }
 
 }  // namespace
