@@ -170,6 +170,7 @@ struct LayerComm {
   coll::Cost ag8;         // the all-gather of its one-byte fp8 copy (fp8 runs; = ag otherwise)
   coll::Cost cag, crs;    // CP all-gather / reduce-scatter of K and V
   coll::Cost a2a;         // EP dispatch / combine
+  coll::Cost moe_ag, moe_rs;  // TP all-gather / reduce-scatter of an MoE layer's dispatched rows
 };
 
 // The additions of pricing `ops` (forward, backward, recompute and their TP communication).
@@ -264,6 +265,15 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
     const double n = full ? 6 : 4;
     out.add(kEp, n * lc.a2a.time_s);
     out.traffic(lc.a2a, n);
+  }
+  if (moe && par.tp > 1) {
+    // The TP all-gather of the dispatched rows and the reduce-scatter of the experts' output,
+    // in forward and (mirrored) backward, and again when recomputed; blocking, as the
+    // all-to-alls they follow and precede.
+    const double n = full ? 3 : 2;
+    out.add(kTp, n * (lc.moe_ag.time_s + lc.moe_rs.time_s));
+    out.traffic(lc.moe_ag, n);
+    out.traffic(lc.moe_rs, n);
   }
 }
 
@@ -436,9 +446,17 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       lc.cag = c.cost(Kind::kAllGather, kv_bytes, L.cp);
       lc.crs = c.cost(Kind::kReduceScatter, kv_bytes, L.cp);
     }
+    // An MoE layer's dispatched rows, [tokens·top_k × h]: each rank dispatches its own tokens
+    // (tokens/tp under TP, which needs SP for MoE), and with TP the group all-gathers the rows
+    // for its TP-sharded experts and reduce-scatters their output (Megatron-Core's alltoall
+    // dispatcher; sim/plan/program.cpp prices the same tasks).
+    const double rows_bytes = lc.tokens * m.top_k * m.hidden * 2.0;
     if (m.experts > 0 && par.ep > 1) {
-      const double a2a_bytes = lc.tokens * m.top_k * m.hidden * 2.0;
-      lc.a2a = c.cost(Kind::kAllToAll, a2a_bytes, L.ep);
+      lc.a2a = c.cost(Kind::kAllToAll, rows_bytes / par.tp, L.ep);
+    }
+    if (m.experts > 0 && par.tp > 1) {
+      lc.moe_ag = c.cost(Kind::kAllGather, rows_bytes, L.tp);
+      lc.moe_rs = c.cost(Kind::kReduceScatter, rows_bytes, L.tp);
     }
   }
 

@@ -36,7 +36,10 @@ namespace trainsim::exec {
 /// they hide together behind the backward pass (each hid behind it alone, which could print an
 /// iteration shorter than its NIC bytes take); and a job with CP > 1 and DP 1 reduces its
 /// gradients over the CP ranks (it skipped them).
-inline constexpr const char* kAnalyticModelVersion = "analytic-13";
+/// analytic-14: an MoE layer under TP dispatches each TP rank's own tokens/tp through the EP
+/// all-to-all, and the TP group all-gathers the dispatched rows for its TP-sharded experts and
+/// reduce-scatters their output (every TP rank sent all the rows, and no TP collective ran).
+inline constexpr const char* kAnalyticModelVersion = "analytic-14";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -63,7 +63,9 @@ namespace trainsim::exec {
 /// rank holding the same dense weights (they ran over DP alone with CP > 1: an 8-rank ring
 /// with one rank per server where Megatron-Core reduces over 32, and nothing with DP 1), as the
 /// analytic fidelity does (analytic-13).
-inline constexpr const char* kProgramModelVersion = "program-9";
+/// program-10: the MoE dispatch under TP as analytic-14 prices it (a2a of tokens/tp, then a TP
+/// all-gather of the rows; a TP reduce-scatter, then the combine a2a, each after the other).
+inline constexpr const char* kProgramModelVersion = "program-10";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -366,10 +366,17 @@ struct Builder {
     const double tokens = static_cast<double>(shard.micro_batch) * m.seq_len / L.par.cp;
     return 2.0 * tokens * L.par.cp * m.kv_dim() / L.par.tp * 2.0;
   }
-  double a2a_bytes() const {
+  // The rows an MoE layer dispatches, [tokens·top_k × h] 16-bit, of the micro-batch's whole
+  // (CP-local) sequence.
+  double moe_rows_bytes() const {
     const double tokens = static_cast<double>(shard.micro_batch) * m.seq_len / L.par.cp;
     return tokens * m.top_k * m.hidden * 2.0;
   }
+  // Each rank dispatches its own tokens: with TP (which needs sequence parallelism for MoE in
+  // Megatron-Core) a TP rank holds tokens/tp of them, and the TP group all-gathers the dispatched
+  // rows after the all-to-all for its TP-sharded experts (Megatron-Core's
+  // MoEAlltoAllTokenDispatcher, gather_from_sequence_parallel_region over the expert TP group).
+  double a2a_bytes() const { return moe_rows_bytes() / std::max(1, L.par.tp); }
 
   // The part of the attention core's first op a CP pass runs: its forward, or its backward (an
   // unfused score GEMM's input gradient; its weight gradient follows).
@@ -431,10 +438,30 @@ struct Builder {
   }
 
   // The EP all-to-all (dispatch before the experts, combine after), blocking the compute stream.
-  void all_to_all(int mb, int chunk, int layer) {
-    const std::uint32_t c = collective(coll::Kind::kAllToAll, Dim::kEp, Stream::kEp, a2a_bytes(),
-                                       mb, chunk, layer, {last_compute});
-    blockers.push_back(c);
+  std::uint32_t all_to_all(int mb, int chunk, int layer, std::uint32_t dep) {
+    return collective(coll::Kind::kAllToAll, Dim::kEp, Stream::kEp, a2a_bytes(), mb, chunk, layer,
+                      {dep});
+  }
+
+  // With TP the experts are TP-sharded: the dispatched rows are all-gathered over the TP group
+  // after the dispatch all-to-all, and the experts' output reduce-scattered before the combine
+  // one (backward: the other way round), each after the other and blocking the compute stream.
+  std::uint32_t moe_tp(coll::Kind kind, int mb, int chunk, int layer, std::uint32_t dep) {
+    return collective(kind, Dim::kTp, Stream::kTp, moe_rows_bytes(), mb, chunk, layer, {dep});
+  }
+  // Before expert_up (forward) or expert_down's backward: the rows arrive.
+  void moe_dispatch(int mb, int chunk, int layer) {
+    std::uint32_t last = last_compute;
+    if (L.par.ep > 1) last = all_to_all(mb, chunk, layer, last);
+    if (L.par.tp > 1) last = moe_tp(coll::Kind::kAllGather, mb, chunk, layer, last);
+    if (last != last_compute) blockers.push_back(last);
+  }
+  // After expert_down (forward) or expert_up's backward: the rows go back.
+  void moe_combine(int mb, int chunk, int layer) {
+    std::uint32_t last = last_compute;
+    if (L.par.tp > 1) last = moe_tp(coll::Kind::kReduceScatter, mb, chunk, layer, last);
+    if (L.par.ep > 1) last = all_to_all(mb, chunk, layer, last);
+    if (last != last_compute) blockers.push_back(last);
   }
 
   // Block recompute (training.recompute_layers = N): only the stage's first N layers recompute.
@@ -461,13 +488,13 @@ struct Builder {
     for (std::size_t i = 0; i < lo.ops.size(); ++i) {
       const int op = lo.ops[i];
       const model::Op& o = P.ops[static_cast<std::size_t>(op)];
-      if (lo.moe && L.par.ep > 1 && o.name == "expert_up") all_to_all(mb, chunk, lo.layer);
+      if (lo.moe && o.name == "expert_up") moe_dispatch(mb, chunk, lo.layer);
       if (L.par.cp > 1 && first_attention_core(lo, i)) {
         attention_cp(op, pass, false, mb, chunk, lo.layer);
       } else {
         op_forward(op, pass, mb, chunk, lo.layer);
       }
-      if (lo.moe && L.par.ep > 1 && o.name == "expert_down") all_to_all(mb, chunk, lo.layer);
+      if (lo.moe && o.name == "expert_down") moe_combine(mb, chunk, lo.layer);
     }
   }
 
@@ -486,13 +513,13 @@ struct Builder {
     for (std::size_t r = lo.ops.size(); r-- > 0;) {
       const int op = lo.ops[r];
       const model::Op& o = P.ops[static_cast<std::size_t>(op)];
-      if (lo.moe && L.par.ep > 1 && o.name == "expert_down") all_to_all(mb, chunk, lo.layer);
+      if (lo.moe && o.name == "expert_down") moe_dispatch(mb, chunk, lo.layer);
       if (L.par.cp > 1 && first_attention_core(lo, r)) {
         attention_cp(op, Pass::kBackward, true, mb, chunk, lo.layer);
       } else {
         op_backward(op, mb, chunk, lo.layer);
       }
-      if (lo.moe && L.par.ep > 1 && o.name == "expert_up") all_to_all(mb, chunk, lo.layer);
+      if (lo.moe && o.name == "expert_up") moe_combine(mb, chunk, lo.layer);
     }
   }
 

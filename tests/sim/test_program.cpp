@@ -735,5 +735,52 @@ TEST(Program, GradientsAreReducedOverDpTimesCp) {
   }
 }
 
+// An MoE layer with TP 2 and EP 4 (Megatron-Core's alltoall dispatcher; MoE with TP needs
+// sequence parallelism): each TP rank dispatches its own tokens/tp, so an all-to-all carries
+// tokens · top_k · h · 2 / tp bytes, and the TP group then all-gathers the dispatched rows for
+// its TP-sharded experts (tokens · top_k · h · 2 in all) and reduce-scatters their output before
+// the combine all-to-all; each waits on the one before it. Here tokens = 4,096, top_k 2,
+// h 1,024: 8 MiB of rows a layer, 4 MiB an all-to-all (it sent the whole 8 MiB from every TP
+// rank, and no TP collective). Both fidelities price the same tasks, so they agree.
+TEST(Program, MoeDispatchCarriesEachTpRanksOwnTokens) {
+  const std::string yaml =
+      "model: {layers: 4, hidden: 1024, heads: 16, ffn_hidden: 2048, vocab: 512, seq_len: 4096,\n"
+      "        experts: 8, top_k: 2, dropout: false}\n"
+      "cluster: {preset: dgx-h100-superpod, gpus: 32}\n"
+      "parallel: {tp: 2, pp: 1, dp: 16, ep: 4, sp: true, vpp: 1, zero: 1}\n"
+      "training: {global_batch: 32, micro_batch: 1, recompute: none}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  const scen::Scenario sc = scen::load_scenario_string(yaml, "moe-tp.yaml");
+  const plan::ProgramSet ps = programs_of(sc);
+  const plan::Program& P = ps.roles[0];
+  const double rows = 4096.0 * 2 * 1024 * 2;
+  int a2a = 0, gathers = 0, scatters = 0;
+  for (std::size_t i = 0; i < P.tasks.size(); ++i) {
+    const plan::Task& t = P.tasks[i];
+    if (t.type != plan::TaskType::kCollective || t.layer < 0) continue;
+    if (t.dim == plan::Dim::kEp) {
+      ++a2a;
+      EXPECT_DOUBLE_EQ(t.bytes, rows / 2);
+    } else if (t.dim == plan::Dim::kTp && t.bytes == rows) {
+      (t.collective == coll::Kind::kAllGather ? gathers : scatters) += 1;
+      // Chained to an all-to-all: a gather waits on the dispatch, a scatter feeds the combine.
+      if (t.collective == coll::Kind::kAllGather) {
+        ASSERT_EQ(t.dep_count, 1u);
+        EXPECT_EQ(P.tasks[P.deps[t.dep_begin]].dim, plan::Dim::kEp);
+      }
+    }
+  }
+  const int layers_x_mb = 4 * ps.layout.microbatches;
+  EXPECT_EQ(a2a, 4 * layers_x_mb);  // dispatch and combine, forward and backward
+  EXPECT_EQ(gathers, 2 * layers_x_mb);
+  EXPECT_EQ(scatters, 2 * layers_x_mb);
+  const RunConfig c = scen::make_run_config(sc);
+  const Result schedule = exec::run_program(c, ExecOptions{});
+  const Result analytic = exec::run_analytic(c);
+  EXPECT_NEAR(schedule.iteration_time_s, analytic.iteration_time_s, 0.03 * analytic.iteration_time_s);
+  EXPECT_NEAR(schedule.network.nic_bytes_per_gpu, analytic.network.nic_bytes_per_gpu,
+              1e-6 * analytic.network.nic_bytes_per_gpu);
+}
+
 }  // namespace
 }  // namespace trainsim
