@@ -160,8 +160,13 @@ std::string fabric_text(const topo::FabricSummary& f) {
     cables.push_back(fmt::format("{} {} x {} Gb/s", c.name, c.cables, to_gbps(c.Bps)));
   }
   out += fmt::format("  cables: {}\n", fmt::join(cables, ", "));
-  out += fmt::format("  injection {:.1f} Tb/s, bisection {:.1f} Tb/s (one direction)\n",
-                     to_tbps(f.injection_Bps), to_tbps(f.bisection_Bps));
+  out += fmt::format("  injection {:.1f} Tb/s, bisection {:.1f} Tb/s (one direction){}\n",
+                     to_tbps(f.injection_Bps), to_tbps(f.bisection_Bps),
+                     f.failed_cables > 0
+                         ? fmt::format("; {} cable{} down, the Tb/s count those up (bisection an "
+                                       "upper bound)",
+                                       f.failed_cables, f.failed_cables == 1 ? "" : "s")
+                         : "");
   return out;
 }
 
@@ -191,7 +196,8 @@ ordered_json fabric_json(const topo::FabricSummary& f) {
           {"tiers", tiers},
           {"cables", cables},
           {"injection_Bps", f.injection_Bps},
-          {"bisection_Bps", f.bisection_Bps}};
+          {"bisection_Bps", f.bisection_Bps},
+          {"failed_cables", f.failed_cables}};
 }
 
 std::string routing_text(const topo::RoutingConfig& r) {
@@ -381,7 +387,7 @@ int run_topo_command(const TopoArgs& a) {
     return 0;
   }
 
-  const topo::FabricSummary fabric = topo::summarize_fabric(graph);
+  const topo::FabricSummary fabric = topo::summarize_fabric(graph, &failures);
   topo::Router router(graph, s.routing, failures);
   std::string text = fabric_text(fabric);
   // A ratio asked that whole uplinks cannot give (the Clos builder's; a fabric file has none).

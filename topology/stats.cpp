@@ -71,7 +71,7 @@ std::string link_class_name(const ClusterGraph& g, LinkId l) {
   return endpoint_name(g, g.link_src(l)) + "->" + endpoint_name(g, g.link_dst(l));
 }
 
-FabricSummary summarize_fabric(const ClusterGraph& g) {
+FabricSummary summarize_fabric(const ClusterGraph& g, const FailureSet* failures) {
   FabricSummary s;
   s.description = g.description();
   s.gpus = g.gpu_count();
@@ -105,7 +105,12 @@ FabricSummary summarize_fabric(const ClusterGraph& g) {
     CableSummary& c = s.cables[it->second];
     ++c.cables;
     c.Bps = std::max(c.Bps, g.link_capacity_Bps(up));
-    const double Bps = g.link_capacity_Bps(up);
+    const bool down = failures != nullptr && failures->link_down(up);
+    if (down && (k == LinkKind::kUp || k == LinkKind::kDown || k == LinkKind::kNicUp ||
+                 k == LinkKind::kNicDown)) {
+      ++s.failed_cables;
+    }
+    const double Bps = down ? 0.0 : g.link_capacity_Bps(up);
     if (k == LinkKind::kNicUp || k == LinkKind::kNicDown) {
       TierSummary& tor = s.tiers[static_cast<std::size_t>(g.node(g.link_dst(up)).tier - 1)];
       ++tor.down_cables;

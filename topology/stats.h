@@ -43,11 +43,15 @@ struct FabricSummary {
   std::vector<CableSummary> cables;
   double injection_Bps = 0;  // every NIC's uplink capacity together
   // Bandwidth across a balanced cut of the GPUs, one direction: half the narrowest of the
-  // injection and each tier's total uplink capacity (exact for a symmetric Clos).
+  // injection and each tier's total uplink capacity (exact for a symmetric Clos; with failed
+  // cables or switches an upper bound, since the cut may cross more of them than their share).
   double bisection_Bps = 0;
+  int failed_cables = 0;  // cables down (a failed switch takes its cables with it)
 };
 
-FabricSummary summarize_fabric(const ClusterGraph& graph);
+/// The fabric's parts per tier. With `failures`, the capacities (per tier, injection, bisection)
+/// count the cables that are up; the cable counts stay those built.
+FabricSummary summarize_fabric(const ClusterGraph& graph, const FailureSet* failures = nullptr);
 
 /// Links grouped by what they join and in which direction, e.g. "tor->agg" or "nic->tor".
 struct LinkClassLoad {

@@ -7,6 +7,7 @@
 //     not rail-optimized, taking one spine out leaves every cross-leaf path on the other, so the
 //     ECMP imbalance grows and the run is never faster; the
 //     analytic fidelity prices collectives in closed form and reads the same time, with a note;
+//   * `topo`'s summary counts the capacity of the cables that are up (bisection included);
 //   * bad input: a switch the fabric lacks (exit 2, the key and its file:line named), more cables
 //     than the fabric has (exit 2), a failed leaf that cuts a NIC off (exit 3, the NIC named).
 #include <gtest/gtest.h>
@@ -52,6 +53,30 @@ TEST(FabricFailures, ScenarioKeysFailWhatTopoOptionsFail) {
   ASSERT_EQ(flag.code, 0) << flag.err;
   EXPECT_EQ(nlohmann::json::parse(sw.out)["failures"]["nodes"], nlohmann::json::array({"spine1"}));
   EXPECT_EQ(nlohmann::json::parse(sw.out)["traffic"], nlohmann::json::parse(flag.out)["traffic"]);
+}
+
+// The summary counts the capacity of the cables that are up: the default fabric at 1,024 GPUs is
+// 2 tiers with 512 leaf-spine cables of 400 Gb/s (204.8 Tb/s up, bisection 102.4 Tb/s); with 128
+// of them down, 384 x 400 Gb/s = 153.6 Tb/s up and a bisection of 76.8 Tb/s (it read 102.4); a
+// failed spine takes its 64 cables: 179.2 and 89.6 Tb/s.
+TEST(FabricFailures, SummaryCountsTheCablesThatAreUp) {
+  const auto fabric = [](const std::string& args) {
+    const CliRun r = trainsim("topo --gpus 1024 " + args + " --format json");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["fabric"] : nlohmann::json::object();
+  };
+  const nlohmann::json intact = fabric("");
+  EXPECT_DOUBLE_EQ(intact["bisection_Bps"].get<double>(), 512 * 400e9 / 8 / 2);
+  EXPECT_EQ(intact["failed_cables"], 0);
+  for (const std::string args : {"--fail-links 128", "--set cluster.fabric.failed_cables=128"}) {
+    const nlohmann::json f = fabric(args);
+    EXPECT_EQ(f["failed_cables"], 128) << args;
+    EXPECT_DOUBLE_EQ(f["tiers"][0]["up_Bps"].get<double>(), 384 * 400e9 / 8) << args;
+    EXPECT_DOUBLE_EQ(f["bisection_Bps"].get<double>(), 384 * 400e9 / 8 / 2) << args;
+  }
+  const nlohmann::json spine = fabric("--fail-switch spine0");
+  EXPECT_EQ(spine["failed_cables"], 64);
+  EXPECT_DOUBLE_EQ(spine["bisection_Bps"].get<double>(), 448 * 400e9 / 8 / 2);
 }
 
 TEST(FabricFailures, FlowsRouteAroundAFailedSpine) {
