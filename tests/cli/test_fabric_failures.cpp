@@ -21,12 +21,9 @@
 namespace {
 
 using trainsim::testing::CliRun;
+using trainsim::testing::has;
 using trainsim::testing::temp_path;
 using trainsim::testing::trainsim;
-
-bool has(const std::string& hay, const std::string& needle) {
-  return hay.find(needle) != std::string::npos;
-}
 
 const char* kSmall =
     "--set cluster.gpus=256 --set training.global_batch=256 "

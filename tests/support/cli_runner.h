@@ -46,6 +46,11 @@ inline std::string temp_path(const std::string& name) {
 }
 
 /// Exit code of a shell command (-1 when it did not exit normally).
+/// Whether `hay` contains `needle` (output checks).
+inline bool has(const std::string& hay, const std::string& needle) {
+  return hay.find(needle) != std::string::npos;
+}
+
 inline int shell(const std::string& cmd) {
   const int status = std::system(cmd.c_str());
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
