@@ -309,10 +309,10 @@ std::vector<KeyDef> build_schema() {
       {.path = "cluster.fabric.failed_switches",
        .type = K::kString,
        .default_value = "none",
-       .description = "Switches taken out of the fabric (none: no switch), by the names `trainsim topo --export "
-                      "json` lists, separated by commas or '+' (leaf0,spine3; spine0+spine1 in a "
-                      "--compare value); routed around at flow and packet fidelity like "
-                      "cluster.fabric.failed_cables",
+       .description = "Switches taken out of the fabric (none: no switch), by the names "
+                      "`trainsim topo --export json` lists, separated by commas or '+' "
+                      "(leaf0,spine3; spine0+spine1 in a --compare value); routed around at flow "
+                      "and packet fidelity like cluster.fabric.failed_cables",
        .aliases = {"failed_switch", "fail_switches"}},
 
       // parallel
