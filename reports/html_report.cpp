@@ -157,7 +157,8 @@ std::string memory_chart(const plan::MemoryUsage& m) {
                 "runtime reserve", "free"};
   c.colors = {"#4e79a7", "#59a14f", "#edc948", "#f28e2b", "#76b7b2", "#9c755f", "#e8e8e8"};
   c.bars.push_back(
-      {"peak (" + std::string(m.stage == 0 ? "first" : "last") + " stage)",
+      {"peak (" + std::string(m.stage_name()) + " stage" +
+           (m.stage > 0 && m.stage < m.stages - 1 ? " " + std::to_string(m.stage) : "") + ")",
        {m.weights_bytes / kGiB, m.gradients_bytes / kGiB, m.optimizer_bytes / kGiB,
         m.activations_bytes / kGiB, m.comm_buffers_bytes / kGiB, m.runtime_reserved_bytes / kGiB,
         std::max(0.0, m.capacity_bytes - m.peak_bytes) / kGiB}});

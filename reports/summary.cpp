@@ -58,7 +58,8 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
                  {"comm_buffers_bytes", m.comm_buffers_bytes},
                  {"runtime_reserved_bytes", m.runtime_reserved_bytes},
                  {"in_flight_microbatches", m.in_flight_microbatches},
-                 {"peak_stage", m.stage == 0 ? "first" : "last"}};
+                 {"peak_stage", m.stage_name()},
+                 {"peak_stage_index", m.stage}};
   // Activation offloading only (training.cpu_offload_layers): what host memory holds.
   if (m.host_offload_bytes > 0) j["memory"]["host_offload_bytes"] = m.host_offload_bytes;
   const exec::NetworkStats& n = r.network;

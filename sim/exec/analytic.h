@@ -39,7 +39,8 @@ namespace trainsim::exec {
 /// analytic-14: an MoE layer under TP dispatches each TP rank's own tokens/tp through the EP
 /// all-to-all, and the TP group all-gathers the dispatched rows for its TP-sharded experts and
 /// reduce-scatters their output (every TP rank sent all the rows, and no TP collective ran).
-inline constexpr const char* kAnalyticModelVersion = "analytic-14";
+/// analytic-15: under GPipe the last stage holds every micro-batch's logits (plan::memory_per_gpu).
+inline constexpr const char* kAnalyticModelVersion = "analytic-15";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -65,7 +65,8 @@ namespace trainsim::exec {
 /// analytic fidelity does (analytic-13).
 /// program-10: the MoE dispatch under TP as analytic-14 prices it (a2a of tokens/tp, then a TP
 /// all-gather of the rows; a TP reduce-scatter, then the combine a2a, each after the other).
-inline constexpr const char* kProgramModelVersion = "program-10";
+/// program-11: the GPipe memory of analytic-15.
+inline constexpr const char* kProgramModelVersion = "program-11";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

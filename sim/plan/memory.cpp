@@ -232,6 +232,7 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
     const StageInventory v = inventory_of(m, pc, L, train, base, stage);
     MemoryUsage u;
     u.stage = stage;
+    u.stages = p;
     u.capacity_bytes = gpu.hbm_bytes;
     u.weights_bytes = v.weights_bytes;
     u.gradients_bytes = v.gradients_bytes;
@@ -247,7 +248,13 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
       u.host_offload_bytes = v.offloaded_bytes_per_microbatch() * u.in_flight_microbatches;
     }
     if (first) u.activations_bytes += v.embedding_bytes * u.in_flight_microbatches;
-    if (last) u.activations_bytes += v.logits_bytes;
+    // The loss keeps its logits until its backward: right after the forward in 1F1B and
+    // interleaved schedules (one micro-batch's), after every forward under GPipe (all of them).
+    if (last) {
+      u.activations_bytes += par.schedule == Schedule::kGpipe
+                                 ? v.logits_bytes * u.in_flight_microbatches
+                                 : v.logits_bytes;
+    }
     u.comm_buffers_bytes = ro.nccl_bytes;
     // The caching allocator's fragmentation grows with what is allocated and freed every
     // iteration (activations): 10 % of them, the lower part of what GMLake (Guo et al.,

@@ -30,6 +30,11 @@ struct MemoryUsage {
   double capacity_bytes = 0;          // HBM of the GPU
   double in_flight_microbatches = 0;  // on the stage with the peak
   int stage = 0;                      // pipeline stage with the peak (0 = first)
+  int stages = 1;                     // pipeline stages (stage == stages − 1: the last)
+  /// "first", "last" or "middle": where `stage` sits (a one-stage pipeline's is "first").
+  const char* stage_name() const {
+    return stage == 0 ? "first" : stage == stages - 1 ? "last" : "middle";
+  }
   double host_offload_bytes = 0;      // offloaded activations in host memory (not in peak_bytes)
   bool fits() const { return peak_bytes <= capacity_bytes; }
 };
