@@ -47,6 +47,7 @@ topo::GpuSpec gpu(std::string name, double tflops16, double tflops8, double hbm_
                   double hbm_tbps, double nvlink_gbps, bool nvls) {
   topo::GpuSpec g;
   g.name = std::move(name);
+  g.base = g.name;
   g.peak_dense_16bit_flops = tflops16 * 1e12;
   g.peak_dense_fp8_flops = tflops8 * 1e12;
   g.hbm_bytes = hbm_mib * 1024.0 * 1024.0;

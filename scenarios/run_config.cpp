@@ -1,6 +1,11 @@
 #include "scenarios/run_config.h"
 
+#include <fmt/format.h>
+
+#include <optional>
+
 #include "calibrate/profile.h"
+#include "scenarios/presets.h"
 #include "sim/core/error.h"
 
 namespace trainsim::scen {
@@ -17,11 +22,34 @@ exec::RunConfig run_config_without_profile(const Scenario& s) {
   return cfg;
 }
 
+calib::Profile datasheet_profile_for(const topo::GpuSpec& gpu) {
+  const std::string& base = gpu.base.empty() ? gpu.name : gpu.base;
+  calib::Profile p = calib::builtin_profile(base);
+  if (gpu.name == base) return p;
+  // A GPU described by cluster.gpu_spec.* on its architecture's preset. What the profile states
+  // as a fraction (of a tensor-core peak, of the HBM bandwidth, of a NIC's line rate) carries over
+  // at the new GPU's datasheet numbers; the NVLink bus bandwidths are absolute rates, measured on
+  // the preset's NVLink, and keep their fraction of it: they scale with the NVLink rate. Launch
+  // overheads, latencies and the data loader are the architecture's and stay.
+  const std::optional<topo::GpuSpec> preset = gpu_preset(base);
+  const double nvlink_ratio =
+      preset && preset->nvlink_Bps > 0 ? gpu.nvlink_Bps / preset->nvlink_Bps : 1.0;
+  p.nvlink.busbw_Bps *= nvlink_ratio;
+  p.nvls_busbw_Bps *= nvlink_ratio;
+  p.gpu = gpu.name;
+  p.name += "~" + gpu.name;
+  p.provenance += fmt::format(
+      "; for `{}` (cluster.gpu_spec on the {} preset): efficiencies kept as fractions of its "
+      "datasheet peaks, NVLink bus bandwidths x {:.4g} with its NVLink rate",
+      gpu.name, base, nvlink_ratio);
+  return p;
+}
+
 exec::RunConfig make_run_config(const Scenario& s) {
   exec::RunConfig cfg = run_config_without_profile(s);
   if (s.calibration_profile.empty() || s.calibration_profile == "datasheet") {
     try {
-      cfg.profile = calib::builtin_profile(s.cluster.gpu.name);
+      cfg.profile = datasheet_profile_for(s.cluster.gpu);
     } catch (const Error& e) {
       throw Error(e.kind(), e.message(), origin_of(s, "calibration.profile"), e.hint());
     }

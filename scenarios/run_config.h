@@ -13,6 +13,11 @@ namespace trainsim::scen {
 /// and scale, without a calibration profile (what memory and layout need).
 exec::RunConfig run_config_without_profile(const Scenario& s);
 
+/// The built-in datasheet profile for `gpu`: its preset's, or for a GPU described by
+/// cluster.gpu_spec.* its base preset's, with the NVLink bus bandwidths scaled to its NVLink rate
+/// and the efficiencies kept as fractions of its own peaks (docs/calibration.md).
+calib::Profile datasheet_profile_for(const topo::GpuSpec& gpu);
+
 /// Resolves `calibration.profile` ("datasheet" = the GPU's built-in profile, else a JSON file
 /// path, relative paths taken from the working directory) and copies the config structs.
 exec::RunConfig make_run_config(const Scenario& s);

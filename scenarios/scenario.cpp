@@ -364,6 +364,7 @@ class Resolver {
     const std::string preset = get("cluster.preset");
     c.name = preset == "none" ? "custom" : preset;
     c.gpu = *gpu_preset(get("cluster.gpu"));
+    apply_gpu_spec(c.gpu);
     c.gpus_per_node = integer("cluster.gpus_per_node");
     c.nics_per_node = integer("cluster.nics_per_node");
     c.nic_Gbps = real("cluster.nic_gbps");
@@ -403,6 +404,57 @@ class Resolver {
           "cluster.fabric.failed_cables / failed_switches: flows route around the failed parts "
           "at flow and packet fidelity; the analytic and schedule fidelities price collectives "
           "in closed form and do not see them");
+    }
+  }
+
+  // A GPU the presets do not hold: the cluster.gpu preset (its architecture) with the datasheet
+  // numbers cluster.gpu_spec.* gives. Its datasheet calibration is the preset's, rescaled where a
+  // rate is absolute (run_config.cpp: datasheet_profile_for).
+  void apply_gpu_spec(topo::GpuSpec& g) {
+    std::vector<std::string> changed;
+    const auto number = [&](const char* key, double scale, double& field, const char* what) {
+      const double v = real(key);
+      if (v <= 0) return;
+      field = v * scale;
+      changed.push_back(fmt::format("{} {}", what, get(key)));
+    };
+    number("cluster.gpu_spec.bf16_tflops", 1e12, g.peak_dense_16bit_flops, "bf16 TFLOP/s");
+    if (real("cluster.gpu_spec.fp8_tflops") > 0 && g.peak_dense_fp8_flops <= 0) {
+      throw_input(fmt::format("cluster.gpu {} has no fp8 tensor cores to rate: describe an fp8 "
+                              "GPU on a preset of an architecture that has them",
+                              get("cluster.gpu")),
+                  where("cluster.gpu_spec.fp8_tflops"),
+                  "h100-sxm, h200-sxm, b200, ... (trainsim --list-presets)");
+    }
+    number("cluster.gpu_spec.fp8_tflops", 1e12, g.peak_dense_fp8_flops, "fp8 TFLOP/s");
+    number("cluster.gpu_spec.hbm_gib", 1024.0 * 1024.0 * 1024.0, g.hbm_bytes, "GiB");
+    number("cluster.gpu_spec.hbm_tb_per_s", 1e12, g.hbm_Bps, "HBM TB/s");
+    number("cluster.gpu_spec.nvlink_gb_per_s", 1e9, g.nvlink_Bps, "NVLink GB/s");
+    number("cluster.gpu_spec.host_link_gb_per_s", 1e9, g.host_link_Bps, "host link GB/s");
+    number("cluster.gpu_spec.host_memory_gb", 1e9, g.host_memory_bytes, "host memory GB");
+    if (integer("cluster.gpu_spec.sms") > 0) {
+      g.sms = integer("cluster.gpu_spec.sms");
+      changed.push_back(fmt::format("{} SMs", g.sms));
+    }
+    if (get("cluster.gpu_spec.nvls") != "preset") {
+      g.has_nvls = get("cluster.gpu_spec.nvls") == "true";
+      changed.push_back(g.has_nvls ? "NVLS" : "no NVLS");
+    }
+    const std::string name = get("cluster.gpu_spec.name");
+    if (name != "none") {
+      g.name = name;
+    } else if (!changed.empty()) {
+      g.name = g.base + "-custom";
+    }
+    if (g.name != g.base) {
+      std::string numbers;
+      for (const std::string& c : changed) numbers += (numbers.empty() ? "" : ", ") + c;
+      scenario_.notes.push_back(fmt::format(
+          "cluster.gpu_spec: GPU `{}` is the {} preset with {}; its datasheet calibration keeps "
+          "the preset's efficiencies as fractions of the new peaks and scales the NVLink bus "
+          "bandwidths with the NVLink rate (docs/calibration.md); a profile measured on the GPU "
+          "(trainsim calibrate) replaces them",
+          g.name, g.base, numbers.empty() ? "its own numbers" : numbers));
     }
   }
 

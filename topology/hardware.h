@@ -13,7 +13,7 @@ namespace trainsim::topo {
 
 /// One GPU model, from the vendor datasheet.
 struct GpuSpec {
-  std::string name;                 // preset name, e.g. "h100-sxm"
+  std::string name;                 // preset name, e.g. "h100-sxm", or cluster.gpu_spec.name
   double peak_dense_16bit_flops = 0;  // dense bf16/fp16 tensor-core FLOP/s
   double peak_dense_fp8_flops = 0;    // 0 when the GPU has no fp8 tensor cores
   double hbm_bytes = 0;               // HBM the driver exposes (nvidia-smi memory.total), bytes
@@ -23,6 +23,9 @@ struct GpuSpec {
   int sms = 0;                        // streaming multiprocessors (datasheet); 0 = unknown
   double host_link_Bps = 0;           // link to host memory per direction (PCIe, NVLink-C2C); 0 = unknown
   double host_memory_bytes = 0;       // the GPU's share of its server's host memory; 0 = unknown
+  // The GPU preset whose datasheet calibration profile and architecture this GPU takes: its own
+  // name for a preset, the cluster.gpu preset for a GPU described by cluster.gpu_spec.* keys.
+  std::string base{};
 };
 
 /// Shape of the scale-out fabric, enough to size it and to find where bandwidth narrows.
