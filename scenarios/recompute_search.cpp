@@ -26,9 +26,13 @@ exec::RunConfig choose_recompute(exec::RunConfig cfg, std::string* chosen) {
   if (!cfg.opt.fused_attention() && fits(model::Recompute::kSelective, 0).fits()) {
     return done("selective");
   }
-  for (int n = 1; n < L.layers_max_stage; ++n) {
+  // N layers of each model chunk (of each stage when not interleaved), while that leaves some
+  // layer of the most loaded stage not recomputed.
+  const int v = std::max(1, L.par.vpp);
+  for (int n = 1; static_cast<long long>(n) * v < L.layers_max_stage; ++n) {
     if (fits(model::Recompute::kFull, n).fits()) {
-      return done(fmt::format("full ({} layer{} per stage)", n, n == 1 ? "" : "s"));
+      return done(fmt::format("full ({} layer{} per {})", n, n == 1 ? "" : "s",
+                              v > 1 ? "model chunk" : "stage"));
     }
   }
   const plan::MemoryUsage full = fits(model::Recompute::kFull, 0);

@@ -12,7 +12,7 @@ namespace trainsim::scen {
 /// scores: a fused kernel stores none, so selective saves nothing), full recompute of 1, 2, ...
 /// layers per pipeline stage (Megatron's block method), and full recompute of every layer, and
 /// returns `cfg` with the first that fits. `chosen` receives "none", "selective", "full" or
-/// "full (N layers per stage)". Throws trainsim::Error(kInfeasible) with the shortfall of full
+/// "full (N layers per stage)" or, interleaved, "full (N layers per model chunk)". Throws trainsim::Error(kInfeasible) with the shortfall of full
 /// recompute when nothing fits.
 exec::RunConfig choose_recompute(exec::RunConfig cfg, std::string* chosen = nullptr);
 

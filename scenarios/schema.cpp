@@ -528,17 +528,19 @@ std::vector<KeyDef> build_schema() {
        .type = K::kEnum,
        .default_value = "selective",
        .description = "Activation recompute: none, selective (attention core), full (every "
-                      "layer's forward, or training.recompute_layers of each stage), or auto (the "
-                      "least of none, selective, full of 1, 2, ... layers per stage, full that "
-                      "fits in memory)",
+                      "layer's forward, or training.recompute_layers of each model chunk), or auto "
+                      "(the least of none, selective, full of 1, 2, ... layers per model chunk, "
+                      "full that fits in memory)",
        .choices = {"auto", "none", "selective", "full"},
        .aliases = {"recompute_granularity", "activation_checkpointing", "checkpoint_activations",
                    "recompute_activations", "gradient_checkpointing"}},
       {.path = "training.recompute_layers",
        .type = K::kInt,
        .default_value = "0",
-       .description = "With full recompute: recompute only this many layers of each pipeline "
-                      "stage (Megatron's --recompute-method block); 0 = every layer",
+       .description = "With full recompute: recompute only this many layers of each model chunk "
+                      "(of each pipeline stage when not interleaved; Megatron-Core's "
+                      "--recompute-method block, whose --recompute-num-layers counts per virtual "
+                      "pipeline stage); 0 = every layer",
        .aliases = {"recompute_num_layers", "recompute_method"},
        .min_value = 0},
       {.path = "training.cpu_offload_layers",

@@ -286,11 +286,12 @@ class StageReplay {
     for (bool& ready : w_.layer_ready) ready = false;
   }
 
-  // Block recompute: only the stage's first `recompute_layers` layers recompute in full.
+  // Block recompute: `recompute_layers` of each model chunk recompute in full, min(n, N·vpp) of
+  // a stage's n layers (plan::recomputed_layers_per_stage), the stage's first ones here.
   void run(int layers, int first_layer, const int* at, Acc8* snapshots, int n_snapshots) {
     const auto& m = c_.cfg.model;
     const model::Recompute rc = c_.cfg.training.recompute;
-    const int block = c_.cfg.training.recompute_layers;
+    const int block = plan::recomputed_layers_per_stage(c_.L.par, c_.cfg.training);
     Acc8 acc;
     for (int s = 0; s < n_snapshots; ++s) {
       if (at[s] == 0) snapshots[s] = acc;
@@ -687,9 +688,10 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   r.hardware_flops_per_iteration =
       model::hardware_flops_per_token(m, cfg.training.recompute) * tokens;
   if (cfg.training.recompute == model::Recompute::kFull && cfg.training.recompute_layers > 0) {
-    // Block recompute re-runs the forward of recompute_layers of each stage's layers.
-    const double share = std::min(1.0, static_cast<double>(cfg.training.recompute_layers) /
-                                           std::max(1, L.layers_max_stage));
+    // Block recompute re-runs the forward of recompute_layers of each model chunk's layers.
+    const double share =
+        std::min(1.0, static_cast<double>(plan::recomputed_layers_per_stage(par, cfg.training)) /
+                          std::max(1, L.layers_max_stage));
     r.hardware_flops_per_iteration =
         r.model_flops_per_iteration +
         share * (r.hardware_flops_per_iteration - r.model_flops_per_iteration);

@@ -40,7 +40,10 @@ namespace trainsim::exec {
 /// all-to-all, and the TP group all-gathers the dispatched rows for its TP-sharded experts and
 /// reduce-scatters their output (every TP rank sent all the rows, and no TP collective ran).
 /// analytic-15: under GPipe the last stage holds every micro-batch's logits (plan::memory_per_gpu).
-inline constexpr const char* kAnalyticModelVersion = "analytic-15";
+/// analytic-16: training.recompute_layers counts per model chunk (Megatron-Core's per virtual
+/// stage); an MoE model's activations count top_k only in its MoE layers (model.moe_every); the
+/// ZeRO-3 gather buffer is two of the stage's largest units, at most the stage, none at DP·CP 1.
+inline constexpr const char* kAnalyticModelVersion = "analytic-16";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -39,7 +39,12 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   const double mlp = (m.mlp == model::MlpKind::kSwiglu ? 4.0 : 2.0) * f + in_b * f;
   double attention_part = (2.0 * q + 2.0 * kv + 2.0 * kv + in_b * q) * sbh_tokens;
   double mlp_part = mlp * sbh_tokens;
-  if (m.experts > 0) mlp_part *= m.top_k;  // each token's activations in its top-k experts
+  // Each token's activations in its top-k experts, in the MoE layers (model.moe_every): averaged
+  // over the layers, as stage_parameters shares the experts' weights.
+  if (m.experts > 0 && m.layers > 0) {
+    const double moe_share = static_cast<double>(m.moe_layers()) / m.layers;
+    mlp_part *= moe_share == 1.0 ? m.top_k : 1.0 + (m.top_k - 1.0) * moe_share;
+  }
   double scores = 0;
   if (fused_attention) {
     // FlashAttention keeps no scores, only the fp32 log-sum-exp of every query row and head
@@ -134,7 +139,7 @@ InventoryBase inventory_base(const model::ModelConfig& m, const Layout& L,
   const bool fp8 = train.precision == Precision::kFp8;
   b.per_layer_full =
       layer_activation_bytes(m, par, train.micro_batch, train.recompute, fused_attention, fp8);
-  // Block recompute: N layers per stage keep only their input, the others everything.
+  // Block recompute: N layers per model chunk keep only their input, the others everything.
   b.per_layer_kept =
       train.recompute == model::Recompute::kFull && train.recompute_layers > 0
           ? layer_activation_bytes(m, par, train.micro_batch, model::Recompute::kNone,
@@ -160,15 +165,25 @@ StageInventory inventory_of(const model::ModelConfig& m, const model::ParamCount
   };
   StageInventory v;
   v.weights_bytes = sharded(weight_b, 3);
-  // Under ZeRO-3 the layer being computed is gathered in full: two layers' worth of buffers.
-  if (par.zero >= 3 && layers > 0) v.weights_bytes += 2.0 * sp.total() / layers * weight_b;
+  // Under ZeRO-3 the unit being computed is gathered in full while the next one is fetched: two
+  // of the stage's largest units (a layer, or the embedding or output layer where they are
+  // bigger), never more than the whole stage; with nothing sharded (DP·CP 1) nothing is gathered.
+  if (par.zero >= 3 && layers > 0 && b.shard > 1) {
+    const double layer = stage_parameters(m, pc, L, false, false, 1).total();
+    double unit = layer;
+    if (first) unit = std::max(unit, pc.embedding / par.tp);
+    if (last) {
+      unit = std::max(unit, sp.total() - layers * layer - (first ? pc.embedding / par.tp : 0.0));
+    }
+    v.weights_bytes += std::min(2.0 * unit, sp.total()) * weight_b;
+  }
   v.gradients_bytes = sharded(b.grad_b, 2);
   v.optimizer_bytes = sharded(opt_b, 1);
   v.per_layer_full = b.per_layer_full;
   v.per_layer_kept = b.per_layer_kept;
   v.layers = layers;
   v.recomputed_layers = train.recompute == model::Recompute::kFull && train.recompute_layers > 0
-                            ? std::min(layers, train.recompute_layers)
+                            ? std::min(layers, recomputed_layers_per_stage(par, train))
                             : layers;
   v.offloaded_layers = std::clamp(train.cpu_offload_layers, 0, std::max(0, layers - 1));
   if (first) {

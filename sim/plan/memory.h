@@ -11,6 +11,9 @@
 // PP·(1 + (PP−1)/(PP·VPP)) for interleaved 1F1B, all micro-batches for GPipe.
 #pragma once
 
+#include <algorithm>
+#include <limits>
+
 #include "sim/model/transformer.h"
 #include "sim/plan/config.h"
 #include "sim/plan/layout.h"
@@ -39,7 +42,7 @@ struct MemoryUsage {
   bool fits() const { return peak_bytes <= capacity_bytes; }
 };
 
-/// What the runtime holds besides the model and its activations (docs/memory.md).
+/// What the runtime holds besides the model and its activations (docs/analytic-model.md §6).
 struct RuntimeOverhead {
   double context_bytes = 0;    // CUDA context and library handles
   double workspace_bytes = 0;  // cuBLASLt workspaces
@@ -52,6 +55,16 @@ inline constexpr double kAllocatorFragmentation = 0.10;
 /// Micro-batches whose activations stage `stage` holds at its peak (warm-up of the schedule):
 /// 1F1B p − s, interleaved ((p − s − 1)·2 + (v − 1)·p + 1)/v, GPipe all; never more than exist.
 double in_flight_microbatches(const ParallelConfig& par, int microbatches, int stage);
+
+/// Layers of a stage that block recompute (training.recompute_layers = N) recomputes: N of each
+/// of its model chunks, as Megatron-Core's --recompute-num-layers counts per virtual pipeline
+/// stage (a TransformerBlock is one chunk; NeMo's docs: "the number of layers per virtual
+/// pipeline stage"). A stage's chunks differ by at most one layer (Layout::chunk_layers), so
+/// that is min(n, N·vpp) of its n layers. 0 when N is 0 (every layer).
+inline int recomputed_layers_per_stage(const ParallelConfig& par, const TrainingConfig& train) {
+  const long long n = static_cast<long long>(train.recompute_layers) * std::max(1, par.vpp);
+  return static_cast<int>(std::min<long long>(n, std::numeric_limits<int>::max()));
+}
 
 /// Activation bytes of one layer for one micro-batch on one GPU. `fp8_inputs`: the inputs of
 /// the Linear layers (QKV, attention projection, MLP up and down) are kept as their FP8 copies,

@@ -464,15 +464,14 @@ struct Builder {
     if (last != last_compute) blockers.push_back(last);
   }
 
-  // Block recompute (training.recompute_layers = N): only the stage's first N layers recompute.
+  // Block recompute (training.recompute_layers = N): the first N layers of each model chunk
+  // recompute (Megatron-Core counts --recompute-num-layers per virtual pipeline stage).
   bool recomputed_in_full(int layer) const {
     const int n = ps.training.recompute_layers;
     if (n <= 0) return true;
-    int rank = 0;
     for (int c = 0; c < L.par.vpp; ++c) {
       const auto [first, count] = L.chunk_layers(stage, c);
-      if (layer >= first && layer < first + count) return rank + (layer - first) < n;
-      rank += count;
+      if (layer >= first && layer < first + count) return layer - first < n;
     }
     return false;
   }

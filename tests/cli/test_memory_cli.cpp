@@ -8,7 +8,26 @@
 //     one micro-batch in flight, holds exactly one GPipe micro-batch's share;
 //   * `memory.peak_stage` says where the peak is: GPT-3 175B, PP 8 with 6 layers on each end
 //     stage and 14 on the middle ones, 1F1B, peaks on stage 1, which holds 7 micro-batches in
-//     flight (p − s): "middle", index 1 (it said "last" for every stage but the first).
+//     flight (p − s): "middle", index 1 (it said "last" for every stage but the first);
+//   * training.recompute_layers counts per model chunk, as Megatron-Core's --recompute-num-layers
+//     does per virtual stage: Llama 3 8B, TP 2 (SP), PP 4, VPP 2 (8 layers a stage in two chunks
+//     of 4), R layers of each chunk, 2R of the stage, keep only their input (2·s·h/t =
+//     33,554,432 B), the others everything (SP-sharded 8·s·h/t = 134,217,728 B, and the TP-sharded
+//     Q, K, V, output (2·4096 + 2·1024 + 2·1024 + 2·4096)·s, SwiGLU's 6·14,336·s and the fp32
+//     log-sum-exp 4·32·s, /t: 436,731,904 B; 570,949,632 B a layer); stage 0 holds 5.5 chunk-
+//     micro-batches' worth ((2·3 + 4 + 1)/2) and the embedding output: R = 2 reads
+//     (4·33,554,432 + 4·570,949,632 + 33,554,432)·5.5 = 13,483,638,784 B (it counted 2 of the
+//     stage's 8: 19,394,985,984), R = 4 is every layer, and HFU/MFU is that of PP 4 without
+//     interleaving and 4 layers a stage;
+//   * an MoE model keeps its top-k experts' activations in its MoE layers only
+//     (model.moe_every): Llama 3 8B with 8 experts, top-2, EP 8, TP 2: each MoE layer holds
+//     (k − 1)·6·14,336·8,192/2 = 352,321,536 B more than a dense one, so every-layer MoE less
+//     every-other-layer is 16 of them and every-other less every-fourth 8 (all three read the
+//     same before);
+//   * ZeRO-3 gathers two units (layers, or the embedding where it is bigger) but never more than
+//     the stage: Llama 3 8B at PP 32, TP 1, DP 2, whose first stage is one layer and the
+//     embedding (P = 742.4 M parameters): 2·P/2 sharded + 2·P gathered = 1.5 × ZeRO-0's 2·P (it
+//     read 2.5 ×, more than no sharding).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -63,6 +82,55 @@ TEST(MemoryCli, PeakStageNamesAMiddleStage) {
   EXPECT_EQ(m["peak_stage"], "middle");
   EXPECT_EQ(m["peak_stage_index"], 1);
   EXPECT_EQ(m["in_flight_microbatches"], 7.0);
+}
+
+const std::string kLlama8b = "scenarios/examples/llama3-8b-64xh100.yaml";
+
+nlohmann::json run_of(const std::string& args) {
+  const CliRun r = trainsim("run " + kLlama8b + " " + args + " --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+TEST(MemoryCli, BlockRecomputeCountsPerModelChunk) {
+  const std::string base =
+      "--set parallel.pp=4 --set training.recompute=full --set training.recompute_layers=";
+  const nlohmann::json two = run_of(base + "2 --set parallel.vpp=2");
+  ASSERT_TRUE(two.contains("memory"));
+  EXPECT_EQ(two["memory"]["in_flight_microbatches"].get<double>(), 5.5);
+  EXPECT_EQ(two["memory"]["activations_bytes"].get<double>(),
+            (4 * 33554432.0 + 4 * 570949632.0 + 33554432.0) * 5.5);
+  const nlohmann::json four = run_of(base + "4 --set parallel.vpp=2");
+  const nlohmann::json every = run_of(base + "0 --set parallel.vpp=2");
+  EXPECT_EQ(four["memory"]["activations_bytes"], every["memory"]["activations_bytes"]);
+  EXPECT_EQ(four["hfu"], every["hfu"]);
+  const nlohmann::json flat = run_of(base + "4 --set parallel.vpp=1");
+  const double ratio2 = two["hfu"].get<double>() / two["mfu"].get<double>();
+  const double ratio_flat = flat["hfu"].get<double>() / flat["mfu"].get<double>();
+  EXPECT_NEAR(ratio2, ratio_flat, 1e-12);
+  EXPECT_GT(ratio2, 1.0);
+}
+
+TEST(MemoryCli, MoeActivationsFollowMoeEvery) {
+  const auto activations = [](int every) {
+    return run_of("--set model.experts=8 --set model.top_k=2 --set parallel.ep=8 "
+                  "--set parallel.tp=2 --set model.moe_every=" + std::to_string(every))["memory"]
+        ["activations_bytes"].get<double>();
+  };
+  const double delta = 6.0 * 14336 * 8192 / 2;  // (top_k − 1) · 6·f·s / t per MoE layer
+  EXPECT_EQ(activations(1) - activations(2), 16 * delta);
+  EXPECT_EQ(activations(2) - activations(4), 8 * delta);
+}
+
+TEST(MemoryCli, ZeroThreeGathersNoMoreThanTheStage) {
+  const auto weights = [](int zero) {
+    return run_of("--set parallel.tp=1 --set parallel.pp=32 --set parallel.vpp=1 "
+                  "--set parallel.zero=" + std::to_string(zero))["memory"]["weights_bytes"]
+        .get<double>();
+  };
+  const double w0 = weights(0);
+  EXPECT_EQ(w0, 2 * 742400000.0);  // one layer (218.1 M) and the embedding (524.3 M), 2 B
+  EXPECT_EQ(weights(3), 1.5 * w0);
 }
 
 }  // namespace

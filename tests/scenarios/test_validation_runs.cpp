@@ -431,7 +431,8 @@ TEST(ValidationRuns, ImplausiblePublishedFiguresWarn) {
 // The precision cell names the fp8 recipe as NeMo's tables do: `fp8-cs` is current scaling,
 // exactly `fp8` with training.fp8_recipe current (and slower: every cast reads its input once
 // more); bare `fp8` is TE's default, delayed scaling, and says so. `full:N` in the recompute
-// cell is full recompute of N layers per stage, exactly the two scenario keys.
+// cell is full recompute of N layers per model chunk (here, PP 1, of the stage), exactly the two
+// scenario keys.
 TEST(ValidationRuns, Fp8RecipeAndBlockRecomputeCells) {
   const auto row = [](const std::string& precision, const std::string& recompute,
                       const ValidationOptions& options = {}) {
