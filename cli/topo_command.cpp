@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -141,7 +142,10 @@ void fail_named(const topo::ClusterGraph& g, const std::vector<std::string>& nam
   }
 }
 
-std::string ratio_text(double r) { return r > 0 ? fmt::format("{:.2f}:1", r) : "top"; }
+std::string ratio_text(double r) {
+  if (std::isinf(r)) return "cut (every uplink failed)";
+  return r > 0 ? fmt::format("{:.2f}:1", r) : "top";
+}
 
 std::string fabric_text(const topo::FabricSummary& f) {
   std::string out = fmt::format("fabric: {}\n", f.description);
@@ -180,8 +184,9 @@ ordered_json fabric_json(const topo::FabricSummary& f) {
                      {"up_cables", t.up_cables},
                      {"down_Bps", t.down_Bps},
                      {"up_Bps", t.up_Bps},
-                     {"oversubscription", t.oversubscription > 0 ? ordered_json(t.oversubscription)
-                                                                 : ordered_json(nullptr)}});
+                     {"oversubscription", t.oversubscription > 0 && std::isfinite(t.oversubscription)
+                                              ? ordered_json(t.oversubscription)
+                                              : ordered_json(nullptr)}});
   }
   ordered_json cables = ordered_json::array();
   for (const topo::CableSummary& c : f.cables) {

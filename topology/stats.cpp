@@ -1,6 +1,7 @@
 #include "topology/stats.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -133,8 +134,11 @@ FabricSummary summarize_fabric(const ClusterGraph& g, const FailureSet* failures
 
   double narrowest = s.injection_Bps;
   for (TierSummary& t : s.tiers) {
-    if (t.up_Bps > 0) {
-      t.oversubscription = t.down_Bps / t.up_Bps;
+    // A tier with uplinks bounds the bisection by what they carry, 0 when every one has failed
+    // (the fabric is then cut in two; its oversubscription is unbounded). The top tier has none.
+    if (t.up_cables > 0) {
+      t.oversubscription = t.up_Bps > 0 ? t.down_Bps / t.up_Bps
+                                        : std::numeric_limits<double>::infinity();
       narrowest = std::min(narrowest, t.up_Bps);
     }
   }

@@ -22,7 +22,7 @@ struct TierSummary {
   int up_cables = 0;    // cables to the tier above
   double down_Bps = 0;  // their capacity, one direction
   double up_Bps = 0;
-  double oversubscription = 0;  // down_Bps / up_Bps; 0 at the top tier
+  double oversubscription = 0;  // down_Bps / up_Bps; 0 at the top tier, infinite with every uplink down
 };
 
 /// Cables of one kind, e.g. "nic-tor" or "tor-agg".

@@ -106,6 +106,30 @@ TEST(TopoCli, FailedLinksAreListed) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["failures"]["cables"].size(), 5u);
 }
 
+// Failing cables never raises the bisection: a k = 4 fat tree has 32 switch-to-switch cables
+// (16 edge-aggregation, 16 aggregation-core) and a bisection of k³/8 · 100 G = 0.8 Tb/s; with
+// every one failed the edge tier's uplinks carry nothing and the bisection is 0 (it read the
+// intact 0.8 Tb/s again, the cut tier being taken for the top one).
+TEST(TopoCli, FailingEveryCableCutsTheBisection) {
+  const auto bisection = [](int k) {
+    const CliRun r = trainsim("topo --fat-tree 4 --fail-links " + std::to_string(k) +
+                              " --seed 7 --format json");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["fabric"]["bisection_Bps"].get<double>()
+                       : -1.0;
+  };
+  double previous = bisection(0);
+  EXPECT_EQ(previous, 0.8e12 / 8);
+  for (int k : {8, 16, 24, 31, 32}) {
+    const double b = bisection(k);
+    EXPECT_LE(b, previous) << k;
+    previous = b;
+  }
+  EXPECT_EQ(previous, 0.0);
+  const CliRun text = trainsim("topo --fat-tree 4 --fail-links 32 --seed 7");
+  EXPECT_TRUE(has(text.out, "cut (every uplink failed)")) << text.out;
+}
+
 // The GraphViz export reads back as a custom fabric with the same shape.
 TEST(TopoCli, ExportDotReadsBack) {
   const std::string dot = temp_path("fabric.dot");
