@@ -244,19 +244,41 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
   const double accumulate = c.layer_accumulate(moe);
   out.add(kBackward, accumulate);
   out.add(kCompute, accumulate);
-  double attention_time = 0;
-  for (const Op& op : ops) {
-    if (op.kind == OpKind::kAttention || op.name.rfind("attn_", 0) == 0 || op.name == "softmax")
-      attention_time += c.cm.forward(op);
-  }
   if (par.cp > 1) {
     // K and V of the other CP ranks: all-gathered in forward (and again when recomputed),
-    // their gradients reduce-scattered in backward; the ring exchange overlaps attention blocks.
+    // their gradients reduce-scattered in backward. All-gather CP (framework.cp_comm) runs them
+    // before and after attention, exposed. The ring exchange (p2p) pipelines them with the
+    // attention core's n = cp blocks, as the Program does (sim/plan/program.cpp: attention_cp):
+    // block 0 takes the local K/V, block i waits for the i-th of n − 1 pieces (τ_a = AG/(n−1)
+    // each, one after another on the CP stream), and in backward each block i ≥ 1 reduce-scatters
+    // its dK/dV piece (τ_r = RS/(n−1)) after it. With β the block's time (the first core op's
+    // forward, or its backward: a score GEMM's input-gradient part), forward ends at
+    // max(n·β, AG + β), backward at the latest of n·β + τ_r, AG + β + τ_r (the last piece's block
+    // and its reduce-scatter) and AG + RS (the stream's own work).
     const double fwd_passes = full ? 2 : 1;
-    // All-gather CP (framework.cp_comm) runs them before and after attention, exposed.
-    const double hidden = c.cfg.opt.cp_all_gather ? 0.0 : attention_time;
-    out.add(kCp, fwd_passes * std::max(0.0, lc.cag.time_s - hidden) +
-                     std::max(0.0, lc.cag.time_s + lc.crs.time_s - 2.0 * hidden));
+    const double n = par.cp;
+    const double ag = lc.cag.time_s, rs = lc.crs.time_s;
+    double exposed = fwd_passes * ag + ag + rs;
+    if (!c.cfg.opt.cp_all_gather) {
+      double core_fwd = 0, core_bwd = 0;
+      for (const Op& op : ops) {
+        if (!(op.kind == OpKind::kAttention || op.name == "attn_scores" || op.name == "softmax" ||
+              op.name == "attn_dropout" || op.name == "attn_context")) {
+          continue;
+        }
+        core_fwd = c.cm.forward(op) - c.cm.launch(op);
+        core_bwd = op.kind == OpKind::kGemm
+                       ? c.cm.backward_cast(op) +
+                             c.cm.gemm_time(op.m, op.k, op.n, op.batch,
+                                            model::runs_16bit(op) ? c.cm.peak16 : c.cm.gemm_peak)
+                       : c.cm.backward(op) - c.cm.launch(op);
+        break;
+      }
+      const double bf = core_fwd / n, bb = core_bwd / n, tr = rs / (n - 1);
+      exposed = fwd_passes * std::max(0.0, ag - (n - 1) * bf) +
+                std::max({tr, ag + tr - (n - 1) * bb, ag + rs - n * bb});
+    }
+    out.add(kCp, exposed);
     out.traffic(lc.cag, fwd_passes + 1);
     out.traffic(lc.crs);
   }
