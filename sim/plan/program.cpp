@@ -716,9 +716,15 @@ struct Builder {
       }
     }
     if (reduce_now && !opt.dp_overlap && L.par.zero >= 2) {
+      // Without DP overlap the shard's reduce-scatters run after the backward and the compute
+      // stream waits for them (as the ZeRO-3 gathers above): nothing of the next micro-batch
+      // hides them, as the analytic fidelity has it.
+      const std::size_t before = grad_reductions.size();
       for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) {
         dp_grad_bucket(ci, b, mb, chunk);
       }
+      blockers.insert(blockers.end(), grad_reductions.begin() + static_cast<std::ptrdiff_t>(before),
+                      grad_reductions.end());
     }
     if (ci.has_prev && emit_send) send(Stream::kPpSendPrev, mb, chunk);
   }

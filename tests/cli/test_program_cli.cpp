@@ -661,5 +661,26 @@ TEST(ProgramCli, FineGrainedMoeRowIsSimulated) {
   EXPECT_GT(rows[0]["predicted"]["iter_s"].get<double>(), 0);
 }
 
+// ZeRO-2 without DP overlap (optimizations.dp_overlap false): the shard's reduce-scatters after
+// each micro-batch's backward hold the compute stream, as the analytic fidelity exposes them;
+// the schedule ran the next micro-batch under them and exposed a sixth as much (Llama 3 8B on 64
+// H100, TP 2: 0.21 s of DP against 1.37 s analytic, the step 14 % shorter). By hand the exposed
+// DP is at least the 16 reduce-scatters of 4.01 G parameters · 4 B · 31/32 over the NIC share.
+TEST(ProgramCli, ZeroTwoWithoutDpOverlapWaitsForItsReduceScatters) {
+  const auto run = [](const std::string& fidelity) {
+    const CliRun r = trainsim("run scenarios/examples/llama3-8b-64xh100.yaml --format json "
+                              "--set parallel.zero=2 --set optimizations.dp_overlap=false "
+                              "--fidelity " + fidelity);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  const nlohmann::json a = run("analytic"), s = run("schedule");
+  ASSERT_TRUE(a.contains("breakdown") && s.contains("breakdown"));
+  EXPECT_NEAR(s["iteration_time_s"].get<double>(), a["iteration_time_s"].get<double>(),
+              0.03 * a["iteration_time_s"].get<double>());
+  EXPECT_GT(s["breakdown"]["exposed_comm_s"]["dp"].get<double>(),
+            0.9 * a["breakdown"]["exposed_comm_s"]["dp"].get<double>());
+}
+
 }  // namespace
 }  // namespace trainsim
