@@ -83,6 +83,15 @@ std::vector<std::vector<std::string>> jobs_rows(const scen::JobsOutcome& o,
   return rows;
 }
 
+// The scenario's own notes (the cluster's: its fabric as built, failed parts, a described GPU),
+// which no job's result carries since each job's scenario holds only the job's GPUs.
+static std::string cluster_notes_text(const scen::Scenario& s) {
+  if (s.notes.empty()) return "";
+  std::string t = "\nnotes\n";
+  for (const std::string& note : s.notes) t += "  - " + note + "\n";
+  return t;
+}
+
 std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
   const exec::Result& r = o.jobs.front().shared;
   std::string t = fmt::format("trainsim {} · {} fidelity, model {} · calibration {} v{}\n",
@@ -104,7 +113,7 @@ std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
     t += fmt::format("\n{} fidelity: the jobs do not share network state (slowdown 1); "
                      "--fidelity flow puts their flows on one fabric\n",
                      o.run.fidelity);
-    return t;
+    return t + cluster_notes_text(s);
   }
   const exec::NetworkStats& n = o.run.fabric;
   t += "\nfabric, all jobs over the makespan, % of capacity: busiest link / mean of the class\n";
@@ -126,7 +135,7 @@ std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
   } else {
     t += fmt::format("flows     {} started, {} solver calls\n", o.run.exec.flows, o.run.exec.solves);
   }
-  return t;
+  return t + cluster_notes_text(s);
 }
 
 nlohmann::ordered_json jobs_json(const scen::JobsOutcome& o, const scen::Scenario& s) {
@@ -155,6 +164,7 @@ nlohmann::ordered_json jobs_json(const scen::JobsOutcome& o, const scen::Scenari
   }
   j["jobs"] = jobs;
   j["fabric"] = fabric_json(o.run);
+  j["notes"] = s.notes;
   return j;
 }
 

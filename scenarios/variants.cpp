@@ -81,9 +81,10 @@ std::vector<Variant> run_variants(const VariantPlan& plan, const std::string& pa
       v.scenario = path.empty() ? load_scenario_string(default_yaml, default_name, all)
                                 : load_scenario_file(path, all);
       if (!v.scenario.jobs.empty()) {
-        for (const JobSpec& j : v.scenario.jobs) {
-          if (check) check(j.scenario);
-        }
+        // Checked as the whole cluster the jobs share: its fabric (a job's own scenario holds
+        // only the job's GPUs, whose fabric may be a single switch) and the work of every job
+        // together, which bounds each job's.
+        if (check) check(v.scenario);
         // The outcome points into v.scenario.jobs, whose elements keep their addresses when the
         // Variant (and so the vector) is moved.
         auto jobs = std::make_shared<JobsOutcome>(run_scenario_jobs(v.scenario));

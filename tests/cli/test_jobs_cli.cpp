@@ -389,4 +389,33 @@ TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
   EXPECT_TRUE(has(trace.err, "--trace"));
 }
 
+// The cluster the jobs share is checked and described as a whole (found by a new user's trial):
+//   * `--compare` of failed cables or switches on the dumbbell (2 leaves, 1 spine, 2 cables)
+//     checked them against each job's own 2-GPU fabric, a single switch, and refused "this
+//     fabric has 0 switch-to-switch cables"; failing one of its 2 cables cuts job a's ring,
+//     as `--set` says: exit 3 naming the lost path;
+//   * the notes of the cluster (here the 4:1 asked of a tier built at 2:1, whole cables) were
+//     not printed for a multi-job run.
+TEST(JobsCli, TheSharedClusterIsCheckedAndNotedAsAWhole) {
+  const CliRun cable = trainsim(
+      "run scenarios/examples/two-jobs-dumbbell.yaml --compare cluster.fabric.failed_cables=0,1");
+  EXPECT_EQ(cable.code, 3) << cable.err;
+  EXPECT_EQ(cable.err.find("0 switch-to-switch cables"), std::string::npos) << cable.err;
+  EXPECT_NE(cable.err.find("no path"), std::string::npos) << cable.err;
+  const CliRun spine = trainsim(
+      "run scenarios/examples/two-jobs-dumbbell.yaml --compare cluster.fabric.failed_switches=spine0");
+  EXPECT_EQ(spine.code, 3) << spine.err;
+  EXPECT_EQ(spine.err.find("no switch named"), std::string::npos) << spine.err;
+  const CliRun text = trainsim(
+      "run scenarios/examples/two-jobs-dumbbell.yaml --set cluster.fabric.oversubscription=4");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("built at 2.00:1"), std::string::npos) << text.out;
+  const CliRun json = trainsim(
+      "run scenarios/examples/two-jobs-dumbbell.yaml --set cluster.fabric.oversubscription=4 "
+      "--format json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  EXPECT_NE(nlohmann::json::parse(json.out)["notes"].dump().find("built at 2.00:1"),
+            std::string::npos);
+}
+
 }  // namespace
