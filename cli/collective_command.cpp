@@ -98,7 +98,7 @@ int run_collective_command(const CollectiveArgs& a) {
   const scen::Scenario s = a.scenario.empty() ? scen::load_scenario_string("", "<default>", sets)
                                               : scen::load_scenario_file(a.scenario, sets);
   const exec::RunConfig cfg = scen::make_run_config(s);
-  const coll::LinkModel links = exec::link_model(cfg);
+  coll::LinkModel links = exec::link_model(cfg);
   const coll::Placement placement = a.placement == "rail"     ? coll::Placement::kRail
                                     : a.placement == "spread" ? coll::Placement::kSpread
                                                               : coll::Placement::kPacked;
@@ -109,6 +109,15 @@ int run_collective_command(const CollectiveArgs& a) {
   }
   const int ranks = kind == coll::Kind::kSendRecv ? 2 : a.ranks;
   const coll::GroupShape shape = coll::placement_shape(ranks, placement, s.cluster);
+  const int groups_in_use = a.groups;
+  if (placement != coll::Placement::kPacked &&
+      s.cluster.nics_per_node < s.cluster.gpus_per_node) {
+    // One rank per server and copy: a server's NICs serve only the GPUs in use, at most one NIC
+    // each (a GPU drives its own NIC; the model's NICs / GPUs per node shares them among all).
+    links.nic_Bps_per_gpu =
+        s.cluster.nic_Bps() * cfg.profile.nic_efficiency *
+        std::min(1.0, static_cast<double>(s.cluster.nics_per_node) / std::max(1, groups_in_use));
+  }
   coll::Choice choice = s.collectives;  // the scenario's collectives.*, then the flags
   if (a.algorithm == "ring") choice.algorithm = coll::Algorithm::kRing;
   if (a.algorithm == "tree") choice.algorithm = coll::Algorithm::kTree;

@@ -151,12 +151,21 @@ Candidate ring(Kind k, double bytes, const GroupShape& group, const LinkModel& l
     busbw = l.nvlink_busbw_Bps;
     c.cost.nvlink_bytes = factor * bytes;
   } else {
-    const double nic_busbw = g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l);
+    // The rings cross each server boundary once: a server of g members feeds them through g
+    // GPUs' NICs, the least-populated one through its own few.
+    const int g_min = group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
+    const double nic_busbw = g_min * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l);
     const double nvl_busbw =
         g > 1 ? g / (g - 1.0) * l.nvlink_busbw_Bps : std::numeric_limits<double>::infinity();
     busbw = std::min(nic_busbw, nvl_busbw);
-    c.cost.nic_bytes = factor * bytes / g;
-    c.cost.nvlink_bytes = factor * bytes * (g - 1.0) / g;
+    if (g_min == g) {
+      c.cost.nic_bytes = factor * bytes / g;
+      c.cost.nvlink_bytes = factor * bytes * (g - 1.0) / g;
+    } else {
+      // `nodes` of the ring's n edges cross servers: the average rank's share.
+      c.cost.nic_bytes = factor * bytes * nodes / n;
+      c.cost.nvlink_bytes = factor * bytes * (n - nodes) / static_cast<double>(n);
+    }
   }
   busbw *= protocol_factor(Algorithm::kRing, p, k, group);
   c.cost.time_s = lat + factor * bytes / busbw;
@@ -175,8 +184,9 @@ Candidate tree(Kind k, double bytes, const GroupShape& group, const LinkModel& l
   if (k != Kind::kAllReduce) return c;
   const Candidate r = ring(k, bytes, group, l, Protocol::kSimple);
   const int g = std::max(1, std::min(group.per_node, group.ranks));
+  const int g_min = group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
   const double nic_busbw = group.nodes > 1
-                               ? g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l)
+                               ? g_min * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l)
                                : std::numeric_limits<double>::infinity();
   const double nvl_busbw = group.nodes == 1 ? l.nvlink_busbw_Bps
                            : g > 1          ? g / (g - 1.0) * l.nvlink_busbw_Bps

@@ -36,6 +36,9 @@ struct GroupShape {
   int per_node = 1;  // members on one server (≥ 1)
   int nodes = 1;     // servers the group spans
   int pods = 1;      // full-bisection pods the group spans
+  // Members on the least-populated server when the last is partly used (9 ranks on 8-GPU
+  // servers: 1); 0 = per_node. Every ring enters and leaves that server through its NICs.
+  int min_per_node = 0;
 };
 
 /// Latencies of one (algorithm, protocol) pair, seconds (NCCL baseLat and hwLat).

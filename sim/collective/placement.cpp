@@ -30,6 +30,7 @@ GroupShape placement_shape(int ranks, Placement placement, const topo::ClusterSp
     }
     g.per_node = std::min(ranks, gpn);
     g.nodes = (ranks + gpn - 1) / gpn;
+    g.min_per_node = ranks - (g.nodes - 1) * g.per_node;
   } else {
     if (ranks > max_servers) {
       throw_infeasible(std::to_string(ranks) + " ranks at one per server do not fit cluster `" +

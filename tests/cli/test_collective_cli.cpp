@@ -215,4 +215,32 @@ TEST(CollectiveCli, BadInput) {
   EXPECT_NE(preset.err.find("selene-a100"), std::string::npos) << preset.err;
 }
 
+// The analytic table's NIC bound, by hand (found by a new user's trial):
+//   * 9 ranks packed on 8-GPU DGX H100 servers: the 9th rank's server feeds every ring through
+//     its one 400 Gb/s NIC, 50 GB/s × 0.94 = 47 GB/s, so the 1 GiB ring all-reduce's bus
+//     bandwidth is at most that (it read 368 GB/s, the full servers' 8 NICs), as the flow level
+//     finds; its NIC bytes per rank are the 2 server crossings of 2·(8/9)·S over 9 ranks;
+//   * 16 ranks one per server on Jean Zay (4 × 100 Gb/s NICs per 8 GPUs): a lone GPU drives a
+//     whole NIC, 12.5 GB/s × 0.94 = 11.75 GB/s (it read half, the share when all 8 GPUs run).
+TEST(CollectiveCli, NicBoundOfAPartlyUsedServerAndOfALoneRank) {
+  const auto row = [](const std::string& args) {
+    const Out r = trainsim("collective --op all_reduce --sizes 1G --algo ring --proto Simple "
+                           "--format json " + args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["rows"][0] : nlohmann::json::object();
+  };
+  const nlohmann::json nine = row("--cluster dgx-h100-superpod --ranks 9");
+  const nlohmann::json nine_flow = row("--cluster dgx-h100-superpod --ranks 9 --fidelity flow");
+  const double nic = 400e9 / 8 * 0.94 / 1e9;
+  EXPECT_LE(nine["busbw_GBps"].get<double>(), nic);
+  EXPECT_GT(nine["busbw_GBps"].get<double>(), 0.99 * nic);
+  EXPECT_NEAR(nine["busbw_GBps"].get<double>(), nine_flow["busbw_GBps"].get<double>(),
+              0.01 * nic);
+  EXPECT_NEAR(nine["nic_bytes_per_rank"].get<double>(), 2 * 2 * 8.0 / 9 * 1073741824.0 / 9,
+              1.0);
+  const nlohmann::json rail = row("--cluster jean-zay-a100 --ranks 16 --placement rail");
+  EXPECT_LE(rail["busbw_GBps"].get<double>(), 100e9 / 8 * 0.94 / 1e9);
+  EXPECT_GT(rail["busbw_GBps"].get<double>(), 0.99 * 100e9 / 8 * 0.94 / 1e9);
+}
+
 }  // namespace
