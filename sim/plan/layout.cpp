@@ -123,10 +123,22 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
                 " micro-batches per pipeline to be a multiple of PP " + str(par.pp),
             "Megatron-LM requirement");
     const bool uneven = par.first_stage_layers > 0 || par.last_stage_layers > 0;
-    if (!uneven) {
-      TRAINSIM_REQUIRE(m.layers % (par.pp * par.vpp) == 0, "parallel.vpp",
-              str(m.layers) + " layers do not split evenly into PP×VPP = " +
-                  str(par.pp * par.vpp) + " model chunks");
+    if (!uneven && m.layers % (par.pp * par.vpp) != 0) {
+      // Name the counts that do split (the built-in default's vpp 6 is MegaScale's 175B layout,
+      // which a scenario that does not set vpp inherits).
+      std::string fits;
+      if (why != nullptr && m.layers % par.pp == 0) {
+        for (int v = 1; v <= m.layers / par.pp; ++v) {
+          if (m.layers % (par.pp * v) == 0) fits += (fits.empty() ? "" : ", ") + str(v);
+        }
+      }
+      return fail(why, "parallel.vpp",
+                  str(m.layers) + " layers do not split evenly into PP×VPP = " +
+                      str(par.pp * par.vpp) + " model chunks",
+                  fits.empty() ? "set parallel.first_stage_layers / last_stage_layers, or "
+                                 "another PP"
+                               : "parallel.vpp " + fits + " split them (1: not interleaved), or "
+                                 "parallel.vpp: auto picks the fastest that fits");
     }
     for (int st = 0; st < p; ++st) {
       TRAINSIM_REQUIRE(L.stage_layers[static_cast<std::size_t>(st)] >= par.vpp - 1, "parallel.vpp",

@@ -507,4 +507,14 @@ TEST(Cli, ExplainPresetsInfo) {
   EXPECT_TRUE(nlohmann::json::parse(i.out).contains("cuda_compiled"));
 }
 
+// A scenario that does not set parallel.vpp inherits the built-in default's 6 (MegaScale's 175B
+// layout); at PP 2 Llama 3 8B's 32 layers do not make 12 chunks. The refusal names the counts
+// that do split them (32 / 2 = 16 layers a stage: 1, 2, 4, 8, 16) and `auto`.
+TEST(Cli, AVppThatDoesNotSplitTheLayersNamesTheOnesThatDo) {
+  const CliRun r = trainsim("run scenarios/examples/llama3-8b-64xh100.yaml --set parallel.pp=2");
+  EXPECT_EQ(r.code, 3);
+  EXPECT_NE(r.err.find("parallel.vpp 1, 2, 4, 8, 16 split them"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("auto"), std::string::npos) << r.err;
+}
+
 }  // namespace
