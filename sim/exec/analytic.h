@@ -42,7 +42,9 @@ namespace trainsim::exec {
 /// analytic-15: under GPipe the last stage holds every micro-batch's logits (plan::memory_per_gpu).
 /// analytic-16: training.recompute_layers counts per model chunk (Megatron-Core's per virtual
 /// stage); an MoE model's activations count top_k only in its MoE layers (model.moe_every); the
-/// ZeRO-3 gather buffer is two of the stage's largest units, at most the stage, none at DP·CP 1.
+/// ZeRO-3 gather buffer is two of the stage's largest units, at most the stage, none at DP·CP 1;
+/// the context-parallel ring hides behind the attention blocks after the first, as the Program
+/// pipelines it (it hid behind the whole attention).
 inline constexpr const char* kAnalyticModelVersion = "analytic-16";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.

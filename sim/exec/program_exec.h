@@ -66,7 +66,8 @@ namespace trainsim::exec {
 /// program-10: the MoE dispatch under TP as analytic-14 prices it (a2a of tokens/tp, then a TP
 /// all-gather of the rows; a TP reduce-scatter, then the combine a2a, each after the other).
 /// program-11: the GPipe memory of analytic-15.
-/// program-12: block recompute per model chunk, and the memory of analytic-16.
+/// program-12: block recompute per model chunk, and the memory of analytic-16; ZeRO-2 without DP
+/// overlap holds the compute stream for each micro-batch's gradient reduce-scatters.
 inline constexpr const char* kProgramModelVersion = "program-12";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
