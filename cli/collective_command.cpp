@@ -200,15 +200,25 @@ int run_collective_command(const CollectiveArgs& a) {
                        "proto");
   table += fmt::format("#{:>12} {:>13} {:>9} {:>6} {:>6} {:>10} {:>8} {:>8}\n", "(B)",
                        "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)");
+  // As nccl-tests (its *GetCollByteCount, and the all_gather_perf log in tests/data):
+  // all-gather, reduce-scatter and all-to-all split the size into each rank's part, print that
+  // per-rank count and move the parts put together (nothing when a part rounds to no element:
+  // 8 B of floats over 8 ranks is count 0 at the latency), the size column staying as asked.
+  const bool per_rank = kind == coll::Kind::kAllGather || kind == coll::Kind::kReduceScatter ||
+                        kind == coll::Kind::kAllToAll;
   for (const std::int64_t size : sizes) {
-    const coll::Cost c = cost_of(size);
-    const double algbw = static_cast<double>(size) / c.time_s / 1e9;
+    const std::int64_t count = per_rank ? size / elem / ranks : size / elem;
+    const std::int64_t moved = per_rank ? count * ranks * elem : size;
+    // A call that moves nothing still costs its launch (nccl-tests times 11.7 µs where 32 B take
+    // 11.8): priced as the one-element call, at zero bandwidth.
+    const coll::Cost c = cost_of(moved > 0 ? moved : (per_rank ? elem * ranks : elem));
+    const double algbw = static_cast<double>(moved) / c.time_s / 1e9;
     const double busbw = algbw * coll::busbw_factor(kind, ranks);
     table += fmt::format(" {:>12} {:>13} {:>9} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {:<5} {}\n",
-                         size, size / elem, a.dtype, redop, root, c.time_s * 1e6, algbw, busbw,
+                         size, count, a.dtype, redop, root, c.time_s * 1e6, algbw, busbw,
                          coll::to_string(c.algorithm), coll::to_string(c.protocol));
     rows.push_back({{"size_bytes", size},
-                    {"count", size / elem},
+                    {"count", count},
                     {"type", a.dtype},
                     {"redop", redop},
                     {"root", root},

@@ -243,4 +243,28 @@ TEST(CollectiveCli, NicBoundOfAPartlyUsedServerAndOfALoneRank) {
   EXPECT_GT(rail["busbw_GBps"].get<double>(), 0.99 * 100e9 / 8 * 0.94 / 1e9);
 }
 
+// The count column as nccl-tests prints it (tests/data/all_gather_perf.log, 8 H100, float):
+// all-gather, reduce-scatter and all-to-all print each rank's count, size / 4 / 8 (8 B and 16 B:
+// 0, 32 B: 1, 64 B: 2), and move only those parts (nothing at count 0, so algbw 0); all-reduce
+// prints size / 4. It printed size / 4 for every op.
+TEST(CollectiveCli, CountColumnIsPerRankAsNcclTestsPrintsIt) {
+  const auto rows = [](const std::string& op) {
+    const Out r = trainsim("collective --cluster dgx-h100-superpod --ranks 8 --sizes 8:64 "
+                           "--format json --op " + op);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["rows"] : nlohmann::json::array();
+  };
+  const nlohmann::json ag = rows("all_gather");
+  ASSERT_EQ(ag.size(), 4u);
+  const int per_rank[] = {0, 0, 1, 2};
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(ag[i]["size_bytes"].get<long>(), 8L << i);
+    EXPECT_EQ(ag[i]["count"].get<long>(), per_rank[i]) << i;
+  }
+  EXPECT_EQ(ag[0]["algbw_GBps"].get<double>(), 0.0);
+  EXPECT_GT(ag[3]["algbw_GBps"].get<double>(), 0.0);
+  EXPECT_EQ(rows("reduce_scatter")[2]["count"].get<long>(), 1);
+  EXPECT_EQ(rows("all_reduce")[2]["count"].get<long>(), 8);
+}
+
 }  // namespace
