@@ -747,7 +747,9 @@ std::vector<KeyDef> build_schema() {
        .default_value = "0",
        .description = "NCCL channels per point-to-point peer over the network, as "
                       "NCCL_NCHANNELS_PER_NET_PEER (NCCL before 2.12: 1); each moves at most "
-                      "14 GB/s (NCCL's NCCL_P2P_PER_CHANNEL_NET_BW). 0 = enough to fill the NIC",
+                      "14 GB/s (NCCL's NCCL_P2P_PER_CHANNEL_NET_BW). 0 = enough to fill the NIC. "
+                      "A framework preset sets its NCCL's count (1 or 2, docs/presets.md), as the "
+                      "built-in default scenario's megascale-2024 does: 2, 28 GB/s",
        .aliases = {"nchannels_per_net_peer", "p2p_channels"},
        .min_value = 0,
        .max_value = 64},
