@@ -382,6 +382,13 @@ class Resolver {
     c.fabric.pod_gpus = integer("cluster.fabric.pod_gpus");
     c.fabric.pods = integer("cluster.fabric.pods");
     c.fabric.above_pod_oversubscription = real("cluster.fabric.above_pod_oversubscription");
+    if (c.fabric.above_pod_oversubscription != 1.0 && c.fabric.pod_gpus == 0) {
+      scenario_.notes.push_back(fmt::format(
+          "cluster.fabric.above_pod_oversubscription = {} has no effect: without "
+          "cluster.fabric.pod_gpus the whole fabric is one pod (set pod_gpus to the GPUs behind "
+          "one full-bisection pod)",
+          get("cluster.fabric.above_pod_oversubscription")));
+    }
     c.fabric.rail_optimized = flag("cluster.fabric.rail_optimized");
     c.fabric.servers_per_tor = integer("cluster.fabric.servers_per_tor");
     c.fabric.spine_radix = integer("cluster.fabric.spine_radix");

@@ -517,4 +517,16 @@ TEST(Cli, AVppThatDoesNotSplitTheLayersNamesTheOnesThatDo) {
   EXPECT_NE(r.err.find("auto"), std::string::npos) << r.err;
 }
 
+// cluster.fabric.above_pod_oversubscription acts only above pods (cluster.fabric.pod_gpus):
+// without them it changed nothing and said nothing; now a note says so, and with pods it is
+// applied without one (the meta-h100-roce preset's 1:7 above 3,072-GPU pods).
+TEST(Cli, AbovePodOversubscriptionWithoutPodsIsNoted) {
+  const CliRun r = trainsim("run --set cluster.fabric.above_pod_oversubscription=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("above_pod_oversubscription = 2 has no effect"), std::string::npos) << r.out;
+  const CliRun meta = trainsim("run --set cluster.preset=meta-h100-roce --set cluster.gpus=6144");
+  ASSERT_EQ(meta.code, 0) << meta.err;
+  EXPECT_EQ(meta.out.find("has no effect"), std::string::npos) << meta.out;
+}
+
 }  // namespace
