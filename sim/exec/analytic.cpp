@@ -188,11 +188,8 @@ void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops
     const coll::Cost& ag = c.cm.fp8_gemm(op) ? lc.ag8 : lc.ag;
     const double f = split ? c.cm.forward_split(op, par.tp) : c.cm.forward(op);
     const double b = split ? c.cm.backward_split(op, par.tp) : c.cm.backward(op);
-    const bool attention_core = op.kind == OpKind::kAttention || op.name == "attn_scores" ||
-                                op.name == "softmax" || op.name == "attn_dropout" ||
-                                op.name == "attn_context";
     double r = 0;
-    if (recompute_all || (recompute_attention && attention_core)) r = f;
+    if (recompute_all || (recompute_attention && model::attention_core(op))) r = f;
     out.add(kForward, f);
     out.add(kBackward, b + r);
     out.add(kCompute, f + b + r);
@@ -262,10 +259,7 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
     if (!c.cfg.opt.cp_all_gather) {
       double core_fwd = 0, core_bwd = 0;
       for (const Op& op : ops) {
-        if (!(op.kind == OpKind::kAttention || op.name == "attn_scores" || op.name == "softmax" ||
-              op.name == "attn_dropout" || op.name == "attn_context")) {
-          continue;
-        }
+        if (!model::attention_core(op)) continue;
         core_fwd = c.cm.forward(op) - c.cm.launch(op);
         core_bwd = op.kind == OpKind::kGemm
                        ? c.cm.backward_cast(op) +

@@ -53,6 +53,13 @@ struct Op {
   const char* kernel = "";
 };
 
+/// Whether `op` is part of the attention core (scores, softmax, dropout and context, or the one
+/// fused attention kernel): the ops selective recompute repeats and the ops a context-parallel
+/// ring overlaps its K/V exchange with. The names are those sim/model/ops.cpp gives them.
+inline bool attention_core(const Op& op) {
+  return op.kind == OpKind::kAttention || op.name == "attn_scores" || op.name == "softmax" ||
+         op.name == "attn_dropout" || op.name == "attn_context";
+}
 /// Whether a GEMM runs at the 16-bit rate whatever the training precision: attention's batched
 /// GEMMs (the score and context products) and the ops marked keep_16bit. Under fp8 every other
 /// GEMM runs on the fp8 tensor cores and has its inputs cast (sim/exec/compute_model.h).

@@ -357,11 +357,6 @@ struct Builder {
   std::vector<LayerOps> layer_ops;  // per global layer of this stage (index - first layer)
   int first_layer_of_stage = 0;
 
-  static bool attention_core(const model::Op& o) {
-    return o.kind == model::OpKind::kAttention || o.name == "attn_scores" ||
-           o.name == "softmax" || o.name == "attn_dropout" || o.name == "attn_context";
-  }
-
   double kv_bytes() const {
     const double tokens = static_cast<double>(shard.micro_batch) * m.seq_len / L.par.cp;
     return 2.0 * tokens * L.par.cp * m.kv_dim() / L.par.tp * 2.0;
@@ -478,7 +473,7 @@ struct Builder {
 
   bool first_attention_core(const LayerOps& lo, std::size_t i) const {
     for (std::size_t j = 0; j < lo.ops.size(); ++j) {
-      if (attention_core(P.ops[static_cast<std::size_t>(lo.ops[j])])) return j == i;
+      if (model::attention_core(P.ops[static_cast<std::size_t>(lo.ops[j])])) return j == i;
     }
     return false;
   }
@@ -504,7 +499,7 @@ struct Builder {
       layer_forward(lo, Pass::kRecompute, mb, chunk);
     } else if (rc == model::Recompute::kSelective) {
       for (int op : lo.ops) {
-        if (attention_core(P.ops[static_cast<std::size_t>(op)])) {
+        if (model::attention_core(P.ops[static_cast<std::size_t>(op)])) {
           compute(op, Pass::kRecompute, Part::kForward, mb, chunk, lo.layer);
         }
       }
