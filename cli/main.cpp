@@ -258,6 +258,10 @@ int cmd_run(const RunArgs& a) {
 // refuses any non-finite figure (docs/reliability.md: nothing non-finite is printed).
 void check_validation(const std::vector<scen::ValidationRow>& rows,
                       const scen::ValidationSummary& summary, const std::string& csv) {
+  if (rows.empty()) {
+    throw_input("the file has a header but no data rows", {csv, 0, ""},
+                "add one row per published run (docs/validation.md)");
+  }
   if (summary.simulated == 0) {
     // Each row's reason, in the message itself (no table is printed when nothing ran).
     std::string why;

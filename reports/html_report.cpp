@@ -762,8 +762,7 @@ std::string run_report_html(const exec::Result& r, const scen::Scenario& s,
   body += section("notes", "Notes", notes + "</ul>\n");
   return page("run", "trainsim run · " + s.source,
               html::meta_line(r.fidelity, r.model_version, profile.name + " v" + profile.version) +
-                  " · " +
-                  profile.provenance,
+                  fmt::format(" · seed {} · ", s.seed) + profile.provenance,
               body);
 }
 

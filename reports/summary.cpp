@@ -182,8 +182,9 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
   const auto& p = s.parallel;
   const auto& t = s.training;
   std::string o;
-  o += fmt::format("trainsim {} · {} fidelity, model {} · calibration {} v{}\n", kVersion,
-                   r.fidelity, r.model_version, r.profile_name, r.profile_version);
+  o += fmt::format("trainsim {} · {} fidelity, model {} · calibration {} v{} · seed {}\n",
+                   kVersion, r.fidelity, r.model_version, r.profile_name, r.profile_version,
+                   s.seed);
   o += fmt::format("scenario  {}\n", s.source);
   o += fmt::format("profile   {} for {}: {}\n", profile.name, profile.gpu, profile.provenance);
   o += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads ({} KV{}), seq {}\n",

@@ -156,7 +156,8 @@ std::vector<KeyDef> build_schema() {
       {.path = "model.moe_every",
        .type = K::kInt,
        .default_value = "1",
-       .description = "Every n-th layer is an MoE layer (when model.experts > 0)",
+       .description = "Layers 0, n, 2n, ... are MoE layers (when model.experts > 0), as "
+                      "Megatron-Core's moe_layer_freq places them",
        .aliases = {"moe_layer_freq", "expert_interval", "moe_frequency"},
        .min_value = 1},
       {.path = "model.dropout",

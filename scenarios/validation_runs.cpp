@@ -398,8 +398,8 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     v["training.micro_batch"] = cell("mbs").empty() ? "1" : cell("mbs");
     v["training.global_batch"] = cell("gbs");
     // fp8 with its scaling recipe: `fp8-cs` is current scaling, as NeMo's tables label it;
-    // `fp8` alone is Transformer Engine's default, delayed scaling. Anything else makes the row
-    // not simulable, naming the column.
+    // `fp8` alone is Transformer Engine's default, delayed scaling. A block-scaled format makes
+    // the row not simulable, naming the column; anything else is refused as a typo.
     const std::string precision = cell("precision");
     std::string precision_error;
     if (precision == "fp8-cs" || precision == "fp8-current") {
@@ -416,16 +416,20 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         const bool block_scaled = lower.find("mx") != std::string::npos ||
                                   lower.find("fp4") != std::string::npos ||
                                   lower.find("block") != std::string::npos;
+        // A block-scaled format is a real run the model cannot price: its row is left out, with
+        // the reason. Anything else is a typo in the file (`BF16`): it stops the file.
+        if (!block_scaled) {
+          throw_input("`" + precision +
+                          "` is not a precision: write bf16, fp16, fp8 (delayed scaling), fp8-cs "
+                          "or fp8-current (current scaling), or fp8-delayed",
+                      {file, line_no, "precision"});
+        }
         precision_error =
-            block_scaled
-                ? "`" + precision +
-                      "` is a block-scaled format (MXFP8, NVFP4, 128x128 blocks), which the model "
-                      "does not price: its GEMMs and casts have no sourced cost here; the "
-                      "per-tensor recipes are bf16, fp16, fp8 (delayed scaling), fp8-cs or "
-                      "fp8-current (current scaling), fp8-delayed"
-                : "`" + precision +
-                      "` is not a precision: write bf16, fp16, fp8 (delayed scaling), fp8-cs "
-                      "or fp8-current (current scaling), or fp8-delayed";
+            "`" + precision +
+            "` is a block-scaled format (MXFP8, NVFP4, 128x128 blocks), which the model does not "
+            "price: its GEMMs and casts have no sourced cost here; the per-tensor recipes are "
+            "bf16, fp16, fp8 (delayed scaling), fp8-cs or fp8-current (current scaling), "
+            "fp8-delayed";
       }
       if (precision == "fp8") {
         row.assumed["fp8_recipe"] = "delayed (Transformer Engine's default; fp8-cs is current scaling)";
@@ -589,9 +593,11 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
             best = std::move(su);
           }
           return true;
-        } catch (const Error&) {
+        } catch (const Error& e) {
           // A count the layout refuses (layers not divisible, micro-batches not a multiple of
-          // pp or of the batch) or one that does not fit: not a candidate.
+          // pp or of the batch) or one that does not fit: not a candidate. A malformed cell is
+          // no candidate's fault: it stops the file (below).
+          if (e.kind() == ErrorKind::kInput) throw;
           return false;
         }
       };
@@ -811,6 +817,17 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
                              *row.published.tflops_gpu;
       }
     } catch (const Error& e) {
+      // A cell the scenario refuses as malformed (`BF16`, `ful`, `4096.0`) is a typo in the
+      // file, not a run the model cannot simulate: it stops the file with exit 2, naming the row
+      // and the key, so that a typo cannot quietly change the summary. A precision the model
+      // does not simulate (block-scaled fp8, fp4) leaves its row out, with its reason.
+      // A GPU no preset holds (a PCIe or NVL card, a memory size no preset has) is a real run
+      // the model has no GPU for: its row is left out, with the reason, as docs/validation.md
+      // says.
+      if (e.kind() == ErrorKind::kInput && precision_error.empty() &&
+          e.where().field != "cluster.gpu") {
+        throw;
+      }
       row.error_message = e.what();
       row.published.iter_s = pub_iter;
       row.published.tokens_s = pub_tokens;

@@ -203,8 +203,9 @@ const char* task_category(const Task& t) {
 namespace {
 
 // The holds of LaunchPlan: the memory model's inventory of the rank's stage spread over the
-// Program's (micro-batch, chunk) spans. Block recompute keeps everything for the stage's layers
-// beyond its first `recomputed_layers` (in layer order), as the memory model counts them.
+// Program's (micro-batch, chunk) spans. Block recompute keeps everything for the layers of each
+// model chunk beyond its first N, and an MoE layer its top-k expert copies, as the memory model
+// counts them.
 void plan_memory(const plan::ProgramSet& ps, LaunchPlan& lp) {
   const plan::Program& prog = *lp.program;
   const plan::StageInventory inv = plan::stage_inventory(
@@ -213,14 +214,6 @@ void plan_memory(const plan::ProgramSet& ps, LaunchPlan& lp) {
   const std::size_t n = prog.tasks.size();
   lp.hold_begin.assign(n, -1);
   lp.hold_end.assign(n, -1);
-  std::set<int> stage_layers;
-  for (const Task& t : prog.tasks) {
-    if (t.type == TaskType::kCompute && t.layer >= 0) stage_layers.insert(t.layer);
-  }
-  std::set<int> full;  // layers at per_layer_full
-  for (int l : stage_layers) {
-    if (static_cast<int>(full.size()) < inv.recomputed_layers) full.insert(l);
-  }
   struct Span {
     std::uint32_t first = 0, last = 0;
     bool has_forward = false, has_backward = false;
@@ -271,7 +264,11 @@ void plan_memory(const plan::ProgramSet& ps, LaunchPlan& lp) {
   };
   for (const auto& [key, s] : spans) {
     double bytes = 0;
-    for (int l : s.layers) bytes += full.count(l) ? inv.per_layer_full : inv.per_layer_kept;
+    // Block recompute takes the first N layers of each model chunk (StageInventory::recomputed).
+    const int chunk_first = ps.layout.chunk_layers(lp.stage, std::max(0, key.second)).first;
+    for (int l : s.layers) {
+      bytes += inv.layer_bytes(inv.recomputed(l - chunk_first), ps.model.is_moe_layer(l));
+    }
     if (s.embedding) bytes += inv.embedding_bytes;
     add(s, bytes);
   }

@@ -413,8 +413,15 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     return false;
   }
   if (options.enforce_memory && !r.memory.fits()) {
+    // With activation offloading, pipeline parallelism and recompute are refused (Megatron-Core
+    // refuses them together): offloading more layers is the lever that remains.
     why = {"", memory_shortfall_message(r.memory),
-           "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller micro-batch"};
+           cfg.training.cpu_offload_layers > 0
+               ? "offload more layers (training.cpu_offload_layers, at most layers − 1), more "
+                 "tensor parallelism, ZeRO, or a smaller micro-batch (offloading rules out "
+                 "pipeline parallelism and recompute)"
+               : "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller "
+                 "micro-batch"};
     return false;
   }
   const coll::LinkModel links = link_model(cfg);
@@ -605,10 +612,10 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   double nvlink_bytes = mb * slot.nvlink_bytes;
   double nic_bytes = mb * slot.nic_bytes;
   const model::ParamCount pc = model::count_parameters(m);
-  const plan::StageParams sp_first =
-      plan::stage_parameters(m, pc, L, true, single, L.layers_first_stage);
-  const plan::StageParams sp_last =
-      plan::stage_parameters(m, pc, L, single, true, L.layers_last_stage);
+  const plan::StageParams sp_first = plan::stage_parameters(
+      m, pc, L, true, single, L.layers_first_stage, plan::moe_layers_of_stage(m, L, 0));
+  const plan::StageParams sp_last = plan::stage_parameters(
+      m, pc, L, single, true, L.layers_last_stage, plan::moe_layers_of_stage(m, L, par.pp - 1));
   // (The dense gradients are reduced over DP·CP, so a CP group alone reduces them too.)
   if (par.dp * par.cp > 1) {
     const plan::StageParams sp = sp_first.total() >= sp_last.total() ? sp_first : sp_last;

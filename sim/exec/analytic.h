@@ -45,7 +45,10 @@ namespace trainsim::exec {
 /// ZeRO-3 gather buffer is two of the stage's largest units, at most the stage, none at DP·CP 1;
 /// the context-parallel ring hides behind the attention blocks after the first, as the Program
 /// pipelines it (it hid behind the whole attention).
-inline constexpr const char* kAnalyticModelVersion = "analytic-16";
+/// analytic-17: MoE layers sit where Megatron-Core puts them (layer i when i % moe_every == 0,
+/// ⌈L/n⌉ of them), each pipeline stage counts its own; an MoE layer keeps its tokens' top-k
+/// permuted input rows and expert output rows; MoE under TP without SP is refused.
+inline constexpr const char* kAnalyticModelVersion = "analytic-17";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

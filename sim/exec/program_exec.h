@@ -68,7 +68,8 @@ namespace trainsim::exec {
 /// program-11: the GPipe memory of analytic-15.
 /// program-12: block recompute per model chunk, and the memory of analytic-16; ZeRO-2 without DP
 /// overlap holds the compute stream for each micro-batch's gradient reduce-scatters.
-inline constexpr const char* kProgramModelVersion = "program-12";
+/// program-13: the MoE layer placement and memory of analytic-17.
+inline constexpr const char* kProgramModelVersion = "program-13";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

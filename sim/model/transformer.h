@@ -61,7 +61,7 @@ struct ModelConfig {
   int attention_window = 0;      // sliding-window size in tokens; 0 = full attention
   int experts = 0;               // MoE experts per MoE layer; 0 = dense
   int top_k = 1;                 // experts each token is routed to
-  int moe_every = 1;             // every n-th layer is MoE (when experts > 0)
+  int moe_every = 1;             // layers 0, n, 2n, ... are MoE (when experts > 0)
   bool dropout = true;           // dropout after attention and MLP (and on the attention
                                  // probabilities); its masks are stored for backward
   // Width of one attention head (Megatron's --kv-channels, Hugging Face's head_dim); 0 =
@@ -72,10 +72,20 @@ struct ModelConfig {
   int head_dim() const { return head_dim_given > 0 ? head_dim_given : hidden / heads; }
   int q_dim() const { return heads * head_dim(); }  // queries and attention output, all heads
   int kv_dim() const { return kv_heads * head_dim(); }
+  /// Megatron-Core's integer moe_layer_freq N: layer i (from 0) is an MoE layer when i % N == 0,
+  /// so the first layer is one and a model of L layers has ⌈L/N⌉ of them
+  /// (megatron/core/models/gpt/gpt_layer_specs.py, get_gpt_decoder_block_spec: the pattern is 1
+  /// where i % moe_layer_freq == 0).
   bool is_moe_layer(int layer_index) const {
-    return experts > 0 && (layer_index % moe_every) == moe_every - 1;
+    return experts > 0 && (layer_index % moe_every) == 0;
   }
-  int moe_layers() const { return experts > 0 ? layers / moe_every : 0; }
+  int moe_layers() const { return experts > 0 ? (layers + moe_every - 1) / moe_every : 0; }
+  /// MoE layers among global layers [first, first + count).
+  int moe_layers_in(int first, int count) const {
+    if (experts <= 0 || count <= 0) return 0;
+    const auto upto = [&](int end) { return end <= 0 ? 0 : (end + moe_every - 1) / moe_every; };
+    return upto(first + count) - upto(first);
+  }
   /// Tokens each query attends to (min of window and sequence).
   int attended_tokens() const {
     return attention_window > 0 && attention_window < seq_len ? attention_window : seq_len;

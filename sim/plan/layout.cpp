@@ -66,11 +66,15 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   TRAINSIM_REQUIRE(m.experts == 0 || (m.top_k >= 1 && m.top_k <= m.experts), "model.top_k",
           "each token goes to " + str(m.top_k) + " experts, but the model has " + str(m.experts),
           "set model.top_k between 1 and model.experts");
-  TRAINSIM_REQUIRE(m.experts == 0 || (m.moe_every >= 1 && m.moe_every <= m.layers),
-          "model.moe_every",
-          "an MoE layer every " + str(m.moe_every) + " layers leaves none of the " +
-              str(m.layers) + " layers an MoE layer",
-          "set model.moe_every between 1 and model.layers, or model.experts 0 for a dense model");
+  // (Layer 0 is always an MoE layer, as Megatron-Core places them: any moe_every ≥ 1 has one.)
+  TRAINSIM_REQUIRE(m.experts == 0 || m.moe_every >= 1, "model.moe_every",
+          "must be at least 1, is " + str(m.moe_every));
+  // Megatron-Core refuses MoE under TP without SP ("When using MoE and tensor parallelism,
+  // sequence parallelism must be used", TransformerConfig.__post_init__): each TP rank
+  // dispatches its own tokens/tp, which only SP gives it.
+  TRAINSIM_REQUIRE(m.experts == 0 || par.tp == 1 || par.sp, "parallel.sp",
+          "an MoE model under TP " + str(par.tp) + " needs sequence parallelism",
+          "set parallel.sp=true (Megatron-Core requires it), or parallel.tp=1");
   TRAINSIM_REQUIRE(par.ep == 1 || m.experts > 0, "parallel.ep", "expert parallelism needs an MoE model");
   TRAINSIM_REQUIRE(par.ep == 1 || m.experts % par.ep == 0, "parallel.ep",
           "EP " + str(par.ep) + " does not divide the " + str(m.experts) + " experts");

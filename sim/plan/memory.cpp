@@ -11,7 +11,7 @@ namespace trainsim::plan {
 
 double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig& par,
                               int micro_batch, model::Recompute recompute, bool fused_attention,
-                              bool fp8_inputs) {
+                              bool fp8_inputs, LayerKind which) {
   const double t = par.tp;
   const double sbh_tokens = static_cast<double>(micro_batch) * m.seq_len / par.cp;  // s·b per rank
   const double h = m.hidden;
@@ -39,11 +39,24 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   const double mlp = (m.mlp == model::MlpKind::kSwiglu ? 4.0 : 2.0) * f + in_b * f;
   double attention_part = (2.0 * q + 2.0 * kv + 2.0 * kv + in_b * q) * sbh_tokens;
   double mlp_part = mlp * sbh_tokens;
-  // Each token's activations in its top-k experts, in the MoE layers (model.moe_every): averaged
-  // over the layers, as stage_parameters shares the experts' weights.
+  // An MoE layer (Megatron-Core's MoELayer with the all-to-all dispatcher and grouped GEMMs)
+  // keeps, for each token's top-k expert copies: the permuted rows the experts' first GEMM reads
+  // (a tensor of its own beside the norm output the router reads; its weight gradient needs
+  // them), the expert MLP's own activations, and the experts' output rows, which unpermute
+  // multiplies by the routing probabilities and saves for their gradient. Under TP (with SP, as
+  // MoE requires) the dispatched rows are all-gathered over the TP group before the TP-sharded
+  // experts, so each TP rank holds its group's rows, k·h per token not divided by t; the expert
+  // output is reduce-scattered back to the rank's tokens before unpermute.
+  double moe_share = 0;
   if (m.experts > 0 && m.layers > 0) {
-    const double moe_share = static_cast<double>(m.moe_layers()) / m.layers;
-    mlp_part *= moe_share == 1.0 ? m.top_k : 1.0 + (m.top_k - 1.0) * moe_share;
+    moe_share = which == LayerKind::kMoe     ? 1.0
+                : which == LayerKind::kDense ? 0.0
+                                             : static_cast<double>(m.moe_layers()) / m.layers;
+  }
+  double expert_rows = 0;
+  if (moe_share > 0) {
+    mlp_part *= 1.0 + (m.top_k - 1.0) * moe_share;
+    expert_rows = moe_share * m.top_k * sbh_tokens * h * (in_b * t + 2.0);
   }
   double scores = 0;
   if (fused_attention) {
@@ -56,22 +69,36 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
     // every score of the s × s matrix, whatever the mask.
     scores = (2.0 + 3.0 * drop) * m.heads * sbh_tokens * m.seq_len;
   }
-  return replicated / replicated_div + (attention_part + mlp_part + scores) / t;
+  const double bytes = replicated / replicated_div + (attention_part + mlp_part + scores) / t;
+  return expert_rows > 0 ? bytes + expert_rows / t : bytes;
 }
 
 StageParams stage_parameters(const model::ModelConfig& m, const Layout& L, bool first_stage,
-                             bool last_stage, int stage_layers) {
-  return stage_parameters(m, model::count_parameters(m), L, first_stage, last_stage, stage_layers);
+                             bool last_stage, int stage_layers, double moe_layers) {
+  return stage_parameters(m, model::count_parameters(m), L, first_stage, last_stage, stage_layers,
+                          moe_layers);
+}
+
+int moe_layers_of_stage(const model::ModelConfig& m, const Layout& L, int stage) {
+  if (m.experts <= 0) return 0;
+  int n = 0;
+  for (int c = 0; c < std::max(1, L.par.vpp); ++c) {
+    const auto [first, count] = L.chunk_layers(stage, c);
+    n += m.moe_layers_in(first, count);
+  }
+  return n;
 }
 
 StageParams stage_parameters(const model::ModelConfig& m, const model::ParamCount& pc,
                              const Layout& L, bool first_stage, bool last_stage,
-                             int stage_layers) {
+                             int stage_layers, double moe_layers) {
   const double t = L.par.tp;
   StageParams sp;
-  // Dense and MoE layers are interleaved evenly, so a stage holds its share of each.
-  const double moe_share = m.layers > 0 ? static_cast<double>(m.moe_layers()) / m.layers : 0.0;
-  const double moe_layers = stage_layers * moe_share;
+  // Without the stage's own count, its share of the model's MoE layers.
+  if (moe_layers < 0) {
+    moe_layers = m.layers > 0 ? stage_layers * (static_cast<double>(m.moe_layers()) / m.layers)
+                              : 0.0;
+  }
   const double dense_layers = stage_layers - moe_layers;
   sp.dense = stage_layers * (pc.attention / t + pc.norms) + dense_layers * pc.mlp / t;
   sp.expert = moe_layers * pc.expert_mlp / t / L.par.ep;
@@ -125,6 +152,7 @@ namespace {
 // The pieces of a stage's inventory that do not depend on the stage.
 struct InventoryBase {
   double per_layer_full = 0, per_layer_kept = 0, tokens = 0;
+  double moe_extra_full = 0, moe_extra_kept = 0;  // an MoE layer's bytes beyond a dense one's
   double shard = 1, eshard = 1, grad_b = 2;
 };
 
@@ -137,14 +165,25 @@ InventoryBase inventory_base(const model::ModelConfig& m, const Layout& L,
   b.shard = par.dp * (par.shard_over_cp ? par.cp : 1);
   b.eshard = b.shard / par.ep;
   const bool fp8 = train.precision == Precision::kFp8;
-  b.per_layer_full =
-      layer_activation_bytes(m, par, train.micro_batch, train.recompute, fused_attention, fp8);
+  const LayerKind dense = m.experts > 0 ? LayerKind::kDense : LayerKind::kAverage;
+  b.per_layer_full = layer_activation_bytes(m, par, train.micro_batch, train.recompute,
+                                            fused_attention, fp8, dense);
   // Block recompute: N layers per model chunk keep only their input, the others everything.
-  b.per_layer_kept =
-      train.recompute == model::Recompute::kFull && train.recompute_layers > 0
-          ? layer_activation_bytes(m, par, train.micro_batch, model::Recompute::kNone,
-                                   fused_attention, fp8)
-          : b.per_layer_full;
+  const bool block = train.recompute == model::Recompute::kFull && train.recompute_layers > 0;
+  b.per_layer_kept = block ? layer_activation_bytes(m, par, train.micro_batch,
+                                                    model::Recompute::kNone, fused_attention, fp8,
+                                                    dense)
+                           : b.per_layer_full;
+  if (m.experts > 0) {
+    b.moe_extra_full = layer_activation_bytes(m, par, train.micro_batch, train.recompute,
+                                              fused_attention, fp8, LayerKind::kMoe) -
+                       b.per_layer_full;
+    b.moe_extra_kept = block ? layer_activation_bytes(m, par, train.micro_batch,
+                                                      model::Recompute::kNone, fused_attention,
+                                                      fp8, LayerKind::kMoe) -
+                                   b.per_layer_kept
+                             : b.moe_extra_full;
+  }
   b.tokens = static_cast<double>(train.micro_batch) * m.seq_len / par.cp;
   return b;
 }
@@ -158,7 +197,8 @@ StageInventory inventory_of(const model::ModelConfig& m, const model::ParamCount
   const bool first = stage == 0;
   const bool last = stage == par.pp - 1;
   const int layers = L.stage_layers[static_cast<std::size_t>(stage)];
-  const StageParams sp = stage_parameters(m, pc, L, first, last, layers);
+  const StageParams sp =
+      stage_parameters(m, pc, L, first, last, layers, moe_layers_of_stage(m, L, stage));
   auto sharded = [&](double bytes_per_param, int from_stage) {
     if (par.zero < from_stage) return sp.total() * bytes_per_param;
     return sp.dense * bytes_per_param / b.shard + sp.expert * bytes_per_param / b.eshard;
@@ -169,7 +209,10 @@ StageInventory inventory_of(const model::ModelConfig& m, const model::ParamCount
   // of the stage's largest units (a layer, or the embedding or output layer where they are
   // bigger), never more than the whole stage; with nothing sharded (DP·CP 1) nothing is gathered.
   if (par.zero >= 3 && layers > 0 && b.shard > 1) {
-    const double layer = stage_parameters(m, pc, L, false, false, 1).total();
+    // (An MoE layer where the stage holds one: the larger unit.)
+    const double layer =
+        stage_parameters(m, pc, L, false, false, 1, moe_layers_of_stage(m, L, stage) > 0 ? 1 : 0)
+            .total();
     double unit = layer;
     if (first) unit = std::max(unit, pc.embedding / par.tp);
     if (last) {
@@ -186,6 +229,23 @@ StageInventory inventory_of(const model::ModelConfig& m, const model::ParamCount
                             ? std::min(layers, recomputed_layers_per_stage(par, train))
                             : layers;
   v.offloaded_layers = std::clamp(train.cpu_offload_layers, 0, std::max(0, layers - 1));
+  if (train.recompute == model::Recompute::kFull && train.recompute_layers > 0) {
+    v.recompute_per_chunk = train.recompute_layers;
+  }
+  if (m.experts > 0) {
+    v.moe_extra_full = b.moe_extra_full;
+    v.moe_extra_kept = b.moe_extra_kept;
+    // The recomputed layers are the first N of each model chunk.
+    for (int c = 0; c < std::max(1, par.vpp); ++c) {
+      const auto [first_layer, count] = L.chunk_layers(stage, c);
+      const int recomputed = v.recompute_per_chunk < 0 ? count
+                                                        : std::min(count, v.recompute_per_chunk);
+      v.moe_recomputed += m.moe_layers_in(first_layer, recomputed);
+      v.moe_kept += m.moe_layers_in(first_layer + recomputed, count - recomputed);
+    }
+    // Offloading runs without pipeline parallelism: the stage's first layers are the model's.
+    v.moe_offloaded = m.moe_layers_in(L.chunk_layers(stage, 0).first, v.offloaded_layers);
+  }
   if (first) {
     // Embedding output (and its dropout mask) for every in-flight micro-batch.
     v.embedding_bytes = b.tokens * m.hidden * (2.0 + (m.dropout ? 1.0 : 0.0)) /
@@ -228,7 +288,8 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
     const bool last = stage == p - 1;
     // Middle stages differ only by layers and in-flight count, which falls with the stage index:
     // of the middle stages with the same layer count the earliest holds the most.
-    if (!first && !last) {
+    // (With MoE layers every n-th, equal layer counts may hold different numbers of them.)
+    if (!first && !last && (m.experts == 0 || m.moe_every == 1)) {
       const int n = L.stage_layers[static_cast<std::size_t>(stage)];
       bool seen = false;
       if (seen_n <= kSeen) {
@@ -257,6 +318,9 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
     u.activations_bytes = (v.recomputed_layers * v.per_layer_full +
                            (v.layers - v.recomputed_layers) * v.per_layer_kept) *
                           u.in_flight_microbatches;
+    if (m.experts > 0) {
+      u.activations_bytes += v.moe_extra_bytes() * u.in_flight_microbatches;
+    }
     if (v.offloaded_layers > 0) {
       // Offloaded to host memory (a separate subtraction, so that every other run keeps its bits).
       u.activations_bytes -= v.offloaded_bytes_per_microbatch() * u.in_flight_microbatches;

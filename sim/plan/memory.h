@@ -70,22 +70,29 @@ inline int recomputed_layers_per_stage(const ParallelConfig& par, const Training
 /// the Linear layers (QKV, attention projection, MLP up and down) are kept as their FP8 copies,
 /// one byte an element, as Transformer Engine saves them under fp8 autocast for the weight
 /// gradient; the other saved tensors stay 16-bit.
+/// `which`: a dense layer, an MoE layer, or (kAverage) the mean over the model's layers.
+enum class LayerKind { kAverage, kDense, kMoe };
 double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig& par,
                               int micro_batch, model::Recompute recompute, bool fused_attention,
-                              bool fp8_inputs = false);
+                              bool fp8_inputs = false, LayerKind which = LayerKind::kAverage);
 
 /// Parameters held by one GPU of pipeline stage `stage_layers` (before ZeRO sharding), and
 /// which part of them are expert parameters (sharded by EP, reduced over the expert-DP group).
+/// `moe_layers`: how many of the stage's layers are MoE layers; < 0: the model's share of them
+/// (for a stage whose layers are not given; moe_layers_of_stage counts a real stage's).
 struct StageParams {
   double dense = 0;
   double expert = 0;
   double total() const { return dense + expert; }
 };
 StageParams stage_parameters(const model::ModelConfig& m, const Layout& L, bool first_stage,
-                             bool last_stage, int stage_layers);
+                             bool last_stage, int stage_layers, double moe_layers = -1);
 /// The same with the model's parameter count already made (model::count_parameters(m)).
 StageParams stage_parameters(const model::ModelConfig& m, const model::ParamCount& pc,
-                             const Layout& L, bool first_stage, bool last_stage, int stage_layers);
+                             const Layout& L, bool first_stage, bool last_stage, int stage_layers,
+                             double moe_layers = -1);
+/// MoE layers held by pipeline stage `stage` (over its model chunks, Layout::chunk_layers).
+int moe_layers_of_stage(const model::ModelConfig& m, const Layout& L, int stage);
 
 /// What one GPU of pipeline stage `stage` holds, by the memory model's inventory: the model
 /// states (sharded as ZeRO / the distributed optimizer shard them) and the activations one
@@ -94,10 +101,23 @@ StageParams stage_parameters(const model::ModelConfig& m, const model::ParamCoun
 /// measured peak memory is compared with the same inventory.
 struct StageInventory {
   double weights_bytes = 0, gradients_bytes = 0, optimizer_bytes = 0;
-  double per_layer_full = 0;   // one layer's activations of one micro-batch (recompute setting)
+  double per_layer_full = 0;   // one dense layer's activations of one micro-batch (recompute
+                               // setting)
   double per_layer_kept = 0;   // the same for a layer that keeps everything (block recompute)
   int layers = 0;              // layers of the stage
   int recomputed_layers = 0;   // of them, the ones at per_layer_full (the rest at per_layer_kept)
+  // MoE layers keep more than dense ones (their tokens' top-k expert copies): the extra bytes of
+  // an MoE layer at per_layer_full and at per_layer_kept, and how many of the stage's MoE layers
+  // are among the recomputed, the kept and the offloaded layers.
+  double moe_extra_full = 0, moe_extra_kept = 0;
+  int moe_recomputed = 0, moe_kept = 0, moe_offloaded = 0;
+  /// Whether the stage's `position`-th layer of model chunk `chunk` (from 0) is recomputed in
+  /// full: block recompute takes the first N layers of each chunk (Megatron-Core's
+  /// recompute_method=block per virtual stage); every layer otherwise.
+  int recompute_per_chunk = -1;  // N; < 0: every layer
+  bool recomputed(int position) const {
+    return recompute_per_chunk < 0 || position < recompute_per_chunk;
+  }
   // Of them, the ones whose activations are offloaded to host memory (training.
   // cpu_offload_layers; no recompute then, so each holds per_layer_full): at most layers −
   // offloaded layers' activations are on the GPU at any time (Transformer Engine's schedule).
@@ -111,10 +131,22 @@ struct StageInventory {
   /// Activations one micro-batch leaves on the stage until its backward (logits aside).
   double activations_per_microbatch() const {
     return recomputed_layers * per_layer_full + (layers - recomputed_layers) * per_layer_kept -
-           offloaded_layers * per_layer_full + embedding_bytes;
+           offloaded_layers * per_layer_full + embedding_bytes + moe_extra_bytes() -
+           moe_offloaded * moe_extra_full;
+  }
+  /// What the stage's MoE layers keep beyond as many dense layers (0 for a dense model).
+  double moe_extra_bytes() const {
+    return moe_recomputed * moe_extra_full + moe_kept * moe_extra_kept;
+  }
+  /// One layer's activations of one micro-batch: recomputed in full or not, MoE or dense.
+  double layer_bytes(bool recomputed_in_full, bool moe) const {
+    return recomputed_in_full ? per_layer_full + (moe ? moe_extra_full : 0.0)
+                              : per_layer_kept + (moe ? moe_extra_kept : 0.0);
   }
   /// Host memory the offloaded activations of one micro-batch take.
-  double offloaded_bytes_per_microbatch() const { return offloaded_layers * per_layer_full; }
+  double offloaded_bytes_per_microbatch() const {
+    return offloaded_layers * per_layer_full + moe_offloaded * moe_extra_full;
+  }
 };
 StageInventory stage_inventory(const model::ModelConfig& m, const Layout& L,
                                const TrainingConfig& train, bool fused_attention, int stage);

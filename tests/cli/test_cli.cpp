@@ -143,6 +143,12 @@ TEST(Cli, ActivationOffloadingAsMegatronAllowsIt) {
       trainsim("run scenarios/examples/llama3-70b-fp8-64xgb200-offload.yaml --format json");
   ASSERT_EQ(example.code, 0) << example.err;
   EXPECT_EQ(nlohmann::json::parse(example.out)["iteration_time_s"], j["iteration_time_s"]);
+  // Too few layers offloaded: the advice is the lever that remains (more offloading), not the
+  // pipeline parallelism or recompute that offloading rules out.
+  const CliRun few = trainsim(gb200 + " --set training.cpu_offload_layers=5");
+  EXPECT_EQ(few.code, 3) << few.err;
+  EXPECT_TRUE(has(few.err, "offload more layers")) << few.err;
+  EXPECT_FALSE(has(few.err, "try more pipeline")) << few.err;
   const CliRun host = trainsim(gb200 + " --set training.cpu_offload_layers=70");
   EXPECT_EQ(host.code, 3) << host.err;
   EXPECT_TRUE(has(host.err, "do not fit in host memory")) << host.err;
@@ -527,6 +533,22 @@ TEST(Cli, AbovePodOversubscriptionWithoutPodsIsNoted) {
   const CliRun meta = trainsim("run --set cluster.preset=meta-h100-roce --set cluster.gpus=6144");
   ASSERT_EQ(meta.code, 0) << meta.err;
   EXPECT_EQ(meta.out.find("has no effect"), std::string::npos) << meta.out;
+}
+
+}  // namespace
+
+namespace {
+
+// The seed is part of what a result depends on (jitter, flow hashing), so every format names it:
+// JSON and CSV had it in `config`; the text header and the HTML report now say it too.
+TEST(Cli, TextAndHtmlNameTheSeed) {
+  const CliRun text = trainsim("run --set simulation.seed=7");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(has(text.out.substr(0, text.out.find('\n')), "· seed 7")) << text.out;
+  const std::string dir = temp_path("seed-report");
+  const CliRun html = trainsim("run --set simulation.seed=7 --report " + dir);
+  ASSERT_EQ(html.code, 0) << html.err;
+  EXPECT_TRUE(has(slurp(dir + "/index.html"), "· seed 7 ·")) << dir;
 }
 
 }  // namespace

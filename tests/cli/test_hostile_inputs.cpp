@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tests/support/cli_runner.h"
@@ -390,6 +393,55 @@ TEST(HostileInputs, CsvSystemUnknownOrNoneIsNotAnInternalError) {
   EXPECT_FALSE(has(r.out + r.err, "internal error")) << r.err;
 }
 
+// The header and first data row of published-runs.csv, with the cell of `column` replaced.
+std::pair<std::string, std::string> published_row_with(const std::string& column,
+                                                       const std::string& value) {
+  const std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
+  const std::size_t header_end = csv.find('\n');
+  const std::string header = csv.substr(0, header_end);
+  std::size_t col = 0;
+  for (std::size_t i = 0, c = 0; i < header.size(); ++i) {
+    if (header.compare(i, column.size() + 1, column + ",") == 0 && (i == 0 || header[i - 1] == ',')) {
+      col = c;
+    }
+    if (header[i] == ',') ++c;
+  }
+  std::string row = csv.substr(header_end + 1, csv.find('\n', header_end + 1) - header_end - 1);
+  std::size_t start = 0;
+  for (std::size_t c = 0; c < col; ++c) start = row.find(',', start) + 1;
+  const std::string good = row;
+  row.replace(start, row.find(',', start) - start, value);
+  return {header + "\n" + good + "\n", row + "\n"};
+}
+
+// A malformed cell in one row (a typo the scenario refuses: `BF16`, `ful`) stopped only that row,
+// as if the model could not simulate it: the summary changed quietly and the exit was 0. It is
+// an input error naming the row and the key; a file with no data rows is one too.
+TEST(HostileInputs, ValidateRefusesAMalformedCellInsteadOfSkippingItsRow) {
+  for (const auto& [column, value, key] :
+       {std::tuple<std::string, std::string, std::string>{"precision", "BF16", "`precision`"},
+        {"recompute", "ful", "training.recompute"}}) {
+    const auto [good, bad] = published_row_with(column, value);
+    const std::string path = write_file("typo-" + column + ".csv", good + "typo-" + bad);
+    const CliRun r = trainsim("validate " + path);
+    EXPECT_EQ(r.code, 2) << r.err << r.out;
+    EXPECT_TRUE(has(r.err, path + ":3")) << r.err;
+    EXPECT_TRUE(has(r.err, key)) << r.err;
+    // The good row alone still validates.
+    EXPECT_EQ(trainsim("validate " + write_file("good-" + column + ".csv", good)).code, 0);
+  }
+  // A GPU no preset holds is a real run without a GPU model: its row is left out, with why.
+  const auto [good, nvl] = published_row_with("gpu", "H100 NVL");
+  const CliRun other = trainsim("validate " + write_file("nvl.csv", good + "nvl-" + nvl));
+  EXPECT_EQ(other.code, 0) << other.err;
+  EXPECT_TRUE(has(other.out, "2 rows, 1 simulated")) << other.out;
+  const std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
+  const std::string path = write_file("header-only.csv", csv.substr(0, csv.find('\n') + 1));
+  const CliRun r = trainsim("validate " + path);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "no data rows")) << r.err;
+}
+
 TEST(HostileInputs, ValidateWithNothingSimulatedExits3) {
   const std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
   const std::string header = csv.substr(0, csv.find('\n'));
@@ -611,8 +663,9 @@ TEST(HostileInputs, StdoutWriteFailureIsARuntimeError) {
   }
 }
 
-// Settings that were accepted and silently meant nothing: more experts per token than experts,
-// an MoE layer every N > layers (refused, naming the key).
+// Settings that were accepted and silently meant nothing: more experts per token than experts
+// (refused, naming the key). An MoE layer every N > layers is Megatron-Core's pattern with only
+// layer 0 an MoE layer: it runs, with exactly one MoE layer's parameters.
 TEST(HostileInputs, MeaninglessMoeSettingsAreRefused) {
   const std::string base = kSource + "/scenarios/examples/llama3-8b-64xh100.yaml";
   const CliRun topk = trainsim("run " + base +
@@ -622,8 +675,24 @@ TEST(HostileInputs, MeaninglessMoeSettingsAreRefused) {
       << topk.err;
   const CliRun every = trainsim("run " + base +
                                 " --set model.experts=8 --set model.moe_every=100 --set parallel.ep=8");
-  EXPECT_EQ(every.code, 3) << every.err;
-  EXPECT_TRUE(has(every.err, "`model.moe_every`")) << every.err;
+  EXPECT_EQ(every.code, 0) << every.err;
+  // MoE under TP 2 without SP: Megatron-Core refuses it (each TP rank dispatches tokens/tp).
+  const CliRun no_sp = trainsim("run " + base +
+                                " --set model.experts=8 --set parallel.ep=8 --set parallel.sp=false");
+  EXPECT_EQ(no_sp.code, 3) << no_sp.err;
+  EXPECT_TRUE(has(no_sp.err, "`parallel.sp`: an MoE model under TP 2 needs sequence parallelism"))
+      << no_sp.err;
+  const CliRun dense = trainsim("run " + base + " --format json");
+  const CliRun one = trainsim("run " + base + " --format json --set model.experts=8 "
+                              "--set model.moe_every=100 --set parallel.ep=8");
+  ASSERT_EQ(dense.code, 0) << dense.err;
+  ASSERT_EQ(one.code, 0) << one.err;
+  // One MoE layer: its 8 experts' SwiGLU MLPs (3·4096·14,336 each) and the router (4096·8)
+  // replace one dense MLP.
+  const double extra = 7.0 * 3 * 4096 * 14336 + 4096.0 * 8;
+  EXPECT_EQ(nlohmann::json::parse(one.out)["parameters"].get<double>() -
+                nlohmann::json::parse(dense.out)["parameters"].get<double>(),
+            extra);
 }
 
 // A profile that gives a constant twice: JSON keeps the last one silently; refused by name.

@@ -117,9 +117,36 @@ TEST(MemoryCli, MoeActivationsFollowMoeEvery) {
                   "--set parallel.tp=2 --set model.moe_every=" + std::to_string(every))["memory"]
         ["activations_bytes"].get<double>();
   };
-  const double delta = 6.0 * 14336 * 8192 / 2;  // (top_k − 1) · 6·f·s / t per MoE layer
+  // Per MoE layer beyond a dense one: the second expert copy's SwiGLU activations
+  // (top_k − 1)·6·f·s/t, the permuted rows the experts read, k·2·h·s (gathered over TP: not
+  // divided by t), and the experts' output rows unpermute saves, k·2·h·s/t.
+  const double delta = 6.0 * 14336 * 8192 / 2 + 2.0 * 2 * 4096 * 8192 + 2.0 * 2 * 4096 * 8192 / 2;
+  EXPECT_EQ(delta, 553648128.0);
+  // 32 layers: 32, 16 and 8 MoE layers (layers 0, n, 2n, ...).
   EXPECT_EQ(activations(1) - activations(2), 16 * delta);
   EXPECT_EQ(activations(2) - activations(4), 8 * delta);
+}
+
+// Megatron-Core places an MoE layer at every layer i with i % moe_every == 0: 32 layers every 3rd
+// are 11 MoE layers (0, 3, ..., 30), not 10; and a pipeline stage holds its own ones, not the
+// model's average share. PP 4 of 8 layers: stages 0, 1 and 3 hold 3 MoE layers, stage 2 holds 2.
+TEST(MemoryCli, MoeLayersSitWhereMegatronPutsThem) {
+  const std::string moe =
+      "--set model.experts=8 --set model.top_k=2 --set parallel.ep=8 --set model.moe_every=3 ";
+  const nlohmann::json dense = run_of("");
+  const nlohmann::json every3 = run_of(moe);
+  const double h = 4096, f = 14336, mlp = 3 * h * f, router = h * 8;
+  EXPECT_EQ(every3["parameters"].get<double>() - dense["parameters"].get<double>(),
+            11 * (7 * mlp + router));
+  // Stage 0 at PP 4, TP 2, EP 8: 8 layers' attention (41,943,040 parameters) and norms (8,192),
+  // 5 dense MLPs /t, 3 MoE layers' one local expert and router share (8·mlp + router)/(t·EP),
+  // the embedding /t; 2 bytes each (ZeRO 1 leaves the weights whole).
+  const nlohmann::json pp4 = run_of(moe + "--set parallel.pp=4 --set parallel.vpp=1 --set training.recompute=none");
+  ASSERT_EQ(pp4["memory"]["peak_stage"], "first") << pp4["memory"].dump();
+  const double vocab = std::stod(pp4["config"]["model.vocab"].get<std::string>());
+  const double stage0 = 8 * (41943040.0 / 2 + 8192) + 5 * mlp / 2 + 3 * (8 * mlp + router) / 16 +
+                        vocab * h / 2;
+  EXPECT_DOUBLE_EQ(pp4["memory"]["weights_bytes"].get<double>(), 2 * stage0);
 }
 
 TEST(MemoryCli, ZeroThreeGathersNoMoreThanTheStage) {

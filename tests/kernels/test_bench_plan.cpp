@@ -144,7 +144,7 @@ TEST(BenchPlan, UnfusedLlamaMoeShapesMoveTheModelsBytes) {
   std::map<std::string, double> model_bytes;
   for (int layer = 0; layer < 2; ++layer) {
     for (const model::Op& op : model::layer_forward_ops(m, s, layer)) {
-      // The first layer's op of a name is the one the plan keeps under that label (layer 1 is the
+      // The first layer's op of a name is the one the plan keeps under that label (layer 0 is the
       // MoE layer: its SwiGLU runs on top_k× the rows under the same label, as its own sample).
       if (op.kind == model::OpKind::kMemory) model_bytes.emplace(op.name, op.bytes);
     }

@@ -458,16 +458,22 @@ TEST(ValidationRuns, Fp8RecipeAndBlockRecomputeCells) {
   EXPECT_GT(*five.predicted.iter_s, *cs.predicted.iter_s);           // 5 layers recomputed
   EXPECT_LT(*five.predicted.iter_s, *row("fp8-cs", "full").predicted.iter_s);  // not all 32
   EXPECT_EQ(five.assumed.count("recompute"), 0u);
-  // A precision that is none of these: the row is not simulable and the reason names the column
-  // and the spellings.
-  const auto typo = validate_runs_text(
-      kHeader + "\nr,NeMo 2025,h100-sxm,fp8-xs,,8,32,4096,32,8,14336,8192,128256,1,1,8,,1,1,1,128,"
-                "3,,nemo,,,,725,\n",
-      "t.csv", "analytic", {});
-  ASSERT_EQ(typo.size(), 1u);
-  EXPECT_NE(typo[0].error_message.find("t.csv:2"), std::string::npos) << typo[0].error_message;
-  EXPECT_NE(typo[0].error_message.find("precision"), std::string::npos) << typo[0].error_message;
-  EXPECT_NE(typo[0].error_message.find("fp8-cs"), std::string::npos) << typo[0].error_message;
+  // A precision that is none of these is a typo: an input error (the file stops, exit 2) naming
+  // the line, the column and the spellings; it made the row "not simulable", which quietly
+  // changed a file's summary.
+  try {
+    validate_runs_text(
+        kHeader + "\nr,NeMo 2025,h100-sxm,fp8-xs,,8,32,4096,32,8,14336,8192,128256,1,1,8,,1,1,1,"
+                  "128,3,,nemo,,,,725,\n",
+        "t.csv", "analytic", {});
+    ADD_FAILURE() << "fp8-xs accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInput);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("t.csv:2"), std::string::npos) << what;
+    EXPECT_NE(what.find("precision"), std::string::npos) << what;
+    EXPECT_NE(what.find("fp8-cs"), std::string::npos) << what;
+  }
   // A block-scaled recipe (the FP8-MX and NVFP4 rows of NeMo's Blackwell tables) is refused as
   // what it is: not modelled, not a typo.
   for (const char* block : {"mxfp8", "FP8-MX", "nvfp4"}) {
