@@ -10,6 +10,19 @@
 #include "sim/core/parse.h"
 
 namespace trainsim::calib {
+
+const char* measured_collective_ops() {
+  return "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, sendrecv";
+}
+
+bool is_measured_collective_op(std::string_view op) {
+  for (const char* o : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+                        "reduce", "sendrecv"}) {
+    if (op == o) return true;
+  }
+  return false;
+}
+
 namespace {
 
 using nlohmann::json;
@@ -52,9 +65,14 @@ int get_int(const json& j, const char* key, const std::string& file, const std::
     throw_input("expected an integer >= " + std::to_string(min), {file, 0, field});
   }
   const json& v = j[key];
-  const bool fits = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max)
-                                           : v.get<std::int64_t>() <= max;
-  if (!fits || (!v.is_number_unsigned() && v.get<std::int64_t>() < min)) {
+  // nlohmann reads a non-negative literal as unsigned: both bounds apply to it too (a rank
+  // count of 0 passed when only the signed values were checked against `min`).
+  const bool fits =
+      v.is_number_unsigned()
+          ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(max) &&
+                (min <= 0 || v.get<std::uint64_t>() >= static_cast<std::uint64_t>(min))
+          : v.get<std::int64_t>() <= max && v.get<std::int64_t>() >= min;
+  if (!fits) {
     throw_input("expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
                     ", found " + v.dump(),
                 {file, 0, field});
@@ -97,7 +115,23 @@ void load_measured(const json& j, const std::string& file, Profile& p) {
     reject_unknown(e, {"op", "ranks", "alpha_s", "busbw_Bps", "samples"}, file, at);
     MeasuredCollective m;
     m.op = get_string_at(e, "op", file, at);
-    m.ranks = get_int(e, "ranks", file, at + ".ranks", 1, limits::kMaxRanks);
+    if (!is_measured_collective_op(m.op)) {
+      // Unknown, it would be kept and never match a collective: the fit silently unused.
+      throw_input("unknown collective " + clip_name(json(m.op).dump()) + " (" +
+                      measured_collective_ops() + ")",
+                  {file, 0, at + ".op"});
+    }
+    // A collective needs two ranks; a 1-rank fit would never be priced.
+    m.ranks = get_int(e, "ranks", file, at + ".ranks", 2, limits::kMaxRanks);
+    for (std::size_t k = 0; k < p.collectives_measured.size(); ++k) {
+      const MeasuredCollective& seen = p.collectives_measured[k];
+      if (seen.op == m.op && seen.ranks == m.ranks) {
+        throw_input("a second fit of " + m.op + " over " + std::to_string(m.ranks) +
+                        " ranks, after collectives_measured[" + std::to_string(k) +
+                        "]: the simulator would price with the first only",
+                    {file, 0, at}, "keep one entry per (op, ranks)");
+      }
+    }
     // Both null: samples of a single size, kept without a fit (busbw_Bps 0 is never priced).
     const bool unfitted = e.contains("alpha_s") && e["alpha_s"].is_null() &&
                           e.contains("busbw_Bps") && e["busbw_Bps"].is_null();

@@ -39,6 +39,10 @@ struct MeasuredCollective {
   std::vector<std::pair<double, double>> samples;
 };
 
+/// Collectives a `collectives_measured` entry may name, comma-separated (for messages).
+const char* measured_collective_ops();
+bool is_measured_collective_op(std::string_view op);
+
 /// Where measured collectives came from, so a profile can be traced back to its runs.
 struct MeasuredProvenance {
   std::vector<std::string> source_files;

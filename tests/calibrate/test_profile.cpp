@@ -99,6 +99,30 @@ TEST(Profile, CorruptFilesNameFileAndField) {
   expect_error(with_kernels(R"({"triton": 0.2})"), "compute.attention_by_kernel.triton",
                "must be an object");
   expect_error(with_kernels("[]"), "compute.attention_by_kernel", "must be an object");
+  // collectives_measured: a known op, a group of 2 or more ranks, one entry per (op, ranks).
+  Profile measured = builtin_profile("h100-sxm");
+  measured.collectives_measured.push_back({"all_gather", 8, 1e-4, 4e10, {{1 << 20, 126}, {1 << 30, 23588}}});
+  measured.collectives_measured.push_back({"all_reduce", 8, 4e-5, 4.8e11, {{1 << 20, 44}, {1 << 30, 3954}}});
+  measured.measured_provenance.source_files = {"a.txt"};
+  const std::string mj = profile_to_json(measured);
+  ASSERT_NO_THROW(parse_profile(mj, "ok.json"));
+  s = mj;
+  s.replace(s.find("\"all_gather\""), 12, "\"all-gather\"");
+  expect_error(s, "collectives_measured[0].op", "unknown collective \"all-gather\" (all_reduce, ");
+  for (const char* ranks : {"0", "1", "-3", "2.5"}) {
+    s = mj;
+    s.replace(s.find("\"ranks\": 8"), 10, std::string("\"ranks\": ") + ranks);
+    expect_error(s, "collectives_measured[0].ranks", "expected an integer");
+  }
+  s = mj;
+  s.replace(s.find("\"all_reduce\""), 12, "\"all_gather\"");
+  expect_error(s, "collectives_measured[1]",
+               "a second fit of all_gather over 8 ranks, after collectives_measured[0]");
+  // The same op over another group size is another fit.
+  s = mj;
+  s.replace(s.find("\"all_reduce\""), 12, "\"all_gather\"");
+  s.replace(s.rfind("\"ranks\": 8"), 10, "\"ranks\": 16");
+  EXPECT_EQ(parse_profile(s, "ok.json").collectives_measured.at(1).ranks, 16);
   try {
     load_profile("/nonexistent/profile.json");
     FAIL();
