@@ -608,23 +608,38 @@ std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) 
     std::string file_list;
     for (const std::string& f : from) file_list += (file_list.empty() ? "" : ", ") + f;
     if (all.empty()) throw_input("no times (every time cell is N/A) for " + what, at, others);
-    if (all.front().first == all.back().first) {
-      // One size: a single point cannot separate the start-up time from the bandwidth. The
+    std::vector<std::pair<double, double>> fit;
+    std::set<double> fit_sizes;
+    for (const auto& s : all) {
+      if (s.first >= kFitMinBytes) {
+        fit.push_back(s);
+        fit_sizes.insert(s.first);
+      }
+    }
+    if (fit_sizes.size() < 2) {
+      // One size cannot separate the start-up time from the bandwidth, and sizes below 1 MiB run
+      // the LL/LL128 protocols on fewer channels, which the line does not describe (fitted on
+      // them, the 8-GPU all-reduce of tests/calibrate/data reads 54 GB/s instead of 479). The
       // samples are kept, unfitted, so the measurement is not lost.
+      std::set<double> sizes;
+      for (const auto& s : all) sizes.insert(s.first);
       NcclTestsFit f;
       f.measured.op = key.first;
       f.measured.ranks = key.second;
       f.measured.samples = all;
       f.fitted = false;
+      f.unfitted_reason =
+          sizes.size() == 1
+              ? "was measured at a single size (" +
+                    std::to_string(static_cast<std::int64_t>(all.front().first)) + " B)"
+              : "has " + std::to_string(fit_sizes.size()) + " size" +
+                    (fit_sizes.size() == 1 ? "" : "s") + " of at least 1 MiB (" +
+                    std::to_string(static_cast<std::int64_t>(kFitMinBytes)) + " B) among " +
+                    std::to_string(sizes.size()) + " sizes";
       f.files = file_list;
       fits.push_back(std::move(f));
       continue;
     }
-    std::vector<std::pair<double, double>> fit;
-    for (const auto& s : all) {
-      if (s.first >= kFitMinBytes) fit.push_back(s);
-    }
-    if (fit.size() < 2 || fit.front().first == fit.back().first) fit = all;
     // Relative least squares, min Σ((α + S·x − t)/t)²: every size counts alike, instead of the
     // largest message deciding α.
     const Eigen::Index n = static_cast<Eigen::Index>(fit.size());

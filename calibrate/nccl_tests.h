@@ -79,7 +79,11 @@ struct NcclTestsRun {
 struct NcclTestsFit {
   MeasuredCollective measured;  // alpha_s = busbw_Bps = 0 when not fitted
   double max_rel_error = 0;     // over the fitted samples (those of at least kFitMinBytes)
-  bool fitted = true;           // false: samples of one size only, kept without a fit
+  bool fitted = true;  // false: fewer than two sizes of at least kFitMinBytes, kept without a fit
+  // Why it was not fitted, to follow "<op> over <n> ranks" in a note: "was measured at a single
+  // size (1073741824 B)" or "has 1 size of at least 1 MiB (1048576 B) among 20 sizes"; "" when
+  // fitted.
+  std::string unfitted_reason;
   std::string files;            // the files of this (op, ranks), for messages
 };
 
@@ -106,9 +110,10 @@ std::string gpu_preset_for_device_name(const std::string& name);
 double nccl_tests_busbw_factor(const std::string& op, int ranks);
 
 /// Least-squares fit of time = α + size · factor / busbw, one per (op, ranks) in `runs`, in the
-/// order they first appear. Samples take the out-of-place time (in-place when that is N/A). An
-/// (op, ranks) measured at a single size keeps its samples unfitted (`fitted` false): one point
-/// cannot separate α from the bandwidth.
+/// order they first appear. Samples take the out-of-place time (in-place when that is N/A). Only
+/// sizes of at least kFitMinBytes enter the fit; an (op, ranks) with fewer than two of them keeps
+/// its samples unfitted (`fitted` false): one point cannot separate α from the bandwidth, and the
+/// smaller sizes run other protocols than the line describes.
 std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs);
 
 }  // namespace trainsim::calib

@@ -90,10 +90,12 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
   for (const auto& f : fits) {
     if (!f.fitted) {
       std::cerr << fmt::format(
-          "note: {}: {} over {} ranks was measured at a single size ({} B): kept as samples "
-          "without an alpha-beta fit (a line needs two sizes); it prices nothing\n",
-          f.files, f.measured.op, f.measured.ranks,
-          static_cast<std::int64_t>(f.measured.samples.front().first));
+          "note: {}: {} over {} ranks {}: kept as samples without an alpha-beta fit (a line needs "
+          "two sizes of at least 1 MiB); it prices nothing{}\n",
+          f.files, f.measured.op, f.measured.ranks, f.unfitted_reason,
+          f.measured.op == "all_reduce" || f.measured.op == "all_gather"
+              ? " and sets no NVLink bandwidth"
+              : "");
     }
   }
   p.collectives_measured.clear();
@@ -113,10 +115,13 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
                            "busbw_GB/s", "max_err_>=1MiB_%");
   for (const auto& f : fits) {
     if (!f.fitted) {
-      std::cout << fmt::format("{:<15} {:>5} {:>10} {:>12} {:>17}  ({} sample{}, one size: no fit)\n",
+      std::cout << fmt::format("{:<15} {:>5} {:>10} {:>12} {:>17}  ({} sample{}, {}: no fit)\n",
                                f.measured.op, f.measured.ranks, "-", "-", "-",
                                f.measured.samples.size(),
-                               f.measured.samples.size() == 1 ? "" : "s");
+                               f.measured.samples.size() == 1 ? "" : "s",
+                               f.unfitted_reason.starts_with("was measured at a single size")
+                                   ? "one size"
+                                   : "fewer than two sizes >= 1 MiB");
       continue;
     }
     std::cout << fmt::format("{:<15} {:>5} {:>10.2f} {:>12.1f} {:>17.2f}\n", f.measured.op,

@@ -421,6 +421,51 @@ TEST(NcclTests, SingleSizeIsKeptAsSamplesWithoutAFit) {
   EXPECT_TRUE(fit_nccl_tests({two}).at(0).fitted);
 }
 
+// The text of a file without its rows of more than `max_bytes` (lines that start with two
+// integers, the first the size).
+std::string rows_up_to(const std::string& text, std::int64_t max_bytes) {
+  std::istringstream in(text);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream cells(line);
+    std::int64_t size = 0, count = 0;
+    if (line.find('#') == std::string::npos && (cells >> size >> count) && size > max_bytes) {
+      continue;
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+// Only sizes of at least 1 MiB are fitted (docs/calibration.md): a run with none of them, or with
+// one, keeps its samples unfitted instead of fitting the LL/LL128 sizes below (which gave the
+// 8-GPU all-reduce 54 GB/s against the 479 of the whole file).
+TEST(NcclTests, FewerThanTwoSizesOfOneMiBAreNotFitted) {
+  const std::string text = slurp(data("h100x8_all_reduce.txt"));
+  const NcclTestsRun small = parse_nccl_tests(rows_up_to(text, 524288), "small.txt");
+  ASSERT_EQ(small.rows.size(), 17u);  // 8 B to 512 KiB
+  auto fits = fit_nccl_tests({small});
+  ASSERT_EQ(fits.size(), 1u);
+  EXPECT_FALSE(fits[0].fitted);
+  EXPECT_EQ(fits[0].measured.busbw_Bps, 0);
+  EXPECT_EQ(fits[0].measured.alpha_s, 0);
+  EXPECT_EQ(fits[0].measured.samples.size(), 17u);
+  EXPECT_EQ(fits[0].unfitted_reason, "has 0 sizes of at least 1 MiB (1048576 B) among 17 sizes");
+  // One size of 1 MiB among them: still no line.
+  fits = fit_nccl_tests({parse_nccl_tests(rows_up_to(text, 1048576), "one_mib.txt")});
+  EXPECT_FALSE(fits.at(0).fitted);
+  EXPECT_EQ(fits[0].unfitted_reason, "has 1 size of at least 1 MiB (1048576 B) among 18 sizes");
+  // Two: fitted on those two alone, so the line passes through both (44.50 and 48.11 us).
+  fits = fit_nccl_tests({parse_nccl_tests(rows_up_to(text, 2097152), "two_mib.txt")});
+  ASSERT_TRUE(fits.at(0).fitted);
+  EXPECT_TRUE(fits[0].unfitted_reason.empty());
+  const MeasuredCollective& m = fits[0].measured;
+  const double x_us_per_byte = (48.11 - 44.50) / 1048576;  // by hand, through the two points
+  EXPECT_NEAR(m.alpha_s * 1e6, 44.50 - 1048576 * x_us_per_byte, 1e-6);
+  EXPECT_NEAR(m.busbw_Bps, 1.75 / (x_us_per_byte * 1e-6), 1e-3 * m.busbw_Bps);
+  EXPECT_LT(fits[0].max_rel_error, 1e-9);
+}
+
 TEST(NcclTests, GpuPresetFromDeviceName) {
   const std::pair<const char*, const char*> cases[] = {
       {"NVIDIA H100 80GB HBM3", "h100-sxm"},

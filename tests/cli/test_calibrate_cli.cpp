@@ -270,6 +270,41 @@ TEST(CalibrateCli, ImportKeepsASingleSizeAsSamplesWithoutAFit) {
   EXPECT_EQ(p.collectives_measured[0].busbw_Bps, 0);
 }
 
+// A run whose sizes are all below 1 MiB (the tester's `awk` cut of h100x8_all_reduce.txt) is not
+// fitted: the note says why, alpha and busbw are null, and the base profile's NVLink bandwidth
+// stays (fitted on the LL/LL128 sizes it was overwritten with 54 GB/s, ~9x too low).
+TEST(CalibrateCli, ImportFitsNothingBelowOneMiB) {
+  std::istringstream in(trainsim::testing::slurp(kData + "h100x8_all_reduce.txt"));
+  const std::string small = trainsim::testing::temp_path("all_reduce_small.txt");
+  {
+    std::ofstream f(small);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream cells(line);
+      long size = 0, count = 0;
+      if (line.find('#') == std::string::npos && (cells >> size >> count) && size > 524288) {
+        continue;
+      }
+      f << line << "\n";
+    }
+  }
+  const std::string out = trainsim::testing::temp_path("small.json");
+  const Out r = trainsim("calibrate import-nccl-tests " + small + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "note: " + small + ": all_reduce over 8 ranks has 0 sizes of at least "
+                                            "1 MiB (1048576 B) among 17 sizes: kept as samples "
+                                            "without an alpha-beta fit"))
+      << r.err;
+  EXPECT_TRUE(has(r.err, "it prices nothing and sets no NVLink bandwidth")) << r.err;
+  EXPECT_TRUE(has(r.out, "fewer than two sizes >= 1 MiB: no fit")) << r.out;
+  EXPECT_TRUE(has(r.out, "nvlink_busbw_Bps: kept")) << r.out;
+  const nlohmann::json j = read_json(out);
+  EXPECT_TRUE(j["collectives_measured"][0]["alpha_s"].is_null());
+  EXPECT_TRUE(j["collectives_measured"][0]["busbw_Bps"].is_null());
+  EXPECT_EQ(j["collectives_measured"][0]["samples"].size(), 17u);
+  EXPECT_EQ(j["collectives"]["nvlink_busbw_Bps"].get<double>(),
+            trainsim::calib::builtin_profile("h100-sxm").nvlink.busbw_Bps);
+}
+
 // `calibrate from-execute` on the H200 record of 2026-12-04 (docs/validation/h200-2026-12-04):
 // three configurations' execute records (the fused runs: 31 task kinds each, all compute kinds
 // giving a sample on one GPU) added to the record's burst profile. Each sample is labelled
