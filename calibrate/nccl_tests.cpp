@@ -181,6 +181,12 @@ const char* skip_kind_name(NcclTestsSkip k, bool plural) {
     case NcclTestsSkip::kLauncher:
       return plural ? "launcher or shell lines (not nccl-tests output)"
                     : "launcher or shell line (not nccl-tests output)";
+    case NcclTestsSkip::kNoTime:
+      return plural ? "rows without a time (every time cell 0 or N/A)"
+                    : "row without a time (every time cell 0 or N/A)";
+    case NcclTestsSkip::kInPlaceTime:
+      return plural ? "rows whose out-of-place time is 0 use their in-place time"
+                    : "row whose out-of-place time is 0 uses its in-place time";
   }
   return "";
 }
@@ -271,6 +277,9 @@ std::string implied_ranks(const std::string& op, const RatioEvidence& e) {
 void resolve_ranks(NcclTestsRun& run, int stated, const std::string& stated_from,
                    const NcclTestsOptions& o) {
   const std::string& path = run.path;
+  // Messages name the run's first line when the file holds several (its first is line 1).
+  const std::string label =
+      run.first_line > 1 ? path + ":" + std::to_string(run.first_line) : path;
   const RatioEvidence e = ratio_evidence(run.rows);
   const bool informative = e.present && ratio_tells_ranks(run.op);
   const std::string ratio_text = e.present ? "busbw/algbw = " + fmt_factor(e.factor) + " (line " +
@@ -289,7 +298,7 @@ void resolve_ranks(NcclTestsRun& run, int stated, const std::string& stated_from
   };
   if (stated > 0 && (!informative || factor_agrees(run.op, stated, e))) {
     if (o.ranks > 0 && o.ranks != stated) {
-      run.warnings.push_back(path + ": --ranks " + std::to_string(o.ranks) +
+      run.warnings.push_back(label + ": --ranks " + std::to_string(o.ranks) +
                              " not used: the file states " + std::to_string(stated) +
                              " ranks (" + stated_from + ")" +
                              (informative ? ", and " + ratio_text + " agrees" : std::string()));
@@ -300,7 +309,7 @@ void resolve_ranks(NcclTestsRun& run, int stated, const std::string& stated_from
   if (stated > 0) {
     // The stated count contradicts the ratio nccl-tests computed from the real one.
     if (o.ranks > 0 && factor_agrees(run.op, o.ranks, e)) {
-      run.warnings.push_back(path + ": --ranks " + std::to_string(o.ranks) + " replaces the " +
+      run.warnings.push_back(label + ": --ranks " + std::to_string(o.ranks) + " replaces the " +
                              std::to_string(stated) + " ranks the file states (" + stated_from +
                              "), as " + ratio_text + " implies " + implied_ranks(run.op, e));
       use(o.ranks, "--ranks");
@@ -333,7 +342,7 @@ void resolve_ranks(NcclTestsRun& run, int stated, const std::string& stated_from
   if (informative) {
     const auto [lo, hi] = ranks_range(run.op, e);
     if (lo == hi) {
-      run.notes.push_back(path + ": no rank count in the file; " + ratio_text + " gives " +
+      run.notes.push_back(label + ": no rank count in the file; " + ratio_text + " gives " +
                           std::to_string(lo) + " ranks (busbw = algbw x " +
                           factor_formula(run.op) + "); --ranks sets it");
       use(static_cast<int>(lo), "busbw/algbw");
@@ -344,6 +353,51 @@ void resolve_ranks(NcclTestsRun& run, int stated, const std::string& stated_from
                   (informative ? ", and " + ratio_text + " fits " + implied_ranks(run.op, e)
                                : std::string()),
               {path, 0, ""}, "pass --ranks N, the number of ranks of the job");
+}
+
+// Every row's busbw/algbw must be the factor of the run's rank count, within the rounding of
+// the two printed cells (the true ratio lies in [(b − δb)/(a + δa), (b + δb)/(a − δa)]): a row
+// that is not belongs to another run, pasted below this one without its header.
+void check_row_ratios(const NcclTestsRun& run) {
+  const double f = nccl_tests_busbw_factor(run.op, run.ranks);
+  for (const NcclTestsRow& r : run.rows) {
+    if (!(r.algbw_GBps > 0 && r.busbw_GBps > 0)) continue;
+    // Cells so far apart that the ratio overflows say nothing (as in ratio_evidence).
+    if (!std::isfinite(r.busbw_GBps / r.algbw_GBps)) continue;
+    const double lo = (r.busbw_GBps - r.busbw_half_ulp) / (r.algbw_GBps + r.algbw_half_ulp);
+    const double hi = r.algbw_GBps > r.algbw_half_ulp
+                          ? (r.busbw_GBps + r.busbw_half_ulp) / (r.algbw_GBps - r.algbw_half_ulp)
+                          : std::numeric_limits<double>::infinity();
+    if (f >= lo * (1 - 1e-9) && f <= hi * (1 + 1e-9)) continue;
+    RatioEvidence e;
+    e.present = true;
+    e.factor = r.busbw_GBps / r.algbw_GBps;
+    e.tolerance = (hi - lo) / 2;
+    throw_input("busbw/algbw = " + fmt_factor(e.factor) + " (busbw " + fmt_number(r.busbw_GBps) +
+                    ", algbw " + fmt_number(r.algbw_GBps) + ") implies " +
+                    implied_ranks(run.op, e) + ", but the run has " + std::to_string(run.ranks) +
+                    " ranks (" + run.ranks_from + "), for which " + run.op + " has busbw = algbw x " +
+                    fmt_factor(f),
+                {run.path, r.line, "busbw"},
+                "a row of another run? Keep each run's header lines (`# nThread ... nGpus`, "
+                "`#  Rank ...`), which start a new run, or import it from a file of its own");
+  }
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+    return std::isdigit(c) != 0;
+  });
+}
+
+// A time unit other than microseconds in the units line under the column header (`(ms)`): the
+// samples and the fit are in microseconds, and nccl-tests prints nothing else.
+bool is_other_time_unit(const std::string& token) {
+  for (const char* u : {"(ms)", "(s)", "(ns)", "(sec)", "(msec)", "(nsec)", "(seconds)",
+                        "(millis)", "(milliseconds)", "(nanoseconds)"}) {
+    if (token == u) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -376,16 +430,18 @@ std::string gpu_preset_for_device_name(const std::string& name) {
 
 std::vector<std::string> describe_skipped(const NcclTestsRun& run) {
   std::vector<std::string> out;
-  for (NcclTestsSkip k : {NcclTestsSkip::kSizeZero, NcclTestsSkip::kTruncated,
-                          NcclTestsSkip::kNcclLog, NcclTestsSkip::kLauncher}) {
+  for (NcclTestsSkip k : {NcclTestsSkip::kSizeZero, NcclTestsSkip::kNoTime,
+                          NcclTestsSkip::kTruncated, NcclTestsSkip::kNcclLog,
+                          NcclTestsSkip::kLauncher, NcclTestsSkip::kInPlaceTime}) {
     std::vector<int> lines;
     for (const NcclTestsSkippedLine& s : run.skipped) {
       if (s.kind == k) lines.push_back(s.line);
     }
     if (lines.empty()) continue;
-    std::string text = run.path + ": skipped " + std::to_string(lines.size()) + " " +
-                       skip_kind_name(k, lines.size() > 1) + " (line" +
-                       (lines.size() > 1 ? "s " : " ");
+    std::string text = run.path + ": " +
+                       (k == NcclTestsSkip::kInPlaceTime ? "" : "skipped ") +
+                       std::to_string(lines.size()) + " " + skip_kind_name(k, lines.size() > 1) +
+                       " (line" + (lines.size() > 1 ? "s " : " ");
     const std::size_t shown = std::min<std::size_t>(lines.size(), 5);
     for (std::size_t i = 0; i < shown; ++i) {
       text += (i ? ", " : "") + std::to_string(lines[i]);
@@ -396,30 +452,42 @@ std::vector<std::string> describe_skipped(const NcclTestsRun& run) {
   return out;
 }
 
-NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
-                              const NcclTestsOptions& options) {
-  static const std::regex kRankLine(
+namespace {
+
+const std::regex& rank_line_regex() {
+  static const std::regex r(
       R"(^#\s+Rank\s+(\d+)\s.*\son\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*?)\s*$)");
-  static const std::regex kNGpus(R"(\bnGpus\s+(\d+))");
+  return r;
+}
+const std::regex& ngpus_regex() {
+  static const std::regex r(R"(\bnGpus\s+(\d+))");
+  return r;
+}
+const std::regex& starting_regex() {
+  static const std::regex r(R"(Collective test starting:\s*(\S+))");
+  return r;
+}
+
+// One run's lines (`lines`, the first at line `first_line` of the file). `inherited` are the
+// columns of the run before, for a run that prints no column header of its own.
+NcclTestsRun parse_run(const std::vector<std::string>& lines, int first_line,
+                       const std::string& path, const NcclTestsOptions& options,
+                       std::vector<std::string>& inherited) {
+  const std::regex& kRankLine = rank_line_regex();
+  const std::regex& kNGpus = ngpus_regex();
   static const std::regex kNThread(R"(\bnThread\s+(\d+))");
-  static const std::regex kStarting(R"(Collective test starting:\s*(\S+))");
-  if (options.ranks < 0 || options.ranks > limits::kMaxRanks) {
-    throw_input("--ranks " + std::to_string(options.ranks) + " is not a rank count (1 to " +
-                    std::to_string(limits::kMaxRanks) + ")",
-                {path, 0, "--ranks"});
-  }
+  const std::regex& kStarting = starting_regex();
   NcclTestsRun run;
   run.path = path;
+  run.first_line = first_line;
   std::vector<std::string> columns;
   std::set<int> ranks;
   std::set<std::string> hosts;
   int version_ranks = 0;
-  std::istringstream in(std::string(strip_bom(text)));
-  int lineno = 0;
+  int lineno = first_line - 1;
   const auto skip = [&](NcclTestsSkip k) { run.skipped.push_back({k, lineno}); };
-  for (std::string raw; std::getline(in, raw);) {
+  for (const std::string& raw : lines) {
     ++lineno;
-    if (!raw.empty() && raw.back() == '\r') raw.pop_back();
     const std::string line = strip_launcher_prefix(raw);
     const auto first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
@@ -454,6 +522,18 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
       } else {
         const auto cols = split_ws(body.substr(1));
         if (!cols.empty() && cols[0] == "size") columns = cols;
+        if (!cols.empty() && cols[0] == "(B)") {
+          // The units line under the column header: times must be in microseconds.
+          for (const std::string& u : cols) {
+            if (is_other_time_unit(u)) {
+              throw_input("times in `" + u + "`: nccl-tests prints them in microseconds "
+                              "(`(us)`), which the samples and the fit are in",
+                          {path, lineno, "column header units"},
+                          "was the table converted or edited? Give the times in microseconds "
+                          "under a `(us)` header");
+            }
+          }
+        }
       }
       continue;
     }
@@ -471,6 +551,12 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
       continue;
     }
     const auto cells = split_ws(line);
+    // A row cut off with "..." (`8388608  ...`) before the test for a row: its second cell is
+    // no count, but it is the table's.
+    if (!cells.empty() && all_digits(cells[0]) && has_elided_cell(cells)) {
+      skip(NcclTestsSkip::kTruncated);
+      continue;
+    }
     if (!looks_like_row(cells)) {
       skip(NcclTestsSkip::kLauncher);  // mpirun / srun / MPI library messages, banners
       continue;
@@ -483,6 +569,7 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
       skip(NcclTestsSkip::kSizeZero);
       continue;
     }
+    if (columns.empty()) columns = inherited;
     if (columns.empty()) {
       throw_input("result row before the column header (`#  size  count  type ...`)",
                   {path, lineno, "column 1"});
@@ -499,6 +586,7 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
     NcclTestsRow row;
     row.line = lineno;
     int time_groups = 0, algbw_groups = 0, busbw_groups = 0;
+    bool out_of_place_zero = false;  // a printed 0 (not N/A) in the first time column
     for (std::size_t c = 0; c < cells.size(); ++c) {
       const std::string& name = columns[c];
       const std::string& cell = cells[c];
@@ -523,6 +611,7 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
         const double t =
             is_na(cell) ? 0.0
                         : parse_double(cell, path, lineno, c, name, limits::kMaxCollectiveTime_us);
+        if (time_groups == 0 && !is_na(cell) && t == 0) out_of_place_zero = true;
         (time_groups++ == 0 ? row.out_of_place_us : row.in_place_us) = t;
       } else if (!is_na(cell)) {
         // algbw, busbw, #wrong / error: checked to be numbers; the bandwidths (first group that
@@ -538,16 +627,25 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
       }
     }
     if (row.size_bytes <= 0) bad_cell(path, lineno, 0, columns[0], cells[0], "a size > 0");
+    if (!(row.out_of_place_us > 0) && !(row.in_place_us > 0)) {
+      skip(NcclTestsSkip::kNoTime);  // nothing measured; listed, not silently dropped
+      continue;
+    }
+    if (out_of_place_zero) skip(NcclTestsSkip::kInPlaceTime);  // still a row: listed
     run.rows.push_back(row);
   }
+  if (!columns.empty()) inherited = columns;
   if (run.rows.empty()) {
     std::string what;  // what was skipped, without the file name each line starts with
     for (const std::string& s : describe_skipped(run)) {
       what += (what.empty() ? "" : "; ") + s.substr(path.size() + 2);
     }
-    throw_input(what.empty() ? "no result rows (is this nccl-tests output?)"
-                             : "no result rows left: " + what,
-                {path, 0, ""});
+    const std::string which =
+        first_line > 1 ? "the run that starts at line " + std::to_string(first_line) + " has "
+                       : std::string();
+    throw_input(what.empty() ? which + "no result rows (is this nccl-tests output?)"
+                             : which + "no result rows left: " + what,
+                {path, first_line > 1 ? first_line : 0, ""});
   }
   if (run.op.empty()) run.op = op_from_name(basename(path));
   if (run.op.empty()) {
@@ -566,9 +664,79 @@ NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
   const int stated =
       !ranks.empty() ? static_cast<int>(ranks.size()) : (version_ranks > 1 ? version_ranks : 0);
   resolve_ranks(run, stated, !ranks.empty() ? "`#  Rank` lines" : "nThread x nGpus", options);
-  // Hosts are only known when the rank lines list every rank (not when --ranks replaced them).
-  run.nodes = run.ranks == static_cast<int>(ranks.size()) ? static_cast<int>(hosts.size()) : 0;
+  check_row_ratios(run);
+  // Hosts are only known when the rank lines list every rank (not when --ranks replaced them),
+  // or when one process drove every rank (nThread x nGpus with no rank lines): one host.
+  run.nodes = run.ranks == static_cast<int>(ranks.size()) ? static_cast<int>(hosts.size())
+              : ranks.empty() && run.ranks_from == "nThread x nGpus" ? 1
+                                                                    : 0;
   return run;
+}
+
+}  // namespace
+
+std::vector<NcclTestsRun> parse_nccl_tests_runs(const std::string& text, const std::string& path,
+                                                const NcclTestsOptions& options) {
+  if (options.ranks < 0 || options.ranks > limits::kMaxRanks) {
+    throw_input("--ranks " + std::to_string(options.ranks) + " is not a rank count (1 to " +
+                    std::to_string(limits::kMaxRanks) + ")",
+                {path, 0, "--ranks"});
+  }
+  // Split at each run header that follows result rows: within one run every header line comes
+  // before the table, and only the trailer (`# Avg bus bandwidth`, `# Collective test
+  // concluded`) after it.
+  struct Segment {
+    int first_line = 1;
+    std::vector<std::string> lines;
+  };
+  std::vector<Segment> segments(1);
+  bool rows_seen = false;
+  std::istringstream in(std::string(strip_bom(text)));
+  int lineno = 0;
+  for (std::string raw; std::getline(in, raw);) {
+    ++lineno;
+    if (!raw.empty() && raw.back() == '\r') raw.pop_back();
+    const std::string line = strip_launcher_prefix(raw);
+    const auto first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line[first] == '#') {
+      const std::string body = line.substr(first);
+      std::smatch m;
+      const bool header = body.find("nccl-tests version") != std::string::npos ||
+                          std::regex_search(body, m, starting_regex()) ||
+                          std::regex_search(body, m, ngpus_regex()) ||
+                          std::regex_match(body, m, rank_line_regex());
+      if (header && rows_seen) {
+        segments.push_back({lineno, {}});
+        rows_seen = false;
+      }
+    } else if (first != std::string::npos && !is_nccl_log(line) && !is_elision(line)) {
+      const auto cells = split_ws(line);
+      if (looks_like_row(cells) && cells.size() >= 2) rows_seen = true;
+    }
+    segments.back().lines.push_back(raw);
+  }
+  std::vector<NcclTestsRun> runs;
+  std::vector<std::string> columns;
+  for (const Segment& seg : segments) {
+    runs.push_back(parse_run(seg.lines, seg.first_line, path, options, columns));
+  }
+  return runs;
+}
+
+NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
+                              const NcclTestsOptions& options) {
+  std::vector<NcclTestsRun> runs = parse_nccl_tests_runs(text, path, options);
+  if (runs.size() > 1) {
+    throw_input("holds " + std::to_string(runs.size()) + " nccl-tests runs; the second starts here",
+                {path, runs[1].first_line, ""}, "import it with read_nccl_tests_runs");
+  }
+  return std::move(runs.front());
+}
+
+std::vector<NcclTestsRun> read_nccl_tests_runs(const std::string& path,
+                                               const NcclTestsOptions& options) {
+  return parse_nccl_tests_runs(
+      read_input_file(path, "nccl-tests output", limits::kMaxNcclTestsBytes), path, options);
 }
 
 NcclTestsRun read_nccl_tests(const std::string& path, const NcclTestsOptions& options) {
@@ -581,10 +749,27 @@ std::vector<NcclTestsFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) 
   std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>> samples;
   // The files each fit comes from, for its messages.
   std::map<std::pair<std::string, int>, std::vector<std::string>> files;
+  // The known host counts of each (op, ranks), with a run of each: a profile's fit is per (op,
+  // ranks), so runs of one rank count on different numbers of servers cannot share one.
+  std::map<std::pair<std::string, int>, std::map<int, const NcclTestsRun*>> hosts;
   for (const NcclTestsRun& r : runs) {
     const auto key = std::make_pair(r.op, r.ranks);
     if (!samples.count(key)) order.push_back(key);
     files[key].push_back(r.path);
+    if (r.nodes > 0) {
+      auto& seen = hosts[key];
+      seen.emplace(r.nodes, &r);
+      if (seen.size() > 1) {
+        const NcclTestsRun& other =
+            seen.begin()->second == &r ? *seen.rbegin()->second : *seen.begin()->second;
+        throw_input(r.op + " over " + std::to_string(r.ranks) + " ranks ran on " +
+                        std::to_string(r.nodes) + " host(s) here and on " +
+                        std::to_string(other.nodes) + " in " + other.path + ":" +
+                        std::to_string(other.first_line) +
+                        "; a profile holds one fit per collective and rank count",
+                    {r.path, r.first_line, ""}, "import them into separate profiles");
+      }
+    }
     auto& s = samples[key];
     for (const NcclTestsRow& row : r.rows) {
       const double t = row.out_of_place_us > 0 ? row.out_of_place_us : row.in_place_us;

@@ -44,6 +44,9 @@ enum class NcclTestsSkip {
   kTruncated,  // "...", "[...]" or a row cut off with "...": part of the output was elided
   kNcclLog,    // NCCL INFO / WARN / TRACE lines (NCCL_DEBUG) between the table's lines
   kLauncher,   // any other line that is not the table's: mpirun, srun, MPI library messages
+  kNoTime,     // a row whose every time cell is 0 or N/A: nothing was measured
+  // Not left out: a row whose out-of-place time is 0 (not N/A), priced by its in-place time.
+  kInPlaceTime,
 };
 
 struct NcclTestsSkippedLine {
@@ -61,6 +64,7 @@ struct NcclTestsOptions {
 
 struct NcclTestsRun {
   std::string path;
+  int first_line = 1;  // where the run starts in its file (a log may hold several runs)
   std::string op;  // all_reduce | all_gather | reduce_scatter | all_to_all | broadcast | reduce |
                    // sendrecv
   int ranks = 0;
@@ -91,14 +95,26 @@ struct NcclTestsFit {
 /// channels, which a single α–β line cannot follow; training collectives are far larger.
 inline constexpr double kFitMinBytes = 1 << 20;
 
-/// Parses nccl-tests output text; `path` names it in errors (kInput, with line and column).
+/// Parses nccl-tests output text; `path` names it in errors (kInput, with line and column). A
+/// log may hold several runs one after another (a job script running all_reduce_perf, then
+/// all_gather_perf, or the same test on 8 and then 16 GPUs): a run header (`# nccl-tests version`,
+/// `# Collective test starting`, `# nThread ... nGpus`, a `#  Rank` line) after result rows starts
+/// the next run, and each is returned as its own, with its own rank count, hosts and collective.
+std::vector<NcclTestsRun> parse_nccl_tests_runs(const std::string& text, const std::string& path,
+                                                const NcclTestsOptions& options = {});
+/// As parse_nccl_tests_runs for text that holds one run; more than one is an input error naming
+/// the line where the second starts.
 NcclTestsRun parse_nccl_tests(const std::string& text, const std::string& path,
                               const NcclTestsOptions& options = {});
 /// Reads and parses a file.
+std::vector<NcclTestsRun> read_nccl_tests_runs(const std::string& path,
+                                               const NcclTestsOptions& options = {});
 NcclTestsRun read_nccl_tests(const std::string& path, const NcclTestsOptions& options = {});
 
 /// One line per kind of skipped line, e.g. "all_reduce_perf.txt: skipped 2 rows of size 0
-/// (lines 16, 17)"; the first five line numbers of each kind are named.
+/// (lines 16, 17)"; the first five line numbers of each kind are named. Rows priced by their
+/// in-place time are listed the same way ("... 1 row whose out-of-place time is 0 uses its
+/// in-place time (line 30)").
 std::vector<std::string> describe_skipped(const NcclTestsRun& run);
 
 /// The GPU preset whose built-in profile describes a CUDA device name as nccl-tests prints it

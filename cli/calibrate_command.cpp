@@ -76,15 +76,43 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
                           calib::Profile p, const std::string& gpu_name,
                           const std::vector<std::string>& sources, const std::string& how) {
   const std::vector<calib::NcclTestsFit> fits = calib::fit_nccl_tests(runs);
-  // NVLink bandwidth from a run inside one server: all-reduce is what DP/TP use, all-gather next.
+  // NVLink bandwidth from a fit inside one server: all-reduce is what DP/TP use, all-gather next.
+  // Every run pooled into the fit must be known to run on one host (its rank lines name one, or
+  // one process drove all its ranks); a run of unknown hosts may have crossed the network (4
+  // servers of 1 GPU each read 45 GB/s), so it never sets it, whatever its rank count.
   const calib::NcclTestsFit* nvlink = nullptr;
+  std::string nvlink_kept = "no single-node all_reduce/all_gather";  // why not, for the output
+  bool kept_said = false;
   for (const char* op : {"all_reduce", "all_gather"}) {
-    for (const auto& r : runs) {
-      const bool one_node = r.nodes == 1 || (r.nodes == 0 && r.ranks <= 8);
-      if (nvlink || r.op != op || !one_node || r.ranks < 2) continue;
-      for (const auto& f : fits) {
-        if (f.fitted && f.measured.op == r.op && f.measured.ranks == r.ranks) nvlink = &f;
+    for (const auto& f : fits) {
+      if (nvlink || f.measured.op != op) continue;
+      const calib::NcclTestsRun* unknown = nullptr;
+      const calib::NcclTestsRun* several = nullptr;
+      for (const auto& r : runs) {
+        if (r.op != f.measured.op || r.ranks != f.measured.ranks) continue;
+        if (r.nodes == 0 && !unknown) unknown = &r;
+        if (r.nodes > 1 && !several) several = &r;
       }
+      if (several) continue;  // a multi-node fit says nothing about NVLink; that is expected
+      if (unknown) {
+        std::cerr << fmt::format(
+            "note: {}:{}: {} over {} ranks sets no NVLink bandwidth: its hosts are unknown (no "
+            "`#  Rank` line for every rank{}), so it may have crossed the network; its fit is "
+            "kept in collectives_measured\n",
+            unknown->path, unknown->first_line, f.measured.op, f.measured.ranks,
+            unknown->ranks_from == "--ranks" ? ", the count came from --ranks" : "");
+        if (!kept_said) nvlink_kept = f.measured.op + " over " + std::to_string(f.measured.ranks) +
+                                      " ranks: hosts unknown";
+        kept_said = true;
+        continue;
+      }
+      if (!f.fitted) {
+        if (!kept_said) nvlink_kept = f.measured.op + " over " + std::to_string(f.measured.ranks) +
+                                      " ranks: no fit";
+        kept_said = true;
+        continue;
+      }
+      nvlink = &f;
     }
   }
   for (const auto& f : fits) {
@@ -132,7 +160,7 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
                            nvlink
                                ? fmt::format("{:.4g} (from {} over {} ranks)", p.nvlink.busbw_Bps,
                                              nvlink->measured.op, nvlink->measured.ranks)
-                               : std::string("kept (no single-node all_reduce/all_gather)"),
+                               : "kept (" + nvlink_kept + ")",
                            a.out);
   return 0;
 }
@@ -154,12 +182,24 @@ int import_nccl_tests(const CalibrateArgs& a) {
   calib::NcclTestsOptions o;
   o.ranks = a.ranks;
   for (const std::string& f : a.files) {
-    runs.push_back(calib::read_nccl_tests(f, o));
-    const calib::NcclTestsRun& r = runs.back();
-    // Never silently: every line left out is counted by kind, with its first line numbers.
-    for (const std::string& s : calib::describe_skipped(r)) std::cerr << "note: " << s << "\n";
-    for (const std::string& s : r.notes) std::cerr << "note: " << s << "\n";
-    for (const std::string& s : r.warnings) std::cerr << "warning: " << s << "\n";
+    std::vector<calib::NcclTestsRun> in_file = calib::read_nccl_tests_runs(f, o);
+    if (in_file.size() > 1) {
+      std::string starts;
+      for (const auto& r : in_file) {
+        starts += (starts.empty() ? "" : ", ") + std::to_string(r.first_line) + " (" + r.op +
+                  ", " + std::to_string(r.ranks) + " ranks)";
+      }
+      std::cerr << fmt::format("note: {}: holds {} nccl-tests runs, starting at lines {}: each is "
+                               "imported as its own run\n",
+                               f, in_file.size(), starts);
+    }
+    for (calib::NcclTestsRun& r : in_file) {
+      // Never silently: every line left out is counted by kind, with its first line numbers.
+      for (const std::string& s : calib::describe_skipped(r)) std::cerr << "note: " << s << "\n";
+      for (const std::string& s : r.notes) std::cerr << "note: " << s << "\n";
+      for (const std::string& s : r.warnings) std::cerr << "warning: " << s << "\n";
+      runs.push_back(std::move(r));
+    }
   }
   // One profile describes one GPU; fits over runs of different GPUs would describe neither.
   const calib::NcclTestsRun* named = nullptr;  // the first run that names its GPU

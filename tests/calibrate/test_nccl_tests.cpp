@@ -118,7 +118,7 @@ TEST(NcclTests, InPlaceNaAndRanksFromThreadsTimesGpus) {
   const NcclTestsRun r = read_nccl_tests(data("alltoall_perf_h100.txt"));
   EXPECT_EQ(r.op, "all_to_all");
   EXPECT_EQ(r.ranks, 8);  // nThread 2 x nGpus 4, no rank lines
-  EXPECT_EQ(r.nodes, 0);
+  EXPECT_EQ(r.nodes, 1);  // one process drove all 8 ranks: one host
   EXPECT_GT(r.rows.front().out_of_place_us, 0);
   EXPECT_EQ(r.rows.front().in_place_us, 0);
 }
@@ -464,6 +464,135 @@ TEST(NcclTests, FewerThanTwoSizesOfOneMiBAreNotFitted) {
   EXPECT_NEAR(m.alpha_s * 1e6, 44.50 - 1048576 * x_us_per_byte, 1e-6);
   EXPECT_NEAR(m.busbw_Bps, 1.75 / (x_us_per_byte * 1e-6), 1e-3 * m.busbw_Bps);
   EXPECT_LT(fits[0].max_rel_error, 1e-9);
+}
+
+// A log of two runs (all_reduce_perf on 8 GPUs of one server, then on 16 GPUs of two) splits at
+// the second run's header: each run keeps its own rank count and hosts, and the fits stay apart.
+// They were one table, refused with a hint about a device list cut short, or with --ranks 8 one
+// fit of both at 88.5 % error.
+TEST(NcclTests, ALogOfTwoRunsSplitsAtTheSecondHeader) {
+  const std::string file = data("all_reduce_perf_8_then_16_ranks.log");
+  for (const int ranks_option : {0, 8}) {
+    NcclTestsOptions o;
+    o.ranks = ranks_option;
+    const std::vector<NcclTestsRun> runs = read_nccl_tests_runs(file, o);
+    ASSERT_EQ(runs.size(), 2u);
+    EXPECT_EQ(runs[0].first_line, 1);
+    EXPECT_EQ(runs[1].first_line, 51);  // `# Collective test starting` after the first trailer
+    EXPECT_EQ(runs[0].ranks, 8);
+    EXPECT_EQ(runs[0].nodes, 1);
+    EXPECT_EQ(runs[0].rows.size(), 31u);
+    EXPECT_EQ(runs[1].ranks, 16);
+    EXPECT_EQ(runs[1].nodes, 2);
+    EXPECT_EQ(runs[1].rows.size(), 11u);
+    EXPECT_EQ(runs[1].rows.front().line, 75);
+    const auto fits = fit_nccl_tests(runs);
+    ASSERT_EQ(fits.size(), 2u);
+    EXPECT_NEAR(fits[0].measured.busbw_Bps, 482e9, 0.03 * 482e9);
+    // The file was made with α = 60 µs and 45 GB/s (printed to 0.1 µs).
+    EXPECT_NEAR(fits[1].measured.busbw_Bps, 45e9, 0.001 * 45e9);
+    EXPECT_NEAR(fits[1].measured.alpha_s, 60e-6, 1e-6);
+    EXPECT_LT(fits[1].max_rel_error, 0.001);
+  }
+  // The one-run reader refuses it, naming where the second run starts.
+  const Error e = error_of([&] { read_nccl_tests(file); });
+  EXPECT_EQ(e.where().line, 51);
+  EXPECT_TRUE(contains(e.what(), "holds 2 nccl-tests runs")) << e.what();
+}
+
+// Rows of another run pasted below a table without their header: the first row whose busbw/algbw
+// is not the run's factor is refused, naming its line.
+TEST(NcclTests, ARowOfAnotherRankCountIsRefused) {
+  std::istringstream in(slurp(data("all_reduce_perf_8_then_16_ranks.log")));
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  // The 8-rank table (lines 1-46) with the 16-rank rows (lines 75-85) right below it.
+  std::string text;
+  for (int i = 0; i < 46; ++i) text += lines[i] + "\n";
+  for (int i = 74; i < 85; ++i) text += lines[i] + "\n";
+  const Error e = error_of([&] { parse_nccl_tests(text, "all_reduce_perf.txt"); });
+  EXPECT_EQ(e.kind(), ErrorKind::kInput);
+  EXPECT_EQ(e.where().line, 47);
+  EXPECT_EQ(e.where().field, "busbw");
+  EXPECT_TRUE(contains(e.what(), "implies 16 ranks, but the run has 8 ranks (`#  Rank` lines)"))
+      << e.what();
+}
+
+// Hosts: known from rank lines that list every rank, or one host when one process drove every
+// rank (nThread x nGpus, no rank lines); unknown (0) when --ranks replaced a cut device list.
+TEST(NcclTests, HostsAreKnownOnlyWhenTheFileSaysThem) {
+  EXPECT_EQ(read_nccl_tests(data("h100x8_all_reduce.txt")).nodes, 1);
+  EXPECT_EQ(read_nccl_tests(data("mpirun_2node_reduce_scatter.txt")).nodes, 2);
+  EXPECT_EQ(read_nccl_tests(data("alltoall_perf_h100.txt")).nodes, 1);  // nThread 2 nGpus 4
+  NcclTestsOptions o;
+  o.ranks = 32;
+  EXPECT_EQ(read_nccl_tests(data("all_reduce_perf_32ranks_cut.txt"), o).nodes, 0);
+  o.ranks = 2;
+  EXPECT_EQ(read_nccl_tests(data("sendrecv_perf_no_ranks.txt"), o).nodes, 0);
+}
+
+// Rows with nothing measured (every time 0.00 or N/A) are skipped and listed; a row whose
+// out-of-place time is 0.00 is priced by its in-place time, and listed too.
+TEST(NcclTests, RowsWithoutATimeAreListed) {
+  const std::string head =
+      "# nThread 1 nGpus 8 minBytes 8 maxBytes 16\n"
+      "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n"
+      "#   (B)  (elements)                  (us)  (GB/s) (GB/s)         (us)  (GB/s) (GB/s)\n";
+  const std::string text = head +
+      "1048576  262144  float  sum  -1  0.00  0.00  0.00  0  0.00  0.00  0.00  0\n"   // 4
+      "2097152  524288  float  sum  -1  N/A  N/A  N/A  0  N/A  N/A  N/A  0\n"          // 5
+      "4194304  1048576  float  sum  -1  0.00  0.00  0.00  0  55.56  75.49  132.11  0\n"  // 6
+      "8388608  2097152  float  sum  -1  70.64  118.75  207.82  0  72.31  116.00  203.00  0\n";
+  const NcclTestsRun r = parse_nccl_tests(text, "all_reduce_perf.txt");
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kNoTime), (std::vector<int>{4, 5}));
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kInPlaceTime), (std::vector<int>{6}));
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].in_place_us, 55.56);
+  const std::vector<std::string> said = describe_skipped(r);
+  ASSERT_EQ(said.size(), 2u);
+  EXPECT_EQ(said[0], "all_reduce_perf.txt: skipped 2 rows without a time (every time cell 0 or "
+                     "N/A) (lines 4, 5)");
+  EXPECT_EQ(said[1], "all_reduce_perf.txt: 1 row whose out-of-place time is 0 uses its in-place "
+                     "time (line 6)");
+}
+
+// Times in milliseconds (an edited or converted table) are refused at the units line; a row cut
+// off after its size (`[1,0]<stdout>:    8388608  ...`) is a truncated line, not launcher noise.
+TEST(NcclTests, OtherTimeUnitsAndRowsCutAfterTheSize) {
+  const std::string head =
+      "# nThread 1 nGpus 8 minBytes 8 maxBytes 16\n"
+      "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  busbw  #wrong\n";
+  const std::string rows =
+      "4194304  1048576  float  sum  -1  55.56  75.49  132.11  0  56.84  73.79  129.13  0\n"
+      "[1,0]<stdout>:    8388608  ...\n"
+      "16777216  4194304  float  sum  -1  101.0  166.11  290.69  0  103.0  162.84  284.97  0\n";
+  const Error e = error_of([&] {
+    parse_nccl_tests(head + "#   (B)  (elements)   (ms)  (GB/s) (GB/s)   (ms)  (GB/s) (GB/s)\n" +
+                         rows,
+                     "all_reduce_perf.txt");
+  });
+  EXPECT_EQ(e.where().line, 3);
+  EXPECT_TRUE(contains(e.what(), "times in `(ms)`")) << e.what();
+  const NcclTestsRun r = parse_nccl_tests(
+      head + "#   (B)  (elements)   (us)  (GB/s) (GB/s)   (us)  (GB/s) (GB/s)\n" + rows,
+      "all_reduce_perf.txt");
+  EXPECT_EQ(skipped(r, NcclTestsSkip::kTruncated), (std::vector<int>{5}));
+  EXPECT_TRUE(skipped(r, NcclTestsSkip::kLauncher).empty());
+  EXPECT_EQ(r.rows.size(), 2u);
+}
+
+// Runs of one collective and rank count on different numbers of hosts cannot share a fit.
+TEST(NcclTests, OneRankCountOnDifferentHostCountsIsRefused) {
+  NcclTestsRun a = read_nccl_tests(data("h100x8_all_reduce.txt"));
+  NcclTestsRun b = a;
+  b.path = "other.txt";
+  b.nodes = 8;
+  const Error e = error_of([&] { fit_nccl_tests({a, b}); });
+  EXPECT_EQ(e.where().file, "other.txt");
+  EXPECT_TRUE(contains(e.what(), "all_reduce over 8 ranks ran on 8 host(s) here and on 1 in "))
+      << e.what();
+  b.nodes = 0;  // unknown hosts pool (and never set the NVLink bandwidth)
+  EXPECT_EQ(fit_nccl_tests({a, b}).size(), 1u);
 }
 
 TEST(NcclTests, GpuPresetFromDeviceName) {

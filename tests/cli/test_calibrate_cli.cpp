@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -303,6 +304,90 @@ TEST(CalibrateCli, ImportFitsNothingBelowOneMiB) {
   EXPECT_EQ(j["collectives_measured"][0]["samples"].size(), 17u);
   EXPECT_EQ(j["collectives"]["nvlink_busbw_Bps"].get<double>(),
             trainsim::calib::builtin_profile("h100-sxm").nvlink.busbw_Bps);
+}
+
+// The text of h100x8_all_reduce.txt with the lines `drop` says to drop, written to `name`.
+std::string edited_copy(const std::string& name, const std::function<bool(const std::string&)>& drop,
+                        const std::string& replace_from = "", const std::string& replace_to = "") {
+  std::istringstream in(trainsim::testing::slurp(kData + "h100x8_all_reduce.txt"));
+  const std::string path = trainsim::testing::temp_path(name);
+  std::ofstream f(path);
+  for (std::string line; std::getline(in, line);) {
+    if (drop(line)) continue;
+    if (!replace_from.empty() && line.find(replace_from) != std::string::npos) {
+      line.replace(line.find(replace_from), replace_from.size(), replace_to);
+    }
+    f << line << "\n";
+  }
+  return path;
+}
+
+// Hosts unknown, NVLink never set (docs: "the hosts are then unknown, so such a run never sets
+// the NVLink bandwidth"): 5 of 8 rank lines imported with --ranks 8, and a table with no rank
+// lines whose count comes from busbw/algbw (it could be 8 servers of one GPU). Both set it
+// before, as 8 ranks or fewer were taken for one server.
+TEST(CalibrateCli, ImportOfUnknownHostsKeepsTheNvlinkBandwidth) {
+  const double builtin = trainsim::calib::builtin_profile("h100-sxm").nvlink.busbw_Bps;
+  const std::string cut = edited_copy("all_reduce_5_rank_lines.txt", [](const std::string& l) {
+    return l.find("#  Rank  5") == 0 || l.find("#  Rank  6") == 0 || l.find("#  Rank  7") == 0;
+  });
+  const std::string out = trainsim::testing::temp_path("unknown_hosts.json");
+  Out r = trainsim("calibrate import-nccl-tests " + cut + " --ranks 8 --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "note: " + cut + ":1: all_reduce over 8 ranks sets no NVLink bandwidth: "
+                                          "its hosts are unknown"))
+      << r.err;
+  EXPECT_TRUE(has(r.out, "nvlink_busbw_Bps: kept (all_reduce over 8 ranks: hosts unknown)"))
+      << r.out;
+  nlohmann::json j = read_json(out);
+  EXPECT_EQ(j["collectives"]["nvlink_busbw_Bps"].get<double>(), builtin);
+  EXPECT_NEAR(j["collectives_measured"][0]["busbw_Bps"].get<double>(), 482e9, 0.03 * 482e9);
+
+  const std::string bare = edited_copy(
+      "all_reduce_no_rank_lines.txt",
+      [](const std::string& l) { return l.find("#  Rank") == 0; }, "nGpus 8", "nGpus 1");
+  r = trainsim("calibrate import-nccl-tests " + bare + " --gpu h100-sxm --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "gives 8 ranks")) << r.err;
+  EXPECT_TRUE(has(r.out, "nvlink_busbw_Bps: kept (all_reduce over 8 ranks: hosts unknown)"))
+      << r.out;
+  EXPECT_EQ(read_json(out)["collectives"]["nvlink_busbw_Bps"].get<double>(), builtin);
+
+  // One process that drove all 8 GPUs (nGpus 8, no rank lines) was on one server: it sets it.
+  const std::string one_process = edited_copy(
+      "all_reduce_one_process.txt", [](const std::string& l) { return l.find("#  Rank") == 0; });
+  r = trainsim("calibrate import-nccl-tests " + one_process + " --gpu h100-sxm --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = read_json(out);
+  EXPECT_EQ(j["collectives"]["nvlink_busbw_Bps"], j["collectives_measured"][0]["busbw_Bps"]);
+}
+
+// A log of two runs (8 GPUs of one server at 480 GB/s, then 16 GPUs of two at 45 GB/s) imports
+// as two runs: two fits, the NVLink bandwidth from the single-server one, with or without
+// --ranks 8. It was refused with a wrong hint, or with --ranks 8 fitted as one (88.5 % error,
+// NVLink 366.9 GB/s).
+TEST(CalibrateCli, ImportSplitsALogOfTwoRuns) {
+  const std::string file = kData + "all_reduce_perf_8_then_16_ranks.log";
+  for (const std::string ranks : {"", " --ranks 8"}) {
+    const std::string out = trainsim::testing::temp_path("two_runs.json");
+    const Out r = trainsim("calibrate import-nccl-tests " + file + ranks + " --out " + out);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(has(r.err, "note: " + file + ": holds 2 nccl-tests runs, starting at lines 1 "
+                                             "(all_reduce, 8 ranks), 51 (all_reduce, 16 ranks): "
+                                             "each is imported as its own run"))
+        << r.err;
+    // --ranks 8 fits the first run; the second says its own count, naming where it starts.
+    EXPECT_EQ(has(r.err, "warning: " + file + ":51: --ranks 8 not used: the file states 16 ranks"),
+              !ranks.empty())
+        << r.err;
+    const trainsim::calib::Profile p = trainsim::calib::load_profile(out);
+    ASSERT_EQ(p.collectives_measured.size(), 2u);
+    EXPECT_EQ(p.collectives_measured[0].ranks, 8);
+    EXPECT_EQ(p.collectives_measured[1].ranks, 16);
+    EXPECT_NEAR(p.collectives_measured[1].busbw_Bps, 45e9, 0.001 * 45e9);
+    EXPECT_DOUBLE_EQ(p.nvlink.busbw_Bps, p.collectives_measured[0].busbw_Bps);
+    EXPECT_NEAR(p.nvlink.busbw_Bps, 482e9, 0.03 * 482e9);
+  }
 }
 
 // `calibrate from-execute` on the H200 record of 2026-12-04 (docs/validation/h200-2026-12-04):
