@@ -14,6 +14,7 @@
 #include "sim/core/error.h"
 #include "sim/core/version.h"
 #include "sim/exec/analytic.h"
+#include "sim/exec/collective_model.h"
 #include "topology/clos.h"
 
 namespace trainsim::cli {
@@ -172,9 +173,17 @@ int run_collective_command(const CollectiveArgs& a) {
       requests.push_back(std::move(req));
     }
   }
+  // The profile's measured α–β fit of this collective and rank count, found and priced as
+  // `trainsim run` does (exec::priced_collective): at analytic fidelity, and at flow and packet
+  // fidelity for a group inside one server, which run's flow backend prices in closed form too.
+  const calib::MeasuredCollective* fit = exec::measured_fit(cfg.profile, kind, ranks);
+  const bool fit_prices = fit != nullptr && (!flow || shape.nodes == 1);
   // With several copies the slowest one is reported (they start together).
   auto cost_of = [&](std::int64_t size) {
-    if (!flow) return coll::collective_cost(kind, static_cast<double>(size), shape, links, choice);
+    if (!flow || fit_prices) {
+      return exec::priced_collective(cfg.profile, kind, static_cast<double>(size), shape, links,
+                                     choice);
+    }
     for (auto& r : requests) r.bytes = static_cast<double>(size);
     coll::FlowCollectiveOptions fo;
     fo.seed = s.seed;
@@ -214,9 +223,11 @@ int run_collective_command(const CollectiveArgs& a) {
     const coll::Cost c = cost_of(moved > 0 ? moved : (per_rank ? elem * ranks : elem));
     const double algbw = static_cast<double>(moved) / c.time_s / 1e9;
     const double busbw = algbw * coll::busbw_factor(kind, ranks);
+    // A row the fit prices names no algorithm or protocol: the fit's time is the whole call.
     table += fmt::format(" {:>12} {:>13} {:>9} {:>6} {:>6} {:>10.2f} {:>8.2f} {:>8.2f}  {:<5} {}\n",
                          size, count, a.dtype, redop, root, c.time_s * 1e6, algbw, busbw,
-                         coll::to_string(c.algorithm), coll::to_string(c.protocol));
+                         fit_prices ? "fit" : coll::to_string(c.algorithm),
+                         fit_prices ? "-" : coll::to_string(c.protocol));
     rows.push_back({{"size_bytes", size},
                     {"count", count},
                     {"type", a.dtype},
@@ -227,8 +238,24 @@ int run_collective_command(const CollectiveArgs& a) {
                     {"busbw_GBps", busbw},
                     {"algorithm", coll::to_string(c.algorithm)},
                     {"protocol", coll::to_string(c.protocol)},
+                    {"priced_by", fit_prices ? "collectives_measured" : "model"},
                     {"nic_bytes_per_rank", c.nic_bytes},
                     {"nvlink_bytes_per_rank", c.nvlink_bytes}});
+  }
+  // What prices the table besides the model, said in the header and the JSON.
+  std::vector<std::string> notes;
+  if (fit_prices) {
+    const double factor = coll::busbw_factor(kind, ranks);  // nccl-tests' busbw / algbw
+    notes.push_back(fmt::format(
+        "the profile's measured fit of {} over {} ranks (collectives_measured) prices every row, as "
+        "in `trainsim run`: time = {:.2f} us + size x {:.4g} / {:.1f} GB/s; the algo and proto "
+        "columns do not apply, --algo/--proto change nothing",
+        fit->op, fit->ranks, fit->alpha_s * 1e6, factor, fit->busbw_Bps / 1e9));
+  } else if (fit != nullptr) {
+    notes.push_back(fmt::format(
+        "the profile's measured fit of {} over {} ranks is not used: at {} fidelity a group across "
+        "servers runs as flows, in `trainsim run` too",
+        fit->op, fit->ranks, a.fidelity));
   }
   if (a.format == "json") {
     nlohmann::ordered_json j;
@@ -247,6 +274,12 @@ int run_collective_command(const CollectiveArgs& a) {
     j["servers"] = shape.nodes;
     j["ranks_per_server"] = shape.per_node;
     j["calibration"] = {{"profile", cfg.profile.name}, {"version", cfg.profile.version}};
+    j["measured_fit"] = fit_prices ? nlohmann::ordered_json{{"op", fit->op},
+                                                            {"ranks", fit->ranks},
+                                                            {"alpha_s", fit->alpha_s},
+                                                            {"busbw_Bps", fit->busbw_Bps}}
+                                   : nlohmann::ordered_json(nullptr);
+    j["notes"] = notes;
     j["rows"] = rows;
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -257,6 +290,7 @@ int run_collective_command(const CollectiveArgs& a) {
       kVersion, a.op, ranks, s.cluster.name, s.cluster.gpu.name, s.cluster.gpus_per_node,
       a.placement, shape.per_node, shape.nodes, groups, groups == 1 ? "y" : "ies (slowest shown)",
       a.fidelity, cfg.profile.name, cfg.profile.version);
+  for (const std::string& n : notes) std::cout << "# " << n << "\n";
   std::cout << table;
   return 0;
 }

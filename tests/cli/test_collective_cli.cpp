@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "calibrate/profile.h"
+
 namespace {
 
 using Out = trainsim::testing::CliRun;
@@ -265,6 +267,78 @@ TEST(CollectiveCli, CountColumnIsPerRankAsNcclTestsPrintsIt) {
   EXPECT_GT(ag[3]["algbw_GBps"].get<double>(), 0.0);
   EXPECT_EQ(rows("reduce_scatter")[2]["count"].get<long>(), 1);
   EXPECT_EQ(rows("all_reduce")[2]["count"].get<long>(), 8);
+}
+
+}  // namespace
+
+namespace {
+
+// A profile whose measured fits are easy to price by hand: all-gather over 8 ranks at α = 100 µs
+// and 40 GB/s bus bandwidth, all-reduce over 16 ranks (two servers) at 50 µs and 45 GB/s,
+// send/recv between 2 ranks at 20 µs and 25 GB/s.
+std::string hand_fit_profile() {
+  trainsim::calib::Profile p = trainsim::calib::builtin_profile("h100-sxm");
+  p.name = "hand-fits";
+  p.collectives_measured = {{"all_gather", 8, 100e-6, 40e9, {{1 << 20, 122}, {1 << 30, 23588}}},
+                            {"all_reduce", 16, 50e-6, 45e9, {{1 << 20, 94}, {1 << 30, 44789}}},
+                            {"sendrecv", 2, 20e-6, 25e9, {{1 << 20, 62}, {1 << 30, 42970}}}};
+  p.measured_provenance.source_files = {"by hand"};
+  const std::string path = trainsim::testing::temp_path("hand_fit_profile.json");
+  std::ofstream(path) << trainsim::calib::profile_to_json(p);
+  return path;
+}
+
+nlohmann::json table(const std::string& args) {
+  const Out r = trainsim("collective --cluster dgx-h100-superpod --sizes 1G --format json " + args);
+  EXPECT_EQ(r.code, 0) << args << "\n" << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+// `collective` prices with the profile's measured fits as `run` does (exec::priced_collective),
+// by hand at 1 GiB: t = α + S · factor / busbw with nccl-tests' factor. It printed NCCL's model
+// (2,571 µs for the all-gather) whatever the profile had measured.
+TEST(CollectiveCli, MeasuredFitsPriceTheTableAsRunDoes) {
+  const std::string prof = " --set calibration.profile=" + hand_fit_profile();
+  const double S = 1073741824.0;
+  const nlohmann::json ag = table("--op all_gather --ranks 8" + prof);
+  EXPECT_NEAR(ag["rows"][0]["time_us"].get<double>(), 100 + S * 7 / 8 / 40e9 * 1e6, 1e-6);  // 23,588.10
+  EXPECT_NEAR(ag["rows"][0]["busbw_GBps"].get<double>(), 40 * S * 7 / 8 / (S * 7 / 8 + 100e-6 * 40e9), 1e-9);
+  EXPECT_EQ(ag["rows"][0]["priced_by"], "collectives_measured");
+  EXPECT_EQ(ag["measured_fit"]["ranks"], 8);
+  ASSERT_EQ(ag["notes"].size(), 1u);
+  // Two servers of 8: the 16-rank fit, whatever the placement (a fit records no hosts).
+  const double ar = 50 + S * 2 * 15 / 16 / 45e9 * 1e6;  // 44,789.24
+  EXPECT_NEAR(table("--op all_reduce --ranks 16" + prof)["rows"][0]["time_us"].get<double>(), ar, 1e-6);
+  EXPECT_NEAR(table("--op all_reduce --ranks 16 --placement rail" + prof)["rows"][0]["time_us"]
+                  .get<double>(), ar, 1e-6);
+  const double sr = 20 + S / 25e9 * 1e6;  // 42,969.67, inside a server or across
+  EXPECT_NEAR(table("--op sendrecv" + prof)["rows"][0]["time_us"].get<double>(), sr, 1e-6);
+  EXPECT_NEAR(table("--op sendrecv --placement spread" + prof)["rows"][0]["time_us"].get<double>(),
+              sr, 1e-6);
+  // No fit of that op and rank count: the model, as without the profile.
+  const nlohmann::json model = table("--op all_gather --ranks 4" + prof);
+  EXPECT_EQ(model["rows"][0]["priced_by"], "model");
+  EXPECT_TRUE(model["measured_fit"].is_null());
+  EXPECT_EQ(model["rows"][0]["time_us"], table("--op all_gather --ranks 4")["rows"][0]["time_us"]);
+  // Flow fidelity: a group inside one server is priced in closed form, so by the fit; across
+  // servers it runs as flows (run's flow backend does the same), and the header says so.
+  EXPECT_NEAR(table("--op all_gather --ranks 8 --fidelity flow" + prof)["rows"][0]["time_us"]
+                  .get<double>(), 100 + S * 7 / 8 / 40e9 * 1e6, 1e-6);
+  const nlohmann::json flow16 = table("--op all_reduce --ranks 16 --fidelity flow" + prof);
+  EXPECT_EQ(flow16["rows"][0]["priced_by"], "model");
+  ASSERT_EQ(flow16["notes"].size(), 1u);
+  EXPECT_NE(flow16["notes"][0].get<std::string>().find("is not used"), std::string::npos);
+  // The text header names the fit; the rows name no algorithm.
+  const Out text = trainsim("collective --cluster dgx-h100-superpod --sizes 1G --op all_gather "
+                            "--ranks 8" + prof);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("# the profile's measured fit of all_gather over 8 ranks "
+                          "(collectives_measured) prices every row, as in `trainsim run`: "
+                          "time = 100.00 us + size x 0.875 / 40.0 GB/s"),
+            std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("23588.10"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  fit   -"), std::string::npos) << text.out;
 }
 
 }  // namespace
