@@ -15,6 +15,7 @@
 #include "sim/core/version.h"
 #include "sim/exec/analytic.h"
 #include "sim/exec/collective_model.h"
+#include "sim/plan/config.h"
 #include "topology/clos.h"
 
 namespace trainsim::cli {
@@ -86,13 +87,35 @@ CLI::App* add_collective_command(CLI::App& app, CollectiveArgs& a) {
       ->check(CLI::IsMember({"LL", "LL128", "Simple"}));
   c->add_option("--fidelity", a.fidelity, "analytic | flow | packet")
       ->check(CLI::IsMember({"analytic", "flow", "packet"}));
-  c->add_option("--set", a.sets, "Override a scenario key (cluster.*, calibration.profile)")
+  c->add_option("--set", a.sets,
+                "Override a scenario key the collective reads (cluster.*, calibration.profile, "
+                "collectives.*, network.*, simulation.seed)")
       ->type_name("KEY=VALUE");
   c->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));
   return c;
 }
 
+// The scenario keys a collective reads: the cluster, its calibration, NCCL's algorithm, protocol
+// and point-to-point channels, the network (routing, congestion control, packets) and the seed of
+// the flow and packet levels. Any other key (parallel.tp, model.*) changes nothing here.
+bool collective_reads(const std::string& key) {
+  for (const char* prefix : {"cluster.", "collectives.", "network."}) {
+    if (key.starts_with(prefix)) return true;
+  }
+  return key == "calibration.profile" || key == "simulation.seed";
+}
+
 int run_collective_command(const CollectiveArgs& a) {
+  for (const std::string& kv : a.sets) {
+    const std::string key = kv.substr(0, kv.find('='));
+    if (!collective_reads(key)) {
+      throw_input("`trainsim collective` does not read this key; it takes cluster.*, "
+                  "calibration.profile, collectives.*, network.* and simulation.seed",
+                  {"", 0, key},
+                  "a collective of --ranks GPUs has no model or parallel layout; `trainsim run` "
+                  "prices a training step's collectives");
+    }
+  }
   std::vector<std::string> sets;
   if (!a.cluster.empty()) sets.push_back("cluster.preset=" + a.cluster);
   sets.insert(sets.end(), a.sets.begin(), a.sets.end());
@@ -256,6 +279,20 @@ int run_collective_command(const CollectiveArgs& a) {
         "the profile's measured fit of {} over {} ranks is not used: at {} fidelity a group across "
         "servers runs as flows, in `trainsim run` too",
         fit->op, fit->ranks, a.fidelity));
+  }
+  if (kind == coll::Kind::kSendRecv && shape.nodes > 1 && !fit_prices && links.p2p_net_Bps > 0 &&
+      links.p2p_net_Bps < links.nic_Bps_per_gpu) {
+    // NCCL moves at most NCCL_P2P_PER_CHANNEL_NET_BW per channel to a net peer; a framework
+    // preset sets its NCCL's channel count (docs/presets.md).
+    notes.push_back(fmt::format(
+        "send/recv across servers is capped at collectives.p2p_net_channels = {} ({}) x {:.0f} "
+        "GB/s per channel = {:.0f} GB/s, below the NIC's {:.1f} GB/s; "
+        "--set collectives.p2p_net_channels=0 fills the NIC",
+        cfg.opt.p2p_net_channels,
+        s.origin.count("collectives.p2p_net_channels")
+            ? s.origin.at("collectives.p2p_net_channels")
+            : std::string("set"),
+        plan::kNcclP2pChannelNetBps / 1e9, links.p2p_net_Bps / 1e9, links.nic_Bps_per_gpu / 1e9));
   }
   if (a.format == "json") {
     nlohmann::ordered_json j;

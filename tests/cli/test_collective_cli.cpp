@@ -341,4 +341,42 @@ TEST(CollectiveCli, MeasuredFitsPriceTheTableAsRunDoes) {
   EXPECT_NE(text.out.find("  fit   -"), std::string::npos) << text.out;
 }
 
+// Send/recv across servers under the default scenario's framework preset (megascale-2024: 2 NCCL
+// channels per net peer, 14 GB/s each) runs at 28 GB/s, not the NIC's 47; the header says why.
+TEST(CollectiveCli, HeaderNamesTheP2pChannelCap) {
+  const nlohmann::json j = table("--op sendrecv --placement spread");
+  ASSERT_EQ(j["notes"].size(), 1u);
+  EXPECT_EQ(j["notes"][0], "send/recv across servers is capped at collectives.p2p_net_channels = "
+                           "2 (framework megascale-2024) x 14 GB/s per channel = 28 GB/s, below the "
+                           "NIC's 47.0 GB/s; --set collectives.p2p_net_channels=0 fills the NIC");
+  EXPECT_NEAR(j["rows"][0]["algbw_GBps"].get<double>(), 28, 0.5);
+  EXPECT_TRUE(table("--op sendrecv --placement spread --set collectives.p2p_net_channels=0")["notes"]
+                  .empty());
+  EXPECT_TRUE(table("--op sendrecv")["notes"].empty());  // inside a server: NVLink
+}
+
+// --set takes only the keys a collective reads; parallel.tp was accepted and ignored.
+TEST(CollectiveCli, SetRefusesKeysTheCollectiveDoesNotRead) {
+  for (const char* key : {"parallel.tp=4", "model.layers=2", "framework.preset=megatron-2022",
+                          "training.micro_batch=2"}) {
+    const Out r = trainsim(std::string("collective --cluster dgx-h100-superpod --sizes 1M --set ") +
+                           key);
+    EXPECT_EQ(r.code, 2) << key;
+    const std::string name = std::string(key).substr(0, std::string(key).find('='));
+    EXPECT_NE(r.err.find("`" + name + "`: `trainsim collective` does not read this key; it takes "
+                         "cluster.*, calibration.profile, collectives.*, network.* and "
+                         "simulation.seed"),
+              std::string::npos)
+        << r.err;
+  }
+  for (const char* key : {"cluster.fabric.oversubscription=2", "collectives.protocol=Simple",
+                          "network.routing.qps_per_connection=2", "simulation.seed=3",
+                          "calibration.profile=datasheet"}) {
+    EXPECT_EQ(trainsim(std::string("collective --cluster dgx-h100-superpod --sizes 1M --set ") + key)
+                  .code,
+              0)
+        << key;
+  }
+}
+
 }  // namespace
