@@ -54,7 +54,10 @@ class Trial {
     while (t_ < horizon_s_) {
       const std::size_t c = next_class();
       const double arrival = c < arrivals_.size() ? arrivals_[c].next_s : kInf;
-      const double checkpoint = t_ + (next_checkpoint_w_ - w_) * factor_;
+      // A checkpoint comes due after `interval` of training; one due while the previous
+      // checkpoint is still being written waits for that write to end (training goes on).
+      const double due = t_ + (next_checkpoint_w_ - w_) * factor_;
+      const double checkpoint = writing_ ? std::max(due, write_end_) : due;
       const double end = std::max(t_, std::min({arrival, checkpoint, slow_detect_s_, horizon_s_}));
       train_until(end);
       if (t_ >= horizon_s_) break;
@@ -62,8 +65,7 @@ class Trial {
         on_arrival(c);
       } else if (slow_detect_s_ <= end) {
         ++result_.interruptions;
-        save_on_demand();
-        recover(kEvictSlow);
+        stop_with_save(kEvictSlow);
       } else {
         skip_checkpoints(std::min({arrival, slow_detect_s_, horizon_s_}));
         take_checkpoint();
@@ -112,42 +114,44 @@ class Trial {
     t_ += dt;
   }
 
-  // Checkpoints whose background write has finished by now protect the work before them.
+  // A background write that has finished by now protects the work before its checkpoint.
   void settle_writes() {
-    auto done = [&](const std::pair<double, double>& x) { return x.first <= t_; };
-    for (const auto& x : pending_) {
-      if (done(x)) durable_w_ = std::max(durable_w_, x.second);
+    if (writing_ && write_end_ <= t_) {
+      durable_w_ = std::max(durable_w_, write_w_);
+      writing_ = false;
     }
-    pending_.erase(std::remove_if(pending_.begin(), pending_.end(), done), pending_.end());
   }
 
-  // Between two events a run is periodic: τ of training, δ of stall, repeat. Takes in one step
-  // every checkpoint but the last whose stall ends before `next_event_s` (t_ is the start of the
-  // first). Exact when the background write is no longer than the training between checkpoints,
-  // so that every write ends before the next checkpoint starts; otherwise they go one by one.
+  // Between two events a run is periodic: a checkpoint's stall δ, then training until the next
+  // one, which comes after τ of training or, when the background write takes longer, at the
+  // write's end (one write at a time): max(τ·f, write) of wall time. Takes in one step every
+  // checkpoint but the last whose stall ends before `next_event_s` (t_ is the start of the
+  // first, when no write is running). Checkpoint k's write ends by the start of checkpoint k + 1,
+  // so after m of them the (m − 1)-th is durable and no write is running.
   void skip_checkpoints(double next_event_s) {
-    const double tau = p_.interval_s, delta = p_.checkpoint_blocking_s;
-    const double async = p_.checkpoint_async_s;
-    if (async > tau) return;
-    const double cycle = tau * factor_ + delta;
+    settle_writes();
+    if (writing_) return;
+    const double delta = p_.checkpoint_blocking_s;
+    const double train_wall = std::max(p_.interval_s * factor_, p_.checkpoint_async_s);
+    const double step = train_wall / factor_;  // progress between two checkpoints
+    const double cycle = train_wall + delta;
     const double room = next_event_s - t_ - delta;
     if (room <= 0) return;
     const double m = std::floor(room / cycle);  // checkpoints taken here; one more stays
     if (m < 1) return;
-    for (const auto& x : pending_) durable_w_ = std::max(durable_w_, x.second);
-    pending_.clear();
-    durable_w_ = w_ + (m - 1) * tau;
-    if (async > 0) last_write_end_ = t_ + delta + (m - 1) * cycle + async;
-    w_ += m * tau;
-    result_.split.training_s += m * tau;
-    result_.split.slow_s += m * tau * (factor_ - 1);
+    durable_w_ = w_ + (m - 1) * step;
+    w_ += m * step;
+    result_.split.training_s += m * step;
+    result_.split.slow_s += m * (train_wall - step);
     result_.split.checkpoint_s += m * delta;
     result_.checkpoints += static_cast<long>(m);
     t_ += m * cycle;
     next_checkpoint_w_ = w_;
   }
 
+  // A checkpoint at t_, when no write is running (the run loop waits for it).
   void take_checkpoint() {
+    settle_writes();
     const double stall_end = t_ + p_.checkpoint_blocking_s;
     // A crash or hang during the stall loses this checkpoint; other arrivals wait for its end.
     for (;;) {
@@ -170,9 +174,9 @@ class Trial {
     if (p_.checkpoint_async_s <= 0) {
       durable_w_ = w_;
     } else {
-      const double done = std::max(t_, last_write_end_) + p_.checkpoint_async_s;
-      pending_.push_back({done, w_});
-      last_write_end_ = done;
+      writing_ = true;
+      write_end_ = t_ + p_.checkpoint_async_s;
+      write_w_ = w_;
     }
     next_checkpoint_w_ = w_ + p_.interval_s;
   }
@@ -203,33 +207,51 @@ class Trial {
         return;
       case Effect::kPlanned:
         ++result_.interruptions;
-        save_on_demand();
-        recover(c);
+        stop_with_save(c);
         return;
       case Effect::kCrash:
-      case Effect::kHang: {
+      case Effect::kHang:
         ++result_.interruptions;
-        settle_writes();
-        const double lost = w_ - durable_w_;
-        result_.split.training_s -= lost;
-        result_.split.lost_s += lost;
-        w_ = durable_w_;
-        recover(c);
+        lose_and_recover(c);
         return;
-      }
     }
   }
 
-  // A stop the controller chooses (maintenance, evicting a slow host): save first, lose nothing.
-  void save_on_demand() {
-    const double stall_end = t_ + p_.checkpoint_blocking_s;
-    const double end = std::min(horizon_s_, std::max(stall_end, last_write_end_) +
-                                                (p_.checkpoint_async_s > 0 ? p_.checkpoint_async_s : 0));
+  // A crash or hang at t_ (its arrival, already counted): the work since the last durable
+  // checkpoint is lost, and the job recovers from it.
+  void lose_and_recover(std::size_t c) {
+    settle_writes();
+    const double lost = w_ - durable_w_;
+    result_.split.training_s -= lost;
+    result_.split.lost_s += lost;
+    w_ = durable_w_;
+    recover(c);
+  }
+
+  // A stop the controller chooses (maintenance `cause`, or kEvictSlow): an on-demand checkpoint
+  // (its stall, then its write once the running one has ended: one write at a time), then the
+  // restart; nothing is lost. A crash or hang before the save is durable makes it a crash: the
+  // work since the last durable checkpoint is lost, and the stop folds into that recovery (a
+  // slow host found by then is evicted there).
+  void stop_with_save(std::size_t cause) {
+    double end = t_ + p_.checkpoint_blocking_s;
+    if (p_.checkpoint_async_s > 0) {
+      end = std::max(end, writing_ ? write_end_ : t_) + p_.checkpoint_async_s;
+    }
+    end = std::min(end, horizon_s_);
+    const std::size_t c = next_interrupting();
+    if (c < arrivals_.size() && arrivals_[c].next_s < end) {
+      result_.split.checkpoint_s += arrivals_[c].next_s - t_;
+      t_ = arrivals_[c].next_s;
+      consume(c);
+      lose_and_recover(c);
+      return;
+    }
     result_.split.checkpoint_s += end - t_;
     t_ = end;
     durable_w_ = w_;
-    pending_.clear();
-    last_write_end_ = t_;
+    writing_ = false;
+    if (t_ < horizon_s_) recover(cause);
   }
 
   // Spends `d` seconds of a recovery phase. In a `restartable` phase (the restart: processes
@@ -293,8 +315,7 @@ class Trial {
       if (hit == arrivals_.size()) break;
       c = hit;  // a failure during the recovery: start over from its detection
     }
-    pending_.clear();
-    last_write_end_ = t_;
+    writing_ = false;  // a write the stop interrupted never completes
     next_checkpoint_w_ = w_ + p_.interval_s;
   }
 
@@ -338,9 +359,10 @@ class Trial {
   double t_ = 0;                   // wall clock
   double w_ = 0;                   // training progress kept so far (seconds of iterations)
   double durable_w_ = 0;           // progress a restart resumes from
-  double next_checkpoint_w_ = 0;   // progress at which the next checkpoint starts
-  double last_write_end_ = 0;      // end of the last background write
-  std::vector<std::pair<double, double>> pending_;  // background writes: (end, progress)
+  double next_checkpoint_w_ = 0;   // progress at which the next checkpoint comes due
+  bool writing_ = false;           // a background write is running (one at a time)
+  double write_end_ = 0;           // when it ends
+  double write_w_ = 0;             // the progress it protects then
   double factor_ = 1.0;            // iteration slow-down while a slow host is in the job
   bool slow_ = false;
   double slow_detect_s_ = kInf;

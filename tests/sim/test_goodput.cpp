@@ -15,8 +15,21 @@
 //     4.096 TB / 1 TB/s = 4.096 s.
 //   A slow host at factor 2 found after 1,000 s: each one costs 1,000·(1 − 1/2) = 500 s of slow
 //     iterations.
+//   A background write of A seconds (one at a time; a checkpoint that comes due while the last
+//     one is still writing waits for it, training going on): after a restart the first
+//     checkpoint's snapshot is at τ of training and durable at e₁ = τ + δ + A; from then on a
+//     checkpoint starts every s = max(τ, A) of training, each durable s + δ after the last, each
+//     adding s of protected work. With free restarts the runs between failures are a renewal
+//     process of mean length M, so ETTR = λ·E[protected work at the failure]
+//       = λ·e^{−λe₁}·(τ + s·q/(1 − q)), q = e^{−λ(s + δ)}.
+//     M = 7,200 s, τ = 600 s, δ = 36 s, A = 1,200 s (a write twice the interval): e₁ = 1,836 s,
+//       e^{−λe₁} = 0.774916, q = e^{−1236/7200} = 0.842260, q/(1 − q) = 5.339541:
+//       ETTR = 0.774916·(600 + 1200·5.339541)/7200 = 0.75419.
+//     A = 300 s (shorter than τ): s = 600, e₁ = 936 s: ETTR = λτ·e^{−λA}/(e^{λ(τ+δ)} − 1)
+//       = 0.083333·0.959189/0.092358 = 0.86552.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -70,6 +83,52 @@ TEST(GoodputMonteCarlo, ConvergesToTheExponentialClosedForm) {
     EXPECT_NEAR(s.ettr.mean, expected, 2e-3) << "R = " << recovery;
     EXPECT_NEAR(s.job_mtbf_s, 7200, 1e-9);
     EXPECT_NEAR(s.young_s, 720, 1e-9);
+  }
+}
+
+// A background write longer than the interval: checkpoints wait for the write before them, each
+// stalls training only for its blocking time, and work is protected when its write has ended.
+// The old model queued every write behind the last, so protection fell ever further behind.
+TEST(GoodputMonteCarlo, SlowBackgroundWriteConvergesToItsClosedForm) {
+  for (const auto& [async, expected] : {std::pair{1200.0, 0.75419}, {300.0, 0.86552}}) {
+    Params p = exponential_job(600, 0, 400);
+    p.checkpoint_async_s = async;
+    const Summary s = summarize(p, run_trials(p, 0, 64, 4));
+    EXPECT_NEAR(s.ettr.mean, expected, 3 * s.ettr.ci95) << "write " << async << " s";
+    EXPECT_NEAR(s.ettr.mean, expected, 2e-3) << "write " << async << " s";
+    // Every stall is one blocking time δ (a crash may cut the last one short).
+    EXPECT_LE(s.mean_split.checkpoint_s, 36 * s.mean_checkpoints + 36 * s.mean_interruptions);
+  }
+}
+
+// Every kind of stop with a write longer than the interval: no part of the time split is
+// negative, they add up to the run, and a checkpoint stall is never longer than δ, plus on-demand
+// saves (stall, then at most the running write and their own).
+TEST(GoodputMonteCarlo, SlowBackgroundWriteKeepsTheSplitSound) {
+  Params p = exponential_job(80, 120, 20);
+  p.checkpoint_blocking_s = 0.9;
+  p.checkpoint_async_s = 126;
+  p.classes.push_back({"hang", Scope::kHost, Effect::kHang, 0.2, false});
+  p.classes.push_back({"planned", Scope::kJob, Effect::kPlanned, 0.5, false});
+  p.classes.push_back({"gpu", Scope::kGpu, Effect::kCrash, 0.05, true});
+  p.classes.push_back({"slow", Scope::kHost, Effect::kSlow, 0.1, true});
+  p.slow_iteration_factor = 1.3;
+  p.detect_slow_s = 1800;
+  p.detect_hang_s = 600;
+  p.auto_diagnosis_s = 300;
+  p.spare_hosts = 1;
+  p.host_repair_s = 7200;
+  p.checkpoint_load_s = 50;
+  for (const TrialResult& t : run_trials(p, 0, 20, 2)) {
+    const TimeSplit& x = t.split;
+    for (const double v : {x.training_s, x.lost_s, x.checkpoint_s, x.slow_s, x.detection_s,
+                           x.diagnosis_s, x.repair_s, x.restart_s}) {
+      EXPECT_GE(v, 0);
+    }
+    EXPECT_NEAR(x.total(), 20 * 86400.0, 1e-6);
+    EXPECT_LE(x.checkpoint_s, 0.9 * static_cast<double>(t.checkpoints) +
+                                  (0.9 + 2 * 126) * static_cast<double>(t.interruptions) + 1e-6);
+    EXPECT_GT(t.ettr(), 0.5);
   }
 }
 
