@@ -170,8 +170,11 @@ GoodputSetup goodput_setup(const Scenario& s, double days) {
   goodput::CheckpointSpec& c = g.checkpoint;
   const double world = par.world();
   const double replica = world / par.dp;  // GPUs holding one copy of the weights
-  c.weight_bytes_per_gpu = r.memory.weights_bytes;
   c.state_bytes_per_gpu = r.memory.weights_bytes + r.memory.optimizer_bytes;
+  // What every DP replica holds alike, which one replica can read and broadcast: the weights
+  // below ZeRO-3, and without ZeRO the optimizer state too.
+  c.replicated_bytes_per_gpu = (par.zero >= 3 ? 0.0 : r.memory.weights_bytes) +
+                               (par.zero >= 1 ? 0.0 : r.memory.optimizer_bytes);
   c.unique_bytes = r.memory.weights_bytes * (par.zero >= 3 ? world : replica) +
                    r.memory.optimizer_bytes * (par.zero >= 1 ? world : replica);
   c.gpus = par.world();
@@ -183,9 +186,10 @@ GoodputSetup goodput_setup(const Scenario& s, double days) {
   c.host_storage_Bps = real(s, "reliability.checkpoint.host_storage_bandwidth") * kGBps;
   c.in_memory = flag(s, "reliability.checkpoint.in_memory");
   c.one_replica_load = flag(s, "reliability.checkpoint.one_replica_load");
-  if (par.zero < 3 && par.dp > 1) {
+  if (c.replicated_bytes_per_gpu > 0 && par.dp > 1) {
     const plan::Layout layout = plan::make_layout(s.model, s.cluster, par, s.training);
-    c.broadcast_s = coll::collective_cost(coll::Kind::kBroadcast, c.weight_bytes_per_gpu, layout.dp,
+    c.broadcast_s = coll::collective_cost(coll::Kind::kBroadcast, c.replicated_bytes_per_gpu,
+                                          layout.dp,
                                           exec::link_model(s.cluster, cfg.profile))
                         .time_s;
   }

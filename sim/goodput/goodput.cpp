@@ -409,8 +409,18 @@ CheckpointCosts checkpoint_costs(const CheckpointSpec& c) {
     out.blocking_s = write_s;
   }
   if (c.one_replica_load) {
+    // Only the loading replica's GPUs read the replicated part; every GPU still reads its own
+    // shard of the rest. A host holds at most min(gpus_per_host, replica) of the replica's GPUs
+    // (its inner dimensions, TP first, fill hosts), so a replica smaller than a host reads
+    // through one host's path with only its own GPUs' bytes.
+    const double replica_gpus =
+        std::min(static_cast<double>(c.gpus_per_host),
+                 std::max(1.0, static_cast<double>(c.gpus) / std::max(1, c.dp)));
+    const double sharded = std::max(0.0, c.state_bytes_per_gpu - c.replicated_bytes_per_gpu);
+    const double read_host =
+        replica_gpus * c.replicated_bytes_per_gpu + c.gpus_per_host * sharded;
     out.load_s = std::max(over(c.unique_bytes, c.storage_read_Bps),
-                          over(host_bytes, c.host_storage_Bps)) +
+                          over(read_host, c.host_storage_Bps)) +
                  c.broadcast_s;
   } else {
     const double all = static_cast<double>(c.gpus) * c.state_bytes_per_gpu;

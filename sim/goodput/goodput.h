@@ -71,17 +71,19 @@ struct Components {
 
 /// The two-stage checkpoint and the restart-time load (MegaScale §4.3), from bytes and bandwidths.
 struct CheckpointSpec {
-  double state_bytes_per_gpu = 0;    // what one GPU saves: its weights and optimizer shards
-  double weight_bytes_per_gpu = 0;   // the part of it that is replicated over DP
-  double unique_bytes = 0;           // one copy of the whole training state (what storage holds)
-  int gpus = 1, gpus_per_host = 8, dp = 1;
+  double state_bytes_per_gpu = 0;       // what one GPU saves: its weights and optimizer shards
+  double replicated_bytes_per_gpu = 0;  // the part every DP replica holds alike (weights below
+                                        // ZeRO-3, and the optimizer state without ZeRO)
+  double unique_bytes = 0;              // one copy of the whole training state (storage holds)
+  int gpus = 1, gpus_per_host = 8, dp = 1;  // a replica is gpus / dp GPUs
   double host_copy_Bps = 0;          // GPU → pinned host memory, per GPU
   double storage_write_Bps = 0;      // storage system, all clients together
   double storage_read_Bps = 0;
   double host_storage_Bps = 0;       // one host's path to storage
-  double broadcast_s = 0;            // one GPU's weights broadcast over its DP group
+  double broadcast_s = 0;            // one GPU's replicated bytes broadcast over its DP group
   bool in_memory = true;    // stage 1 to host memory, stage 2 in the background (else blocking)
-  bool one_replica_load = true;  // one DP replica reads weights and broadcasts them (else all read)
+  bool one_replica_load = true;  // one DP replica reads the replicated part and broadcasts it
+                                 // (else every GPU reads its whole state)
 };
 
 struct CheckpointCosts {

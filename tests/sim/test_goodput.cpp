@@ -253,7 +253,7 @@ TEST(GoodputMonteCarlo, WeibullGapsKeepTheMeanRate) {
 TEST(GoodputCheckpoint, CostsByHand) {
   CheckpointSpec c;
   c.state_bytes_per_gpu = 4e9;
-  c.weight_bytes_per_gpu = 2e9;
+  c.replicated_bytes_per_gpu = 2e9;
   c.unique_bytes = 1e12;
   c.gpus = 1024;
   c.gpus_per_host = 8;
@@ -273,6 +273,35 @@ TEST(GoodputCheckpoint, CostsByHand) {
   EXPECT_NEAR(k.blocking_s, 2.0, 1e-12);
   EXPECT_EQ(k.async_s, 0);
   EXPECT_NEAR(k.load_s, 4.096, 1e-12);
+}
+
+// One-replica load with replicas smaller than a host (by hand): 32 GPUs, 8 per host, DP 32, so a
+// replica is one GPU; 4 GB per GPU, read at 1 TB/s in all and 16 GB/s per host, broadcast 0.5 s.
+//   Without ZeRO everything is replicated: one host reads one GPU's 4 GB, 0.25 s (it was charged
+//   eight GPUs' 32 GB, 2 s, as if every replica read); unique 4 GB / 1 TB/s = 0.004 s; load
+//   0.25 + 0.5 = 0.75 s, less than every GPU reading (max(128 GB / 1 TB/s, 32 GB / 16 GB/s) = 2 s).
+//   With the optimizer sharded (1 GB replicated weights, 3 GB own shard per GPU): the loading
+//   host reads 1·1 + 8·3 = 25 GB, 1.5625 s, + 0.5 = 2.0625 s.
+TEST(GoodputCheckpoint, OneReplicaLoadReadsOnlyTheReplicasGpusOnAHost) {
+  CheckpointSpec c;
+  c.state_bytes_per_gpu = 4e9;
+  c.replicated_bytes_per_gpu = 4e9;
+  c.unique_bytes = 4e9;
+  c.gpus = 32;
+  c.gpus_per_host = 8;
+  c.dp = 32;
+  c.host_copy_Bps = 20e9;
+  c.storage_write_Bps = 500e9;
+  c.storage_read_Bps = 1e12;
+  c.host_storage_Bps = 16e9;
+  c.broadcast_s = 0.5;
+  EXPECT_NEAR(checkpoint_costs(c).load_s, 0.75, 1e-12);
+  c.one_replica_load = false;
+  EXPECT_NEAR(checkpoint_costs(c).load_s, 2.0, 1e-12);
+  c.one_replica_load = true;
+  c.replicated_bytes_per_gpu = 1e9;
+  c.unique_bytes = 1e9 + 32 * 3e9;
+  EXPECT_NEAR(checkpoint_costs(c).load_s, 2.0625, 1e-12);
 }
 
 TEST(GoodputCheck, BadInputNamesTheField) {
