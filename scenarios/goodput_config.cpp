@@ -12,6 +12,7 @@
 #include "sim/collective/comm_init.h"
 #include "sim/core/error.h"
 #include "sim/exec/analytic.h"
+#include "sim/model/transformer.h"
 #include "sim/plan/layout.h"
 #include "topology/clos.h"
 
@@ -166,17 +167,21 @@ GoodputSetup goodput_setup(const Scenario& s, double days) {
   g.comm_init_store = coll::to_string(g.fast_comm_init ? coll::StoreKind::kRedis
                                                        : coll::StoreKind::kTcpStore);
 
-  // The checkpoint: every GPU's weights and optimizer shards (the memory model's per-GPU bytes).
+  // The checkpoint: every GPU's weights and optimizer shards (the memory model's per-GPU bytes,
+  // of its most loaded GPU); storage holds one copy of the whole model's state, the model's
+  // parameters at the memory model's bytes per parameter (sim/plan/memory.h, after the ZeRO
+  // paper §3: 2 B of 16-bit weights, 12 B of fp32 master weights and two Adam moments). (It was
+  // the most loaded GPU's bytes scaled to the job, as if every stage held that GPU's layers:
+  // +0.55 % for Llama 3 405B, whose first and last stages hold 7 layers of the others' 8.)
+  constexpr double kWeightBytesPerParam = 2, kOptimizerBytesPerParam = 12;
   goodput::CheckpointSpec& c = g.checkpoint;
-  const double world = par.world();
-  const double replica = world / par.dp;  // GPUs holding one copy of the weights
   c.state_bytes_per_gpu = r.memory.weights_bytes + r.memory.optimizer_bytes;
   // What every DP replica holds alike, which one replica can read and broadcast: the weights
   // below ZeRO-3, and without ZeRO the optimizer state too.
   c.replicated_bytes_per_gpu = (par.zero >= 3 ? 0.0 : r.memory.weights_bytes) +
                                (par.zero >= 1 ? 0.0 : r.memory.optimizer_bytes);
-  c.unique_bytes = r.memory.weights_bytes * (par.zero >= 3 ? world : replica) +
-                   r.memory.optimizer_bytes * (par.zero >= 1 ? world : replica);
+  c.unique_bytes = model::count_parameters(s.model).total *
+                   (kWeightBytesPerParam + kOptimizerBytesPerParam);
   c.gpus = par.world();
   c.gpus_per_host = s.cluster.gpus_per_node;
   c.dp = par.dp;

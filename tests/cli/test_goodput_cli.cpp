@@ -154,4 +154,16 @@ TEST(GoodputCli, NoFailuresMeansNoYoungOrDalyInterval) {
   EXPECT_GT(j["ettr"]["mean"].get<double>(), 0.9);
 }
 
+// The checkpoint holds the model's parameters once at 14 B each (2 B of bf16 weights, 12 B of
+// fp32 master weights and Adam moments). Llama 3 405B by hand: per layer attention
+// 16,384·(16,384 + 2·1,024) + 16,384·16,384 = 570,425,344, SwiGLU 3·16,384·53,248 =
+// 2,617,245,696, norms 32,768: 3,187,703,808 × 126 layers = 401,650,679,808; embedding and
+// output 2 · 128,000·16,384 = 4,194,304,000; final norm 16,384: 405,845,000,192 parameters,
+// 5,681,830,002,688 B. (The largest stage's bytes times 16 stages counted 8-layer stages where
+// the first and last hold 7.)
+TEST(GoodputCli, CheckpointIsTheModelsParametersOnce) {
+  const nlohmann::json j = run_json(std::string(kLlama) + " --days 1 --trials 2 --no-search");
+  EXPECT_NEAR(j["checkpoint"]["unique_bytes"].get<double>(), 5681830002688.0, 1.0);
+}
+
 }  // namespace
