@@ -121,8 +121,13 @@ std::string goodput_text(const GoodputOutcome& o) {
            "failures (JSON: null)\n";
   }
   if (o.search) {
-    out += fmt::format("  best (Monte Carlo)   {:>9.0f} s  ETTR {} ({} intervals, the same trials)\n",
-                       o.search->best_s, pct(o.search->best_ettr), o.search->intervals_s.size());
+    // Whole seconds, as the search tries them, but for the interval used when it wins (which
+    // `auto` runs again).
+    out += fmt::format(
+        "  best (Monte Carlo)   {:>9.0f} s  ETTR {} ({}{} intervals{}, the same trials)\n",
+        o.search->best_s, pct(o.search->best_ettr),
+        o.search->best_s == p.interval_s ? "the interval used; " : "",
+        o.search->intervals_s.size(), o.search->fit_s > 0 ? " and their parabola's vertex" : "");
   }
   if (!o.setup.notes.empty()) {
     out += "\nnotes\n";

@@ -593,7 +593,9 @@ std::vector<double> interval_grid(double young_s, double current_s, int points) 
   if (young_s > 0 && std::isfinite(young_s)) {
     const int half = points / 2;
     for (int i = 0; i < points; ++i) {
-      out.push_back(young_s * std::exp2(2.0 * (i - half) / std::max(half, 1)));
+      const double tau =
+          round_interval_s(young_s * std::exp2(2.0 * (i - half) / std::max(half, 1)));
+      if (out.empty() || tau != out.back()) out.push_back(tau);
     }
   }
   const bool present = std::any_of(out.begin(), out.end(), [&](double v) {
@@ -602,6 +604,11 @@ std::vector<double> interval_grid(double young_s, double current_s, int points) 
   if (!present && current_s > 0) out.push_back(current_s);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+double round_interval_s(double tau) {
+  if (!std::isfinite(tau)) return tau;
+  return std::max(1.0, std::round(tau));
 }
 
 IntervalSearch best_interval(const std::vector<double>& intervals_s,
@@ -614,21 +621,24 @@ IntervalSearch best_interval(const std::vector<double>& intervals_s,
       std::max_element(mean_ettr.begin(), mean_ettr.end()) - mean_ettr.begin());
   r.best_s = intervals_s[i];
   r.best_ettr = mean_ettr[i];
-  if (i == 0 || i + 1 == intervals_s.size()) return r;
+  // The nearest node on each side at least kFitMinLogGap from the best one in ln τ.
+  const double x1 = std::log(intervals_s[i]);
+  std::size_t lo = i, hi = i;
+  while (lo > 0 && x1 - std::log(intervals_s[lo]) < kFitMinLogGap) --lo;
+  while (hi + 1 < intervals_s.size() && std::log(intervals_s[hi]) - x1 < kFitMinLogGap) ++hi;
+  const double x0 = std::log(intervals_s[lo]), x2 = std::log(intervals_s[hi]);
+  if (x1 - x0 < kFitMinLogGap || x2 - x1 < kFitMinLogGap) return r;  // at an end of the grid
   // Vertex of the parabola through the three points, in x = ln τ.
-  const double x0 = std::log(intervals_s[i - 1]), x1 = std::log(intervals_s[i]),
-               x2 = std::log(intervals_s[i + 1]);
-  const double y0 = mean_ettr[i - 1], y1 = mean_ettr[i], y2 = mean_ettr[i + 1];
+  const double y0 = mean_ettr[lo], y1 = mean_ettr[i], y2 = mean_ettr[hi];
   const double den = (x1 - x0) * (y1 - y2) - (x1 - x2) * (y1 - y0);
-  if (den == 0) return r;
+  if (!(den > 0) && !(den < 0)) return r;
   const double num = (x1 - x0) * (x1 - x0) * (y1 - y2) - (x1 - x2) * (x1 - x2) * (y1 - y0);
   const double x = std::clamp(x1 - 0.5 * num / den, x0, x2);
-  // The parabola's value at its vertex (Lagrange form).
-  const double y = y0 * (x - x1) * (x - x2) / ((x0 - x1) * (x0 - x2)) +
-                   y1 * (x - x0) * (x - x2) / ((x1 - x0) * (x1 - x2)) +
-                   y2 * (x - x0) * (x - x1) / ((x2 - x0) * (x2 - x1));
-  r.best_s = std::exp(x);
-  r.best_ettr = std::max(y, y1);
+  const double fit = round_interval_s(std::exp(x));
+  const bool on_a_node = std::any_of(intervals_s.begin(), intervals_s.end(), [&](double v) {
+    return round_interval_s(v) == fit;
+  });
+  if (!on_a_node) r.fit_s = fit;
   return r;
 }
 

@@ -213,16 +213,32 @@ struct Summary {
 Summary summarize(const Params& p, const std::vector<TrialResult>& trials);
 
 /// Checkpoint intervals a search tries: `points` log-spaced from young/4 to young·4 (the centre
-/// one is young), with `current` added in order when it is not among them.
+/// one is young), each in whole seconds (round_interval_s; fewer when two round alike), with
+/// `current` added in order when it is not among them.
 std::vector<double> interval_grid(double young_s, double current_s, int points = 17);
 
+/// Nodes closer than this in ln τ to the best one are left out of the parabola's fit: a quarter
+/// of interval_grid's step (ln 2^{1/4}), ln 2 / 16 = 4.4 %. Their ETTRs differ by less than the
+/// Monte Carlo noise near a flat optimum, so a fit through two of them bends to the noise (the
+/// interval used, Daly's, lies within 0.2 % of a grid node in the default scenario).
+inline constexpr double kFitMinLogGap = 0.043321698784996586;  // ln(2) / 16
+
+/// `tau` in whole seconds, at least 1: what `reliability.checkpoint.interval` takes, so that an
+/// interval the search tries can be run again (`--set reliability.checkpoint.interval=N`).
+double round_interval_s(double tau);
+
 /// The interval search's outcome: mean ETTR per grid interval (the same trials for each) and
-/// the best interval, refined by a parabola through the best point and its neighbours in log τ.
+/// the best of them; `fit_s` is the vertex of a parabola in ln τ through the best node and its
+/// nearest neighbours at least kFitMinLogGap away, in whole seconds, 0 when there is none
+/// (the best node at an end of the grid, a flat or upturned fit, or a vertex on a node).
+/// A fit is only a candidate: the caller simulates it on the same trials and keeps it when it
+/// beats the best node (the search never reports an ETTR it did not simulate).
 struct IntervalSearch {
   std::vector<double> intervals_s;
   std::vector<double> ettr;
   double best_s = 0;
   double best_ettr = 0;
+  double fit_s = 0;
 };
 IntervalSearch best_interval(const std::vector<double>& intervals_s,
                              const std::vector<double>& mean_ettr);
