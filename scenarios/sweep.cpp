@@ -1043,9 +1043,12 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
                        const SweepOptions& options, SweepTransport& transport) {
   check_goodput_spec(spec);
   if (base.fidelity != "analytic") {
-    throw_input("sweeps run at analytic fidelity; `" + base.fidelity +
-                    "` is not available in this build yet",
-                {base.source, 0, "simulation.fidelity"}, "use `analytic`");
+    throw_input("a sweep ranks its points at analytic fidelity, not `" + base.fidelity + "`",
+                {base.source, 0, "simulation.fidelity"},
+                "leave simulation.fidelity at `analytic` and re-run the top K points at `" +
+                    (base.fidelity == "schedule" ? std::string("schedule") : std::string("flow")) +
+                    "` fidelity with --refine K --refine-fidelity " +
+                    (base.fidelity == "schedule" ? std::string("schedule") : std::string("flow")));
   }
   SweepOutcome o;
   o.plan = std::move(plan);

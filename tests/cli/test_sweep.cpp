@@ -264,6 +264,12 @@ TEST(SweepCli, BadInputIsAClearError) {
   const CliRun trials = trainsim(base + " --vary parallel.pp=4,8 --goodput --trials 1");
   EXPECT_EQ(trials.code, 2);
   EXPECT_TRUE(has(trials.err, "--trials: at least 2 trials")) << trials.err;
+  // Flow fidelity exists (--refine uses it); a sweep ranks at analytic fidelity.
+  const CliRun flow = trainsim(base + " --vary parallel.pp=4,8 --set simulation.fidelity=flow");
+  EXPECT_EQ(flow.code, 2);
+  EXPECT_TRUE(has(flow.err, "simulation.fidelity")) << flow.err;
+  EXPECT_TRUE(has(flow.err, "--refine K --refine-fidelity flow")) << flow.err;
+  EXPECT_FALSE(has(flow.err, "not available")) << flow.err;
   const CliRun nothing = trainsim(base);
   EXPECT_EQ(nothing.code, 2);
   EXPECT_TRUE(has(nothing.err, "nothing to sweep")) << nothing.err;
