@@ -41,7 +41,12 @@ const std::vector<Part>& parts() {
 std::string pct(double x) { return fmt::format("{:.2f} %", 100 * x); }
 
 std::string interval_origin(const GoodputOutcome& o) {
-  return o.setup.interval_auto ? "auto: Daly" : "reliability.checkpoint.interval";
+  if (!o.setup.interval_auto) return "reliability.checkpoint.interval";
+  const double daly = o.summary.daly_s, used = o.setup.params.interval_s;
+  if (!std::isfinite(daly)) return "auto: the run's length, as there is no Daly interval";
+  if (used < daly) return "auto: Daly's is longer than the run, capped at its length";
+  if (used > daly) return "auto: Daly's, raised to the 1 s minimum";
+  return "auto: Daly";
 }
 
 double bytes_total(const GoodputOutcome& o) { return o.setup.checkpoint.unique_bytes; }
@@ -117,8 +122,8 @@ std::string goodput_text(const GoodputOutcome& o) {
                        s.young_s, p.checkpoint_blocking_s, s.job_mtbf_s);
     out += fmt::format("  Daly                 {:>9.0f} s\n", s.daly_s);
   } else {
-    out += "  Young, Daly          none: no failure rate is set, so no interval is optimal for "
-           "failures (JSON: null)\n";
+    out += "  Young, Daly          none: no crash or hang rate is set (the failures that lose "
+           "work), so no interval is optimal for failures (JSON: null)\n";
   }
   if (o.search) {
     // Whole seconds, as the search tries them, but for the interval used when it wins (which
@@ -286,8 +291,9 @@ std::string goodput_report_html(const GoodputOutcome& o) {
                          ? fmt::format("The same trials at every interval. Young {:.0f} s, Daly "
                                        "{:.0f} s, best {:.0f} s, used {:.0f} s.",
                                        s.young_s, s.daly_s, o.search->best_s, p.interval_s)
-                         : fmt::format("The same trials at every interval (no failure rate set: "
-                                       "no Young or Daly interval), best {:.0f} s, used {:.0f} s.",
+                         : fmt::format("The same trials at every interval (no crash or hang rate "
+                                       "set: no Young or Daly interval), best {:.0f} s, used "
+                                       "{:.0f} s.",
                                        o.search->best_s, p.interval_s)));
   }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "scenarios/run_config.h"
@@ -240,11 +241,30 @@ GoodputSetup goodput_setup(const Scenario& s, double days) {
     g.interval_auto = true;
     const double rate_h = goodput::job_failure_rate_h(p);
     const double horizon = days * 86400;
-    p.interval_s = rate_h > 0 ? goodput::daly_interval_s(p.checkpoint_blocking_s, 3600 / rate_h)
-                              : horizon;
-    p.interval_s = std::clamp(p.interval_s, 1.0, std::max(horizon, 1.0));
-    g.notes.push_back(fmt::format("reliability.checkpoint.interval = {:.0f} s (auto: Daly)",
-                                  p.interval_s));
+    const double daly = rate_h > 0
+                            ? goodput::daly_interval_s(p.checkpoint_blocking_s, 3600 / rate_h)
+                            : std::numeric_limits<double>::infinity();
+    p.interval_s = std::clamp(daly, 1.0, std::max(horizon, 1.0));
+    if (p.interval_s == daly) {
+      g.notes.push_back(fmt::format("reliability.checkpoint.interval = {:.0f} s (auto: Daly)",
+                                    p.interval_s));
+    } else if (!std::isfinite(daly)) {
+      g.notes.push_back(fmt::format(
+          "reliability.checkpoint.interval = {:.6g} s (auto: no crash or hang rate, so no Daly "
+          "interval; the run's length, one checkpoint at its end)",
+          p.interval_s));
+    } else if (daly > p.interval_s) {
+      g.notes.push_back(fmt::format(
+          "reliability.checkpoint.interval = {:.6g} s (auto: Daly's {:.0f} s is longer than the "
+          "run, so capped at the run's length: no periodic checkpoint; set --days or the "
+          "interval to change it)",
+          p.interval_s, daly));
+    } else {
+      g.notes.push_back(fmt::format(
+          "reliability.checkpoint.interval = {:.6g} s (auto: Daly's {:.3g} s, raised to the 1 s "
+          "minimum)",
+          p.interval_s, daly));
+    }
   } else {
     p.interval_s = std::stod(interval);
   }

@@ -149,12 +149,43 @@ TEST(GoodputCli, NoFailuresMeansNoYoungOrDalyInterval) {
   const std::string args = "--set cluster.gpus=1024 --set training.global_batch=512 --trials 20" + zero;
   const CliRun r = trainsim("goodput " + args);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_TRUE(has(r.out, "Young, Daly          none: no failure rate is set")) << r.out;
+  EXPECT_TRUE(has(r.out, "Young, Daly          none: no crash or hang rate is set")) << r.out;
   EXPECT_FALSE(has(r.out, "Young sqrt(2*d*MTBF)")) << r.out;
   const nlohmann::json j = run_json(args);
   EXPECT_TRUE(j["checkpoint_interval"]["young_s"].is_null()) << j["checkpoint_interval"];
   EXPECT_TRUE(j["checkpoint_interval"]["daly_s"].is_null()) << j["checkpoint_interval"];
   EXPECT_GT(j["ettr"]["mean"].get<double>(), 0.9);
+}
+
+// Planned stops lose no work, so with only reliability.rate.planned set there is still no
+// Young or Daly interval; the text said "no failure rate is set" while one was.
+TEST(GoodputCli, PlannedStopsAloneMeanNoCrashOrHangRate) {
+  std::string args = "--set cluster.gpus=1024 --set training.global_batch=512 --trials 20";
+  for (const char* k : {"gpu", "hbm", "nic", "link", "switch", "host", "nccl_hang",
+                        "framework_crash", "slow_host"}) {
+    args += std::string(" --set reliability.rate.") + k + "=0";
+  }
+  const CliRun r = trainsim("goodput " + args + " --set reliability.rate.planned=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(has(r.out, "no failure rate")) << r.out;
+  EXPECT_TRUE(has(r.out, "none: no crash or hang rate is set")) << r.out;
+  EXPECT_TRUE(has(r.out, "auto: the run's length, as there is no Daly interval")) << r.out;
+}
+
+// `auto` is Daly's interval, but never longer than the run: a run shorter than Daly's interval
+// says that it capped it (it printed "auto: Daly" next to a Daly line of another value).
+// Daly's interval of the 32-GPU example is minutes; 0.001 days is 86.4 s.
+TEST(GoodputCli, AutoIntervalCappedAtTheRunSaysSo) {
+  const nlohmann::json j = run_json(std::string(kSmall) + " --days 0.001 --trials 4 --no-search");
+  const double daly = j["checkpoint_interval"]["daly_s"];
+  ASSERT_GT(daly, 86.4);
+  const CliRun r = trainsim(std::string("goodput ") + kSmall + " --days 0.001 --trials 4 --no-search");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "auto: Daly's is longer than the run, capped at its length")) << r.out;
+  EXPECT_TRUE(has(r.out, fmt::format("reliability.checkpoint.interval = 86.4 s (auto: Daly's {:.0f} s "
+                                     "is longer than the run, so capped",
+                                     daly)))
+      << r.out;
 }
 
 // The best interval of the search is one that was simulated, and its ETTR is what a run at that
