@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "calibrate/json_input.h"
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 #include "sim/core/parse.h"
@@ -289,33 +290,8 @@ Profile load_profile(const std::string& path) {
 }
 
 Profile parse_profile(std::string_view text, const std::string& path) {
-  json j;
-  // The JSON parser keeps the last of an object's duplicate keys; a profile that states a
-  // constant twice is refused instead (which of the two was meant is not known).
-  std::vector<std::set<std::string>> keys;
-  std::string duplicate;
-  const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) {
-      keys.emplace_back();
-    } else if (event == json::parse_event_t::object_end) {
-      if (!keys.empty()) keys.pop_back();
-    } else if (event == json::parse_event_t::key && !keys.empty() && parsed.is_string()) {
-      if (!keys.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
-        duplicate = parsed.get<std::string>();
-      }
-    }
-    return true;
-  };
-  try {
-    j = json::parse(strip_bom(text), note_keys);
-  } catch (const json::exception& e) {
-    // parse_error, and out_of_range for a number beyond a double (1e999999).
-    throw_input(std::string("not valid JSON: ") + e.what(), {path, 0, ""});
-  }
-  if (!duplicate.empty()) {
-    throw_input("given twice in one object (JSON keeps only the last)", {path, 0, duplicate},
-                "keep one of the two");
-  }
+  // (A key given twice is refused: which of the two constants was meant is not known.)
+  const json j = parse_json_input(text, path);
   if (!j.is_object()) throw_input("a profile is a JSON object", {path, 0, ""});
   reject_unknown(j,
                  {"format_version", "name", "version", "gpu", "provenance", "compute",

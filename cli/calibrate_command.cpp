@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "calibrate/gemm_fit.h"
+#include "calibrate/json_input.h"
 #include "calibrate/nccl_tests.h"
 #include "calibrate/profile.h"
 #include "kernels/bench.h"
@@ -30,6 +31,8 @@
 #include "scenarios/scenario.h"
 #include "scenarios/sizes.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
+#include "sim/core/parse.h"
 #include "sim/plan/program.h"
 
 namespace trainsim::cli {
@@ -539,14 +542,9 @@ const nlohmann::json& record_field(const nlohmann::json& j, const std::string& k
 // The in-mix samples of one execute record: its scenario rebuilt from the record's `config`
 // (every key with its final value), its measured rank's Program, and its task kinds.
 kexec::InMixSamples record_samples(const std::string& path, std::string* gpu_name) {
-  std::ifstream in(path);
-  if (!in) throw_input("cannot read the execute record", {path, 0, ""});
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw_input(std::string("not JSON: ") + e.what(), {path, 0, ""});
-  }
+  const nlohmann::json doc = calib::parse_json_input(
+      read_input_file(path, "execute record", limits::kMaxResultBytes), path,
+      "give the JSON record `trainsim execute` writes");
   const nlohmann::json& fidelity = record_field(doc, "fidelity", path, "fidelity");
   if (!fidelity.is_string() || (fidelity != "real" && fidelity != "fake")) {
     throw_input("the document is a simulation (" + fidelity.dump() +

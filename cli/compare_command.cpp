@@ -11,6 +11,7 @@
 #include <sstream>
 #include <vector>
 
+#include "calibrate/json_input.h"
 #include "cli/output.h"
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
@@ -78,15 +79,10 @@ double number(const json& j, const std::string& key, const std::string& path,
 Side load_text(std::string_view text, const std::string& path) {
   Side s;
   s.path = path;
-  try {
-    s.doc = json::parse(strip_bom(text));
-  } catch (const json::parse_error& e) {
-    throw_input(fmt::format("not valid JSON (byte {}): {}", e.byte, e.what()), {path, 0, ""},
-                "compare result documents of `trainsim run --format json` or `trainsim execute`");
-  } catch (const json::exception& e) {
-    // out_of_range: a number beyond a double (1e999999).
-    throw_input(fmt::format("not valid JSON: {}", e.what()), {path, 0, ""});
-  }
+  // (A key given twice is refused, as in a profile: "iteration_time_s" twice read the last.)
+  s.doc = calib::parse_json_input(
+      text, path,
+      "compare result documents of `trainsim run --format json` or `trainsim execute`");
   if (!s.doc.is_object()) throw_input("not a JSON object", {path, 0, ""});
   if (s.doc.contains("fidelity") && s.doc["fidelity"].is_string()) s.fidelity = s.doc["fidelity"];
   s.iteration_s = number(s.doc, "iteration_time_s", path, "iteration_time_s");
@@ -322,8 +318,8 @@ ordered_json to_json(const Comparison& c) {
   if (!c.has_kinds) {
     notes.push_back("no per-op comparison: " +
                     std::string(sim.kinds.empty() ? sim.path : real.path) +
-                    " has no `task_kinds` (the analytic fidelity has none; simulate at flow "
-                    "fidelity)");
+                    " has no `task_kinds` (the analytic fidelity has none; simulate at "
+                    "schedule or flow fidelity)");
   }
   if (const auto note = loss_note(sim, real)) notes.push_back(*note);
   if (!notes.empty()) j["notes"] = notes;
@@ -402,7 +398,7 @@ std::string to_text(const Comparison& c, bool markdown) {
   if (!c.has_kinds) {
     o += fmt::format(
         "no per-op comparison: {} has no `task_kinds` (the analytic fidelity has "
-        "none; simulate at flow fidelity)\n",
+        "none; simulate at schedule or flow fidelity)\n",
         sim.kinds.empty() ? sim.path : real.path);
     return o;
   }
@@ -413,8 +409,12 @@ std::string to_text(const Comparison& c, bool markdown) {
   o += h + (markdown ? "Per category\n\n" : "") + cat.render(markdown) + "\n";
   Table k{{"op kind", "category", "sim n", "real n", "sim s", "real s", "error"}, {}};
   for (const KindRow& r : c.kinds) {
+    // A kind on one side only has no error to speak of (−100 % read as a measured miss).
+    const std::string error = !r.in_sim    ? "only measured"
+                              : !r.in_real ? "only simulated"
+                                           : pct(rel(r.sim_s, r.real_s));
     k.rows.push_back({r.name, r.category, std::to_string(r.sim_count), std::to_string(r.real_count),
-                      secs(r.sim_s), secs(r.real_s), pct(rel(r.sim_s, r.real_s))});
+                      secs(r.sim_s), secs(r.real_s), error});
   }
   o += h + (markdown ? "Per op kind\n\n" : "") + k.render(markdown) + "\n";
   o += fmt::format("op kinds: weighted absolute error {:.1f} % (Σ|sim − real| / Σ real)\n",

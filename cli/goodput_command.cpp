@@ -189,7 +189,8 @@ CLI::App* add_goodput_command(CLI::App& app, GoodputArgs& a) {
   cmd->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));
   cmd->add_option("-o,--output", a.output, "Write the result to FILE instead of stdout");
   cmd->add_option("--report", a.report,
-                  "Write an HTML report with charts, results.csv and results.json to DIR");
+                  "Write an HTML report with charts, results.csv and results.json to DIR")
+      ->check(report_folder());
   return cmd;
 }
 

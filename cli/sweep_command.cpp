@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cli/default_scenario.h"
+#include "cli/output.h"
 #include "cli/sweep_transport.h"
 #include "reports/html_report.h"
 #include "reports/sweep_report.h"
@@ -234,7 +235,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
       ->check(CLI::IsMember({"text", "json", "csv"}));
   cmd->add_option("-o,--output", a.output, "Write the result to FILE instead of stdout");
   cmd->add_option("--report", a.report,
-                  "Write an HTML report with charts, results.csv and results.json to DIR");
+                  "Write an HTML report with charts, results.csv and results.json to DIR")
+      ->check(report_folder());
   cmd->add_option("--checkpoint", a.checkpoint,
                   "Record finished points in FILE; an interrupted sweep given the same FILE "
                   "resumes where it stopped");

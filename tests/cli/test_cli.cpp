@@ -551,4 +551,18 @@ TEST(Cli, TextAndHtmlNameTheSeed) {
   EXPECT_TRUE(has(slurp(dir + "/index.html"), "· seed 7 ·")) << dir;
 }
 
+// --report names a folder; an existing file there was found only after the whole run had been
+// printed (exit 4). Refused when the command line is read, for every command that has it.
+TEST(Cli, ReportOntoAnExistingFileIsRefusedBeforeRunning) {
+  const std::string file = temp_path("report-is-a-file");
+  std::ofstream(file) << "x";
+  for (const std::string cmd : {"run", "sweep --vary training.micro_batch=1,2", "goodput --trials 2",
+                                "validate scenarios/validation/korthikanti-2022-runs.csv"}) {
+    const CliRun r = trainsim(cmd + " --report " + file);
+    EXPECT_EQ(r.code, 2) << cmd << r.err;
+    EXPECT_TRUE(has(r.err, "is a file: --report takes a folder")) << cmd << r.err;
+    EXPECT_TRUE(r.out.empty()) << cmd << r.out;
+  }
+}
+
 }  // namespace
