@@ -17,6 +17,7 @@
 #include "sim/exec/collective_model.h"
 #include "sim/plan/config.h"
 #include "topology/clos.h"
+#include "topology/fabric_file.h"
 
 namespace trainsim::cli {
 namespace {
@@ -177,7 +178,7 @@ int run_collective_command(const CollectiveArgs& a) {
   if (flow) {
     topo::ClusterSpec spec = s.cluster;
     spec.gpus = static_cast<int>(servers_needed * gpn);
-    graph.emplace(topo::build_cluster_graph(spec));
+    graph.emplace(topo::cluster_graph(spec));
     caps = coll::calibrated_capacities(*graph, cfg.profile.nvlink.busbw_Bps / spec.gpu.nvlink_Bps,
                                        cfg.profile.nic_efficiency);
     router.emplace(*graph, s.routing);

@@ -62,6 +62,7 @@ int print_error(const Error& e) {
   return e.exit_code();
 }
 
+using cli::report_folder;
 using cli::write_output;
 
 struct RunArgs {
@@ -503,7 +504,8 @@ int main(int argc, char** argv) {
   run->add_option("--format", run_args.format, "text | json")->check(CLI::IsMember(formats));
   run->add_option("-o,--output", run_args.output, "Write the result to FILE instead of stdout");
   run->add_option("--report", run_args.report,
-                  "Write an HTML report with charts, results.csv and results.json to DIR");
+                  "Write an HTML report with charts, results.csv and results.json to DIR")
+      ->check(report_folder());
 
   std::string vformat = "text", voutput, vreport, vfidelity, vcross;
   std::vector<std::string> csvs;
@@ -524,7 +526,8 @@ int main(int argc, char** argv) {
                    "refitted on the other sources (leave-one-source-out)")
       ->check(CLI::IsMember({"source"}));
   validate->add_option("--report", vreport,
-                       "Write an HTML report with charts, results.csv and results.json to DIR");
+                       "Write an HTML report with charts, results.csv and results.json to DIR")
+      ->check(report_folder());
   std::string vgroup;
   validate->add_option("--group-by", vgroup,
                        "COL[:CUT...][,COL...]: after the tables, the MFU error of the rows grouped "

@@ -12,6 +12,7 @@
 #include "sim/core/limits.h"
 #include "sim/core/parse.h"
 #include "topology/clos.h"
+#include "topology/fabric_file.h"
 #include "topology/routing.h"
 
 namespace trainsim::cli {
@@ -73,7 +74,7 @@ void require_finite_result(const exec::Result& r) {
 void check_fabric_failures(const scen::Scenario& s) {
   const topo::FabricSpec& f = s.cluster.fabric;
   if (f.failed_cables == 0 && f.failed_switches.empty()) return;
-  const topo::ClusterGraph graph = topo::build_cluster_graph(s.cluster);
+  const topo::ClusterGraph graph = topo::cluster_graph(s.cluster);
   topo::FailureSet failures(graph);
   try {
     topo::apply_fabric_failures(graph, f, failures);

@@ -119,7 +119,7 @@ topo::ClusterGraph build_graph(const TopoArgs& a, const scen::Scenario& s) {
   }
   if (!a.topology_file.empty()) return topo::read_fabric_file(a.topology_file, s.cluster);
   check_endpoints(s.cluster.gpus, a.force, scen::origin_of(s, "cluster.gpus"));
-  return topo::build_cluster_graph(s.cluster);
+  return topo::cluster_graph(s.cluster);  // the scenario's cluster.fabric.file, if it names one
 }
 
 void fail_named(const topo::ClusterGraph& g, const std::vector<std::string>& names,

@@ -406,6 +406,15 @@ class Resolver {
         name += ch;
       }
     }
+    const std::string fabric_file = get("cluster.fabric.file");
+    c.fabric.file = fabric_file == "none" ? std::string() : fabric_file;
+    if (!c.fabric.file.empty()) {
+      scenario_.notes.push_back(
+          "cluster.fabric.file = " + c.fabric.file +
+          ": flow and packet fidelity run on this fabric (topo::cluster_graph); the analytic "
+          "and schedule fidelities price collectives from the cluster's NICs and NVLink and do "
+          "not read it");
+    }
     if (c.fabric.failed_cables > 0 || !c.fabric.failed_switches.empty()) {
       scenario_.notes.push_back(
           "cluster.fabric.failed_cables / failed_switches: flows route around the failed parts "

@@ -403,6 +403,15 @@ std::vector<KeyDef> build_schema() {
                       "(leaf0,spine3; spine0+spine1 in a --compare value); routed around at flow "
                       "and packet fidelity like cluster.fabric.failed_cables",
        .aliases = {"failed_switch", "fail_switches"}},
+      {.path = "cluster.fabric.file",
+       .type = K::kString,
+       .default_value = "none",
+       .description = "A fabric file (GraphML or GraphViz, docs/topology.md) that flow and "
+                      "packet fidelity run the job on instead of the Clos the cluster.fabric "
+                      "keys build (none: the built Clos); it must hold cluster.gpus GPUs in "
+                      "servers of cluster.gpus_per_node. `trainsim topo --export dot` writes a "
+                      "built fabric in this format, to edit",
+       .aliases = {"fabric_file", "topology_file"}},
 
       // parallel
       {.path = "parallel.tp",

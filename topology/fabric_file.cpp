@@ -27,6 +27,7 @@
 #include "sim/core/limits.h"
 #include "sim/core/parse.h"
 #include "topology/boost_graph.h"
+#include "topology/clos.h"
 
 namespace trainsim::topo {
 namespace {
@@ -845,6 +846,25 @@ void write_graphviz(const ClusterGraph& graph, std::ostream& out) {
                       graph.description(), graph.gpu_count(), graph.server_count());
   };
   boost::write_graphviz(out, cables, node_writer, cable_writer, graph_writer, names);
+}
+
+ClusterGraph cluster_graph(const ClusterSpec& c) {
+  if (c.fabric.file.empty()) return build_cluster_graph(c);
+  ClusterGraph g = read_fabric_file(c.fabric.file, c);
+  if (g.gpu_count() < c.gpus) {
+    throw_input(fmt::format("the fabric holds {} GPUs; the job needs {} (cluster.gpus)",
+                            g.gpu_count(), c.gpus),
+                {c.fabric.file, 0, "cluster.fabric.file"},
+                "use a fabric with enough GPUs, or fewer cluster.gpus");
+  }
+  if (g.spec().gpus_per_node != c.gpus_per_node) {
+    throw_input(fmt::format("the fabric's servers hold {} GPUs each; the cluster's {} "
+                            "(cluster.gpus_per_node), by which the parallel layout places ranks",
+                            g.spec().gpus_per_node, c.gpus_per_node),
+                {c.fabric.file, 0, "cluster.fabric.file"},
+                "set cluster.gpus_per_node to the fabric's");
+  }
+  return g;
 }
 
 }  // namespace trainsim::topo

@@ -51,6 +51,9 @@ struct FabricSpec {
   int failed_cables = 0;
   std::uint64_t failure_seed = 1;
   std::vector<std::string> failed_switches;
+  // A fabric file (GraphML or GraphViz, topology/fabric_file.h) the flow and packet fidelities
+  // run on instead of the Clos the keys above build; empty: the built Clos.
+  std::string file;
 };
 
 /// A cluster: homogeneous servers of `gpus_per_node` GPUs with NICs into a fabric.

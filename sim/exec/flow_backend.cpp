@@ -5,6 +5,7 @@
 
 #include "sim/core/error.h"
 #include "topology/clos.h"
+#include "topology/fabric_file.h"
 #include "topology/stats.h"
 
 namespace trainsim::exec {
@@ -32,7 +33,7 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
                     " is modelled at analytic fidelity only; flow fidelity runs rings",
                 {"", 0, "collectives.algorithm"}, "use ring");
   }
-  graph_.emplace(topo::build_cluster_graph(cfg.cluster));
+  graph_.emplace(topo::cluster_graph(cfg.cluster));
   failures_.emplace(*graph_);
   topo::apply_fabric_failures(*graph_, cfg.cluster.fabric, *failures_);
   router_.emplace(*graph_, options.routing, *failures_);

@@ -129,4 +129,53 @@ TEST(FabricFailures, BadFailuresAreNamed) {
   EXPECT_TRUE(has(r.err, "to the fabric is down")) << r.err;
 }
 
+// A fabric file for `run` (cluster.fabric.file, issue 17's "fabric what-ifs"): the file `topo
+// --export dot` writes of a scenario's own Clos gives the same iteration, bit for bit, at flow
+// fidelity; the same file with every NIC cable at half speed is slower, and `--compare` puts the
+// two side by side; a file without room for the job is refused naming the key.
+TEST(FabricFile, RunOnAFabricFileAsOnTheClosItDescribes) {
+  const std::string scen = "scenarios/examples/megatron-1.7b-32xa100.yaml";
+  const std::string same = temp_path("fabric-same.dot");
+  ASSERT_EQ(trainsim("topo " + scen + " --export dot -o " + same).code, 0);
+  std::ifstream in(same);
+  std::string half_text, line;
+  int halved = 0;
+  while (std::getline(in, line)) {
+    // nicN->leafM [gbps=200, ...]: the NIC's cable at 100 Gb/s.
+    if (line.rfind("nic", 0) == 0 && line.find("->leaf") != std::string::npos) {
+      const std::size_t at = line.find("gbps=200");
+      ASSERT_NE(at, std::string::npos) << line;
+      line.replace(at, 8, "gbps=100");
+      ++halved;
+    }
+    half_text += line + "\n";
+  }
+  ASSERT_EQ(halved, 32);
+  const std::string half = temp_path("fabric-half.dot");
+  std::ofstream(half) << half_text;
+
+  const auto iteration = [&](const std::string& sets) {
+    const CliRun r = trainsim("run " + scen + " --fidelity flow --format json " + sets);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["iteration_time_s"].get<double>() : -1.0;
+  };
+  const double built = iteration("");
+  EXPECT_EQ(iteration("--set cluster.fabric.file=" + same), built);
+  EXPECT_GT(iteration("--set cluster.fabric.file=" + half), built);
+
+  const CliRun cmp = trainsim("run " + scen + " --fidelity flow --format json --compare "
+                              "cluster.fabric.file=" + same + "," + half);
+  ASSERT_EQ(cmp.code, 0) << cmp.err;
+  const nlohmann::json variants = nlohmann::json::parse(cmp.out)["variants"];
+  ASSERT_EQ(variants.size(), 2u) << cmp.out;
+  EXPECT_EQ(variants[0]["result"]["iteration_time_s"].get<double>(), built);
+  EXPECT_GT(variants[1]["result"]["iteration_time_s"].get<double>(), built);
+
+  // 32 GPUs of fabric for 64: refused, naming the file and the key.
+  const CliRun big = trainsim("run " + scen + " --fidelity flow --set cluster.gpus=64 --set parallel.dp=auto "
+                              "--set cluster.fabric.file=" + same);
+  EXPECT_EQ(big.code, 2) << big.err;
+  EXPECT_TRUE(has(big.err, same + ": `cluster.fabric.file`: the fabric holds 32 GPUs")) << big.err;
+}
+
 }  // namespace
