@@ -108,6 +108,12 @@ Side load_text(std::string_view text, const std::string& path) {
     s.breakdown.emplace_back(kPlain[i],
                              number(b, kPlain[i], path, std::string("breakdown.") + kPlain[i]));
   }
+  // The parts of the iteration after the slowest rank's own (run and execute write both), so
+  // that the rows add up to the iteration; 0 where a document does not give them.
+  for (const char* k : {"gpu_variation_s", "global_sync_s"}) {
+    s.breakdown.emplace_back(
+        k, b.contains(k) ? number(b, k, path, std::string("breakdown.") + k) : 0.0);
+  }
   if (s.doc.contains("task_kinds")) {
     const json& tk = s.doc["task_kinds"];
     if (!tk.is_array()) throw_input("`task_kinds` is not an array", {path, 0, "task_kinds"});

@@ -194,6 +194,22 @@ TEST(CompareCli, JsonErrorsAreTheHandDerivedOnes) {
   EXPECT_EQ(cp->at("error"), 0);  // 0 against 0 is no error
 }
 
+// The breakdown rows add up to the iteration: the slowest-GPU pacing and the global sync a run
+// writes are rows too (they were left out, so the rows fell short of the iteration).
+TEST(CompareCli, BreakdownRowsAddUpToTheIteration) {
+  const std::string a = temp_path("bd-sim.json");
+  ASSERT_EQ(trainsim("run --format json -o " + a).code, 0);
+  const CliRun r = trainsim("compare " + a + " " + a + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json j = json::parse(r.out);
+  double sum = 0;
+  for (const json& row : j.at("breakdown")) sum += row.at("sim_s").get<double>();
+  const double iteration = json::parse(trainsim::testing::slurp(a)).at("iteration_time_s");
+  EXPECT_NEAR(sum, iteration, 1e-9 * iteration);
+  EXPECT_NE(find(j.at("breakdown"), "key", "gpu_variation_s"), nullptr);
+  EXPECT_GT(find(j.at("breakdown"), "key", "gpu_variation_s")->at("sim_s").get<double>(), 0);
+}
+
 TEST(CompareCli, TextAndMarkdown) {
   const std::string sim = write("sim.json", sim_doc()), real = write("real.json", real_doc());
   const CliRun t = trainsim("compare " + sim + " " + real);
