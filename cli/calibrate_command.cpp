@@ -1,4 +1,5 @@
 #include "cli/calibrate_command.h"
+#include "cli/output.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -648,7 +649,8 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
   a.import_nccl_tests->add_option("FILE", a.files, "nccl-tests output (all_reduce_perf, ...)")
       ->required()
       ->check(CLI::ExistingFile);
-  a.import_nccl_tests->add_option("--out", a.out, "Profile JSON to write")->required();
+  a.import_nccl_tests->add_option("--out", a.out, "Profile JSON to write")->required()
+      ->check(output_file());
   auto* base = a.import_nccl_tests->add_option("--base", a.base, "Profile JSON to start from")
                    ->check(CLI::ExistingFile);
   a.import_nccl_tests
@@ -667,7 +669,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       ->check(CLI::ExistingFile);
   a.kernels->add_option("--set", a.sets, "Scenario override key.path=value (repeatable)");
   a.kernels->add_option("--gpu", a.device, "CUDA device index")->capture_default_str();
-  a.kernels->add_option("--out", a.out, "Profile JSON to write (required)");
+  a.kernels->add_option("--out", a.out, "Profile JSON to write (required)")->check(output_file());
   a.kernels->add_option("--dtype", a.dtype,
                         "GEMM dtype: bf16 | fp16 | fp8 | fp32 (default: scenario precision)");
   a.kernels->add_option("--repeats", a.repeats, "Timed launches per kernel (median kept)")
@@ -690,7 +692,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       "nccl",
       "Time collectives with NCCL over the local GPUs (a thread per GPU), or under mpirun over "
       "every process's GPUs (one communicator), fit alpha-beta");
-  a.nccl->add_option("--out", a.out, "Profile JSON to write (required)");
+  a.nccl->add_option("--out", a.out, "Profile JSON to write (required)")->check(output_file());
   a.nccl->add_option("--gpus", a.gpus,
                      "Use the first N GPUs (default: all); under mpirun, N GPUs per process "
                      "(default: the machine's GPUs / its processes)");
@@ -713,7 +715,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
   a.refit->add_option("PROFILE", a.profile, "Profile JSON with kernels_measured")
       ->required()
       ->check(CLI::ExistingFile);
-  a.refit->add_option("--out", a.out, "Profile JSON to write")->required();
+  a.refit->add_option("--out", a.out, "Profile JSON to write")->required()->check(output_file());
   a.refit->add_option("--dtype", a.dtype, "GEMM dtype whose samples to fit (default bf16)");
   a.refit->add_option("--gpu-preset", a.gpu_preset,
                       "GPU preset for the peaks (default: the "
@@ -729,7 +731,8 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
   a.from_execute->add_option("--base", a.base, "Profile JSON to add the samples to")
       ->required()
       ->check(CLI::ExistingFile);
-  a.from_execute->add_option("--out", a.out, "Profile JSON to write")->required();
+  a.from_execute->add_option("--out", a.out, "Profile JSON to write")->required()
+      ->check(output_file());
   a.from_execute->add_option("--dtype", a.dtype, "GEMM dtype whose samples to fit (default bf16)");
   return c;
 }

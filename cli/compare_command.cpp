@@ -438,7 +438,8 @@ CLI::App* add_compare_command(CLI::App& app, CompareArgs& a) {
   c->add_option("real", a.real, "Measured result: trainsim execute --out")->required();
   c->add_option("--format", a.format, "text | json | markdown")
       ->check(CLI::IsMember({"text", "json", "markdown"}));
-  c->add_option("-o,--out,--output", a.output, "Write the comparison to FILE instead of stdout");
+  c->add_option("-o,--out,--output", a.output, "Write the comparison to FILE instead of stdout")
+      ->check(output_file());
   return c;
 }
 

@@ -67,8 +67,10 @@ CLI::App* add_execute_command(CLI::App& app, ExecuteArgs& a) {
       ->check(CLI::PositiveNumber);
   c->add_option("--format", a.format, "json (default: the document compare reads) | text")
       ->check(CLI::IsMember({"text", "json"}));
-  c->add_option("-o,--out,--output", a.output, "Write the result to FILE instead of stdout");
-  c->add_option("--trace", a.trace, "Write a Chrome/Perfetto trace of the measured spans to FILE");
+  c->add_option("-o,--out,--output", a.output, "Write the result to FILE instead of stdout")
+      ->check(output_file());
+  c->add_option("--trace", a.trace, "Write a Chrome/Perfetto trace of the measured spans to FILE")
+      ->check(output_file());
   c->add_option("--trace-ranks", a.trace_ranks, "Ranks in the trace, e.g. 0,1,8-15 (default: all)");
   c->add_option("--backend", a.backend,
                 "cuda (default), or fake: a recording fake GPU where every op takes 1 µs, to try "

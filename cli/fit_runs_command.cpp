@@ -26,7 +26,8 @@ void add_fit_runs_command(CLI::App* calibrate, FitRunsArgs& a) {
   a.cmd->add_option("--fit", a.keys, "Constants to fit, e.g. h100-sxm:gemm_peak_efficiency")
       ->required();
   a.cmd->add_option("--out", a.out,
-                    "Write the GPU's built-in profile with the fitted profile constants");
+                    "Write the GPU's built-in profile with the fitted profile constants")
+                        ->check(output_file());
   a.cmd->add_option("--fidelity", a.fidelity, "analytic | schedule (default analytic)")
       ->check(CLI::IsMember({"analytic", "schedule"}));
   a.cmd->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));

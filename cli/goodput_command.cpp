@@ -187,7 +187,8 @@ CLI::App* add_goodput_command(CLI::App& app, GoodputArgs& a) {
   cmd->add_flag("--no-search", a.no_search,
                 "Skip the search for the best checkpoint interval (17 intervals around Young's)");
   cmd->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));
-  cmd->add_option("-o,--output", a.output, "Write the result to FILE instead of stdout");
+  cmd->add_option("-o,--output", a.output, "Write the result to FILE instead of stdout")
+      ->check(output_file());
   cmd->add_option("--report", a.report,
                   "Write an HTML report with charts, results.csv and results.json to DIR")
       ->check(report_folder());

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -198,7 +199,30 @@ int run_jobs(const RunArgs& a, const scen::Scenario& s) {
   return 0;
 }
 
+// The trace and the result are two files: a trace on stdout beside the result there, or both
+// into one file, would leave neither readable.
+void check_trace_target(const RunArgs& a) {
+  if (a.trace.empty()) {
+    if (!a.trace_ranks.empty()) {
+      throw_input("--trace-ranks chooses the ranks of a trace, and no trace is written",
+                  {"", 0, "--trace-ranks"}, "add --trace FILE");
+    }
+    return;
+  }
+  const auto stdout_path = [](const std::string& p) { return p.empty() || p == "-"; };
+  const bool same =
+      stdout_path(a.trace) ? stdout_path(a.output)
+                           : !stdout_path(a.output) &&
+                                 std::filesystem::weakly_canonical(a.trace) ==
+                                     std::filesystem::weakly_canonical(a.output);
+  if (same) {
+    throw_input("the trace and the result would be written to the same place",
+                {"", 0, "--trace"}, "give --trace and -o different files");
+  }
+}
+
 int cmd_run(const RunArgs& a) {
+  check_trace_target(a);
   std::vector<std::string> sets = a.sets;
   if (!a.fidelity.empty()) sets.push_back("simulation.fidelity=" + a.fidelity);
   if (!a.compare.empty()) {
@@ -418,6 +442,8 @@ int cmd_explain(const std::string& key, const std::string& format) {
                      {"choices", k.choices},
                      {"minimum", minimum},
                      {"maximum", maximum},
+                     {"exclusive_minimum", k.min_exclusive},
+                     {"exclusive_maximum", k.max_exclusive},
                      {"aliases", k.aliases},
                      {"description", k.description}});
     }
@@ -492,7 +518,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"analytic", "schedule", "flow", "packet"}));
   run->add_option("--trace", run_args.trace,
                   "Write a Chrome/Perfetto trace (trace-event JSON) of the iteration to FILE "
-                  "(schedule and flow fidelities)");
+                  "(schedule and flow fidelities)")->check(cli::output_file());
   run->add_option("--trace-ranks", run_args.trace_ranks,
                   "Ranks in the trace: all, or a list like 0,8,16-23 (default: the first rank "
                   "of every pipeline stage)");
@@ -502,7 +528,8 @@ int main(int argc, char** argv) {
       ->type_name("KEY=VALUES")
       ->allow_extra_args(false);
   run->add_option("--format", run_args.format, "text | json")->check(CLI::IsMember(formats));
-  run->add_option("-o,--output", run_args.output, "Write the result to FILE instead of stdout");
+  run->add_option("-o,--output", run_args.output, "Write the result to FILE instead of stdout")
+      ->check(cli::output_file());
   run->add_option("--report", run_args.report,
                   "Write an HTML report with charts, results.csv and results.json to DIR")
       ->check(report_folder());
@@ -519,7 +546,8 @@ int main(int argc, char** argv) {
   validate->add_option("--format", vformat, "text | json")->check(CLI::IsMember(formats));
   validate->add_option("--fidelity", vfidelity, "analytic | schedule | flow (default analytic)")
       ->check(CLI::IsMember({"analytic", "schedule", "flow"}));
-  validate->add_option("-o,--output", voutput, "Write the table to FILE instead of stdout");
+  validate->add_option("-o,--output", voutput, "Write the table to FILE instead of stdout")
+      ->check(cli::output_file());
   validate
       ->add_option("--cross-validate", vcross,
                    "source: predict each source's rows with the declared fitted constants "

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,11 +20,44 @@ inline void write_output(const std::string& text, const std::string& path) {
     if (!std::cout) throw Error(ErrorKind::kRuntime, "write failed", {"stdout", 0, ""});
     return;
   }
+  errno = 0;
   std::ofstream out(path);
-  if (!out) throw Error(ErrorKind::kRuntime, "cannot write the output file", {path, 0, ""});
+  if (!out) {
+    throw Error(ErrorKind::kRuntime,
+                std::string("cannot write the output file") +
+                    (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()),
+                {path, 0, ""});
+  }
   out << text;
   out.flush();
-  if (!out) throw Error(ErrorKind::kRuntime, "write failed", {path, 0, ""});
+  if (!out) {
+    throw Error(ErrorKind::kRuntime,
+                std::string("write failed") +
+                    (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()),
+                {path, 0, ""});
+  }
+}
+
+/// The check of an output FILE option (-o, --out, --trace), when the command line is read: an
+/// empty name, a folder, or a file in a folder that does not exist is refused before any work
+/// (an empty -o wrote to stdout and exit 0; a missing folder failed after the run, exit 4).
+/// "-" (stdout) passes.
+inline CLI::Validator output_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        if (path.empty()) return "an empty file name (leave the option out to write to stdout)";
+        if (path == "-") return {};
+        std::error_code ec;
+        if (std::filesystem::is_directory(path, ec)) {
+          return "`" + path + "` is a folder: give the name of a file to write";
+        }
+        const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+        if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+          return "`" + parent.string() + "`, the folder of `" + path + "`, does not exist";
+        }
+        return {};
+      },
+      "FILE");
 }
 
 /// The check of a --report FOLDER option: an existing path that is not a folder is refused when
@@ -31,7 +66,20 @@ inline void write_output(const std::string& text, const std::string& path) {
 inline CLI::Validator report_folder() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
+        if (path.empty()) return "an empty folder name";
         std::error_code ec;
+        // The nearest part of the path that exists must be a folder (`a.json/report` cannot be
+        // created under a file).
+        for (std::filesystem::path p = path; !p.empty(); p = p.parent_path()) {
+          if (std::filesystem::exists(p, ec)) {
+            if (!std::filesystem::is_directory(p, ec) && p != std::filesystem::path(path)) {
+              return "`" + p.string() + "` is a file: --report cannot create `" + path +
+                     "` under it";
+            }
+            break;
+          }
+          if (p == p.parent_path()) break;
+        }
         if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec)) {
           return "`" + path + "` is a file: --report takes a folder (it writes index.html and " +
                  "the data files into it)";

@@ -233,7 +233,8 @@ CLI::App* add_sweep_command(CLI::App& app, SweepArgs& a) {
   cmd->add_option("--top", a.top, "Feasible points the text table lists (default 20)");
   cmd->add_option("--format", a.format, "text | json | csv (json and csv list every point)")
       ->check(CLI::IsMember({"text", "json", "csv"}));
-  cmd->add_option("-o,--output", a.output, "Write the result to FILE instead of stdout");
+  cmd->add_option("-o,--output", a.output, "Write the result to FILE instead of stdout")
+      ->check(output_file());
   cmd->add_option("--report", a.report,
                   "Write an HTML report with charts, results.csv and results.json to DIR")
       ->check(report_folder());

@@ -354,7 +354,7 @@ CLI::App* add_topo_command(CLI::App& app, TopoArgs& a) {
   c->add_option("--top", a.top, "Busiest links to list")->check(CLI::Range(0, 1 << 20));
   c->add_option("--export", a.export_format, "Write the graph (dot | json) instead of the summary")
       ->check(CLI::IsMember({"dot", "json"}));
-  c->add_option("-o,--output", a.output, "Write to FILE instead of stdout");
+  c->add_option("-o,--output", a.output, "Write to FILE instead of stdout")->check(output_file());
   c->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));
   c->add_flag("--force", a.force,
               "Go beyond the work limits (262,144 endpoints, 16,777,216 routed flows; "

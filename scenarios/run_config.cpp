@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <optional>
 
 #include "calibrate/profile.h"
@@ -52,6 +53,18 @@ exec::RunConfig make_run_config(const Scenario& s) {
       cfg.profile = datasheet_profile_for(s.cluster.gpu);
     } catch (const Error& e) {
       throw Error(e.kind(), e.message(), origin_of(s, "calibration.profile"), e.hint());
+    }
+  } else if (s.calibration_profile.rfind("datasheet-", 0) == 0 &&
+             !std::filesystem::exists(s.calibration_profile)) {
+    // A built-in profile by the name `trainsim info` lists (datasheet-h100-sxm), when no file
+    // of that name is here.
+    try {
+      cfg.profile = calib::builtin_profile(s.calibration_profile.substr(10));
+    } catch (const Error&) {
+      throw_input(fmt::format("no built-in profile `{}`", s.calibration_profile),
+                  origin_of(s, "calibration.profile"),
+                  "built-in: " + calib::builtin_profile_names() +
+                      "; or `datasheet` for the cluster GPU's, or a profile JSON's path");
     }
   } else {
     cfg.profile = calib::load_profile(s.calibration_profile);

@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <utility>
 
@@ -180,16 +182,22 @@ class Resolver {
   }
 
   void apply_model_preset() {
+    // A shape key given as 0 means "from model.preset" (its documented default), as if absent.
+    const auto shape_given = [&](const std::string& key) {
+      static const std::set<std::string> from_preset_when_0 = {
+          "model.layers", "model.hidden", "model.heads", "model.vocab", "model.seq_len"};
+      return given(key) && !(from_preset_when_0.count(key) > 0 && get(key) == "0");
+    };
     std::string preset = get("model.preset");
-    if (!given("model.preset") &&
-        (given("model.layers") || given("model.hidden") || given("model.heads"))) {
+    if (!given("model.preset") && (shape_given("model.layers") || shape_given("model.hidden") ||
+                                   shape_given("model.heads"))) {
       preset = "none";
       derive("model.preset", preset,
              "model.preset = none (the model's shape is given without a preset)");
     }
     if (preset == "none") return;
     for (const auto& [key, value] : model_values(*model_preset(preset))) {
-      if (!given(key)) set(key, value, "preset " + preset);
+      if (!shape_given(key)) set(key, value, "preset " + preset);
     }
   }
 
@@ -409,6 +417,18 @@ class Resolver {
     const std::string fabric_file = get("cluster.fabric.file");
     c.fabric.file = fabric_file == "none" ? std::string() : fabric_file;
     if (!c.fabric.file.empty()) {
+      // Checked at every fidelity: a path that names nothing is a typo even where the file is
+      // not read (it was accepted silently at analytic fidelity).
+      std::error_code ec;
+      if (!std::filesystem::exists(c.fabric.file, ec)) {
+        throw_input("no file `" + c.fabric.file + "`", where("cluster.fabric.file"),
+                    "a GraphML or GraphViz file of the fabric (`trainsim topo --export dot` "
+                    "writes one); a relative path is read from the working folder");
+      }
+      if (std::filesystem::is_directory(c.fabric.file, ec)) {
+        throw_input("`" + c.fabric.file + "` is a folder, not a fabric file",
+                    where("cluster.fabric.file"));
+      }
       scenario_.notes.push_back(
           "cluster.fabric.file = " + c.fabric.file +
           ": flow and packet fidelity run on this fabric (topo::cluster_graph); the analytic "

@@ -48,14 +48,14 @@ std::vector<KeyDef> build_schema() {
        .default_value = "0",
        .description = "Transformer layers (0 = from model.preset)",
        .aliases = {"num_layers", "n_layer", "n_layers", "num_hidden_layers", "depth"},
-       .min_value = 1,
+       .min_value = 0,
        .max_value = static_cast<double>(limits::kMaxModelLayers)},
       {.path = "model.hidden",
        .type = K::kInt,
        .default_value = "0",
        .description = "Hidden size h (0 = from model.preset)",
        .aliases = {"hidden_size", "d_model", "n_embd", "model_dim", "dim", "embed_dim"},
-       .min_value = 1,
+       .min_value = 0,
        .max_value = static_cast<double>(limits::kMaxModelWidth)},
       {.path = "model.heads",
        .type = K::kInt,
@@ -63,7 +63,7 @@ std::vector<KeyDef> build_schema() {
        .description = "Attention (query) heads; must divide model.hidden unless model.head_dim "
                       "is given (0 = from model.preset)",
        .aliases = {"num_attention_heads", "n_head", "n_heads", "attention_heads", "num_heads"},
-       .min_value = 1},
+       .min_value = 0},
       {.path = "model.head_dim",
        .type = K::kInt,
        .default_value = "0",
@@ -93,7 +93,7 @@ std::vector<KeyDef> build_schema() {
        .default_value = "0",
        .description = "Vocabulary size as trained, padding included (0 = from model.preset)",
        .aliases = {"vocab_size", "padded_vocab_size", "n_vocab"},
-       .min_value = 1,
+       .min_value = 0,
        .max_value = static_cast<double>(limits::kMaxModelVocab)},
       {.path = "model.seq_len",
        .type = K::kInt,
@@ -102,7 +102,7 @@ std::vector<KeyDef> build_schema() {
        .description = "Sequence length of a training sample (0 = from model.preset)",
        .aliases = {"seq_length", "sequence_length", "max_position_embeddings", "context_length",
                    "seq", "n_ctx", "max_seq_len", "seqlen"},
-       .min_value = 1,
+       .min_value = 0,
        .max_value = static_cast<double>(limits::kMaxModelSeqLen)},
       {.path = "model.mlp",
        .type = K::kEnum,
@@ -779,7 +779,8 @@ std::vector<KeyDef> build_schema() {
        .default_value = "0.95",
        .description = "Fraction of a link two or more dcqcn flows get [D]",
        .min_value = 0,
-       .max_value = 1},
+       .max_value = 1,
+       .min_exclusive = true},
       {.path = "network.dcqcn.incast_penalty",
        .type = K::kFloat,
        .default_value = "0.06",
@@ -791,7 +792,8 @@ std::vector<KeyDef> build_schema() {
        .default_value = "1",
        .description = "Fraction of a link two or more swift flows get [F: packet incasts]",
        .min_value = 0,
-       .max_value = 1},
+       .max_value = 1,
+       .min_exclusive = true},
       {.path = "network.swift.incast_penalty",
        .type = K::kFloat,
        .default_value = "0",
@@ -803,7 +805,8 @@ std::vector<KeyDef> build_schema() {
        .default_value = "0.995",
        .description = "Fraction of a link two or more megascale flows get [F: packet incasts]",
        .min_value = 0,
-       .max_value = 1},
+       .max_value = 1,
+       .min_exclusive = true},
       {.path = "network.megascale.incast_penalty",
        .type = K::kFloat,
        .default_value = "0",
@@ -816,7 +819,8 @@ std::vector<KeyDef> build_schema() {
        .default_value = "55",
        .description = "DCQCN rate-increase timer period T (HPCC ns-3 dcqcn_paper set)",
        .min_value = 0,
-       .max_value = limits::kMaxControlTime_us},
+       .max_value = limits::kMaxControlTime_us,
+       .min_exclusive = true},
       {.path = "network.dcqcn.fast_recovery_steps",
        .type = K::kInt,
        .default_value = "5",
@@ -827,13 +831,15 @@ std::vector<KeyDef> build_schema() {
        .unit = "MB/s",
        .default_value = "5",
        .description = "DCQCN additive-increase step R_AI",
-       .min_value = 0},
+       .min_value = 0,
+       .min_exclusive = true},
       {.path = "network.dcqcn.rate_hai",
        .type = K::kFloat,
        .unit = "MB/s",
        .default_value = "50",
        .description = "DCQCN hyper-increase step R_HAI",
-       .min_value = 0},
+       .min_value = 0,
+       .min_exclusive = true},
       // The packet level (sim/network/packet_network.h; docs/network.md "Packet level").
       {.path = "network.packet.mtu_bytes",
        .type = K::kFloat,
@@ -887,14 +893,16 @@ std::vector<KeyDef> build_schema() {
        .default_value = "0.00390625",
        .description = "Packet level: DCQCN's α gain g (DCQCN paper, 1/256)",
        .min_value = 0,
-       .max_value = 1},
+       .max_value = 1,
+       .min_exclusive = true},
       {.path = "network.packet.alpha_timer",
        .type = K::kFloat,
        .unit = "us",
        .default_value = "55",
        .description = "Packet level: DCQCN's α update period (DCQCN paper)",
        .min_value = 0,
-       .max_value = limits::kMaxControlTime_us},
+       .max_value = limits::kMaxControlTime_us,
+       .min_exclusive = true},
       {.path = "network.packet.cnp_interval",
        .type = K::kFloat,
        .unit = "us",
@@ -918,13 +926,16 @@ std::vector<KeyDef> build_schema() {
        .default_value = "0.8",
        .description = "Packet level: Swift's multiplicative-decrease factor beta [D: csg-htsim default]",
        .min_value = 0,
-       .max_value = 1},
+       .max_value = 1,
+       .min_exclusive = true},
       {.path = "network.packet.swift_max_mdf",
        .type = K::kFloat,
        .default_value = "0.5",
        .description = "Packet level: Swift's largest cut per RTT [D: csg-htsim default]",
        .min_value = 0,
-       .max_value = 1},
+       .max_value = 1,
+       .min_exclusive = true,
+       .max_exclusive = true},
       {.path = "network.packet.swift_hop_scale",
        .type = K::kFloat,
        .unit = "us",
@@ -942,19 +953,22 @@ std::vector<KeyDef> build_schema() {
        .unit = "packets",
        .default_value = "0.1",
        .description = "Packet level: window at which flow scaling is largest [D: csg-htsim default]",
-       .min_value = 0},
+       .min_value = 0,
+       .min_exclusive = true},
       {.path = "network.packet.swift_fs_max_cwnd",
        .type = K::kFloat,
        .unit = "packets",
        .default_value = "100",
        .description = "Packet level: window above which flow scaling is zero [D: csg-htsim default]",
-       .min_value = 0},
+       .min_value = 0,
+       .min_exclusive = true},
       {.path = "network.packet.swift_min_cwnd",
        .type = K::kFloat,
        .unit = "packets",
        .default_value = "0.001",
        .description = "Packet level: smallest Swift window (below one packet the sender paces) [D]",
-       .min_value = 0},
+       .min_value = 0,
+       .min_exclusive = true},
       {.path = "network.packet.swift_max_cwnd",
        .type = K::kFloat,
        .unit = "packets",
@@ -994,13 +1008,15 @@ std::vector<KeyDef> build_schema() {
        .default_value = "10",
        .description = "Unloaded fabric round-trip time [D]",
        .min_value = 0,
-       .max_value = limits::kMaxControlTime_us},
+       .max_value = limits::kMaxControlTime_us,
+       .min_exclusive = true},
       {.path = "network.swift.additive_increase",
        .type = K::kFloat,
        .unit = "packets",
        .default_value = "1",
        .description = "Window increase per RTT [D]",
-       .min_value = 0},
+       .min_value = 0,
+       .min_exclusive = true},
       {.path = "network.swift.mtu_bytes",
        .type = K::kFloat,
        .unit = "bytes",
@@ -1014,13 +1030,15 @@ std::vector<KeyDef> build_schema() {
        .default_value = "10",
        .description = "Unloaded fabric round-trip time [D]",
        .min_value = 0,
-       .max_value = limits::kMaxControlTime_us},
+       .max_value = limits::kMaxControlTime_us,
+       .min_exclusive = true},
       {.path = "network.megascale.additive_increase",
        .type = K::kFloat,
        .unit = "packets",
        .default_value = "1",
        .description = "Window increase per RTT [D]",
-       .min_value = 0},
+       .min_value = 0,
+       .min_exclusive = true},
       {.path = "network.megascale.mtu_bytes",
        .type = K::kFloat,
        .unit = "bytes",
@@ -1147,7 +1165,8 @@ std::vector<KeyDef> build_schema() {
        .type = K::kString,
        .default_value = "datasheet",
        .description = "Compute and communication speeds: `datasheet` = the GPU's built-in "
-                      "profile, else the path of a profile JSON",
+                      "profile, `datasheet-GPU` a built-in profile by name (`trainsim info` "
+                      "lists them), else the path of a profile JSON",
        .aliases = {"calibration_profile", "profile_path"}},
   };
   const std::vector<KeyDef> reliability = reliability_keys();  // schema_reliability.cpp
@@ -1223,9 +1242,15 @@ std::string type_text(const KeyDef& k) {
     const bool has_min = k.min_value != std::numeric_limits<double>::lowest();
     const bool has_max = k.max_value != std::numeric_limits<double>::max();
     if (has_min && has_max) {
-      out += fmt::format(" {}..{}", k.min_value, k.max_value);
+      // 0..1 when both bounds are allowed, interval brackets when one is not: (0..1]
+      if (k.min_exclusive || k.max_exclusive) {
+        out += fmt::format(" {}{}..{}{}", k.min_exclusive ? "(" : "[", k.min_value, k.max_value,
+                           k.max_exclusive ? ")" : "]");
+      } else {
+        out += fmt::format(" {}..{}", k.min_value, k.max_value);
+      }
     } else if (has_min) {
-      out += fmt::format(" >={}", k.min_value);
+      out += fmt::format(" {}{}", k.min_exclusive ? ">" : ">=", k.min_value);
     }
   }
   if (k.type == KeyType::kInt && !k.choices.empty()) {
@@ -1372,7 +1397,8 @@ std::string did_you_mean(std::string_view wrong, const std::vector<std::string>&
 std::string normalize_value(const KeyDef& key, std::string_view text, const ErrorContext& where) {
   const std::string word = fold(text);
   const auto check_range = [&](double v, const std::string& what) {
-    if (v < key.min_value || v > key.max_value) {
+    if (v < key.min_value || v > key.max_value || (key.min_exclusive && v == key.min_value) ||
+        (key.max_exclusive && v == key.max_value)) {
       bad_value(text, what + " in " + type_text(key), where);
     }
   };
@@ -1432,7 +1458,55 @@ std::string normalize_value(const KeyDef& key, std::string_view text, const Erro
   return std::string(text);
 }
 
+namespace {
+
+// The keys of one `jobs:` entry (scenarios/jobs.h; parsed in scenario.cpp's load_job), which
+// are not scenario keys: `explain jobs` lists them, `explain jobs.KEY` prints one.
+struct JobEntryKey {
+  const char* name;
+  const char* type;
+  const char* default_value;
+  const char* description;
+};
+constexpr JobEntryKey kJobEntryKeys[] = {
+    {"name", "string", "job0, job1, ...", "Shown in the output"},
+    {"gpus", "int >=1", "", "The job's GPUs, whole servers (cluster.gpus_per_node each); with "
+                            "`hosts` it may be left out"},
+    {"placement", "enum", "packed",
+     "Where the job's servers are: packed, spread, random, fragmented or hosts"},
+    {"hosts", "list", "", "The job's servers, e.g. [0, 1, 4-7] or \"0-383,512\" (placement hosts)"},
+    {"start_s", "float >=0", "0", "When its first iteration starts, seconds after time 0"},
+    {"iterations", "int 1..1000", "1", "Iterations run back to back; the result is the mean one"},
+};
+
+std::string explain_jobs(std::string_view key_or_prefix) {
+  const std::string_view leaf =
+      key_or_prefix == "jobs" ? std::string_view() : key_or_prefix.substr(5);
+  std::string out;
+  for (const JobEntryKey& k : kJobEntryKeys) {
+    if (!leaf.empty() && leaf != k.name) continue;
+    out += fmt::format("jobs[].{:<12} {:<12} default {:<16} {}\n", k.name, k.type,
+                       *k.default_value ? k.default_value : "-", k.description);
+  }
+  if (out.empty()) {
+    throw_input("unknown key of a `jobs:` entry", {"", 0, std::string(key_or_prefix)},
+                "an entry has name, gpus, placement, hosts, start_s, iterations, and any model, "
+                "parallel, training or optimizations key of its job");
+  }
+  if (leaf.empty()) {
+    out +=
+        "An entry also takes any model, parallel, training, optimizations or framework key of "
+        "its job, over the file's top level (docs/scenario-schema.md, \"Several jobs\").\n";
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string explain(std::string_view key_or_prefix) {
+  if (key_or_prefix == "jobs" || key_or_prefix.rfind("jobs.", 0) == 0) {
+    return explain_jobs(key_or_prefix);
+  }
   if (const KeyDef* k = find_key(key_or_prefix)) return key_block(*k);
   std::vector<const KeyDef*> keys;
   const std::string prefix = std::string(key_or_prefix) + ".";

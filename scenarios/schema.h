@@ -32,6 +32,9 @@ struct KeyDef {
   // Numeric keys: the range a user may give (a default may sit outside it to mean "unset").
   double min_value = std::numeric_limits<double>::lowest();
   double max_value = std::numeric_limits<double>::max();
+  // The bound itself is refused (a rate, a timer or a fraction that must be above 0).
+  bool min_exclusive = false;
+  bool max_exclusive = false;
 };
 
 /// All keys, grouped by section in a stable order.

@@ -30,10 +30,14 @@ def type_cell(k):
     t = k["type"]
     lo, hi = number(k.get("minimum")), number(k.get("maximum"))
     if t in ("int", "float", "size"):
+        lo_open, hi_open = k.get("exclusive_minimum"), k.get("exclusive_maximum")
         if lo is not None and hi is not None:
-            t += f" {lo}..{hi}"
+            if lo_open or hi_open:
+                t += f" {'(' if lo_open else '['}{lo}..{hi}{')' if hi_open else ']'}"
+            else:
+                t += f" {lo}..{hi}"
         elif lo is not None:
-            t += f" ≥ {lo}"
+            t += f" {'>' if lo_open else '≥'} {lo}"
         elif hi is not None:
             t += f" ≤ {hi}"
         if t.startswith("int") and k["choices"]:

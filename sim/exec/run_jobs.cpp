@@ -54,10 +54,14 @@ void run_with_progress(Simulation& sim, const ExecOptions& options, double estim
 void add_exec_note(Result& r) {
   std::erase_if(r.notes, [](const std::string& n) { return n.rfind("analytic fidelity", 0) == 0; });
   r.notes.push_back(fmt::format(
-      "{} fidelity: {} Programs of up to {} tasks, {} {} executed ({} task instances{}); "
+      "{} fidelity: {} Program{} of up to {} tasks, {} {} executed ({} task instances{}); "
       "critical rank {}",
-      r.fidelity, r.exec.roles, r.exec.tasks_per_role, r.exec.actors,
-      r.exec.symmetry ? "stage actors (symmetry shortcut)" : "ranks", r.exec.task_instances,
+      r.fidelity, r.exec.roles, r.exec.roles == 1 ? "" : "s", r.exec.tasks_per_role,
+      r.exec.actors,
+      r.exec.symmetry ? (r.exec.actors == 1 ? "stage actor (symmetry shortcut)"
+                                             : "stage actors (symmetry shortcut)")
+                      : (r.exec.actors == 1 ? "rank" : "ranks"),
+      r.exec.task_instances,
       r.exec.flows > 0 ? fmt::format(", {} flows", r.exec.flows) : std::string(),
       r.exec.critical_rank));
 }

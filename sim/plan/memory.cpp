@@ -238,8 +238,7 @@ StageInventory inventory_of(const model::ModelConfig& m, const model::ParamCount
     // The recomputed layers are the first N of each model chunk.
     for (int c = 0; c < std::max(1, par.vpp); ++c) {
       const auto [first_layer, count] = L.chunk_layers(stage, c);
-      const int recomputed = v.recompute_per_chunk < 0 ? count
-                                                        : std::min(count, v.recompute_per_chunk);
+      const int recomputed = v.recomputed_of(count);
       v.moe_recomputed += m.moe_layers_in(first_layer, recomputed);
       v.moe_kept += m.moe_layers_in(first_layer + recomputed, count - recomputed);
     }

@@ -111,12 +111,16 @@ struct StageInventory {
   // are among the recomputed, the kept and the offloaded layers.
   double moe_extra_full = 0, moe_extra_kept = 0;
   int moe_recomputed = 0, moe_kept = 0, moe_offloaded = 0;
-  /// Whether the stage's `position`-th layer of model chunk `chunk` (from 0) is recomputed in
-  /// full: block recompute takes the first N layers of each chunk (Megatron-Core's
+  /// Whether the layer at `position` (from 0) within its model chunk is recomputed in full:
+  /// block recompute takes the first N layers of each chunk (Megatron-Core's
   /// recompute_method=block per virtual stage); every layer otherwise.
   int recompute_per_chunk = -1;  // N; < 0: every layer
   bool recomputed(int position) const {
     return recompute_per_chunk < 0 || position < recompute_per_chunk;
+  }
+  /// How many of a chunk's `count` layers are recomputed in full (the first ones, as above).
+  int recomputed_of(int count) const {
+    return recompute_per_chunk < 0 ? count : std::min(count, recompute_per_chunk);
   }
   // Of them, the ones whose activations are offloaded to host memory (training.
   // cpu_offload_layers; no recompute then, so each holds per_layer_full): at most layers −
@@ -130,9 +134,8 @@ struct StageInventory {
   double states() const { return weights_bytes + gradients_bytes + optimizer_bytes; }
   /// Activations one micro-batch leaves on the stage until its backward (logits aside).
   double activations_per_microbatch() const {
-    return recomputed_layers * per_layer_full + (layers - recomputed_layers) * per_layer_kept -
-           offloaded_layers * per_layer_full + embedding_bytes + moe_extra_bytes() -
-           moe_offloaded * moe_extra_full;
+    return recomputed_layers * per_layer_full + (layers - recomputed_layers) * per_layer_kept +
+           embedding_bytes + moe_extra_bytes() - offloaded_bytes_per_microbatch();
   }
   /// What the stage's MoE layers keep beyond as many dense layers (0 for a dense model).
   double moe_extra_bytes() const {

@@ -490,12 +490,18 @@ TEST(Cli, ExplainPresetsInfo) {
   ASSERT_EQ(ej.code, 0);
   EXPECT_GE(nlohmann::json::parse(ej.out).size(), 9u);
   // The bounds and aliases that the text form prints are in the JSON too (scripts/schema-doc.py
-  // writes docs/scenario-schema.md from it): model.layers is 1..kMaxModelLayers, parallel.pp
+  // writes docs/scenario-schema.md from it): model.layers is 0..kMaxModelLayers (0: from the
+  // preset), a rate's open bound is flagged exclusive, parallel.pp
   // has no upper bound, and Megatron's flag names are parallel.pp's aliases.
   const nlohmann::json layers = nlohmann::json::parse(trainsim("explain model.layers --format json").out);
   ASSERT_EQ(layers.size(), 1u);
-  EXPECT_EQ(layers[0]["minimum"], 1.0);
+  EXPECT_EQ(layers[0]["minimum"], 0.0);
+  EXPECT_EQ(layers[0]["exclusive_minimum"], false);
   EXPECT_EQ(layers[0]["maximum"], static_cast<double>(trainsim::limits::kMaxModelLayers));
+  const nlohmann::json rtt =
+      nlohmann::json::parse(trainsim("explain network.swift.base_rtt --format json").out);
+  EXPECT_EQ(rtt[0]["exclusive_minimum"], true);
+  EXPECT_EQ(rtt[0]["exclusive_maximum"], false);
   for (const auto& k : nlohmann::json::parse(ej.out)) {
     if (k["key"] != "parallel.pp") continue;
     EXPECT_EQ(k["minimum"], 1.0);

@@ -225,11 +225,11 @@ TEST(HostileInputs, SchemaKeysBeyondPhysicalBoundsAreRefused) {
   } cases[] = {
       {"cluster.nic_gbps=1e300", "float 1..100000"},
       {"cluster.fabric.switch_port_gbps=200000", "float 1..100000"},
-      {"model.layers=100000", "int 1..10000"},
-      {"model.vocab=1000000000", "int 1..100000000"},
-      {"model.seq_len=16777217", "int 1..16777216"},
+      {"model.layers=100000", "int 0..10000"},
+      {"model.vocab=1000000000", "int 0..100000000"},
+      {"model.seq_len=16777217", "int 0..16777216"},
       {"cluster.gpus=67108865", "int 0..67108864"},
-      {"network.swift.base_rtt=2e6", "float 0..1000000"},
+      {"network.swift.base_rtt=2e6", "float (0..1000000]"},
   };
   for (const auto& c : cases) {
     const std::string key = std::string(c.set).substr(0, std::string(c.set).find('='));
@@ -759,6 +759,106 @@ TEST(HostileInputs, CsvDuplicateIdIsRefused) {
   const CliRun r = trainsim("validate " + path);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has(r.err, path + ":3: `id`: `k22-22b` is already the id of line 2")) << r.err;
+}
+
+// Output options are checked when the command line is read: an empty name, a folder, a file in a
+// folder that does not exist, a trace into the result's own file, --trace-ranks with no trace.
+// Each was a silent exit 0 (empty: stdout instead) or a failure after the whole run (exit 4).
+TEST(HostileInputs, OutputTargetsAreCheckedBeforeTheRun) {
+  const std::string missing = temp_path("no-such-folder") + "/out.json";
+  const std::string folder = temp_path("a-folder");
+  ::mkdir(folder.c_str(), 0755);
+  const std::string same = temp_path("same.json");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run -o \"\"", "an empty file name"},
+      {"run --report \"\"", "an empty folder name"},
+      {"run --fidelity schedule --trace \"\"", "an empty file name"},
+      {"run -o " + missing, "does not exist"},
+      {"run -o " + folder, "is a folder"},
+      {"validate scenarios/validation/published-runs.csv -o " + missing, "does not exist"},
+      {"topo -o \"\"", "an empty file name"},
+      {"run --trace-ranks 0-3", "no trace is written"},
+      {"run --fidelity schedule --trace " + same + " -o " + same, "the same place"},
+      {"run --fidelity schedule --trace -", "the same place"},
+  };
+  for (const auto& [args, message] : cases) {
+    const CliRun r = trainsim(args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_TRUE(has(r.err, message)) << args << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << args << ": printed a result before refusing";
+  }
+}
+
+// A range's bound that the model refuses is shown as refused: `(0..1]`, and 0 is an input error
+// from the schema itself (documented 0..1, refused later as "must be in (0, 1]").
+TEST(HostileInputs, OpenRangesAreDocumentedAsOpen) {
+  CliRun r = trainsim("run --set network.dcqcn.contended_efficiency=0");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "float (0..1]")) << r.err;
+  r = trainsim("run --set network.packet.swift_max_mdf=1");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "float (0..1)")) << r.err;
+  r = trainsim("explain network.packet.swift_fs_min_cwnd");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, ">0")) << r.out;
+  // The bounds that are allowed still are.
+  r = trainsim("run --set network.dcqcn.contended_efficiency=1 --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// The shape keys' documented default, 0, means "from model.preset" when given too.
+TEST(HostileInputs, ShapeKeysGivenAsTheirDefaultFollowThePreset) {
+  const CliRun plain = trainsim("run --format json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const CliRun zeros = trainsim(
+      "run --format json --set model.layers=0 --set model.hidden=0 --set model.heads=0 "
+      "--set model.vocab=0 --set model.seq_len=0");
+  ASSERT_EQ(zeros.code, 0) << zeros.err;
+  const auto a = nlohmann::json::parse(plain.out);
+  const auto b = nlohmann::json::parse(zeros.out);
+  EXPECT_EQ(a["iteration_time_s"], b["iteration_time_s"]);
+  EXPECT_EQ(a["parameters"], b["parameters"]);
+  // Without a preset, 0 still means "not given".
+  const CliRun none = trainsim("run --set model.preset=none --set model.layers=0");
+  EXPECT_EQ(none.code, 2) << none.err;
+  EXPECT_TRUE(has(none.err, "model.layers")) << none.err;
+}
+
+// A fabric file that is not there is refused at every fidelity, naming the key.
+TEST(HostileInputs, MissingFabricFileIsRefusedAtAnalyticFidelityToo) {
+  const CliRun r = trainsim("run --set cluster.fabric.file=" + temp_path("nowhere.graphml"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "`cluster.fabric.file`: no file")) << r.err;
+}
+
+// A built-in profile by its listed name; another GPU's is refused by the GPU check.
+TEST(HostileInputs, BuiltInProfilesByName) {
+  const CliRun plain = trainsim("run --format json");
+  const CliRun named = trainsim("run --format json --set calibration.profile=datasheet-a100-80gb");
+  ASSERT_EQ(named.code, 0) << named.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["iteration_time_s"],
+            nlohmann::json::parse(named.out)["iteration_time_s"]);
+  CliRun r = trainsim("run --set calibration.profile=datasheet-h100-sxm");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "was made for GPU `h100-sxm`")) << r.err;
+  r = trainsim("run --set calibration.profile=datasheet-tpu");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "no built-in profile `datasheet-tpu`")) << r.err;
+}
+
+// `explain jobs` describes a `jobs:` entry's own keys.
+TEST(HostileInputs, ExplainKnowsTheJobEntryKeys) {
+  CliRun r = trainsim("explain jobs");
+  EXPECT_EQ(r.code, 0) << r.err;
+  for (const char* k : {"name", "gpus", "placement", "hosts", "start_s", "iterations"}) {
+    EXPECT_TRUE(has(r.out, std::string("jobs[].") + k)) << r.out;
+  }
+  r = trainsim("explain jobs.placement");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "fragmented")) << r.out;
+  EXPECT_FALSE(has(r.out, "iterations")) << r.out;
+  r = trainsim("explain jobs.plcement");
+  EXPECT_EQ(r.code, 2) << r.err;
 }
 
 }  // namespace

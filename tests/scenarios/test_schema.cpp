@@ -201,6 +201,13 @@ TEST(Schema, NormalizesValues) {
   const Error zero = capture([] { normalize_value(*find_key("parallel.zero"), "4", {}); });
   EXPECT_EQ(zero.kind(), ErrorKind::kInput);
   EXPECT_TRUE(contains(zero.message(), "0..3")) << zero.what();
+  // An open bound: 0 is refused and shown so, (0..1]; 1 is allowed.
+  const KeyDef& eff = *find_key("network.dcqcn.contended_efficiency");
+  EXPECT_EQ(normalize_value(eff, "1", {}), "1");
+  const Error open = capture([&] { normalize_value(eff, "0", {}); });
+  EXPECT_EQ(open.kind(), ErrorKind::kInput);
+  EXPECT_TRUE(contains(open.message(), "(0..1]")) << open.what();
+  EXPECT_EQ(normalize_value(*find_key("model.layers"), "0", {}), "0");
   const Error schedule =
       capture([] { normalize_value(*find_key("parallel.schedule"), "interleave", {}); });
   EXPECT_EQ(schedule.kind(), ErrorKind::kInput);
