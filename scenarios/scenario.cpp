@@ -210,7 +210,22 @@ class Resolver {
                          get("cluster.gpu")));
     }
     if (preset == "none") return;
-    for (const auto& [key, value] : cluster_values(*cluster_preset(preset))) {
+    const auto values = cluster_values(*cluster_preset(preset));
+    if (given("cluster.preset") && given("cluster.gpu") && values.count("cluster.gpu") > 0 &&
+        values.at("cluster.gpu") != get("cluster.gpu")) {
+      // A GPU on another GPU's cluster is allowed (the servers, NICs and fabric stay the
+      // preset's), but never silently: `run --set cluster.gpu=gb200` on the built-in scenario,
+      // which names megascale-ampere, put GB200s behind 8 x 200 Gb/s NICs without a word.
+      const std::string usual = default_cluster_for_gpu(get("cluster.gpu"));
+      scenario_.notes.push_back(fmt::format(
+          "cluster.gpu = {} on the {} cluster preset, which is made for {}: its servers, NICs "
+          "and fabric are kept{}",
+          get("cluster.gpu"), preset, values.at("cluster.gpu"),
+          usual != preset ? fmt::format(" ({}'s usual cluster is cluster.preset={})",
+                                        get("cluster.gpu"), usual)
+                          : std::string()));
+    }
+    for (const auto& [key, value] : values) {
       if (!given(key)) set(key, value, "preset " + preset);
     }
   }
@@ -448,13 +463,22 @@ class Resolver {
   // rate is absolute (run_config.cpp: datasheet_profile_for).
   void apply_gpu_spec(topo::GpuSpec& g) {
     std::vector<std::string> changed;
-    const auto number = [&](const char* key, double scale, double& field, const char* what) {
+    // `floor`: the least a real part has (0 keeps the preset's); below it a number is a slip of
+    // units (1e-9 TFLOP/s ran, an 8.9e11-s iteration at "0 peak").
+    const auto number = [&](const char* key, double scale, double& field, const char* what,
+                            double floor) {
       const double v = real(key);
       if (v <= 0) return;
+      if (v < floor) {
+        throw_input(fmt::format("{} {} is below {} {}, less than any GPU has", get(key), what,
+                                floor, what),
+                    where(key), "0 keeps the cluster.gpu preset's");
+      }
       field = v * scale;
       changed.push_back(fmt::format("{} {}", what, get(key)));
     };
-    number("cluster.gpu_spec.bf16_tflops", 1e12, g.peak_dense_16bit_flops, "bf16 TFLOP/s");
+    const double preset_bf16 = g.peak_dense_16bit_flops;
+    number("cluster.gpu_spec.bf16_tflops", 1e12, g.peak_dense_16bit_flops, "bf16 TFLOP/s", 1);
     if (real("cluster.gpu_spec.fp8_tflops") > 0 && g.peak_dense_fp8_flops <= 0) {
       throw_input(fmt::format("cluster.gpu {} has no fp8 tensor cores to rate: describe an fp8 "
                               "GPU on a preset of an architecture that has them",
@@ -462,15 +486,40 @@ class Resolver {
                   where("cluster.gpu_spec.fp8_tflops"),
                   "h100-sxm, h200-sxm, b200, ... (trainsim --list-presets)");
     }
-    number("cluster.gpu_spec.fp8_tflops", 1e12, g.peak_dense_fp8_flops, "fp8 TFLOP/s");
-    number("cluster.gpu_spec.hbm_gib", 1024.0 * 1024.0 * 1024.0, g.hbm_bytes, "GiB");
-    number("cluster.gpu_spec.hbm_tb_per_s", 1e12, g.hbm_Bps, "HBM TB/s");
-    number("cluster.gpu_spec.nvlink_gb_per_s", 1e9, g.nvlink_Bps, "NVLink GB/s");
-    number("cluster.gpu_spec.host_link_gb_per_s", 1e9, g.host_link_Bps, "host link GB/s");
-    number("cluster.gpu_spec.host_memory_gb", 1e9, g.host_memory_bytes, "host memory GB");
+    number("cluster.gpu_spec.fp8_tflops", 1e12, g.peak_dense_fp8_flops, "fp8 TFLOP/s", 1);
+    if (real("cluster.gpu_spec.fp8_tflops") <= 0 && real("cluster.gpu_spec.bf16_tflops") > 0 &&
+        g.peak_dense_fp8_flops > 0) {
+      // A new 16-bit peak alone: the fp8 tensor cores keep the preset's ratio to it (they are
+      // the same units at half the width), not the preset's absolute fp8 peak.
+      g.peak_dense_fp8_flops *= g.peak_dense_16bit_flops / preset_bf16;
+      changed.push_back(fmt::format("fp8 TFLOP/s {:.4g} (the preset's fp8:bf16 ratio)",
+                                    g.peak_dense_fp8_flops / 1e12));
+    }
+    if (g.peak_dense_fp8_flops > 0 && g.peak_dense_fp8_flops < g.peak_dense_16bit_flops) {
+      throw_input(fmt::format("an fp8 peak of {:.4g} TFLOP/s below the bf16 peak of {:.4g}: fp8 "
+                              "tensor cores are at least as fast as 16-bit ones on every GPU "
+                              "that has them",
+                              g.peak_dense_fp8_flops / 1e12, g.peak_dense_16bit_flops / 1e12),
+                  where(real("cluster.gpu_spec.fp8_tflops") > 0 ? "cluster.gpu_spec.fp8_tflops"
+                                                                 : "cluster.gpu_spec.bf16_tflops"),
+                  "give both cluster.gpu_spec.bf16_tflops and fp8_tflops from the datasheet");
+    }
+    number("cluster.gpu_spec.hbm_gib", 1024.0 * 1024.0 * 1024.0, g.hbm_bytes, "GiB", 1);
+    number("cluster.gpu_spec.hbm_tb_per_s", 1e12, g.hbm_Bps, "HBM TB/s", 0.01);
+    number("cluster.gpu_spec.nvlink_gb_per_s", 1e9, g.nvlink_Bps, "NVLink GB/s", 1);
+    number("cluster.gpu_spec.host_link_gb_per_s", 1e9, g.host_link_Bps, "host link GB/s", 1);
+    number("cluster.gpu_spec.host_memory_gb", 1e9, g.host_memory_bytes, "host memory GB", 1);
     if (integer("cluster.gpu_spec.sms") > 0) {
       g.sms = integer("cluster.gpu_spec.sms");
       changed.push_back(fmt::format("{} SMs", g.sms));
+    }
+    if (get("cluster.gpu_spec.nvls") == "true" && !g.has_nvls) {
+      // Its datasheet calibration has no NVLS bandwidth to price it with (it changed nothing,
+      // while the note said "with NVLS").
+      throw_input(fmt::format("cluster.gpu {} has no NVLink SHARP, and its calibration no NVLS "
+                              "bandwidth: describe an NVLS GPU on a preset that has it",
+                              get("cluster.gpu")),
+                  where("cluster.gpu_spec.nvls"), "h100-sxm, h200-sxm, b200, gb200, ...");
     }
     if (get("cluster.gpu_spec.nvls") != "preset") {
       g.has_nvls = get("cluster.gpu_spec.nvls") == "true";

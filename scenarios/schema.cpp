@@ -210,7 +210,8 @@ std::vector<KeyDef> build_schema() {
        .type = K::kFloat,
        .unit = "TFLOP/s",
        .default_value = "0",
-       .description = "Dense fp8 tensor-core peak, without sparsity; 0 = the cluster.gpu preset's "
+       .description = "Dense fp8 tensor-core peak, without sparsity; 0 = the cluster.gpu preset's, "
+                      "at its fp8:bf16 ratio to cluster.gpu_spec.bf16_tflops when that is given "
                       "(a preset without fp8 keeps none)",
        .aliases = {"fp8_peak"},
        .min_value = 0,

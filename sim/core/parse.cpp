@@ -113,6 +113,9 @@ NumberResult to_double(std::string_view text) {
   const std::string s(text);
   // strtod skips leading white space; a number here is the whole text.
   if (std::isspace(static_cast<unsigned char>(s.front()))) return {0, NumberProblem::kNotANumber};
+  // strtod also reads C's hexadecimal floats (0x10 = 16, 0x1p4); a scenario's numbers are
+  // decimal, so `0x10` is a typo to refuse, not sixteen.
+  if (s.find_first_of("xXpP") != std::string::npos) return {0, NumberProblem::kNotANumber};
   char* end = nullptr;
   errno = 0;
   const double v = std::strtod(s.c_str(), &end);

@@ -450,7 +450,10 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   c.shard.attention_kernel = cfg.opt.attention_kernel;
   c.shard.cross_entropy = cfg.opt.cross_entropy;
   c.shard.ep = cfg.parallel.ep;
-  c.comm_sm_share = gpu.sms > 0 ? static_cast<double>(kOverlapCommSms) / gpu.sms : 0.0;
+  // At most the whole GPU (a described GPU of fewer SMs than NCCL's channels): overlapping then
+  // costs what running in turn does, as the executor's share (sm_share.cpp) is capped.
+  c.comm_sm_share =
+      gpu.sms > 0 ? std::min(1.0, static_cast<double>(kOverlapCommSms) / gpu.sms) : 0.0;
   if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm) {
     c.pc = model::count_parameters(m);
   }

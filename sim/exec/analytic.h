@@ -48,7 +48,9 @@ namespace trainsim::exec {
 /// analytic-17: MoE layers sit where Megatron-Core puts them (layer i when i % moe_every == 0,
 /// ⌈L/n⌉ of them), each pipeline stage counts its own; an MoE layer keeps its tokens' top-k
 /// permuted input rows and expert output rows; MoE under TP without SP is refused.
-inline constexpr const char* kAnalyticModelVersion = "analytic-17";
+/// analytic-18: an overlapped collective takes at most the whole GPU's SMs (a described GPU of
+/// fewer SMs than its channels); a described GPU's new bf16 peak carries its fp8 peak along.
+inline constexpr const char* kAnalyticModelVersion = "analytic-18";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -69,7 +69,8 @@ namespace trainsim::exec {
 /// program-12: block recompute per model chunk, and the memory of analytic-16; ZeRO-2 without DP
 /// overlap holds the compute stream for each micro-batch's gradient reduce-scatters.
 /// program-13: the MoE layer placement and memory of analytic-17.
-inline constexpr const char* kProgramModelVersion = "program-13";
+/// program-14: a described GPU's fp8 peak as analytic-18 sets it.
+inline constexpr const char* kProgramModelVersion = "program-14";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -92,4 +92,66 @@ TEST(GpuSpec, BadDescriptionsAreRefusedNamingTheKey) {
   EXPECT_TRUE(has(profile.err, "was made for GPU `h100-sxm`, the cluster has `h20`")) << profile.err;
 }
 
+// A new 16-bit peak alone carries the fp8 peak with it at the preset's ratio (H100: 1,979 /
+// 989): fp8 training on a faster GPU was priced at the old fp8 rate, slower than bf16.
+TEST(GpuSpec, ANewBf16PeakScalesTheFp8PeakAndFp8BelowBf16IsRefused) {
+  const nlohmann::json fp8 =
+      run_json("--set training.precision=fp8 --set cluster.gpu_spec.bf16_tflops=1978");
+  ASSERT_TRUE(fp8.contains("peak_tflops_per_gpu"));
+  EXPECT_DOUBLE_EQ(fp8["peak_tflops_per_gpu"].get<double>(), 1979.0 * 2);
+  const CliRun low = trainsim(kScenario + " --set cluster.gpu_spec.fp8_tflops=500");
+  EXPECT_EQ(low.code, 2) << low.err;
+  EXPECT_TRUE(has(low.err, "`cluster.gpu_spec.fp8_tflops`: an fp8 peak of 500")) << low.err;
+}
+
+// NVLS on a GPU whose calibration has no NVLS bandwidth changed nothing while the note said
+// "with NVLS"; a number below any GPU's, or written in hexadecimal, is a slip, not a GPU.
+TEST(GpuSpec, DescriptionsThatCannotBePricedAreRefused) {
+  const struct {
+    const char* sets;
+    const char* message;
+  } cases[] = {
+      {"--set cluster.gpu=a100-80gb --set cluster.preset=selene-a100 --set training.precision=bf16 "
+       "--set cluster.gpu_spec.nvls=true",
+       "`cluster.gpu_spec.nvls`: cluster.gpu a100-80gb has no NVLink SHARP"},
+      {"--set cluster.gpu_spec.bf16_tflops=1e-9", "less than any GPU has"},
+      {"--set cluster.gpu_spec.hbm_tb_per_s=1e-12", "less than any GPU has"},
+      {"--set cluster.gpu_spec.bf16_tflops=0x10", "`cluster.gpu_spec.bf16_tflops`: expected a finite number"},
+  };
+  for (const auto& c : cases) {
+    const CliRun r = trainsim(kScenario + " " + c.sets);
+    EXPECT_EQ(r.code, 2) << c.sets << "\n" << r.err;
+    EXPECT_TRUE(has(r.err, c.message)) << c.sets << "\n" << r.err;
+  }
+}
+
+// Overlap never exposes more communication than running in turn: with fewer SMs than an
+// overlapped collective's NCCL channels (8), the analytic share of the GPU a collective takes
+// stops at the whole GPU, as the executor's does (one SM exposed 3.4× the TP time).
+TEST(GpuSpec, AnOverlappedCollectiveTakesAtMostTheWholeGpu) {
+  const std::string one_sm = "--set cluster.gpu_spec.sms=1";
+  const nlohmann::json overlapped = run_json(one_sm);
+  const nlohmann::json in_turn =
+      run_json(one_sm + " --set optimizations.tp_overlap=false --set optimizations.dp_overlap=false");
+  ASSERT_TRUE(overlapped.contains("iteration_time_s"));
+  ASSERT_TRUE(in_turn.contains("iteration_time_s"));
+  // (Compute may differ by the decomposed GEMMs' own cost; the exposed communication may not.)
+  for (const char* dim : {"tp", "dp"}) {
+    EXPECT_LE(overlapped["breakdown"]["exposed_comm_s"][dim].get<double>(),
+              in_turn["breakdown"]["exposed_comm_s"][dim].get<double>() * (1 + 1e-12))
+        << dim;
+  }
+}
+
+// A GPU on another GPU's cluster preset keeps that cluster (servers, NICs, fabric), and says so.
+TEST(GpuSpec, AGpuOnAnotherGpusClusterIsNoted) {
+  const CliRun r = trainsim("run --set cluster.gpu=h100-sxm --set cluster.gpus=1024 "
+                            "--set parallel.pp=4 --set training.global_batch=512");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "cluster.gpu = h100-sxm on the megascale-ampere cluster preset, which "
+                         "is made for a100-80gb"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "cluster.preset=dgx-h100-superpod")) << r.out;
+}
+
 }  // namespace

@@ -126,7 +126,7 @@ TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["fidelity"], "flow");
-  EXPECT_EQ(j["model_version"], "program-13");
+  EXPECT_EQ(j["model_version"], "program-14");
   ASSERT_TRUE(j.contains("task_kinds"));
   double compute_kinds = 0;
   for (const auto& k : j["task_kinds"]) {
