@@ -62,7 +62,8 @@ std::vector<LinkClassLoad> link_class_loads(const ClusterGraph& g,
     c.mean += x;
   }
   for (LinkClassLoad& c : classes) {
-    c.mean /= c.links;
+    // Summing equal loads can round the mean a last bit above them; a mean is never above the max.
+    c.mean = std::min(c.mean / c.links, c.max);
     c.max_over_mean = c.mean > 0 ? c.max / c.mean : 0;
   }
   return classes;

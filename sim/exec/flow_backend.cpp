@@ -273,7 +273,10 @@ void FlowBackend::count_link_bytes(const Cached& c, std::vector<double>& link_by
 }
 
 void FlowBackend::report(double executed_s, Result& r) const {
-  const double iter = executed_s;
+  // Utilisation is over the iteration as the result states it (a run's: the executed timeline
+  // plus slowest-GPU pacing and global sync, as at the other fidelities; several jobs': the
+  // makespan), so that bytes / (capacity × iteration_time_s) gives every figure.
+  const double iter = r.iteration_time_s > 0 ? r.iteration_time_s : executed_s;
   std::vector<double> link_bytes(static_cast<std::size_t>(graph_->link_count()), 0.0);
   for (const Job& job : jobs_) {
     for (const Cached& c : job.transfers) count_link_bytes(c, link_bytes);
@@ -307,6 +310,10 @@ void FlowBackend::report(double executed_s, Result& r) const {
   }
   ns.max_link_utilization = max_u;
   ns.mean_link_utilization = n > 0 ? sum_u / n : 0;
+  // Traffic inside a server is priced in closed form, not routed: NVLink keeps the bytes per GPU
+  // the analytic evaluation counted, over this run's iteration (not the analytic one).
+  const double nvlink_Bps = cfg_.cluster.gpu.nvlink_Bps;
+  ns.nvlink_utilization = nvlink_Bps > 0 ? ns.nvlink_bytes_per_gpu / (nvlink_Bps * iter) : 0;
   ns.nic_utilization = nic_n > 0 ? nic_sum / nic_n : 0;
   ns.has_ecmp = up_n > 0 && up_sum > 0;
   ns.ecmp_imbalance = ns.has_ecmp ? up_max / (up_sum / up_n) : 0;

@@ -15,8 +15,9 @@
 // link's latency, run through a net::PacketNetwork instead (ports, ECN, PFC, DCQCN), one flow at
 // a time (no groups to replay).
 //
-// Statistics: every link's bytes over the executed iteration (utilisation, ECMP imbalance, per
-// link class), flows started, solver counters.
+// Statistics: every link's bytes over the iteration (Result::iteration_time_s: the executed
+// timeline plus slowest-GPU pacing and global sync; utilisation, ECMP imbalance, per link class),
+// NVLink's closed-form bytes per GPU over the same, flows started, solver counters.
 #pragma once
 
 #include <cstdint>
