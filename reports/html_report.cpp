@@ -203,13 +203,40 @@ std::string link_chart(const std::string& id, const std::vector<const exec::Resu
                       fmt::format("{:.1f} % · {:.1f} GB sent per GPU per iteration",
                                   100 * net.nic_utilization, net.nic_bytes_per_gpu / kGB),
                       false, false, ""});
+    const std::string& fid = results[i]->fidelity;
     for (int t = 1; t < s.cluster.fabric.tiers; ++t) {
       c.bars.push_back({who + tier_name(t - 1) + " to " + tier_name(t), 0,
-                        "not modelled at analytic fidelity (needs flow fidelity)", false, true,
-                        "switch-to-switch links carry no modelled load at analytic fidelity"});
+                        "not modelled at " + fid + " fidelity (needs flow fidelity)", false, true,
+                        "switch-to-switch links carry no modelled load at " + fid + " fidelity"});
     }
   }
   return svg::bars(c);
+}
+
+// What the link chart of one run shows, at its fidelity.
+std::string link_caption(const exec::Result& r) {
+  const exec::NetworkStats& n = r.network;
+  if (n.link_classes.empty()) {
+    return fmt::format(
+        "Bytes each GPU sends over NVLink and through its share of the NICs per iteration (as "
+        "the closed form counts them), divided by capacity × the iteration time. The {} fidelity "
+        "routes no flows, so switch-to-switch tiers and ECMP balance are not modelled.",
+        r.fidelity);
+  }
+  std::vector<std::string> idle;
+  for (const exec::NetworkStats::LinkClass& l : n.link_classes) {
+    if (l.used == 0) idle.push_back(l.name);
+  }
+  return fmt::format(
+      "At {} fidelity: every class of link the routed flows (collectives that leave a server and "
+      "pipeline transfers) used, as the mean utilisation of the class (wire bytes, protocol "
+      "overhead included, over nominal capacity × the iteration time); the busiest link is in "
+      "each bar's note. Traffic inside a server is priced in closed form and not routed, so "
+      "gpu->nvs shows only the NVLink hops of routed flows; all NVLink traffic per GPU is "
+      "{:.1f} % of NVLink ({:.2f} GB per GPU per iteration). {}",
+      r.fidelity, 100 * n.nvlink_utilization, n.nvlink_bytes_per_gpu / kGB,
+      idle.empty() ? std::string("Every class carried some traffic.")
+                   : fmt::format("Left out, having carried nothing: {}.", fmt::join(idle, ", ")));
 }
 
 // The analytic schedule of a few stages, then the part of the iteration after the pipeline:
@@ -310,9 +337,7 @@ std::string run_sections(const exec::Result& r, const scen::Scenario& s,
       section(prefix + "pipeline", "Pipeline timeline", timeline_figure(r, s, prefix + "timeline"));
   body += section(prefix + "links", "Link utilisation by tier",
                   figure(link_chart(prefix + "link-utilisation", {&r}, {""}, s),
-                         "Bytes carried over the iteration divided by capacity × time, per "
-                         "GPU-attached link. The analytic fidelity routes no flows, so switch-to-"
-                         "switch tiers and ECMP balance are not modelled."));
+                         link_caption(r)));
   body += section(
       prefix + "mem", "Memory per GPU",
       figure(memory_chart(r.memory),

@@ -242,23 +242,49 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
   row("global sync", b.global_sync_s);
   row("total", total);
   const exec::NetworkStats& n = r.network;
+  // Every figure with the inputs it is made of. NVLink and (except where flows are routed) the
+  // NICs: the bytes per GPU the closed form counts over bandwidth × the executed iteration.
+  // Where flows are routed, the NICs' figure is the mean NIC uplink of the routed flows (wire
+  // bytes, protocol overhead included, as the link classes count them).
+  const bool routed = r.fidelity == "flow" || r.fidelity == "packet";
+  const double nic_share_Bps =
+      s.cluster.nic_Bps() * s.cluster.nics_per_node / std::max(1, s.cluster.gpus_per_node);
   o += fmt::format(
-      "\n  network          NVLink {:.1f} % busy, NICs {:.1f} % busy ({:.2f} GB per GPU per "
-      "iteration through the NIC); ECMP {}\n",
-      100 * n.nvlink_utilization, 100 * n.nic_utilization, n.nic_bytes_per_gpu / kGB,
-      n.has_ecmp ? fmt::format("imbalance {:.2f} (busiest / mean switch uplink), busiest link "
-                               "{:.1f} % busy",
+      "\n  network          NVLink {:.1f} % busy ({:.2f} GB per GPU over {:.0f} GB/s × {:.3f} s{}); "
+      "NICs {:.1f} % busy ({})\n",
+      100 * n.nvlink_utilization, n.nvlink_bytes_per_gpu / kGB, s.cluster.gpu.nvlink_Bps / kGB,
+      r.iteration_time_s, routed ? "; inside a server in closed form, not routed" : "",
+      100 * n.nic_utilization,
+      routed ? fmt::format("mean NIC uplink: routed flows' wire bytes over {:.0f} GB/s × {:.3f} "
+                           "s; {:.2f} GB of payload per GPU",
+                           s.cluster.nic_Bps() / kGB, r.iteration_time_s,
+                           n.nic_bytes_per_gpu / kGB)
+             : fmt::format("{:.2f} GB per GPU over its {:.0f} GB/s share of the NICs × {:.3f} s",
+                           n.nic_bytes_per_gpu / kGB, nic_share_Bps / kGB, r.iteration_time_s));
+  o += fmt::format(
+      "  ECMP             {}\n",
+      n.has_ecmp ? fmt::format("imbalance {:.2f} (busiest / mean switch uplink); busiest routed "
+                               "link {:.1f} % busy",
                                n.ecmp_imbalance, 100 * n.max_link_utilization)
-                 : r.fidelity == "flow" || r.fidelity == "packet"
-                     ? std::string("no traffic crossed the switch tiers")
-                                        : std::string("not modelled at this fidelity"));
+                 : routed ? std::string("no traffic crossed the switch tiers")
+                          : std::string("not modelled at this fidelity"));
   if (!n.link_classes.empty()) {
-    o += "  links by class   busiest / mean utilisation over the iteration:";
+    o += "  links by class   busiest / mean utilisation of the routed flows (inter-server "
+         "collectives and pipeline transfers; gpu->nvs is their NVLink hops, not the NVLink "
+         "figure above):";
     std::size_t shown = 0;
+    std::vector<std::string> idle;
     for (const auto& c : n.link_classes) {
-      if (c.used == 0) continue;
+      if (c.used == 0) {
+        idle.push_back(c.name);
+        continue;
+      }
       o += fmt::format("{}{} {:.1f} / {:.1f} %", shown++ % 4 == 0 ? "\n                   " : ", ",
                        c.name, 100 * c.max_utilization, 100 * c.mean_utilization);
+    }
+    if (!idle.empty()) {
+      o += fmt::format("\n                   carried nothing (not listed): {}",
+                       fmt::join(idle, ", "));
     }
     o += "\n";
   }

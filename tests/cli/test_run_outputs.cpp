@@ -48,5 +48,57 @@ TEST(RunOutputs, NvlinkUtilizationIsOverTheExecutedIteration) {
   }
 }
 
+// The text's network line gives each utilisation with the inputs it is made of, and they make it:
+// NVLink = bytes per GPU / (bandwidth × iteration); at schedule fidelity the NICs likewise over
+// the GPU's share of them; at flow fidelity the NICs' figure is said to be the mean NIC uplink of
+// the routed flows (and is the nic-> class's mean), the link classes are said to be the routed
+// flows only, and classes that carried nothing are named, not dropped silently.
+TEST(RunOutputs, TextNetworkFiguresFollowFromTheirInputs) {
+  for (const char* fidelity : {"schedule", "flow"}) {
+    const CliRun t = trainsim("run " + kLlama8b + " --fidelity " + fidelity);
+    ASSERT_EQ(t.code, 0) << t.err;
+    const json j = run_json(kLlama8b + " --fidelity " + fidelity);
+    const auto& net = j["network"];
+    const double iter = j["iteration_time_s"].get<double>();
+    const std::string nv = fmt::format(
+        "NVLink {:.1f} % busy ({:.2f} GB per GPU over 450 GB/s × {:.3f} s",
+        100 * net["nvlink_utilization"].get<double>(),
+        net["nvlink_bytes_per_gpu"].get<double>() / 1e9, iter);
+    EXPECT_TRUE(testing::has(t.out, nv)) << nv << "\n" << t.out;
+    // The printed inputs give the printed figure.
+    EXPECT_NEAR(100 * net["nvlink_bytes_per_gpu"].get<double>() / (450e9 * iter),
+                100 * net["nvlink_utilization"].get<double>(), 1e-9);
+    if (std::string(fidelity) == "schedule") {
+      const std::string nic = fmt::format(
+          "NICs {:.1f} % busy ({:.2f} GB per GPU over its 50 GB/s share of the NICs × {:.3f} s)",
+          100 * net["nic_utilization"].get<double>(), net["nic_bytes_per_gpu"].get<double>() / 1e9,
+          iter);
+      EXPECT_TRUE(testing::has(t.out, nic)) << nic << "\n" << t.out;
+      EXPECT_NEAR(net["nic_bytes_per_gpu"].get<double>() / (50e9 * iter),
+                  net["nic_utilization"].get<double>(), 1e-12);
+      continue;
+    }
+    EXPECT_TRUE(testing::has(t.out, fmt::format("NICs {:.1f} % busy (mean NIC uplink: routed flows' "
+                                                "wire bytes over 50 GB/s × {:.3f} s",
+                                                100 * net["nic_utilization"].get<double>(), iter)))
+        << t.out;
+    EXPECT_TRUE(testing::has(t.out, "busiest / mean utilisation of the routed flows")) << t.out;
+    bool nic_class = false;
+    std::string idle;
+    for (const auto& c : net["link_classes"]) {
+      const std::string name = c["class"];
+      if (name.rfind("nic->", 0) == 0 && c["used"].get<int>() > 0) {
+        nic_class = true;
+        EXPECT_DOUBLE_EQ(c["mean_utilization"].get<double>(), net["nic_utilization"].get<double>());
+      }
+      if (c["used"].get<int>() == 0) idle += (idle.empty() ? "" : ", ") + name;
+    }
+    EXPECT_TRUE(nic_class);
+    if (!idle.empty()) {
+      EXPECT_TRUE(testing::has(t.out, "carried nothing (not listed): " + idle)) << t.out;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace trainsim

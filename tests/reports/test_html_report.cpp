@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -151,6 +154,43 @@ TEST(HtmlReport, ValidationReportHasItsCharts) {
   const std::string w = validation_report_html(warned, scen::summarize(warned), "runs.csv");
   EXPECT_TRUE(has(w, "Published figures that disagree"));
   EXPECT_TRUE(has(w, "published tflops_gpu &amp; tokens_s &lt;disagree&gt;")) << w.size();
+}
+
+// The link chart's caption and labels follow the fidelity: at schedule fidelity the switch tiers
+// are "not modelled at schedule fidelity"; at flow fidelity the caption says what the classes
+// hold, gives the NVLink figure, and names the classes left out for carrying nothing.
+TEST(HtmlReport, LinkCaptionsFollowTheFidelity) {
+  for (const char* fidelity : {"schedule", "flow"}) {
+    const scen::Scenario s = scen::load_scenario_file(
+        kRoot + "/scenarios/examples/llama3-8b-64xh100.yaml",
+        {"model.layers=4", std::string("simulation.fidelity=") + fidelity});
+    const exec::RunConfig cfg = scen::make_run_config(s);
+    const exec::Result r = scen::run_scenario(s, cfg);
+    const std::string html = run_report_html(r, s, cfg.profile);
+    EXPECT_FALSE(has(html, "The analytic fidelity routes no flows")) << fidelity;
+    EXPECT_FALSE(has(html, "not modelled at analytic fidelity")) << fidelity;
+    if (std::string(fidelity) == "schedule") {
+      EXPECT_TRUE(has(html, "The schedule fidelity routes no flows"));
+      EXPECT_TRUE(has(html, "not modelled at schedule fidelity"));
+      continue;
+    }
+    EXPECT_TRUE(has(html, "At flow fidelity: every class of link the routed flows"));
+    EXPECT_TRUE(has(html, fmt::format("all NVLink traffic per GPU is {:.1f} %",
+                                      100 * r.network.nvlink_utilization)));
+    std::vector<std::string> idle;
+    for (const auto& l : r.network.link_classes) {
+      if (l.used == 0) idle.push_back(l.name);
+    }
+    if (idle.empty()) {
+      EXPECT_TRUE(has(html, "Every class carried some traffic."));
+    } else {
+      std::string names;
+      for (const std::string& n : idle) names += (names.empty() ? "" : ", ") + n;
+      std::string escaped;
+      for (const char ch : names) escaped += ch == '>' ? std::string("&gt;") : std::string(1, ch);
+      EXPECT_TRUE(has(html, "Left out, having carried nothing: " + escaped + ".")) << escaped;
+    }
+  }
 }
 
 }  // namespace
