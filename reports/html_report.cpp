@@ -134,6 +134,8 @@ std::vector<double> breakdown_values(const exec::Breakdown& b) {
 std::vector<std::string> breakdown_colors() {
   std::vector<std::string> out;
   for (std::size_t i = 0; i < breakdown_names().size(); ++i) out.push_back(svg::palette(i));
+  // The palette has ten colours: global sync (the eleventh row) would repeat compute's.
+  out[10] = "#5b5b5b";
   return out;
 }
 
@@ -239,28 +241,77 @@ std::string link_caption(const exec::Result& r) {
                    : fmt::format("Left out, having carried nothing: {}.", fmt::join(idle, ", ")));
 }
 
-// The analytic schedule of a few stages, then the part of the iteration after the pipeline:
-// the whole iteration when its blocks stay legible, and a close-up of the start (the pipeline
-// filling) when there are many micro-batches.
+// The pipeline schedule of a few stages, then the rest of the iteration, so that the drawn parts
+// are the breakdown's rows: the pipeline lasts compute + exposed TP/CP/EP/PP + bubble, and each
+// row it does not hold (PP transfers outside the slots, DP, optimizer, data loading, slowest-GPU
+// pacing, global sync) follows it as a block of its own length. The schedule's shape is always the
+// analytic one (reports/pipeline_schedule.h); at the event-driven fidelities it is scaled to the
+// executed rows. The whole iteration is drawn when its blocks stay legible, and a close-up of the
+// start (the pipeline filling) when there are many micro-batches.
 std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, const std::string& id) {
   const exec::PipelineTiming& t = r.pipeline;
-  const std::vector<ScheduleOp> ops = analytic_pipeline_schedule(t);
-  const double makespan = schedule_makespan(ops);
-  const double iteration = std::max(r.iteration_time_s, makespan);
+  const exec::Breakdown& b = r.breakdown;
+  std::vector<ScheduleOp> ops = analytic_pipeline_schedule(t);
+  const bool analytic = r.fidelity == "analytic";
+  // Only the analytic fidelity separates the exposed PP of the fill and drain (pp_overlap) from
+  // the slots; an executed breakdown has one PP row, drawn inside the pipeline.
+  const double pp_outside = analytic ? std::clamp(t.pp_outside_s, 0.0, b.exposed_pp_s) : 0.0;
+  struct After {
+    const char* name;
+    double seconds;
+    std::size_t row;  // index into breakdown_names()
+  };
+  const std::vector<After> after_rows = {
+      {"exposed PP comm outside the slots (fill and drain sends)", pp_outside, 4},
+      {"exposed DP comm", b.exposed_dp_s, 5},
+      {"optimizer step", b.optimizer_s, 7},
+      {"data loading", b.data_loading_s, 8},
+      {"slowest-GPU pacing", b.gpu_variation_s, 9},
+      {"global sync", b.global_sync_s, 10}};
+  const double pipeline_s = b.compute_s + b.exposed_tp_s + b.exposed_cp_s + b.exposed_ep_s +
+                            (b.exposed_pp_s - pp_outside) + b.pipeline_bubble_s;
+  const double drawn_makespan = schedule_makespan(ops);
+  // The schedule's ops all last the slowest stage's times, so its makespan is the analytic
+  // (m·v + p − 1) slots; scaled to the breakdown's pipeline rows (a factor of 1 at analytic
+  // fidelity with layers that split evenly into the chunks).
+  const double scale = drawn_makespan > 0 && pipeline_s > 0 ? pipeline_s / drawn_makespan : 1.0;
+  for (ScheduleOp& op : ops) {
+    op.start_s *= scale;
+    op.end_s *= scale;
+  }
+  const double makespan = drawn_makespan * scale;
+  double iteration = makespan;
+  for (const After& a : after_rows) iteration += a.seconds;
   std::vector<int> stages;
   for (int st = 0; st < t.stages; ++st) {
     if (t.stages <= 8 || st < 4 || st >= t.stages - 4) stages.push_back(st);
   }
   const int rank_stride = s.parallel.tp * s.parallel.cp * s.parallel.dp;
   const std::size_t per_lane = 2 * static_cast<std::size_t>(t.microbatches) * t.chunks;
+  const std::vector<std::string> colors = breakdown_colors();
 
   auto chart = [&](const std::string& chart_id, double window, bool labels) {
     svg::Timeline c;
     c.id = chart_id;
-    c.title = "Pipeline schedule (analytic)";
-    c.kinds = {{"forward", "#4e79a7"},
-               {"backward + recompute", "#f28e2b"},
-               {"after the pipeline: DP sync, optimizer, data", "#bab0ac"}};
+    c.title = analytic ? "Pipeline schedule (analytic)"
+                       : "Pipeline schedule (analytic shape, scaled to the " + r.fidelity +
+                             " fidelity's breakdown)";
+    c.kinds = {{"forward", "#4e79a7"}, {"backward + recompute", "#f28e2b"}};
+    // The rows after the pipeline that this window reaches, each a kind of its own.
+    struct Drawn {
+      std::size_t kind;
+      double start, seconds;
+    };
+    std::vector<Drawn> drawn;
+    double at = makespan;
+    for (const After& a : after_rows) {
+      if (a.seconds <= 0) continue;
+      if (at < window) {
+        drawn.push_back({c.kinds.size(), at, a.seconds});
+        c.kinds.push_back({a.name, colors[a.row]});
+      }
+      at += a.seconds;
+    }
     std::map<int, std::size_t> lane_of;
     for (const int st : stages) {
       lane_of[st] = c.lanes.size();
@@ -272,30 +323,64 @@ std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, cons
       c.blocks.push_back(
           {it->second, op.start_s, std::min(op.end_s, window), op.forward ? 0u : 1u,
            labels ? std::to_string(op.microbatch) : std::string(),
-           fmt::format("stage {} · micro-batch {}{} · {}: {:.2f}–{:.2f} ms", op.stage,
+           fmt::format("stage {} · micro-batch {}{} · {}: {:.3f}–{:.3f} ms", op.stage,
                        op.microbatch,
                        t.chunks > 1 ? fmt::format(" · chunk {}", op.chunk) : std::string(),
                        op.forward ? "forward" : "backward", op.start_s * 1e3, op.end_s * 1e3)});
     }
-    if (window >= iteration && iteration > makespan) {
+    for (const Drawn& d : drawn) {
       for (const auto& [st, lane] : lane_of) {
-        c.blocks.push_back({lane, makespan, iteration, 2, "",
-                            fmt::format("stage {} · after the pipeline: {:.2f}–{:.2f} ms", st,
-                                        makespan * 1e3, iteration * 1e3)});
+        c.blocks.push_back({lane, d.start, std::min(d.start + d.seconds, window), d.kind, "",
+                            fmt::format("stage {} · {}: {:.3f}–{:.3f} ms ({:.3f} ms)", st,
+                                        c.kinds[d.kind].name, d.start * 1e3,
+                                        (d.start + d.seconds) * 1e3, d.seconds * 1e3)});
       }
     }
     c.end_s = window;
     return svg::timeline(c);
   };
 
-  std::string caption = fmt::format(
-      "The schedule the analytic fidelity assumes, not a per-rank simulation: {} with {} stages, "
-      "{} micro-batches{}, every stage at the pace of the slowest (the {} stage: forward {:.2f} "
-      "ms, backward {:.2f} ms, exposed communication {:.2f} ms per micro-batch). ",
-      plan::to_string(t.schedule), t.stages, t.microbatches,
-      t.chunks > 1 ? fmt::format(" and {} chunks per stage", t.chunks) : std::string(),
-      t.slowest_is_last ? "last" : "first", t.forward_s * 1e3, t.backward_s * 1e3,
-      t.exposed_comm_s * 1e3);
+  std::string caption =
+      analytic
+          ? fmt::format(
+                "The schedule the analytic fidelity assumes, not a per-rank simulation: {} with "
+                "{} stages, {} micro-batches{}, every stage at the pace of the slowest (the {} "
+                "stage: forward {:.2f} ms, backward {:.2f} ms, exposed communication {:.2f} ms "
+                "per micro-batch). ",
+                plan::to_string(t.schedule), t.stages, t.microbatches,
+                t.chunks > 1 ? fmt::format(" and {} chunks per stage", t.chunks) : std::string(),
+                t.slowest_is_last ? "last" : "first", t.forward_s * 1e3, t.backward_s * 1e3,
+                t.exposed_comm_s * 1e3)
+          : fmt::format(
+                "Not the executed timeline of the {} fidelity (--trace writes that, rank by "
+                "rank): the analytic fidelity's schedule ({} with {} stages, {} micro-batches{}, "
+                "every op of a stage as long), scaled to the executed critical rank's rows "
+                "({:.2f} ms at analytic times). ",
+                r.fidelity, plan::to_string(t.schedule), t.stages, t.microbatches,
+                t.chunks > 1 ? fmt::format(" and {} chunks per stage", t.chunks) : std::string(),
+                drawn_makespan * 1e3);
+  if (analytic && std::fabs(scale - 1) > 1e-6) {
+    caption += fmt::format(
+        "The ops are drawn {:.2f} % longer so that the pipeline lasts the breakdown's rows "
+        "(layers that do not split evenly into the chunks make the fill and drain slower than "
+        "equal ops). ",
+        100 * (scale - 1));
+  }
+  std::vector<std::string> after_names;
+  for (const After& a : after_rows) {
+    if (a.seconds > 0) after_names.push_back(a.name);
+  }
+  caption += fmt::format(
+      "The pipeline ({:.2f} ms) is the breakdown's compute, exposed TP/CP/EP/{}PP and bubble "
+      "rows; {}. ",
+      makespan * 1e3, pp_outside > 0 ? "slot " : "",
+      after_names.empty()
+          ? std::string("no other row has time")
+          : fmt::format("after it, in breakdown order, one block per other row with time ({}), "
+                        "each as long as its row (where a run spends them differs: data "
+                        "loading comes before the first forward, DP reductions and the fill and "
+                        "drain transfers fall inside the pipeline)",
+                        fmt::join(after_names, ", ")));
   if (stages.size() < static_cast<std::size_t>(t.stages)) {
     caption +=
         fmt::format("Stages 0–3 and {}–{} of {} shown. ", t.stages - 4, t.stages - 1, t.stages);

@@ -608,7 +608,10 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   bd.exposed_cp_s = mb * slot.cp;
   bd.exposed_ep_s = mb * slot.ep;
   bd.exposed_pp_s = mb * slot.pp;
-  if (cfg.opt.pp_overlap && par.pp > 1) bd.exposed_pp_s += 2.0 * (par.pp - 1) * t_p2p;
+  if (cfg.opt.pp_overlap && par.pp > 1) {
+    bd.exposed_pp_s += 2.0 * (par.pp - 1) * t_p2p;
+    r.pipeline.pp_outside_s = 2.0 * (par.pp - 1) * t_p2p;
+  }
   bd.pipeline_bubble_s = bubble_slots * slot.total();
 
   // Data parallelism: gradient reduction and (ZeRO) parameter all-gather of the heaviest stage.

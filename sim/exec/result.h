@@ -87,6 +87,10 @@ struct PipelineTiming {
   double backward_s = 0;      // backward and recompute kernels
   double exposed_comm_s = 0;  // TP/CP/EP/PP communication the stage waited on
   bool slowest_is_last = false;
+  // Exposed PP time outside the slots, over the iteration: with optimizations.pp_overlap the
+  // 2(p−1) transfers of the fill and drain (part of Breakdown::exposed_pp_s, not of the
+  // (m + (p−1)/v) slots).
+  double pp_outside_s = 0;
   double slot_s() const { return forward_s + backward_s + exposed_comm_s; }
 };
 

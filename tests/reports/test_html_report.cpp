@@ -156,6 +156,111 @@ TEST(HtmlReport, ValidationReportHasItsCharts) {
   EXPECT_TRUE(has(w, "published tflops_gpu &amp; tokens_s &lt;disagree&gt;")) << w.size();
 }
 
+// One block of the timeline chart: its tooltip "stage S · WHAT: A–B ms[ (D ms)]".
+struct TimelineBlock {
+  int stage = 0;
+  std::string what;
+  double start_ms = 0, end_ms = 0;
+};
+
+// The blocks of the chart with data-chart="`chart`", read back from their <title>s.
+std::vector<TimelineBlock> timeline_blocks(const std::string& html, const std::string& chart) {
+  const std::size_t from = html.find("data-chart=\"" + chart + "\"");
+  EXPECT_NE(from, std::string::npos) << chart;
+  if (from == std::string::npos) return {};
+  const std::size_t to = html.find("</svg>", from);
+  std::vector<TimelineBlock> out;
+  const std::string open = "<title>stage ", close = "</title>";
+  for (std::size_t at = html.find(open, from); at != std::string::npos && at < to;
+       at = html.find(open, at + 1)) {
+    const std::string t = html.substr(at + 7, html.find(close, at) - at - 7);
+    TimelineBlock b;
+    const std::string dot = " · ";
+    const std::size_t d = t.find(dot);
+    b.stage = std::stoi(t.substr(6, d - 6));
+    const std::size_t colon = t.rfind(": ");
+    b.what = t.substr(d + dot.size(), colon - d - dot.size());
+    const std::string dash = "–";
+    const std::size_t m = t.find(dash, colon);
+    b.start_ms = std::stod(t.substr(colon + 2, m - colon - 2));
+    b.end_ms = std::stod(t.substr(m + dash.size()));
+    out.push_back(b);
+  }
+  return out;
+}
+
+// The timeline's parts are the breakdown's rows: the pipeline lasts compute + exposed TP/CP/EP/PP
+// + bubble (less the PP charged outside the slots), and each other row with time follows it as a
+// block as long as the row, so that the chart ends at the iteration time. Llama 3 405B with
+// TorchTitan has pp_overlap on: the analytic fill and drain sends are exposed PP outside the
+// slots, which the grey "after the pipeline" block used to absorb unnamed. At schedule fidelity
+// the same holds for the executed rows, and the caption says which fidelity's times are drawn.
+TEST(HtmlReport, TimelinePartsAreTheBreakdownRows) {
+  struct Case {
+    std::string scenario;
+    std::vector<std::string> sets;
+  };
+  const std::vector<Case> cases = {
+      {"/scenarios/examples/llama3-405b-16384.yaml", {}},
+      {"/scenarios/examples/llama3-8b-64xh100.yaml",
+       {"model.layers=8", "parallel.pp=2", "parallel.vpp=1", "simulation.fidelity=schedule"}}};
+  for (const Case& c : cases) {
+    const scen::Scenario s = scen::load_scenario_file(kRoot + c.scenario, c.sets);
+    const exec::RunConfig cfg = scen::make_run_config(s);
+    const exec::Result r = scen::run_scenario(s, cfg);
+    const std::string html = run_report_html(r, s, cfg.profile);
+    const exec::Breakdown& b = r.breakdown;
+    const bool analytic = r.fidelity == "analytic";
+    const double pp_outside = analytic ? r.pipeline.pp_outside_s : 0.0;
+    if (analytic) {
+      EXPECT_GT(pp_outside, 0) << "the scenario has pp_overlap on";
+    } else {
+      EXPECT_TRUE(has(html, "scaled to the schedule fidelity")) << c.scenario;
+    }
+    const double pipeline_ms = 1e3 * (b.compute_s + b.exposed_tp_s + b.exposed_cp_s +
+                                      b.exposed_ep_s + b.exposed_pp_s - pp_outside +
+                                      b.pipeline_bubble_s);
+    const std::vector<std::pair<std::string, double>> rows = {
+        {"exposed PP comm outside the slots (fill and drain sends)", pp_outside},
+        {"exposed DP comm", b.exposed_dp_s},
+        {"optimizer step", b.optimizer_s},
+        {"data loading", b.data_loading_s},
+        {"slowest-GPU pacing", b.gpu_variation_s},
+        {"global sync", b.global_sync_s}};
+    // The whole-iteration chart (the first), or the only one when there is no zoom.
+    const std::vector<TimelineBlock> blocks = timeline_blocks(html, "timeline");
+    ASSERT_FALSE(blocks.empty()) << c.scenario;
+    double pipeline_end = 0;
+    std::map<std::string, std::vector<const TimelineBlock*>> after;
+    for (const TimelineBlock& bl : blocks) {
+      if (bl.what.rfind("micro-batch", 0) == 0) {
+        pipeline_end = std::max(pipeline_end, bl.end_ms);
+      } else {
+        after[bl.what].push_back(&bl);
+      }
+    }
+    EXPECT_NEAR(pipeline_end, pipeline_ms, 2e-3) << c.scenario;  // titles round to 1 µs
+    double at = pipeline_end;
+    std::size_t named = 0;
+    for (const auto& [name, seconds] : rows) {
+      if (seconds <= 0) {
+        EXPECT_EQ(after.count(name), 0u) << name;
+        continue;
+      }
+      ++named;
+      ASSERT_EQ(after.count(name), 1u) << c.scenario << ": no block for " << name;
+      for (const TimelineBlock* bl : after[name]) {
+        EXPECT_NEAR(bl->start_ms, at, 2e-3) << name;
+        EXPECT_NEAR(bl->end_ms - bl->start_ms, 1e3 * seconds, 2e-3) << name;
+      }
+      at += 1e3 * seconds;
+    }
+    EXPECT_EQ(after.size(), named) << c.scenario << ": a block that is no breakdown row";
+    EXPECT_NEAR(at, 1e3 * r.iteration_time_s, 4e-3) << c.scenario;
+    EXPECT_FALSE(has(html, "after the pipeline: DP sync, optimizer, data"));
+  }
+}
+
 // The link chart's caption and labels follow the fidelity: at schedule fidelity the switch tiers
 // are "not modelled at schedule fidelity"; at flow fidelity the caption says what the classes
 // hold, gives the NVLink figure, and names the classes left out for carrying nothing.
