@@ -451,7 +451,9 @@ std::string config_rows(const scen::Scenario& s) {
        {"training", fmt::format("global batch {}, micro-batch {}, {}, recompute {}, {}",
                                 t.global_batch, t.micro_batch, to_string(t.precision),
                                 model::to_string(t.recompute), plan::to_string(t.optimizer))},
-       {"system", s.system}});
+       // The framework preset the run used (as the text summary names it); optimizations.system
+       // only when no framework resolved.
+       {"framework", s.framework.empty() ? s.system : s.framework}});
 }
 
 

@@ -261,6 +261,17 @@ TEST(HtmlReport, TimelinePartsAreTheBreakdownRows) {
   }
 }
 
+// The configuration table names the framework preset the run used (as the text summary does),
+// not optimizations.system: Llama 3 405B runs on torchtitan-2024.
+TEST(HtmlReport, ConfigNamesTheFrameworkTheRunUsed) {
+  const scen::Scenario s =
+      scen::load_scenario_file(kRoot + "/scenarios/examples/llama3-405b-16384.yaml");
+  const exec::RunConfig cfg = scen::make_run_config(s);
+  const std::string html = run_report_html(scen::run_scenario(s, cfg), s, cfg.profile);
+  EXPECT_TRUE(has(html, "<td>framework</td><td>torchtitan-2024</td>"));
+  EXPECT_FALSE(has(html, "<td>system</td>"));
+}
+
 // The link chart's caption and labels follow the fidelity: at schedule fidelity the switch tiers
 // are "not modelled at schedule fidelity"; at flow fidelity the caption says what the classes
 // hold, gives the NVLink figure, and names the classes left out for carrying nothing.
