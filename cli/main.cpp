@@ -269,6 +269,8 @@ int cmd_run(const RunArgs& a) {
     meta.fidelity = r.fidelity;
     meta.model_version = r.model_version;
     meta.profile = r.profile_name;
+    meta.profile_version = r.profile_version;
+    meta.seed = s.seed;
     meta.ranks_per_stage = s.parallel.world() / std::max(1, s.parallel.pp);
     write_output(reports::trace_event_json(r.timeline, meta), a.trace);
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <utility>
 
@@ -69,9 +70,17 @@ std::string link_class_table(const std::vector<Variant>& vs,
 
 std::string header(const std::vector<Variant>& vs, const std::vector<std::string>& keys) {
   const exec::Result& r = vs.front().result;
-  std::string s = fmt::format("trainsim {} run --compare · {} fidelity, model {} · calibration {} v{}\n",
-                              kVersion, r.fidelity, r.model_version, r.profile_name,
-                              r.profile_version);
+  // The seed as a single run's header names it; when the variants vary it, each one's.
+  std::vector<std::uint64_t> seeds;
+  for (const Variant& v : vs) {
+    if (std::find(seeds.begin(), seeds.end(), v.scenario.seed) == seeds.end()) {
+      seeds.push_back(v.scenario.seed);
+    }
+  }
+  std::string s = fmt::format(
+      "trainsim {} run --compare · {} fidelity, model {} · calibration {} v{} · {} {}\n", kVersion,
+      r.fidelity, r.model_version, r.profile_name, r.profile_version,
+      seeds.size() == 1 ? "seed" : "seeds", fmt::join(seeds, ", "));
   s += fmt::format("scenario  {}\n", vs.front().scenario.source);
   std::vector<std::string> parts;
   for (const std::string& k : keys) parts.push_back(k);

@@ -94,9 +94,9 @@ static std::string cluster_notes_text(const scen::Scenario& s) {
 
 std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
   const exec::Result& r = o.jobs.front().shared;
-  std::string t = fmt::format("trainsim {} · {} fidelity, model {} · calibration {} v{}\n",
+  std::string t = fmt::format("trainsim {} · {} fidelity, model {} · calibration {} v{} · seed {}\n",
                               kVersion, o.run.fidelity, r.model_version, r.profile_name,
-                              r.profile_version);
+                              r.profile_version, s.seed);
   t += fmt::format("scenario  {}\n", s.source);
   t += fmt::format("profile   {} for {}: {}\n", o.profile.name, o.profile.gpu,
                    o.profile.provenance);
@@ -143,6 +143,7 @@ nlohmann::ordered_json jobs_json(const scen::JobsOutcome& o, const scen::Scenari
   j["trainsim_version"] = kVersion;
   j["scenario"] = s.source;
   j["fidelity"] = o.run.fidelity;
+  j["seed"] = s.seed;
   j["cluster"] = {{"name", s.cluster.name}, {"gpus", s.cluster.gpus}, {"servers", s.cluster.nodes()}};
   nlohmann::ordered_json jobs = nlohmann::ordered_json::array();
   for (const scen::JobOutcome& jo : o.jobs) {

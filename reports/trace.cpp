@@ -110,10 +110,12 @@ std::string trace_event_json(const exec::Timeline &timeline, const TraceMeta &me
   }
   nlohmann::ordered_json other;
   other["profile"] = meta.profile;
+  if (!meta.profile_version.empty()) other["profile_version"] = meta.profile_version;
   other["model_version"] = meta.model_version;
   other["trainsim_version"] = kVersion;
   other["fidelity"] = meta.fidelity;
   other["scenario"] = meta.scenario;
+  if (meta.seed) other["seed"] = *meta.seed;
   o += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":" + other.dump() + "}\n";
   return o;
 }

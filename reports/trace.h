@@ -21,19 +21,25 @@
 // printed in one fixed way.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "sim/exec/result.h"
 
 namespace trainsim::reports {
 
-/// What the trace says about where it came from (its "otherData";
-/// trainsim_version is added).
+/// What the trace says about where it came from (its "otherData": profile,
+/// profile_version, model_version, trainsim_version, fidelity, scenario, seed;
+/// trainsim_version is added, profile_version and seed only when set).
 struct TraceMeta {
   std::string scenario;       // scenario source (file path or name)
   std::string fidelity;       // "flow", "packet", "real" ...
   std::string model_version;  // performance-model version ("" for a measured run)
   std::string profile;        // calibration profile name
+  std::string profile_version;  // its version ("" leaves it out)
+  // simulation.seed of the run (every random draw comes from it); none for a measured run.
+  std::optional<std::uint64_t> seed;
   // Ranks per pipeline stage (tp·cp·dp): the stage of rank r is r /
   // ranks_per_stage (the rank numbering of sim/plan/layout.h). 0 leaves the
   // stage out of the process names.

@@ -100,5 +100,35 @@ TEST(RunOutputs, TextNetworkFiguresFollowFromTheirInputs) {
   }
 }
 
+// Every output names the seed: the trace's otherData (with the calibration profile's version),
+// the text header of a multi-job run and of --compare, as a single run's header does.
+TEST(RunOutputs, OutputsNameTheSeedAndProfileVersion) {
+  const std::string trace = testing::temp_path("seed-trace.json");
+  const json j = run_json(kLlama8b + " --fidelity schedule --set simulation.seed=7 --trace " + trace);
+  const json doc = json::parse(testing::slurp(trace));
+  EXPECT_EQ(doc["otherData"]["seed"], 7);
+  EXPECT_EQ(doc["otherData"]["profile_version"], j["calibration"]["version"]);
+  EXPECT_EQ(doc["otherData"]["profile"], j["calibration"]["profile"]);
+  std::remove(trace.c_str());
+
+  const CliRun jobs = trainsim("run scenarios/examples/two-jobs-dumbbell.yaml --set simulation.seed=5");
+  ASSERT_EQ(jobs.code, 0) << jobs.err;
+  const std::string first = jobs.out.substr(0, jobs.out.find('\n'));
+  EXPECT_TRUE(testing::has(first, " · seed 5")) << first;
+  const CliRun jobs_json =
+      trainsim("run scenarios/examples/two-jobs-dumbbell.yaml --set simulation.seed=5 --format json");
+  ASSERT_EQ(jobs_json.code, 0) << jobs_json.err;
+  EXPECT_EQ(json::parse(jobs_json.out)["seed"], 5);
+
+  const CliRun cmp = trainsim("run " + kLlama8b + " --compare parallel.tp=2,4");
+  ASSERT_EQ(cmp.code, 0) << cmp.err;
+  const std::string head = cmp.out.substr(0, cmp.out.find('\n'));
+  EXPECT_TRUE(testing::has(head, " · seed 1")) << head;
+  const CliRun seeds = trainsim("run " + kLlama8b + " --compare simulation.seed=3,4");
+  ASSERT_EQ(seeds.code, 0) << seeds.err;
+  const std::string seeds_head = seeds.out.substr(0, seeds.out.find('\n'));
+  EXPECT_TRUE(testing::has(seeds_head, " · seeds 3, 4")) << seeds_head;
+}
+
 }  // namespace
 }  // namespace trainsim
