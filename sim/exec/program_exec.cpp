@@ -7,6 +7,7 @@
 #include <bit>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "sim/core/error.h"
 #include "sim/core/simulation.h"
@@ -482,6 +483,23 @@ double Executor::fill_result(Result& r) const {
     if (rank < 0 || rank >= ps_.world()) continue;
     const Actor& act = actors_[static_cast<std::size_t>(actor_of_rank(rank))];
     append_trace(roles_[static_cast<std::size_t>(act.stage)], rank, act.spans, r.timeline);
+    // The two costs of scale that end the iteration after the last rank's last task (every rank
+    // waits for them): drawn on the compute stream, so that a trace lasts the iteration.
+    double at = T.seconds();
+    for (const auto& [name, seconds] : {std::pair<const char*, double>{"slowest-GPU pacing",
+                                                                        sc.gpu_variation_s},
+                                        {"global sync", sc.global_sync_s}}) {
+      if (seconds <= 0) continue;
+      TraceSpan span;
+      span.rank = rank;
+      span.stream = "compute";
+      span.name = name;
+      span.category = "scale";
+      span.start_s = at;
+      span.end_s = at + seconds;
+      r.timeline.spans.push_back(std::move(span));
+      at += seconds;
+    }
   }
 
   r.exec.roles = static_cast<long>(roles_.size());

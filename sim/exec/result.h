@@ -108,7 +108,8 @@ struct TraceSpan {
   int rank = 0;
   std::string stream;    // "compute", "tp", "cp", "ep", "dp", "pp-send-next", ...
   std::string name;      // "qkv fwd", "all-gather tp", "send-next pp" ...
-  std::string category;  // "compute", "tp", "cp", "ep", "dp", "pp", "data", "optimizer"
+  std::string category;  // "compute", "tp", "cp", "ep", "dp", "pp", "data", "optimizer",
+                         // "scale" (slowest-GPU pacing, global sync: sim/exec/scale.h)
   double start_s = 0;
   double end_s = 0;
   int microbatch = -1;

@@ -130,5 +130,51 @@ TEST(RunOutputs, OutputsNameTheSeedAndProfileVersion) {
   EXPECT_TRUE(testing::has(seeds_head, " · seeds 3, 4")) << seeds_head;
 }
 
+// The critical rank of a schedule-fidelity run, then its trace: events of the compute stream
+// (tid 1) of that rank.
+struct CriticalTrace {
+  json result;
+  std::vector<json> compute;  // its compute-stream events, in order
+  double last_end_us = 0;     // over every event of the trace
+};
+
+CriticalTrace critical_trace(const std::string& args) {
+  CriticalTrace out;
+  const json first = run_json(args);
+  const int crit = first["execution"]["critical_rank"].get<int>();
+  const std::string trace = testing::temp_path("critical-trace.json");
+  out.result = run_json(args + " --trace " + trace + " --trace-ranks " + std::to_string(crit));
+  EXPECT_EQ(out.result["execution"]["critical_rank"].get<int>(), crit);
+  const json doc = json::parse(testing::slurp(trace));
+  std::remove(trace.c_str());
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    out.last_end_us = std::max(out.last_end_us, e["ts"].get<double>() + e["dur"].get<double>());
+    if (e["pid"].get<int>() == crit && e["tid"].get<int>() == 1) out.compute.push_back(e);
+  }
+  return out;
+}
+
+// The trace lasts the iteration: after the critical rank's last task its compute stream ends with
+// "slowest-GPU pacing" and "global sync", as long as their breakdown rows (the trace used to stop
+// that much short of the iteration).
+TEST(RunOutputs, TraceLastsTheIteration) {
+  const CriticalTrace t = critical_trace(kLlama8b + " --fidelity schedule");
+  const json& b = t.result["breakdown"];
+  const double iter_us = 1e6 * t.result["iteration_time_s"].get<double>();
+  ASSERT_GT(b["gpu_variation_s"].get<double>(), 0);
+  ASSERT_GT(b["global_sync_s"].get<double>(), 0);
+  EXPECT_NEAR(t.last_end_us, iter_us, 2e-3);
+  ASSERT_GE(t.compute.size(), 2u);
+  const json& pacing = t.compute[t.compute.size() - 2];
+  const json& sync = t.compute.back();
+  EXPECT_EQ(pacing["name"], "slowest-GPU pacing");
+  EXPECT_EQ(sync["name"], "global sync");
+  EXPECT_EQ(sync["cat"], "scale");
+  EXPECT_NEAR(pacing["dur"].get<double>(), 1e6 * b["gpu_variation_s"].get<double>(), 2e-3);
+  EXPECT_NEAR(sync["dur"].get<double>(), 1e6 * b["global_sync_s"].get<double>(), 2e-3);
+  EXPECT_NEAR(sync["ts"].get<double>() + sync["dur"].get<double>(), iter_us, 2e-3);
+}
+
 }  // namespace
 }  // namespace trainsim
