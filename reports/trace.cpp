@@ -103,6 +103,13 @@ std::string trace_event_json(const exec::Timeline &timeline, const TraceMeta &me
     if (s.chunk >= 0) arg("chunk", std::to_string(s.chunk));
     if (s.layer >= 0) arg("layer", std::to_string(s.layer));
     if (s.bytes > 0) arg("bytes", fmt::format("{:.0f}", s.bytes));
+    if (s.slowed_s > 0) {
+      // A kernel slowed by collectives holding SMs: its time at full rate (what task_kinds and
+      // breakdown.compute_s count) and the time it lost (exposed communication).
+      const long long slowed = std::min(dur, to_ns(s.slowed_s));
+      arg("unslowed_us", us(dur - slowed));
+      arg("slowed_us", us(slowed));
+    }
     event(fmt::format(
         R"({{"ph":"X","pid":{},"tid":{},"name":{},"cat":{},"ts":{},"dur":{},"args":{{{}}}}})",
         s.rank, tid.at(s.stream), json_string(s.name), json_string(s.category), us(start), us(dur),

@@ -15,7 +15,9 @@
 //   - one complete event ("ph": "X") per span: name, cat (the span's category),
 //   ts and dur in
 //     microseconds rounded to the nanosecond, args with microbatch, chunk,
-//     layer and bytes when they are set (≥ 0, bytes > 0).
+//     layer and bytes when they are set (≥ 0, bytes > 0), and for a kernel
+//     slowed by collectives holding SMs (TraceSpan::slowed_s > 0) unslowed_us
+//     (its time at full rate) and slowed_us (dur − unslowed_us).
 // The same Timeline and TraceMeta give the same bytes: events follow the
 // Timeline's span order, metadata the sorted ranks and streams, numbers are
 // printed in one fixed way.

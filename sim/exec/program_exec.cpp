@@ -332,10 +332,10 @@ void Executor::complete(int a, Stream st) {
   const double dur = (now - ss.start).seconds();
   double& kind_time = kind_total(a)[ss.kind];
   if (ss.type != TaskType::kCompute) kind_time += dur;
+  double lost = 0;  // a compute task's time lost to collectives' SMs
   if (ss.type == TaskType::kCompute) {
     // The time its kernels lost to collectives' SMs is exposed communication of their dimension
     // (as the analytic fidelity charges ComputeModel::concurrent's excess).
-    double lost = 0;
     if (act.slowable) {
       advance_work(act);
       for (int d = 0; d < kExCount; ++d) {
@@ -352,7 +352,7 @@ void Executor::complete(int a, Stream st) {
     }
     act.compute_end = now;
   }
-  if (act.traced) act.spans.push_back({ti, ss.start, now});
+  if (act.traced) act.spans.push_back({ti, ss.start, now, lost});
   act.end = std::max(act.end, now);
   ss.running = false;
   ++ss.next;

@@ -116,6 +116,10 @@ struct TraceSpan {
   int chunk = -1;
   int layer = -1;
   double bytes = 0;      // communication tasks
+  // A compute task slowed by collectives holding SMs (sim/exec/sm_share.cpp): the time it lost,
+  // which the breakdown charges to those collectives' exposed communication; its kind's time
+  // (task_kinds) and breakdown.compute_s count end_s − start_s − slowed_s.
+  double slowed_s = 0;
 };
 
 /// Spans of the ranks a trace asked for (a rank filter keeps traces small).

@@ -125,6 +125,7 @@ void append_trace(const RoleIndex& R, int rank, std::span<const TaskSpan> execut
     ts.chunk = t.chunk;
     ts.layer = t.layer;
     ts.bytes = t.type == plan::TaskType::kCompute ? 0.0 : t.bytes;
+    ts.slowed_s = sp.slowed_s;
     timeline.spans.push_back(std::move(ts));
   }
 }

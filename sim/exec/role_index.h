@@ -53,6 +53,9 @@ void check_finished(const RoleIndex& role, int rank, int stage,
 struct TaskSpan {
   std::uint32_t task;
   TimePs start, end;
+  // A compute task: the time it lost to collectives holding SMs (charged to exposed
+  // communication, not to its kind); its unslowed time is end − start − slowed_s.
+  double slowed_s = 0;
 };
 
 /// The task-kind table of a rank: total time and count per kind (by kind id), longest first,

@@ -176,5 +176,49 @@ TEST(RunOutputs, TraceLastsTheIteration) {
   EXPECT_NEAR(sync["ts"].get<double>() + sync["dur"].get<double>(), iter_us, 2e-3);
 }
 
+// docs/program.md, "The breakdown comes from the timeline": a kernel slowed by collectives that
+// hold SMs is drawn over its whole time, with args.unslowed_us (counted in compute) and
+// args.slowed_us (counted in exposed communication). Over the critical rank's compute-category
+// events Σ unslowed_us (dur where absent) = breakdown.compute_s = the compute kinds' total in
+// task_kinds, and Σ slowed_us is part of the exposed rows. MegaScale 175B with its overlaps
+// (TP and DP collectives beside GEMMs), cut to 256 GPUs and 16 layers.
+TEST(RunOutputs, TraceSplitsSlowedKernelsAsTheBreakdownDoes) {
+  const CriticalTrace t = critical_trace(
+      "scenarios/megascale-175b-12288.yaml --set cluster.gpus=256 --set model.layers=16 "
+      "--set parallel.vpp=2 --set training.global_batch=64 --fidelity schedule");
+  const json& b = t.result["breakdown"];
+  double unslowed = 0, slowed = 0, drawn = 0;
+  std::size_t slowed_events = 0, events = 0;
+  for (const json& e : t.compute) {
+    if (e["cat"] != "compute") continue;
+    ++events;
+    drawn += e["dur"].get<double>();
+    if (e["args"].contains("unslowed_us")) {
+      ++slowed_events;
+      const double u = e["args"]["unslowed_us"].get<double>();
+      const double l = e["args"]["slowed_us"].get<double>();
+      EXPECT_NEAR(u + l, e["dur"].get<double>(), 1e-6);
+      EXPECT_GT(l, 0);
+      unslowed += u;
+      slowed += l;
+    } else {
+      unslowed += e["dur"].get<double>();
+    }
+  }
+  ASSERT_GT(slowed_events, 0u) << "no kernel was slowed: the test shows nothing";
+  const double compute_us = 1e6 * b["compute_s"].get<double>();
+  // Each event is rounded to the nanosecond.
+  EXPECT_NEAR(unslowed, compute_us, 1e-3 * static_cast<double>(events));
+  EXPECT_GT(drawn, compute_us + 1.0);  // the trace draws the slowed kernels stretched
+  double kinds = 0;
+  for (const auto& k : t.result["task_kinds"]) {
+    if (k["category"] == "compute") kinds += k["total_s"].get<double>();
+  }
+  EXPECT_NEAR(1e6 * kinds, compute_us, 1e-6 * compute_us);
+  double exposed = 0;
+  for (const auto& [dim, v] : b["exposed_comm_s"].items()) exposed += v.get<double>();
+  EXPECT_LE(slowed, 1e6 * exposed + 1e-3 * static_cast<double>(slowed_events));
+}
+
 }  // namespace
 }  // namespace trainsim
