@@ -344,19 +344,21 @@ std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, cons
       analytic
           ? fmt::format(
                 "The schedule the analytic fidelity assumes, not a per-rank simulation: {} with "
-                "{} stages, {} micro-batches{}, every stage at the pace of the slowest (the {} "
+                "{} stage{}, {} micro-batch{}{}, every stage at the pace of the slowest (the {} "
                 "stage: forward {:.2f} ms, backward {:.2f} ms, exposed communication {:.2f} ms "
                 "per micro-batch). ",
-                plan::to_string(t.schedule), t.stages, t.microbatches,
+                plan::to_string(t.schedule), t.stages, t.stages == 1 ? "" : "s", t.microbatches,
+                t.microbatches == 1 ? "" : "es",
                 t.chunks > 1 ? fmt::format(" and {} chunks per stage", t.chunks) : std::string(),
                 t.slowest_is_last ? "last" : "first", t.forward_s * 1e3, t.backward_s * 1e3,
                 t.exposed_comm_s * 1e3)
           : fmt::format(
                 "Not the executed timeline of the {} fidelity (--trace writes that, rank by "
-                "rank): the analytic fidelity's schedule ({} with {} stages, {} micro-batches{}, "
+                "rank): the analytic fidelity's schedule ({} with {} stage{}, {} micro-batch{}{}, "
                 "every op of a stage as long), scaled to the executed critical rank's rows "
                 "({:.2f} ms at analytic times). ",
-                r.fidelity, plan::to_string(t.schedule), t.stages, t.microbatches,
+                r.fidelity, plan::to_string(t.schedule), t.stages, t.stages == 1 ? "" : "s",
+                t.microbatches, t.microbatches == 1 ? "" : "es",
                 t.chunks > 1 ? fmt::format(" and {} chunks per stage", t.chunks) : std::string(),
                 drawn_makespan * 1e3);
   if (analytic && std::fabs(scale - 1) > 1e-6) {
