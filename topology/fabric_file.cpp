@@ -13,6 +13,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -43,6 +44,14 @@ struct FileCable {
 
 struct Parsed {
   std::vector<FileNode> nodes;  // in the readers' vertex order
+  // Where each node is declared (GraphML `<node>`, GraphViz the statement giving its
+  // attributes) and the attributes given there; defaults (`node [...]`, GraphML `<default>`)
+  // are not in the list.
+  struct Declared {
+    int line = 0;
+    std::vector<std::string> attributes;
+  };
+  std::unordered_map<std::string, Declared> declared;
   struct Cable {
     std::size_t a = 0, b = 0;
     FileCable attrs;
@@ -80,8 +89,23 @@ struct GraphMlScan {
     std::string source, target;
     int line = 0;
   };
+  struct Key {
+    std::string id, for_, name;  // `for`, `attr.name` ("" when not given)
+    int line = 0;
+    bool has_type = false;     // attr.type given (GraphML's default is string)
+    bool has_default = false;  // a <default> child: Boost gives it to every node or edge
+    std::size_t name_end = 0;  // offset just past `<key`, where a missing attr.type goes
+  };
+  struct Data {
+    std::string key;
+    int line = 0;
+    char owner = 'g';         // 'n' node, 'e' edge, 'g' graph or document
+    std::size_t element = 0;  // index in nodes or edges
+  };
   std::vector<Node> nodes;  // document order, outside comments
   std::vector<Edge> edges;
+  std::vector<Key> keys;
+  std::vector<Data> data;
   bool undirected = false;  // edgedefault="undirected" on a <graph>
 };
 
@@ -128,6 +152,9 @@ GraphMlScan scan_graphml(std::string_view text, const std::string& name) {
     const std::size_t end = text.find(closing, i);
     advance_to(i, end == std::string_view::npos ? text.size() : end + closing.size());
   };
+  // The node, edge or graph each <data> belongs to: the innermost one open.
+  std::vector<std::pair<char, std::size_t>> owners;
+  bool in_key = false;
   std::size_t i = 0;
   while (i < text.size()) {
     if (text[i] != '<') {
@@ -136,6 +163,7 @@ GraphMlScan scan_graphml(std::string_view text, const std::string& name) {
       continue;
     }
     const std::string_view rest = text.substr(i);
+    const std::size_t tag_start = i;
     if (rest.starts_with("<!--")) {
       skip_past(i, "-->");
       continue;
@@ -170,6 +198,13 @@ GraphMlScan scan_graphml(std::string_view text, const std::string& name) {
     advance_to(i, end + 1);
     if (tag.starts_with("/")) {
       --depth;
+      const std::string_view closing = tag.substr(1, tag.find_first_of(" \t\r\n>", 1) - 1);
+      if (!owners.empty() && ((closing == "node" && owners.back().first == 'n') ||
+                              (closing == "edge" && owners.back().first == 'e') ||
+                              (closing == "graph" && owners.back().first == 'g'))) {
+        owners.pop_back();
+      }
+      if (closing == "key") in_key = false;
       continue;
     }
     const bool self_closing = tag.ends_with("/");
@@ -181,14 +216,31 @@ GraphMlScan scan_graphml(std::string_view text, const std::string& name) {
     while (n < tag.size() && !std::isspace(static_cast<unsigned char>(tag[n])) && tag[n] != '/')
       ++n;
     const std::string_view element = tag.substr(0, n);
+    const std::string_view attrs = tag.substr(n);
     if (element == "node") {
-      const auto id = xml_attribute(tag.substr(n), "id");
+      const auto id = xml_attribute(attrs, "id");
       out.nodes.push_back({id.value_or(""), tag_line});
+      if (!self_closing) owners.emplace_back('n', out.nodes.size() - 1);
     } else if (element == "edge") {
-      out.edges.push_back({xml_attribute(tag.substr(n), "source").value_or(""),
-                           xml_attribute(tag.substr(n), "target").value_or(""), tag_line});
+      out.edges.push_back({xml_attribute(attrs, "source").value_or(""),
+                           xml_attribute(attrs, "target").value_or(""), tag_line});
+      if (!self_closing) owners.emplace_back('e', out.edges.size() - 1);
     } else if (element == "graph") {
-      out.undirected = out.undirected || xml_attribute(tag.substr(n), "edgedefault") == "undirected";
+      out.undirected = out.undirected || xml_attribute(attrs, "edgedefault") == "undirected";
+      if (!self_closing) owners.emplace_back('g', 0);
+    } else if (element == "key") {
+      out.keys.push_back({xml_attribute(attrs, "id").value_or(""),
+                          xml_attribute(attrs, "for").value_or(""),
+                          xml_attribute(attrs, "attr.name").value_or(""), tag_line,
+                          xml_attribute(attrs, "attr.type").has_value(), false,
+                          tag_start + 1 + n});
+      in_key = !self_closing;
+    } else if (element == "default" && in_key && !out.keys.empty()) {
+      out.keys.back().has_default = true;
+    } else if (element == "data") {
+      GraphMlScan::Data d{xml_attribute(attrs, "key").value_or(""), tag_line, 'g', 0};
+      if (!owners.empty()) std::tie(d.owner, d.element) = owners.back();
+      out.data.push_back(std::move(d));
     }
   }
   return out;
@@ -277,6 +329,489 @@ std::string scan_graphviz(std::string_view text, const std::string& name) {
     ++i;
   }
   return clean;
+}
+
+// ---- attributes -------------------------------------------------------------------------------
+// The attributes a fabric file may give, by the element they describe. Anything else is refused:
+// a misspelt name (`latency=` for `latency_ns`) would otherwise be dropped without a word.
+
+enum class AttrOwner { kNode, kEdge, kGraph };
+
+const std::vector<std::string>& node_attributes() {
+  static const std::vector<std::string> names{"kind", "server", "tier"};
+  return names;
+}
+const std::vector<std::string>& edge_attributes() {
+  static const std::vector<std::string> names{"gbps", "latency_ns", "latency_back_ns"};
+  return names;
+}
+
+bool listed(const std::vector<std::string>& names, const std::string& s) {
+  return std::find(names.begin(), names.end(), s) != names.end();
+}
+
+// Edit distance, for "did you mean"; names longer than any attribute's are no typo of one.
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string attribute_hint(const std::string& wrong, AttrOwner owner) {
+  const std::string known = "nodes take kind, server, tier; edges take gbps, latency_ns, "
+                            "latency_back_ns (docs/topology.md)";
+  if (owner == AttrOwner::kGraph || wrong.size() > 32) return known;
+  std::string best;
+  std::size_t best_score = 0;
+  for (const std::string& n : owner == AttrOwner::kNode ? node_attributes() : edge_attributes()) {
+    const std::size_t d = edit_distance(wrong, n);
+    // A prefix counts as close too (`latency` for `latency_ns`).
+    const std::size_t score = n.rfind(wrong, 0) == 0 && wrong.size() >= 3 ? 1 : d;
+    if (score <= std::max<std::size_t>(2, n.size() / 3) && (best.empty() || score < best_score)) {
+      best = n;
+      best_score = score;
+    }
+  }
+  if (best.empty()) return known;
+  return "did you mean `" + best + "`? N" + known.substr(1);
+}
+
+// Throws unless `attr` is one a node (or an edge) takes; the graph takes none.
+void check_attribute_name(const std::string& attr, AttrOwner owner, const std::string& what,
+                          const ErrorContext& at) {
+  const bool node = listed(node_attributes(), attr);
+  const bool edge = listed(edge_attributes(), attr);
+  if ((owner == AttrOwner::kNode && node) || (owner == AttrOwner::kEdge && edge)) return;
+  if (owner == AttrOwner::kGraph) {
+    throw_input(fmt::format("{}: `{}` is not a graph attribute trainsim reads (it reads none)",
+                            what, clip_name(attr)),
+                at, attribute_hint(attr, owner));
+  }
+  if (node || edge) {
+    throw_input(fmt::format("{}: `{}` is {} attribute, not {}'s", what, attr,
+                            node ? "a node" : "an edge (cable)",
+                            owner == AttrOwner::kNode ? "a node" : "an edge"),
+                at, attribute_hint(attr, owner));
+  }
+  throw_input(fmt::format("{}: unknown attribute `{}`", what, clip_name(attr)), at,
+              attribute_hint(attr, owner));
+}
+
+// ---- GraphViz statements ------------------------------------------------------------------------
+// Boost's GraphViz reader takes an unquoted value by DOT's token rules, so `gbps=4e2` reads as
+// `gbps=4` followed by an attribute `e2`, and `gbps=400abc` as 400; it keeps the last of a
+// repeated attribute and ignores names it was not asked for. A scan of the statements (the text
+// with comments blanked) refuses all of that before Boost reads the file, and quotes every
+// unquoted value, so that Boost hands over the whole text and the checked conversion sees it
+// all. The scan is linear and keeps its own stack of braces (nesting is bounded before it).
+
+struct DotToken {
+  enum Kind { kEnd, kId, kPunct, kEdgeOp, kOther } kind = kEnd;
+  std::string text;  // an id's text (a quoted one without its quotes), or the punctuation
+  std::size_t begin = 0, end = 0;
+  int line = 1;
+  bool plain = false;  // an id that is neither quoted nor an HTML string
+};
+
+class DotLexer {
+ public:
+  explicit DotLexer(const std::string& text) : text_(text) {}
+
+  DotToken next() {
+    skip_space();
+    DotToken t;
+    t.begin = i_;
+    t.line = line_;
+    if (i_ >= text_.size()) return t;
+    const char c = text_[i_];
+    const auto id_char = [](char x) {
+      return std::isalnum(static_cast<unsigned char>(x)) || x == '_' ||
+             static_cast<unsigned char>(x) >= 0x80;
+    };
+    if (c == '"') {
+      quoted(t);
+    } else if (c == '<') {
+      html(t);
+    } else if (c == '-' && i_ + 1 < text_.size() && (text_[i_ + 1] == '-' || text_[i_ + 1] == '>')) {
+      t.kind = DotToken::kEdgeOp;
+      i_ += 2;
+    } else if (std::strchr("{}[];,=:", c) != nullptr) {
+      t.kind = DotToken::kPunct;
+      ++i_;
+    } else if (std::isdigit(static_cast<unsigned char>(c)) || c == '.' || c == '-') {
+      // A numeral: [-]?(.[0-9]+ | [0-9]+(.[0-9]*)?)
+      std::size_t k = i_ + (c == '-' ? 1 : 0);
+      while (k < text_.size() && (std::isdigit(static_cast<unsigned char>(text_[k])) || text_[k] == '.'))
+        ++k;
+      t.kind = k > i_ + (c == '-' ? 1 : 0) ? DotToken::kId : DotToken::kOther;
+      t.plain = true;
+      i_ = std::max(k, i_ + 1);
+    } else if (id_char(c)) {
+      while (i_ < text_.size() && id_char(text_[i_])) ++i_;
+      t.kind = DotToken::kId;
+      t.plain = true;
+    } else {
+      t.kind = DotToken::kOther;
+      ++i_;
+    }
+    t.end = i_;
+    if (t.kind != DotToken::kId || t.plain) t.text = text_.substr(t.begin, t.end - t.begin);
+    return t;
+  }
+
+  // An attribute's value, after its `=`: a quoted or HTML string, or else everything up to
+  // white space or one of , ; [ ] { } = " (DOT would cut `4e2` after the 4).
+  DotToken value() {
+    skip_space();
+    if (i_ < text_.size() && (text_[i_] == '"' || text_[i_] == '<')) return next();
+    DotToken t;
+    t.begin = i_;
+    t.line = line_;
+    while (i_ < text_.size() && !std::isspace(static_cast<unsigned char>(text_[i_])) &&
+           std::strchr(",;[]{}=\"\\", text_[i_]) == nullptr)
+      ++i_;
+    t.end = i_;
+    t.kind = t.end > t.begin ? DotToken::kId : DotToken::kOther;
+    t.plain = true;
+    t.text = text_.substr(t.begin, t.end - t.begin);
+    return t;
+  }
+
+  DotToken peek() {
+    const std::size_t i = i_;
+    const int line = line_;
+    DotToken t = next();
+    i_ = i;
+    line_ = line;
+    return t;
+  }
+
+ private:
+  void skip_space() {
+    while (i_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[i_]))) {
+      if (text_[i_] == '\n') ++line_;
+      ++i_;
+    }
+  }
+  void quoted(DotToken& t) {
+    std::size_t k = i_ + 1;
+    while (k < text_.size() && text_[k] != '"') {
+      if (text_[k] == '\\' && k + 1 < text_.size()) {
+        if (text_[k + 1] == '\n') ++line_;
+        t.text += text_[k + 1];
+        k += 2;
+        continue;
+      }
+      if (text_[k] == '\n') ++line_;
+      t.text += text_[k++];
+    }
+    t.kind = k < text_.size() ? DotToken::kId : DotToken::kOther;
+    i_ = std::min(k + 1, text_.size());
+  }
+  void html(DotToken& t) {
+    int depth = 0;
+    std::size_t k = i_;
+    for (; k < text_.size(); ++k) {
+      if (text_[k] == '<') ++depth;
+      if (text_[k] == '>' && --depth == 0) break;
+      if (text_[k] == '\n') ++line_;
+    }
+    t.kind = k < text_.size() ? DotToken::kId : DotToken::kOther;
+    if (k < text_.size()) t.text = text_.substr(i_ + 1, k - i_ - 1);
+    i_ = std::min(k + 1, text_.size());
+  }
+
+  const std::string& text_;
+  std::size_t i_ = 0;
+  int line_ = 1;
+};
+
+struct DotScan {
+  std::string text;  // to give Boost: comments blanked, unquoted attribute values quoted
+  std::unordered_map<std::string, Parsed::Declared> declared;  // by node id
+  bool understood = true;  // false: a construct the scan does not follow (Boost's reader decides)
+};
+
+bool keyword(const DotToken& t, std::string_view word) {
+  if (t.kind != DotToken::kId || !t.plain || t.text.size() != word.size()) return false;
+  for (std::size_t k = 0; k < word.size(); ++k) {
+    if (std::tolower(static_cast<unsigned char>(t.text[k])) != word[k]) return false;
+  }
+  return true;
+}
+
+DotScan scan_dot_statements(const std::string& clean, const std::string& name) {
+  DotScan out;
+  DotLexer lex(clean);
+  std::vector<std::pair<std::size_t, std::size_t>> unquoted;  // value spans to quote
+  const auto give_up = [&] {
+    out.understood = false;
+    out.text = clean;
+    return out;
+  };
+  DotToken t = lex.next();
+  if (keyword(t, "strict")) t = lex.next();
+  if (!keyword(t, "graph") && !keyword(t, "digraph")) return give_up();
+  t = lex.next();
+  if (t.kind == DotToken::kId) t = lex.next();
+  if (t.kind != DotToken::kPunct || t.text != "{") return give_up();
+
+  enum class Kind { kNone, kNode, kEdge, kSubgraph, kNodeDefault, kEdgeDefault, kGraphDefault };
+  struct Statement {
+    Kind kind = Kind::kNone;
+    std::string id;    // a node statement's node; an edge statement's first operand
+    std::string last;  // an edge statement's last operand
+    int line = 0;
+    bool has_attributes = false;
+    bool expect_operand = false;  // after an edge operator
+    std::map<std::string, int> attributes;  // name -> line, within this statement
+  };
+  std::vector<Statement> open(1);  // one statement per brace level
+  const auto finish = [&](Statement& s) {
+    if (s.kind == Kind::kNode && s.has_attributes) {
+      Parsed::Declared d{s.line, {}};
+      for (const auto& [attr, line] : s.attributes) d.attributes.push_back(attr);
+      out.declared.emplace(s.id, std::move(d));
+    }
+    s = Statement{};
+  };
+  const auto what_of = [](const Statement& s) {
+    switch (s.kind) {
+      case Kind::kNode:
+        return fmt::format("node `{}`", clip_name(s.id));
+      case Kind::kEdge:
+        return fmt::format("cable {} - {}", s.id.empty() ? "{...}" : clip_name(s.id),
+                           s.last.empty() ? "{...}" : clip_name(s.last));
+      case Kind::kNodeDefault:
+        return std::string("`node` defaults");
+      case Kind::kEdgeDefault:
+        return std::string("`edge` defaults");
+      default:
+        return std::string("graph");
+    }
+  };
+  while (true) {
+    t = lex.next();
+    if (t.kind == DotToken::kEnd || t.kind == DotToken::kOther) return give_up();
+    Statement& s = open.back();
+    if (t.kind == DotToken::kPunct && t.text == ";") {
+      if (s.expect_operand) return give_up();
+      finish(s);
+    } else if (t.kind == DotToken::kPunct && t.text == "{") {
+      if (s.kind == Kind::kNone) {
+        s.kind = Kind::kSubgraph;
+        s.line = t.line;
+      } else if (!(s.kind == Kind::kEdge && s.expect_operand) &&
+                 !(s.kind == Kind::kSubgraph && !s.has_attributes)) {
+        return give_up();
+      }
+      s.expect_operand = false;
+      if (open.size() > static_cast<std::size_t>(limits::kMaxNestingDepth) + 1) return give_up();
+      open.emplace_back();
+    } else if (t.kind == DotToken::kPunct && t.text == "}") {
+      if (s.expect_operand) return give_up();
+      finish(s);
+      open.pop_back();
+      if (open.empty()) break;  // the graph's closing brace
+    } else if (t.kind == DotToken::kEdgeOp) {
+      if (s.expect_operand || (s.kind != Kind::kNode && s.kind != Kind::kEdge &&
+                               s.kind != Kind::kSubgraph) ||
+          s.has_attributes) {
+        return give_up();
+      }
+      s.kind = Kind::kEdge;
+      s.expect_operand = true;
+      s.last.clear();
+    } else if (t.kind == DotToken::kPunct && t.text == "[") {
+      AttrOwner owner;
+      switch (s.kind) {
+        case Kind::kNode:
+        case Kind::kNodeDefault:
+          owner = AttrOwner::kNode;
+          break;
+        case Kind::kEdge:
+        case Kind::kEdgeDefault:
+          owner = AttrOwner::kEdge;
+          break;
+        case Kind::kGraphDefault:
+          owner = AttrOwner::kGraph;
+          break;
+        default:
+          return give_up();
+      }
+      if (s.expect_operand) return give_up();
+      while (true) {
+        DotToken a = lex.next();
+        if (a.kind == DotToken::kPunct && a.text == "]") break;
+        if (a.kind == DotToken::kPunct && (a.text == "," || a.text == ";")) continue;
+        if (a.kind != DotToken::kId) return give_up();
+        const ErrorContext at{name, a.line, clip_name(a.text)};
+        check_attribute_name(a.text, owner, what_of(s), at);
+        const auto [it, fresh] = s.attributes.emplace(a.text, a.line);
+        if (!fresh) {
+          throw_input(fmt::format("{}: attribute `{}` is given twice", what_of(s), a.text), at,
+                      it->second == a.line
+                          ? std::string("give it once")
+                          : fmt::format("first given on line {}; give it once", it->second));
+        }
+        if (lex.peek().kind == DotToken::kPunct && lex.peek().text == "=") {
+          lex.next();
+          const DotToken v = lex.value();
+          if (v.kind != DotToken::kId) return give_up();
+          if (v.plain) unquoted.emplace_back(v.begin, v.end);
+        }
+      }
+      s.has_attributes = true;
+    } else if (t.kind == DotToken::kId) {
+      // A new statement starts here unless the one open waits for an edge's next operand.
+      if (s.kind != Kind::kNone && !s.expect_operand) finish(s);
+      Statement& cur = open.back();
+      const bool operand = cur.kind == Kind::kEdge && cur.expect_operand;
+      if (!operand && keyword(t, "node")) {
+        cur.kind = Kind::kNodeDefault;
+      } else if (!operand && keyword(t, "edge")) {
+        cur.kind = Kind::kEdgeDefault;
+      } else if (!operand && keyword(t, "graph")) {
+        cur.kind = Kind::kGraphDefault;
+      } else if (keyword(t, "subgraph")) {
+        if (!operand) cur.kind = Kind::kSubgraph;
+        cur.expect_operand = false;
+        if (lex.peek().kind == DotToken::kId) lex.next();
+        if (lex.peek().kind != DotToken::kPunct || lex.peek().text != "{") return give_up();
+        // The `{` that follows opens the body; mark the statement as a subgraph operand.
+        const DotToken brace = lex.next();
+        (void)brace;
+        if (open.size() > static_cast<std::size_t>(limits::kMaxNestingDepth) + 1) return give_up();
+        open.emplace_back();
+      } else if (!operand && lex.peek().kind == DotToken::kPunct && lex.peek().text == "=") {
+        // `ID = ID`: an attribute of the graph.
+        check_attribute_name(t.text, AttrOwner::kGraph, "graph", {name, t.line, clip_name(t.text)});
+        return give_up();  // not reached: the graph takes no attribute
+      } else {
+        if (operand) {
+          cur.expect_operand = false;
+          cur.last = t.text;
+        } else {
+          cur.kind = Kind::kNode;
+          cur.id = t.text;
+          cur.line = t.line;
+        }
+        // A port: `:port` or `:port:compass`.
+        for (int k = 0; k < 2 && lex.peek().kind == DotToken::kPunct && lex.peek().text == ":";
+             ++k) {
+          lex.next();
+          if (lex.next().kind != DotToken::kId) return give_up();
+        }
+      }
+    } else {
+      return give_up();  // `=`, `,` or `:` out of place
+    }
+  }
+  // Quote the unquoted values (spans in file order; no newline is added, so lines stay).
+  out.text.reserve(clean.size() + 2 * unquoted.size());
+  std::size_t from = 0;
+  for (const auto& [b, e] : unquoted) {
+    out.text.append(clean, from, b - from);
+    out.text += '"';
+    out.text.append(clean, b, e - b);
+    out.text += '"';
+    from = e;
+  }
+  out.text.append(clean, from, std::string::npos);
+  return out;
+}
+
+// GraphML's keys and data: every <data> names a declared <key>, whose attr.name is an attribute
+// of the element the data is in (a <default> makes a key apply to every node or edge); no
+// element gives one attribute twice. Boost's reader would drop the unknown names, keep the last
+// of a repeated one, and stop at an undeclared key with "unrecognized type "" for key".
+// Returns what each node declares, by id.
+std::unordered_map<std::string, Parsed::Declared> check_graphml_data(const GraphMlScan& scan,
+                                                                     const std::string& name) {
+  std::unordered_map<std::string, const GraphMlScan::Key*> keys;
+  for (const GraphMlScan::Key& k : scan.keys) {
+    const ErrorContext at{name, k.line, "key"};
+    if (k.id.empty()) throw_input("a <key> without an id", at);
+    const auto [it, fresh] = keys.emplace(k.id, &k);
+    if (!fresh) {
+      throw_input(fmt::format("key id `{}` is declared twice", clip_name(k.id)), at,
+                  fmt::format("first declared on line {}", it->second->line));
+    }
+    static const char* const kFors[] = {"node", "edge", "graph", "all", "graphml",
+                                        "hyperedge", "port", "endpoint"};
+    if (std::find(std::begin(kFors), std::end(kFors), k.for_) == std::end(kFors)) {
+      throw_input(fmt::format("key `{}`: for=\"{}\" is not a GraphML element", clip_name(k.id),
+                              clip_name(k.for_)),
+                  at, "for=\"node\" or for=\"edge\"");
+    }
+    if (k.has_default) {
+      const std::string what = fmt::format("key `{}` (a default)", clip_name(k.id));
+      const ErrorContext at_name{name, k.line, clip_name(k.name)};
+      if (k.for_ == "node") {
+        check_attribute_name(k.name, AttrOwner::kNode, what, at_name);
+      } else if (k.for_ == "edge") {
+        check_attribute_name(k.name, AttrOwner::kEdge, what, at_name);
+      } else if (!listed(node_attributes(), k.name) && !listed(edge_attributes(), k.name)) {
+        check_attribute_name(k.name, AttrOwner::kGraph, what, at_name);
+      }
+    }
+  }
+  std::unordered_map<std::string, Parsed::Declared> declared;
+  for (const GraphMlScan::Node& n : scan.nodes) declared[n.id].line = n.line;
+  std::map<std::tuple<char, std::size_t, std::string>, int> given;  // (owner, element, attr) -> line
+  for (const GraphMlScan::Data& d : scan.data) {
+    const auto it = keys.find(d.key);
+    if (it == keys.end()) {
+      throw_input(fmt::format("<data key=\"{}\"> names no declared <key>", clip_name(d.key)),
+                  {name, d.line, clip_name(d.key)},
+                  fmt::format("declare it before the graph, e.g. <key id=\"{}\" for=\"edge\" "
+                              "attr.name=\"latency_ns\" attr.type=\"double\"/>",
+                              clip_name(d.key)));
+    }
+    const GraphMlScan::Key& k = *it->second;
+    const AttrOwner owner = d.owner == 'n'   ? AttrOwner::kNode
+                            : d.owner == 'e' ? AttrOwner::kEdge
+                                             : AttrOwner::kGraph;
+    std::string what = "graph";
+    if (d.owner == 'n') what = fmt::format("node `{}`", clip_name(scan.nodes[d.element].id));
+    if (d.owner == 'e') {
+      what = fmt::format("cable {} - {}", clip_name(scan.edges[d.element].source),
+                         clip_name(scan.edges[d.element].target));
+    }
+    const ErrorContext at{name, d.line, k.name.empty() ? clip_name(k.id) : clip_name(k.name)};
+    if (k.name.empty()) {
+      throw_input(fmt::format("{}: key `{}` has no attr.name", what, clip_name(k.id)), at,
+                  fmt::format("name the attribute on line {}: attr.name=\"...\"; {}", k.line,
+                              attribute_hint("", owner)));
+    }
+    check_attribute_name(k.name, owner, what, at);
+    const bool wrong_for = (k.for_ == "node" && d.owner != 'n') ||
+                           (k.for_ == "edge" && d.owner != 'e') ||
+                           (k.for_ == "graph" && d.owner != 'g');
+    if (wrong_for) {
+      throw_input(fmt::format("{}: key `{}` is declared for={} (line {})", what, clip_name(k.id),
+                              k.for_, k.line),
+                  at, fmt::format("declare it for=\"{}\"", d.owner == 'n' ? "node" : "edge"));
+    }
+    const auto [g, fresh] = given.emplace(std::tuple{d.owner, d.element, k.name}, d.line);
+    if (!fresh) {
+      throw_input(fmt::format("{}: attribute `{}` is given twice", what, k.name), at,
+                  g->second == d.line ? std::string("give it once")
+                                      : fmt::format("first given on line {}; give it once",
+                                                    g->second));
+    }
+    if (d.owner == 'n') declared[scan.nodes[d.element].id].attributes.push_back(k.name);
+  }
+  return declared;
 }
 
 // The line where a node is declared: GraphML `<node id="X"`, GraphViz the first line naming X.
@@ -409,7 +944,15 @@ template <class Directed>
 Parsed read_with_boost(const std::string& text, FabricFormat format, const std::string& name,
                        const GraphMlScan* graphml) {
   FileGraph<Directed> g;
-  boost::dynamic_properties dp(boost::ignore_other_properties);
+  // The scans before refuse every attribute not read here; a name that still reaches Boost is
+  // refused too (with no line), never dropped.
+  std::optional<std::string> unread;
+  boost::dynamic_properties dp(
+      [&unread](const std::string& attr, const boost::any&,
+                const boost::any&) -> boost::shared_ptr<boost::dynamic_property_map> {
+        if (!unread) unread = attr;
+        return {};
+      });
   dp.property("kind", boost::get(&FileNode::kind, g));
   dp.property("server", boost::get(&FileNode::server, g));
   dp.property("tier", boost::get(&FileNode::tier, g));
@@ -421,9 +964,23 @@ Parsed read_with_boost(const std::string& text, FabricFormat format, const std::
     boost::read_graphviz(text, g, dp, "node_id");
   } else {
     // Every key is read as text (attr.type="int" would make Boost convert it, and report a bad
-    // value without saying where).
-    std::istringstream in(all_types_string(text));
+    // value without saying where); a key without attr.type is a string, as GraphML says (Boost
+    // stops at it with "unrecognized type").
+    std::string typed;
+    std::size_t from = 0;
+    for (const GraphMlScan::Key& k : graphml->keys) {
+      if (k.has_type) continue;
+      typed.append(text, from, k.name_end - from);
+      typed += R"( attr.type="string")";
+      from = k.name_end;
+    }
+    typed.append(text, from, std::string::npos);
+    std::istringstream in(all_types_string(typed));
     boost::read_graphml(in, g, dp);
+  }
+  if (unread) {
+    throw_input(fmt::format("attribute `{}` is not one trainsim reads", clip_name(*unread)),
+                {name, 0, clip_name(*unread)}, attribute_hint(*unread, AttrOwner::kGraph));
   }
   Parsed p;
   for (std::size_t v = 0; v < boost::num_vertices(g); ++v) p.nodes.push_back(g[v]);
@@ -511,26 +1068,47 @@ bool is_directed(const std::string& text, FabricFormat format, const std::string
 
 Parsed parse(const std::string& text, FabricFormat format, const std::string& name) {
   std::optional<GraphMlScan> graphml;
+  std::unordered_map<std::string, Parsed::Declared> declared;
   if (format == FabricFormat::kGraphMl) {
     graphml = scan_graphml(text, name);
     check_graphml_ids(*graphml, name);
+    declared = check_graphml_data(*graphml, name);
   }
   const GraphMlScan* scan = graphml ? &*graphml : nullptr;
   const bool directed = is_directed(text, format, name, scan);
+  // GraphViz: Boost reads the text the statement scan checked, its values quoted.
+  std::string read = text;
+  bool understood = true;
+  if (format == FabricFormat::kGraphViz) {
+    DotScan dot = scan_dot_statements(scan_graphviz(text, name), name);
+    read = std::move(dot.text);
+    declared = std::move(dot.declared);
+    understood = dot.understood;
+  }
+  Parsed p;
   try {
-    return directed ? read_with_boost<boost::directedS>(text, format, name, scan)
-                    : read_with_boost<boost::undirectedS>(text, format, name, scan);
+    p = directed ? read_with_boost<boost::directedS>(read, format, name, scan)
+                 : read_with_boost<boost::undirectedS>(read, format, name, scan);
   } catch (const Error&) {
     throw;
   } catch (const boost::property_tree::file_parser_error& e) {
     throw_input("not valid GraphML: " + e.message(), {name, static_cast<int>(e.line()), ""});
   } catch (const boost::bad_graphviz_syntax& e) {
-    const int line = directed ? graphviz_error_line<boost::directedS>(text, e.what())
-                              : graphviz_error_line<boost::undirectedS>(text, e.what());
+    const int line = directed ? graphviz_error_line<boost::directedS>(read, e.what())
+                              : graphviz_error_line<boost::undirectedS>(read, e.what());
     throw_input(std::string("not valid GraphViz: ") + e.what(), {name, line, ""});
   } catch (const std::exception& e) {
     throw_input(std::string("cannot read the fabric: ") + e.what(), {name, 0, ""});
   }
+  if (!understood) {
+    // Boost read a statement the scan did not follow, so its attributes went unchecked.
+    throw_input("a statement this reader does not follow (its attributes could not be checked)",
+                {name, 0, ""},
+                "write nodes as `id [kind=..., server=...];` and cables as `a -- b [gbps=...];` "
+                "(docs/topology.md)");
+  }
+  p.declared = std::move(declared);
+  return p;
 }
 
 std::string trim(const std::string& s) {
@@ -614,6 +1192,23 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
       throw_input(kind.empty() ? fmt::format("node `{}` has no kind", node.id)
                                : fmt::format("node `{}`: unknown kind `{}`", node.id, kind),
                   at_node(v, "kind"), "kind is one of gpu, nvswitch, nic, switch");
+    }
+    // An attribute the node's own statement gives must fit its kind (a default that does not
+    // fit, `node [server=0]` before a switch, is not the node's).
+    const auto own = p.declared.find(node.id);
+    if (own != p.declared.end()) {
+      const char* misplaced = nullptr;
+      for (const std::string& attr : own->second.attributes) {
+        if (attr == "tier" && kinds[v] != NodeKind::kSwitch) misplaced = "tier";
+        if (attr == "server" && kinds[v] == NodeKind::kSwitch) misplaced = "server";
+      }
+      if (misplaced != nullptr) {
+        throw_input(fmt::format("node `{}` ({}): `{}` applies to {}", node.id, kind, misplaced,
+                                std::string_view(misplaced) == "tier"
+                                    ? "switches only"
+                                    : "GPUs, NVSwitches and NICs only (a switch is in no server)"),
+                    at_node(v, misplaced));
+      }
     }
     if (kinds[v] == NodeKind::kSwitch) {
       ++switches;

@@ -9,6 +9,9 @@
 //   of the edge's direction (optional: the forwarding latency of the device entered);
 //   `latency_back_ns` = latency of the other direction (optional: latency_ns, if given).
 // - every edge is one cable (two links), in a `graph` or a `digraph` alike.
+// - no other attribute is read, and none is ignored: an unknown one, one on the wrong element
+//   (`tier` on a GPU, `gbps` on a node), one given twice are refused; a value is its whole
+//   text (`gbps=4e2` is 400, `gbps=2x` an error).
 // - GPUs are numbered by server, then by their order in the file.
 // Every problem throws Error (kInput) naming the file, the line and the attribute.
 #pragma once

@@ -122,6 +122,133 @@ TEST(FabricFile, WriterRoundTrip) {
   }
 }
 
+// A GraphViz leaf-spine of one cable per pair, with `attrs` on the ToR-spine cable l0 -- s0 (line 6).
+std::string leafspine(const std::string& attrs) {
+  return "graph f {\n"
+         "  g0 [kind=gpu, server=0];  n0 [kind=nic, server=0];\n"
+         "  g1 [kind=gpu, server=1];  n1 [kind=nic, server=1];\n"
+         "  l0 [kind=switch]; l1 [kind=switch]; s0 [kind=switch];\n"
+         "  g0 -- n0 [gbps=400]; g1 -- n1 [gbps=400]; n0 -- l0 [gbps=400]; n1 -- l1 [gbps=400];\n"
+         "  l0 -- s0 [" + attrs + "];\n"
+         "  l1 -- s0 [gbps=400];\n"
+         "}\n";
+}
+
+double l0_s0_gbps(const ClusterGraph& g) {
+  for (LinkId l = 0; l < g.link_count(); ++l) {
+    if (g.link_name(l) == "l0->s0") return g.link_capacity_Bps(l) * 8 / 1e9;
+  }
+  return -1;
+}
+
+// Boost's GraphViz reader cuts an unquoted value where DOT's number token ends (`4e2` is 4 and
+// an attribute `e2`): the whole text of a value is the number, exponents included, and anything
+// else is refused with the line and the attribute.
+TEST(FabricFile, GraphVizValuesAreReadWhole) {
+  for (const auto& [attrs, gbps] :
+       {std::pair{"gbps=4e2", 400.0}, std::pair{"gbps=.5e3", 500.0}, std::pair{"gbps=\"4e2\"", 400.0},
+        std::pair{"gbps = 1.5E2 , latency_ns=2e3", 150.0}, std::pair{"gbps=400", 400.0}}) {
+    const ClusterGraph g = read_fabric_text(leafspine(attrs), FabricFormat::kGraphViz, "f", base());
+    EXPECT_DOUBLE_EQ(l0_s0_gbps(g), gbps) << attrs;
+  }
+  const ClusterGraph g =
+      read_fabric_text(leafspine("gbps=400 latency_ns=2e3"), FabricFormat::kGraphViz, "f", base());
+  for (LinkId l = 0; l < g.link_count(); ++l) {
+    if (g.link_name(l) == "l0->s0") {
+      EXPECT_EQ(g.link_latency(l).ps, 2'000'000);
+    }
+  }
+  for (const char* bad : {"gbps=2x", "gbps=400abc", "gbps=4e2e"}) {
+    const Error e = read_error(leafspine(bad), FabricFormat::kGraphViz);
+    EXPECT_EQ(e.where().line, 6) << bad;
+    EXPECT_EQ(e.where().field, "gbps") << bad;
+    EXPECT_NE(std::string(e.what()).find("gbps must be a positive number, got `" +
+                                         std::string(bad).substr(5) + "`"),
+              std::string::npos)
+        << e.what();
+  }
+  const Error tiny = read_error(leafspine("gbps=1e-9"), FabricFormat::kGraphViz);
+  EXPECT_EQ(tiny.where().line, 6);
+  EXPECT_NE(std::string(tiny.what()).find("gbps 1e-9 is outside 0.001"), std::string::npos)
+      << tiny.what();
+  const Error lat = read_error(leafspine("gbps=400, latency_ns=5us"), FabricFormat::kGraphViz);
+  EXPECT_EQ(lat.where().field, "latency_ns");
+  EXPECT_NE(std::string(lat.what()).find("got `5us`"), std::string::npos) << lat.what();
+}
+
+// An attribute trainsim does not read, one that does not fit the element, and one given twice
+// are refused by line and name (they were dropped, or the last one kept, without a word).
+TEST(FabricFile, UnknownMisplacedAndRepeatedAttributesAreRefused) {
+  const auto refused = [](const std::string& text, FabricFormat format, int line,
+                          const std::string& field, const std::string& says) {
+    const Error e = read_error(text, format);
+    EXPECT_EQ(e.kind(), ErrorKind::kInput);
+    EXPECT_EQ(e.where().line, line) << e.what();
+    EXPECT_EQ(e.where().field, field) << e.what();
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    return std::string(e.what()) + " " + e.hint();
+  };
+  const std::string typo = refused(leafspine("gbps=400, latency=600000"), FabricFormat::kGraphViz,
+                                   6, "latency", "cable l0 - s0: unknown attribute `latency`");
+  EXPECT_NE(typo.find("did you mean `latency_ns`?"), std::string::npos) << typo;
+  refused(leafspine("gbps=400, foo=bar"), FabricFormat::kGraphViz, 6, "foo",
+          "unknown attribute `foo`");
+  refused(leafspine("gbps=400, gbps=100"), FabricFormat::kGraphViz, 6, "gbps",
+          "attribute `gbps` is given twice");
+  refused(leafspine("gbps=400][gbps=100"), FabricFormat::kGraphViz, 6, "gbps",
+          "attribute `gbps` is given twice");
+  refused(leafspine("gbps=400, kind=nic"), FabricFormat::kGraphViz, 6, "kind",
+          "`kind` is a node attribute, not an edge's");
+  std::string text = leafspine("gbps=400");
+  text.replace(text.find("g1 [kind=gpu, server=1]"), 23, "g1 [kind=gpu, server=1, tier=2]");
+  refused(text, FabricFormat::kGraphViz, 3, "tier", "node `g1` (gpu): `tier` applies to switches");
+  text = leafspine("gbps=400");
+  text.replace(text.find("s0 [kind=switch]"), 16, "s0 [kind=switch, server=3]");
+  refused(text, FabricFormat::kGraphViz, 4, "server", "node `s0` (switch): `server` applies to");
+  text = leafspine("gbps=400");
+  text.replace(text.find("l0 [kind=switch]"), 16, "l0 [kind=switch, gbps=400]");
+  refused(text, FabricFormat::kGraphViz, 4, "gbps", "`gbps` is an edge (cable) attribute");
+  text = leafspine("gbps=400");
+  text.insert(text.find("  g0"), "  rankdir=LR;\n");
+  refused(text, FabricFormat::kGraphViz, 2, "rankdir", "not a graph attribute trainsim reads");
+  // A default that does not fit a node is not that node's: `node [server=0]` before switches.
+  text = leafspine("gbps=400");
+  text.insert(text.find("  l0"), "  node [server=0];\n");
+  EXPECT_NO_THROW(read_fabric_text(text, FabricFormat::kGraphViz, "f", base()));
+
+  // GraphML: keys are checked where their data is.
+  const auto graphml = [](const std::string& keys, const std::string& edge_data) {
+    return "<?xml version=\"1.0\"?>\n"
+           "<graphml>\n"
+           "  <key id=\"k\" for=\"node\" attr.name=\"kind\" attr.type=\"string\"/>\n"
+           "  <key id=\"s\" for=\"node\" attr.name=\"server\" attr.type=\"int\"/>\n"
+           "  <key id=\"g\" for=\"edge\" attr.name=\"gbps\" attr.type=\"double\"/>\n" +
+           keys +
+           "  <graph edgedefault=\"undirected\">\n"
+           "    <node id=\"a\"><data key=\"k\">gpu</data><data key=\"s\">0</data></node>\n"
+           "    <node id=\"b\"><data key=\"k\">nic</data><data key=\"s\">0</data></node>\n"
+           "    <edge source=\"a\" target=\"b\"><data key=\"g\">400</data>" + edge_data +
+           "</edge>\n"
+           "  </graph>\n"
+           "</graphml>\n";
+  };
+  EXPECT_NO_THROW(read_fabric_text(graphml("", ""), FabricFormat::kGraphMl, "f", base()));
+  refused(graphml("", "<data key=\"latency\">600</data>"), FabricFormat::kGraphMl, 9, "latency",
+          "<data key=\"latency\"> names no declared <key>");
+  refused(graphml("  <key id=\"l\" for=\"edge\" attr.name=\"latency\" attr.type=\"double\"/>\n",
+                  "<data key=\"l\">600</data>"),
+          FabricFormat::kGraphMl, 10, "latency", "cable a - b: unknown attribute `latency`");
+  refused(graphml("", "<data key=\"g\">100</data>"), FabricFormat::kGraphMl, 9, "gbps",
+          "cable a - b: attribute `gbps` is given twice");
+  refused(graphml("", "<data key=\"k\">gpu</data>"), FabricFormat::kGraphMl, 9, "kind",
+          "`kind` is a node attribute, not an edge's");
+  // A key without attr.type is a string, as GraphML defines it.
+  const ClusterGraph typed = read_fabric_text(
+      graphml("  <key id=\"l\" for=\"edge\" attr.name=\"latency_ns\"/>\n", "<data key=\"l\">700</data>"),
+      FabricFormat::kGraphMl, "f", base());
+  EXPECT_EQ(typed.link_latency(0).ps, 700'000);
+}
+
 TEST(FabricFile, ErrorsNameTheLineAndTheAttribute) {
   {
     const Error e = read_error(R"(graph f {
