@@ -409,10 +409,11 @@ void check_attribute_name(const std::string& attr, AttrOwner owner, const std::s
 // ---- GraphViz statements ------------------------------------------------------------------------
 // Boost's GraphViz reader takes an unquoted value by DOT's token rules, so `gbps=4e2` reads as
 // `gbps=4` followed by an attribute `e2`, and `gbps=400abc` as 400; it keeps the last of a
-// repeated attribute and ignores names it was not asked for. A scan of the statements (the text
-// with comments blanked) refuses all of that before Boost reads the file, and quotes every
-// unquoted value, so that Boost hands over the whole text and the checked conversion sees it
-// all. The scan is linear and keeps its own stack of braces (nesting is bounded before it).
+// repeated attribute and ignores names it was not asked for; `strict` merges parallel edges. A
+// scan of the statements (the text with comments blanked) refuses all of that before Boost reads
+// the file, and quotes every unquoted value, so that Boost hands over the whole text and the
+// checked conversion sees it all. The scan is linear and keeps its own stack of braces (nesting
+// is bounded before it).
 
 struct DotToken {
   enum Kind { kEnd, kId, kPunct, kEdgeOp, kOther } kind = kEnd;
@@ -559,7 +560,12 @@ DotScan scan_dot_statements(const std::string& clean, const std::string& name) {
     return out;
   };
   DotToken t = lex.next();
-  if (keyword(t, "strict")) t = lex.next();
+  if (keyword(t, "strict")) {
+    throw_input("a `strict` graph merges parallel edges, and every edge of a fabric file is one "
+                "cable",
+                {name, t.line, "strict"},
+                "remove `strict`; parallel cables are separate edges");
+  }
   if (!keyword(t, "graph") && !keyword(t, "digraph")) return give_up();
   t = lex.next();
   if (t.kind == DotToken::kId) t = lex.next();

@@ -8,7 +8,8 @@
 // - edge attributes: `gbps` = capacity per direction in Gbit/s (required); `latency_ns` = latency
 //   of the edge's direction (optional: the forwarding latency of the device entered);
 //   `latency_back_ns` = latency of the other direction (optional: latency_ns, if given).
-// - every edge is one cable (two links), in a `graph` or a `digraph` alike.
+// - every edge is one cable (two links), in a `graph` or a `digraph` alike; a `strict` graph
+//   (which would merge parallel edges) is refused.
 // - no other attribute is read, and none is ignored: an unknown one, one on the wrong element
 //   (`tier` on a GPU, `gbps` on a node), one given twice are refused; a value is its whole
 //   text (`gbps=4e2` is 400, `gbps=2x` an error).

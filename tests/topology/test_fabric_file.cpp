@@ -249,6 +249,19 @@ TEST(FabricFile, UnknownMisplacedAndRepeatedAttributesAreRefused) {
   EXPECT_EQ(typed.link_latency(0).ps, 700'000);
 }
 
+// `strict` merges parallel edges, and every edge is one cable: refused, not merged.
+TEST(FabricFile, StrictGraphsAreRefused) {
+  std::string text = leafspine("gbps=400");
+  text.insert(text.find("  l1 -- s0"), "  l0 -- s0 [gbps=400];\n");
+  const ClusterGraph g = read_fabric_text(text, FabricFormat::kGraphViz, "f", base());
+  EXPECT_EQ(g.link_count(), 2 * 7);  // 2 GPU-NIC, 2 NIC-ToR, 3 ToR-spine cables (two l0 -- s0)
+  const Error e = read_error("strict " + text, FabricFormat::kGraphViz);
+  EXPECT_EQ(e.where().line, 1);
+  EXPECT_EQ(e.where().field, "strict");
+  EXPECT_NE(std::string(e.what()).find("`strict` graph merges parallel edges"), std::string::npos);
+  EXPECT_EQ(read_error("\n/* x */ STRICT digraph f {}\n", FabricFormat::kGraphViz).where().line, 2);
+}
+
 TEST(FabricFile, ErrorsNameTheLineAndTheAttribute) {
   {
     const Error e = read_error(R"(graph f {
