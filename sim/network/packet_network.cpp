@@ -367,7 +367,12 @@ void PacketNetwork::enqueue(topo::LinkId l, std::int32_t pk) {
   } else if (q > pc_.kmin_bytes && pc_.pmax > 0) {
     p.ecn = ecn_rng_.uniform01() < pc_.pmax * (q - pc_.kmin_bytes) / (pc_.kmax_bytes - pc_.kmin_bytes);
   }
-  if (p.ecn) ++stats_.ecn_marks;
+  // A packet is counted once, at the first port that marks it: the mark then stays set and
+  // later ports would count it again (counts above the packets sent).
+  if (p.ecn && !p.ecn_counted) {
+    p.ecn_counted = true;
+    ++stats_.ecn_marks;
+  }
   port.fifos[c].push_back(pk);
   port.queued += p.bytes;
   port.class_queued[c] += p.bytes;

@@ -158,7 +158,7 @@ struct PacketNetworkStats {
   std::int64_t bytes_delivered = 0;
   std::int64_t packets = 0;        // packets sent by the flows
   std::int64_t transmissions = 0;  // packet × link serializations
-  std::int64_t ecn_marks = 0;
+  std::int64_t ecn_marks = 0;      // packets an ECN-marking port marked, each counted once
   std::int64_t cnps = 0;
   std::int64_t rate_cuts = 0;      // DCQCN cuts (one per CNP that reached an active flow)
   std::int64_t acks = 0;           // Swift / MegaScale ACKs
@@ -221,6 +221,7 @@ class PacketNetwork final : public Component, public EventTarget {
     std::int64_t offset = 0;    // its first byte in the flow (the PSN); an ACK's cumulative byte
     TimePs sent_at;             // when its sender put it on the first link
     std::int32_t route = -1;    // sprayed: the index of its path among the flow's; -1: `path`
+    bool ecn_counted = false;   // in stats().ecn_marks already
   };
   struct Flow {
     std::vector<topo::LinkId> path;
