@@ -409,11 +409,11 @@ void check_attribute_name(const std::string& attr, AttrOwner owner, const std::s
 // ---- GraphViz statements ------------------------------------------------------------------------
 // Boost's GraphViz reader takes an unquoted value by DOT's token rules, so `gbps=4e2` reads as
 // `gbps=4` followed by an attribute `e2`, and `gbps=400abc` as 400; it keeps the last of a
-// repeated attribute and ignores names it was not asked for; `strict` merges parallel edges. A
-// scan of the statements (the text with comments blanked) refuses all of that before Boost reads
-// the file, and quotes every unquoted value, so that Boost hands over the whole text and the
-// checked conversion sees it all. The scan is linear and keeps its own stack of braces (nesting
-// is bounded before it).
+// repeated attribute and ignores names it was not asked for; `strict` merges parallel edges; a
+// node given attributes twice is one node with the attributes merged. A scan of the statements
+// (the text with comments blanked) refuses all of that before Boost reads the file, and quotes
+// every unquoted value, so that Boost hands over the whole text and the checked conversion sees
+// it all. The scan is linear and keeps its own stack of braces (nesting is bounded before it).
 
 struct DotToken {
   enum Kind { kEnd, kId, kPunct, kEdgeOp, kOther } kind = kEnd;
@@ -586,7 +586,12 @@ DotScan scan_dot_statements(const std::string& clean, const std::string& name) {
     if (s.kind == Kind::kNode && s.has_attributes) {
       Parsed::Declared d{s.line, {}};
       for (const auto& [attr, line] : s.attributes) d.attributes.push_back(attr);
-      out.declared.emplace(s.id, std::move(d));
+      const auto [it, fresh] = out.declared.emplace(s.id, std::move(d));
+      if (!fresh) {
+        throw_input(fmt::format("node `{}` is declared twice (lines {} and {})", clip_name(s.id),
+                                it->second.line, s.line),
+                    {name, s.line, clip_name(s.id)}, "give a node's attributes in one statement");
+      }
     }
     s = Statement{};
   };
@@ -820,19 +825,18 @@ std::unordered_map<std::string, Parsed::Declared> check_graphml_data(const Graph
   return declared;
 }
 
-// The line where a node is declared: GraphML `<node id="X"`, GraphViz the first line naming X.
-int node_line(const std::string& text, FabricFormat format, const std::string& id) {
-  if (format == FabricFormat::kGraphMl) {
-    for (const GraphMlScan::Node& n : scan_graphml(text, "").nodes) {
-      if (n.id == id) return n.line;
-    }
-    return 0;
-  }
+// The line where a node is declared: GraphML `<node id="X"`, GraphViz the statement giving its
+// attributes, else the first line naming X.
+int node_line(const std::string& text, const Parsed& p, const std::string& id) {
+  const auto it = p.declared.find(id);
+  if (it != p.declared.end() && it->second.line > 0) return it->second.line;
   const std::string pattern =
       "(^|[^A-Za-z0-9_.\"])\"?" + regex_escape(id) + "\"?($|[^A-Za-z0-9_.\"])";
   std::smatch m;
   if (std::regex_search(text, m, std::regex(pattern))) {
-    return line_at(text, static_cast<std::size_t>(m.position()));
+    // The match starts with the character before the name (a newline, for a name that starts
+    // its line): the name itself is after group 1.
+    return line_at(text, static_cast<std::size_t>(m.position(0) + m.length(1)));
   }
   return 0;
 }
@@ -1170,7 +1174,7 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
   const std::string text(strip_bom(text_view));
   const Parsed p = parse(text, format, name);
   const auto at_node = [&](std::size_t v, const char* attribute) {
-    return ErrorContext{name, node_line(text, format, p.nodes[v].id), attribute};
+    return ErrorContext{name, node_line(text, p, p.nodes[v].id), attribute};
   };
   const auto at_cable = [&](const Parsed::Cable& c, const char* attribute) {
     return ErrorContext{name, cable_line(text, format, p.nodes[c.a].id, p.nodes[c.b].id),
@@ -1245,6 +1249,35 @@ ClusterGraph read_fabric_text(std::string_view text_view, FabricFormat format,
       if (kinds[v] == NodeKind::kSwitch && tiers[v] == 0) {
         throw_input(fmt::format("switch `{}` has no tier while others have one", p.nodes[v].id),
                     at_node(v, "tier"), "give every switch a tier, or none");
+      }
+    }
+  }
+  if (tiers_given > 0) {
+    // Given tiers must agree with the cabling: a switch cabled to a NIC is a ToR (tier 1), and
+    // tiers count up from 1 without a gap.
+    for (const auto& c : p.cables) {
+      for (const auto& [sw, nic] : {std::pair{c.a, c.b}, std::pair{c.b, c.a}}) {
+        if (kinds[sw] == NodeKind::kSwitch && kinds[nic] == NodeKind::kNic && tiers[sw] != 1) {
+          throw_input(fmt::format("switch `{}` has tier {} but is cabled to NIC `{}`: a switch "
+                                  "NICs are cabled to is a ToR, tier 1",
+                                  p.nodes[sw].id, tiers[sw], p.nodes[nic].id),
+                      at_node(sw, "tier"), "give it tier=1, or cable the NIC to a ToR");
+        }
+      }
+    }
+    std::vector<std::size_t> first_of_tier(17, n);
+    for (std::size_t v = 0; v < n; ++v) {
+      if (kinds[v] == NodeKind::kSwitch && first_of_tier[tiers[v]] == n) first_of_tier[tiers[v]] = v;
+    }
+    for (int t = 1; t < 16; ++t) {
+      if (first_of_tier[t] != n) continue;
+      for (int above = t + 1; above <= 16; ++above) {
+        if (first_of_tier[above] == n) continue;
+        const std::size_t v = first_of_tier[above];
+        throw_input(fmt::format("switch `{}` has tier {} but no switch has tier {}: tiers count "
+                                "up from 1 (the ToRs) without a gap",
+                                p.nodes[v].id, above, t),
+                    at_node(v, "tier"));
       }
     }
   }

@@ -11,8 +11,9 @@
 // - every edge is one cable (two links), in a `graph` or a `digraph` alike; a `strict` graph
 //   (which would merge parallel edges) is refused.
 // - no other attribute is read, and none is ignored: an unknown one, one on the wrong element
-//   (`tier` on a GPU, `gbps` on a node), one given twice are refused; a value is its whole
-//   text (`gbps=4e2` is 400, `gbps=2x` an error).
+//   (`tier` on a GPU, `gbps` on a node), one given twice, a node given attributes twice are
+//   refused; a value is its whole text (`gbps=4e2` is 400, `gbps=2x` an error).
+// - given tiers fit the cabling: NICs are cabled to tier 1, tiers have no gap.
 // - GPUs are numbered by server, then by their order in the file.
 // Every problem throws Error (kInput) naming the file, the line and the attribute.
 #pragma once

@@ -262,6 +262,50 @@ TEST(FabricFile, StrictGraphsAreRefused) {
   EXPECT_EQ(read_error("\n/* x */ STRICT digraph f {}\n", FabricFormat::kGraphViz).where().line, 2);
 }
 
+// Errors about a node name the node's own line (a node at the start of its line was reported
+// on the line before); a node declared twice is named as such, with both lines.
+TEST(FabricFile, NodeErrorsNameTheNodesLine) {
+  Error e = read_error("graph f {\ng0 [kind=gpu, server=0];\nb [kind=router];\n}",
+                       FabricFormat::kGraphViz);
+  EXPECT_EQ(e.where().line, 3) << e.what();
+  e = read_error("graph f {\ng0 [kind=gpu, server=0];\n}", FabricFormat::kGraphViz);
+  EXPECT_EQ(e.where().line, 2) << e.what();  // GPU `g0` has no cable
+  EXPECT_NE(std::string(e.what()).find("GPU `g0` has no NVSwitch or NIC cable"), std::string::npos);
+  std::string text = leafspine("gbps=400");
+  text.insert(text.find("  l1 -- s0"), "  n0 [kind=nic, server=1];\n");
+  e = read_error(text, FabricFormat::kGraphViz);
+  EXPECT_EQ(e.where().line, 7) << e.what();
+  EXPECT_EQ(e.where().field, "n0") << e.what();
+  EXPECT_NE(std::string(e.what()).find("node `n0` is declared twice (lines 2 and 7)"),
+            std::string::npos)
+      << e.what();
+}
+
+// Given tiers must agree with the cabling: NICs are cabled to ToRs (tier 1), and tiers count up
+// from 1 without a gap (a tier-3 switch cabled to NICs was read as a 3-tier fabric).
+TEST(FabricFile, TiersThatContradictTheCablingAreRefused) {
+  const auto fabric = [](const std::string& t0, const std::string& t1) {
+    return "graph f {\n"
+           "  g0 [kind=gpu, server=0]; n0 [kind=nic, server=0];\n"
+           "  t0 [kind=switch, tier=" + t0 + "];\n"
+           "  t1 [kind=switch, tier=" + t1 + "];\n"
+           "  g0 -- n0 [gbps=400]; n0 -- t0 [gbps=400]; t0 -- t1 [gbps=400];\n"
+           "}\n";
+  };
+  EXPECT_NO_THROW(read_fabric_text(fabric("1", "2"), FabricFormat::kGraphViz, "f", base()));
+  Error e = read_error(fabric("3", "1"), FabricFormat::kGraphViz);
+  EXPECT_EQ(e.where().line, 3);
+  EXPECT_EQ(e.where().field, "tier");
+  EXPECT_NE(std::string(e.what()).find("switch `t0` has tier 3 but is cabled to NIC `n0`"),
+            std::string::npos)
+      << e.what();
+  e = read_error(fabric("1", "3"), FabricFormat::kGraphViz);
+  EXPECT_EQ(e.where().line, 4);
+  EXPECT_NE(std::string(e.what()).find("switch `t1` has tier 3 but no switch has tier 2"),
+            std::string::npos)
+      << e.what();
+}
+
 TEST(FabricFile, ErrorsNameTheLineAndTheAttribute) {
   {
     const Error e = read_error(R"(graph f {
