@@ -8,6 +8,7 @@
 #include "scenarios/run_config.h"
 #include "sim/core/error.h"
 #include "sim/core/rng.h"
+#include "topology/fabric_file.h"
 
 namespace trainsim::scen {
 namespace {
@@ -158,6 +159,15 @@ JobsOutcome run_scenario_jobs(const Scenario& s, const exec::ProgressFn& progres
     return Error(e.kind(), what + e.message(), where, e.hint());
   };
   const bool event = s.fidelity == "schedule" || s.fidelity == "flow" || s.fidelity == "packet";
+  if ((s.fidelity == "flow" || s.fidelity == "packet") && !s.cluster.fabric.file.empty()) {
+    // The fabric file holds the cluster, not one job: checked once, before any job runs (a
+    // file of too few GPUs was reported as the first job's problem).
+    try {
+      (void)topo::cluster_graph(cluster.cluster);
+    } catch (const Error& e) {
+      throw located(e, nullptr);
+    }
+  }
   for (std::size_t j = 0; j < s.jobs.size(); ++j) {
     JobOutcome o;
     o.spec = &s.jobs[j];

@@ -449,6 +449,28 @@ class Resolver {
           ": flow and packet fidelity run on this fabric (topo::cluster_graph); the analytic "
           "and schedule fidelities price collectives from the cluster's NICs and NVLink and do "
           "not read it");
+      // Keys that describe the fabric, given beside a file that describes it too: the file wins
+      // at flow and packet fidelity, which a user changing the key would not see.
+      if (given("cluster.nic_gbps")) {
+        scenario_.notes.push_back(
+            "cluster.nic_gbps = " + get("cluster.nic_gbps") +
+            " prices the analytic and schedule fidelities only: flow and packet fidelity take "
+            "every cable's rate from " + c.fabric.file + " (edit its NIC cables' gbps instead)");
+      }
+      std::string shape;
+      for (const char* k : {"cluster.fabric.tiers", "cluster.fabric.switch_radix",
+                            "cluster.fabric.switch_port_gbps", "cluster.fabric.port_split",
+                            "cluster.fabric.oversubscription", "cluster.fabric.pod_gpus",
+                            "cluster.fabric.pods", "cluster.fabric.above_pod_oversubscription",
+                            "cluster.fabric.rail_optimized", "cluster.fabric.servers_per_tor",
+                            "cluster.fabric.spine_radix"}) {
+        if (given(k)) shape += (shape.empty() ? "" : ", ") + std::string(k);
+      }
+      if (!shape.empty()) {
+        scenario_.notes.push_back(
+            shape + ": flow and packet fidelity run on the fabric " + c.fabric.file +
+            " describes, not on the Clos these keys build");
+      }
     }
     if (c.fabric.failed_cables > 0 || !c.fabric.failed_switches.empty()) {
       scenario_.notes.push_back(

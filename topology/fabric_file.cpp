@@ -1486,7 +1486,7 @@ ClusterGraph cluster_graph(const ClusterSpec& c) {
   if (c.fabric.file.empty()) return build_cluster_graph(c);
   ClusterGraph g = read_fabric_file(c.fabric.file, c);
   if (g.gpu_count() < c.gpus) {
-    throw_input(fmt::format("the fabric holds {} GPUs; the job needs {} (cluster.gpus)",
+    throw_input(fmt::format("the fabric holds {} GPUs, fewer than cluster.gpus = {}",
                             g.gpu_count(), c.gpus),
                 {c.fabric.file, 0, "cluster.fabric.file"},
                 "use a fabric with enough GPUs, or fewer cluster.gpus");

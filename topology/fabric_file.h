@@ -37,8 +37,9 @@ ClusterGraph read_fabric_file(const std::string& path, const ClusterSpec& base);
 ClusterGraph read_fabric_text(std::string_view text, FabricFormat format, const std::string& name,
                               const ClusterSpec& base);
 
-/// The fabric a job runs on at flow and packet fidelity: the file `c.fabric.file` names, or the
-/// Clos the fabric keys build. A file must hold the job: at least `c.gpus` GPUs, in servers of
+/// The fabric a job (or the cluster of several jobs) runs on at flow and packet fidelity: the
+/// file `c.fabric.file` names, or the Clos the fabric keys build. A file must hold at least
+/// `c.gpus` GPUs, in servers of
 /// `c.gpus_per_node` (the parallel layout places TP groups by server); otherwise Error (kInput)
 /// naming `cluster.fabric.file`.
 ClusterGraph cluster_graph(const ClusterSpec& c);

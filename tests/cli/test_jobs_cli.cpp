@@ -389,6 +389,39 @@ TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
   EXPECT_TRUE(has(trace.err, "--trace"));
 }
 
+// A fabric file too small for the cluster of several jobs is the cluster's problem, not the
+// first job's ("job `a`: ... the job needs 4"), and a NIC rate given beside a fabric file says
+// that flow and packet fidelity use the file's cables.
+TEST(JobsCli, AFabricFileTooSmallIsTheClustersProblem) {
+  const std::string small = temp_path("three_servers.dot");
+  std::ofstream(small) << "graph f {\n"
+                          "  g0 [kind=gpu, server=0]; n0 [kind=nic, server=0];\n"
+                          "  g1 [kind=gpu, server=1]; n1 [kind=nic, server=1];\n"
+                          "  g2 [kind=gpu, server=2]; n2 [kind=nic, server=2];\n"
+                          "  t0 [kind=switch];\n"
+                          "  g0 -- n0 [gbps=400]; g1 -- n1 [gbps=400]; g2 -- n2 [gbps=400];\n"
+                          "  n0 -- t0 [gbps=400]; n1 -- t0 [gbps=400]; n2 -- t0 [gbps=400];\n"
+                          "}\n";
+  const CliRun r =
+      trainsim(std::string("run ") + kDumbbell + " --set cluster.fabric.file=" + small);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "`cluster.fabric.file`: the fabric holds 3 GPUs, fewer than "
+                         "cluster.gpus = 4"))
+      << r.err;
+  EXPECT_FALSE(has(r.err, "job `")) << r.err;
+  // One job of 2 GPUs on the 3-GPU file, its NICs asked at 100 Gb/s: noted as not used there.
+  const CliRun one = trainsim("run --set cluster.gpus=2 --set cluster.gpus_per_node=1 "
+                              "--set cluster.nics_per_node=1 --set model.preset=gpt3-350m "
+                              "--set parallel.tp=1 --set parallel.pp=1 --set training.global_batch=8 "
+                              "--set cluster.nic_gbps=100 --set cluster.fabric.file=" + small +
+                              " --fidelity flow --format json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  const std::string notes = nlohmann::json::parse(one.out)["notes"].dump();
+  EXPECT_TRUE(has(notes, "cluster.nic_gbps = 100 prices the analytic and schedule fidelities "
+                         "only: flow and packet fidelity take every cable's rate from " + small))
+      << notes;
+}
+
 // The cluster the jobs share is checked and described as a whole (found by a new user's trial):
 //   * `--compare` of failed cables or switches on the dumbbell (2 leaves, 1 spine, 2 cables)
 //     checked them against each job's own 2-GPU fabric, a single switch, and refused "this
