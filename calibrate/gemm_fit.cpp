@@ -253,6 +253,63 @@ double fit_flops_efficiency(const std::vector<std::pair<double, double>>& fs, do
   return 1.0 / y;
 }
 
+std::vector<RateIssue> check_sample_rates(const std::vector<MeasuredKernel>& samples,
+                                          const PeakRates& peaks) {
+  std::vector<RateIssue> out;
+  const double ok = 1 + kPeakRateTolerance;
+  for (std::size_t i = 0; i < samples.size(); ++i) {
+    const MeasuredKernel& k = samples[i];
+    if (!(k.median_s > 0)) continue;  // the profile reader refuses these
+    if (k.op == "gemm") {
+      const double peak = k.dtype == "fp8"    ? peaks.dense_fp8_flops
+                          : k.dtype == "fp32" ? peaks.fp32_flops
+                                              : peaks.dense_16bit_flops;
+      const double flops = 2 * k.m * k.n * k.k * k.batch;
+      const double rate = flops / k.median_s;
+      if (peak > 0 && rate > ok * peak) {
+        out.push_back({i,
+                       fmt::format("a {} GEMM {}x{}x{}{} does 2·m·n·k{} = {:.4g} FLOP in {:.4g} s: "
+                                   "{:.4g} TFLOP/s, {:.3g} x the GPU's {:.4g} TFLOP/s peak (at "
+                                   "most {:.2f} x is possible)",
+                                   k.dtype, k.m, k.n, k.k, k.batch > 1 ? fmt::format(" x{}", k.batch) : "",
+                                   k.batch > 1 ? "·batch" : "", flops, k.median_s, rate / 1e12,
+                                   rate / peak, peak / 1e12, ok),
+                       true});
+      }
+    } else if (k.op == "attention_fwd" || k.op == "attention_bwd") {
+      const double peak = peaks.dense_16bit_flops;
+      const double rate = k.flops / k.median_s;
+      if (peak > 0 && rate > 2 * ok * peak) {
+        out.push_back({i,
+                       fmt::format("{} counts {:.4g} FLOP in {:.4g} s: {:.4g} TFLOP/s, {:.3g} x the "
+                                   "GPU's {:.4g} TFLOP/s peak (at most {:.2f} x is possible: a "
+                                   "causal kernel computes about half of the products counted)",
+                                   k.op, k.flops, k.median_s, rate / 1e12, rate / peak,
+                                   peak / 1e12, 2 * ok),
+                       true});
+      }
+    } else if (peaks.hbm_Bps > 0) {
+      const double rate = k.bytes / k.median_s;
+      const bool in_mix = timed_in_mix(k);
+      if (rate > (in_mix ? 1.0 : ok) * peaks.hbm_Bps) {
+        out.push_back(
+            {i,
+             fmt::format("{} moves {:.4g} B in {:.4g} s: {:.4g} TB/s, {:.3g} x the GPU's {:.4g} "
+                         "TB/s HBM bandwidth{}",
+                         k.op, k.bytes, k.median_s, rate / 1e12, rate / peaks.hbm_Bps,
+                         peaks.hbm_Bps / 1e12,
+                         in_mix ? " (timed in the mix of a training step, where its inputs may "
+                                  "have stayed in L2)"
+                                : fmt::format(" (at most {:.2f} x is possible: the bench's "
+                                              "inputs do not fit in L2)",
+                                              ok)),
+             !in_mix});
+      }
+    }
+  }
+  return out;
+}
+
 double fit_in_mix_factor(const std::vector<GemmSample>& in_mix, const GemmFit& burst) {
   // t_i = o + c_i / κ with c_i the burst surface's time: linear in y = 1/κ, and the y that
   // minimises Σ ((o + c_i·y) / t_i − 1)² is a ratio of sums (as for e_max in solve_for_d0).
@@ -273,6 +330,23 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
                        const std::string& gemm_dtype) {
   KernelFits f;
   f.gemm_dtype = gemm_dtype;
+  // A sample faster than the GPU can run it is a broken measurement or an edited file: one
+  // such GEMM (1 ps for 2.3e11 FLOP) set e_max to 2.8e15 and the rest of the surface with it.
+  const std::vector<RateIssue> rates = check_sample_rates(samples, peaks);
+  std::size_t impossible = 0;
+  for (const RateIssue& r : rates) impossible += r.impossible;
+  for (const RateIssue& r : rates) {
+    if (!r.impossible) {
+      f.fast_in_mix.push_back(r);
+      continue;
+    }
+    throw_input(fmt::format("faster than the GPU can run it: {}{}", r.what,
+                            impossible > 1 ? fmt::format(" ({} more samples like it)",
+                                                         impossible - 1)
+                                           : ""),
+                {"", 0, fmt::format("kernels_measured[{}].median_s", r.index)},
+                "a time, shape or GPU that is not what ran: re-measure or remove the sample");
+  }
   std::vector<std::pair<double, double>> mem, att_fwd, att_bwd;
   std::map<std::string, std::vector<std::pair<double, double>>> mem_by_kind;
   std::vector<GemmSample> gemms;
@@ -359,47 +433,73 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
   } else {
     f.notes.push_back("no attention_bwd samples: attention_bwd_efficiency kept");
   }
-  auto clamp_note = [&](double v, const char* name) {
+  // An efficiency is a fraction of a peak the samples cannot beat (check_sample_rates), so one
+  // above 1 comes from the form of the fit, not from the GPU: an error, never a clamp.
+  auto above_one = [&](double v, const std::string& name, const std::string& why) {
     if (v > 1.0) {
-      f.notes.push_back(
-          fmt::format("{} fitted as {:.3f} > 1 (peak too low for this GPU?): "
-                      "written as 1",
-                      name, v));
+      throw_input(fmt::format("{} fitted as {:.4g}, above 1", name, v), {"", 0, name}, why);
     }
   };
-  clamp_note(f.memory.efficiency, "memory_bw_efficiency");
+  const std::string mem_why =
+      "the samples' bytes or the GPU's HBM bandwidth are not what ran (check the profile's gpu)";
+  above_one(f.memory.efficiency, "memory_bw_efficiency", mem_why);
+  above_one(f.memory_joint_common_efficiency, "memory_bw_efficiency", mem_why);
   for (const auto& [kind, k] : f.memory_by_kind) {
-    clamp_note(k.efficiency, ("memory_bw_efficiency_by_kind." + kind).c_str());
+    above_one(k.efficiency, "memory_bw_efficiency_by_kind." + kind,
+              in_mix_kinds.count(kind)
+                  ? "fitted on samples timed in the mix (exec:" + kind +
+                        "), whose inputs stayed in L2: leave that kind's samples out"
+                  : mem_why);
   }
-  clamp_note(f.gemm.peak_efficiency, "gemm_peak_efficiency");
-  clamp_note(f.attention_fwd_efficiency, "attention_fwd_efficiency");
-  clamp_note(f.attention_bwd_efficiency, "attention_bwd_efficiency");
+  above_one(f.gemm.peak_efficiency, "gemm_peak_efficiency",
+            "the surface's e_max is its rate at infinite dimensions: shapes that share their "
+            "dimensions cannot condition it (time the grid's GEMMs too, calibrate kernels "
+            "always does), or the peak is not this GPU's (check the profile's gpu)");
+  above_one(f.attention_fwd_efficiency, "attention_fwd_efficiency",
+            "the samples' FLOPs or the GPU's peak are not what ran (check the profile's gpu)");
+  above_one(f.attention_bwd_efficiency, "attention_bwd_efficiency",
+            "the samples' FLOPs or the GPU's peak are not what ran (check the profile's gpu)");
+  // An in-mix kind above the copy kernel's bandwidth, the fastest the burst bench streams HBM
+  // on this GPU: its inputs likely stayed in L2 between the step's kernels.
+  if (f.copy_bw_Bps > 0) {
+    for (const auto& [kind, k] : f.memory_by_kind) {
+      if (!in_mix_kinds.count(kind) || kind == "copy") continue;
+      const double of_copy = k.efficiency * peaks.hbm_Bps / f.copy_bw_Bps;
+      if (of_copy > 1.0) {
+        f.warnings.push_back(fmt::format(
+            "memory_bw_efficiency_by_kind.{} = {:.3f} is {:.3f} x the copy kernel's bandwidth "
+            "({:.4g} TB/s): fitted on samples timed in the mix (exec:), whose inputs likely "
+            "stayed in L2; the simulator prices that kind at this rate",
+            kind, k.efficiency, of_copy, f.copy_bw_Bps / 1e12));
+      }
+    }
+  }
   return f;
 }
 
 void apply_kernel_fits(const KernelFits& f, Profile& p) {
-  p.memory_bw_efficiency = std::min(1.0, f.memory.efficiency);
+  p.memory_bw_efficiency = f.memory.efficiency;
   p.kernel_overhead_s = f.memory.overhead_s;
   if (!f.memory_by_kind.empty()) {
     // The per-kind slopes were fitted on their own launch cost: the profile takes that one,
     // and the common efficiency through it.
     p.kernel_overhead_s = f.memory_joint_overhead_s;
-    p.memory_bw_efficiency = std::min(1.0, f.memory_joint_common_efficiency);
+    p.memory_bw_efficiency = f.memory_joint_common_efficiency;
   }
   p.memory_bw_efficiency_by_kind.clear();
   for (const auto& [kind, k] : f.memory_by_kind) {
-    p.memory_bw_efficiency_by_kind[kind] = std::min(1.0, k.efficiency);
+    p.memory_bw_efficiency_by_kind[kind] = k.efficiency;
   }
   p.copy_bw_Bps.reset();
   if (f.copy_bw_Bps > 0) p.copy_bw_Bps = f.copy_bw_Bps;
-  p.gemm_peak_efficiency = std::min(1.0, f.gemm.peak_efficiency);
+  p.gemm_peak_efficiency = f.gemm.peak_efficiency;
   p.gemm_half_dim = f.gemm.half_dim;
   p.gemm_overhead_s = f.gemm.overhead_s;
   if (f.attention_fwd_efficiency > 0) {
-    p.attention_fwd_efficiency = std::min(1.0, f.attention_fwd_efficiency);
+    p.attention_fwd_efficiency = f.attention_fwd_efficiency;
   }
   if (f.attention_bwd_efficiency > 0) {
-    p.attention_bwd_efficiency = std::min(1.0, f.attention_bwd_efficiency);
+    p.attention_bwd_efficiency = f.attention_bwd_efficiency;
   }
 }
 

@@ -87,6 +87,20 @@ struct PeakRates {
   double hbm_Bps = 0;
 };
 
+/// How much faster than the GPU's datasheet peak a sample may be before it is refused as
+/// impossible. The datasheet's tensor-core peak is stated at the boost clock (H100/H200: 1,830
+/// MHz), and the SM clock may run up to 1,980 MHz in a short burst (8 % more).
+inline constexpr double kPeakRateTolerance = 0.10;
+
+/// A sample faster than the GPU can run it (check_sample_rates).
+struct RateIssue {
+  std::size_t index = 0;  // into the samples checked
+  std::string what;       // the sample and its rate against the limit, for messages
+  // false: an in-mix memory-bound sample above the HBM bandwidth, which its inputs kept in L2
+  // may explain (a training step reuses its buffers); a warning, not a refusal.
+  bool impossible = true;
+};
+
 /// One memory-bound kernel kind's own efficiency (KernelFits::memory_by_kind).
 struct KindFit {
   double efficiency = 0;
@@ -126,19 +140,33 @@ struct KernelFits {
   int gemm_in_mix_samples = 0;
   double attention_fwd_efficiency = 0;
   double attention_bwd_efficiency = 0;
-  std::vector<std::string> notes;  // clamps and skipped samples, for the command's output
+  std::vector<std::string> notes;     // kept fields and skipped samples, for the output
+  std::vector<std::string> warnings;  // in-mix kinds fitted above the copy roofline
+  std::vector<RateIssue> fast_in_mix;  // in-mix samples above the HBM bandwidth (warnings)
 };
+
+/// The samples whose rate is above what the GPU can do: a GEMM's 2·m·n·k·batch FLOPs faster
+/// than (1 + kPeakRateTolerance) × the dense peak of its dtype; an attention pass faster than
+/// twice that (the simulator counts every query × key product, a causal kernel computes about
+/// half of them); a memory-bound kernel's bytes faster than (1 + kPeakRateTolerance) × the HBM
+/// bandwidth (the burst bench cycles its inputs through more memory than L2 holds). In-mix
+/// memory-bound samples (calib::timed_in_mix) above the HBM bandwidth are reported as warnings
+/// (`impossible` false). A dtype without a peak (fp32, fp8 on a GPU without it) is not checked.
+std::vector<RateIssue> check_sample_rates(const std::vector<MeasuredKernel>& samples,
+                                          const PeakRates& peaks);
 
 /// The factor κ of in-mix GEMM samples against a burst surface: t ≈ overhead + surface / κ.
 double fit_in_mix_factor(const std::vector<GemmSample>& in_mix, const GemmFit& burst);
 
 /// Fits all from a profile's samples. GEMM samples of `gemm_dtype` that are not batched are
 /// fitted (batched attention GEMMs stay 16-bit in the simulator and are not mixed in). Throws
-/// kInput when a needed kind has no samples.
+/// kInput when a needed kind has no samples, when a sample is faster than the GPU can run it
+/// (check_sample_rates; the field is `kernels_measured[i].median_s`), and when an efficiency
+/// comes out above 1 (the field is the profile's: `gemm_peak_efficiency`, ...).
 KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRates& peaks,
                        const std::string& gemm_dtype = "bf16");
 
-/// Writes the fitted constants into the compute fields of `p` (efficiencies clamped to 1).
+/// Writes the fitted constants into the compute fields of `p`.
 void apply_kernel_fits(const KernelFits& f, Profile& p);
 
 }  // namespace trainsim::calib

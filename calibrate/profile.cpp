@@ -1,5 +1,6 @@
 #include "calibrate/profile.h"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -231,6 +232,17 @@ void load_kernels_measured(const json& j, const std::string& file, Profile& p) {
     if (m.batch < 1) throw_input("a batch count is at least 1", {file, 0, sat + ".batch"});
     m.flops = get_number(e, "flops", file, at, kCount);
     m.bytes = get_number(e, "bytes", file, at, kCount);
+    if (m.op == "gemm") {
+      // The fit reads a GEMM's work from its shape; a `flops` that disagrees is an edited or
+      // broken sample (10 x 2·m·n·k was accepted without a word).
+      const double want = 2 * m.m * m.n * m.k * m.batch;
+      if (!(std::abs(m.flops - want) <= 1e-3 * want)) {
+        throw_input("a GEMM's FLOPs are 2·m·n·k·batch = " + json(want).dump() + ", not " +
+                        json(m.flops).dump(),
+                    {file, 0, at + ".flops"},
+                    "write the shape that ran and its 2·m·n·k·batch (to 0.1 %)");
+      }
+    }
     m.median_s = get_number(e, "median_s", file, at, kHostTime, true);
     if (m.median_s < 1e-12) {
       throw_input("a kernel time is at least 1 ps", {file, 0, at + ".median_s"});

@@ -262,8 +262,9 @@ calib::PeakRates peaks_of(const std::string& preset) {
   return r;
 }
 
-// Fits the compute fields from the samples in `p` and prints what changed.
-void fit_compute(calib::Profile& p, const std::string& gemm_dtype) {
+// Fits the compute fields from the samples in `p` and prints what changed; `fast_said`: the
+// in-mix samples above the HBM bandwidth were already named (by their records).
+void fit_compute(calib::Profile& p, const std::string& gemm_dtype, bool fast_said = false) {
   const calib::KernelFits f = calib::fit_kernels(p.kernels_measured, peaks_of(p.gpu), gemm_dtype);
   calib::apply_kernel_fits(f, p);
   std::cout << fmt::format(
@@ -312,6 +313,18 @@ void fit_compute(calib::Profile& p, const std::string& gemm_dtype) {
     }
   }
   for (const std::string& n : f.notes) std::cerr << "note: " << n << "\n";
+  if (!fast_said) {
+    for (const calib::RateIssue& r : f.fast_in_mix) {
+      std::cerr << fmt::format("warning: kernels_measured[{}] ({}): {}\n", r.index,
+                               p.kernels_measured[r.index].label, r.what);
+    }
+  }
+  for (const std::string& w : f.warnings) std::cerr << "warning: " << w << "\n";
+}
+
+// An error of a fit, placed in the file whose samples were fitted.
+[[noreturn]] void rethrow_in(const Error& e, const std::string& file) {
+  throw Error(e.kind(), e.message(), {file, 0, e.where().field}, e.hint());
 }
 
 kernels::DeviceReport require_device() {
@@ -524,7 +537,11 @@ int refit(const CalibrateArgs& a) {
     throw_input("the profile has no kernels_measured samples", {a.profile, 0, "kernels_measured"});
   }
   if (!a.gpu_preset.empty()) p.gpu = a.gpu_preset;
-  fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype);
+  try {
+    fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype);
+  } catch (const Error& e) {
+    rethrow_in(e, a.profile);
+  }
   write_profile(p, a.out);
   std::cout << "wrote " << a.out << "\n";
   return 0;
@@ -540,9 +557,17 @@ const nlohmann::json& record_field(const nlohmann::json& j, const std::string& k
   return j.at(key);
 }
 
+// One execute record, read for `calibrate from-execute`.
+struct Record {
+  kexec::InMixSamples got;
+  std::string gpu_name;                        // calibration.gpu, "" when absent
+  std::map<std::string, std::size_t> kind_at;  // task kind name -> its index in task_kinds
+};
+
 // The in-mix samples of one execute record: its scenario rebuilt from the record's `config`
 // (every key with its final value), its measured rank's Program, and its task kinds.
-kexec::InMixSamples record_samples(const std::string& path, std::string* gpu_name) {
+Record record_samples(const std::string& path) {
+  Record rec;
   const nlohmann::json doc = calib::parse_json_input(
       read_input_file(path, "execute record", limits::kMaxResultBytes), path,
       "give the JSON record `trainsim execute` writes");
@@ -590,24 +615,59 @@ kexec::InMixSamples record_samples(const std::string& path, std::string* gpu_nam
       throw_input("a task kind needs a name, a count >= 0 and a total_s >= 0", {path, 0, where});
     }
     measured.push_back({name.get<std::string>(), count.get<long>(), total.get<double>()});
+    rec.kind_at[measured.back().name] = i;
   }
   if (doc.contains("calibration") && doc["calibration"].is_object() &&
       doc["calibration"].contains("gpu") && doc["calibration"]["gpu"].is_string()) {
-    *gpu_name = doc["calibration"]["gpu"].get<std::string>();
+    rec.gpu_name = doc["calibration"]["gpu"].get<std::string>();
   }
   try {
-    return kexec::in_mix_samples(ps, rank, measured, iterations);
+    rec.got = kexec::in_mix_samples(ps, rank, measured, iterations);
   } catch (const Error& e) {
     throw_input(e.message(), {path, 0, "task_kinds"});
   }
+  return rec;
+}
+
+// The field of a record that an in-mix sample came from: its task kind's total_s.
+std::string record_field_of(const Record& rec, const calib::MeasuredKernel& k) {
+  const std::string kind = k.label.substr(calib::kInMixLabelPrefix.size());
+  const auto it = rec.kind_at.find(kind);
+  return it == rec.kind_at.end() ? "task_kinds"
+                                 : fmt::format("task_kinds[{}].total_s", it->second);
 }
 
 int from_execute(const CalibrateArgs& a) {
   calib::Profile p = calib::load_profile(a.base);
+  const calib::PeakRates peaks = peaks_of(p.gpu);
+  // Samples faster than the GPU can run them are refused where they are, naming the file.
+  const std::vector<calib::RateIssue> base_rates = calib::check_sample_rates(p.kernels_measured, peaks);
+  for (const calib::RateIssue& r : base_rates) {
+    if (!r.impossible) continue;
+    throw_input("faster than the GPU can run it: " + r.what,
+                {a.base, 0, fmt::format("kernels_measured[{}].median_s", r.index)},
+                "a time, shape or GPU that is not what ran: re-measure or remove the sample");
+  }
+  for (const calib::RateIssue& r : base_rates) {
+    std::cerr << fmt::format("warning: {}: `kernels_measured[{}]` ({}): {}\n", a.base, r.index,
+                             p.kernels_measured[r.index].label, r.what);
+  }
   std::size_t added = 0;
   for (const std::string& path : a.files) {
-    std::string gpu_name;
-    const kexec::InMixSamples got = record_samples(path, &gpu_name);
+    const Record rec = record_samples(path);
+    const kexec::InMixSamples& got = rec.got;
+    const std::string& gpu_name = rec.gpu_name;
+    for (const calib::RateIssue& r : calib::check_sample_rates(got.samples, peaks)) {
+      const calib::MeasuredKernel& k = got.samples[r.index];
+      const std::string kind = k.label.substr(calib::kInMixLabelPrefix.size());
+      if (r.impossible) {
+        throw_input("task kind `" + kind + "` ran faster than the GPU can run it: " + r.what,
+                    {path, 0, record_field_of(rec, k)},
+                    "a record of another GPU or an edited one: leave it out");
+      }
+      std::cerr << fmt::format("warning: {}: `{}`: task kind `{}`: {}\n", path,
+                               record_field_of(rec, k), kind, r.what);
+    }
     const std::string preset = preset_for_gpu_name(gpu_name);
     if (!gpu_name.empty() && !preset.empty() && preset != p.gpu) {
       throw_input(fmt::format("the record ran on {} (GPU preset {}), the profile is for {}",
@@ -627,7 +687,7 @@ int from_execute(const CalibrateArgs& a) {
     throw_input("the records give no kernel sample", {a.files.front(), 0, "task_kinds"});
   }
   try {
-    fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype);
+    fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype, true);
   } catch (const Error& e) {
     std::string files;
     for (const std::string& f : a.files) files += (files.empty() ? "" : ", ") + f;

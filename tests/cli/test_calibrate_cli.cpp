@@ -473,6 +473,54 @@ TEST(CalibrateCli, FromExecuteRefusesWhatIsNotAMeasurementOfTheProfilesGpu) {
   EXPECT_NE(r.out.find("skipped all_gather dp: a communication task"), std::string::npos) << r.out;
 }
 
+// A sample faster than the GPU can run it is refused, naming the file and the sample: the
+// record's qkv GEMM (2048 x 4608 x 12288, 2.3e11 FLOP) at 1 ps refitted to e_max 2.8e15 (written
+// as 1), d0 8192 and an rms error of 99 %, and exited 0; a GEMM whose `flops` is 10 x its shape's
+// was read without a word. In an execute record, a task kind that ran faster than the GPU is
+// refused naming the record's field; a memory-bound one above the HBM bandwidth is a warning
+// (timed in the mix, its inputs may have stayed in L2).
+TEST(CalibrateCli, SamplesFasterThanTheGpuAreRefused) {
+  const std::string rec = "docs/validation/h200-2026-12-04/";
+  const std::string out = trainsim::testing::temp_path("fast_refit.json");
+  nlohmann::json prof = nlohmann::json::parse(trainsim::testing::slurp(rec + "profile-h200.json"));
+  ASSERT_EQ(prof["kernels_measured"][4]["label"], "qkv");
+  prof["kernels_measured"][4]["median_s"] = 1e-12;
+  const std::string fast = trainsim::testing::temp_path("fast_profile.json");
+  std::ofstream(fast) << prof.dump();
+  Out r = trainsim("calibrate refit " + fast + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find(fast + ": `kernels_measured[4].median_s`: faster than the GPU can run it"),
+            std::string::npos)
+      << r.err;
+  r = trainsim("calibrate from-execute " + rec + "fused/gpt-1.3b/real.json --base " + fast +
+               " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find(fast + ": `kernels_measured[4].median_s`"), std::string::npos) << r.err;
+
+  prof = nlohmann::json::parse(trainsim::testing::slurp(rec + "profile-h200.json"));
+  prof["kernels_measured"][4]["flops"] = 10 * prof["kernels_measured"][4]["flops"].get<double>();
+  const std::string tenfold = trainsim::testing::temp_path("tenfold_profile.json");
+  std::ofstream(tenfold) << prof.dump();
+  r = trainsim("calibrate refit " + tenfold + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find(tenfold + ": `kernels_measured[4].flops`"), std::string::npos) << r.err;
+
+  nlohmann::json doc =
+      nlohmann::json::parse(trainsim::testing::slurp(rec + "fused/gpt-1.3b/real.json"));
+  std::size_t qkv = 0;
+  while (doc["task_kinds"][qkv]["name"] != "qkv fwd") ++qkv;
+  doc["task_kinds"][qkv]["total_s"] = 1e-9;
+  const std::string edited = trainsim::testing::temp_path("fast_real.json");
+  std::ofstream(edited) << doc.dump();
+  r = trainsim("calibrate from-execute " + edited + " --base " + rec + "profile-h200.json --out " +
+               out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find(edited + ": `task_kinds[" + std::to_string(qkv) +
+                       "].total_s`: task kind `qkv fwd` ran faster than the GPU can run it"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(CalibrateCli, MeasuringNeedsAGpu) {
   if (!trainsim::kernels::query_devices().devices.empty()) GTEST_SKIP() << "a GPU is present";
   for (const char* sub : {"kernels", "nccl"}) {
