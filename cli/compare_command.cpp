@@ -13,6 +13,7 @@
 
 #include "calibrate/json_input.h"
 #include "cli/output.h"
+#include "scenarios/schema.h"
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 #include "sim/core/parse.h"
@@ -84,15 +85,40 @@ Side load_text(std::string_view text, const std::string& path) {
       text, path,
       "compare result documents of `trainsim run --format json` or `trainsim execute`");
   if (!s.doc.is_object()) throw_input("not a JSON object", {path, 0, ""});
-  if (s.doc.contains("fidelity") && s.doc["fidelity"].is_string()) s.fidelity = s.doc["fidelity"];
+  // What produced the document: a simulation's fidelity, or execute's "real" / "fake".
+  const json& fid = field(s.doc, "fidelity", path, "fidelity");
+  static const char* kFidelities[] = {"analytic", "schedule", "flow", "packet", "real", "fake"};
+  if (!fid.is_string() ||
+      std::find(std::begin(kFidelities), std::end(kFidelities), fid.get<std::string>()) ==
+          std::end(kFidelities)) {
+    throw_input("`fidelity` is " + clip_name(fid.dump()) +
+                    ", not one a result document has (analytic, schedule, flow, packet; real or "
+                    "fake from execute)",
+                {path, 0, "fidelity"});
+  }
+  s.fidelity = fid.get<std::string>();
   s.iteration_s = number(s.doc, "iteration_time_s", path, "iteration_time_s");
-  if (s.iteration_s <= 0) throw_input("`iteration_time_s` is 0", {path, 0, "iteration_time_s"});
+  if (s.iteration_s <= 0) {
+    throw_input("`iteration_time_s` is 0: an iteration takes time, and every error of the "
+                "comparison is relative to it",
+                {path, 0, "iteration_time_s"},
+                "compare the documents `trainsim run --format json` and `trainsim execute` write");
+  }
+  // A peak memory present is a positive number: 0 (or a missing part) would drop the
+  // peak-memory row without a word.
+  const auto peak = [&](const json& parent, const char* key, const std::string& where) {
+    const double x = number(parent, key, path, where, kMaxBytes);
+    if (x <= 0) {
+      throw_input("`" + where + "` is 0: a GPU that ran the iteration held memory",
+                  {path, 0, where}, "leave the field out when nothing was measured");
+    }
+    return x;
+  };
   if (s.doc.contains("memory_measured")) {
-    s.memory_peak = number(field(s.doc, "memory_measured", path, "memory_measured"), "peak_bytes",
-                           path, "memory_measured.peak_bytes", kMaxBytes);
+    s.memory_peak = peak(field(s.doc, "memory_measured", path, "memory_measured"), "peak_bytes",
+                         "memory_measured.peak_bytes");
   } else if (s.fidelity != "real" && s.doc.contains("memory")) {
-    s.memory_peak = number(s.doc["memory"], "peak_bytes_per_gpu", path,
-                           "memory.peak_bytes_per_gpu", kMaxBytes);
+    s.memory_peak = peak(s.doc["memory"], "peak_bytes_per_gpu", "memory.peak_bytes_per_gpu");
   }
   const json& b = field(s.doc, "breakdown", path, "breakdown");
   if (!b.is_object()) throw_input("`breakdown` is not an object", {path, 0, "breakdown"});
@@ -130,11 +156,24 @@ Side load_text(std::string_view text, const std::string& path) {
         throw_input("op kind `" + k.name + "` is listed twice", {path, 0, where + ".name"});
       }
       const json& cat = field(tk[i], "category", path, where + ".category");
-      if (!cat.is_string()) {
-        throw_input("`" + where + ".category` is not a string", {path, 0, where + ".category"});
+      static const char* kCategories[] = {"compute", "optimizer", "data", "tp",
+                                          "cp",      "ep",        "dp",   "pp"};
+      if (!cat.is_string() ||
+          std::find(std::begin(kCategories), std::end(kCategories), cat.get<std::string>()) ==
+              std::end(kCategories)) {
+        throw_input("`" + where + ".category` is " + clip_name(cat.dump()) +
+                        ", not a category of a task kind (compute, optimizer, data, tp, cp, ep, "
+                        "dp, pp)",
+                    {path, 0, where + ".category"});
       }
       k.category = cat;
-      k.count = std::lround(number(tk[i], "count", path, where + ".count", kMaxCount));
+      const double count = number(tk[i], "count", path, where + ".count", kMaxCount);
+      if (count != std::floor(count)) {
+        throw_input(fmt::format("`{}.count` is {}, not a whole number of tasks", where,
+                                tk[i]["count"].dump()),
+                    {path, 0, where + ".count"});
+      }
+      k.count = std::lround(count);
       k.total_s = number(tk[i], "total_s", path, where + ".total_s");
       s.kinds.push_back(k);
     }
@@ -146,27 +185,57 @@ Side load(const std::string& path) {
   return load_text(read_input_file(path, "result file", limits::kMaxResultBytes), path);
 }
 
-// Runs of different models or layouts cannot be compared op by op: their settings must agree.
-void check_same_job(const Side& sim, const Side& real) {
-  if (sim.doc.contains("gpus") && real.doc.contains("gpus") &&
-      sim.doc["gpus"] != real.doc["gpus"]) {
-    throw_input(fmt::format("`gpus` is {} here but {} in {}", real.doc["gpus"].dump(),
-                            sim.doc["gpus"].dump(), sim.path),
-                {real.path, 0, "gpus"},
-                "compare a simulation and an execution of the same scenario");
+// The settings that make the Program (docs/execute.md): the model, the parallel layout, the
+// training settings, the optimization levers and the GPU. The framework's kernels, the network,
+// the calibration and the fidelity may differ: they change how the simulator prices a task, not
+// which tasks there are.
+bool program_key(const std::string& key) {
+  for (const char* prefix : {"model.", "parallel.", "training.", "optimizations."}) {
+    if (key.rfind(prefix, 0) == 0) return true;
   }
-  if (!sim.doc.contains("config") || !real.doc.contains("config")) return;
-  const json& a = sim.doc["config"];
-  const json& b = real.doc["config"];
-  if (!a.is_object() || !b.is_object()) return;
-  for (const auto& [key, value] : b.items()) {
-    const bool job_key = key.rfind("model.", 0) == 0 || key.rfind("parallel.", 0) == 0 ||
-                         key.rfind("training.", 0) == 0;
-    if (!job_key || !a.contains(key) || a[key] == value) continue;
-    throw_input(fmt::format("`config.{}` is {} here but {} in {}", key, value.dump(), a[key].dump(),
-                            sim.path),
-                {real.path, 0, "config." + key},
-                "compare a simulation and an execution of the same scenario and --set overrides");
+  return key == "cluster.gpu";
+}
+
+// Runs of different models or layouts cannot be compared op by op: their settings must agree,
+// and each side must state them (a document without them cannot be checked).
+void check_same_job(const Side& sim, const Side& real) {
+  const std::string hint = "compare a simulation and an execution of the same scenario and --set "
+                           "overrides";
+  const json& gs = field(sim.doc, "gpus", sim.path, "gpus");
+  const json& gr = field(real.doc, "gpus", real.path, "gpus");
+  if (gs != gr) {
+    throw_input(fmt::format("`gpus` is {} here but {} in {}", clip_name(gr.dump()),
+                            clip_name(gs.dump()), sim.path),
+                {real.path, 0, "gpus"}, hint);
+  }
+  const json& a = field(sim.doc, "config", sim.path, "config");
+  const json& b = field(real.doc, "config", real.path, "config");
+  if (!a.is_object()) throw_input("`config` is not an object", {sim.path, 0, "config"});
+  if (!b.is_object()) throw_input("`config` is not an object", {real.path, 0, "config"});
+  // The union of both sides' keys: a key one side lacks is a difference too.
+  for (const json* side : {&b, &a}) {
+    for (const auto& [key, value] : side->items()) {
+      if (!program_key(key)) continue;
+      const bool in_sim = a.contains(key), in_real = b.contains(key);
+      if (in_sim && in_real && a[key] == b[key]) continue;
+      if (in_sim && in_real) {
+        throw_input(fmt::format("`config.{}` is {} here but {} in {}", key,
+                                clip_name(b[key].dump()), clip_name(a[key].dump()), sim.path),
+                    {real.path, 0, "config." + key}, hint);
+      }
+      // A document written before the key existed lacks it and ran its default; any other
+      // value on the side that has it is a difference.
+      const scen::KeyDef* def = scen::find_key(key);
+      if (def && value.is_string() && value.get<std::string>() == def->default_value) continue;
+      const Side& lacks = in_sim ? real : sim;
+      const Side& has = in_sim ? sim : real;
+      throw_input(fmt::format("`config.{}` is missing here but is {} in {}{}", key,
+                              clip_name(value.dump()), has.path,
+                              def ? fmt::format(", not its default \"{}\"", def->default_value)
+                                  : std::string()),
+                  {lacks.path, 0, "config." + key},
+                  "compare documents that state the same settings");
+    }
   }
 }
 
@@ -261,6 +330,29 @@ std::optional<std::string> loss_note(const Side& sim, const Side& real) {
          "framework.cross_entropy=te to compare the same loss";
 }
 
+// Why there is no per-op comparison: the side (or sides) without task kinds, each with its
+// own reason (an analytic simulation has none; a measured record should have them).
+std::string no_kinds_note(const Side& sim, const Side& real) {
+  std::string o = "no per-op comparison:";
+  if (sim.kinds.empty()) {
+    o += " " + sim.path + " has no `task_kinds` (" +
+         (sim.fidelity == "analytic"
+              ? "the analytic fidelity has none; simulate at schedule or flow fidelity"
+              : "a simulation at schedule or flow fidelity lists them; this document lacks them") +
+         ")";
+  }
+  if (real.kinds.empty()) {
+    o += std::string(sim.kinds.empty() ? ";" : "") + " " + real.path +
+         " has no `task_kinds` (" +
+         (real.fidelity == "real" || real.fidelity == "fake"
+              ? "the measured record lacks them: `trainsim execute` writes one per task kind "
+                "of the critical rank"
+              : "a result document of schedule or flow fidelity lists them") +
+         ")";
+  }
+  return o;
+}
+
 double exposed(const Side& s) {
   double t = 0;
   for (const auto& [k, v] : s.breakdown) {
@@ -321,12 +413,7 @@ ordered_json to_json(const Comparison& c) {
       {"iteration_time_error", opt(rel(sim.iteration_s, real.iteration_s))},
       {"op_kind_weighted_abs_error", c.has_kinds ? json(c.weighted_abs_error) : json(nullptr)}};
   json notes = json::array();
-  if (!c.has_kinds) {
-    notes.push_back("no per-op comparison: " +
-                    std::string(sim.kinds.empty() ? sim.path : real.path) +
-                    " has no `task_kinds` (the analytic fidelity has none; simulate at "
-                    "schedule or flow fidelity)");
-  }
+  if (!c.has_kinds) notes.push_back(no_kinds_note(sim, real));
   if (const auto note = loss_note(sim, real)) notes.push_back(*note);
   if (!notes.empty()) j["notes"] = notes;
   return j;
@@ -402,10 +489,7 @@ std::string to_text(const Comparison& c, bool markdown) {
                     pct(rel(exposed(sim), exposed(real)))});
   o += h + (markdown ? "Breakdown\n\n" : "") + b.render(markdown) + "\n";
   if (!c.has_kinds) {
-    o += fmt::format(
-        "no per-op comparison: {} has no `task_kinds` (the analytic fidelity has "
-        "none; simulate at schedule or flow fidelity)\n",
-        sim.kinds.empty() ? sim.path : real.path);
+    o += no_kinds_note(sim, real) + "\n";
     return o;
   }
   Table cat{{"category", "sim s", "real s", "error"}, {}};

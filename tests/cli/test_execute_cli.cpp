@@ -297,6 +297,98 @@ TEST(CompareCli, NamesALossOtherThanTheExecutors) {
   EXPECT_FALSE(json::parse(n.out).contains("notes")) << n.out;
 }
 
+// The scenario check never skips: a document without `gpus` or `config` cannot be checked and
+// is refused (a 64-GPU Llama record stripped of both compared against a tiny GPT, exit 0 with
+// -93 %); a key on one side only is a difference; the optimization levers and the GPU make the
+// Program too (tp_overlap off halves the TP collectives: +648 % compared as an error).
+TEST(CompareCli, MissingOrDifferentSettingsAreRefused) {
+  const std::string sim = write("set-sim.json", sim_doc());
+  auto refused = [&](const json& real, const std::string& name, const std::string& want) {
+    const std::string path = write(name, real);
+    const CliRun r = trainsim("compare " + sim + " " + path);
+    EXPECT_EQ(r.code, 2) << name << "\n" << r.out;
+    EXPECT_NE(r.err.find(want), std::string::npos) << name << "\n" << r.err;
+  };
+  json j = real_doc();
+  j.erase("gpus");
+  j.erase("config");
+  refused(j, "no-gpus.json", "`gpus`");
+  j = real_doc();
+  j.erase("config");
+  refused(j, "no-config.json", "`config`");
+  j = real_doc();
+  j["config"].erase("model.layers");
+  refused(j, "one-side.json", "`config.model.layers`: `config.model.layers` is missing here");
+  j = real_doc();
+  j["config"]["training.micro_batch"] = "2";
+  refused(j, "extra-key.json", "`config.training.micro_batch`");
+  j = real_doc();
+  j["config"]["optimizations.tp_overlap"] = "false";
+  json s2 = sim_doc();
+  s2["config"]["optimizations.tp_overlap"] = "true";
+  const std::string sim2 = write("set-sim2.json", s2);
+  const std::string path = write("tp-overlap.json", j);
+  CliRun r = trainsim("compare " + sim2 + " " + path);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find(path + ": `config.optimizations.tp_overlap`"), std::string::npos) << r.err;
+  s2 = sim_doc();
+  s2["config"]["cluster.gpu"] = "h100-sxm";
+  j = real_doc();
+  j["config"]["cluster.gpu"] = "h200-sxm";
+  r = trainsim("compare " + write("gpu-sim.json", s2) + " " + write("gpu-real.json", j));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("`config.cluster.gpu`"), std::string::npos) << r.err;
+  // What may differ: the fidelity, the calibration, the framework's kernels.
+  s2 = sim_doc();
+  s2["config"]["framework.attention_kernel"] = "flash2";
+  s2["config"]["calibration.profile"] = "datasheet";
+  j = real_doc();
+  j["config"]["framework.attention_kernel"] = "cudnn";
+  r = trainsim("compare " + write("fw-sim.json", s2) + " " + write("fw-real.json", j));
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
+// Each field of a result document is what it says: a whole count, a known category and
+// fidelity, a positive peak memory and iteration; a measured record without task kinds is named
+// as such (the note blamed the analytic fidelity).
+TEST(CompareCli, MalformedFieldsAreRefused) {
+  const std::string sim = write("mal-sim.json", sim_doc());
+  auto refused = [&](const json& real, const std::string& name, const std::string& want) {
+    const std::string path = write(name, real);
+    const CliRun r = trainsim("compare " + sim + " " + path);
+    EXPECT_EQ(r.code, 2) << name << "\n" << r.out;
+    EXPECT_NE(r.err.find(path + ": " + want), std::string::npos) << name << "\n" << r.err;
+  };
+  json j = real_doc();
+  j["task_kinds"][0]["count"] = 2.5;
+  refused(j, "count.json", "`task_kinds[0].count`: `task_kinds[0].count` is 2.5, not a whole");
+  j = real_doc();
+  j["task_kinds"][0]["category"] = "banana";
+  refused(j, "category.json", "`task_kinds[0].category`");
+  j = real_doc();
+  j.erase("fidelity");
+  refused(j, "no-fidelity.json", "`fidelity`: missing");
+  j = real_doc();
+  j["fidelity"] = "banana";
+  refused(j, "banana.json", "`fidelity`: `fidelity` is \"banana\"");
+  j = real_doc();
+  j["memory_measured"] = {{"peak_bytes", 0}};
+  refused(j, "peak0.json", "`memory_measured.peak_bytes`: `memory_measured.peak_bytes` is 0");
+  j = real_doc();
+  j["iteration_time_s"] = 0;
+  refused(j, "iter0.json", "`iteration_time_s`: `iteration_time_s` is 0: an iteration takes time");
+
+  j = real_doc();
+  j.erase("task_kinds");
+  const std::string bare = write("no-kinds-real.json", j);
+  const CliRun r = trainsim("compare " + sim + " " + bare);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(bare + " has no `task_kinds` (the measured record lacks them"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("analytic"), std::string::npos) << r.out;
+}
+
 TEST(CompareCli, BadInputNamesFileAndField) {
   const std::string sim = write("sim.json", sim_doc());
   json no_iter = real_doc();
