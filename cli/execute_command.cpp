@@ -15,6 +15,7 @@
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
 #include "sim/exec/analytic.h"
 #include "sim/plan/program.h"
 
@@ -79,6 +80,9 @@ CLI::App* add_execute_command(CLI::App& app, ExecuteArgs& a) {
   c->add_option("--fake-gpus", a.fake_gpus,
                 "GPUs the fake backend pretends this machine has (default: as many as needed)")
       ->check(CLI::NonNegativeNumber);
+  c->add_flag("--force", a.force,
+              "Go beyond the work limit (ranks x tasks one process launches: 4,194,304; "
+              "docs/reliability.md)");
   return c;
 }
 
@@ -123,7 +127,9 @@ int run_execute_command(const ExecuteArgs& a) {
       std::copy(text.begin(), text.end(), id.begin());
       return id;
     };
-    backend.factory = [](int rank, int) { return std::make_shared<kexec::FakeDevice>(rank); };
+    backend.factory = [](int rank, int) {
+      return std::make_shared<kexec::FakeDevice>(rank, 1e-6, /*record_calls=*/false);
+    };
   } else {
     std::string why;
     const int gpus = kexec::cuda_devices(&why);
@@ -138,6 +144,23 @@ int run_execute_command(const ExecuteArgs& a) {
     backend.factory = [timeout](int rank, int device) {
       return kexec::make_cuda_device(device, rank, timeout);
     };
+  }
+  // The work limit (docs/reliability.md): every task of every rank this process runs has a
+  // launch plan entry, measured spans and, on the fake backend, a record of each call per
+  // iteration; the built-in 12,288-GPU default ran over 10 minutes at 6-7 GB on the fake one.
+  const kexec::Placement here = kexec::place(ps.world(), *group, backend.devices);
+  std::int64_t work = 0;
+  for (const int r : here.ranks) {
+    work += static_cast<std::int64_t>(
+        ps.roles[static_cast<std::size_t>(ps.coord(r).pp)].tasks.size());
+  }
+  if (!a.force && work > limits::kMaxExecuteWork) {
+    throw_input(fmt::format("{} ranks in this process x their tasks = {} task launches per "
+                            "iteration, above the work limit of {}",
+                            here.ranks.size(), work, limits::kMaxExecuteWork),
+                {s.source, 0, "cluster.gpus"},
+                "execute a smaller layout (--set cluster.gpus=..., fewer layers), start more "
+                "processes (mpirun), or add --force to run it anyway; see docs/reliability.md");
   }
   kexec::ExecuteOptions opt;
   opt.iterations = a.iterations;

@@ -27,6 +27,7 @@ struct ExecuteArgs {
   // on `fake_gpus` devices (0: as many as the Program needs).
   std::string backend = "cuda";
   int fake_gpus = 0;
+  bool force = false;  // go beyond the work limit (docs/reliability.md)
 };
 
 CLI::App* add_execute_command(CLI::App& app, ExecuteArgs& args);

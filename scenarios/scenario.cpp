@@ -1469,6 +1469,19 @@ Scenario load_scenario_string(std::string_view yaml, const std::string& name,
 
 Scenario load_scenario_file(const std::string& path, const std::vector<std::string>& sets) {
   const std::string text = read_input_file(path, "scenario file", limits::kMaxScenarioBytes);
+  // A file without a single key (empty, blanks, comments, `---`) is a mistake, not a request for
+  // the built-in default: it ran the 12,288-GPU default under the file's name. (Malformed YAML
+  // is left to load_scenario_string, which names its line.)
+  bool empty = false;
+  try {
+    empty = load_one_document(std::string(strip_bom(text)), path).IsNull();
+  } catch (const YAML::Exception&) {
+  }
+  if (empty) {
+    throw_input("the scenario file holds no keys (it is empty, or only comments)", {path, 0, ""},
+                "give the keys that differ from the defaults (trainsim explain lists them), or "
+                "omit SCENARIO to run the built-in default scenario");
+  }
   return load_scenario_string(text, path, sets);
 }
 

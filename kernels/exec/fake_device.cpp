@@ -28,7 +28,7 @@ FakeCall make_call(std::string what, plan::Stream s, std::string op = "", int id
 
 void FakeDevice::create_streams(const std::vector<plan::Stream>& streams) {
   for (plan::Stream s : streams) {
-    calls_.push_back(make_call("create_streams", s));
+    note(make_call("create_streams", s));
     clock_[s] = 0;
   }
 }
@@ -38,7 +38,7 @@ void FakeDevice::create_comm(int comm, const CommGroup& group, int my_index, con
       group.members[static_cast<std::size_t>(my_index)] != rank_) {
     throw Error(ErrorKind::kRuntime, "create_comm: rank is not the member it claims to be");
   }
-  calls_.push_back(
+  note(
       make_call("comm", plan::Stream::kCompute, group.name, comm, my_index, 0, group.members));
   comm_ids.push_back(id);
 }
@@ -49,7 +49,7 @@ void FakeDevice::create_events(int count, int markers) {
 }
 
 void FakeDevice::begin_iteration() {
-  calls_.push_back(make_call("begin", plan::Stream::kCompute));
+  note(make_call("begin", plan::Stream::kCompute));
   for (auto& [s, t] : clock_) t = 0;
   live_peak_ = live_;
 }
@@ -83,37 +83,37 @@ void FakeDevice::kernel(plan::Stream s, const std::string& op, const KernelLaunc
   FakeCall call = make_call("kernel", s, op, -1, -1, k.bytes);
   call.launch = k;
   call.dtype = dtype;
-  calls_.push_back(std::move(call));
+  note(std::move(call));
   run(s);
 }
 
 void FakeDevice::collective(plan::Stream s, int comm, const CollectiveCall& c) {
   if (sizing_) return;
-  calls_.push_back(make_call("collective", s, coll::to_string(c.kind), comm, -1, c.bytes));
+  note(make_call("collective", s, coll::to_string(c.kind), comm, -1, c.bytes));
   run(s);
 }
 
 void FakeDevice::send(plan::Stream s, int comm, int peer_index, double bytes) {
   if (sizing_) return;
-  calls_.push_back(make_call("send", s, "", comm, peer_index, bytes));
+  note(make_call("send", s, "", comm, peer_index, bytes));
   run(s);
 }
 
 void FakeDevice::recv(plan::Stream s, int comm, int peer_index, double bytes) {
   if (sizing_) return;
-  calls_.push_back(make_call("recv", s, "", comm, peer_index, bytes));
+  note(make_call("recv", s, "", comm, peer_index, bytes));
   run(s);
 }
 
 void FakeDevice::record(plan::Stream s, int event) {
   if (sizing_) return;
-  calls_.push_back(make_call("record", s, "", event));
+  note(make_call("record", s, "", event));
   events_.at(static_cast<std::size_t>(event)) = clock_.at(s);
 }
 
 void FakeDevice::wait(plan::Stream s, int event) {
   if (sizing_) return;
-  calls_.push_back(make_call("wait", s, "", event));
+  note(make_call("wait", s, "", event));
   const double t = events_.at(static_cast<std::size_t>(event));
   if (t < 0) throw Error(ErrorKind::kRuntime, "wait on an event never recorded");
   clock_.at(s) = std::max(clock_.at(s), t);
@@ -125,7 +125,7 @@ void FakeDevice::mark(plan::Stream s, int marker) {
 }
 
 std::vector<double> FakeDevice::end_iteration(double) {
-  calls_.push_back(make_call("end", plan::Stream::kCompute));
+  note(make_call("end", plan::Stream::kCompute));
   if (!held_.empty()) {
     throw Error(ErrorKind::kRuntime,
                 fmt::format("{} activation holds still held at the iteration's end", held_.size()));

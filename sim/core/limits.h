@@ -73,6 +73,9 @@ inline constexpr std::int64_t kMaxFlowWork = std::int64_t{1} << 16;  // 65,536
 // `run --fidelity packet`: every byte crosses every hop as packets (about 20 M events/s), so a
 // whole iteration is minutes at a few hundred GPUs (docs/performance.md, "Packet level").
 inline constexpr std::int64_t kMaxPacketWork = 1024;
+// `execute`: task instances one process launches per iteration (its ranks x each rank's tasks);
+// the launch plans, the fake backend's call records and the measured spans grow with it.
+inline constexpr std::int64_t kMaxExecuteWork = std::int64_t{1} << 22;  // 4,194,304
 // A fat tree's k, even with --force (k^3/4 hosts: k = 256 is 4.2 million).
 inline constexpr int kMaxFatTreeK = 256;
 

@@ -313,6 +313,35 @@ TEST(HostileInputs, DirectoryAndEmptyScenarioAreRefused) {
   EXPECT_TRUE(r.out.empty());
 }
 
+// A scenario file without a single key (empty, or comments only) ran the built-in 12,288-GPU
+// default under the file's name; it is refused naming the file, by every command that reads a
+// scenario file. `execute` of it (or of the default) on the fake backend ran over 10 minutes at
+// 6-7 GB; it is above execute's work limit now, refused at once unless --force.
+TEST(HostileInputs, EmptyScenarioFileIsRefused) {
+  const std::string empty = write_file("e.yaml", "");
+  const std::string comments = write_file("c.yaml", "# a scenario\n\n   # to be written\n---\n");
+  for (const std::string& f : {empty, comments}) {
+    for (const std::string& cmd : {"run " + f, "run " + f + " --format json",
+                                   "execute " + f + " --backend fake",
+                                   "sweep " + f + " --vary parallel.pp=1,2"}) {
+      const CliRun r = trainsim(cmd);
+      EXPECT_EQ(r.code, 2) << cmd << "\n" << r.out;
+      EXPECT_TRUE(has(r.err, f + ": the scenario file holds no keys")) << cmd << "\n" << r.err;
+      EXPECT_TRUE(r.out.empty()) << cmd;
+    }
+  }
+  // One key is a scenario.
+  EXPECT_EQ(trainsim("run " + write_file("one.yaml", "# a scenario\nparallel: {pp: 8}\n")).code, 0);
+  const std::string out = trainsim::testing::temp_path("exec_default.out");
+  const std::string err = trainsim::testing::temp_path("exec_default.err");
+  const int code = trainsim::testing::shell("timeout 60 " + std::string(TRAINSIM_BINARY) +
+                                            " execute --backend fake > " + out + " 2> " + err);
+  EXPECT_EQ(code, 2);
+  const std::string msg = trainsim::testing::slurp(err);
+  EXPECT_TRUE(has(msg, "above the work limit of 4194304")) << msg;
+  EXPECT_TRUE(has(msg, "--force")) << msg;
+}
+
 TEST(HostileInputs, SecondYamlDocumentIsRefused) {
   const std::string path =
       write_file("two.yaml", "parallel:\n  pp: 8\n---\nparallel:\n  pp: 16\n");
