@@ -327,7 +327,7 @@ double fit_in_mix_factor(const std::vector<GemmSample>& in_mix, const GemmFit& b
 }
 
 KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRates& peaks,
-                       const std::string& gemm_dtype) {
+                       const std::string& gemm_dtype, const GemmFit* base_surface) {
   KernelFits f;
   f.gemm_dtype = gemm_dtype;
   // A sample faster than the GPU can run it is a broken measurement or an edited file: one
@@ -384,7 +384,8 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
       (in_mix ? in_mix_gemms : gemms).push_back({k.m, k.n, k.k, k.batch, gemm_peak, k.median_s});
     }
   }
-  if (gemms.size() < 2 && !in_mix_gemms.empty()) {
+  f.gemm_from_base = gemms.size() < 2 && !in_mix_gemms.empty() && base_surface != nullptr;
+  if (gemms.size() < 2 && !in_mix_gemms.empty() && !f.gemm_from_base) {
     // No burst surface to scale: the in-mix GEMMs are the surface.
     gemms.insert(gemms.end(), in_mix_gemms.begin(), in_mix_gemms.end());
     in_mix_gemms.clear();
@@ -394,11 +395,24 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
   if (const auto c = f.memory_by_kind.find("copy"); c != f.memory_by_kind.end()) {
     f.copy_bw_Bps = c->second.efficiency * peaks.hbm_Bps;
   }
-  if (gemms.size() < 2) {
-    throw_input("fewer than 2 unbatched " + gemm_dtype + " GEMM samples", {"", 0, "gemm"},
-                "time the grid GEMMs in the training precision");
+  if (f.gemm_from_base) {
+    // The base profile's surface keeps its shape (e_max, d0, fixed cost) and takes the in-mix
+    // factor below, as a burst surface would.
+    f.gemm = *base_surface;
+    f.gemm.samples = 0;
+    f.gemm.rms_rel_error = f.gemm.max_rel_error = 0;
+    f.notes.push_back(fmt::format(
+        "no burst {} GEMM samples: the base profile's surface (e_max {:.3f}, d0 {:.1f}, fixed "
+        "cost {:.3g} s) keeps its shape and takes the in-mix factor of {} GEMMs",
+        gemm_dtype, base_surface->peak_efficiency, base_surface->half_dim,
+        base_surface->overhead_s, in_mix_gemms.size()));
+  } else {
+    if (gemms.size() < 2) {
+      throw_input("fewer than 2 unbatched " + gemm_dtype + " GEMM samples", {"", 0, "gemm"},
+                  "time the grid GEMMs in the training precision");
+    }
+    f.gemm = fit_gemm_surface_and_overhead(gemms);
   }
-  f.gemm = fit_gemm_surface_and_overhead(gemms);
   f.gemm_in_mix_samples = static_cast<int>(in_mix_gemms.size());
   if (!in_mix_gemms.empty()) {
     f.gemm_in_mix_factor = fit_in_mix_factor(in_mix_gemms, f.gemm);

@@ -131,6 +131,7 @@ struct KernelFits {
   double memory_joint_overhead_s = 0;
   double memory_joint_common_efficiency = 0;
   GemmFit gemm;  // peak_efficiency includes gemm_in_mix_factor
+  bool gemm_from_base = false;  // the surface is base_surface's, scaled (gemm.samples = 0)
   std::string gemm_dtype;  // the dtype whose GEMM samples were fitted
   // GEMMs timed in the mix of a training step (labels "exec:...", calib::timed_in_mix): the
   // factor κ by which they ran faster (> 1) or slower (< 1) than the burst surface predicts,
@@ -163,8 +164,14 @@ double fit_in_mix_factor(const std::vector<GemmSample>& in_mix, const GemmFit& b
 /// kInput when a needed kind has no samples, when a sample is faster than the GPU can run it
 /// (check_sample_rates; the field is `kernels_measured[i].median_s`), and when an efficiency
 /// comes out above 1 (the field is the profile's: `gemm_peak_efficiency`, ...).
+///
+/// `base_surface`: the surface that in-mix GEMM samples scale when the samples hold fewer than 2
+/// burst GEMMs of the dtype (the base profile's e_max, d0 and GEMM fixed cost): it keeps its
+/// shape and takes the in-mix factor, as a burst surface would (a few model shapes cannot
+/// condition a surface). Without it such in-mix GEMMs are fitted as the surface themselves.
 KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRates& peaks,
-                       const std::string& gemm_dtype = "bf16");
+                       const std::string& gemm_dtype = "bf16",
+                       const GemmFit* base_surface = nullptr);
 
 /// Writes the fitted constants into the compute fields of `p`.
 void apply_kernel_fits(const KernelFits& f, Profile& p);

@@ -265,18 +265,28 @@ calib::PeakRates peaks_of(const std::string& preset) {
 // Fits the compute fields from the samples in `p` and prints what changed; `fast_said`: the
 // in-mix samples above the HBM bandwidth were already named (by their records).
 void fit_compute(calib::Profile& p, const std::string& gemm_dtype, bool fast_said = false) {
-  const calib::KernelFits f = calib::fit_kernels(p.kernels_measured, peaks_of(p.gpu), gemm_dtype);
+  // The profile's own GEMM surface: what in-mix GEMMs scale when no burst GEMMs shape one.
+  calib::GemmFit surface;
+  surface.peak_efficiency = p.gemm_peak_efficiency;
+  surface.half_dim = p.gemm_half_dim;
+  surface.overhead_s = p.gemm_launch_s();
+  const calib::KernelFits f =
+      calib::fit_kernels(p.kernels_measured, peaks_of(p.gpu), gemm_dtype, &surface);
   calib::apply_kernel_fits(f, p);
   std::cout << fmt::format(
       "kernel samples: {}\n"
       "memory-bound: memory_bw_efficiency {:.3f}, kernel_overhead_s {:.3g} "
       "(max error {:.1f} % over {} samples)\n"
       "GEMM ({}): gemm_peak_efficiency {:.3f}, gemm_half_dim {:.1f}, gemm_overhead_s {:.3g} "
-      "(rms error {:.1f} %, max {:.1f} % over {} samples)\n"
+      "({})\n"
       "attention: fwd efficiency {:.3f}, bwd efficiency {:.3f}\n",
       p.kernels_measured.size(), p.memory_bw_efficiency, p.kernel_overhead_s,
       f.memory.max_rel_error * 100, f.memory.samples, f.gemm_dtype, p.gemm_peak_efficiency,
-      p.gemm_half_dim, p.gemm_launch_s(), f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples,
+      p.gemm_half_dim, p.gemm_launch_s(),
+      f.gemm_from_base
+          ? std::string("the base profile's surface, scaled by the in-mix factor")
+          : fmt::format("rms error {:.1f} %, max {:.1f} % over {} samples",
+                        f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples),
       p.attention_fwd_efficiency, p.attention_bwd_efficiency);
   if (f.gemm_in_mix_samples > 0) {
     std::cout << fmt::format(
@@ -639,6 +649,7 @@ std::string record_field_of(const Record& rec, const calib::MeasuredKernel& k) {
 
 int from_execute(const CalibrateArgs& a) {
   calib::Profile p = calib::load_profile(a.base);
+  const calib::Profile base = p;
   const calib::PeakRates peaks = peaks_of(p.gpu);
   // Samples faster than the GPU can run them are refused where they are, naming the file.
   const std::vector<calib::RateIssue> base_rates = calib::check_sample_rates(p.kernels_measured, peaks);
@@ -680,8 +691,6 @@ int from_execute(const CalibrateArgs& a) {
     for (const std::string& why : got.skipped) std::cout << "  skipped " << why << "\n";
     p.kernels_measured.insert(p.kernels_measured.end(), got.samples.begin(), got.samples.end());
     added += got.samples.size();
-    p.provenance += (p.provenance.empty() ? "" : "; ") +
-                    std::string("in-mix kernel samples from the execute record ") + path;
   }
   if (added == 0) {
     throw_input("the records give no kernel sample", {a.files.front(), 0, "task_kinds"});
@@ -694,8 +703,23 @@ int from_execute(const CalibrateArgs& a) {
     throw_input("the fit of the base profile's samples with the records' failed: " + e.message(),
                 {files, 0, e.where().field});
   }
+  // The written profile is not the base: its compute fields were refitted on these records, and
+  // every output that names it must say so (it was written as `datasheet-h200-sxm` v5 with the
+  // provenance "built-in, not measured").
+  std::string records;
+  for (const std::string& f : a.files) records += (records.empty() ? "" : ", ") + f;
+  const std::string suffix = "+from-execute";
+  if (!p.name.ends_with(suffix)) p.name += suffix;
+  p.provenance = fmt::format(
+      "compute fields refitted by trainsim calibrate from-execute on {} in-mix kernel samples of "
+      "the execute record{} {}{}; base profile {} v{} ({}): {}",
+      added, a.files.size() == 1 ? "" : "s", records,
+      base.kernels_measured.empty()
+          ? std::string(" and no burst samples (GEMMs: the base's surface, scaled)")
+          : fmt::format(" and the base's {} samples", base.kernels_measured.size()),
+      base.name, base.version, a.base, base.provenance);
   write_profile(p, a.out);
-  std::cout << "wrote " << a.out << "\n";
+  std::cout << fmt::format("wrote {} (profile {} v{})\n", a.out, p.name, p.version);
   return 0;
 }
 

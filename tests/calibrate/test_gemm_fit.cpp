@@ -443,6 +443,19 @@ TEST(KernelFits, InMixSamplesScaleGemmsAndReplaceTheirKinds) {
   EXPECT_EQ(g.gemm_in_mix_factor, 1.0);
   EXPECT_EQ(g.gemm_in_mix_samples, 0);
   EXPECT_EQ(g.gemm.samples, 3);
+  // Given the base profile's surface (what from-execute passes), they scale it instead: its
+  // shape is kept and the factor is the in-mix one.
+  GemmFit base;
+  base.peak_efficiency = kE;
+  base.half_dim = kD0;
+  base.overhead_s = kO;
+  const KernelFits h = fit_kernels(only_mix, h100(), "bf16", &base);
+  EXPECT_TRUE(h.gemm_from_base);
+  EXPECT_EQ(h.gemm_in_mix_samples, 3);
+  EXPECT_NEAR(h.gemm_in_mix_factor, kKappa, 1e-9);
+  EXPECT_NEAR(h.gemm.peak_efficiency, kE * kKappa, 1e-9);
+  EXPECT_DOUBLE_EQ(h.gemm.half_dim, kD0);
+  EXPECT_DOUBLE_EQ(h.gemm.overhead_s, kO);
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {

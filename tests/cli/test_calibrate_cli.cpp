@@ -521,6 +521,47 @@ TEST(CalibrateCli, SamplesFasterThanTheGpuAreRefused) {
       << r.err;
 }
 
+// The profile from-execute writes is not its base: it was written under the base's name
+// (`datasheet-h200-sxm` v5, "built-in, not measured") though its compute fields were refitted,
+// and `run` printed it as the built-in. It is named `<base>+from-execute`, its provenance names
+// the records and the base. With a datasheet base (no burst GEMM samples) the GEMMs keep the
+// base's surface shape (d0 64, not the 186 that the record's few shapes fitted) and take the
+// in-mix factor, as docs/calibration.md says; refitting the written profile changes nothing.
+TEST(CalibrateCli, FromExecuteNamesWhatItWrote) {
+  const std::string rec = "docs/validation/h200-2026-12-04/gpt-1.3b/real.json";
+  const std::string out = trainsim::testing::temp_path("from_datasheet.json");
+  const Out r = trainsim("calibrate from-execute " + rec +
+                         " --base calibrate/profiles/h200-sxm.json --out " + out);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(profile datasheet-h200-sxm+from-execute v"), std::string::npos) << r.out;
+  const trainsim::calib::Profile base = trainsim::calib::builtin_profile("h200-sxm");
+  const trainsim::calib::Profile p = trainsim::calib::load_profile(out);
+  EXPECT_EQ(p.name, "datasheet-h200-sxm+from-execute");
+  EXPECT_EQ(p.provenance.rfind("compute fields refitted by trainsim calibrate from-execute", 0),
+            0u)
+      << p.provenance;
+  EXPECT_NE(p.provenance.find(rec), std::string::npos) << p.provenance;
+  EXPECT_NE(p.provenance.find("base profile datasheet-h200-sxm v" + base.version),
+            std::string::npos)
+      << p.provenance;
+  EXPECT_DOUBLE_EQ(p.gemm_half_dim, base.gemm_half_dim);
+  ASSERT_TRUE(p.gemm_overhead_s.has_value());
+  EXPECT_DOUBLE_EQ(*p.gemm_overhead_s, base.gemm_launch_s());
+  EXPECT_NE(p.gemm_peak_efficiency, base.gemm_peak_efficiency);
+  EXPECT_NE(r.err.find("the base profile's surface"), std::string::npos) << r.err;
+  const std::string again = trainsim::testing::temp_path("from_datasheet_refit.json");
+  const Out refit = trainsim("calibrate refit " + out + " --out " + again);
+  ASSERT_EQ(refit.code, 0) << refit.err;
+  const trainsim::calib::Profile q = trainsim::calib::load_profile(again);
+  EXPECT_NEAR(q.gemm_peak_efficiency, p.gemm_peak_efficiency, 1e-9);
+  EXPECT_DOUBLE_EQ(q.gemm_half_dim, p.gemm_half_dim);
+  const Out run = trainsim("run scenarios/megascale-175b-12288.yaml --set cluster.gpu=h200-sxm "
+                           "--set cluster.gpus=64 --set calibration.profile=" + out);
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_NE(run.out.find("datasheet-h200-sxm+from-execute v" + base.version), std::string::npos)
+      << run.out;
+}
+
 TEST(CalibrateCli, MeasuringNeedsAGpu) {
   if (!trainsim::kernels::query_devices().devices.empty()) GTEST_SKIP() << "a GPU is present";
   for (const char* sub : {"kernels", "nccl"}) {
