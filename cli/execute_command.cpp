@@ -210,6 +210,13 @@ int run_execute_command(const ExecuteArgs& a) {
       "synthetic data of each op's exact shape",
       a.iterations, a.warmup, r.gpus, d.devices.empty() ? "?" : d.devices.front().name,
       group->count()));
+  if (a.backend == "fake") {
+    r.notes.push_back(
+        "fake backend: every op takes 1 µs on its own stream's clock, and no device waits for "
+        "another: a collective, send or receive ends 1 µs after its stream reaches it, whatever "
+        "its peers do, so the record shows no pipeline bubble and no exposed PP or DP waiting "
+        "for a peer; it checks the launch path, not the timing");
+  }
   r.notes.push_back(
       "memory-bound ops run their own launchers at the op's shape; data loading launches "
       "nothing; network statistics are not measured (zero); `memory` is the model's, "

@@ -76,6 +76,13 @@ TEST(ExecuteCli, FakeBackendWritesTheRunDocumentAndTrace) {
   for (const auto& [key, value] : s.items()) EXPECT_TRUE(x.contains(key)) << key;
   EXPECT_EQ(x.at("fidelity"), "fake");
   EXPECT_GT(x.at("iteration_time_s").get<double>(), 0);
+  // No device waits for another on the fake backend: the PP 2 pipeline has no bubble, and the
+  // record says why (docs/execute.md).
+  EXPECT_EQ(x.at("breakdown").at("pipeline_bubble_s").get<double>(), 0);
+  EXPECT_EQ(x.at("breakdown").at("exposed_comm_s").at("pp").get<double>(), 0);
+  bool said = false;
+  for (const json& n : x.at("notes")) said |= n.get<std::string>().rfind("fake backend:", 0) == 0;
+  EXPECT_TRUE(said) << x.at("notes").dump();
   std::set<std::string> sim_kinds, real_kinds;
   for (const json& k : s.at("task_kinds")) sim_kinds.insert(k.at("name").get<std::string>());
   for (const json& k : x.at("task_kinds")) real_kinds.insert(k.at("name").get<std::string>());
