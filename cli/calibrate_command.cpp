@@ -347,9 +347,33 @@ kernels::DeviceReport require_device() {
   return d;
 }
 
-int measure_kernels(const CalibrateArgs& a) {
-  const kernels::DeviceReport d = require_device();
+// What `calibrate kernels` and `calibrate nccl` can check without a GPU, checked before they
+// look for one (exit 2 for a bad argument, as `execute` does; they said "no CUDA device found"
+// to `--dtype banana` and to a missing --out): the output, the base profile or GPU preset.
+void check_measure_args(const CalibrateArgs& a) {
   if (a.out.empty()) throw_input("--out PROFILE.json is required", {"", 0, "--out"});
+  if (!a.gpu_preset.empty() && !scen::gpu_preset(a.gpu_preset)) {
+    throw_input("unknown GPU preset `" + a.gpu_preset + "` (" + preset_names() + ")",
+                {"", 0, "--gpu-preset"});
+  }
+  if (!a.base.empty()) calib::load_profile(a.base);
+}
+
+int measure_kernels(const CalibrateArgs& a) {
+  check_measure_args(a);
+  std::optional<scen::Scenario> sc;
+  if (!a.scenario.empty()) {
+    sc = scen::load_scenario_file(a.scenario, a.sets);
+    scen::require_one_job(*sc, "calibrate kernels");
+  } else if (!a.sets.empty()) {
+    throw_input("--set overrides a key of --scenario, and no scenario is given", {"", 0, "--set"},
+                "add --scenario FILE (without one only the standard grid is timed)");
+  }
+  kernels::DType gemm = kernels::DType::kBf16;
+  if (sc && sc->training.precision == Precision::kFp8) gemm = kernels::DType::kFp8;
+  if (!a.dtype.empty()) gemm = kernels::parse_dtype(a.dtype, "--dtype");
+
+  const kernels::DeviceReport d = require_device();
   if (a.device < 0 || a.device >= static_cast<int>(d.devices.size())) {
     throw_input(fmt::format("no CUDA device {} ({} present)", a.device, d.devices.size()),
                 {"", 0, "--gpu"});
@@ -358,27 +382,20 @@ int measure_kernels(const CalibrateArgs& a) {
   calib::Profile p = base_profile(a, a.gpu_preset, gpu_name, "--gpu-preset");
 
   std::vector<kernels::BenchItem> items;
-  kernels::DType gemm = kernels::DType::kBf16;
-  if (!a.scenario.empty()) {
-    const scen::Scenario sc = scen::load_scenario_file(a.scenario, a.sets);
-    scen::require_one_job(sc, "calibrate kernels");
-    if (sc.training.precision == Precision::kFp8) gemm = kernels::DType::kFp8;
-    if (!a.dtype.empty()) gemm = kernels::parse_dtype(a.dtype, "--dtype");
+  if (sc) {
     model::Sharding sh;
-    sh.micro_batch = sc.training.micro_batch;
-    sh.tp = sc.parallel.tp;
-    sh.cp = sc.parallel.cp;
-    sh.sp = sc.parallel.sp && sc.parallel.tp > 1;
-    sh.fused_attention = sc.opt.fused_attention();
-    items = kernels::bench_items_for_model(sc.model, sh, kernels::DType::kBf16, gemm);
+    sh.micro_batch = sc->training.micro_batch;
+    sh.tp = sc->parallel.tp;
+    sh.cp = sc->parallel.cp;
+    sh.sp = sc->parallel.sp && sc->parallel.tp > 1;
+    sh.fused_attention = sc->opt.fused_attention();
+    items = kernels::bench_items_for_model(sc->model, sh, kernels::DType::kBf16, gemm);
     // The unfused path too, so both settings of the lever have measured twins.
-    sh.fused_attention = !sc.opt.fused_attention();
+    sh.fused_attention = !sc->opt.fused_attention();
     for (kernels::BenchItem& b :
-         kernels::bench_items_for_model(sc.model, sh, kernels::DType::kBf16, gemm)) {
+         kernels::bench_items_for_model(sc->model, sh, kernels::DType::kBf16, gemm)) {
       items.push_back(std::move(b));
     }
-  } else if (!a.dtype.empty()) {
-    gemm = kernels::parse_dtype(a.dtype, "--dtype");
   }
   // The GEMM surface always gets the grid's shapes (kernels/bench_plan.h, standard_gemm_grid);
   // --no-grid leaves out the rest of the grid.
@@ -422,8 +439,19 @@ int measure_kernels(const CalibrateArgs& a) {
 void nccl_sizes(const CalibrateArgs& a, kernels::NcclBenchOptions& o) {
   o.min_bytes = static_cast<double>(scen::parse_size(a.min_bytes, {"", 0, "--min-bytes"}));
   o.max_bytes = static_cast<double>(scen::parse_size(a.max_bytes, {"", 0, "--max-bytes"}));
+  if (o.min_bytes > o.max_bytes) {
+    throw_input(fmt::format("--min-bytes {} is above --max-bytes {}", a.min_bytes, a.max_bytes),
+                {"", 0, "--min-bytes"}, "sizes double from --min-bytes up to --max-bytes");
+  }
   o.repeats = a.repeats;
   o.warmup = a.warmup;
+}
+
+// `calibrate nccl`'s arguments, checked before any GPU or process is looked for.
+void check_nccl_args(const CalibrateArgs& a) {
+  check_measure_args(a);
+  kernels::NcclBenchOptions o;
+  nccl_sizes(a, o);
 }
 
 // `calibrate nccl` under mpirun: every process drives L GPUs of its machine (L = --gpus, default
@@ -459,7 +487,6 @@ int measure_nccl_mpi(const CalibrateArgs& a, kexec::ProcessGroup& group) {
                 "run it on GPU machines, or import nccl-tests output with `calibrate "
                 "import-nccl-tests`");
   }
-  if (a.out.empty()) throw_input("--out PROFILE.json is required", {"", 0, "--out"});
   std::vector<std::string> hosts;  // distinct, in process order
   int per = 0;
   for (const Peer& p : peers) {
@@ -520,12 +547,12 @@ int measure_nccl_mpi(const CalibrateArgs& a, kexec::ProcessGroup& group) {
 }
 
 int measure_nccl(const CalibrateArgs& a) {
+  check_nccl_args(a);
   // Under mpirun (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK) with more than one process, the
   // processes join one communicator; otherwise one process drives the local GPUs with threads.
   const std::unique_ptr<kexec::ProcessGroup> group = kexec::make_process_group();
   if (group->count() > 1) return measure_nccl_mpi(a, *group);
   const kernels::DeviceReport d = require_device();
-  if (a.out.empty()) throw_input("--out PROFILE.json is required", {"", 0, "--out"});
   kernels::NcclBenchOptions o;
   const int n = a.gpus > 0 ? a.gpus : static_cast<int>(d.devices.size());
   if (n > static_cast<int>(d.devices.size())) {

@@ -564,10 +564,41 @@ TEST(CalibrateCli, FromExecuteNamesWhatItWrote) {
 
 TEST(CalibrateCli, MeasuringNeedsAGpu) {
   if (!trainsim::kernels::query_devices().devices.empty()) GTEST_SKIP() << "a GPU is present";
+  const std::string out = trainsim::testing::temp_path("needs_gpu.json");
   for (const char* sub : {"kernels", "nccl"}) {
-    const Out r = trainsim(std::string("calibrate ") + sub);
+    const Out r = trainsim(std::string("calibrate ") + sub + " --out " + out);
     EXPECT_EQ(r.code, 4) << sub;
     EXPECT_NE(r.err.find("no CUDA device found"), std::string::npos) << r.err;
+  }
+}
+
+// The arguments are checked before the GPU is looked for (exit 2, as execute does): each of
+// these said "no CUDA device found" (exit 4) on a machine without one.
+TEST(CalibrateCli, MeasuringChecksItsArgumentsFirst) {
+  const std::string out = trainsim::testing::temp_path("args_first.json");
+  const std::string garbage = trainsim::testing::temp_path("garbage_profile.json");
+  std::ofstream(garbage) << "{\"format_version\": 1, \"name\": ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"kernels --out " + out + " --dtype banana", "`--dtype`: unknown dtype `banana`"},
+      {"kernels --out " + out + " --scenario scenarios/megascale-175b-12288.yaml --set "
+       "model.hidden=banana",
+       "model.hidden"},
+      {"kernels --out " + out + " --set model.hidden=1024", "`--set`: --set overrides a key"},
+      {"kernels --out " + out + " --gpu-preset nosuch", "`--gpu-preset`: unknown GPU preset"},
+      {"kernels --out " + out + " --base " + garbage, garbage},
+      {"kernels", "`--out`: --out PROFILE.json is required"},
+      {"kernels --out /nonexistent/dir/p.json", "/nonexistent/dir"},
+      {"nccl", "`--out`: --out PROFILE.json is required"},
+      {"nccl --out " + out + " --min-bytes banana", "--min-bytes"},
+      {"nccl --out " + out + " --min-bytes 1G --max-bytes 1K",
+       "`--min-bytes`: --min-bytes 1G is above --max-bytes 1K"},
+      {"nccl --out " + out + " --gpu-preset nosuch", "`--gpu-preset`: unknown GPU preset"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Out r = trainsim("calibrate " + args);
+    EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("no CUDA device"), std::string::npos) << args << "\n" << r.err;
   }
 }
 
