@@ -1259,6 +1259,13 @@ std::vector<int> parse_hosts(const YAML::Node& node, const ErrorContext& where) 
     throw_input("expected a list of servers, e.g. [0, 1, 4-7]", where);
   }
   if (out.empty()) throw_input("names no server", where);
+  std::vector<int> sorted = out;
+  std::sort(sorted.begin(), sorted.end());
+  const auto twice = std::adjacent_find(sorted.begin(), sorted.end());
+  if (twice != sorted.end()) {
+    throw_input(fmt::format("server {} is listed twice", *twice), where,
+                "list each of the job's servers once");
+  }
   return out;
 }
 
@@ -1311,28 +1318,40 @@ JobSpec load_job(const YAML::Node& entry, int index, const GivenMap& base,
       job.start_s = parse_double(scalar(), where, 0, limits::kMaxHostTime_s);
     } else if (key == "iterations") {
       job.iterations = parse_int(scalar(), where, 1, 1000);
+    } else if (!is_section(key) && find_key(key) == nullptr) {
+      // Neither an entry key nor a section of scenario keys: most likely a misspelt entry key.
+      std::string hint = did_you_mean(key, {"name", "gpus", "placement", "hosts", "start_s",
+                                            "iterations"});
+      if (hint.empty()) hint = suggest_key(key);
+      if (hint.empty()) {
+        hint = "a job takes name, gpus, placement, hosts, start_s, iterations and the sections "
+               "of its own keys (model, parallel, training, ...)";
+      }
+      throw_input("unknown key", where, hint);
     } else {
       YAML::Node one;
       one[key] = value;
       GivenMap part;
       // flatten() names the key's own line; the mapping built here has none, so errors are
-      // re-located to the entry's line below.
+      // re-located to the entry's line below, and named as keys of this entry.
       try {
         flatten(one, "", file, part);
       } catch (const Error& e) {
         ErrorContext at = e.where();
         if (at.line <= 0) at.line = line;
+        at.field = job.where.field + "." + at.field;
         throw Error(e.kind(), e.message(), at, e.hint());
       }
       for (auto& [path, g] : part) {
-        const ErrorContext at{file, g.where.line > 0 ? g.where.line : line, path};
+        const ErrorContext at{file, g.where.line > 0 ? g.where.line : line,
+                              job.where.field + "." + path};
         if (cluster_wide(path)) {
           throw_input("describes the shared cluster or the simulation, not one job", at,
-                      "give it at the top level of the scenario, outside `jobs:`");
+                      "give `" + path + "` at the top level of the scenario, outside `jobs:`");
         }
         if (own.count(path) > 0) throw_input("given twice in this job", at);
         g.origin = line_origin(file, at.line);
-        g.where = at;
+        g.where = {file, at.line, path};
         own[path] = g;
       }
     }
@@ -1462,6 +1481,17 @@ Scenario load_scenario_string(std::string_view yaml, const std::string& name,
     int index = 0;
     for (const YAML::Node& entry : jobs) {
       s.jobs.push_back(load_job(entry, index++, file_given, sets, s.cluster.gpus_per_node, name));
+      // Two jobs of one name would be two rows no one could tell apart.
+      for (std::size_t k = 0; k + 1 < s.jobs.size(); ++k) {
+        const JobSpec& other = s.jobs[k];
+        const JobSpec& job = s.jobs.back();
+        if (other.name != job.name) continue;
+        ErrorContext at = job.where;
+        at.field += ".name";
+        throw_input(fmt::format("job name `{}` is also jobs[{}]'s (line {})", job.name, k,
+                                other.where.line),
+                    at, "give every job its own name");
+      }
     }
   }
   return s;

@@ -360,8 +360,8 @@ TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
       {"  - {name: a, hosts: [0, 7]}\n", "server 7 is outside the cluster's servers 0-3"},
       {"  - {name: a, gpus: 2, placement: scattered}\n", "unknown placement `scattered`"},
       {"  - {name: a, gpus: 2, cluster: {nic_gbps: 200}}\n",
-       "`cluster.nic_gbps`: describes the shared cluster or the simulation, not one job"},
-      {"  - {name: a, gpus: 2, parallel: {tpp: 2}}\n", "`parallel.tpp`: unknown key"},
+       "`jobs[0].cluster.nic_gbps`: describes the shared cluster or the simulation, not one job"},
+      {"  - {name: a, gpus: 2, parallel: {tpp: 2}}\n", "`jobs[0].parallel.tpp`: unknown key"},
       {"  - {name: a, placement: packed}\n", "has no `gpus:`"},
       {"  - {name: a, hosts: [3-1]}\n", "runs backwards"},
       {"  - {name: a, hosts: [0, 1], iterations: 0}\n", "`jobs[0].iterations`"},
@@ -387,6 +387,37 @@ TEST(JobsCli, BadJobListsExitTwoNamingTheField) {
   const CliRun trace = trainsim(std::string("run ") + kDumbbell + " --trace /dev/null");
   EXPECT_EQ(trace.code, 2);
   EXPECT_TRUE(has(trace.err, "--trace"));
+}
+
+// What a new user's trial found wrong in the errors of job lists: an entry key's typo had no
+// `jobs[i].` and no suggestion; keys inside an entry were named without it (docs say
+// `jobs[i].<key>`); two jobs of one name were accepted as two rows no one could tell apart; a
+// server listed twice in one job's hosts was "also in job `a`'s hosts" (its own).
+TEST(JobsCli, EntryErrorsNameTheEntryAndTheKey) {
+  struct Case {
+    std::string jobs, expect;
+  };
+  const Case cases[] = {
+      {"  - {name: a, gpus: 2, placment: spread}\n",
+       "`jobs[0].placment`: unknown key (did you mean `placement`?)"},
+      {"  - {name: a, gpus: 2}\n  - {name: b, gpus: 2, iteratons: 2}\n",
+       "`jobs[1].iteratons`: unknown key (did you mean `iterations`?)"},
+      {"  - {name: a, gpus: 2, parallel: {tpp: 2}}\n",
+       "`jobs[0].parallel.tpp`: unknown key (did you mean `parallel.tp`?)"},
+      {"  - {name: a, gpus: 2, network: {routing: {qps_per_connection: 4}}}\n",
+       "`jobs[0].network.routing.qps_per_connection`: describes the shared cluster"},
+      {"  - {name: a, gpus: 2}\n  - {name: a, gpus: 2}\n",
+       "`jobs[1].name`: job name `a` is also jobs[0]'s"},
+      {"  - {name: a, hosts: [0, 0]}\n", "`jobs[0].hosts`: server 0 is listed twice"},
+      {"  - {name: a, hosts: \"0-2,1\"}\n", "`jobs[0].hosts`: server 1 is listed twice"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dumbbell_with(c.jobs, "entry");
+    const CliRun r = trainsim("run " + path);
+    EXPECT_EQ(r.code, 2) << c.jobs << r.err;
+    EXPECT_TRUE(has(r.err, path + ":")) << r.err;
+    EXPECT_TRUE(has(r.err, c.expect)) << c.jobs << " -> " << r.err;
+  }
 }
 
 // A fabric file too small for the cluster of several jobs is the cluster's problem, not the

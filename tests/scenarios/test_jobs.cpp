@@ -120,7 +120,8 @@ TEST(Jobs, ErrorsNameTheJobsEntry) {
                "server 2 is also in job `a`");
   expect_error("  - {name: a, gpus: 12}\n", "jobs[0].gpus", "not a whole number of 8-GPU servers");
   expect_error("  - {name: a, gpus: 16, hosts: [0]}\n", "jobs[0].gpus", "1 servers of 8 GPUs");
-  expect_error("  - {name: a, gpus: 8, simulation: {seed: 3}}\n", "simulation.seed", "not one job");
+  expect_error("  - {name: a, gpus: 8, simulation: {seed: 3}}\n", "jobs[0].simulation.seed",
+               "not one job");
   expect_error("  - {name: a, gpus: 8, placement: hosts}\n", "jobs[0]", "needs the list of servers");
 }
 
