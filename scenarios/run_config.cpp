@@ -103,7 +103,8 @@ exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
   const bool event = s.fidelity == "schedule" || s.fidelity == "flow" || s.fidelity == "packet";
   if (!event && (s.simulation.jitter > 0 || s.simulation.straggler_rank >= 0 ||
                  s.simulation.straggler_host >= 0)) {
-    throw_input("stragglers and jitter need an event-driven fidelity (`schedule` or `flow`)",
+    throw_input("stragglers and jitter need an event-driven fidelity (`schedule`, `flow` or "
+                "`packet`)",
                 origin_of(s, "simulation.fidelity"), "add --fidelity schedule");
   }
   try {

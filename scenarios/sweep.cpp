@@ -127,7 +127,7 @@ void expand_range(const KeyDef& key, const std::string& range, const ErrorContex
       (std::fabs(first) > kExact || std::fabs(last) > kExact || std::fabs(step) > kExact)) {
     throw_input(fmt::format("range `{}` has a bound or step beyond 2^53 (9007199254740992)",
                             range),
-                where, "list the values instead (--vary KEY=A,B,C)");
+                where, "list the values instead (" + where.file + " KEY=A,B,C)");
   }
   // Float steps accumulate rounding: a value above the bound by a relative 1e-9 still counts.
   const double slack = key.type == KeyType::kFloat ? 1e-9 * std::max(1.0, std::fabs(last)) : 0.0;
@@ -331,16 +331,16 @@ const char* kCheckpointMagic = "trainsim-sweep-checkpoint 1";
 
 // ---- parsing ------------------------------------------------------------------------------------
 
-SweepAxis parse_vary(const std::string& arg) {
+SweepAxis parse_vary(const std::string& arg, const std::string& flag) {
   const std::size_t eq = arg.find('=');
   if (eq == std::string::npos) {
-    throw_input("`--vary " + arg + "` has no `=`", {"--vary", 0, trim(arg)},
-                "write --vary key.path=VALUES, e.g. --vary parallel.pp=1,2,4,8 or "
-                "--vary parallel.pp=1:64");
+    throw_input("`" + flag + " " + arg + "` has no `=`", {flag, 0, trim(arg)},
+                fmt::format("write {0} key.path=VALUES, e.g. {0} parallel.pp=1,2,4,8{1}", flag,
+                            flag == "--vary" ? " or --vary parallel.pp=1:64" : ""));
   }
   SweepAxis axis;
   axis.key = trim(std::string_view(arg).substr(0, eq));
-  const ErrorContext where{"--vary", 0, axis.key};
+  const ErrorContext where{flag, 0, axis.key};
   const KeyDef* key = find_key(axis.key);
   if (key == nullptr) {
     if (is_section(axis.key)) {
@@ -350,8 +350,8 @@ SweepAxis parse_vary(const std::string& arg) {
   }
   const std::string spec = trim(std::string_view(arg).substr(eq + 1));
   if (spec.empty()) {
-    throw_input("no values to sweep", where,
-                "give a list (--vary " + axis.key + "=1,2,4) or a range (1:64, 1:64:x2)");
+    throw_input(flag == "--vary" ? "no values to sweep" : "no values to compare", where,
+                "give a list (" + flag + " " + axis.key + "=1,2,4) or a range (1:64, 1:64:x2)");
   }
   std::vector<std::string> values;
   for (const std::string& item : split(spec, ',')) {

@@ -46,8 +46,9 @@ struct SweepAxis {
 /// for numeric keys, ranges: `A:B` (every integer from A to B), `A:B:S` (step S) or `A:B:xF` /
 /// `A:B:*F` (times F, for geometric series like 1:64:x2). Each value is checked like `--set` (same
 /// errors, located at `--vary` and the key). Repeated values are kept once. Throws Error(kInput)
-/// for an unknown key (with a suggestion), an empty list or range, or a bad value.
-SweepAxis parse_vary(const std::string& arg);
+/// for an unknown key (with a suggestion), an empty list or range, or a bad value. `flag` is the
+/// option the argument came with (`--vary`, `--compare`), which errors name.
+SweepAxis parse_vary(const std::string& arg, const std::string& flag = "--vary");
 
 /// The price of one GPU for one hour, as given to `--gpu-hour-price`.
 struct GpuHourPrice {

@@ -20,15 +20,7 @@ VariantPlan plan_variants(const std::vector<std::string>& compare, std::size_t m
   VariantPlan plan;
   std::vector<SweepAxis> axes;
   for (const std::string& arg : compare) {
-    SweepAxis axis;
-    try {
-      axis = parse_vary(arg);
-    } catch (const Error& e) {
-      // parse_vary locates its errors at --vary; here the flag is --compare.
-      ErrorContext where = e.where();
-      where.file = "--compare";
-      throw Error(e.kind(), e.message(), where, e.hint());
-    }
+    const SweepAxis axis = parse_vary(arg, "--compare");
     for (const std::string& k : plan.keys) {
       if (k == axis.key) {
         throw_input("is given to --compare twice", {"--compare", 0, axis.key},
@@ -36,7 +28,7 @@ VariantPlan plan_variants(const std::vector<std::string>& compare, std::size_t m
       }
     }
     plan.keys.push_back(axis.key);
-    axes.push_back(std::move(axis));
+    axes.push_back(axis);
   }
   if (axes.empty()) throw_input("nothing to compare", {"--compare", 0, ""}, "give KEY=V1,V2");
   std::size_t product = 1;

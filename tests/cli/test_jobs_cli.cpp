@@ -420,6 +420,27 @@ TEST(JobsCli, EntryErrorsNameTheEntryAndTheKey) {
   }
 }
 
+// `--compare` without `=` or without values answered in `--vary`'s words, and stragglers at
+// analytic fidelity named `schedule` and `flow` only, though packet runs them too.
+TEST(JobsCli, CompareAndStragglerErrorsNameTheirFlagAndEveryFidelity) {
+  for (const std::string& arg : {std::string("parallel.tp"), std::string("parallel.tp=")}) {
+    const CliRun r = trainsim(std::string("run ") + kDumbbell + " --compare " + arg);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(has(r.err, "--compare")) << r.err;
+    EXPECT_FALSE(has(r.err, "--vary")) << r.err;
+    EXPECT_FALSE(has(r.err, "sweep")) << r.err;
+  }
+  EXPECT_TRUE(has(trainsim(std::string("run ") + kDumbbell + " --compare parallel.tp").err,
+                  "`--compare parallel.tp` has no `=`"));
+  EXPECT_TRUE(has(trainsim(std::string("run ") + kDumbbell + " --compare parallel.tp=").err,
+                  "no values to compare"));
+  // Stragglers at analytic fidelity: every event-driven fidelity is named, packet included.
+  const CliRun straggler =
+      trainsim("run --set simulation.straggler_rank=0 --set simulation.straggler_factor=1.5");
+  EXPECT_EQ(straggler.code, 2) << straggler.err;
+  EXPECT_TRUE(has(straggler.err, "(`schedule`, `flow` or `packet`)")) << straggler.err;
+}
+
 // A fabric file too small for the cluster of several jobs is the cluster's problem, not the
 // first job's ("job `a`: ... the job needs 4"), and a NIC rate given beside a fabric file says
 // that flow and packet fidelity use the file's cables.
