@@ -96,7 +96,8 @@ std::string jobs_table(const std::vector<Variant>& vs) {
   }
   std::string s = aligned(rows, 5);
   if (vs.front().jobs->run.fidelity == "flow" || vs.front().jobs->run.fidelity == "packet") {
-    s += "\nlinks that carried more than one job's traffic\n";
+    s += "\nlinks that carried more than one job's traffic during the run (at the same time or "
+         "not)\n";
     std::vector<std::vector<std::string>> t = {
         {"variant", "makespan s", "shared links", "bytes on them", "ECMP max/mean"}};
     for (const Variant& v : vs) {

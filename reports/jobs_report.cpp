@@ -28,6 +28,7 @@ nlohmann::ordered_json fabric_json(const exec::JobsResult& run) {
   f["links_shared_by_jobs"] = n.links_shared_by_jobs;
   f["shared_link_bytes_fraction"] = n.shared_link_bytes_fraction;
   f["link_classes"] = link_classes_json(n);
+  if (n.has_packets) f["packets"] = packets_json(n);
   f["flows"] = run.exec.flows;
   f["solves"] = run.exec.solves;
   return f;
@@ -128,8 +129,10 @@ std::string jobs_text(const scen::JobsOutcome& o, const scen::Scenario& s) {
   t += fmt::format("ECMP      max/mean load over uplinks {}\n",
                    n.has_ecmp ? fmt::format("{:.2f}", n.ecmp_imbalance) : std::string("–"));
   t += fmt::format("shared    {} switch and NIC links carried more than one job's traffic "
-                   "({:.1f} % of the bytes on such links)\n",
+                   "during the run, at the same time or not ({:.1f} % of the bytes on such "
+                   "links)\n",
                    n.links_shared_by_jobs, 100 * n.shared_link_bytes_fraction);
+  if (n.has_packets) t += "packets   " + packets_line(n) + "\n";
   if (o.run.fidelity == "packet") {
     t += fmt::format("flows     {} started, carried packet by packet\n", o.run.exec.flows);
   } else {
@@ -232,8 +235,9 @@ void write_jobs_report(const std::string& dir, const scen::JobsOutcome& o,
                 " fidelity: the jobs do not meet; run with --fidelity flow.</p>"
           : html::figure(svg::bars(links),
                          fmt::format("Bytes carried over capacity times the makespan. {} switch "
-                                     "and NIC links carried more than one job's traffic ({:.1f} % "
-                                     "of the bytes on such links); ECMP max/mean {}.",
+                                     "and NIC links carried more than one job's traffic during "
+                                     "the run, at the same time or not ({:.1f} % of the bytes on "
+                                     "such links); ECMP max/mean {}.",
                                      o.run.fabric.links_shared_by_jobs,
                                      100 * o.run.fabric.shared_link_bytes_fraction,
                                      o.run.fabric.has_ecmp

@@ -78,17 +78,7 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
                                     : "not modelled at this fidelity (no routed flows)";
   }
   if (!n.link_classes.empty()) j["network"]["link_classes"] = link_classes_json(n);
-  if (n.has_packets) {
-    j["network"]["packets"] = {{"packets", n.packets.packets},
-                               {"ecn_marks", n.packets.ecn_marks},
-                               {"pfc_pauses", n.packets.pauses},
-                               {"paused_s", n.packets.paused_s},
-                               {"max_queue_bytes", n.packets.max_queue_bytes},
-                               {"sprayed_flows", n.packets.sprayed_flows},
-                               {"reordered_packets", n.packets.reordered},
-                               {"retransmitted_bytes", n.packets.retransmitted_bytes},
-                               {"timeouts", n.packets.timeouts}};
-  }
+  if (n.has_packets) j["network"]["packets"] = packets_json(n);
   if (!r.task_kinds.empty()) {
     ordered_json kinds = ordered_json::array();
     for (const auto& k : r.task_kinds) {
@@ -134,6 +124,27 @@ nlohmann::ordered_json link_classes_json(const exec::NetworkStats& n) {
                        {"mean_utilization", c.mean_utilization}});
   }
   return classes;
+}
+
+nlohmann::ordered_json packets_json(const exec::NetworkStats& n) {
+  return {{"packets", n.packets.packets},
+          {"ecn_marks", n.packets.ecn_marks},
+          {"pfc_pauses", n.packets.pauses},
+          {"paused_s", n.packets.paused_s},
+          {"max_queue_bytes", n.packets.max_queue_bytes},
+          {"sprayed_flows", n.packets.sprayed_flows},
+          {"reordered_packets", n.packets.reordered},
+          {"retransmitted_bytes", n.packets.retransmitted_bytes},
+          {"timeouts", n.packets.timeouts}};
+}
+
+std::string packets_line(const exec::NetworkStats& n) {
+  const exec::NetworkStats::Packets& p = n.packets;
+  return fmt::format(
+      "{} sent, {} ECN-marked, {} PFC pauses ({:.3f} ms paused), deepest queue {:.0f} KB, {} "
+      "sprayed flows ({} packets reordered), {} B retransmitted",
+      p.packets, p.ecn_marks, p.pauses, 1e3 * p.paused_s, p.max_queue_bytes / 1e3,
+      p.sprayed_flows, p.reordered, p.retransmitted_bytes);
 }
 
 std::string aligned_columns(const std::vector<std::vector<std::string>>& rows,
@@ -288,14 +299,7 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
     }
     o += "\n";
   }
-  if (n.has_packets) {
-    const exec::NetworkStats::Packets& p = n.packets;
-    o += fmt::format(
-        "  packets          {} sent, {} ECN-marked, {} PFC pauses ({:.3f} ms paused), deepest "
-        "queue {:.0f} KB, {} sprayed flows ({} packets reordered), {} B retransmitted\n",
-        p.packets, p.ecn_marks, p.pauses, 1e3 * p.paused_s, p.max_queue_bytes / 1e3,
-        p.sprayed_flows, p.reordered, p.retransmitted_bytes);
-  }
+  if (n.has_packets) o += "  packets          " + packets_line(n) + "\n";
   o += fmt::format(
       "  start-up         communicator initialization {:.1f} s ({} store, {} group creation, {} "
       "process groups)\n",

@@ -24,6 +24,10 @@ std::string result_json_text(const exec::Result& r, const scen::Scenario& s,
 /// The link classes of a flow-fidelity run as JSON (class, links, used, max and mean
 /// utilisation), as `result_json` writes them under network.link_classes.
 nlohmann::ordered_json link_classes_json(const exec::NetworkStats& n);
+/// What the packet level counted (packets, ECN-marked packets, PFC pauses, ...), as `result_json`
+/// writes it under network.packets, and as the text summary's `packets` line.
+nlohmann::ordered_json packets_json(const exec::NetworkStats& n);
+std::string packets_line(const exec::NetworkStats& n);
 
 /// Rows as text columns: the first `left_cols` left-aligned, the rest right-aligned, two spaces
 /// between, no trailing blanks.

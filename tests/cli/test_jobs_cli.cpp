@@ -110,9 +110,21 @@ TEST(JobsCli, PacketFidelityPutsBothJobsOnOneFabric) {
                 0.01 * f["jobs"][i]["iteration_time_s"].get<double>());
   }
   EXPECT_EQ(p["fabric"]["links_shared_by_jobs"], 4);
+  // What the packet level counted, as a single run reports it (a multi-job run printed none).
+  ASSERT_TRUE(p["fabric"].contains("packets")) << p["fabric"].dump();
+  EXPECT_GT(p["fabric"]["packets"]["packets"].get<double>(), 0);
+  EXPECT_LE(p["fabric"]["packets"]["ecn_marks"].get<double>(),
+            p["fabric"]["packets"]["packets"].get<double>());
+  EXPECT_FALSE(f["fabric"].contains("packets"));
   const CliRun text = trainsim("run " + std::string(kDumbbell) + " --fidelity packet");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_TRUE(has(text.out, "carried packet by packet")) << text.out;
+  EXPECT_TRUE(has(text.out, "\npackets   ")) << text.out;
+  EXPECT_TRUE(has(text.out, " ECN-marked, ")) << text.out;
+  // Shared links count jobs that used a link at any time in the run, and say so.
+  EXPECT_TRUE(has(text.out, "carried more than one job's traffic during the run, at the same "
+                            "time or not"))
+      << text.out;
   // Two jobs of 768 GPUs each: 1,536 GPUs of packets on one fabric, above the limit of 1,024.
   std::string big = "cluster:\n  preset: selene-a100\n  gpus: 1536\nmodel:\n  preset: gpt3-350m\n"
                     "parallel:\n  tp: 8\n  pp: 1\ntraining:\n  global_batch: 192\n"
