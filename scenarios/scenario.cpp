@@ -1473,6 +1473,10 @@ Scenario load_scenario_string(std::string_view yaml, const std::string& name,
   }
   Scenario s = Resolver(given, name).run();
   if (jobs_line > 0) {
+    // The cluster's own parallel layout (one replica per GPU) is no job's: notes about it
+    // ("parallel.dp = 128 (auto: 128 GPUs / (tp 1 ...))" beside jobs of TP 8) would mislead.
+    // Each job's notes are in its own result.
+    std::erase_if(s.notes, [](const std::string& note) { return note.rfind("parallel.", 0) == 0; });
     if (!jobs.IsSequence() || jobs.size() == 0) {
       throw_input("expected a list of jobs", {name, jobs_line, "jobs"},
                   "jobs:\n  - {name: a, gpus: 64}\n  - {name: b, gpus: 64}");

@@ -513,6 +513,11 @@ TEST(JobsCli, TheSharedClusterIsCheckedAndNotedAsAWhole) {
   ASSERT_EQ(json.code, 0) << json.err;
   EXPECT_NE(nlohmann::json::parse(json.out)["notes"].dump().find("built at 2.00:1"),
             std::string::npos);
+  // The cluster resolves as one replica per GPU; notes about that layout are no job's
+  // ("parallel.dp = 4 (auto: 4 GPUs / (tp 1 ...))" was printed beside the jobs' own layouts).
+  EXPECT_EQ(nlohmann::json::parse(json.out)["notes"].dump().find("parallel."), std::string::npos)
+      << json.out;
+  EXPECT_EQ(text.out.find("parallel.dp ="), std::string::npos) << text.out;
 }
 
 }  // namespace
