@@ -89,6 +89,10 @@ FabricSummary summarize_fabric(const ClusterGraph& g, const FailureSet* failures
     s.tiers.push_back(tier);
   }
   std::map<std::tuple<int, int, int>, std::size_t> cable_index;
+  // Per NIC: what its GPUs can hand it (PCIe cables) and what it can send into the fabric (its
+  // live switch cables). A NIC injects the lesser: a dual-homed NIC of 2 x 200 G behind a 200 G
+  // GPU cable injects 200 G, not 400 G.
+  std::map<NodeId, std::pair<double, double>> nic_in_out;
   for (LinkId l = 0; l < g.link_count(); l += 2) {
     // Cables are named from their lower end: "nic-tor", "tor-agg".
     const LinkKind k = g.link_kind(l);
@@ -113,11 +117,16 @@ FabricSummary summarize_fabric(const ClusterGraph& g, const FailureSet* failures
       ++s.failed_cables;
     }
     const double Bps = down ? 0.0 : g.link_capacity_Bps(up);
-    if (k == LinkKind::kNicUp || k == LinkKind::kNicDown) {
+    if (k == LinkKind::kPcie) {
+      // `up` runs GPU -> NIC.
+      nic_in_out[g.link_dst(up)].first += failures != nullptr && failures->link_down(up)
+                                              ? 0.0
+                                              : g.link_capacity_Bps(up);
+    } else if (k == LinkKind::kNicUp || k == LinkKind::kNicDown) {
       TierSummary& tor = s.tiers[static_cast<std::size_t>(g.node(g.link_dst(up)).tier - 1)];
       ++tor.down_cables;
       tor.down_Bps += Bps;
-      s.injection_Bps += Bps;
+      nic_in_out[g.link_src(up)].second += Bps;
     } else if (k == LinkKind::kUp || k == LinkKind::kDown) {
       TierSummary& lower = s.tiers[static_cast<std::size_t>(g.node(g.link_src(up)).tier - 1)];
       TierSummary& upper = s.tiers[static_cast<std::size_t>(g.node(g.link_dst(up)).tier - 1)];
@@ -133,6 +142,10 @@ FabricSummary summarize_fabric(const ClusterGraph& g, const FailureSet* failures
   s.cables.clear();
   for (auto& [key, c] : ordered) s.cables.push_back(std::move(c));
 
+  for (const auto& [nic, in_out] : nic_in_out) {
+    // A NIC with no GPU cable (a fabric file may have one) injects nothing.
+    s.injection_Bps += std::min(in_out.first, in_out.second);
+  }
   double narrowest = s.injection_Bps;
   for (TierSummary& t : s.tiers) {
     // A tier with uplinks bounds the bisection by what they carry, 0 when every one has failed

@@ -41,7 +41,9 @@ struct FabricSummary {
   int links = 0;  // directed
   std::vector<TierSummary> tiers;
   std::vector<CableSummary> cables;
-  double injection_Bps = 0;  // every NIC's uplink capacity together
+  // What the NICs can put into the fabric: per NIC the lesser of its GPU (PCIe) cables and its
+  // switch cables (a dual-homed NIC counts once), summed.
+  double injection_Bps = 0;
   // Bandwidth across a balanced cut of the GPUs, one direction: half the narrowest of the
   // injection and each tier's total uplink capacity (exact for a symmetric Clos; with failed
   // cables or switches an upper bound, since the cut may cross more of them than their share).

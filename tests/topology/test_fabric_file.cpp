@@ -61,6 +61,10 @@ TEST(FabricFile, ReadsTheGraphMlExample) {
   EXPECT_EQ(total.ps, 500'000 + 4 * 600'000);  // gpu->nic enters a NIC (default 0.5 us)
   const FabricSummary s = summarize_fabric(g);
   EXPECT_DOUBLE_EQ(s.tiers[0].oversubscription, 16 * 200.0 / (8 * 400.0));
+  // Injection: each NIC takes 200 G from its GPU and has 2 x 200 G to the ToRs; it injects the
+  // lesser, 200 G (counting both ToR cables gave 3.2 Tb/s for 8 GPUs of 200 G).
+  EXPECT_DOUBLE_EQ(s.injection_Bps, 8 * 200e9 / 8);
+  EXPECT_DOUBLE_EQ(s.bisection_Bps, 8 * 200e9 / 8 / 2);
 }
 
 // GraphViz with tiers left out: a switch's tier is its distance from the nearest NIC.
