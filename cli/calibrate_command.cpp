@@ -599,20 +599,32 @@ struct Record {
   kexec::InMixSamples got;
   std::string gpu_name;                        // calibration.gpu, "" when absent
   std::map<std::string, std::size_t> kind_at;  // task kind name -> its index in task_kinds
+  std::string text;                            // the file as read (to find one given twice)
 };
 
 // The in-mix samples of one execute record: its scenario rebuilt from the record's `config`
 // (every key with its final value), its measured rank's Program, and its task kinds.
 Record record_samples(const std::string& path) {
   Record rec;
-  const nlohmann::json doc = calib::parse_json_input(
-      read_input_file(path, "execute record", limits::kMaxResultBytes), path,
-      "give the JSON record `trainsim execute` writes");
+  rec.text = read_input_file(path, "execute record", limits::kMaxResultBytes);
+  const nlohmann::json doc =
+      calib::parse_json_input(rec.text, path, "give the JSON record `trainsim execute` writes");
   const nlohmann::json& fidelity = record_field(doc, "fidelity", path, "fidelity");
-  if (!fidelity.is_string() || (fidelity != "real" && fidelity != "fake")) {
-    throw_input("the document is a simulation (" + fidelity.dump() +
+  if (fidelity == "fake") {
+    // The fake backend's times are its own 1 µs per op on a per-device clock: nothing ran.
+    throw_input("a record of the fake backend (every op takes 1 µs): it measured nothing",
+                {path, 0, "fidelity"}, "add records of `trainsim execute` on the profile's GPU");
+  }
+  if (!fidelity.is_string() || fidelity != "real") {
+    throw_input("the document is a simulation (" + clip_name(fidelity.dump()) +
                     "), not a measurement: the record of `trainsim execute` says \"real\"",
                 {path, 0, "fidelity"});
+  }
+  const nlohmann::json& iteration = record_field(doc, "iteration_time_s", path, "iteration_time_s");
+  if (!iteration.is_number() || !(iteration.get<double>() > 0) ||
+      !std::isfinite(iteration.get<double>())) {
+    throw_input("`iteration_time_s` is " + clip_name(iteration.dump()) + ", not a time above 0",
+                {path, 0, "iteration_time_s"});
   }
   const nlohmann::json& config = record_field(doc, "config", path, "config");
   if (!config.is_object()) throw_input("`config` is not an object", {path, 0, "config"});
@@ -650,6 +662,16 @@ Record record_samples(const std::string& path) {
     if (!name.is_string() || !count.is_number_integer() || !total.is_number() ||
         count.get<long>() < 0 || !std::isfinite(total.get<double>()) || total.get<double>() < 0) {
       throw_input("a task kind needs a name, a count >= 0 and a total_s >= 0", {path, 0, where});
+    }
+    // A kind's tasks run one after another on one stream inside the iteration, so their time
+    // per iteration is at most the iteration's (a total_s of 1e6 s was taken as measured).
+    if (total.get<double>() > iteration.get<double>() * (1 + 1e-9)) {
+      throw_input(fmt::format("task kind `{}` takes {} s per iteration, longer than the "
+                              "iteration itself ({} s, iteration_time_s)",
+                              name.get<std::string>(), total.dump(), iteration.dump()),
+                  {path, 0, where + ".total_s"},
+                  "a kind's tasks run on one stream within the iteration: the record was edited "
+                  "or broken");
     }
     measured.push_back({name.get<std::string>(), count.get<long>(), total.get<double>()});
     rec.kind_at[measured.back().name] = i;
@@ -691,8 +713,14 @@ int from_execute(const CalibrateArgs& a) {
                              p.kernels_measured[r.index].label, r.what);
   }
   std::size_t added = 0;
+  std::map<std::string, std::string> seen;  // a record's text -> the path it was given as
   for (const std::string& path : a.files) {
     const Record rec = record_samples(path);
+    if (const auto [it, fresh] = seen.emplace(rec.text, path); !fresh) {
+      throw_input("the same record as " + it->second + ": given twice, its samples would weigh "
+                                                        "twice in the fit",
+                  {path, 0, ""}, "give each execute record once");
+    }
     const kexec::InMixSamples& got = rec.got;
     const std::string& gpu_name = rec.gpu_name;
     for (const calib::RateIssue& r : calib::check_sample_rates(got.samples, peaks)) {
@@ -711,6 +739,12 @@ int from_execute(const CalibrateArgs& a) {
       throw_input(fmt::format("the record ran on {} (GPU preset {}), the profile is for {}",
                               gpu_name, preset, p.gpu),
                   {path, 0, "calibration.gpu"}, "add records of the profile's GPU only");
+    }
+    if (preset.empty()) {
+      std::cerr << fmt::format(
+          "warning: {}: `calibration.gpu`: the record ran on {}, which is no GPU preset's: it "
+          "cannot be checked against the profile's {}\n",
+          path, gpu_name.empty() ? "an unnamed GPU" : "`" + gpu_name + "`", p.gpu);
     }
     std::cout << fmt::format("{}: {} in-mix samples", path, got.samples.size());
     if (!got.skipped.empty()) std::cout << fmt::format(", {} task kinds without one", got.skipped.size());

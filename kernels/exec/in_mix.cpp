@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -74,6 +75,18 @@ InMixSamples in_mix_samples(const plan::ProgramSet& ps, int rank,
   std::map<std::string, std::vector<std::uint32_t>> tasks_of;
   for (std::uint32_t i = 0; i < prog.tasks.size(); ++i) {
     tasks_of[prog.task_name(prog.tasks[i])].push_back(i);
+  }
+  // Every task kind of the Program must be in the record: one left out (a kind deleted from
+  // the file) would silently give one sample fewer.
+  for (const auto& [name, tasks] : tasks_of) {
+    const bool listed = std::any_of(kinds.begin(), kinds.end(),
+                                    [&](const MeasuredTaskKind& k) { return k.name == name; });
+    if (!listed) {
+      throw_input(fmt::format("task kind `{}` ({} tasks in the Program of rank {}) is not in the "
+                              "record: the record and the scenario are not the same "
+                              "configuration, or the record was edited",
+                              name, tasks.size(), rank));
+    }
   }
   InMixSamples out;
   for (const MeasuredTaskKind& kind : kinds) {

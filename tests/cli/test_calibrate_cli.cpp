@@ -428,8 +428,9 @@ TEST(CalibrateCli, FromExecuteAddsInMixSamplesAndRefitsThem) {
 
 // What from-execute refuses, each exit 2 naming the file and the field: a simulation instead of
 // a measurement, a record of another configuration (a task count changed), a record of another
-// GPU than the profile's, and samples the fit cannot use (the fake backend's 1 µs GEMMs are
-// shorter than the burst surface's own fixed cost).
+// GPU than the profile's, and a record of the fake backend (its 1 µs per op measured nothing; it
+// was read with the GPU "fake GPU" against an H200 profile, and only its GEMMs, shorter than the
+// burst surface's fixed cost, failed the fit).
 TEST(CalibrateCli, FromExecuteRefusesWhatIsNotAMeasurementOfTheProfilesGpu) {
   const std::string rec = "docs/validation/h200-2026-12-04/";
   const std::string dir = ::testing::TempDir();
@@ -468,9 +469,46 @@ TEST(CalibrateCli, FromExecuteRefusesWhatIsNotAMeasurementOfTheProfilesGpu) {
   ASSERT_EQ(trainsim("execute " + tiny + " --backend fake --iterations 1 --warmup 0 --out " + fake).code, 0);
   r = trainsim("calibrate from-execute " + fake + " --base " + base + " --out " + out);
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find(fake + ": `gemm`"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("leave no time beyond the GEMM overhead"), std::string::npos) << r.err;
-  EXPECT_NE(r.out.find("skipped all_gather dp: a communication task"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find(fake + ": `fidelity`: a record of the fake backend"), std::string::npos)
+      << r.err;
+}
+
+// A record that lost a task kind (41 samples instead of 42, silently), one whose kind takes
+// longer than the iteration (1e6 s, taken as measured), and one record given twice (its weight
+// doubled) are refused, each naming the file.
+TEST(CalibrateCli, FromExecuteRefusesAnIncompleteOrRepeatedRecord) {
+  const std::string rec = "docs/validation/h200-2026-12-04/";
+  const std::string base = rec + "profile-h200.json";
+  const std::string real = rec + "gpt-1.3b/real.json";
+  const std::string out = trainsim::testing::temp_path("refused_record.json");
+  const nlohmann::json doc = nlohmann::json::parse(trainsim::testing::slurp(real));
+  std::size_t qkv = 0;
+  while (doc["task_kinds"][qkv]["name"] != "qkv fwd") ++qkv;
+
+  nlohmann::json lost = doc;
+  lost["task_kinds"].erase(qkv);
+  const std::string a = trainsim::testing::temp_path("lost_kind_real.json");
+  std::ofstream(a) << lost.dump();
+  Out r = trainsim("calibrate from-execute " + a + " --base " + base + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find(a + ": `task_kinds`: task kind `qkv fwd`"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is not in the record"), std::string::npos) << r.err;
+
+  nlohmann::json slow = doc;
+  slow["task_kinds"][qkv]["total_s"] = 1e6;
+  const std::string b = trainsim::testing::temp_path("slow_kind_real.json");
+  std::ofstream(b) << slow.dump();
+  r = trainsim("calibrate from-execute " + b + " --base " + base + " --out " + out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find(b + ": `task_kinds[" + std::to_string(qkv) + "].total_s`"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("longer than the iteration"), std::string::npos) << r.err;
+
+  r = trainsim("calibrate from-execute " + real + " ./" + real + " --base " + base + " --out " +
+               out);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("./" + real + ": the same record as " + real), std::string::npos) << r.err;
 }
 
 // A sample faster than the GPU can run it is refused, naming the file and the sample: the
