@@ -34,17 +34,22 @@ using nlohmann::json;
 struct Range {
   double min, max;
   const char* what;
+  const char* what_positive = nullptr;  // the range said for a field that must be above 0
 };
 constexpr Range kEfficiency{limits::kMinEfficiency, 1.0,
                             "a fraction of peak, from 0.001 to at most 1"};
 constexpr Range kLatency{0, limits::kMaxLatency_s * (1 - 1e-12), "seconds, >= 0 and below 1 s"};
-constexpr Range kHostTime{0, limits::kMaxHostTime_s, "seconds, from 0 to 3600"};
+constexpr Range kHostTime{0, limits::kMaxHostTime_s, "seconds, from 0 to 3600",
+                           "seconds, above 0 and at most 3600"};
 constexpr Range kBandwidth{limits::kMinBandwidth_Bps, limits::kMaxBandwidth_Bps,
                            "bytes/s, from 1e6 (1 MB/s) to 1e15 (1 PB/s)"};
-constexpr Range kDimension{0, 1e9, "a matrix dimension, from 0 to 1e9"};
+constexpr Range kDimension{0, 1e9, "a matrix dimension, from 0 to 1e9",
+                           "a matrix dimension, above 0 and at most 1e9"};
 // A sample's n: a dimension, or an optimizer's parameter count (a whole stage's, when timed in
 // the mix of a training step: 4.3e9 for two GPT-3 175B layers on one GPU).
-constexpr Range kColumns{0, 1e13, "a dimension or an optimizer's parameter count, from 0 to 1e13"};
+constexpr Range kColumns{0, 1e13, "a dimension or an optimizer's parameter count, from 0 to 1e13",
+                         "a dimension or an optimizer's parameter count, above 0 and at most "
+                         "1e13"};
 constexpr Range kCount{0, 1e21, "a count from 0 to 1e21"};
 
 double get_number(const json& j, const char* key, const std::string& file, const std::string& path,
@@ -53,9 +58,11 @@ double get_number(const json& j, const char* key, const std::string& file, const
   if (!j.contains(key)) throw_input("missing field", {file, 0, field});
   const json& v = j.at(key);
   if (!v.is_number()) throw_input("expected a number, found " + clip_name(v.dump()), {file, 0, field});
-  const double x = check_number(v.get<double>(), {file, 0, field}, range.min, range.max, range.what);
+  const char* what = positive && range.what_positive ? range.what_positive : range.what;
+  const double x = check_number(v.get<double>(), {file, 0, field}, range.min, range.max, what);
   if (positive && !(x > 0)) {
-    throw_input("value " + v.dump() + " out of range (must be > 0)", {file, 0, field}, range.what);
+    throw_input("value " + v.dump() + " is out of range: it must be above 0", {file, 0, field},
+                what);
   }
   return x;
 }

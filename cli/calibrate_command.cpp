@@ -568,14 +568,39 @@ int measure_nccl(const CalibrateArgs& a) {
                                "nccl-measured");
 }
 
+// The GEMM dtype a fit is for: --dtype (checked here, before any file is blamed), else bf16.
+std::string gemm_dtype_arg(const CalibrateArgs& a) {
+  return a.dtype.empty() ? "bf16" : kernels::dtype_name(kernels::parse_dtype(a.dtype, "--dtype"));
+}
+
+// The GPU whose peaks a profile's samples are read against: --gpu-preset when given, else the
+// profile's own `gpu`, each named as what it is when it is no preset.
+void check_profile_gpu(const calib::Profile& p, const std::string& path,
+                       const std::string& gpu_preset) {
+  if (!gpu_preset.empty()) {
+    if (!scen::gpu_preset(gpu_preset)) {
+      throw_input("unknown GPU preset `" + gpu_preset + "` (" + preset_names() + ")",
+                  {"", 0, "--gpu-preset"});
+    }
+    return;
+  }
+  if (!scen::gpu_preset(p.gpu)) {
+    throw_input("the profile's GPU `" + p.gpu + "` is no GPU preset (" + preset_names() +
+                    "): its datasheet peaks are unknown",
+                {path, 0, "gpu"}, "pass --gpu-preset PRESET for the GPU the samples ran on");
+  }
+}
+
 int refit(const CalibrateArgs& a) {
+  const std::string dtype = gemm_dtype_arg(a);
   calib::Profile p = calib::load_profile(a.profile);
   if (p.kernels_measured.empty()) {
     throw_input("the profile has no kernels_measured samples", {a.profile, 0, "kernels_measured"});
   }
+  check_profile_gpu(p, a.profile, a.gpu_preset);
   if (!a.gpu_preset.empty()) p.gpu = a.gpu_preset;
   try {
-    fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype);
+    fit_compute(p, dtype);
   } catch (const Error& e) {
     rethrow_in(e, a.profile);
   }
@@ -697,7 +722,9 @@ std::string record_field_of(const Record& rec, const calib::MeasuredKernel& k) {
 }
 
 int from_execute(const CalibrateArgs& a) {
+  const std::string dtype = gemm_dtype_arg(a);
   calib::Profile p = calib::load_profile(a.base);
+  check_profile_gpu(p, a.base, "");
   const calib::Profile base = p;
   const calib::PeakRates peaks = peaks_of(p.gpu);
   // Samples faster than the GPU can run them are refused where they are, naming the file.
@@ -757,12 +784,13 @@ int from_execute(const CalibrateArgs& a) {
     throw_input("the records give no kernel sample", {a.files.front(), 0, "task_kinds"});
   }
   try {
-    fit_compute(p, a.dtype.empty() ? "bf16" : a.dtype, true);
+    fit_compute(p, dtype, true);
   } catch (const Error& e) {
-    std::string files;
-    for (const std::string& f : a.files) files += (files.empty() ? "" : ", ") + f;
-    throw_input("the fit of the base profile's samples with the records' failed: " + e.message(),
-                {files, 0, e.where().field});
+    std::string files = a.base;  // the base's samples and the records' were fitted together
+    for (const std::string& f : a.files) files += ", " + f;
+    throw Error(e.kind(),
+                "the fit of the base profile's samples with the records' failed: " + e.message(),
+                {files, 0, e.where().field}, e.hint());
   }
   // The written profile is not the base: its compute fields were refitted on these records, and
   // every output that names it must say so (it was written as `datasheet-h200-sxm` v5 with the

@@ -640,4 +640,81 @@ TEST(CalibrateCli, MeasuringChecksItsArgumentsFirst) {
   }
 }
 
+// refit and from-execute say where a problem is: a fit that lacks a kind names the profile
+// (it said only "`gemm`: fewer than 2 unbatched ..."), a profile whose gpu is no preset names
+// its `gpu` (it blamed `--gpu-preset`, which was not passed), a time of 0 states one range (it
+// said "must be > 0 (seconds, from 0 to 3600)"), and --dtype banana names --dtype (it blamed
+// the record).
+TEST(CalibrateCli, RefitAndFromExecuteErrorsSayWhere) {
+  const std::string rec = "docs/validation/h200-2026-12-04/";
+  const std::string real = rec + "fused/gpt-1.3b/real.json";
+  const std::string out = trainsim::testing::temp_path("where_out.json");
+  const nlohmann::json prof =
+      nlohmann::json::parse(trainsim::testing::slurp(rec + "profile-h200.json"));
+  auto write = [](const std::string& name, const nlohmann::json& j) {
+    const std::string path = trainsim::testing::temp_path(name);
+    std::ofstream(path) << j.dump();
+    return path;
+  };
+  auto only = [&](bool gemms) {
+    nlohmann::json j = prof;
+    nlohmann::json kept = nlohmann::json::array();
+    for (const auto& k : j["kernels_measured"]) {
+      if ((k["op"] == "gemm") == gemms) kept.push_back(k);
+    }
+    j["kernels_measured"] = kept;
+    return j;
+  };
+  const std::string no_gemm = write("no_gemm_profile.json", only(false));
+  Out r = trainsim("calibrate refit " + no_gemm + " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(no_gemm + ": `gemm`: fewer than 2 unbatched bf16"), std::string::npos)
+      << r.err;
+  const std::string no_memory = write("no_memory_profile.json", only(true));
+  r = trainsim("calibrate refit " + no_memory + " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(no_memory + ": `memory`: a bandwidth fit needs"), std::string::npos)
+      << r.err;
+
+  nlohmann::json j = prof;
+  j["gpu"] = "h300-sxm";
+  const std::string h300 = write("h300_profile.json", j);
+  r = trainsim("calibrate refit " + h300 + " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(h300 + ": `gpu`: the profile's GPU `h300-sxm` is no GPU preset"),
+            std::string::npos)
+      << r.err;
+  r = trainsim("calibrate from-execute " + real + " --base " + h300 + " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(h300 + ": `gpu`"), std::string::npos) << r.err;
+  r = trainsim("calibrate refit " + rec + "profile-h200.json --gpu-preset nosuch --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("`--gpu-preset`: unknown GPU preset `nosuch`"), std::string::npos) << r.err;
+
+  j = prof;
+  j["kernels_measured"][0]["median_s"] = 0;
+  const std::string zero = write("zero_time_profile.json", j);
+  r = trainsim("calibrate refit " + zero + " --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(zero + ": `kernels_measured[0].median_s`: value 0 is out of range: it "
+                       "must be above 0 (seconds, above 0 and at most 3600)"),
+            std::string::npos)
+      << r.err;
+
+  for (const std::string& cmd :
+       {"calibrate from-execute " + real + " --base " + rec + "profile-h200.json --dtype banana",
+        "calibrate refit " + rec + "profile-h200.json --dtype banana"}) {
+    r = trainsim(cmd + " --out " + out);
+    EXPECT_EQ(r.code, 2) << cmd;
+    EXPECT_NE(r.err.find("`--dtype`: unknown dtype `banana`"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find(real), std::string::npos) << r.err;
+  }
+  // A fit of the base's samples with the records' names both.
+  r = trainsim("calibrate from-execute " + real + " --base " + rec + "profile-h200.json --dtype "
+               "fp16 --out " + out);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find(rec + "profile-h200.json, " + real + ": `gemm`"), std::string::npos)
+      << r.err;
+}
+
 }  // namespace
