@@ -90,6 +90,14 @@ Profile builtin_profile(const std::string& gpu) {
               {"", 0, "calibration.profile"}, "built-in profiles: " + builtin_profile_names());
 }
 
+std::vector<Profile> builtin_profiles() {
+  std::vector<Profile> out;
+  for (std::size_t i = 0; i < detail::kEmbeddedProfileCount; ++i) {
+    out.push_back(parse_embedded(detail::kEmbeddedProfiles[i]));
+  }
+  return out;
+}
+
 std::string builtin_profile_names() {
   std::string names;
   for (std::size_t i = 0; i < detail::kEmbeddedProfileCount; ++i) {

@@ -162,6 +162,8 @@ struct Profile {
 Profile builtin_profile(const std::string& gpu_preset);
 /// Names of all built-in profiles.
 std::string builtin_profile_names();
+/// Every built-in profile, in the order of builtin_profile_names().
+std::vector<Profile> builtin_profiles();
 /// Loads a profile JSON file; errors name the file and the field.
 Profile load_profile(const std::string& path);
 /// As load_profile, for the text of a profile; `path` names it in messages.

@@ -821,11 +821,11 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       "import-nccl-tests", "Fit alpha-beta per collective from nccl-tests output into a profile");
   a.import_nccl_tests->add_option("FILE", a.files, "nccl-tests output (all_reduce_perf, ...)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(input_file());
   a.import_nccl_tests->add_option("--out", a.out, "Profile JSON to write")->required()
       ->check(output_file());
   auto* base = a.import_nccl_tests->add_option("--base", a.base, "Profile JSON to start from")
-                   ->check(CLI::ExistingFile);
+                   ->check(input_file());
   a.import_nccl_tests
       ->add_option("--gpu", a.gpu,
                    "GPU preset whose built-in profile to start from (default: from the files)")
@@ -839,7 +839,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       "Time the compute kernels of a scenario and a shape grid on a local GPU, fit "
       "the compute fields of a profile");
   a.kernels->add_option("--scenario", a.scenario, "Scenario whose ops to time (exact shapes)")
-      ->check(CLI::ExistingFile);
+      ->check(input_file());
   a.kernels->add_option("--set", a.sets, "Scenario override key.path=value (repeatable)");
   a.kernels->add_option("--gpu", a.device, "CUDA device index")->capture_default_str();
   a.kernels->add_option("--out", a.out, "Profile JSON to write (required)")->check(output_file());
@@ -855,7 +855,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
                       "Only the scenario's ops and the grid's GEMMs (the GEMM surface always needs "
                       "the grid's shapes), not the rest of the standard grid");
   auto* kbase = a.kernels->add_option("--base", a.base, "Profile JSON to start from")
-                    ->check(CLI::ExistingFile);
+                    ->check(input_file());
   a.kernels
       ->add_option("--gpu-preset", a.gpu_preset,
                    "GPU preset for peaks and the base profile (default: from the device name)")
@@ -879,7 +879,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       ->capture_default_str()
       ->check(CLI::Range(0, 100000));
   auto* nbase =
-      a.nccl->add_option("--base", a.base, "Profile JSON to start from")->check(CLI::ExistingFile);
+      a.nccl->add_option("--base", a.base, "Profile JSON to start from")->check(input_file());
   a.nccl->add_option("--gpu-preset", a.gpu_preset, "GPU preset of the base profile")
       ->excludes(nbase);
 
@@ -887,7 +887,7 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       "refit", "Fit the compute fields again from a profile's kernels_measured samples");
   a.refit->add_option("PROFILE", a.profile, "Profile JSON with kernels_measured")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(input_file());
   a.refit->add_option("--out", a.out, "Profile JSON to write")->required()->check(output_file());
   a.refit->add_option("--dtype", a.dtype, "GEMM dtype whose samples to fit (default bf16)");
   a.refit->add_option("--gpu-preset", a.gpu_preset,
@@ -900,10 +900,10 @@ CLI::App* add_calibrate_command(CLI::App& app, CalibrateArgs& a) {
       "training step) to a profile's samples and fit its compute fields again");
   a.from_execute->add_option("RECORD", a.files, "execute JSON (trainsim execute --format json)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(input_file());
   a.from_execute->add_option("--base", a.base, "Profile JSON to add the samples to")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(input_file());
   a.from_execute->add_option("--out", a.out, "Profile JSON to write")->required()
       ->check(output_file());
   a.from_execute->add_option("--dtype", a.dtype, "GEMM dtype whose samples to fit (default bf16)");

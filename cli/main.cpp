@@ -464,7 +464,11 @@ int cmd_info(const std::string& format) {
     j["trainsim_version"] = kVersion;
     j["analytic_model_version"] = exec::kAnalyticModelVersion;
     j["program_model_version"] = exec::kProgramModelVersion;
-    j["builtin_profiles"] = calib::builtin_profile_names();
+    nlohmann::ordered_json profiles = nlohmann::ordered_json::array();
+    for (const calib::Profile& p : calib::builtin_profiles()) {
+      profiles.push_back({{"name", p.name}, {"gpu", p.gpu}, {"version", p.version}});
+    }
+    j["builtin_profiles"] = profiles;
     j["cuda_compiled"] = d.cuda_compiled;
     j["cuda_version"] = d.cuda_version;
     j["device_status"] = d.status;
@@ -479,11 +483,14 @@ int cmd_info(const std::string& format) {
     std::cout << j.dump(2) << "\n";
     return 0;
   }
+  std::string profiles;
+  for (const calib::Profile& p : calib::builtin_profiles()) {
+    profiles += (profiles.empty() ? "" : ", ") + p.name + " v" + p.version;
+  }
   std::cout << fmt::format(
       "trainsim {}\nanalytic model {}\nevent-driven model {} (schedule and flow fidelities)\n"
       "built-in profiles: {}\n",
-      kVersion, exec::kAnalyticModelVersion, exec::kProgramModelVersion,
-      calib::builtin_profile_names());
+      kVersion, exec::kAnalyticModelVersion, exec::kProgramModelVersion, profiles);
   std::cout << fmt::format("CUDA: {}\n", d.cuda_compiled ? "compiled with CUDA " + d.cuda_version
                                                          : std::string("not compiled"));
   std::cout << fmt::format("devices: {}\n", d.status);

@@ -60,6 +60,18 @@ inline CLI::Validator output_file() {
       "FILE");
 }
 
+/// The check of an input FILE option when the command line is read: only an empty name (which
+/// would read as "not given"). Whether the file exists and is a regular file is left to
+/// read_input_file (sim/core/parse.h), which says so in trainsim's words, naming the file and
+/// what it was to be ("PATH: is a directory, not an execute record").
+inline CLI::Validator input_file() {
+  return CLI::Validator(
+      [](std::string& path) -> std::string {
+        return path.empty() ? "an empty file name" : std::string();
+      },
+      "FILE");
+}
+
 /// The check of a --report FOLDER option: an existing path that is not a folder is refused when
 /// the command line is read, before any simulation (a run printed its whole result, then failed
 /// to create the folder, exit 4).

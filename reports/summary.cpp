@@ -193,9 +193,9 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
   const auto& p = s.parallel;
   const auto& t = s.training;
   std::string o;
-  o += fmt::format("trainsim {} · {} fidelity, model {} · calibration {} v{} · seed {}\n",
-                   kVersion, r.fidelity, r.model_version, r.profile_name, r.profile_version,
-                   s.seed);
+  o += fmt::format("trainsim {} · {} fidelity, model {} · calibration {}{} · seed {}\n",
+                   kVersion, r.fidelity, r.model_version, r.profile_name,
+                   r.profile_version.empty() ? "" : " v" + r.profile_version, s.seed);
   o += fmt::format("scenario  {}\n", s.source);
   o += fmt::format("profile   {} for {}: {}\n", profile.name, profile.gpu, profile.provenance);
   o += fmt::format("model     {}: {} parameters, {} layers, hidden {}, {} heads ({} KV{}), seq {}\n",
@@ -219,7 +219,11 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
       model::to_string(t.recompute), plan::to_string(t.optimizer),
       s.framework.empty() ? s.system : s.framework);
   o += "\n";
-  o += fmt::format("  iteration time   {:10.3f} s\n", r.iteration_time_s);
+  // Times in seconds, or in ms or µs when the whole iteration is that short (execute's fake
+  // backend: every op 1 µs), so that no time prints as 0.000.
+  const double unit = r.iteration_time_s >= 0.01 ? 1.0 : r.iteration_time_s >= 1e-3 ? 1e-3 : 1e-6;
+  const char* unit_name = unit == 1.0 ? "s" : unit == 1e-3 ? "ms" : "µs";
+  o += fmt::format("  iteration time   {:10.3f} {}\n", r.iteration_time_s / unit, unit_name);
   o += fmt::format("  throughput       {:10.0f} tokens/s\n", r.tokens_per_s);
   o += fmt::format("  MFU              {:>10}   ({:.1f} model TFLOP/s per GPU of {:.0f} peak)\n",
                    pct(r.mfu), r.tflops_per_gpu, r.peak_flops_per_gpu / kTera);
@@ -234,11 +238,12 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
       m.weights_bytes / kGiB, m.gradients_bytes / kGiB, m.optimizer_bytes / kGiB,
       m.activations_bytes / kGiB, m.in_flight_microbatches, m.comm_buffers_bytes / kGiB,
       m.runtime_reserved_bytes / kGiB);
-  o += "\n  where the time goes                 seconds    share\n";
+  o += fmt::format("\n  where the time goes              {:>10}    share\n",
+                   unit == 1.0 ? "seconds" : unit_name);
   const exec::Breakdown& b = r.breakdown;
   const double total = b.total();
   auto row = [&](const char* name, double v) {
-    o += fmt::format("    {:<30} {:9.3f}  {:>7}\n", name, v, pct(total > 0 ? v / total : 0));
+    o += fmt::format("    {:<30} {:9.3f}  {:>7}\n", name, v / unit, pct(total > 0 ? v / total : 0));
   };
   row("compute", b.compute_s);
   row("exposed TP communication", b.exposed_tp_s);
@@ -310,8 +315,8 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
                      r.exec.critical_rank, r.task_kinds.size());
     for (std::size_t i = 0; i < r.task_kinds.size() && i < 10; ++i) {
       const auto& k = r.task_kinds[i];
-      o += fmt::format("    {:<30} {:<9} {:7} × {:9.3f} s\n", k.name, k.category, k.count,
-                       k.total_s);
+      o += fmt::format("    {:<30} {:<9} {:7} × {:9.3f} {}\n", k.name, k.category, k.count,
+                       k.total_s / unit, unit_name);
     }
   }
   if (!s.notes.empty() || !r.notes.empty()) {

@@ -76,7 +76,10 @@ std::string read_input_file(const std::string& path, std::string_view what, std:
                 at);
   }
   if (S_ISDIR(st.st_mode)) {
-    throw_input("is a directory, not a " + role, at, "give the path of a file");
+    const bool vowel =
+        !role.empty() && std::string_view("aeiou").find(role[0]) != std::string_view::npos;
+    throw_input("is a directory, not " + std::string(vowel ? "an " : "a ") + role, at,
+                "give the path of a file");
   }
   if (!S_ISREG(st.st_mode)) {
     throw_input(std::string("is not a regular file (") +

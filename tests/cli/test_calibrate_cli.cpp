@@ -717,4 +717,28 @@ TEST(CalibrateCli, RefitAndFromExecuteErrorsSayWhere) {
       << r.err;
 }
 
+// A folder or a missing file where a record or profile belongs is reported in trainsim's words,
+// naming the path and what it was to be (it was CLI11's "RECORD: File is actually a directory").
+TEST(CalibrateCli, AFolderOrAMissingInputIsNamedInTrainsimsWords) {
+  const std::string out = trainsim::testing::temp_path("folder_out.json");
+  const std::string dir = ::testing::TempDir();
+  const std::string rec = "docs/validation/h200-2026-12-04/";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"calibrate from-execute " + dir + " --base " + rec + "profile-h200.json",
+       "is a directory, not an execute record"},
+      {"calibrate from-execute " + rec + "gpt-1.3b/real.json --base " + dir,
+       "is a directory, not a calibration profile"},
+      {"calibrate refit " + dir, "is a directory, not a calibration profile"},
+      {"calibrate refit /nonexistent/p.json", "cannot read the calibration profile: no such file"},
+      {"calibrate import-nccl-tests " + dir, "is a directory, not a nccl-tests output"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Out r = trainsim(args + " --out " + out);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_EQ(r.err.rfind("trainsim: error: ", 0), 0u) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(want), std::string::npos) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.find("File is actually"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace

@@ -516,7 +516,17 @@ TEST(Cli, ExplainPresetsInfo) {
   }
   const CliRun i = trainsim("info --format json");
   ASSERT_EQ(i.code, 0) << i.err;
-  EXPECT_TRUE(nlohmann::json::parse(i.out).contains("cuda_compiled"));
+  const nlohmann::json info = nlohmann::json::parse(i.out);
+  EXPECT_TRUE(info.contains("cuda_compiled"));
+  // The built-in profiles as a list with their GPU and version (it was one comma-joined string
+  // of names).
+  ASSERT_TRUE(info.at("builtin_profiles").is_array()) << i.out;
+  bool h200 = false;
+  for (const auto& p : info.at("builtin_profiles")) {
+    EXPECT_FALSE(p.at("version").get<std::string>().empty()) << p.dump();
+    h200 |= p.at("name") == "datasheet-h200-sxm" && p.at("gpu") == "h200-sxm";
+  }
+  EXPECT_TRUE(h200) << i.out;
 }
 
 // A scenario that does not set parallel.vpp inherits the built-in default's 6 (MegaScale's 175B

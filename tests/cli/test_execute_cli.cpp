@@ -109,6 +109,32 @@ TEST(ExecuteCli, FakeBackendWritesTheRunDocumentAndTrace) {
   EXPECT_NE(r.out.find("iteration time"), std::string::npos) << r.out;
 }
 
+// The text of an execute run names what timed it (it said "calibration measured v" beside the
+// datasheet profile the model's numbers came from) and prints times in a unit that shows them
+// (every fake time was "0.000 s"); --timeout 0 is refused in one line (CLI11 printed its range
+// with 300 digits).
+TEST(ExecuteCli, TextNamesWhatTimedTheRunInAUnitThatShowsIt) {
+  const std::string scenario = "scenarios/megascale-175b-12288.yaml --set cluster.gpus=8" + kTiny;
+  CliRun r = trainsim("execute " + scenario + " --backend fake --iterations 1 --warmup 0 "
+                      "--format text");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("· calibration fake backend · seed"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("calibration measured v"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("profile   fake backend for no GPU: nothing measured"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" µs\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("0.000 s"), std::string::npos) << r.out;
+  const std::size_t it = r.out.find("iteration time");
+  ASSERT_NE(it, std::string::npos) << r.out;
+  const double shown = std::stod(r.out.substr(it + std::string("iteration time").size()));
+  EXPECT_GT(shown, 1.0) << r.out;  // tens of µs, not 0.000
+
+  r = trainsim("execute " + scenario + " --backend fake --timeout 0");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.err.find("`--timeout`: 0 s is not a timeout"), std::string::npos) << r.err;
+  EXPECT_LT(r.err.size(), 200u) << r.err;
+}
+
 TEST(ExecuteCli, MoreGpusThanTheMachineExits3) {
   const CliRun r = trainsim("execute scenarios/megascale-175b-12288.yaml --set cluster.gpus=8" +
                             kTiny + " --backend fake --fake-gpus 4");
