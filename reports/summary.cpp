@@ -265,18 +265,19 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
   const bool routed = r.fidelity == "flow" || r.fidelity == "packet";
   const double nic_share_Bps =
       s.cluster.nic_Bps() * s.cluster.nics_per_node / std::max(1, s.cluster.gpus_per_node);
+  // The iteration in the unit the iteration time line uses (a fake execute run lasts µs).
+  const std::string iter = fmt::format("{:.3f} {}", r.iteration_time_s / unit, unit_name);
   o += fmt::format(
-      "\n  network          NVLink {:.1f} % busy ({:.2f} GB per GPU over {:.0f} GB/s × {:.3f} s{}); "
+      "\n  network          NVLink {:.1f} % busy ({:.2f} GB per GPU over {:.0f} GB/s × {}{}); "
       "NICs {:.1f} % busy ({})\n",
       100 * n.nvlink_utilization, n.nvlink_bytes_per_gpu / kGB, s.cluster.gpu.nvlink_Bps / kGB,
-      r.iteration_time_s, routed ? "; inside a server in closed form, not routed" : "",
+      iter, routed ? "; inside a server in closed form, not routed" : "",
       100 * n.nic_utilization,
-      routed ? fmt::format("mean NIC uplink: routed flows' wire bytes over {:.0f} GB/s × {:.3f} "
-                           "s; {:.2f} GB of payload per GPU",
-                           s.cluster.nic_Bps() / kGB, r.iteration_time_s,
-                           n.nic_bytes_per_gpu / kGB)
-             : fmt::format("{:.2f} GB per GPU over its {:.0f} GB/s share of the NICs × {:.3f} s",
-                           n.nic_bytes_per_gpu / kGB, nic_share_Bps / kGB, r.iteration_time_s));
+      routed ? fmt::format("mean NIC uplink: routed flows' wire bytes over {:.0f} GB/s × {}; "
+                           "{:.2f} GB of payload per GPU",
+                           s.cluster.nic_Bps() / kGB, iter, n.nic_bytes_per_gpu / kGB)
+             : fmt::format("{:.2f} GB per GPU over its {:.0f} GB/s share of the NICs × {}",
+                           n.nic_bytes_per_gpu / kGB, nic_share_Bps / kGB, iter));
   o += fmt::format(
       "  ECMP             {}\n",
       n.has_ecmp ? fmt::format("imbalance {:.2f} (busiest / mean switch uplink); busiest routed "

@@ -726,11 +726,20 @@ class Resolver {
                     "set cluster.gpus or parallel.dp");
       }
       if (gpus % replica != 0) {
+        // Blame the value the command line changed, if one of the factors came from --set: the
+        // user never wrote the file's `dp: auto` (nor, for the built-in default, the file).
+        ErrorContext at = where("parallel.dp");
+        for (const char* key : {"parallel.tp", "parallel.pp", "parallel.cp", "cluster.gpus"}) {
+          const ErrorContext w = where(key);
+          if (w.file == "--set") {
+            at = w;
+            break;
+          }
+        }
         throw_infeasible(fmt::format("parallel.dp is auto but {} GPUs do not split into "
                                      "replicas of tp {} · pp {} · cp {} = {} GPUs",
                                      gpus, tp, pp, cp, replica),
-                         where("parallel.dp"),
-                         fmt::format("use a multiple of {} GPUs or set parallel.dp", replica));
+                         at, fmt::format("use a multiple of {} GPUs or set parallel.dp", replica));
       }
       const std::int64_t dp = gpus / replica;
       derive("parallel.dp", std::to_string(dp),

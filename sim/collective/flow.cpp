@@ -312,6 +312,7 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
     net::PacketNetworkOptions popts;
     popts.config = options.network;
     popts.packet = options.packet_config;
+    popts.sender_links = sender_links(graph);
     packets = &sim.emplace<net::PacketNetwork>(
         std::vector<double>(capacities.begin(), capacities.end()), graph.link_latency(), popts);
     packets->flow_done().subscribe(on_done);

@@ -110,6 +110,11 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
   check(latency_.size() == capacity_.size(), "network.packet",
         "one latency per link is needed");
   for (Port& port : ports_) port.fifos.resize(static_cast<std::size_t>(pc_.priority_classes));
+  for (const topo::LinkId l : options.sender_links) {
+    check(l >= 0 && static_cast<std::size_t>(l) < ports_.size(), "network.packet",
+          "sender link " + std::to_string(l) + " does not exist");
+    ports_[static_cast<std::size_t>(l)].marks = false;
+  }
   // ETS quanta: the weights scaled so that the lightest class's turn carries one full packet
   // (every turn of a backlogged class then sends, and the shares stay the weights' ratios).
   double lightest = pc_.class_weights[0];
@@ -362,10 +367,15 @@ void PacketNetwork::enqueue(topo::LinkId l, std::int32_t pk) {
   const int cls = flows_[static_cast<std::size_t>(p.flow)].cls;
   const auto c = static_cast<std::size_t>(cls);
   const double q = port.class_queued[c];  // the class's own queue (per-queue RED)
-  if (q > pc_.kmax_bytes) {
+  // A mark, once set, stays (ECN's CE codepoint is never cleared on the way): a later port below
+  // Kmax draws only whether it marks too.
+  if (!port.marks) {
+  } else if (q > pc_.kmax_bytes) {
     p.ecn = true;
   } else if (q > pc_.kmin_bytes && pc_.pmax > 0) {
-    p.ecn = ecn_rng_.uniform01() < pc_.pmax * (q - pc_.kmin_bytes) / (pc_.kmax_bytes - pc_.kmin_bytes);
+    const bool mark =
+        ecn_rng_.uniform01() < pc_.pmax * (q - pc_.kmin_bytes) / (pc_.kmax_bytes - pc_.kmin_bytes);
+    p.ecn = p.ecn || mark;
   }
   // A packet is counted once, at the first port that marks it: the mark then stays set and
   // later ports would count it again (counts above the packets sent).

@@ -10,8 +10,10 @@
 //   * every link is an output-queued port: a FIFO in front of a serializer of the link's
 //     capacity, then the link's propagation latency; a packet is forwarded once it has fully
 //     arrived (store and forward);
-//   * at enqueue, a port marks ECN with the RED profile of DCQCN: never below `kmin_bytes` of
-//     queue, with probability `pmax`·(q − kmin)/(kmax − kmin) up to `kmax_bytes`, always above;
+//   * at enqueue, a switch port marks ECN with the RED profile of DCQCN: never below `kmin_bytes`
+//     of queue, with probability `pmax`·(q − kmin)/(kmax − kmin) up to `kmax_bytes`, always
+//     above; a mark stays on the packet to its receiver; a sender's own port (NIC egress, NVLink,
+//     PCIe: PacketNetworkOptions::sender_links) never marks;
 //   * PFC (IEEE 802.1Qbb), lossless: each switch counts, per ingress link, the bytes that came in
 //     over it and still wait in any of its queues; above `pfc_xoff_bytes` it sends PAUSE up that
 //     link (arriving one link latency later: the upstream port then starts no new packet), below
@@ -149,6 +151,11 @@ void validate(const PacketConfig& config);
 struct PacketNetworkOptions {
   NetworkConfig config;  // congestion_control and the DCQCN, Swift and MegaScale parameters
   PacketConfig packet;
+  /// Ports that never mark ECN: where only one sender's traffic is queued (a NIC's egress, an
+  /// NVLink port, a PCIe hop: coll::sender_links). RED marking is a switch egress queue's
+  /// (DCQCN's congestion point, Zhu et al. SIGCOMM'15 §3.1); NVLink runs no ECN at all. Every
+  /// other port marks.
+  std::vector<topo::LinkId> sender_links;
 };
 
 struct PacketNetworkStats {
@@ -277,6 +284,7 @@ class PacketNetwork final : public Component, public EventTarget {
     std::array<double, kMaxPriorityClasses> deficit{};
     std::int64_t pauses = 0;   // ... how many times
     bool up = true;
+    bool marks = true;  // a switch egress queue that marks ECN (not a sender link)
   };
 
   void on_event(std::uint64_t tag) override;

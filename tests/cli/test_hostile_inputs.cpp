@@ -581,6 +581,13 @@ TEST(HostileInputs, SetProblemsNameSetNotTheScenarioFile) {
   r = trainsim("run --fidelity packet");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.err, "--set: `simulation.fidelity`")) << r.err;
+  // TP 7 does not divide 12,288 GPUs: the file's `dp: auto` is where the split is made, but the
+  // value that broke it is --set's, and the user never named the built-in file.
+  r = trainsim("run --set parallel.tp=7");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(has(r.err, "--set: `parallel.tp`")) << r.err;
+  EXPECT_TRUE(has(r.err, "do not split into replicas of tp 7")) << r.err;
+  EXPECT_FALSE(has(r.err, "megascale-175b-12288.yaml")) << r.err;
 }
 
 TEST(HostileInputs, NcclTestsFitErrorsNameTheFile) {

@@ -210,6 +210,48 @@ TEST(PacketNetwork, EcnMarksCountEachPacketOnce) {
   EXPECT_LE(d.stats.ecn_marks, d.stats.packets);
 }
 
+// A mark stays on its packet to the receiver (ECN's CE codepoint is never cleared), and a
+// sender's own port never marks. Four one-packet senders into link 4 (10 GB/s, T = one packet's
+// serialization), then link 5 at 4 GB/s (2.5 T); Kmin 0.5 packet, Kmax 1.5, Pmax 1e-300 (a draw
+// between them never marks). At link 4 the packets find 0, 0, 1 and 2 packets queued: only the
+// fourth is marked (above Kmax). They reach link 5 T apart: the first goes onto the wire
+// (t..t+2.5T), the second finds none queued, the third one (a draw, no mark) and the fourth, at
+// t+3T after the second went onto the wire at t+2.5T, one again: a draw that does not mark. The
+// marked packet arrives marked: under DCQCN one CNP (the old engine's draw cleared the mark: 0).
+TEST(PacketNetwork, EcnMarkStaysOnThePacketAndSenderLinksNeverMark) {
+  PacketNetworkOptions opt = dcqcn();
+  opt.packet.kmin_bytes = 0.5 * kMtu;
+  opt.packet.kmax_bytes = 1.5 * kMtu;
+  opt.packet.pmax = 1e-300;
+  std::vector<Spec> flows;
+  for (LinkId l = 0; l < 4; ++l) flows.push_back({{l, 4, 5}, static_cast<std::int64_t>(kMtu)});
+  std::vector<double> cap(6, 10 * kG);
+  cap[5] = 4 * kG;
+  const std::vector<TimePs> lat(6, TimePs::from_us(1));
+  const PacketRun r = run_packets(cap, lat, flows, opt);
+  ASSERT_EQ(r.done.size(), 4u);
+  EXPECT_EQ(r.stats.ecn_marks, 1);
+  EXPECT_EQ(r.stats.cnps, 1);
+  // Link 4 as a sender's port (a NIC egress): nothing marks there, and link 5's queue stays in
+  // the draw band: no mark, no CNP.
+  PacketNetworkOptions sender = opt;
+  sender.sender_links = {4};
+  const PacketRun s = run_packets(cap, lat, flows, sender);
+  ASSERT_EQ(s.done.size(), 4u);
+  EXPECT_EQ(s.stats.ecn_marks, 0);
+  EXPECT_EQ(s.stats.cnps, 0);
+  // The same senders with Kmin = Kmax = 0: link 4 marks two packets (EcnMarksCountEachPacketOnce)
+  // unless it is a sender link; link 5 (2.5 T a packet) then queues and marks.
+  PacketNetworkOptions zero;
+  zero.packet.kmin_bytes = 0;
+  zero.packet.kmax_bytes = 0;
+  zero.sender_links = {4, 5};
+  EXPECT_EQ(run_packets(cap, lat, flows, zero).stats.ecn_marks, 0);
+  // A sender link that does not exist is refused.
+  zero.sender_links = {6};
+  EXPECT_THROW(run_packets(cap, lat, flows, zero), Error);
+}
+
 // DCQCN on the incast (8 → 1, 25 GB/s, 4 MB each). Line-rate senders keep the downlink busy
 // under PFC (the lossless fabric's answer: 372 pauses here) and end at the line-rate floor,
 // 32 MB / C, to the packet. DCQCN's purpose (Zhu et al., SIGCOMM'15 §1) is fewer pauses: marks
