@@ -774,10 +774,20 @@ class Resolver {
       p.schedule = schedule == "gpipe" ? plan::Schedule::kGpipe : plan::Schedule::k1F1B;
       return;
     }
-    if (!given("parallel.vpp") && int64("parallel.vpp") > 1 && (p.pp == 1 || explicit_flat)) {
+    // A scenario file's vpp is for its own pipeline: when the command line cuts it to one stage
+    // (--set parallel.pp=1), that stage has nothing to interleave. A vpp the command line gives
+    // itself, or a file that says pp 1 with its own vpp, is kept as written.
+    const bool vpp_from_set = given("parallel.vpp") && where("parallel.vpp").file == "--set";
+    const bool pp_from_set = given("parallel.pp") && where("parallel.pp").file == "--set";
+    if (int64("parallel.vpp") > 1 &&
+        (!given("parallel.vpp") ? (p.pp == 1 || explicit_flat)
+                                : (p.pp == 1 && pp_from_set && !vpp_from_set))) {
       derive("parallel.vpp", "1",
              p.pp == 1
-                 ? "parallel.vpp = 1 (one pipeline stage has nothing to interleave)"
+                 ? "parallel.vpp = 1 (one pipeline stage has nothing to interleave" +
+                       (given("parallel.vpp") ? "; not " + get("parallel.vpp") + " as " +
+                                                    where("parallel.vpp").file + " says)"
+                                              : std::string(")"))
                  : "parallel.vpp = 1 (parallel.schedule " + schedule + " does not interleave)");
     }
     p.vpp = integer("parallel.vpp");

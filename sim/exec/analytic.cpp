@@ -232,8 +232,12 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
   const auto& par = c.L.par;
   const bool selective = c.cfg.training.recompute == model::Recompute::kSelective;
   out.clear();
-  // Any layer index of the right kind gives the op list (the index only decides MoE vs dense).
-  const int li = moe ? m.moe_every - 1 : (m.is_moe_layer(0) ? 1 : 0);
+  // Any layer index of the right kind gives the op list (the index only decides MoE vs dense):
+  // layer 0 is an MoE layer of an MoE model (Megatron-Core's i % moe_every == 0), layer 1 a
+  // dense one when moe_every > 1. (Until analytic-19 the MoE list came from layer moe_every − 1,
+  // the rule before analytic-17: a dense layer, so moe_every > 1 priced no expert.)
+  int li = 0;
+  while (li < m.moe_every && m.is_moe_layer(li) != moe) ++li;
   std::vector<Op>& ops = w.layer_ops[moe ? 1 : 0];
   model::layer_forward_ops(m, c.shard, li, ops);
   price_ops(c, lc, ops, full, selective, out);
@@ -609,8 +613,17 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   bd.exposed_ep_s = mb * slot.ep;
   bd.exposed_pp_s = mb * slot.pp;
   if (cfg.opt.pp_overlap && par.pp > 1) {
-    bd.exposed_pp_s += 2.0 * (par.pp - 1) * t_p2p;
-    r.pipeline.pp_outside_s = 2.0 * (par.pp - 1) * t_p2p;
+    // The sends no compute can hide: the fill's chain of p − 1 forward sends and the drain's of
+    // p − 1 backward ones, and with v > 1 chunks the wrap-arounds of the warm-up and cool-down.
+    // Megatron's interleaved order runs p micro-batches per chunk, chunk by chunk, and in the
+    // warm-up (forwards only) chunk j + 1 of the first micro-batch needs its chunk j from the
+    // last stage: that wave took p chunk steps and p sends while the first stage had p chunk
+    // steps to run, so the first stage waits p sends at each of its v − 1 chunk changes; the
+    // cool-down mirrors it backwards. In all 2·(v·p − 1) sends: one micro-batch's whole path
+    // through the v·p model chunks, both ways (v = 1: 2·(p − 1)).
+    const double chain = 2.0 * (static_cast<double>(par.vpp) * par.pp - 1);
+    bd.exposed_pp_s += chain * t_p2p;
+    r.pipeline.pp_outside_s = chain * t_p2p;
   }
   bd.pipeline_bubble_s = bubble_slots * slot.total();
 

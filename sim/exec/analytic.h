@@ -50,7 +50,10 @@ namespace trainsim::exec {
 /// permuted input rows and expert output rows; MoE under TP without SP is refused.
 /// analytic-18: an overlapped collective takes at most the whole GPU's SMs (a described GPU of
 /// fewer SMs than its channels); a described GPU's new bf16 peak carries its fp8 peak along.
-inline constexpr const char* kAnalyticModelVersion = "analytic-18";
+/// analytic-19: with PP overlap, the sends no compute hides are one micro-batch's whole path
+/// through the v·p model chunks both ways, 2·(v·p − 1) (the interleaved warm-up and cool-down
+/// wait p sends at each chunk change), where 2·(p − 1) was charged whatever v.
+inline constexpr const char* kAnalyticModelVersion = "analytic-19";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

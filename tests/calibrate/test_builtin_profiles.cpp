@@ -79,19 +79,19 @@ TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
   EXPECT_EQ(h800.gemm_peak_efficiency, h100.gemm_peak_efficiency);
   EXPECT_EQ(h800.nvlink.busbw_Bps, a800.nvlink.busbw_Bps);
   EXPECT_EQ(h800.nvls_busbw_Bps, 0);
-  // B200: its burst MAMF (1,745 of 2,250) at the H100's fitted fraction of its own (0.634 of
+  // B200: its burst MAMF (1,745 of 2,250) at the H100's fitted fraction of its own (0.641 of
   // 794.5/989); NVLink and NVLS at the H100's fractions of the link rate, of 900 GB/s.
   const Profile b200 = builtin_profile("b200");
-  EXPECT_NEAR(b200.gemm_peak_efficiency, 1745.0 / 2250 * 0.634 / (794.5 / 989), 5e-4);
+  EXPECT_NEAR(b200.gemm_peak_efficiency, 1745.0 / 2250 * 0.641 / (794.5 / 989), 5e-4);
   EXPECT_NEAR(b200.nvlink.busbw_Bps, 900e9 * 370 / 450, 1e9);
   EXPECT_NEAR(b200.nvls_busbw_Bps, 900e9 * 480 / 450, 1e9);
   // B300: its own burst MAMF (1,769 of 2,250) by the B200's rule.
   const Profile b300 = builtin_profile("b300");
-  EXPECT_NEAR(b300.gemm_peak_efficiency, 1769.0 / 2250 * 0.634 / (794.5 / 989), 5e-4);
+  EXPECT_NEAR(b300.gemm_peak_efficiency, 1769.0 / 2250 * 0.641 / (794.5 / 989), 5e-4);
   EXPECT_EQ(b300.nvlink.busbw_Bps, b200.nvlink.busbw_Bps);
   // GB200: its own burst MAMF (1,822 of 2,500) at the same H100 ratio; NVLink as the B200's.
   const Profile gb200 = builtin_profile("gb200");
-  EXPECT_NEAR(gb200.gemm_peak_efficiency, 1822.0 / 2500 * 0.634 / (794.5 / 989), 5e-4);
+  EXPECT_NEAR(gb200.gemm_peak_efficiency, 1822.0 / 2500 * 0.641 / (794.5 / 989), 5e-4);
   EXPECT_EQ(gb200.nvlink.busbw_Bps, b200.nvlink.busbw_Bps);
   EXPECT_EQ(gb200.nvls_busbw_Bps, b200.nvls_busbw_Bps);
   EXPECT_EQ(gb200.attention_fwd_efficiency, b200.attention_fwd_efficiency);
@@ -99,7 +99,7 @@ TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
   // B200's (1,822 / 1,745), of 2,500, at the same H100 ratio; everything else the GB200's.
   const Profile gb300 = builtin_profile("gb300");
   EXPECT_NEAR(gb300.gemm_peak_efficiency,
-              1769.0 * (1822.0 / 1745) / 2500 * 0.634 / (794.5 / 989), 5e-4);
+              1769.0 * (1822.0 / 1745) / 2500 * 0.641 / (794.5 / 989), 5e-4);
   EXPECT_EQ(gb300.nvlink.busbw_Bps, gb200.nvlink.busbw_Bps);
   EXPECT_EQ(gb300.attention_bwd_efficiency, gb200.attention_bwd_efficiency);
 

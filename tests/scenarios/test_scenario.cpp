@@ -603,6 +603,22 @@ TEST(Scenario, Schedules) {
   const Error both = load_error("parallel:\n  vpp: 6\n  schedule: 1f1b\n");
   EXPECT_EQ(both.kind(), ErrorKind::kInput);
   EXPECT_EQ(both.where().field, "parallel.vpp");
+
+  // A file's vpp is for its pipeline: --set parallel.pp=1 on a file of vpp 6 (the built-in
+  // scenario's) runs one stage without chunks and says so; it ran "PP 1 (vpp 6, interleaved)".
+  const std::string file = "parallel:\n  pp: 8\n  vpp: 6\n";
+  const Scenario cut = load_scenario_string(file, "t.yaml", {"parallel.pp=1"});
+  EXPECT_EQ(cut.parallel.vpp, 1);
+  EXPECT_EQ(cut.parallel.schedule, plan::Schedule::k1F1B);
+  bool said = false;
+  for (const std::string& n : cut.notes) {
+    said = said || n == "parallel.vpp = 1 (one pipeline stage has nothing to interleave; not 6 "
+                        "as t.yaml says)";
+  }
+  EXPECT_TRUE(said);
+  // A vpp the command line gives itself is kept as asked.
+  EXPECT_EQ(load_scenario_string(file, "t.yaml", {"parallel.pp=1", "parallel.vpp=2"}).parallel.vpp,
+            2);
 }
 
 // Llama 3's 16M-token batch (2^24 tokens) is 2,048 sequences of 8,192 tokens; a token count that

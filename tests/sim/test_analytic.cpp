@@ -205,6 +205,59 @@ TEST(Analytic, PipelineActivationTransferFollowsTheFramework) {
   EXPECT_NEAR(sp.breakdown.exposed_pp_s, 16 * t(full / 8, links), 1e-12);
 }
 
+// With PP overlap the sends no compute hides are one micro-batch's path through the v·p model
+// chunks, both ways: 2·(v·p − 1) sends of one activation (analytic-19; docs/analytic-model.md
+// §3). TP 8 · PP 4 over four servers, SP on, 16 micro-batches: without interleaving 2·3 = 6
+// sends, with 2 chunks 2·7 = 14, with 4 chunks 2·15 = 30, each the closed form of one
+// send/recv of the [2048 × 2048] activation's 1/8 through the NIC; the exposed PP is exactly
+// that chain (the slot holds no send), and so is the pipeline's `pp_outside_s`.
+TEST(Analytic, OverlappedPipelineSendsExposeOneMicroBatchPathThroughEveryChunk) {
+  RunConfig c = base(32, 8, 4, 1);
+  c.parallel.sp = true;
+  c.training.global_batch = 16;
+  c.opt.pp_overlap = true;
+  const coll::LinkModel links = link_model(c);
+  const double d = coll::collective_cost(coll::Kind::kSendRecv, 2048.0 * 2048 * 2 / 8,
+                                         coll::GroupShape{2, 1, 2, 1}, links, {})
+                       .time_s;
+  ASSERT_GT(d, 0);
+  for (const int v : {1, 2, 4}) {
+    c.parallel.vpp = v;
+    c.parallel.schedule = v > 1 ? plan::Schedule::kInterleaved : plan::Schedule::k1F1B;
+    const Result r = run_analytic(c);
+    expect_breakdown_adds_up(r);
+    EXPECT_NEAR(r.breakdown.exposed_pp_s, 2.0 * (v * 4 - 1) * d, 1e-12) << "vpp " << v;
+    EXPECT_NEAR(r.pipeline.pp_outside_s, 2.0 * (v * 4 - 1) * d, 1e-12) << "vpp " << v;
+  }
+}
+
+// An MoE layer every other layer (model.moe_every 2: layers 0 and 2 of 4 are MoE) prices its
+// experts: the compute is the dense model's plus half of what making every layer MoE adds
+// (the layers are otherwise alike; embedding and head unchanged). Until analytic-19 the MoE
+// layers took a dense layer's ops (the op list came from layer moe_every − 1, dense since
+// analytic-17 placed MoE layers at i % moe_every == 0), so top-k 8 of 8 experts read above
+// 100 % MFU.
+TEST(Analytic, EveryOtherMoeLayerPricesItsExperts) {
+  RunConfig c = base(8, 1, 1, 8);
+  c.model.layers = 4;
+  c.training.recompute = model::Recompute::kNone;
+  const auto run = [&](int experts, int every, int top_k) {
+    c.model.experts = experts;
+    c.model.top_k = top_k;
+    c.model.moe_every = every;
+    const Result r = run_analytic(c);
+    expect_breakdown_adds_up(r);
+    EXPECT_LT(r.mfu, 1.0);
+    return r.breakdown.compute_s;
+  };
+  const double dense = run(0, 1, 1);
+  const double all = run(8, 1, 2);
+  const double half = run(8, 2, 2);
+  ASSERT_GT(all, dense);
+  EXPECT_NEAR(half - dense, 0.5 * (all - dense), 1e-9 * all);
+  EXPECT_GT(run(8, 2, 8), half);  // more experts per token, more expert GEMMs
+}
+
 // Same inputs, same numbers, bit for bit.
 TEST(Analytic, Deterministic) {
   const RunConfig c = base(64, 8, 2, 4);
