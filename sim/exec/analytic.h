@@ -52,7 +52,9 @@ namespace trainsim::exec {
 /// fewer SMs than its channels); a described GPU's new bf16 peak carries its fp8 peak along.
 /// analytic-19: with PP overlap, the sends no compute hides are one micro-batch's whole path
 /// through the v·p model chunks both ways, 2·(v·p − 1) (the interleaved warm-up and cool-down
-/// wait p sends at each chunk change), where 2·(p − 1) was charged whatever v.
+/// wait p sends at each chunk change), where 2·(p − 1) was charged whatever v; each DP bucket
+/// (whole layers, as the Program cuts them) is a collective of its own and pays the ring's
+/// latency again; MoE layers every moe_every > 1 price their experts.
 inline constexpr const char* kAnalyticModelVersion = "analytic-19";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.

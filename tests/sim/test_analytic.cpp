@@ -258,6 +258,35 @@ TEST(Analytic, EveryOtherMoeLayerPricesItsExperts) {
   EXPECT_GT(run(8, 2, 8), half);  // more experts per token, more expert GEMMs
 }
 
+// Each DP bucket is a collective of its own and pays the ring's latency again, as the Program
+// runs them (analytic-19): the stage's gradients go in k = clamp(⌈P / bucket⌉, 1, layers)
+// reductions of P/k parameters, not one of P. ZeRO-3 without overlap on TP 8 · DP 8 (one
+// stage): each micro-batch gathers the weights twice (2 B a parameter) and reduce-scatters the
+// fp32 gradients once, all exposed: m · k · (2·AG(2P/k) + RS(4P/k)), k = 3 buckets of the
+// 40 M-parameter rule here. At DP 768 the per-bucket latency made the executed schedule of a
+// ZeRO-3 sweep point 13 points slower than the closed form's one-collective price.
+TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
+  RunConfig c = base(64, 8, 1, 8);
+  c.parallel.zero = 3;
+  c.opt.dp_buckets = plan::BucketRule::kFixed40M;
+  const Result r = run_analytic(c);
+  expect_breakdown_adds_up(r);
+  const plan::Layout L = plan::make_layout(c.model, c.cluster, c.parallel, c.training);
+  const double P = plan::stage_parameters(c.model, L, true, true, c.model.layers).total();
+  const double k = std::clamp(std::ceil(P / 40e6), 1.0, static_cast<double>(c.model.layers));
+  ASSERT_EQ(k, 3.0);
+  const coll::LinkModel links = link_model(c);
+  const auto t = [&](coll::Kind kind, double bytes) {
+    return coll::collective_cost(kind, bytes, L.dp, links, {}).time_s;
+  };
+  const double per_mb = k * (2 * t(coll::Kind::kAllGather, 2 * P / k) +
+                             t(coll::Kind::kReduceScatter, 4 * P / k));
+  EXPECT_NEAR(r.breakdown.exposed_dp_s, L.microbatches * per_mb, 1e-9 * r.breakdown.exposed_dp_s);
+  // One collective of the whole stage would be cheaper by (k − 1) latencies per collective.
+  const double one = 2 * t(coll::Kind::kAllGather, 2 * P) + t(coll::Kind::kReduceScatter, 4 * P);
+  EXPECT_GT(per_mb, one);
+}
+
 // Same inputs, same numbers, bit for bit.
 TEST(Analytic, Deterministic) {
   const RunConfig c = base(64, 8, 2, 4);
