@@ -625,7 +625,17 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     bd.exposed_pp_s += chain * t_p2p;
     r.pipeline.pp_outside_s = chain * t_p2p;
   }
-  bd.pipeline_bubble_s = bubble_slots * slot.total();
+  // The fill and drain run through the other stages, not p − 1 copies of the slowest: with stage
+  // slots t_i the pipeline takes (m − 1)·max t + Σ t (the first micro-batch through every stage,
+  // the rest at the slowest's pace), so the bubble is Σ t − max t, per chunk step as above. With
+  // even stages that is (p − 1)·t; a heavy last stage (a large vocabulary's head) or end stages
+  // of fewer layers no longer make every fill step as long as the heaviest.
+  double others = 0;
+  if (par.pp > 1) {
+    const double sum = first.total() + last.total() + (par.pp - 2) * middle.total();
+    others = std::max(0.0, sum - slot.total()) / (par.pp - 1);
+  }
+  bd.pipeline_bubble_s = bubble_slots * others;
 
   // Data parallelism: gradient reduction and (ZeRO) parameter all-gather of the heaviest stage.
   double nvlink_bytes = mb * slot.nvlink_bytes;

@@ -54,7 +54,8 @@ namespace trainsim::exec {
 /// through the v·p model chunks both ways, 2·(v·p − 1) (the interleaved warm-up and cool-down
 /// wait p sends at each chunk change), where 2·(p − 1) was charged whatever v; each DP bucket
 /// (whole layers, as the Program cuts them) is a collective of its own and pays the ring's
-/// latency again; MoE layers every moe_every > 1 price their experts.
+/// latency again; the pipeline fill and drain run through the other stages (Σ t − max t, not
+/// (p − 1)·max t); MoE layers every moe_every > 1 price their experts.
 inline constexpr const char* kAnalyticModelVersion = "analytic-19";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.

@@ -60,21 +60,40 @@ TEST(Analytic, SingleGpuHasOnlyComputeOptimizerAndData) {
   EXPECT_GT(b.compute_s, r.hardware_flops_per_iteration / 312e12);
 }
 
-// Pipeline formula: the bubble is (p−1)/v slots of the slowest stage, m slots run the work.
+// Pipeline formula: m slots of the slowest stage run the work, and the fill and drain run
+// through the other stages, (Σ slot_i − max slot)/v (analytic-19; (p−1)/v · max slot before).
+// With a 64-token vocabulary the 8 stages of 2 layers are even but for the embedding and the
+// head: the bubble is (p−1)/(v·m) of the work
+// (the end stages' embedding, final norm and loss kernels: within 2 %, and never above (p−1)
+// slots of the slowest stage). With the 51,200-token
+// vocabulary the last stage carries a head of about two layers: every other stage is about
+// half of it, so the bubble is about half of (p−1)/m slots of the last stage (0.114 against
+// 7/32 = 0.219).
 TEST(Analytic, PipelineBubbleFormula) {
   RunConfig c = base(8, 1, 8, 1);
   c.training.global_batch = 32;
+  c.model.vocab = 64;
   const Result r = run_analytic(c);
   expect_breakdown_adds_up(r);
   const Breakdown& b = r.breakdown;
   const double steady = b.compute_s + b.exposed_tp_s + b.exposed_pp_s;
-  EXPECT_NEAR(b.pipeline_bubble_s / steady, 7.0 / 32, 1e-12);
+  EXPECT_NEAR(b.pipeline_bubble_s / steady, 7.0 / 32, 0.02 * 7.0 / 32);
+  EXPECT_LE(b.pipeline_bubble_s / steady, 7.0 / 32 + 1e-12);
   c.parallel.vpp = 2;
   c.parallel.schedule = plan::Schedule::kInterleaved;
   const Result ri = run_analytic(c);
   const Breakdown& bi = ri.breakdown;
-  EXPECT_NEAR(bi.pipeline_bubble_s / (bi.compute_s + bi.exposed_pp_s), 7.0 / 2 / 32, 1e-12);
+  EXPECT_NEAR(bi.pipeline_bubble_s / (bi.compute_s + bi.exposed_pp_s), 7.0 / 2 / 32,
+              0.02 * 7.0 / 2 / 32);
   EXPECT_LT(ri.breakdown.pipeline_bubble_s, r.breakdown.pipeline_bubble_s);
+  c.parallel.vpp = 1;
+  c.parallel.schedule = plan::Schedule::k1F1B;
+  c.model.vocab = 51200;
+  const Result heavy = run_analytic(c);
+  const Breakdown& h = heavy.breakdown;
+  const double ratio = h.pipeline_bubble_s / (h.compute_s + h.exposed_tp_s + h.exposed_pp_s);
+  EXPECT_GT(ratio, 0.4 * 7.0 / 32);
+  EXPECT_LT(ratio, 0.6 * 7.0 / 32);
 }
 
 // Each overlap lever hides communication it targets and nothing else gets slower.
