@@ -166,6 +166,15 @@ class Resolver {
     const auto o = origin_.find(key);
     return origin_context(o == origin_.end() ? std::string("default") : o->second, key);
   }
+  // Where a problem between several keys is blamed: the first of `keys` the command line set
+  // (the value the user just changed), else `fallback`'s origin.
+  ErrorContext blame(std::initializer_list<const char*> keys, const std::string& fallback) const {
+    for (const char* key : keys) {
+      const ErrorContext w = where(key);
+      if (w.file == "--set") return w;
+    }
+    return where(fallback);
+  }
 
   std::int64_t int64(const std::string& key) const {
     const std::string& s = get(key);
@@ -324,12 +333,13 @@ class Resolver {
     if (m.head_dim_given == 0 && m.hidden % m.heads != 0) {
       throw_input(
           fmt::format("model.hidden {} is not divisible by model.heads {}", m.hidden, m.heads),
-          where("model.heads"), "or give model.head_dim, the width of one head");
+          blame({"model.heads", "model.hidden"}, "model.heads"),
+          "or give model.head_dim, the width of one head");
     }
     if (m.heads % m.kv_heads != 0) {
       throw_input(
           fmt::format("model.heads {} is not divisible by model.kv_heads {}", m.heads, m.kv_heads),
-          where("model.kv_heads"));
+          blame({"model.kv_heads", "model.heads"}, "model.kv_heads"));
     }
 
     m.parallel_block = flag("optimizations.parallel_block");
@@ -728,14 +738,8 @@ class Resolver {
       if (gpus % replica != 0) {
         // Blame the value the command line changed, if one of the factors came from --set: the
         // user never wrote the file's `dp: auto` (nor, for the built-in default, the file).
-        ErrorContext at = where("parallel.dp");
-        for (const char* key : {"parallel.tp", "parallel.pp", "parallel.cp", "cluster.gpus"}) {
-          const ErrorContext w = where(key);
-          if (w.file == "--set") {
-            at = w;
-            break;
-          }
-        }
+        const ErrorContext at =
+            blame({"parallel.tp", "parallel.pp", "parallel.cp", "cluster.gpus"}, "parallel.dp");
         throw_infeasible(fmt::format("parallel.dp is auto but {} GPUs do not split into "
                                      "replicas of tp {} · pp {} · cp {} = {} GPUs",
                                      gpus, tp, pp, cp, replica),

@@ -588,6 +588,11 @@ TEST(HostileInputs, SetProblemsNameSetNotTheScenarioFile) {
   EXPECT_TRUE(has(r.err, "--set: `parallel.tp`")) << r.err;
   EXPECT_TRUE(has(r.err, "do not split into replicas of tp 7")) << r.err;
   EXPECT_FALSE(has(r.err, "megascale-175b-12288.yaml")) << r.err;
+  // A hidden size the command line changed on a preset's heads: --set's key is blamed, not the
+  // preset's heads ("preset megatron-7.5b: `model.heads`").
+  r = trainsim("run --set model.preset=megatron-7.5b --set model.hidden=1000");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "--set: `model.hidden`: model.hidden 1000 is not divisible")) << r.err;
 }
 
 TEST(HostileInputs, NcclTestsFitErrorsNameTheFile) {
