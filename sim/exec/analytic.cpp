@@ -658,10 +658,9 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     // A chunk's buckets, as the Program cuts them (whole layers, at least one): each is a
     // collective of its own, which pays the ring's latency again (α per step, n − 1 steps: 7.7 ms
     // at DP 768, where a layer's gather moves 9 ms of bytes).
-    const double chunk_layers =
-        std::max(1.0, std::floor((first_heavier ? n_first : n_last) / v_chunks));
-    const double chunk_buckets =
-        std::clamp(std::ceil(sp.total() / v_chunks / bucket), 1.0, chunk_layers);
+    const double chunk_buckets = plan::dp_bucket_count(
+        sp.total() / v_chunks, bucket,
+        static_cast<int>((first_heavier ? n_first : n_last) / v_chunks));
     const double collectives = v_chunks * chunk_buckets;
     // Gradients are reduced over every rank that holds the same weights: DP·CP.
     const coll::GroupShape& reduce_group = par.cp > 1 ? L.dp_cp : L.dp;

@@ -2,6 +2,8 @@
 // `scenarios/` fills and the planner and executors read.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -61,6 +63,13 @@ struct TrainingConfig {
 enum class BucketRule { kFixed40M, kScaledWithDp };
 inline double dp_bucket_params(BucketRule rule, int dp) {
   return rule == BucketRule::kScaledWithDp && dp > 40 ? 1e6 * dp : 40e6;
+}
+/// The DP buckets of a model chunk of `params` parameters over `layers` layers: buckets of
+/// `bucket_params` parameters made of whole layers (at least one bucket, at most one a layer).
+/// Each is a collective of its own (the Program runs them so; the analytic fidelity prices them
+/// so).
+inline int dp_bucket_count(double params, double bucket_params, int layers) {
+  return std::clamp(static_cast<int>(std::ceil(params / bucket_params)), 1, std::max(1, layers));
 }
 
 enum class PpActivation : std::uint8_t { kScatterGather, kFull };

@@ -851,8 +851,7 @@ void Builder::build() {
                 ci.accumulate_head[0], ci.accumulate_head[1]);
       }
     }
-    const int buckets = std::clamp(static_cast<int>(std::ceil((dense + expert) / bucket_params)),
-                                   1, std::max(1, ci.layers));
+    const int buckets = dp_bucket_count(dense + expert, bucket_params, ci.layers);
     for (int b = 0; b < buckets; ++b) {
       const int from = b * ci.layers / buckets, to = (b + 1) * ci.layers / buckets;
       ci.bucket_first.push_back(from);

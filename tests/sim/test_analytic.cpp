@@ -292,7 +292,8 @@ TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
   expect_breakdown_adds_up(r);
   const plan::Layout L = plan::make_layout(c.model, c.cluster, c.parallel, c.training);
   const double P = plan::stage_parameters(c.model, L, true, true, c.model.layers).total();
-  const double k = std::clamp(std::ceil(P / 40e6), 1.0, static_cast<double>(c.model.layers));
+  const double k = plan::dp_bucket_count(
+      P, plan::dp_bucket_params(plan::BucketRule::kFixed40M, c.parallel.dp), c.model.layers);
   ASSERT_EQ(k, 3.0);
   const coll::LinkModel links = link_model(c);
   const auto t = [&](coll::Kind kind, double bytes) {
