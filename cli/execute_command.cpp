@@ -188,7 +188,11 @@ int run_execute_command(const ExecuteArgs& a) {
   relaxed.enforce_memory = false;
   const exec::Result model = exec::run_analytic(cfg, relaxed);
   r.profile_name = "measured";
-  r.profile_version = kernels::query_devices().cuda_version;
+  // Nothing versions a measurement: the CUDA version and the profile that priced the model's
+  // FLOPs and memory go into the JSON's `calibration` by name (it held the CUDA version as the
+  // profile's version).
+  const std::string cuda_version = kernels::query_devices().cuda_version;
+  r.profile_version = "";
   r.model_flops_per_iteration = model.model_flops_per_iteration;
   r.hardware_flops_per_iteration = model.hardware_flops_per_iteration;
   r.parameters = model.parameters;
@@ -233,7 +237,10 @@ int run_execute_command(const ExecuteArgs& a) {
 
   nlohmann::ordered_json j = reports::result_json(r, s, cfg.profile);
   j["calibration"]["gpu"] = d.devices.empty() ? "" : d.devices.front().name;
-  j["calibration"]["provenance"] = "measured by trainsim execute";
+  j["calibration"]["provenance"] = a.backend == "fake" ? "nothing measured: fake backend"
+                                                       : "measured by trainsim execute";
+  j["calibration"]["cuda"] = a.backend == "fake" ? "" : cuda_version;
+  j["calibration"]["model_profile"] = cfg.profile.name + " v" + cfg.profile.version;
   if (!j.contains("task_kinds")) {
     nlohmann::ordered_json kinds = nlohmann::ordered_json::array();
     for (const exec::TaskKindTime& k : r.task_kinds) {
@@ -271,7 +278,7 @@ int run_execute_command(const ExecuteArgs& a) {
     const std::string gpu = d.devices.empty() ? "?" : d.devices.front().name;
     const bool fake = a.backend == "fake";
     shown.profile_name = timed.name =
-        fake ? "fake backend" : "measured by trainsim execute (CUDA " + r.profile_version + ")";
+        fake ? "fake backend" : "measured by trainsim execute (CUDA " + cuda_version + ")";
     shown.profile_version = timed.version = "";
     timed.gpu = fake ? "no GPU" : gpu;
     timed.provenance =

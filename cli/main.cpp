@@ -424,6 +424,23 @@ int cmd_validate(const std::vector<std::string>& csvs, const std::string& format
 }
 
 int cmd_explain(const std::string& key, const std::string& format) {
+  if (format == "json" && (key == "jobs" || key.rfind("jobs.", 0) == 0)) {
+    // A `jobs:` entry's own keys, as the text form lists them (it also rejects an unknown one).
+    scen::explain(key);
+    const std::string_view leaf = key == "jobs" ? std::string_view() : std::string_view(key).substr(5);
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const scen::JobEntryKey& k : scen::job_entry_keys()) {
+      if (!leaf.empty() && leaf != k.name) continue;
+      nlohmann::ordered_json def = nullptr;
+      if (*k.default_value) def = k.default_value;
+      arr.push_back({{"key", fmt::format("jobs[].{}", k.name)},
+                     {"type", k.type},
+                     {"default", def},
+                     {"description", k.description}});
+    }
+    std::cout << arr.dump(2) << "\n";
+    return 0;
+  }
   if (format == "json") {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     std::string_view prefix = key;

@@ -18,6 +18,7 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
   j["scenario"] = s.source;
   j["fidelity"] = r.fidelity;
   j["model_version"] = r.model_version;
+  j["seed"] = s.seed;  // simulation.seed: with the version and the profile, what reproduces it
   j["calibration"] = {{"profile", r.profile_name},
                       {"version", r.profile_version},
                       {"gpu", profile.gpu},

@@ -4,12 +4,34 @@
 
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "calibrate/profile.h"
 #include "scenarios/presets.h"
 #include "sim/core/error.h"
 
 namespace trainsim::scen {
+
+namespace {
+
+// The keys a layout check's key is checked against (sim/plan/layout.cpp): a problem named on the
+// first may be caused by any of them.
+std::vector<const char*> related_keys(const std::string& key) {
+  if (key == "training.global_batch") {
+    return {"training.micro_batch", "training.global_batch_tokens", "parallel.dp", "parallel.tp",
+            "parallel.pp", "parallel.cp", "parallel.vpp", "parallel.schedule", "cluster.gpus"};
+  }
+  if (key == "parallel.vpp" || key == "parallel.pp") {
+    return {"parallel.pp", "parallel.vpp", "model.layers", "parallel.schedule",
+            "parallel.first_stage_layers", "parallel.last_stage_layers"};
+  }
+  if (key == "parallel.ep") return {"model.experts", "parallel.dp", "parallel.tp", "cluster.gpus"};
+  if (key == "parallel.cp") return {"model.seq_len"};
+  if (key == "parallel.tp") return {"model.heads", "model.kv_heads", "model.hidden"};
+  return {};
+}
+
+}  // namespace
 
 exec::RunConfig run_config_without_profile(const Scenario& s) {
   exec::RunConfig cfg;
@@ -121,6 +143,18 @@ exec::Result run_scenario(const Scenario& s, const exec::RunConfig& cfg,
     ErrorContext where = e.where();
     if (s.origin.count(where.field)) {
       where = origin_of(s, where.field);
+      // A problem between keys (the layout's checks name one of them) is blamed on the one the
+      // command line set, when the named key came from the file or a default: `--set
+      // training.micro_batch=64` on a file of global batch 6144 is the --set's problem.
+      if (where.file != "--set") {
+        for (const char* other : related_keys(where.field)) {
+          const auto o = s.origin.find(other);
+          if (o != s.origin.end() && o->second == "--set") {
+            where = origin_of(s, other);
+            break;
+          }
+        }
+      }
     } else {
       where.file = s.source;
     }

@@ -1459,16 +1459,8 @@ std::string normalize_value(const KeyDef& key, std::string_view text, const Erro
   return std::string(text);
 }
 
-namespace {
-
 // The keys of one `jobs:` entry (scenarios/jobs.h; parsed in scenario.cpp's load_job), which
 // are not scenario keys: `explain jobs` lists them, `explain jobs.KEY` prints one.
-struct JobEntryKey {
-  const char* name;
-  const char* type;
-  const char* default_value;
-  const char* description;
-};
 constexpr JobEntryKey kJobEntryKeys[] = {
     {"name", "string", "job0, job1, ...", "Shown in the output"},
     {"gpus", "int >=1", "", "The job's GPUs, whole servers (cluster.gpus_per_node each); with "
@@ -1480,11 +1472,15 @@ constexpr JobEntryKey kJobEntryKeys[] = {
     {"iterations", "int 1..1000", "1", "Iterations run back to back; the result is the mean one"},
 };
 
+std::span<const JobEntryKey> job_entry_keys() { return kJobEntryKeys; }
+
+namespace {
+
 std::string explain_jobs(std::string_view key_or_prefix) {
   const std::string_view leaf =
       key_or_prefix == "jobs" ? std::string_view() : key_or_prefix.substr(5);
   std::string out;
-  for (const JobEntryKey& k : kJobEntryKeys) {
+  for (const JobEntryKey& k : job_entry_keys()) {
     if (!leaf.empty() && leaf != k.name) continue;
     out += fmt::format("jobs[].{:<12} {:<12} default {:<16} {}\n", k.name, k.type,
                        *k.default_value ? k.default_value : "-", k.description);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <limits>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,5 +64,15 @@ std::string normalize_value(const KeyDef& key, std::string_view text, const Erro
 std::string explain(std::string_view key_or_prefix);
 
 const char* to_string(KeyType type);
+
+/// One key of a `jobs:` entry (scenarios/jobs.h), which is not a scenario key: `explain jobs`
+/// lists them (text and JSON), `explain jobs.KEY` one. `default_value` "" when there is none.
+struct JobEntryKey {
+  const char* name;
+  const char* type;
+  const char* default_value;
+  const char* description;
+};
+std::span<const JobEntryKey> job_entry_keys();
 
 }  // namespace trainsim::scen

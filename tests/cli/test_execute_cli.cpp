@@ -76,6 +76,13 @@ TEST(ExecuteCli, FakeBackendWritesTheRunDocumentAndTrace) {
   for (const auto& [key, value] : s.items()) EXPECT_TRUE(x.contains(key)) << key;
   EXPECT_EQ(x.at("fidelity"), "fake");
   EXPECT_GT(x.at("iteration_time_s").get<double>(), 0);
+  // `calibration` says nothing measured it and which profile priced the FLOPs and memory (its
+  // version held the CUDA version).
+  EXPECT_EQ(x.at("calibration").at("profile"), "fake");
+  EXPECT_EQ(x.at("calibration").at("version"), "");
+  EXPECT_EQ(x.at("calibration").at("model_profile"),
+            s.at("calibration").at("profile").get<std::string>() + " v" +
+                s.at("calibration").at("version").get<std::string>());
   // No device waits for another on the fake backend: the PP 2 pipeline has no bubble, and the
   // record says why (docs/execute.md).
   EXPECT_EQ(x.at("breakdown").at("pipeline_bubble_s").get<double>(), 0);

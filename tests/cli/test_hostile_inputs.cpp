@@ -593,6 +593,17 @@ TEST(HostileInputs, SetProblemsNameSetNotTheScenarioFile) {
   r = trainsim("run --set model.preset=megatron-7.5b --set model.hidden=1000");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(has(r.err, "--set: `model.hidden`: model.hidden 1000 is not divisible")) << r.err;
+  // The layout's batch check names the file's global batch; the micro-batch --set changed is
+  // what broke it ("scenarios/megascale-175b-12288.yaml:28: `training.global_batch`").
+  r = trainsim("run --set training.micro_batch=64");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(has(r.err, "--set: `training.micro_batch`: global batch 6144 is not a multiple"))
+      << r.err;
+  EXPECT_FALSE(has(r.err, "megascale-175b-12288.yaml")) << r.err;
+  // Set in the file, the file's line is still the place.
+  r = trainsim("run --set training.global_batch=6000");
+  EXPECT_EQ(r.code, 3) << r.err;
+  EXPECT_TRUE(has(r.err, "--set: `training.global_batch`")) << r.err;
 }
 
 TEST(HostileInputs, NcclTestsFitErrorsNameTheFile) {
@@ -899,6 +910,21 @@ TEST(HostileInputs, ExplainKnowsTheJobEntryKeys) {
   EXPECT_TRUE(has(r.out, "fragmented")) << r.out;
   EXPECT_FALSE(has(r.out, "iterations")) << r.out;
   r = trainsim("explain jobs.plcement");
+  EXPECT_EQ(r.code, 2) << r.err;
+  // The JSON form lists the same keys (it printed [] while they were not scenario keys).
+  r = trainsim("explain jobs --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto all = nlohmann::json::parse(r.out);
+  ASSERT_EQ(all.size(), 6u) << r.out;
+  EXPECT_EQ(all[0]["key"], "jobs[].name");
+  EXPECT_EQ(all[2]["default"], "packed");
+  EXPECT_TRUE(all[1]["default"].is_null());
+  r = trainsim("explain jobs.start_s --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  const auto one = nlohmann::json::parse(r.out);
+  ASSERT_EQ(one.size(), 1u) << r.out;
+  EXPECT_EQ(one[0]["type"], "float >=0");
+  r = trainsim("explain jobs.plcement --format json");
   EXPECT_EQ(r.code, 2) << r.err;
 }
 

@@ -142,12 +142,23 @@ TEST(ProgramCli, PacketFidelitySpraysAWholeIteration) {
   EXPECT_NEAR(ts, tf, 0.001 * tf);
 }
 
+// The JSON names the seed it ran with, as the text header does ("seed 7").
+TEST(ProgramCli, JsonNamesItsSeed) {
+  const CliRun r = trainsim("run " + k64 + " --set simulation.seed=7 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["seed"], 7);
+  const CliRun t = trainsim("run " + k64 + " --set simulation.seed=7");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("seed 7"), std::string::npos) << t.out;
+}
+
 TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
   const CliRun r = trainsim("run " + k64 + " --fidelity flow --format json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["fidelity"], "flow");
   EXPECT_EQ(j["model_version"], "program-14");
+  EXPECT_EQ(j["seed"], 1);  // simulation.seed, next to the model version and the profile
   ASSERT_TRUE(j.contains("task_kinds"));
   double compute_kinds = 0;
   for (const auto& k : j["task_kinds"]) {
