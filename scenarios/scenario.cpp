@@ -373,6 +373,19 @@ class Resolver {
     const std::int64_t tokens =
         parse_size(get("training.global_batch_tokens"), where("training.global_batch_tokens"));
     if (tokens == 0) return;
+    // The command line overrides the file: a --set batch in sequences replaces the file's batch
+    // in tokens (and a --set batch in tokens the file's in sequences, below), as any --set
+    // replaces the key it names. Both from one place and disagreeing is an error.
+    const bool batch_set = where("training.global_batch").file == "--set";
+    const bool tokens_set = where("training.global_batch_tokens").file == "--set";
+    if (given("training.global_batch") && batch_set && !tokens_set) {
+      scenario_.notes.push_back(fmt::format(
+          "training.global_batch {} (--set) replaces training.global_batch_tokens {} ({})",
+          get("training.global_batch"), get("training.global_batch_tokens"),
+          where("training.global_batch_tokens").file));
+      set("training.global_batch_tokens", "0", "derived");  // unused, as the config says
+      return;
+    }
     const std::int64_t seq = scenario_.model.seq_len;
     if (tokens % seq != 0) {
       throw_input(fmt::format("{} tokens is not a whole number of {}-token sequences",
@@ -380,7 +393,13 @@ class Resolver {
                   where("training.global_batch_tokens"));
     }
     const std::string batch = std::to_string(tokens / seq);
-    if (given("training.global_batch") && get("training.global_batch") != batch) {
+    if (given("training.global_batch") && tokens_set && !batch_set &&
+        get("training.global_batch") != batch) {
+      scenario_.notes.push_back(fmt::format(
+          "training.global_batch_tokens {} (--set) replaces training.global_batch {} ({})",
+          get("training.global_batch_tokens"), get("training.global_batch"),
+          where("training.global_batch").file));
+    } else if (given("training.global_batch") && get("training.global_batch") != batch) {
       throw_input(fmt::format("training.global_batch {} disagrees with "
                               "training.global_batch_tokens {} = {} sequences of {}",
                               get("training.global_batch"), get("training.global_batch_tokens"),

@@ -639,6 +639,27 @@ TEST(Scenario, GlobalBatchTokens) {
       load_error("", {"training.global_batch_tokens=16M", "training.global_batch=5"});
   EXPECT_EQ(clash.kind(), ErrorKind::kInput);
   EXPECT_EQ(clash.where().field, "training.global_batch");
+  // Both in the file, disagreeing: the file's error.
+  const Error file_clash = load_error(
+      "model:\n  preset: llama3-405b\ntraining:\n  global_batch_tokens: 16M\n  "
+      "global_batch: 5\n");
+  EXPECT_EQ(file_clash.where().field, "training.global_batch");
+  EXPECT_EQ(file_clash.where().line, 5);
+  // The command line replaces the file's other spelling of the batch, and says so ("give only
+  // one of the two" could not be followed from the command line).
+  const std::string tokens_file =
+      "model:\n  preset: llama3-405b\ntraining:\n  global_batch_tokens: 16M\n";
+  const Scenario by_set = load_scenario_string(tokens_file, "t.yaml", {"training.global_batch=64"});
+  EXPECT_EQ(by_set.training.global_batch, 64);
+  EXPECT_EQ(by_set.values.at("training.global_batch_tokens"), "0");
+  EXPECT_TRUE(has_note(by_set, "training.global_batch 64 (--set) replaces "
+                               "training.global_batch_tokens 16M (t.yaml)"));
+  const std::string batch_file = "model:\n  preset: llama3-405b\ntraining:\n  global_batch: 64\n";
+  const Scenario by_tokens =
+      load_scenario_string(batch_file, "t.yaml", {"training.global_batch_tokens=8M"});
+  EXPECT_EQ(by_tokens.training.global_batch, 1024);
+  EXPECT_TRUE(has_note(by_tokens, "training.global_batch_tokens 8M (--set) replaces "
+                                  "training.global_batch 64 (t.yaml)"));
 }
 
 // build_scenario takes flattened values (a published-runs.csv row) with the same rules; blank
