@@ -77,9 +77,17 @@ std::string header(const std::vector<Variant>& vs, const std::vector<std::string
       seeds.push_back(v.scenario.seed);
     }
   }
+  // Likewise the calibration: a variant of another GPU runs on its own profile (it named the
+  // first variant's for all of them).
+  std::vector<std::string> profiles;
+  for (const Variant& v : vs) {
+    const std::string p =
+        fmt::format("{} v{}", v.result.profile_name, v.result.profile_version);
+    if (std::find(profiles.begin(), profiles.end(), p) == profiles.end()) profiles.push_back(p);
+  }
   std::string s = fmt::format(
-      "trainsim {} run --compare · {} fidelity, model {} · calibration {} v{} · {} {}\n", kVersion,
-      r.fidelity, r.model_version, r.profile_name, r.profile_version,
+      "trainsim {} run --compare · {} fidelity, model {} · calibration {} · {} {}\n", kVersion,
+      r.fidelity, r.model_version, fmt::join(profiles, ", "),
       seeds.size() == 1 ? "seed" : "seeds", fmt::join(seeds, ", "));
   s += fmt::format("scenario  {}\n", vs.front().scenario.source);
   std::vector<std::string> parts;

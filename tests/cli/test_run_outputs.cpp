@@ -128,6 +128,12 @@ TEST(RunOutputs, OutputsNameTheSeedAndProfileVersion) {
   ASSERT_EQ(seeds.code, 0) << seeds.err;
   const std::string seeds_head = seeds.out.substr(0, seeds.out.find('\n'));
   EXPECT_TRUE(testing::has(seeds_head, " · seeds 3, 4")) << seeds_head;
+  // Variants of two GPUs run on two profiles, and the header names both.
+  const CliRun gpus = trainsim("run " + kLlama8b + " --compare cluster.gpu=h100-sxm,h200-sxm");
+  ASSERT_EQ(gpus.code, 0) << gpus.err;
+  const std::string gpus_head = gpus.out.substr(0, gpus.out.find('\n'));
+  EXPECT_TRUE(testing::has(gpus_head, "calibration datasheet-h100-sxm v6, datasheet-h200-sxm v6"))
+      << gpus_head;
 }
 
 // The critical rank of a schedule-fidelity run, then its trace: events of the compute stream
