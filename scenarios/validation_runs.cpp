@@ -294,7 +294,22 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
     if (!framework_of_system.empty() && cell("framework").empty()) {
       row.assumed["framework"] = framework_of_system + " (the `system` cell names it)";
     }
-    if (system.empty()) {
+    if (system.empty() && !cell("framework").empty()) {
+      // The framework cell names the software; its preset sets every lever, so the system is
+      // only its family's name (it said "megatron (blank: the plain Megatron-LM baseline)" beside
+      // a torchtitan or LLM Foundry framework).
+      const FrameworkPreset* named = find_framework(cell("framework"));
+      const std::vector<std::string>& systems = find_key("optimizations.system")->choices;
+      system = named != nullptr && std::find(systems.begin(), systems.end(), named->system) !=
+                                       systems.end()
+                   ? named->system
+                   : "none";
+      row.assumed["system"] =
+          system == "none"
+              ? "none (blank: the `framework` cell's " + cell("framework") + " sets the levers)"
+              : system + " (blank: the family of the `framework` cell's " + cell("framework") +
+                    ")";
+    } else if (system.empty()) {
       system = "megatron";
       row.assumed["system"] = "megatron (blank: the plain Megatron-LM baseline)";
     }

@@ -319,6 +319,16 @@ TEST(ValidationRuns, GpuAndSystemCellsTakeCommonSpellings) {
     EXPECT_EQ(r.assumed.at("framework").rfind("llm-foundry-2023", 0), 0u) << name;
   }
   EXPECT_THROW(run("h100-sxm", "jax", ""), Error);
+  // A blank system beside a framework cell is that framework's, not "the plain Megatron-LM
+  // baseline" it used to say; the levers (and the result) are the framework preset's either way.
+  const auto blank_system = run("h100-sxm", "", "torchtitan-2024");
+  EXPECT_EQ(*blank_system.predicted.iter_s, *given.predicted.iter_s);
+  EXPECT_EQ(blank_system.assumed.at("system"),
+            "none (blank: the `framework` cell's torchtitan-2024 sets the levers)");
+  EXPECT_EQ(run("h100-sxm", "", "nemo-2024").assumed.at("system"),
+            "nemo (blank: the family of the `framework` cell's nemo-2024)");
+  EXPECT_EQ(run("h100-sxm", "", "").assumed.at("system"),
+            "megatron (blank: the plain Megatron-LM baseline)");
 }
 
 // Mixture-of-experts rows (optional columns experts, top_k, moe_every): each expert is an MLP of
