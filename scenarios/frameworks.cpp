@@ -45,7 +45,9 @@ std::map<std::string, std::string> nemo_values() {
 
 // Dates and capabilities from the Megatron-LM history (feature commits and release tags), the
 // NeMo and TorchTitan documentation, and the papers; docs/presets.md lists each with its source.
-const std::vector<FrameworkPreset>& framework_presets() {
+namespace {
+
+std::vector<FrameworkPreset> framework_presets_listed() {
   static const std::vector<FrameworkPreset> kPresets = {
       {"none", "No framework capabilities: every lever off", "", "",
        levers({}), "flash2", "none", "megatron", false},
@@ -215,6 +217,49 @@ const std::vector<FrameworkPreset>& framework_presets() {
        /*selective_recompute=*/false, /*sharded_optimizer=*/true, /*context_parallel=*/false},
   };
   return kPresets;
+}
+
+}  // namespace
+
+const std::vector<FrameworkPreset>& framework_presets() {
+  static const std::vector<FrameworkPreset> kWithStages = [] {
+    std::vector<FrameworkPreset> v = framework_presets_listed();
+    for (FrameworkPreset& p : v) {
+      // Megatron-LM and the stacks built on it before Megatron FSDP (2025): the distributed
+      // optimizer at most (none before 2022-06: sharded_optimizer is false there).
+      if (p.name == "megatron-lm-2021") p.max_zero = 0;
+      if (p.name == "megatron-lm-2023" || p.name == "megatron-core-2023" ||
+          p.name == "nemo-2024" || p.name == "megascale-2024") {
+        p.max_zero = 1;
+      }
+    }
+    return v;
+  }();
+  return kWithStages;
+}
+
+std::vector<std::string> capability_notes(const FrameworkPreset& fw, int zero, int cp,
+                                          bool selective_recompute) {
+  std::vector<std::string> notes;
+  if (fw.name == "none") return notes;
+  const std::string head = "framework.preset " + fw.name + " (" + fw.date + ") had no ";
+  if (selective_recompute && !fw.selective_recompute) {
+    notes.push_back(head + "selective recompute (Megatron-LM 2022-05); simulated as asked");
+  }
+  if (zero >= 1 && !fw.sharded_optimizer) {
+    notes.push_back(head + "sharded optimizer (Megatron-LM's distributed optimizer, 2022-06); "
+                           "parallel.zero " + std::to_string(zero) + " is simulated as asked");
+  } else if (zero > fw.max_zero) {
+    notes.push_back(head + "ZeRO-" + std::to_string(zero) +
+                    " (its distributed optimizer shards the optimizer states only: ZeRO-" +
+                    std::to_string(fw.max_zero) + "; parameter sharding came with Megatron "
+                    "FSDP in 2025); simulated as asked");
+  }
+  if (cp > 1 && !fw.context_parallel) {
+    notes.push_back(head + "context parallelism (Megatron-Core 2023-10); parallel.cp " +
+                    std::to_string(cp) + " is simulated as asked");
+  }
+  return notes;
 }
 
 const FrameworkPreset* find_framework(std::string_view name) {

@@ -43,7 +43,18 @@ struct FrameworkPreset {
   bool selective_recompute = true;
   bool sharded_optimizer = true;
   bool context_parallel = true;
+  // The highest ZeRO stage it has: Megatron-LM's distributed optimizer (2022-06) shards the
+  // optimizer states and keeps the whole gradient buffer on every rank (ZeRO-1 in this model's
+  // terms); parameter sharding came to Megatron-Core as Megatron FSDP in 2025 (the nemo-2025
+  // GB200 recipes that use it). DeepSpeed, FSDP (TorchTitan, LLM Foundry): 3.
+  int max_zero = 3;
 };
+
+/// Notes for a scenario that asks its framework preset for what that version did not have
+/// (selective recompute before 2022-05, a sharded optimizer before 2022-06, context parallelism
+/// before 2023-10, a ZeRO stage above its own): the run is simulated as asked, and says so.
+std::vector<std::string> capability_notes(const FrameworkPreset& fw, int zero, int cp,
+                                          bool selective_recompute);
 
 /// What a run's stated configuration requires of the framework it ran on.
 struct FrameworkNeeds {

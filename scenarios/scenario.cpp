@@ -125,6 +125,7 @@ class Resolver {
     resolve_auto_vpp();
     resolve_auto_recompute();
     check_offload();
+    note_framework_capabilities();
     scenario_.system = get("optimizations.system");
     scenario_.framework = get("framework.preset");
     scenario_.calibration_profile = get("calibration.profile");
@@ -257,6 +258,18 @@ class Resolver {
       if (!given(key)) set(key, value, "framework " + name);
     }
     fused_attention_kernel_ = fw->fused_attention;
+  }
+
+  // What the scenario asks of its framework version that the version did not have is simulated
+  // as asked, with a note (the zero 3 of a run written on a Megatron-LM preset was silent).
+  void note_framework_capabilities() {
+    const FrameworkPreset* fw = find_framework(get("framework.preset"));
+    if (fw == nullptr) return;
+    for (std::string& n : capability_notes(
+             *fw, scenario_.parallel.zero, scenario_.parallel.cp,
+             scenario_.training.recompute == model::Recompute::kSelective)) {
+      scenario_.notes.push_back(std::move(n));
+    }
   }
 
   // LAMB is both a lever and an optimizer; the two keys must agree, and either decides the other.

@@ -156,6 +156,38 @@ TEST(Frameworks, GivenKeysWin) {
   EXPECT_EQ(e.opt.attention_kernel, model::AttentionKernel::kFlash2);
 }
 
+// What a scenario asks of a framework version that it did not have runs as asked, with a note
+// (zero 3 on a Megatron-LM preset was silent): ZeRO-3 before Megatron FSDP, a sharded optimizer
+// or selective recompute on SC21's Megatron-LM, context parallelism before Megatron-Core 2023-10.
+TEST(Frameworks, WhatAVersionLackedIsNoted) {
+  const auto notes_with = [](const Scenario& s, const std::string& part) {
+    int n = 0;
+    for (const std::string& note : s.notes) n += note.find(part) != std::string::npos;
+    return n;
+  };
+  const Scenario z3 = load_scenario_string(
+      "", "t", {"framework.preset=megatron-core-2023", "parallel.zero=3"});
+  EXPECT_EQ(z3.parallel.zero, 3);
+  EXPECT_EQ(notes_with(z3, "framework.preset megatron-core-2023 (2023-12) had no ZeRO-3"), 1);
+  const Scenario sc21 = load_scenario_string(
+      "", "t",
+      {"framework.preset=megatron-lm-2021", "parallel.zero=1", "training.recompute=selective",
+       "parallel.cp=2", "parallel.sp=true"});
+  EXPECT_EQ(notes_with(sc21, "had no sharded optimizer"), 1);
+  EXPECT_EQ(notes_with(sc21, "had no selective recompute"), 1);
+  EXPECT_EQ(notes_with(sc21, "had no context parallelism"), 1);
+  EXPECT_EQ(notes_with(sc21, "had no ZeRO-"), 0);  // the sharded-optimizer note says it
+  // What each version had says nothing.
+  for (const char* fw : {"deepspeed-2023", "torchtitan-2024", "llm-foundry-2023", "nemo-2025"}) {
+    const Scenario ok = load_scenario_string(
+        "", "t", {std::string("framework.preset=") + fw, "parallel.zero=3"});
+    EXPECT_EQ(notes_with(ok, "had no"), 0) << fw;
+  }
+  EXPECT_EQ(notes_with(load_scenario_string("", "t", {"framework.preset=megatron-core-2023"}),
+                       "had no"),
+            0);
+}
+
 // Llama 3 405B (Dubey et al. 2024, Table 4 and §3.3.2): TP 8, PP 16, 8K sequences on 80 GB
 // H100s, one layer fewer on the first and last stage, FSDP as ZeRO-2, trained without
 // activation recompute. The least recompute that fits is none.
