@@ -35,7 +35,7 @@ std::vector<std::vector<int>> stage_groups(const plan::ProgramSet& ps, int stage
           case Dim::kCp: lead = cp == 0; break;
           case Dim::kDp: lead = dp == 0 && cp == 0; break;
           case Dim::kEp: lead = dp % p.ep == 0; break;
-          case Dim::kExpertDp: lead = dp < p.ep; break;
+          case Dim::kExpertDp: lead = dp < p.ep && cp == 0; break;
           default: break;
         }
         if (lead) out.push_back(ps.group(d, ps.rank_of({tp, cp, dp, stage})));

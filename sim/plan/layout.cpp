@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "sim/core/error.h"
 
@@ -21,6 +22,37 @@ coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster
   const long span = static_cast<long>(n - 1) * stride + 1;
   const int pod = cluster.fabric.pod_gpus;
   g.pods = pod > 0 ? static_cast<int>(std::min<long>(g.nodes, (span + pod - 1) / pod)) : 1;
+  return g;
+}
+
+// The expert-data-parallel group with CP > 1: members at offsets tp·j (CP rank j) plus
+// tp·cp·ep·i (the i-th replica holding the same experts), placed as ranks are (consecutive on a
+// server of gpus_per_node, pods of fabric.pod_gpus).
+coll::GroupShape expert_dp_shape(const ParallelConfig& par, const topo::ClusterSpec& cluster) {
+  coll::GroupShape g;
+  const int replicas = std::max(1, par.dp / par.ep);
+  g.ranks = replicas * par.cp;
+  const long gpn = std::max(1, cluster.gpus_per_node);
+  const long pod = cluster.fabric.pod_gpus;
+  std::vector<long> nodes, pods;
+  for (int i = 0; i < replicas; ++i) {
+    for (int j = 0; j < par.cp; ++j) {
+      const long r = static_cast<long>(par.tp) * j +
+                     static_cast<long>(par.tp) * par.cp * par.ep * i;
+      nodes.push_back(r / gpn);
+      if (pod > 0) pods.push_back(r / pod);
+    }
+  }
+  int per_node = 1, run = 1;
+  for (std::size_t k = 1; k < nodes.size(); ++k) {  // members are in increasing rank order
+    run = nodes[k] == nodes[k - 1] ? run + 1 : 1;
+    per_node = std::max(per_node, run);
+  }
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  pods.erase(std::unique(pods.begin(), pods.end()), pods.end());
+  g.per_node = per_node;
+  g.nodes = static_cast<int>(nodes.size());
+  g.pods = pod > 0 ? static_cast<int>(pods.size()) : 1;
   return g;
 }
 
@@ -163,7 +195,13 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   L.dp = group_shape(par.dp, par.tp * par.cp, cluster);
   L.dp_cp = group_shape(par.dp * par.cp, par.tp, cluster);
   L.ep = group_shape(par.ep, par.tp * par.cp, cluster);
-  L.expert_dp = group_shape(par.dp / par.ep, par.tp * par.cp * par.ep, cluster);
+  // The ranks that hold the same experts: the replicas `ep` apart through DP and, like the dense
+  // gradients' DP·CP group, every CP rank of them (they compute gradients of the same experts
+  // on other tokens). Two strides (tp for CP, tp·cp·ep for DP), so with CP > 1 the shape is
+  // counted from the members; it reduced over DP / EP alone, leaving the CP ranks' expert
+  // gradients unreduced.
+  L.expert_dp = par.cp > 1 ? expert_dp_shape(par, cluster)
+                           : group_shape(par.dp / par.ep, par.tp * par.cp * par.ep, cluster);
   L.pp = group_shape(par.pp, par.tp * par.cp * par.dp, cluster);
   return true;
 }

@@ -140,8 +140,11 @@ std::vector<int> ProgramSet::group(Dim d, int rank) const {
       for (int i = 0; i < p.ep; ++i) { m.dp = base + i; out.push_back(rank_of(m)); }
       break;
     }
-    case Dim::kExpertDp:  // replicas holding the same experts: stride ep through DP
-      for (int i = c.dp % p.ep; i < p.dp; i += p.ep) { m.dp = i; out.push_back(rank_of(m)); }
+    case Dim::kExpertDp:  // ranks holding the same experts: stride ep through DP, every CP rank
+      for (int i = c.dp % p.ep; i < p.dp; i += p.ep) {
+        m.dp = i;
+        for (int j = 0; j < p.cp; ++j) { m.cp = j; out.push_back(rank_of(m)); }
+      }
       break;
     case Dim::kPp:
       for (int i = 0; i < p.pp; ++i) { m.pp = i; out.push_back(rank_of(m)); }
@@ -587,7 +590,7 @@ struct Builder {
                                            dense * grad_bytes_per_param(), mb, chunk, layer,
                                            {last_compute}, static_cast<std::int16_t>(b)));
     }
-    if (expert > 0 && L.par.dp / L.par.ep > 1) {
+    if (expert > 0 && L.par.dp / L.par.ep * L.par.cp > 1) {
       grad_reductions.push_back(collective(kind, Dim::kExpertDp, Stream::kDp,
                                            expert * grad_bytes_per_param(), mb, chunk, layer,
                                            {last_compute}, static_cast<std::int16_t>(b)));
@@ -602,7 +605,7 @@ struct Builder {
       last = collective(coll::Kind::kAllGather, Dim::kDp, Stream::kDp, ci.bucket_dense[b] * 2.0,
                         mb, chunk, layer, {dep}, static_cast<std::int16_t>(b));
     }
-    if (ci.bucket_expert[b] > 0 && L.par.dp / L.par.ep > 1) {
+    if (ci.bucket_expert[b] > 0 && L.par.dp / L.par.ep * L.par.cp > 1) {
       last = collective(coll::Kind::kAllGather, Dim::kExpertDp, Stream::kDp,
                         ci.bucket_expert[b] * 2.0, mb, chunk, layer, {dep},
                         static_cast<std::int16_t>(b));

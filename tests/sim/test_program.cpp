@@ -355,6 +355,44 @@ TEST(Program, OptimizerUpdatesTheExpertShardOfItsGroup) {
   EXPECT_NEAR(schedule.breakdown.optimizer_s, analytic.breakdown.optimizer_s, 1e-12);  // ps rounding
 }
 
+// Expert gradients reduce over every rank that holds the same experts: the replicas EP apart
+// through DP and each of their CP ranks, which compute gradients of the same experts on other
+// tokens (as the dense gradients reduce over DP·CP). With DP 8 = EP 8 and CP 2 that is the rank
+// and its CP peer; the group was DP / EP = 1, and the expert gradients were never reduced.
+TEST(Program, ExpertGradientsReduceOverTheirCpRanksToo) {
+  const std::string yaml =
+      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 2048,\n"
+      "        experts: 8, top_k: 2}\n"
+      "cluster: {preset: selene-a100, gpus: 16}\n"
+      "parallel: {tp: 1, pp: 1, cp: 2, dp: 8, ep: 8, vpp: 1, zero: 1}\n"
+      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: megatron-core-2023}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  const scen::Scenario sc = scen::load_scenario_string(yaml, "moe-cp.yaml");
+  const plan::ProgramSet ps = programs_of(sc);
+  const std::vector<int> group = ps.group(plan::Dim::kExpertDp, 0);
+  EXPECT_EQ(group, (std::vector<int>{0, ps.rank_of({0, 1, 0, 0})}));
+  EXPECT_EQ(ps.layout.expert_dp.ranks, 2);
+  EXPECT_EQ(ps.layout.expert_dp.nodes, 1);  // CP ranks sit next to each other
+  // The Program reduce-scatters the fp32 expert gradients once (ZeRO-1) over that group.
+  const plan::StageParams sp = plan::stage_parameters(sc.model, ps.layout, true, true, 2);
+  double expert_reduced = 0;
+  for (const plan::Task& t : ps.roles[0].tasks) {
+    if (t.type == plan::TaskType::kCollective && t.dim == plan::Dim::kExpertDp &&
+        t.collective == coll::Kind::kReduceScatter) {
+      expert_reduced += t.bytes;
+    }
+  }
+  EXPECT_NEAR(expert_reduced, 4.0 * sp.expert, 1e-6 * sp.expert);
+  // Both fidelities price it (the analytic one over ps.layout.expert_dp, checked above).
+  const RunConfig c = scen::make_run_config(sc);
+  const Result analytic = exec::run_analytic(c);
+  const Result schedule = exec::run_program(c, ExecOptions{});
+  EXPECT_GT(analytic.breakdown.exposed_dp_s, 0.0);
+  EXPECT_NEAR(schedule.breakdown.exposed_dp_s, analytic.breakdown.exposed_dp_s,
+              0.5 * analytic.breakdown.exposed_dp_s + 1e-4);
+}
+
 // PP 1 with two model chunks and tied embeddings: the stage holds the one table, which its
 // embedding chunk's bucket reduces and accumulates; the head chunk adds only the final norm (as
 // plan::stage_parameters counts a stage that is both first and last).
