@@ -817,6 +817,23 @@ void set_rates(const RunConfig& cfg, Result& r) {
   r.hw_tflops_per_gpu = r.hardware_flops_per_iteration / gpu_seconds / kTera;
   r.mfu = r.model_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
   r.hfu = r.hardware_flops_per_iteration / (gpu_seconds * r.peak_flops_per_gpu);
+  // Above the rate the profile's GEMMs reach, MFU is counting work no kernel runs: the whole
+  // s×s attention matrix (Megatron's convention, §1) where a causal kernel skips the masked
+  // tiles. Said where it happens (long sequences), with the two shares.
+  if (r.mfu > cfg.profile.gemm_peak_efficiency && cfg.opt.fused_attention() &&
+      cfg.model.seq_len > 0) {
+    const model::ForwardFlops f = model::forward_flops_per_token(cfg.model);
+    const double counted = f.total() > 0 ? f.attention / f.total() : 0.0;
+    const double executed =
+        model::executed_keys_per_query(cfg.model, cfg.opt.attention_kernel) / cfg.model.seq_len;
+    r.notes.push_back(fmt::format(
+        "MFU {:.1f} % is above the {:.1f} % of peak this profile's GEMMs reach: the model FLOPs "
+        "count the whole s×s attention matrix (Megatron's convention), {:.0f} % of them at {} "
+        "tokens, while the causal kernel computes {:.0f} % of those scores (HFU counts them the "
+        "same way)",
+        100 * r.mfu, 100 * cfg.profile.gemm_peak_efficiency, 100 * counted, cfg.model.seq_len,
+        100 * executed));
+  }
 }
 
 Result run_analytic(const RunConfig& cfg, const AnalyticOptions& options) {

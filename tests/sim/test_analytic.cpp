@@ -277,6 +277,35 @@ TEST(Analytic, EveryOtherMoeLayerPricesItsExperts) {
   EXPECT_GT(run(8, 2, 8), half);  // more experts per token, more expert GEMMs
 }
 
+// Past the GEMM rate the profile allows, MFU is counting attention no kernel runs (the whole
+// s×s matrix of Megatron's convention, where a causal kernel skips half): the
+// result says so at 256K tokens, naming both shares; at 2K (MFU below the ceiling) it says
+// nothing.
+TEST(Analytic, MfuAboveTheGemmCeilingNamesTheAttentionConvention) {
+  const auto note_of = [](const Result& r) {
+    for (const std::string& n : r.notes) {
+      if (n.find("this profile's GEMMs reach") != std::string::npos) return n;
+    }
+    return std::string();
+  };
+  RunConfig c = base(8, 8, 1, 1);
+  c.parallel.sp = true;
+  c.model.layers = 4;
+  c.model.position = model::PositionKind::kRope;
+  c.training.recompute = model::Recompute::kNone;
+  c.opt.efficient_operators = true;
+  c.opt.attention_kernel = model::AttentionKernel::kFlash2;
+  EXPECT_EQ(note_of(run_analytic(c)), "");
+  c.model.seq_len = 262144;
+  c.training.global_batch = 1;
+  const Result r = run_analytic(c);
+  ASSERT_GT(r.mfu, c.profile.gemm_peak_efficiency);
+  const std::string n = note_of(r);
+  EXPECT_NE(n.find("at 262144 tokens, while the causal kernel computes 50 % of those scores"),
+            std::string::npos)
+      << n;
+}
+
 // Each DP bucket is a collective of its own and pays the ring's latency again, as the Program
 // runs them (analytic-19): the stage's gradients go in k = clamp(⌈P / bucket⌉, 1, layers)
 // reductions of P/k parameters, not one of P. ZeRO-3 without overlap on TP 8 · DP 8 (one
