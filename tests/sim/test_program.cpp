@@ -325,16 +325,21 @@ TEST(Program, ChunksWithoutLayersKeepTheirEmbeddingAndHeadGradients) {
 // as plan::memory_per_gpu counts the optimizer state (12 B per updated parameter); the analytic
 // fidelity prices the same step. (The Program used DP / EP = 2 for experts and the analytic
 // fidelity 16 for every parameter.)
+// Two MoE layers of 8 experts (top 2) on 16 A100s as CP 2 · DP 8 with the given EP, ZeRO-1,
+// Megatron-Core 2023.
+std::string moe_cp2_dp8_yaml(int ep) {
+  return "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 2048,\n"
+         "        experts: 8, top_k: 2}\n"
+         "cluster: {preset: selene-a100, gpus: 16}\n"
+         "parallel: {tp: 1, pp: 1, cp: 2, dp: 8, ep: " + std::to_string(ep) +
+         ", vpp: 1, zero: 1}\n"
+         "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
+         "framework: {preset: megatron-core-2023}\n"
+         "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+}
+
 TEST(Program, OptimizerUpdatesTheExpertShardOfItsGroup) {
-  const std::string yaml =
-      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 2048,\n"
-      "        experts: 8, top_k: 2}\n"
-      "cluster: {preset: selene-a100, gpus: 16}\n"
-      "parallel: {tp: 1, pp: 1, cp: 2, dp: 8, ep: 4, vpp: 1, zero: 1}\n"
-      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
-      "framework: {preset: megatron-core-2023}\n"
-      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
-  const scen::Scenario sc = scen::load_scenario_string(yaml, "moe.yaml");
+  const scen::Scenario sc = scen::load_scenario_string(moe_cp2_dp8_yaml(4), "moe.yaml");
   ASSERT_TRUE(sc.parallel.shard_over_cp);
   const plan::ProgramSet ps = programs_of(sc);
   const plan::StageParams sp = plan::stage_parameters(sc.model, ps.layout, true, true, 2);
@@ -360,15 +365,7 @@ TEST(Program, OptimizerUpdatesTheExpertShardOfItsGroup) {
 // tokens (as the dense gradients reduce over DP·CP). With DP 8 = EP 8 and CP 2 that is the rank
 // and its CP peer; the group was DP / EP = 1, and the expert gradients were never reduced.
 TEST(Program, ExpertGradientsReduceOverTheirCpRanksToo) {
-  const std::string yaml =
-      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 2048,\n"
-      "        experts: 8, top_k: 2}\n"
-      "cluster: {preset: selene-a100, gpus: 16}\n"
-      "parallel: {tp: 1, pp: 1, cp: 2, dp: 8, ep: 8, vpp: 1, zero: 1}\n"
-      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
-      "framework: {preset: megatron-core-2023}\n"
-      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
-  const scen::Scenario sc = scen::load_scenario_string(yaml, "moe-cp.yaml");
+  const scen::Scenario sc = scen::load_scenario_string(moe_cp2_dp8_yaml(8), "moe-cp.yaml");
   const plan::ProgramSet ps = programs_of(sc);
   const std::vector<int> group = ps.group(plan::Dim::kExpertDp, 0);
   EXPECT_EQ(group, (std::vector<int>{0, ps.rank_of({0, 1, 0, 0})}));
