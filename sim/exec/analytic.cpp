@@ -524,7 +524,8 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     // the tied table on a last stage that is not also the first) and the final norm.
     const double t = par.tp;
     const bool learned = m.position == model::PositionKind::kLearned;
-    const double emb = c.accumulate(c.pc.embedding / t / c.dense_shard(), learned ? 2 : 1);
+    const double emb = c.accumulate(model::embedding_params_per_rank(m, c.pc, L.par.tp) / c.dense_shard(),
+                                    learned ? 2 : 1);
     w.embedding.add(kBackward, emb);
     w.embedding.add(kCompute, emb);
     const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : c.pc.output;

@@ -65,6 +65,12 @@ ForwardFlops forward_flops_per_token(const ModelConfig& m) {
   return f;
 }
 
+double embedding_params_per_rank(const ModelConfig& m, const ParamCount& pc, int tp) {
+  const double position =
+      m.position == PositionKind::kLearned ? static_cast<double>(m.seq_len) * m.hidden : 0.0;
+  return (pc.embedding - position) / std::max(1, tp) + position;
+}
+
 double model_flops_per_token(const ModelConfig& m) { return 3.0 * forward_flops_per_token(m).total(); }
 
 double executed_keys_per_query(const ModelConfig& m, AttentionKernel kernel, int block) {

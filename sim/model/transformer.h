@@ -111,6 +111,10 @@ struct ParamCount {
 };
 
 ParamCount count_parameters(const ModelConfig& m);
+/// The embedding's parameters on one TP rank: the vocab-parallel word table split over TP, the
+/// learned position table (model.position learned) whole on every rank, as Megatron keeps it
+/// (a plain nn.Embedding beside VocabParallelEmbedding). It was divided by TP too.
+double embedding_params_per_rank(const ModelConfig& m, const ParamCount& pc, int tp);
 
 /// Forward FLOPs for one token, split by where they come from.
 struct ForwardFlops {

@@ -104,7 +104,7 @@ StageParams stage_parameters(const model::ModelConfig& m, const model::ParamCoun
   sp.expert = moe_layers * pc.expert_mlp / t / L.par.ep;
   // Vocab-parallel embedding on the first stage; the output layer (or, tied, a second copy of the
   // embedding kept for the gradient all-reduce, as Megatron does when PP > 1) on the last.
-  if (first_stage) sp.dense += pc.embedding / t;
+  if (first_stage) sp.dense += model::embedding_params_per_rank(m, pc, L.par.tp);
   if (last_stage) {
     const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : pc.output;
     if (!first_stage || !m.tied_embeddings) sp.dense += out / t;
@@ -214,9 +214,9 @@ StageInventory inventory_of(const model::ModelConfig& m, const model::ParamCount
         stage_parameters(m, pc, L, false, false, 1, moe_layers_of_stage(m, L, stage) > 0 ? 1 : 0)
             .total();
     double unit = layer;
-    if (first) unit = std::max(unit, pc.embedding / par.tp);
+    if (first) unit = std::max(unit, model::embedding_params_per_rank(m, pc, par.tp));
     if (last) {
-      unit = std::max(unit, sp.total() - layers * layer - (first ? pc.embedding / par.tp : 0.0));
+      unit = std::max(unit, sp.total() - layers * layer - (first ? model::embedding_params_per_rank(m, pc, par.tp) : 0.0));
     }
     v.weights_bytes += std::min(2.0 * unit, sp.total()) * weight_b;
   }

@@ -798,7 +798,7 @@ void Builder::build() {
       double d = pc.attention / t + pc.norms + (moe ? 0.0 : pc.mlp / t);
       double e = moe ? pc.expert_mlp / t / par.ep : 0.0;
       layer_own.push_back(d);
-      if (i == 0 && ci.embedding) d += pc.embedding / t;
+      if (i == 0 && ci.embedding) d += model::embedding_params_per_rank(m, pc, par.tp);
       if (i == ci.layers - 1 && ci.head) {
         if (own_output) d += out / t;
         d += pc.final_norm;
@@ -808,7 +808,8 @@ void Builder::build() {
       dense += d;
       expert += e;
     }
-    const double embedding_params = ci.embedding ? pc.embedding / t : 0.0;
+    const double embedding_params =
+        ci.embedding ? model::embedding_params_per_rank(m, pc, par.tp) : 0.0;
     const double head_params = ci.head ? (own_output ? out / t : 0.0) + pc.final_norm : 0.0;
     if (opt.grad_accumulation != GradAccumulation::kInGemm) {
       // One op per layer, and one for the embedding and the head, per case (a chunk's first

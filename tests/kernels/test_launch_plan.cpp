@@ -492,7 +492,7 @@ TEST(LaunchPlan, SwigluRmsnormRouterAndLambLaunchers) {
 // parameter tensor moves 6 B per parameter; the job executes with them. Tiny GPT (h 256, ffn
 // 1,024, V 1,024, s 128, biases, LayerNorm, learned positions, tied), TP 2: a layer holds
 // (4h² + 4h)/2 + 4h + (8h² + 5h)/2 = 395,392 parameters in 12 tensors, the embedding
-// (V + s)·h/2 = 147,456 in 2, the head (PP > 1: the last stage's copy of the table) V·h/2 + 2h =
+// V·h/2 + s·h = 163,840 in 2 (the position table is whole on every TP rank), the head (PP > 1: the last stage's copy of the table) V·h/2 + 2h =
 // 131,584 in 3. 2 layers per stage, 4 micro-batches per pipeline (batch 8 over DP 2): 3 × 3
 // accumulation tasks per rank and iteration.
 TEST(LaunchPlan, GradientAccumulationRunsAsMemoryTraffic) {
@@ -513,7 +513,7 @@ TEST(LaunchPlan, GradientAccumulationRunsAsMemoryTraffic) {
     for (int i = 0; i < 3; ++i) {
       want.insert({6.0 * 395392, 12});
       want.insert({6.0 * 395392, 12});
-      want.insert(stage == 0 ? std::pair{6.0 * 147456, 2} : std::pair{6.0 * 131584, 3});
+      want.insert(stage == 0 ? std::pair{6.0 * 163840, 2} : std::pair{6.0 * 131584, 3});
     }
     EXPECT_EQ(seen, want) << "stage " << stage;
   }

@@ -77,6 +77,29 @@ TEST(Layout, InfeasibleConfigurations) {
 // Korthikanti et al. 2022, Table 2: activations per layer, 16-bit, no recompute:
 // no parallelism 34·sbh + 5·as²b; TP t without SP sbh(10 + 24/t + 5as/ht); with SP sbh/t(34 +
 // 5as/h); selective recompute with SP 34·sbh/t; full recompute 2·sbh (/t with SP).
+// A learned position table is a plain embedding beside the vocab-parallel word table: whole on
+// every TP rank (Megatron's LanguageModelEmbedding), so the first stage holds V·h/t + s·h (it
+// counted (V + s)·h / t). A RoPE model has no table, and the TP 1 stage is the same either way.
+TEST(Memory, LearnedPositionsAreWholeOnEveryTpRank) {
+  ParallelConfig p;
+  p.tp = 8;
+  p.pp = 2;
+  p.dp = 1;
+  TrainingConfig t;
+  t.global_batch = 8;
+  model::ModelConfig m = gpt(4, 1024, 16, 51200, 2048);
+  ASSERT_EQ(m.position, model::PositionKind::kLearned);
+  const Layout L = make_layout(m, cluster(16), p, t);
+  const double first = stage_parameters(m, L, true, false, 2).total();
+  const double middle = stage_parameters(m, L, false, false, 2).total();
+  EXPECT_DOUBLE_EQ(first - middle, 51200.0 * 1024 / 8 + 2048.0 * 1024);
+  m.position = model::PositionKind::kRope;
+  const Layout R = make_layout(m, cluster(16), p, t);
+  EXPECT_DOUBLE_EQ(stage_parameters(m, R, true, false, 2).total() -
+                       stage_parameters(m, R, false, false, 2).total(),
+                   51200.0 * 1024 / 8);
+}
+
 TEST(Memory, KorthikantiActivationFormulas) {
   const model::ModelConfig m = gpt(4, 1024, 16, 1000, 512);
   const double s = 512, b = 2, h = 1024, a = 16;
