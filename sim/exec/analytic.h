@@ -56,7 +56,7 @@ namespace trainsim::exec {
 /// (whole layers, as the Program cuts them) is a collective of its own and pays the ring's
 /// latency again; the pipeline fill and drain run through the other stages (Σ t − max t, not
 /// (p − 1)·max t); MoE layers every moe_every > 1 price their experts.
-inline constexpr const char* kAnalyticModelVersion = "analytic-20";
+inline constexpr const char* kAnalyticModelVersion = "analytic-21";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

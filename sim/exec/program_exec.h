@@ -70,7 +70,7 @@ namespace trainsim::exec {
 /// overlap holds the compute stream for each micro-batch's gradient reduce-scatters.
 /// program-13: the MoE layer placement and memory of analytic-17.
 /// program-14: a described GPU's fp8 peak as analytic-18 sets it.
-inline constexpr const char* kProgramModelVersion = "program-15";
+inline constexpr const char* kProgramModelVersion = "program-16";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

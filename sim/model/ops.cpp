@@ -128,11 +128,17 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   // other way (a gather's gradient is a scatter-add and back).
   const double rows_bytes = expert_rows * h * kAct;
   const bool sorted = moe && m.experts / std::max(1, s.ep) > 1;
+  // Under SP a TP rank routes and permutes its own tokens/tp rows; the rows are gathered over
+  // TP after the all-to-all (the dispatcher's gather_from_sequence_parallel_region), so the sort
+  // by local expert and its undoing run on all of them, and the final unpermute on its own
+  // again after the reduce-scatter back (MoEAlltoAllTokenDispatcher). Without SP both are all.
+  const double local_rows_bytes = moe ? ew_rows * m.top_k * h * kAct : 0.0;
   if (moe) {
     // Megatron-Core's router is a plain linear layer outside Transformer Engine (fp32 logits).
-    gemm(ops, n, "router", tokens, m.experts, h).keep_16bit = true;
-    memory(ops, n, "router_topk", "softmax", tokens * m.experts * 4.0 * 2);
-    Op& permute = memory(ops, n, "moe_permute", "copy", (sorted ? 4.0 : 2.0) * rows_bytes);
+    gemm(ops, n, "router", ew_rows, m.experts, h).keep_16bit = true;
+    memory(ops, n, "router_topk", "softmax", ew_rows * m.experts * 4.0 * 2);
+    Op& permute = memory(ops, n, "moe_permute", "copy",
+                         2.0 * local_rows_bytes + (sorted ? 2.0 * rows_bytes : 0.0));
     permute.backward_bytes = permute.bytes;
   }
   Op& up = gemm(ops, n, moe ? "expert_up" : "mlp_up", expert_rows, up_mult * f / t, h);
@@ -163,7 +169,8 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   down.fp8_grad_elements = moe ? expert_rows * h : m.parallel_block ? 0 : ew_rows * h;
   if (moe) {
     Op& unpermute = memory(ops, n, "moe_unpermute", "copy",
-                           (sorted ? 3.0 : 1.0) * rows_bytes + tokens * h * kAct);
+                           (sorted ? 2.0 * rows_bytes : 0.0) + local_rows_bytes +
+                               ew_rows * h * kAct);
     unpermute.backward_bytes = unpermute.bytes;
   }
   memory(ops, n, "mlp_bias_dropout_add", "bias_dropout_add", bda_bytes);

@@ -122,8 +122,9 @@ TEST(BenchPlan, MoePermutationsAreCopies) {
     EXPECT_EQ(b->n, 12288);
     EXPECT_DOUBLE_EQ(b->bytes, memory_kernel_bytes("copy", b->m, b->n, DType::kBf16));
   }
-  // The gather and the sort: two copies of the 2,048 × 2 routed rows.
-  EXPECT_EQ(find(items, "moe_permute")->m, 2.0 * 2048 * 2);
+  // The gather of the TP rank's own 2,048 / 8 × 2 routed rows (SP) and the sort of all 2,048 × 2
+  // rows gathered over TP.
+  EXPECT_EQ(find(items, "moe_permute")->m, 2048.0 / 8 * 2 + 2048.0 * 2);
 }
 
 // Every memory-bound model op maps to a kernel whose shape moves the bytes the model counts

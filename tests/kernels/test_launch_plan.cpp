@@ -450,7 +450,7 @@ TEST_P(LaunchPlanTest, EveryComputeTaskRunsItsLauncherAtItsShape) {
 
 // A Llama-style MoE variant: RMSNorm, SwiGLU, 4 experts with top-2 routing on every layer,
 // LAMB. SwiGLU runs on the expert rows (tokens · top_k = 256) × ffn/tp = 512, the router softmax
-// in fp32 on tokens × experts = 128 × 4.
+// in fp32 on the TP rank's own tokens (SP, TP 2) × experts = 64 × 4.
 TEST(LaunchPlan, SwigluRmsnormRouterAndLambLaunchers) {
   std::vector<std::string> sets = tiny_sets(false);
   for (const char* s : {"model.mlp=swiglu", "model.ffn_hidden=1024", "model.norm=rmsnorm",
@@ -477,14 +477,14 @@ TEST(LaunchPlan, SwigluRmsnormRouterAndLambLaunchers) {
   }
   EXPECT_EQ(seen.at("swiglu"), (std::pair<std::string, Shapes>{"swiglu", {{256, 512}}}));
   EXPECT_EQ(seen.at("norm_attn"), (std::pair<std::string, Shapes>{"rmsnorm", {{64, 256}}}));
-  EXPECT_EQ(seen.at("router_topk"), (std::pair<std::string, Shapes>{"softmax", {{128, 4}}}));
+  EXPECT_EQ(seen.at("router_topk"), (std::pair<std::string, Shapes>{"softmax", {{64, 4}}}));
   EXPECT_EQ(seen.at("optimizer").first, "lamb");
   // Their backwards: the backward launchers at the same shapes (the router's in fp32 too).
   EXPECT_EQ(seen.at("swiglu bwd"), (std::pair<std::string, Shapes>{"swiglu_bwd", {{256, 512}}}));
   EXPECT_EQ(seen.at("norm_attn bwd"),
             (std::pair<std::string, Shapes>{"rmsnorm_bwd", {{64, 256}}}));
   EXPECT_EQ(seen.at("router_topk bwd"),
-            (std::pair<std::string, Shapes>{"softmax_bwd", {{128, 4}}}));
+            (std::pair<std::string, Shapes>{"softmax_bwd", {{64, 4}}}));
 }
 
 // framework.grad_accumulation add-16bit: after each layer's backward (and the embedding's and

@@ -83,7 +83,8 @@ TEST(ComputeModelMeasured, HeadDimSetsTheAttentionShapes) {
 // experts: the gather into expert order (read and write them: 2 × 16 MiB) and, with more than one
 // local expert, the sort by local expert (2 × 16 MiB more); after: the un-sort (2 × 16 MiB) and
 // the weighted scatter-add back (read 16 MiB, write 4,096 × 1,024 × 2 = 8 MiB). EP 8 with 8
-// experts leaves one local expert: no sorts. The backward moves the same bytes.
+// experts leaves one local expert: no sorts. The backward moves the same bytes. (Without SP
+// every TP rank routes every token.)
 TEST(ComputeModelMeasured, MoeLayersPermuteTheirTokens) {
   model::ModelConfig m = testing::gpt(2, 1024, 16, 32000, 4096);
   m.experts = 8;
@@ -100,6 +101,20 @@ TEST(ComputeModelMeasured, MoeLayersPermuteTheirTokens) {
     EXPECT_DOUBLE_EQ(permute.backward_bytes, permute.bytes);
     EXPECT_DOUBLE_EQ(unpermute.backward_bytes, unpermute.bytes);
     EXPECT_STREQ(permute.kernel, "copy");
+  }
+  // Under TP 2 with SP a rank routes and permutes its own 2,048 tokens (4,096 rows, 8 MiB); the
+  // rows are gathered over TP for the experts, so the sort by local expert and its undoing run
+  // on all 16 MiB, and the final scatter-add reads its own 8 MiB and writes 2,048 × 1,024 × 2.
+  {
+    model::Sharding s;
+    s.tp = 2;
+    s.sp = true;
+    const std::vector<model::Op> ops = model::layer_forward_ops(m, s, 0);
+    const double local = rows / 2;
+    EXPECT_DOUBLE_EQ(op_named(ops, "moe_permute").bytes, 2 * local + 2 * rows);
+    EXPECT_DOUBLE_EQ(op_named(ops, "moe_unpermute").bytes, 2 * rows + local + 2048.0 * 1024 * 2);
+    EXPECT_DOUBLE_EQ(op_named(ops, "router").m, 2048.0);  // the rank's own tokens
+    EXPECT_DOUBLE_EQ(op_named(ops, "router_topk").bytes, 2048.0 * 8 * 4 * 2);
   }
   // A dense layer has neither.
   m.experts = 0;

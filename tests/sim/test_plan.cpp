@@ -20,15 +20,20 @@ topo::ClusterSpec cluster(int gpus) {
   return c;
 }
 
+// TP · PP · DP on tp·pp·dp GPUs of 8-GPU servers, global batch `batch`, micro-batch 1.
+Layout layout_of(const model::ModelConfig& m, int tp, int pp, int dp, int batch) {
+  ParallelConfig p;
+  p.tp = tp;
+  p.pp = pp;
+  p.dp = dp;
+  TrainingConfig t;
+  t.global_batch = batch;
+  return make_layout(m, cluster(tp * pp * dp), p, t);
+}
+
 // Megatron order (TP fastest, then CP, DP, PP) on 8-GPU servers.
 TEST(Layout, GroupShapes) {
-  ParallelConfig p;
-  p.tp = 2;
-  p.pp = 4;
-  p.dp = 16;
-  TrainingConfig t;
-  t.global_batch = 64;
-  const Layout L = make_layout(gpt(8, 1024, 16), cluster(128), p, t);
+  const Layout L = layout_of(gpt(8, 1024, 16), 2, 4, 16, 64);
   EXPECT_EQ(L.tp.per_node, 2);
   EXPECT_EQ(L.tp.nodes, 1);
   EXPECT_EQ(L.dp.per_node, 4);  // stride 2 → 4 DP peers per server
@@ -81,20 +86,14 @@ TEST(Layout, InfeasibleConfigurations) {
 // every TP rank (Megatron's LanguageModelEmbedding), so the first stage holds V·h/t + s·h (it
 // counted (V + s)·h / t). A RoPE model has no table, and the TP 1 stage is the same either way.
 TEST(Memory, LearnedPositionsAreWholeOnEveryTpRank) {
-  ParallelConfig p;
-  p.tp = 8;
-  p.pp = 2;
-  p.dp = 1;
-  TrainingConfig t;
-  t.global_batch = 8;
   model::ModelConfig m = gpt(4, 1024, 16, 51200, 2048);
   ASSERT_EQ(m.position, model::PositionKind::kLearned);
-  const Layout L = make_layout(m, cluster(16), p, t);
+  const Layout L = layout_of(m, 8, 2, 1, 8);
   const double first = stage_parameters(m, L, true, false, 2).total();
   const double middle = stage_parameters(m, L, false, false, 2).total();
   EXPECT_DOUBLE_EQ(first - middle, 51200.0 * 1024 / 8 + 2048.0 * 1024);
   m.position = model::PositionKind::kRope;
-  const Layout R = make_layout(m, cluster(16), p, t);
+  const Layout R = layout_of(m, 8, 2, 1, 8);
   EXPECT_DOUBLE_EQ(stage_parameters(m, R, true, false, 2).total() -
                        stage_parameters(m, R, false, false, 2).total(),
                    51200.0 * 1024 / 8);
