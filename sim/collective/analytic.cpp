@@ -249,14 +249,17 @@ Candidate nvls(Kind k, double bytes, const GroupShape& group, const LinkModel& l
   Candidate c;
   if (k != Kind::kAllReduce || l.nvls_busbw_Bps <= 0 || p != Protocol::kSimple) return c;
   const int g = std::max(1, std::min(group.per_node, group.ranks));
+  // Across servers the tree runs at the least-populated server's NICs, as the ring does (a
+  // partly filled last server: 9 ranks on 8-GPU servers run at one NIC's pace, not eight).
+  const int g_min = group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
   const double factor = busbw_factor(k, group.ranks);
   const PairLatency& L = l.latency[kNvls][kSimple];
   double busbw = l.nvls_busbw_Bps;
   double lat = L.base_s + L.nvlink_step_s;
   if (group.nodes > 1) {
-    busbw = std::min(busbw, g * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l));
+    busbw = std::min(busbw, g_min * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l));
     lat += 2.0 * std::log2(group.nodes) * L.net_step_s;
-    c.cost.nic_bytes = factor * bytes / g;
+    c.cost.nic_bytes = factor * bytes / g_min;
   }
   c.cost.nvlink_bytes = factor * bytes * (group.nodes > 1 ? (g - 1.0) / g : 1.0);
   const double fill = group.nodes > 1 ? 0.0 : nvls_pipeline_fill_bytes(bytes, g);
@@ -286,15 +289,18 @@ Cost point_to_point(Kind k, double bytes, const GroupShape& group, const LinkMod
     }
     return c;
   }
-  // All-to-all: each rank sends S/n to every other: (g−1)·S/n stay in the server, (n−g)·S/n leave.
+  // All-to-all: each rank sends S/n to every other: (g−1)·S/n stay in the server, (n−g)·S/n leave;
+  // on a partly filled last server a rank has fewer server peers and sends (n − g_min)·S/n out,
+  // which paces the exchange.
+  const int g_min = group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
   const double intra = bytes * (g - 1) / n;
-  const double inter = bytes * (n - g) / n;
+  const double inter = bytes * (n - g_min) / n;
   c.nvlink_bytes = intra;
   c.nic_bytes = inter;
   const double t_intra = intra > 0 ? intra / l.nvlink_busbw_Bps : 0.0;
   const double t_inter = inter > 0 ? inter * slow / l.nic_Bps_per_gpu : 0.0;
   const double lat = L.base_s + (g - 1) * L.nvlink_step_s +
-                     (n - g) * (nodes > 1 ? L.net_step_s : 0.0) / std::max(1, g);
+                     (n - g_min) * (nodes > 1 ? L.net_step_s : 0.0) / std::max(1, g_min);
   c.time_s = lat + std::max(t_intra, t_inter);
   return c;
 }

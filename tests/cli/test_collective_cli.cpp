@@ -250,6 +250,25 @@ TEST(CollectiveCli, NicBoundOfAPartlyUsedServerAndOfALoneRank) {
   const nlohmann::json rail = row("--cluster jean-zay-a100 --ranks 16 --placement rail");
   EXPECT_LE(rail["busbw_GBps"].get<double>(), 100e9 / 8 * 0.94 / 1e9);
   EXPECT_GT(rail["busbw_GBps"].get<double>(), 0.99 * 100e9 / 8 * 0.94 / 1e9);
+  // The same bound for the algorithm the tuner picks there, NVLS (it used the full servers' 8
+  // NICs: 372 GB/s against the flow level's 47), and for the all-to-all, where the 9th rank
+  // sends 8/9 of its buffer through its one NIC (it read 8× fast: 2.57 ms against 20.3 ms).
+  const auto picked = [](const std::string& args) {
+    const Out r = trainsim("collective --cluster dgx-h100-superpod --ranks 9 --sizes 1G "
+                           "--format json " + args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["rows"][0] : nlohmann::json::object();
+  };
+  const nlohmann::json nvls = picked("--op all_reduce --algo nvls");
+  EXPECT_LE(nvls["busbw_GBps"].get<double>(), nic);
+  EXPECT_GT(nvls["busbw_GBps"].get<double>(), 0.99 * nic);
+  const nlohmann::json a2a = picked("--op all_to_all");
+  const nlohmann::json a2a_flow = picked("--op all_to_all --fidelity flow");
+  // The lone rank's 8/9 · 1 GiB at 47 GB/s, plus latency.
+  EXPECT_NEAR(a2a["time_us"].get<double>(), 8.0 / 9 * 1073741824.0 / (nic * 1e9) * 1e6,
+              0.01 * a2a["time_us"].get<double>());
+  EXPECT_NEAR(a2a["time_us"].get<double>(), a2a_flow["time_us"].get<double>(),
+              0.02 * a2a_flow["time_us"].get<double>());
 }
 
 // The count column as nccl-tests prints it (tests/data/all_gather_perf.log, 8 H100, float):
