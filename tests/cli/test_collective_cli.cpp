@@ -232,11 +232,14 @@ TEST(CollectiveCli, BadInput) {
 //   * 16 ranks one per server on Jean Zay (4 × 100 Gb/s NICs per 8 GPUs): a lone GPU drives a
 //     whole NIC, 12.5 GB/s × 0.94 = 11.75 GB/s (it read half, the share when all 8 GPUs run).
 TEST(CollectiveCli, NicBoundOfAPartlyUsedServerAndOfALoneRank) {
-  const auto row = [](const std::string& args) {
-    const Out r = trainsim("collective --op all_reduce --sizes 1G --algo ring --proto Simple "
-                           "--format json " + args);
+  // The first row of `collective --format json ARGS`.
+  const auto first_row = [](const std::string& args) {
+    const Out r = trainsim("collective --format json " + args);
     EXPECT_EQ(r.code, 0) << r.err;
     return r.code == 0 ? nlohmann::json::parse(r.out)["rows"][0] : nlohmann::json::object();
+  };
+  const auto row = [&](const std::string& args) {
+    return first_row("--op all_reduce --sizes 1G --algo ring --proto Simple " + args);
   };
   const nlohmann::json nine = row("--cluster dgx-h100-superpod --ranks 9");
   const nlohmann::json nine_flow = row("--cluster dgx-h100-superpod --ranks 9 --fidelity flow");
@@ -253,11 +256,8 @@ TEST(CollectiveCli, NicBoundOfAPartlyUsedServerAndOfALoneRank) {
   // The same bound for the algorithm the tuner picks there, NVLS (it used the full servers' 8
   // NICs: 372 GB/s against the flow level's 47), and for the all-to-all, where the 9th rank
   // sends 8/9 of its buffer through its one NIC (it read 8× fast: 2.57 ms against 20.3 ms).
-  const auto picked = [](const std::string& args) {
-    const Out r = trainsim("collective --cluster dgx-h100-superpod --ranks 9 --sizes 1G "
-                           "--format json " + args);
-    EXPECT_EQ(r.code, 0) << r.err;
-    return r.code == 0 ? nlohmann::json::parse(r.out)["rows"][0] : nlohmann::json::object();
+  const auto picked = [&](const std::string& args) {
+    return first_row("--cluster dgx-h100-superpod --ranks 9 --sizes 1G " + args);
   };
   const nlohmann::json nvls = picked("--op all_reduce --algo nvls");
   EXPECT_LE(nvls["busbw_GBps"].get<double>(), nic);
