@@ -40,6 +40,12 @@ const char* to_string(Protocol p) {
 
 namespace {
 
+// The ranks on the group's least-populated server (a partly filled last server), at most `g`:
+// every ring, tree or exchange across servers passes through its few NICs.
+int least_per_node(const GroupShape& group, int g) {
+  return group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
+}
+
 constexpr int kRing = static_cast<int>(Algorithm::kRing);
 constexpr int kTree = static_cast<int>(Algorithm::kTree);
 constexpr int kNvls = static_cast<int>(Algorithm::kNvls);
@@ -153,7 +159,7 @@ Candidate ring(Kind k, double bytes, const GroupShape& group, const LinkModel& l
   } else {
     // The rings cross each server boundary once: a server of g members feeds them through g
     // GPUs' NICs, the least-populated one through its own few.
-    const int g_min = group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
+    const int g_min = least_per_node(group, g);
     const double nic_busbw = g_min * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l);
     const double nvl_busbw =
         g > 1 ? g / (g - 1.0) * l.nvlink_busbw_Bps : std::numeric_limits<double>::infinity();
@@ -184,7 +190,7 @@ Candidate tree(Kind k, double bytes, const GroupShape& group, const LinkModel& l
   if (k != Kind::kAllReduce) return c;
   const Candidate r = ring(k, bytes, group, l, Protocol::kSimple);
   const int g = std::max(1, std::min(group.per_node, group.ranks));
-  const int g_min = group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
+  const int g_min = least_per_node(group, g);
   const double nic_busbw = group.nodes > 1
                                ? g_min * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l)
                                : std::numeric_limits<double>::infinity();
@@ -251,7 +257,7 @@ Candidate nvls(Kind k, double bytes, const GroupShape& group, const LinkModel& l
   const int g = std::max(1, std::min(group.per_node, group.ranks));
   // Across servers the tree runs at the least-populated server's NICs, as the ring does (a
   // partly filled last server: 9 ranks on 8-GPU servers run at one NIC's pace, not eight).
-  const int g_min = group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
+  const int g_min = least_per_node(group, g);
   const double factor = busbw_factor(k, group.ranks);
   const PairLatency& L = l.latency[kNvls][kSimple];
   double busbw = l.nvls_busbw_Bps;
@@ -292,7 +298,7 @@ Cost point_to_point(Kind k, double bytes, const GroupShape& group, const LinkMod
   // All-to-all: each rank sends S/n to every other: (g−1)·S/n stay in the server, (n−g)·S/n leave;
   // on a partly filled last server a rank has fewer server peers and sends (n − g_min)·S/n out,
   // which paces the exchange.
-  const int g_min = group.min_per_node > 0 ? std::min(g, group.min_per_node) : g;
+  const int g_min = least_per_node(group, g);
   const double intra = bytes * (g - 1) / n;
   const double inter = bytes * (n - g_min) / n;
   c.nvlink_bytes = intra;
