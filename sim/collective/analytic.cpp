@@ -228,8 +228,13 @@ constexpr double kNvlsChannels = 16;
 constexpr double kNvlsMaxChunkBytes = 128.0 * 1024;
 constexpr double kNvlsMinChunkBytes = 16.0 * 1024;
 constexpr int kNvlsPipelineStages = 3;
+constexpr int kNvlsProfileRanks = 8;  // the profile's NVLS bus bandwidth is an 8-GPU run's
 
 }  // namespace
+
+double nvls_algbw(const LinkModel& l) {
+  return l.nvls_busbw_Bps / busbw_factor(Kind::kAllReduce, kNvlsProfileRanks);
+}
 
 double nvls_chunk_bytes(double bytes, int heads) {
   const double per_cta = bytes / kNvlsChannels;
@@ -251,17 +256,34 @@ namespace {
 // over the network, bounded by the NIC bandwidth. Simple protocol only. On one server the
 // chunk pipeline's fill and drain (above) add to the bandwidth term; NVLS_TREE's own chunking
 // across servers is not modelled.
+//
+// How many GPUs share the switch does not change what one GPU's links carry: for its 1/g of the
+// buffer it pulls the reduced slice (g slices read by the switch, one returned), and for every
+// slice it receives the multicast result, so each GPU moves about S in and S out whatever g is.
+// The algorithm bandwidth S/t is therefore the same at 3, 4 or 8 GPUs, and NCCL's tuning model
+// says so too: it turns NVLS bus bandwidth into algorithm bandwidth by a constant 5/6 whatever
+// nRanks (src/graph/tuning.cc), where a ring's ratio is n/(2(n−1)). The profile's NVLS figure is
+// the bus bandwidth of an 8-GPU nccl-tests run (DGX H100, docs/calibration.md), so the algorithm
+// bandwidth is B_nvls · 8/14 at any g, and the bus bandwidth 2(g−1)/g of that: 411 GB/s at 4
+// GPUs, not 480. NCCL v2.17–v2.27 enables NVLS only when the communicator has more than two GPUs
+// on a server (`gpuCount <= 2` in ncclNvlsInit, src/transport/nvls.cc; 2.28 lowered it to one),
+// so a TP-2 group or a group with two or fewer ranks per server runs a ring or tree.
+
 Candidate nvls(Kind k, double bytes, const GroupShape& group, const LinkModel& l, Protocol p) {
   Candidate c;
   if (k != Kind::kAllReduce || l.nvls_busbw_Bps <= 0 || p != Protocol::kSimple) return c;
   const int g = std::max(1, std::min(group.per_node, group.ranks));
+  if (g <= kNvlsMinGpusPerServer) return c;
   // Across servers the tree runs at the least-populated server's NICs, as the ring does (a
   // partly filled last server: 9 ranks on 8-GPU servers run at one NIC's pace, not eight).
   const int g_min = least_per_node(group, g);
   const double factor = busbw_factor(k, group.ranks);
   const PairLatency& L = l.latency[kNvls][kSimple];
-  double busbw = l.nvls_busbw_Bps;
   double lat = L.base_s + L.nvlink_step_s;
+  // The switch's pace in the group's bus-bandwidth terms: factor · nvls_algbw, written as a ratio
+  // of factors so that an 8-GPU group gets the profile's figure exactly.
+  double busbw =
+      l.nvls_busbw_Bps * (factor / busbw_factor(Kind::kAllReduce, kNvlsProfileRanks));
   if (group.nodes > 1) {
     busbw = std::min(busbw, g_min * l.nic_Bps_per_gpu / above_pod_slowdown(k, group, l));
     lat += 2.0 * std::log2(group.nodes) * L.net_step_s;
@@ -327,6 +349,13 @@ Cost collective_cost(Kind k, double bytes, const GroupShape& group, const LinkMo
   }
   if (choice.algorithm == Algorithm::kNvls && l.nvls_busbw_Bps <= 0) {
     throw_input("NVLS needs NVLink SHARP (NVSwitch multicast), which this GPU does not have",
+                {"", 0, "collectives.algorithm"}, "use ring or tree");
+  }
+  if (choice.algorithm == Algorithm::kNvls && k == Kind::kAllReduce &&
+      std::min(group.per_node, group.ranks) <= kNvlsMinGpusPerServer) {
+    throw_input("NCCL runs NVLS only with more than " + std::to_string(kNvlsMinGpusPerServer) +
+                    " of the communicator's GPUs on a server (ncclNvlsInit, v2.17 to v2.27); this "
+                    "group has " + std::to_string(std::min(group.per_node, group.ranks)),
                 {"", 0, "collectives.algorithm"}, "use ring or tree");
   }
   if (choice.algorithm && *choice.algorithm != Algorithm::kRing && k != Kind::kAllReduce) {

@@ -83,6 +83,11 @@ struct Choice {
 /// Bus-bandwidth factor of nccl-tests for a collective over n ranks.
 double busbw_factor(Kind k, int n);
 
+/// NCCL (v2.17–v2.27) runs NVLS only when the communicator has more GPUs than this on a server.
+inline constexpr int kNvlsMinGpusPerServer = 2;
+/// NVLS all-reduce algorithm bandwidth (bytes of buffer per second), the same at any group size:
+/// the profile's 8-GPU bus bandwidth × 8/14 (see analytic.cpp).
+double nvls_algbw(const LinkModel& l);
 /// NVLS chunk size NCCL picks for a one-server all-reduce of `bytes` over `heads` GPUs (bytes).
 double nvls_chunk_bytes(double bytes, int heads);
 /// Bytes' worth of time the NVLS kernel's three-stage chunk pipeline adds on one server (two

@@ -56,7 +56,10 @@ namespace trainsim::exec {
 /// (whole layers, as the Program cuts them) is a collective of its own and pays the ring's
 /// latency again; the pipeline fill and drain run through the other stages (Σ t − max t, not
 /// (p − 1)·max t); MoE layers every moe_every > 1 price their experts.
-inline constexpr const char* kAnalyticModelVersion = "analytic-21";
+/// analytic-22: an NVLS all-reduce's algorithm bandwidth is the same at any group size (the
+/// profile's 8-GPU bus bandwidth × 8/14), and NCCL runs NVLS only with more than two of the
+/// group's GPUs on a server.
+inline constexpr const char* kAnalyticModelVersion = "analytic-22";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

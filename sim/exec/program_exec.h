@@ -70,7 +70,8 @@ namespace trainsim::exec {
 /// overlap holds the compute stream for each micro-batch's gradient reduce-scatters.
 /// program-13: the MoE layer placement and memory of analytic-17.
 /// program-14: a described GPU's fp8 peak as analytic-18 sets it.
-inline constexpr const char* kProgramModelVersion = "program-16";
+/// program-17: NVLS priced as analytic-22 prices it.
+inline constexpr const char* kProgramModelVersion = "program-17";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

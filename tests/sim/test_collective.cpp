@@ -86,11 +86,51 @@ TEST(Collective, NvlsRampsUpWithTheMessage) {
   EXPECT_NEAR(busbw(1024 * MiB), 1.75 * 1024 * MiB / (23e-6 + 1.75 * 1056 * MiB / 480e9), 1e-3);
   EXPECT_LT(busbw(8 * MiB), 0.4 * 480e9);
   EXPECT_GT(busbw(1024 * MiB), 0.96 * 480e9);
-  // Across servers NVLS_TREE's pipeline is not modelled: no fill term.
+  // Across servers NVLS_TREE's pipeline is not modelled: no fill term. With NICs that do not
+  // bound it, the switch moves the buffer at the 8-GPU algorithm bandwidth (480 · 8/14).
   l.nic_Bps_per_gpu = 1e12;
   const Cost two = collective_cost(Kind::kAllReduce, 8 * MiB, GroupShape{16, 8, 2, 1}, l,
                                    Choice{Algorithm::kNvls, {}});
-  EXPECT_DOUBLE_EQ(two.time_s, 23e-6 + 2 * 18e-6 + 2.0 * 15 / 16 * 8 * MiB / 480e9);
+  EXPECT_NEAR(two.time_s, 23e-6 + 2 * 18e-6 + 8 * MiB / (480e9 * 8 / 14), 1e-15);
+}
+
+// What one GPU's links carry in an NVLS all-reduce does not depend on how many GPUs share the
+// switch, so the algorithm bandwidth is the 8-GPU run's (480 · 8/14 = 274 GB/s) at 3 or 4 GPUs
+// and the bus bandwidth shrinks with 2(g−1)/g: 411 GB/s at 4, not 480 (NCCL's tuner: NVLS bus
+// to algorithm bandwidth × 5/6 whatever nRanks). With two or fewer GPUs of the group on a
+// server NCCL (v2.17–v2.27, ncclNvlsInit) does not run NVLS at all.
+TEST(Collective, NvlsAlgorithmBandwidthDoesNotGrowAsTheGroupShrinks) {
+  LinkModel l = links();
+  l.nvlink_busbw_Bps = 370e9;
+  l.nvls_busbw_Bps = 480e9;
+  EXPECT_DOUBLE_EQ(nvls_algbw(l), 480e9 * 8 / 14);
+  const double S = 1 << 30;
+  const double fill4 = nvls_pipeline_fill_bytes(S, 4);
+  const Cost four = collective_cost(Kind::kAllReduce, S, GroupShape{4, 4, 1, 1}, l,
+                                    Choice{Algorithm::kNvls, {}});
+  EXPECT_NEAR(four.time_s, 23e-6 + (S + fill4) / (480e9 * 8 / 14), 1e-12);
+  EXPECT_NEAR(2.0 * 3 / 4 * nvls_algbw(l), 411.4e9, 0.1e9);  // its bus bandwidth
+  // Eight GPUs keep the profile's figure exactly.
+  const Cost eight = collective_cost(Kind::kAllReduce, S, GroupShape{8, 8, 1, 1}, l,
+                                     Choice{Algorithm::kNvls, {}});
+  EXPECT_DOUBLE_EQ(eight.time_s, 23e-6 + 1.75 * (S + nvls_pipeline_fill_bytes(S, 8)) / 480e9);
+  // Four GPUs: NVLS (274 GB/s of buffer) still beats the ring (370 · 4/6 = 247 GB/s).
+  EXPECT_EQ(collective_cost(Kind::kAllReduce, S, GroupShape{4, 4, 1, 1}, l).algorithm,
+            Algorithm::kNvls);
+  // Two GPUs (a TP-2 group), or two per server across servers: no NVLS; asking for it is an
+  // error that says why.
+  for (const GroupShape& g : {GroupShape{2, 2, 1, 1}, GroupShape{4, 2, 2, 1}}) {
+    EXPECT_NE(collective_cost(Kind::kAllReduce, S, g, l).algorithm, Algorithm::kNvls);
+    try {
+      collective_cost(Kind::kAllReduce, S, g, l, Choice{Algorithm::kNvls, {}});
+      ADD_FAILURE() << "NVLS on two GPUs per server was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("more than 2"), std::string::npos) << e.what();
+    }
+  }
+  const Cost two = collective_cost(Kind::kAllReduce, S, GroupShape{2, 2, 1, 1}, l);
+  EXPECT_EQ(two.algorithm, Algorithm::kRing);
+  EXPECT_NEAR(two.time_s, 5e-6 + 2 * 2e-6 + S / 370e9, 1e-12);
 }
 
 // NCCL picks the pair its own tuning model rates fastest (latency + bytes / bandwidth, no chunk
