@@ -711,6 +711,7 @@ class Resolver {
     p.sp = flag("parallel.sp");
     p.zero = integer("parallel.zero");
     p.shard_over_cp = get("framework.shard_group") == "dp_cp";
+    p.sp_saves_gathered_input = get("framework.sp_wgrad_input") == "saved";
     p.first_stage_layers = integer("parallel.first_stage_layers");
     p.last_stage_layers = integer("parallel.last_stage_layers");
     resolve_gpus();

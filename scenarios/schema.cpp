@@ -616,6 +616,17 @@ std::vector<KeyDef> build_schema() {
                       "(Megatron-Core since October 2023: the CP ranks of a replica share it)",
        .choices = {"dp", "dp_cp"},
        .aliases = {"data_parallel_group_with_cp", "dist_opt_group"}},
+      {.path = "framework.sp_wgrad_input",
+       .type = K::kEnum,
+       .default_value = "regather",
+       .description = "Under sequence parallelism, what a column-parallel layer (QKV, MLP up) "
+                      "keeps of its all-gathered input for the weight gradient: regather (its own "
+                      "s/tp rows, all-gathered again in backward beside the input-gradient GEMM: "
+                      "Megatron-LM since 2022, Transformer Engine) or saved (the whole gathered "
+                      "tensor, tp times the memory, no second all-gather: PyTorch DTensor TP, "
+                      "TorchTitan)",
+       .choices = {"regather", "saved"},
+       .aliases = {"sp_backward_input", "save_gathered_input"}},
       {.path = "framework.dp_buckets",
        .type = K::kEnum,
        .default_value = "scaled",

@@ -206,6 +206,12 @@ void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops
                          tp_exposed(c, rs.time_s, b / 2, wgrad));
         out.traffic(ag, passes_fwd);
         out.traffic(rs);
+        if (wgrad && !par.sp_saves_gathered_input) {
+          // Megatron and Transformer Engine keep only the rank's own rows of the input and
+          // all-gather them again for the weight gradient, beside the input-gradient GEMM.
+          out.add(kTp, tp_exposed(c, ag.time_s, b / 2, true));
+          out.traffic(ag);
+        }
       } else {
         out.add(kTp, tp_exposed(c, ar.time_s, b / 2, wgrad));
         out.traffic(ar);

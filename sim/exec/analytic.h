@@ -59,7 +59,10 @@ namespace trainsim::exec {
 /// analytic-22: an NVLS all-reduce's algorithm bandwidth is the same at any group size (the
 /// profile's 8-GPU bus bandwidth × 8/14), and NCCL runs NVLS only with more than two of the
 /// group's GPUs on a server.
-inline constexpr const char* kAnalyticModelVersion = "analytic-22";
+/// analytic-23: under SP the column-parallel layers' inputs are all-gathered again for their
+/// weight gradients, as Megatron and Transformer Engine do (framework.sp_wgrad_input regather;
+/// saved keeps the gathered input whole in memory instead, as DTensor TP does).
+inline constexpr const char* kAnalyticModelVersion = "analytic-23";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -71,7 +71,9 @@ namespace trainsim::exec {
 /// program-13: the MoE layer placement and memory of analytic-17.
 /// program-14: a described GPU's fp8 peak as analytic-18 sets it.
 /// program-17: NVLS priced as analytic-22 prices it.
-inline constexpr const char* kProgramModelVersion = "program-17";
+/// program-18: the SP re-gather for the weight gradient of analytic-23, a TP-stream task beside
+/// the input-gradient GEMM that the weight-gradient GEMM waits for.
+inline constexpr const char* kProgramModelVersion = "program-18";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -28,6 +28,13 @@ struct ParallelConfig {
   // The group ZeRO/the distributed optimizer shards over: DP alone (Megatron-LM before Oct 2023)
   // or DP·CP (Megatron-Core since Oct 2023: the CP ranks of a DP group hold the same weights).
   bool shard_over_cp = false;
+  // Under SP, what a column-parallel layer (QKV, MLP up) keeps of its all-gathered input for its
+  // weight gradient (framework.sp_wgrad_input). false: the rank's own s/t rows, gathered again in
+  // backward beside the input-gradient GEMM (Megatron-LM's
+  // LinearWithGradAccumulationAndAsyncCommunication since SP came in 2022, Transformer Engine's
+  // Linear and LayerNormLinear). true: the whole gathered tensor, no second gather (PyTorch
+  // DTensor TP as TorchTitan runs it: the all-gather's output is the Linear's saved input).
+  bool sp_saves_gathered_input = false;
   // Layers on the first and the last pipeline stage; 0 = an even split, with the layers that do
   // not divide evenly on the middle stages (the first stage holds the most in-flight activations).
   // Llama 3 405B: one layer fewer on each end (Dubey et al. 2024, §3.3.2).

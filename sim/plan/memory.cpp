@@ -69,7 +69,13 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
     // every score of the s × s matrix, whatever the mask.
     scores = (2.0 + 3.0 * drop) * m.heads * sbh_tokens * m.seq_len;
   }
-  const double bytes = replicated / replicated_div + (attention_part + mlp_part + scores) / t;
+  double bytes = replicated / replicated_div + (attention_part + mlp_part + scores) / t;
+  if (par.sp && par.sp_saves_gathered_input && t > 1) {
+    // The column-parallel layers keep their all-gathered input whole (DTensor TP): the QKV and
+    // MLP inputs (one shared norm output in a parallel block) are s·b·h each, not s·b·h/t.
+    const double linear_inputs = (m.parallel_block ? 1.0 : 2.0) * in_b * sbh_tokens * h;
+    bytes += linear_inputs - linear_inputs / t;
+  }
   return expert_rows > 0 ? bytes + expert_rows / t : bytes;
 }
 

@@ -330,6 +330,16 @@ struct Builder {
     const model::Op& o = P.ops[static_cast<std::size_t>(op)];
     const bool gemm = o.kind == model::OpKind::kGemm;
     const Part first = gemm ? Part::kDgrad : Part::kBackward;
+    // Megatron and Transformer Engine keep only the rank's own rows of an SP-gathered input and
+    // gather them again for the weight gradient (ParallelConfig::sp_saves_gathered_input): on
+    // the TP stream beside the input-gradient GEMM when TP communication overlaps, before it
+    // otherwise; the weight gradient waits for it.
+    std::uint32_t regather = kNoTask;
+    if (tp() && o.tp_comm_before && sp() && gemm && !L.par.sp_saves_gathered_input) {
+      regather = collective(coll::Kind::kAllGather, Dim::kTp, Stream::kTp, gathered_bytes(op), mb,
+                            chunk, layer, {last_compute});
+      if (!opt.tp_overlap) blockers.push_back(regather);
+    }
     if (tp() && o.tp_comm_after && sp()) {
       comm_then_compute(coll::Kind::kAllGather, op, Pass::kBackward, first, mb, chunk, layer);
     } else if (tp() && o.tp_comm_before) {
@@ -340,14 +350,14 @@ struct Builder {
         // reduction finishes (the blocker stays pending for the next op).
         std::vector<std::uint32_t> pending;
         pending.swap(blockers);
-        compute(op, Pass::kBackward, Part::kWgrad, mb, chunk, layer);
+        compute(op, Pass::kBackward, Part::kWgrad, mb, chunk, layer, 1.0, regather);
         blockers.swap(pending);
         return;
       }
     } else {
       compute(op, Pass::kBackward, first, mb, chunk, layer);
     }
-    if (gemm) compute(op, Pass::kBackward, Part::kWgrad, mb, chunk, layer);
+    if (gemm) compute(op, Pass::kBackward, Part::kWgrad, mb, chunk, layer, 1.0, regather);
   }
 
   // --- layers -------------------------------------------------------------------------------

@@ -118,6 +118,14 @@ TEST(Memory, KorthikantiActivationFormulas) {
                    34 * s * b * h / 4 + 4 * a * s * b / 4);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kFull, false),
                    2 * s * b * h / 4);
+  // DTensor TP (framework.sp_wgrad_input: saved) keeps the QKV and MLP inputs whole as gathered,
+  // 2 + 2 bytes of s·b·h instead of their s/t rows; full recompute keeps only the layer input.
+  p.sp_saves_gathered_input = true;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kSelective, false),
+                   34 * s * b * h / 4 + 4 * s * b * h * (1 - 1.0 / 4));
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kFull, false),
+                   2 * s * b * h / 4);
+  p.sp_saves_gathered_input = false;
 }
 
 // FP8 (Transformer Engine keeps each Linear's input as its FP8 copy): the QKV and MLP inputs

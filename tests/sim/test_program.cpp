@@ -168,7 +168,10 @@ TEST(Program, MeasuredCollectivesReplaceTheModel) {
 // TP overlap off: every TP collective blocks the compute stream, so the exposed TP time is the
 // count of TP collectives × their closed form: with SP, 4 per layer and pass (all-gather before
 // QKV and the MLP, reduce-scatter after the projection and the MLP) plus the embedding's and the
-// head's one each per pass. On: never slower, and less exposed (the first chunk's stays).
+// head's one each per pass, and in backward the all-gathers again of the column-parallel layers'
+// inputs for their weight gradients (QKV, MLP up, the logits: Megatron keeps only the rank's own
+// rows). With `framework.sp_wgrad_input: saved` (DTensor) those are gone. On: never slower, and
+// less exposed (the first chunk's stays).
 TEST(Program, TensorParallelOverlapSwitch) {
   RunConfig c = config(8, 8, 1, 1, 4, 4);
   c.parallel.sp = true;
@@ -184,7 +187,14 @@ TEST(Program, TensorParallelOverlapSwitch) {
   // forward: (2 AG + 2 RS) per layer + RS after the embedding + AG before the logits; backward
   // mirrors every one of them (AG ↔ RS).
   const double per_pass = L * 2 * (t_ag + t_rs) + t_rs + t_ag;
-  EXPECT_NEAR(off.breakdown.exposed_tp_s, m * 2 * per_pass, 1e-9);
+  const double regather = (L * 2 + 1) * t_ag;
+  EXPECT_NEAR(off.breakdown.exposed_tp_s, m * (2 * per_pass + regather), 1e-9);
+  c.parallel.sp_saves_gathered_input = true;
+  EXPECT_NEAR(exec::run_program(c, ExecOptions{}).breakdown.exposed_tp_s, m * 2 * per_pass, 1e-9);
+  // The analytic fidelity charges the same collectives, exposed.
+  EXPECT_NEAR(exec::run_analytic(c).breakdown.exposed_tp_s, m * 2 * per_pass, 1e-9);
+  c.parallel.sp_saves_gathered_input = false;
+  EXPECT_NEAR(exec::run_analytic(c).breakdown.exposed_tp_s, m * (2 * per_pass + regather), 1e-9);
   c.opt.tp_overlap = true;
   const Result on = exec::run_program(c, ExecOptions{});
   expect_adds_up(on);
@@ -582,8 +592,9 @@ TEST(Program, DataPipelineAndOperatorSwitches) {
 
 // Under fp8 an SP all-gather before an fp8 GEMM moves the one-byte copy Transformer Engine casts
 // before gathering: on a middle stage (no embedding, no output layer) every TP all-gather (the
-// norm outputs before QKV and the MLP forward, the row-parallel layers' output gradients
-// backward) is half the bf16 one; the reduce-scatters stay 16-bit.
+// norm outputs before QKV and the MLP forward and again for their weight gradients backward, the
+// row-parallel layers' output gradients backward) is half the bf16 one; the reduce-scatters stay
+// 16-bit.
 TEST(Program, Fp8GathersMoveOneByteCopies) {
   RunConfig c = config(32, 8, 4, 1, 8, 4);
   ASSERT_TRUE(c.parallel.sp);
@@ -605,10 +616,10 @@ TEST(Program, Fp8GathersMoveOneByteCopies) {
   };
   const auto [ag16, rs16, n16] = sums(Precision::kBf16);
   const auto [ag8, rs8, n8] = sums(Precision::kFp8);
-  // 2 layers × 4 micro-batches × (2 forward + 2 backward) gathers of [1,024 × 1,024] bf16.
-  EXPECT_EQ(n16, 2 * 4 * 4);
+  // 2 layers × 4 micro-batches × (2 forward + 2 backward + 2 re-gathers) of [1,024 × 1,024] bf16.
+  EXPECT_EQ(n16, 2 * 4 * 6);
   EXPECT_EQ(n8, n16);
-  EXPECT_DOUBLE_EQ(ag16, 2 * 4 * 4 * 1024.0 * 1024.0 * 2);
+  EXPECT_DOUBLE_EQ(ag16, 2 * 4 * 6 * 1024.0 * 1024.0 * 2);
   EXPECT_DOUBLE_EQ(ag8, ag16 / 2);
   EXPECT_DOUBLE_EQ(rs8, rs16);
 }
