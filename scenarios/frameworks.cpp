@@ -35,6 +35,7 @@ std::map<std::string, std::string> nemo_values() {
                {"framework.shard_group", "dp_cp"},
                {"framework.dp_buckets", "scaled"},
                {"framework.tp_overlap_method", "decomposed"},
+               {"framework.tp_async_backward", "true"},
                {"framework.pp_activation", "full"},
                {"framework.grad_accumulation", "in-gemm"},
                {"framework.cp_comm", "p2p"},
@@ -77,8 +78,11 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "optimizer over DP merged 2022-06-08, FlashAttention merged 2023-01-11 (commit 285068c8, "
        "the commit MegaScale §6.1 builds on) but off by default; grad-reduce overlap (2023-09), "
        "TP overlap (2023-10) and param-gather overlap (2023-11) not yet; gradient-accumulation "
-       "fusion into the weight-gradient GEMM on by default since 2022-02 (commit 83b1e42f)",
+       "fusion into the weight-gradient GEMM on by default since 2022-02 (commit 83b1e42f); "
+       "the backward's TP collectives asynchronous beside the GEMM that does not need them "
+       "(LinearWithGradAccumulationAndAsyncCommunication, with CUDA_DEVICE_MAX_CONNECTIONS=1)",
        with(levers({}), {{"parallel.sp", "true"},
+                         {"framework.tp_async_backward", "true"},
                          {"parallel.zero", "1"},
                          {"training.recompute", "selective"},
                          {"training.grad_reduce_dtype", "fp32"},
@@ -104,6 +108,7 @@ std::vector<FrameworkPreset> framework_presets_listed() {
              {"framework.shard_group", "dp_cp"},
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"},
+             {"framework.tp_async_backward", "true"},
              {"framework.pp_activation", "full"},
              {"framework.grad_accumulation", "in-gemm"},
              {"framework.cp_comm", "p2p"},
@@ -142,6 +147,7 @@ std::vector<FrameworkPreset> framework_presets_listed() {
              {"framework.shard_group", "dp"},
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"},
+             {"framework.tp_async_backward", "true"},
              {"framework.pp_activation", "scatter-gather"},
              {"framework.grad_accumulation", "in-gemm"},
              {"framework.cp_comm", "p2p"},

@@ -1082,6 +1082,7 @@ class Resolver {
                       : ce == "native" ? model::CrossEntropyKernel::kNative
                                        : model::CrossEntropyKernel::kUnfused;
     o.tp_overlap_decomposed = get("framework.tp_overlap_method") == "decomposed";
+    o.tp_async_backward = flag("framework.tp_async_backward");
     o.dp_buckets = get("framework.dp_buckets") == "fixed-40m" ? plan::BucketRule::kFixed40M
                                                               : plan::BucketRule::kScaledWithDp;
     o.pp_activation = get("framework.pp_activation") == "full" ? plan::PpActivation::kFull

@@ -642,6 +642,16 @@ std::vector<KeyDef> build_schema() {
                       "collective beside an independent GEMM; only backward has one)",
        .choices = {"decomposed", "bulk"},
        .aliases = {"tp_comm_overlap_method", "ub_overlap_method"}},
+      {.path = "framework.tp_async_backward",
+       .type = K::kBool,
+       .default_value = "false",
+       .description = "Without optimizations.tp_overlap, the backward's TP collectives still run "
+                      "beside the GEMM that does not need them (the input's SP re-gather beside "
+                      "the input-gradient GEMM, the input gradient's reduce-scatter or all-reduce "
+                      "beside the weight-gradient GEMM): Megatron-LM's asynchronous "
+                      "tensor-parallel communication with CUDA_DEVICE_MAX_CONNECTIONS=1 (2021-09, "
+                      "with SP from 2022-05); the forward's stay exposed",
+       .aliases = {"async_tensor_model_parallel_allreduce", "tp_async_grad"}},
       {.path = "framework.pp_activation",
        .type = K::kEnum,
        .default_value = "scatter-gather",

@@ -91,7 +91,12 @@ void add_traffic(Slot& s, const coll::Cost& c, double times = 1.0) {
 // whole collective beside an independent GEMM, which only the backward pass has (the weight
 // gradient beside the input gradient's reduction); `independent` says whether one exists.
 double tp_exposed(const Context& c, double t_comm, double t_gemm, bool independent) {
-  if (!c.cfg.opt.tp_overlap) return t_comm;
+  if (!c.cfg.opt.tp_overlap) {
+    // Megatron's asynchronous backward collectives (Optimizations::tp_async_backward): a bulk
+    // overlap without Transformer Engine.
+    if (!independent || !c.cfg.opt.tp_async_backward) return t_comm;
+    return ComputeModel::concurrent(t_gemm, t_comm, c.comm_sm_share) - t_gemm;
+  }
   if (c.cfg.opt.tp_overlap_decomposed) {
     const double n = std::max(1, c.L.par.tp);
     const double rest = t_comm - t_comm / n;

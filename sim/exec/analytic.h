@@ -62,7 +62,9 @@ namespace trainsim::exec {
 /// analytic-23: under SP the column-parallel layers' inputs are all-gathered again for their
 /// weight gradients, as Megatron and Transformer Engine do (framework.sp_wgrad_input regather;
 /// saved keeps the gathered input whole in memory instead, as DTensor TP does).
-inline constexpr const char* kAnalyticModelVersion = "analytic-23";
+/// analytic-24: Megatron's asynchronous backward TP collectives (framework.tp_async_backward)
+/// run beside the GEMM that does not need them without TP overlap.
+inline constexpr const char* kAnalyticModelVersion = "analytic-24";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

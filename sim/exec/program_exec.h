@@ -73,7 +73,8 @@ namespace trainsim::exec {
 /// program-17: NVLS priced as analytic-22 prices it.
 /// program-18: the SP re-gather for the weight gradient of analytic-23, a TP-stream task beside
 /// the input-gradient GEMM that the weight-gradient GEMM waits for.
-inline constexpr const char* kProgramModelVersion = "program-18";
+/// program-19: framework.tp_async_backward as analytic-24.
+inline constexpr const char* kProgramModelVersion = "program-19";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

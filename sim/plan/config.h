@@ -131,6 +131,13 @@ struct Optimizations {
   // collective's pieces (Transformer Engine userbuffers, MegaScale §3.2); false: the collective
   // runs beside the whole GEMM it does not depend on (bulk overlap).
   bool tp_overlap_decomposed = true;
+  // Without TP overlap, the backward's TP collectives still run beside the GEMM that does not
+  // need them (framework.tp_async_backward): Megatron-LM's
+  // LinearWithGradAccumulationAndAsyncCommunication launches the input's re-gather (SP) before
+  // the input-gradient GEMM and the input gradient's reduce-scatter (or all-reduce without SP)
+  // before the weight-gradient GEMM, asynchronously, ordered by CUDA_DEVICE_MAX_CONNECTIONS=1
+  // (2021-09 for the all-reduce, with SP from 2022-05). The forward's collectives stay exposed.
+  bool tp_async_backward = false;
   BucketRule dp_buckets = BucketRule::kScaledWithDp;
   // How a pipeline boundary's activation travels without sequence parallelism (with it, every
   // TP rank sends its s/t shard and nothing is gathered): scatter-gather (Megatron-LM

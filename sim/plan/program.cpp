@@ -263,6 +263,9 @@ struct Builder {
   // --- TP communication around one op ---------------------------------------------------------
 
   int tp_chunks() const { return opt.tp_overlap ? std::max(1, L.par.tp) : 1; }
+  // Whether the backward's TP collectives run beside the GEMM that does not need them: TP
+  // overlap, or Megatron's asynchronous backward communication without it.
+  bool backward_overlap() const { return opt.tp_overlap || opt.tp_async_backward; }
 
   // Under fp8 an SP all-gather before an fp8 GEMM moves the tensor's one-byte copy: Transformer
   // Engine casts the local rows and gathers the fp8 tensor (the norm output before QKV and the
@@ -338,14 +341,14 @@ struct Builder {
     if (tp() && o.tp_comm_before && sp() && gemm && !L.par.sp_saves_gathered_input) {
       regather = collective(coll::Kind::kAllGather, Dim::kTp, Stream::kTp, gathered_bytes(op), mb,
                             chunk, layer, {last_compute});
-      if (!opt.tp_overlap) blockers.push_back(regather);
+      if (!backward_overlap()) blockers.push_back(regather);
     }
     if (tp() && o.tp_comm_after && sp()) {
       comm_then_compute(coll::Kind::kAllGather, op, Pass::kBackward, first, mb, chunk, layer);
     } else if (tp() && o.tp_comm_before) {
       compute_then_comm(sp() ? coll::Kind::kReduceScatter : coll::Kind::kAllReduce, op,
                         Pass::kBackward, first, mb, chunk, layer);
-      if (gemm && opt.tp_overlap) {
+      if (gemm && backward_overlap()) {
         // The weight gradient does not need the reduced input gradient: it runs while the
         // reduction finishes (the blocker stays pending for the next op).
         std::vector<std::uint32_t> pending;
