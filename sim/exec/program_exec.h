@@ -74,7 +74,9 @@ namespace trainsim::exec {
 /// program-18: the SP re-gather for the weight gradient of analytic-23, a TP-stream task beside
 /// the input-gradient GEMM that the weight-gradient GEMM waits for.
 /// program-19: framework.tp_async_backward as analytic-24.
-inline constexpr const char* kProgramModelVersion = "program-19";
+/// program-20: bulk TP overlap (framework.tp_overlap_method bulk) runs whole collectives, as the
+/// analytic fidelity prices it; it was split into TP pieces like the decomposed method.
+inline constexpr const char* kProgramModelVersion = "program-20";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -262,7 +262,11 @@ struct Builder {
 
   // --- TP communication around one op ---------------------------------------------------------
 
-  int tp_chunks() const { return opt.tp_overlap ? std::max(1, L.par.tp) : 1; }
+  // Decomposed TP overlap pipelines tp pieces of a collective with tp pieces of its GEMM; bulk
+  // overlap runs the whole collective beside an independent GEMM (only backward has one).
+  int tp_chunks() const {
+    return opt.tp_overlap && opt.tp_overlap_decomposed ? std::max(1, L.par.tp) : 1;
+  }
   // Whether the backward's TP collectives run beside the GEMM that does not need them: TP
   // overlap, or Megatron's asynchronous backward communication without it.
   bool backward_overlap() const { return opt.tp_overlap || opt.tp_async_backward; }

@@ -55,6 +55,9 @@ std::vector<std::string> tiny_sets(bool overlap) {
   for (const char* lever : {"tp_overlap", "pp_overlap", "dp_overlap"}) {
     s.push_back(std::string("optimizations.") + lever + "=" + on);
   }
+  // The Megatron presets' TP overlap method is bulk (whole collectives); decomposed splits the
+  // GEMMs and collectives into TP pieces, which the chunk shapes below check.
+  if (overlap) s.push_back("framework.tp_overlap_method=decomposed");
   return s;
 }
 

@@ -206,7 +206,14 @@ TEST(Program, TensorParallelOverlapSwitch) {
   EXPECT_GT(async.breakdown.exposed_tp_s, m * per_pass);
   EXPECT_NEAR(exec::run_analytic(c).breakdown.exposed_tp_s, async.breakdown.exposed_tp_s, 1e-6);
   c.opt.tp_async_backward = false;
+  // Bulk TP overlap (framework.tp_overlap_method bulk) is the same thing by another route: the
+  // whole collective beside the independent backward GEMM, the forward's exposed, no pieces.
   c.opt.tp_overlap = true;
+  c.opt.tp_overlap_decomposed = false;
+  const Result bulk = exec::run_program(c, ExecOptions{});
+  EXPECT_NEAR(bulk.breakdown.exposed_tp_s, async.breakdown.exposed_tp_s, 1e-9);
+  EXPECT_NEAR(exec::run_analytic(c).breakdown.exposed_tp_s, bulk.breakdown.exposed_tp_s, 1e-6);
+  c.opt.tp_overlap_decomposed = true;
   const Result on = exec::run_program(c, ExecOptions{});
   expect_adds_up(on);
   EXPECT_LE(on.iteration_time_s, off.iteration_time_s);
