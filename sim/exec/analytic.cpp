@@ -57,8 +57,13 @@ struct Context {
   }
   // Under ZeRO >= 2 the gradients are reduce-scattered every micro-batch, so the sum runs on
   // this GPU's shard of them (the Program's accumulation ops).
-  double dense_shard() const { return L.par.zero >= 2 ? L.par.dp : 1; }
-  double expert_shard() const { return L.par.zero >= 2 ? std::max(1, L.par.dp / L.par.ep) : 1; }
+  // ZeRO >= 2 keeps the gradient shard of the sharding group (DP, or DP·CP), and of its expert
+  // part (that group / EP), as plan::memory_per_gpu counts it.
+  double dense_shard() const { return L.par.zero >= 2 ? L.par.zero_group() : 1; }
+  double expert_shard() const {
+    return L.par.zero >= 2 ? std::max(1.0, static_cast<double>(L.par.zero_group()) / L.par.ep)
+                           : 1;
+  }
   // A layer's parameters on this GPU (as the Program's DP buckets count them) and tensors.
   double layer_accumulate(bool moe) const {
     const double t = L.par.tp;
@@ -737,7 +742,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   // ZeRO shards dense parameters over DP (or DP·CP) and expert parameters over the ranks that
   // hold the same experts, DP (or DP·CP) / EP, as plan::memory_per_gpu counts them.
   {
-    const double shard = par.zero >= 1 ? par.dp * (par.shard_over_cp ? par.cp : 1) : 1.0;
+    const double shard = par.zero >= 1 ? par.zero_group() : 1.0;
     const double eshard = par.zero >= 1 ? std::max(1.0, shard / par.ep) : 1.0;
     const auto updated = [&](const plan::StageParams& sp) {
       return sp.dense / shard + sp.expert / eshard;

@@ -64,7 +64,9 @@ namespace trainsim::exec {
 /// saved keeps the gathered input whole in memory instead, as DTensor TP does).
 /// analytic-24: Megatron's asynchronous backward TP collectives (framework.tp_async_backward)
 /// run beside the GEMM that does not need them without TP overlap.
-inline constexpr const char* kAnalyticModelVersion = "analytic-24";
+/// analytic-25: ZeRO >= 2 sums each micro-batch's gradients on the shard of its sharding group
+/// (DP·CP under framework.shard_group dp_cp), not on a 1/DP one.
+inline constexpr const char* kAnalyticModelVersion = "analytic-25";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -76,7 +76,8 @@ namespace trainsim::exec {
 /// program-19: framework.tp_async_backward as analytic-24.
 /// program-20: bulk TP overlap (framework.tp_overlap_method bulk) runs whole collectives, as the
 /// analytic fidelity prices it; it was split into TP pieces like the decomposed method.
-inline constexpr const char* kProgramModelVersion = "program-20";
+/// program-21: the gradient accumulation shard of analytic-25.
+inline constexpr const char* kProgramModelVersion = "program-21";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

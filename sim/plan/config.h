@@ -42,6 +42,8 @@ struct ParallelConfig {
   int last_stage_layers = 0;
 
   int world() const { return tp * pp * dp * cp; }
+  // The ranks ZeRO / the distributed optimizer shards dense state over: DP, or DP·CP.
+  int zero_group() const { return dp * (shard_over_cp ? cp : 1); }
 };
 
 struct TrainingConfig {

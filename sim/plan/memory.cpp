@@ -168,7 +168,7 @@ InventoryBase inventory_base(const model::ModelConfig& m, const Layout& L,
   InventoryBase b;
   b.grad_b = bytes_per_element(train.grad_reduce);
   // ZeRO / the distributed optimizer shards over DP, or DP·CP (ParallelConfig::shard_over_cp).
-  b.shard = par.dp * (par.shard_over_cp ? par.cp : 1);
+  b.shard = par.zero_group();
   b.eshard = b.shard / par.ep;
   const bool fp8 = train.precision == Precision::kFp8;
   const LayerKind dense = m.experts > 0 ? LayerKind::kDense : LayerKind::kAverage;

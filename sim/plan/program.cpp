@@ -833,8 +833,9 @@ void Builder::build() {
       // backward or the others): the parameters on this GPU in their tensors. Under ZeRO >= 2
       // the gradients are reduce-scattered every micro-batch (backward()), so the sum runs on
       // this GPU's shard.
-      const double dense_shard = par.zero >= 2 ? par.dp : 1;
-      const double expert_shard = par.zero >= 2 ? std::max(1, par.dp / par.ep) : 1;
+      const double dense_shard = par.zero >= 2 ? par.zero_group() : 1;
+      const double expert_shard =
+          par.zero >= 2 ? std::max(1.0, static_cast<double>(par.zero_group()) / par.ep) : 1;
       const auto ops_for = [&](double params, int tensors, int& first_op, int& other_op) {
         for (const bool first : {true, false}) {
           const double bytes = grad_accumulation_bytes_per_param(opt.grad_accumulation, first);
@@ -997,7 +998,7 @@ void Builder::build() {
   // parameters over the ranks holding the same experts, that group / EP, as the analytic
   // fidelity and plan::memory_per_gpu count them.
   {
-    const int dense_shard = par.zero >= 1 ? par.dp * (par.shard_over_cp ? par.cp : 1) : 1;
+    const int dense_shard = par.zero >= 1 ? par.zero_group() : 1;
     const int expert_shard = par.zero >= 1 ? std::max(1, dense_shard / par.ep) : 1;
     double params = 0;
     for (const ChunkInfo& ci : chunks) {

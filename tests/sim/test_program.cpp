@@ -347,6 +347,44 @@ TEST(Program, ChunksWithoutLayersKeepTheirEmbeddingAndHeadGradients) {
   }
 }
 
+// Under ZeRO-2 with context parallelism the gradient shard a rank keeps, and so the sum of each
+// micro-batch's gradients into it, is 1/(DP·CP) when the sharding group holds the CP ranks
+// (framework.shard_group dp_cp) and 1/DP when it does not, as plan::memory_per_gpu counts it:
+// accumulation (add-16bit) moves (m − 1) · 6 B per parameter of the shard. The analytic
+// fidelity's compute grows by the same bytes at the grad_accumulate rate (the launches cancel
+// in the difference). The accumulation sum ran on a 1/DP shard in both cases before.
+TEST(Program, Zero2AccumulatesOnTheShardOfItsShardingGroup) {
+  const std::string yaml =
+      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50000, seq_len: 2048}\n"
+      "cluster: {preset: selene-a100, gpus: 8}\n"
+      "parallel: {tp: 1, pp: 1, cp: 2, dp: 4, zero: 2}\n"
+      "training: {global_batch: 8, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: megatron-core-2023, grad_accumulation: add-16bit}\n";
+  double extra[2] = {};
+  for (const bool over_cp : {true, false}) {
+    const std::string group = over_cp ? "dp_cp" : "dp";
+    scen::Scenario sc = scen::load_scenario_string(yaml, "cp.yaml", {"framework.shard_group=" + group});
+    ASSERT_EQ(sc.parallel.shard_over_cp, over_cp);
+    const plan::ProgramSet ps = programs_of(sc);
+    const int m = ps.layout.microbatches;
+    ASSERT_EQ(m, 2);
+    const double params = plan::stage_parameters(sc.model, ps.layout, true, true, 2).total();
+    const double shard = over_cp ? 8.0 : 4.0;
+    EXPECT_NEAR(gradient_bytes(ps.roles[0]).second, (m - 1) * 6.0 * params / shard, 1e-6 * params)
+        << group;
+    RunConfig rc = scen::make_run_config(sc);
+    const double with = exec::run_analytic(rc).breakdown.compute_s;
+    rc.opt.grad_accumulation = plan::GradAccumulation::kInGemm;
+    extra[over_cp ? 0 : 1] = with - exec::run_analytic(rc).breakdown.compute_s;
+  }
+  const scen::Scenario sc = scen::load_scenario_string(yaml, "cp.yaml", {});
+  const RunConfig rc = scen::make_run_config(sc);
+  const double params =
+      plan::stage_parameters(sc.model, programs_of(sc).layout, true, true, 2).total();
+  const double bw = rc.cluster.gpu.hbm_Bps * rc.profile.memory_efficiency("grad_accumulate");
+  EXPECT_NEAR(extra[1] - extra[0], 6.0 * params * (1.0 / 4 - 1.0 / 8) / bw, 1e-9);
+}
+
 // The optimizer step under ZeRO-1 updates this GPU's shard: dense parameters over DP·CP (the
 // distributed optimizer's group under megatron-core-2023, shard_group dp_cp) and expert
 // parameters over the ranks that hold the same experts, DP·CP / EP (here 8·2 = 16 and 16 / 4 = 4),
