@@ -30,6 +30,7 @@
 #include "scenarios/presets.h"
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
+#include "scenarios/schema.h"
 #include "scenarios/sizes.h"
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
@@ -660,6 +661,8 @@ Record record_samples(const std::string& path) {
     }
     values[key] = value.get<std::string>();
   }
+  // A key the record's full configuration lacks came after the record: read it as it ran then.
+  for (const auto& [key, value] : scen::values_before_key_existed()) values.emplace(key, value);
   const scen::Scenario s = scen::build_scenario(values, path);
   scen::require_one_job(s, "calibrate from-execute");
   const exec::RunConfig cfg = scen::make_run_config(s);

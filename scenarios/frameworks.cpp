@@ -39,6 +39,9 @@ std::map<std::string, std::string> nemo_values() {
                {"framework.pp_activation", "full"},
                {"framework.grad_accumulation", "in-gemm"},
                {"framework.cp_comm", "p2p"},
+               {"framework.rope", "fused"},
+               {"framework.activation", "fused"},
+               {"framework.gqa_kv", "native"},
                {"collectives.p2p_net_channels", "2"}});
 }
 
@@ -69,6 +72,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
                          {"framework.pp_activation", "scatter-gather"},
                          {"framework.grad_accumulation", "add-16bit"},
                          {"framework.cp_comm", "p2p"},
+                         {"framework.rope", "unfused"},
+                         {"framework.activation", "unfused"},
+                         {"framework.gqa_kv", "native"},
                          {"collectives.p2p_net_channels", "1"}}),
        "flash2", "megatron", "megatron-recompute", true,
        /*selective_recompute=*/false, /*sharded_optimizer=*/false, /*context_parallel=*/false},
@@ -92,6 +98,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
                          {"framework.pp_activation", "scatter-gather"},
                          {"framework.grad_accumulation", "in-gemm"},
                          {"framework.cp_comm", "p2p"},
+                         {"framework.rope", "unfused"},
+                         {"framework.activation", "unfused"},
+                         {"framework.gqa_kv", "native"},
                          {"collectives.p2p_net_channels", "2"}}),
        "flash2", "megatron", "megatron", true,
        /*selective_recompute=*/true, /*sharded_optimizer=*/true, /*context_parallel=*/false},
@@ -99,7 +108,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "Megatron-LM tag core_v0.4.0 (2023-12-11): --overlap-grad-reduce (2023-09), "
        "--tp-comm-overlap with Transformer Engine userbuffers (2023-10), --overlap-param-gather "
        "(2023-11), context parallelism and the distributed optimizer over DP·CP (2023-10), TE "
-       "fused attention (cuDNN); DDP buckets of 40 M parameters",
+       "fused attention (cuDNN); DDP buckets of 40 M parameters; RoPE and SwiGLU as PyTorch "
+       "ops (their fusions came as opt-in flags on 2023-11-15/19 and on by default on "
+       "2024-01-18, commit de9428a701)",
        with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators"}),
             {{"parallel.sp", "true"},
              {"parallel.zero", "1"},
@@ -112,6 +123,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
              {"framework.pp_activation", "full"},
              {"framework.grad_accumulation", "in-gemm"},
              {"framework.cp_comm", "p2p"},
+             {"framework.rope", "unfused"},
+             {"framework.activation", "unfused"},
+             {"framework.gqa_kv", "native"},
              {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "megatron", "megatron"},
       {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
@@ -151,6 +165,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
              {"framework.pp_activation", "scatter-gather"},
              {"framework.grad_accumulation", "in-gemm"},
              {"framework.cp_comm", "p2p"},
+             {"framework.rope", "fused"},
+             {"framework.activation", "fused"},
+             {"framework.gqa_kv", "native"},
              {"collectives.p2p_net_channels", "2"}}),
        "flash2", "megascale", "megatron", true,
        /*selective_recompute=*/true, /*sharded_optimizer=*/true, /*context_parallel=*/false},
@@ -168,6 +185,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
                                      {"framework.pp_activation", "scatter-gather"},
                                      {"framework.grad_accumulation", "add-16bit"},
                                      {"framework.cp_comm", "p2p"},
+                                     {"framework.rope", "unfused"},
+                                     {"framework.activation", "unfused"},
+                                     {"framework.gqa_kv", "native"},
                                      {"collectives.p2p_net_channels", "2"}}),
        "flash2", "deepspeed", "megatron-recompute", false,
        /*selective_recompute=*/false, /*sharded_optimizer=*/true, /*context_parallel=*/false},
@@ -178,7 +198,11 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "sequences; PyTorch SDPA's FlashAttention-2 kernel; FP32 gradient accumulation across "
        "micro-batches (Llama 3 §3.3.2; FSDP2 keeps unsharded_accumulated_grad in the reduce "
        "dtype while gradient sync is off); context parallelism by all-gathering K and V, the "
-       "all-gather exposed (Llama 3 §3.3.2)",
+       "all-gather exposed (Llama 3 §3.3.2); its 405B config compiles each block "
+       "(train_configs/llama3_405b.toml compile = true, 2024-10), which fuses RoPE and "
+       "SiLU·mul; GQA keys and values read natively, not repeated: TorchTitan's code of the "
+       "time repeats them for SDPA (repeat_kv), but saved at the queries' width they would "
+       "not let Llama 3 405B train at 8K without recompute as §3.3.2 says it did",
        with(levers({"pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline"}),
             {{"parallel.sp", "true"},
              {"parallel.zero", "2"},
@@ -190,6 +214,34 @@ std::vector<FrameworkPreset> framework_presets_listed() {
              {"framework.pp_activation", "full"},
              {"framework.grad_accumulation", "add-fp32"},
              {"framework.cp_comm", "all-gather"},
+             {"framework.rope", "fused"},
+             {"framework.activation", "fused"},
+             {"framework.gqa_kv", "native"},
+             {"collectives.p2p_net_channels", "2"}}),
+       "flash2", "torchtitan", "megatron"},
+      {"torchtitan-2024-04", "TorchTitan of April 2024 (FSDP2, eager PyTorch)", "2024-04",
+       "pytorch/torchtitan commit 1ea476e9f (2024-04-24), whose docs/performance.md publishes the "
+       "64-GPU A100 FSDP2 runs: train_configs compile = false (eager PyTorch) with norm_type "
+       "fused_rmsnorm; model.py applies RoPE as Meta's reference code does (xq.float(), "
+       "view_as_complex, a complex multiply, type_as), runs the MLP as "
+       "w2(F.silu(w1(x)) * w3(x)) and repeats GQA keys and values (repeat_kv) for PyTorch's "
+       "scaled_dot_product_attention (FlashAttention-2 backend); fully_shard per block with "
+       "reshard_after_forward (ZeRO-3), bf16 parameters, fp32 reduce-scatter; otherwise the "
+       "torchtitan-2024 levers",
+       with(levers({"pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline"}),
+            {{"parallel.sp", "true"},
+             {"parallel.zero", "3"},
+             {"training.recompute", "none"},
+             {"training.grad_reduce_dtype", "fp32"},
+             {"framework.shard_group", "dp_cp"},
+             {"framework.dp_buckets", "scaled"},
+             {"framework.tp_overlap_method", "decomposed"},
+             {"framework.pp_activation", "full"},
+             {"framework.grad_accumulation", "add-fp32"},
+             {"framework.cp_comm", "all-gather"},
+             {"framework.rope", "complex"},
+             {"framework.activation", "unfused"},
+             {"framework.gqa_kv", "repeat"},
              {"collectives.p2p_net_channels", "2"}}),
        "flash2", "torchtitan", "megatron"},
       {"llm-foundry-2023", "MosaicML LLM Foundry on Composer (PyTorch FSDP), as its MPT benchmarks ran",

@@ -712,6 +712,8 @@ class Resolver {
     p.zero = integer("parallel.zero");
     p.shard_over_cp = get("framework.shard_group") == "dp_cp";
     p.sp_saves_gathered_input = get("framework.sp_wgrad_input") == "saved";
+    p.activation_unfused = get("framework.activation") == "unfused";
+    p.gqa_kv_repeated = get("framework.gqa_kv") == "repeat";
     p.first_stage_layers = integer("parallel.first_stage_layers");
     p.last_stage_layers = integer("parallel.last_stage_layers");
     resolve_gpus();
@@ -1081,6 +1083,11 @@ class Resolver {
     o.cross_entropy = ce == "te"       ? model::CrossEntropyKernel::kTe
                       : ce == "native" ? model::CrossEntropyKernel::kNative
                                        : model::CrossEntropyKernel::kUnfused;
+    const std::string rope = get("framework.rope");
+    o.rope = rope == "unfused"   ? model::RopeKernel::kUnfused
+             : rope == "complex" ? model::RopeKernel::kComplex
+             : rope == "none"    ? model::RopeKernel::kNone
+                                 : model::RopeKernel::kFused;
     o.tp_overlap_decomposed = get("framework.tp_overlap_method") == "decomposed";
     o.tp_async_backward = flag("framework.tp_async_backward");
     o.dp_buckets = get("framework.dp_buckets") == "fixed-40m" ? plan::BucketRule::kFixed40M

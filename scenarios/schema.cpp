@@ -609,6 +609,40 @@ std::vector<KeyDef> build_schema() {
                       "te (Transformer Engine's Triton parallel cross-entropy, 6 + 4 B)",
        .choices = {"unfused", "native", "te"},
        .aliases = {"cross_entropy_fusion_impl", "cross_entropy_loss_fusion", "loss_fusion"}},
+      {.path = "framework.rope",
+       .type = K::kEnum,
+       .default_value = "fused",
+       .description = "How rotary position embeddings (model.position rope) rotate the queries "
+                      "and keys: fused (one kernel per tensor each way: Transformer Engine's "
+                      "fused RoPE, Megatron-Core's default since 2024-01, torch.compile), "
+                      "unfused (Megatron's apply_rotary_pos_emb as PyTorch ops, six kernels and "
+                      "24 B per 16-bit element forward, seven and 26 B backward) or complex "
+                      "(Meta's reference Llama code as TorchTitan runs it eagerly: fp32 complex "
+                      "multiply, three kernels and 20 B each way); none prices no rotation (what the "
+                      "Program ran before program-22, and records made then)",
+       .choices = {"fused", "unfused", "complex", "none"},
+       .aliases = {"apply_rope_fusion", "rope_fusion", "rotary_impl"}},
+      {.path = "framework.activation",
+       .type = K::kEnum,
+       .default_value = "fused",
+       .description = "How a SwiGLU MLP's activation runs: fused (SiLU and the product in one "
+                      "kernel: Megatron-Core's bias_swiglu_impl, default since 2024-01; "
+                      "Transformer Engine) or unfused (F.silu then the product as two PyTorch "
+                      "ops, 10 B per 16-bit element forward and 18 B backward, SiLU's output "
+                      "kept for backward: eager PyTorch, Megatron-LM before 2024-01). GeLU "
+                      "MLPs move the same bytes either way",
+       .choices = {"fused", "unfused"},
+       .aliases = {"bias_swiglu_fusion", "swiglu_fusion", "activation_fusion"}},
+      {.path = "framework.gqa_kv",
+       .type = K::kEnum,
+       .default_value = "native",
+       .description = "How attention reads GQA keys and values (kv_heads < heads): native (the "
+                      "kernel shares each key/value head among its query heads: FlashAttention, "
+                      "cuDNN, Transformer Engine) or repeat (copied to every query head before "
+                      "the attention call and saved so, as TorchTitan's repeat_kv does for "
+                      "PyTorch's scaled_dot_product_attention before 2.5)",
+       .choices = {"native", "repeat"},
+       .aliases = {"repeat_kv", "enable_gqa"}},
       {.path = "framework.shard_group",
        .type = K::kEnum,
        .default_value = "dp",
@@ -1332,6 +1366,14 @@ std::string key_table(const std::vector<const KeyDef*>& keys) {
 const std::vector<KeyDef>& schema() {
   static const std::vector<KeyDef> kSchema = build_schema();
   return kSchema;
+}
+
+const std::map<std::string, std::string>& values_before_key_existed() {
+  // program-22 (2026-12-06): RoPE, the GQA key/value repeat and eager SwiGLU as ops of their own;
+  // before, no rotation was run and SwiGLU was one kernel in every framework.
+  static const std::map<std::string, std::string> kBefore = {
+      {"framework.rope", "none"}, {"framework.activation", "fused"}, {"framework.gqa_kv", "native"}};
+  return kBefore;
 }
 
 const KeyDef* find_key(std::string_view path) {

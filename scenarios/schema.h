@@ -8,6 +8,7 @@
 #pragma once
 
 #include <limits>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,6 +44,11 @@ const std::vector<KeyDef>& schema();
 
 /// The key with this exact path, or nullptr.
 const KeyDef* find_key(std::string_view path);
+
+/// Keys added after full configurations were first recorded (the `config` of `run` and `execute`
+/// output, which lists every key), each with the value that reproduces what a record made before
+/// the key existed ran: a record whose `config` lacks the key is read with it.
+const std::map<std::string, std::string>& values_before_key_existed();
 
 /// True for a prefix that groups keys ("parallel", "cluster.fabric"), not for a key itself.
 bool is_section(std::string_view prefix);

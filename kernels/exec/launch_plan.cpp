@@ -156,6 +156,9 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   shard.sp = ps.layout.par.sp && ps.layout.par.tp > 1;
   shard.fused_attention = ps.opt.fused_attention();
   shard.cross_entropy = ps.opt.cross_entropy;
+  shard.rope = ps.opt.rope;
+  shard.activation_unfused = ps.layout.par.activation_unfused;
+  shard.gqa_kv_repeated = ps.layout.par.gqa_kv_repeated;
   shard.ep = ps.layout.par.ep;
   // ops.cpp counts activation bytes at 2 per element: recover the rows in bf16.
   const kernels::BenchItem b =

@@ -469,6 +469,9 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   c.shard.fused_attention = cfg.opt.fused_attention();
   c.shard.attention_kernel = cfg.opt.attention_kernel;
   c.shard.cross_entropy = cfg.opt.cross_entropy;
+  c.shard.rope = cfg.opt.rope;
+  c.shard.activation_unfused = par.activation_unfused;
+  c.shard.gqa_kv_repeated = par.gqa_kv_repeated;
   c.shard.ep = cfg.parallel.ep;
   // At most the whole GPU (a described GPU of fewer SMs than NCCL's channels): overlapping then
   // costs what running in turn does, as the executor's share (sm_share.cpp) is capped.

@@ -66,7 +66,11 @@ namespace trainsim::exec {
 /// run beside the GEMM that does not need them without TP overlap.
 /// analytic-25: ZeRO >= 2 sums each micro-batch's gradients on the shard of its sharding group
 /// (DP·CP under framework.shard_group dp_cp), not on a 1/DP one.
-inline constexpr const char* kAnalyticModelVersion = "analytic-25";
+/// analytic-26: element-wise work the framework runs its own way: RoPE rotates queries and keys
+/// (framework.rope: fused, Megatron's unfused ops, or the complex fp32 path of eager TorchTitan),
+/// SwiGLU may run as SiLU then the product (framework.activation) and GQA keys and values may be
+/// repeated to every query head (framework.gqa_kv), with what each keeps for backward.
+inline constexpr const char* kAnalyticModelVersion = "analytic-26";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -77,7 +77,8 @@ namespace trainsim::exec {
 /// program-20: bulk TP overlap (framework.tp_overlap_method bulk) runs whole collectives, as the
 /// analytic fidelity prices it; it was split into TP pieces like the decomposed method.
 /// program-21: the gradient accumulation shard of analytic-25.
-inline constexpr const char* kProgramModelVersion = "program-21";
+/// program-22: the RoPE, GQA-repeat and eager-SwiGLU ops of analytic-26.
+inline constexpr const char* kProgramModelVersion = "program-22";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

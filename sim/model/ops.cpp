@@ -75,6 +75,24 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
   qkv.fp8_in_fused = true;
   qkv.fp8_grad_elements = tokens * (q + 2 * kv) / t;
 
+  // Rotary position embeddings rotate the rank's queries and keys after the QKV GEMM, all
+  // `tokens` rows (SP gathers them for the GEMM), as the framework implements it (RopeBytes).
+  // The passes of this op, the GQA repeat and eager SiLU·mul are plain streaming kernels: they
+  // are priced at the copy kernel's efficiency (a measured profile's `copy`).
+  if (m.position == PositionKind::kRope && s.rope != RopeKernel::kNone) {
+    const double rotated = tokens * (q + kv) / t;
+    const RopeBytes rb = rope_bytes_per_element(s.rope, kAct);
+    Op& rope = memory(ops, n, "rope", "copy", rotated * rb.forward, 2 * rb.kernels);
+    rope.backward_bytes = rotated * rb.backward;
+  }
+  // GQA through an attention call that wants as many key and value heads as query heads
+  // (PyTorch's scaled_dot_product_attention before 2.5 has no enable_gqa): TorchTitan's
+  // repeat_kv expands K and V to every query head and reshape copies them (read kv, write q, for
+  // each); backward sums the copies' gradients back (read q, write kv).
+  if (s.gqa_kv_repeated && kv < q) {
+    Op& rep = memory(ops, n, "repeat_kv", "copy", 2.0 * tokens * (q + kv) / t * kAct, 2);
+    rep.backward_bytes = rep.bytes;
+  }
   const double q_rows = static_cast<double>(m.seq_len) / s.cp;
   if (s.fused_attention) {
     // The keys the kernel really computes: masked tiles skipped (executed_keys_per_query).
@@ -156,8 +174,17 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
     // GEMM (Megatron-Core's bias_gelu_impl / bias_swiglu_impl in MLP.forward at core_v0.8.0, not
     // a GEMM epilogue).
     const double act = expert_rows * (f / t) * kAct;
-    const char* kind = m.mlp == MlpKind::kSwiglu ? "swiglu" : "bias_gelu";
-    memory(ops, n, kind, kind, (up_mult + 1) * act);
+    if (m.mlp == MlpKind::kSwiglu && s.activation_unfused) {
+      // SiLU then the product as two PyTorch ops (Megatron-LM's swiglu before its fusion of
+      // 2023-11, TorchTitan's F.silu(w1(x)) * w3(x) in eager mode): SiLU reads the gate and
+      // writes its output (2), the product reads both and writes one (3); backward, the
+      // product's two gradients (3 + 3) and SiLU's (3).
+      Op& a = memory(ops, n, "silu_mul", "copy", 5 * act, 2);
+      a.backward_bytes = 9 * act;
+    } else {
+      const char* kind = m.mlp == MlpKind::kSwiglu ? "swiglu" : "bias_gelu";
+      memory(ops, n, kind, kind, (up_mult + 1) * act);
+    }
   }
   Op& down = gemm(ops, n, moe ? "expert_down" : "mlp_down", expert_rows, h, f / t);
   down.tp_comm_after = !moe;
@@ -225,6 +252,16 @@ CrossEntropyBytes cross_entropy_bytes_per_logit(CrossEntropyKernel k, double e) 
     case CrossEntropyKernel::kUnfused: return {e + 36, 12 + e, 6};
     case CrossEntropyKernel::kNative: return {e + 20, 4 + e, 3};
     case CrossEntropyKernel::kTe: return {3 * e, 2 * e, 2};
+  }
+  return {};
+}
+
+RopeBytes rope_bytes_per_element(RopeKernel k, double e) {
+  switch (k) {
+    case RopeKernel::kFused: return {2 * e, 2 * e, 1};
+    case RopeKernel::kUnfused: return {12 * e, 13 * e, 6};
+    case RopeKernel::kComplex: return {2 * e + 16, 2 * e + 16, 3};
+    case RopeKernel::kNone: return {0, 0, 0};
   }
   return {};
 }

@@ -97,7 +97,29 @@ struct Sharding {
   AttentionKernel attention_kernel = AttentionKernel::kFlash2;  // which one, when fused
   CrossEntropyKernel cross_entropy = CrossEntropyKernel::kUnfused;
   int ep = 1;                      // expert parallelism: experts / ep are local to a GPU
+  // The element-wise work a framework runs its own way (framework.rope, .activation, .gqa_kv):
+  RopeKernel rope = RopeKernel::kFused;  // a RoPE model's rotation of queries and keys
+  bool activation_unfused = false;       // SwiGLU as SiLU then ·up (two kernels, three back)
+  bool gqa_kv_repeated = false;          // GQA keys and values copied to every query head
 };
+
+/// HBM bytes per rotated element (queries' and keys') of a RoPE implementation, forward and
+/// backward, 16-bit activations of `act_bytes` each, and its kernels per rotated tensor:
+///  fused    read + write (2e) each way, one kernel (the per-position cos/sin table, s·d values
+///           shared by every head and sequence, is left out);
+///  unfused  t·cos (2e), the negated half (e) and rotate_half's concatenation (2e), ·sin (2e),
+///           the sum (3e), the concatenation with the unrotated part (2e): 12e, six kernels;
+///           backward: the two products' gradients (2e + 2e), the negation (e) and the chunks'
+///           concatenation (2e), the sum of the two paths' gradients (3e) and the slice's
+///           zero-filled gradient (3e): 13e, seven kernels;
+///  complex  .float() (e + 4), the complex multiply in fp32 (8), .type_as() (4 + e): 2e + 16,
+///           three kernels; backward the same three in reverse: 2e + 16.
+struct RopeBytes {
+  double forward = 0;
+  double backward = 0;
+  int kernels = 1;  // per rotated tensor (queries, keys), forward
+};
+RopeBytes rope_bytes_per_element(RopeKernel k, double act_bytes);
 
 /// HBM bytes per parameter of one optimizer step: Adam reads and writes the fp32 master weights
 /// and both moments (24 B), reads the fp32 gradient (4 B), writes the 16-bit weights (2 B), and

@@ -135,6 +135,16 @@ const char* to_string(AttentionKernel k) {
   return "?";
 }
 
+const char* to_string(RopeKernel k) {
+  switch (k) {
+    case RopeKernel::kFused: return "fused";
+    case RopeKernel::kUnfused: return "unfused";
+    case RopeKernel::kComplex: return "complex";
+    case RopeKernel::kNone: return "none";
+  }
+  return "?";
+}
+
 const char* to_string(CrossEntropyKernel k) {
   switch (k) {
     case CrossEntropyKernel::kUnfused: return "unfused";

@@ -40,6 +40,18 @@ enum class CrossEntropyKernel { kUnfused, kNative, kTe };
 ///  kCausal:   attention over the keys the mask keeps (causal halving, the window).
 ///  k6N:       6 · parameters touched per token, no attention term (PaLM/TorchTitan style).
 enum class FlopsConvention { kMegatron, kMegatronRecompute, kCausal, k6N };
+/// How a framework applies rotary position embeddings to the queries and keys (framework.rope),
+/// per element of the rotated tensors, 16-bit activations (docs/analytic-model.md §2):
+///  kFused:   one kernel per tensor reads it and writes the rotated copy, forward and backward
+///            (Transformer Engine's fused RoPE, which Megatron-Core runs by default since
+///            2024-01-18, commit de9428a701 `--no-rope-fusion`; torch.compile's fused kernel);
+///  kUnfused: Megatron's apply_rotary_pos_emb as PyTorch ops (t·cos, rotate_half's negation and
+///            concatenation, ·sin, the sum, the concatenation with the unrotated rest): six
+///            kernels forward, seven backward (Megatron-LM 2023-03-31 to 2024-01);
+///  kComplex: Meta's reference Llama code as TorchTitan runs it eagerly (apply_rotary_emb:
+///            .float(), a complex multiply, .type_as()): three kernels each way, through fp32.
+///  kNone:    no rotation priced (the Program before program-22; records made then).
+enum class RopeKernel { kFused, kUnfused, kComplex, kNone };
 enum class NormKind { kLayerNorm, kRmsNorm };
 enum class PositionKind { kLearned, kRope };
 
@@ -142,6 +154,7 @@ double model_flops_per_token(const ModelConfig& m);
 double flops_per_token(const ModelConfig& m, FlopsConvention c, Recompute r);
 const char* to_string(FlopsConvention c);
 const char* to_string(AttentionKernel k);
+const char* to_string(RopeKernel k);
 const char* to_string(CrossEntropyKernel k);
 /// Hardware FLOPs per token: model FLOPs plus what recompute runs again (the HFU numerator).
 /// Full recompute re-runs the forward of every layer (not the logits, Megatron Eq. 3);

@@ -35,6 +35,12 @@ struct ParallelConfig {
   // Linear and LayerNormLinear). true: the whole gathered tensor, no second gather (PyTorch
   // DTensor TP as TorchTitan runs it: the all-gather's output is the Linear's saved input).
   bool sp_saves_gathered_input = false;
+  // Framework implementation choices that change what a layer keeps for backward (and the
+  // element-wise work it runs; sim/model/ops.h Sharding): SwiGLU as two PyTorch ops keeps SiLU's
+  // output besides its input (framework.activation unfused), and GQA keys and values repeated to
+  // every query head are saved at the queries' width (framework.gqa_kv repeat).
+  bool activation_unfused = false;
+  bool gqa_kv_repeated = false;
   // Layers on the first and the last pipeline stage; 0 = an even split, with the layers that do
   // not divide evenly on the middle stages (the first stage holds the most in-flight activations).
   // Llama 3 405B: one layer fewer on each end (Dubey et al. 2024, §3.3.2).
@@ -129,6 +135,8 @@ struct Optimizations {
   model::AttentionKernel attention_kernel = model::AttentionKernel::kUnfused;
   // The cross-entropy implementation (framework.cross_entropy; sim/model/ops.h).
   model::CrossEntropyKernel cross_entropy = model::CrossEntropyKernel::kUnfused;
+  // The RoPE implementation (framework.rope; sim/model/transformer.h).
+  model::RopeKernel rope = model::RopeKernel::kFused;
   // TP overlap splits the GEMM beside a TP collective into TP chunks and pipelines them with the
   // collective's pieces (Transformer Engine userbuffers, MegaScale §3.2); false: the collective
   // runs beside the whole GEMM it does not depend on (bulk overlap).

@@ -36,8 +36,13 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   // attention output (2q), and the MLP: GeLU in + out (2f + 2f) or SwiGLU gate, up, product (6f);
   // q = heads·head_dim is h unless model.head_dim says otherwise.
   const double q = m.q_dim();
-  const double mlp = (m.mlp == model::MlpKind::kSwiglu ? 4.0 : 2.0) * f + in_b * f;
-  double attention_part = (2.0 * q + 2.0 * kv + 2.0 * kv + in_b * q) * sbh_tokens;
+  // SwiGLU as two PyTorch ops also keeps SiLU's output for the product's gradient (2f).
+  const bool swiglu = m.mlp == model::MlpKind::kSwiglu;
+  const double mlp = (swiglu ? (par.activation_unfused ? 6.0 : 4.0) : 2.0) * f + in_b * f;
+  // GQA keys and values repeated to every query head (framework.gqa_kv repeat) are what the
+  // attention call saves: q wide each, not kv.
+  const double kv_saved = par.gqa_kv_repeated ? std::max(q, kv) : kv;
+  double attention_part = (2.0 * q + 2.0 * kv_saved + 2.0 * kv_saved + in_b * q) * sbh_tokens;
   double mlp_part = mlp * sbh_tokens;
   // An MoE layer (Megatron-Core's MoELayer with the all-to-all dispatcher and grouped GEMMs)
   // keeps, for each token's top-k expert copies: the permuted rows the experts' first GEMM reads

@@ -1040,6 +1040,9 @@ ProgramSet build_programs(const model::ModelConfig& model, const topo::ClusterSp
     b.shard.fused_attention = opt.fused_attention();
     b.shard.attention_kernel = opt.attention_kernel;
     b.shard.cross_entropy = opt.cross_entropy;
+    b.shard.rope = opt.rope;
+    b.shard.activation_unfused = par.activation_unfused;
+    b.shard.gqa_kv_repeated = par.gqa_kv_repeated;
     b.shard.ep = par.ep;
     b.build();
   }

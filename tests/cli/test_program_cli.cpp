@@ -157,7 +157,7 @@ TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["fidelity"], "flow");
-  EXPECT_EQ(j["model_version"], "program-21");
+  EXPECT_EQ(j["model_version"], "program-22");
   EXPECT_EQ(j["seed"], 1);  // simulation.seed, next to the model version and the profile
   ASSERT_TRUE(j.contains("task_kinds"));
   double compute_kinds = 0;
@@ -362,10 +362,12 @@ TEST(ProgramCli, ValidateAtFlowFidelity) {
 
 // Llama 3 405B in the shared format, with system, vpp, mbs and recompute blank (docs/validation.md
 // "Runs beyond the table"): the source's year picks Megatron-Core, the 126 layers are split 7 +
-// 14 x 8 + 7 for the interleaved search, and the 8K-sequence rows come within 3.5 points (they
-// read -21 and -25 points with a 2023-01 Megatron, vpp 1 and full recompute; -1.8 and -3.45 at
-// analytic-19, whose per-bucket DP latency the executed schedule shows too: -3.1 there for the
-// 16,384-GPU row; -2.5 at analytic-18).
+// 14 x 8 + 7 for the interleaved search. Since analytic-26 that preset (Megatron-Core 2023-12)
+// runs SwiGLU and RoPE as PyTorch ops, as its code did before the fusions became defaults on
+// 2024-01-18: SiLU's output is kept for backward, so the least recompute that fits at 8K is one
+// layer per model chunk, not none, and every row comes within 5 points (-2.7, -4.9 and the
+// 131K CP 16 row +4.4, which read +10.7 before; -2.0, -3.5, +10.7 at analytic-25; -21 and -25
+// with a 2023-01 Megatron, vpp 1 and full recompute).
 TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
   const CliRun r = trainsim("validate scenarios/validation/llama3-runs.csv --format json");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -380,8 +382,11 @@ TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
     EXPECT_NE(row["assumed"]["vpp"].get<std::string>().rfind("1 ", 0), 0u) << row["id"];
   }
   EXPECT_LE(std::abs(j["rows"][0]["error"]["mfu_pts"].get<double>()), 3.0);
-  EXPECT_LE(std::abs(j["rows"][1]["error"]["mfu_pts"].get<double>()), 3.5);
-  EXPECT_EQ(j["rows"][1]["assumed"]["recompute"].get<std::string>().rfind("none", 0), 0u);
+  EXPECT_LE(std::abs(j["rows"][1]["error"]["mfu_pts"].get<double>()), 5.0);
+  EXPECT_LE(std::abs(j["rows"][2]["error"]["mfu_pts"].get<double>()), 5.0);
+  EXPECT_EQ(j["rows"][1]["assumed"]["recompute"].get<std::string>().rfind(
+                "full (1 layer per model chunk)", 0),
+            0u);
 }
 
 // `trainsim validate CSV --format json`, checked to exit 0 with `rows` rows, each simulated.

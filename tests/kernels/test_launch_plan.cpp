@@ -458,7 +458,7 @@ TEST(LaunchPlan, SwigluRmsnormRouterAndLambLaunchers) {
   std::vector<std::string> sets = tiny_sets(false);
   for (const char* s : {"model.mlp=swiglu", "model.ffn_hidden=1024", "model.norm=rmsnorm",
                         "model.experts=4", "model.top_k=2", "model.moe_every=1",
-                        "optimizations.lamb=true"}) {
+                        "optimizations.lamb=true", "framework.activation=fused"}) {
     sets.push_back(s);
   }
   const scen::Scenario sc = scen::load_scenario_string("", "tiny-gpt", sets);

@@ -7,6 +7,7 @@
 #include "scenarios/recompute_search.h"
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
+#include "scenarios/schema.h"
 #include "sim/core/error.h"
 #include "sim/exec/analytic.h"
 #include "sim/plan/memory.h"
@@ -137,6 +138,53 @@ TEST(Frameworks, LlmFoundryShardsFullyAndReducesInFp32) {
   const double bf16 = exec::run_analytic(make_run_config(p)).network.nic_bytes_per_gpu;
   ASSERT_GT(fp32, 0);
   EXPECT_NEAR(bf16 / fp32, 3.0 / 4.0, 1e-9);
+}
+
+// How each version runs RoPE, SwiGLU's activation and GQA's keys and values (framework.rope,
+// .activation, .gqa_kv; docs/presets.md): Megatron's fusions became defaults on 2024-01-18
+// (de9428a701), so Megatron-Core of 2023-12 runs them as PyTorch ops and NeMo of 2024 fused;
+// TorchTitan of April 2024 is eager (compile = false): Meta's complex RoPE, F.silu then the
+// product, repeat_kv. A record made before the keys existed is read as it ran then: no RoPE op.
+TEST(Frameworks, ElementwiseWorkFollowsTheVersion) {
+  const auto load = [](const std::string& fw, std::vector<std::string> more = {}) {
+    more.push_back("framework.preset=" + fw);
+    return load_scenario_string("", "t", more);
+  };
+  const Scenario core = load("megatron-core-2023");
+  EXPECT_EQ(core.opt.rope, model::RopeKernel::kUnfused);
+  EXPECT_TRUE(core.parallel.activation_unfused);
+  EXPECT_FALSE(core.parallel.gqa_kv_repeated);
+  for (const char* fw : {"nemo-2024", "nemo-2025", "megascale-2024", "torchtitan-2024"}) {
+    const Scenario f = load(fw);
+    EXPECT_EQ(f.opt.rope, model::RopeKernel::kFused) << fw;
+    EXPECT_FALSE(f.parallel.activation_unfused) << fw;
+    EXPECT_FALSE(f.parallel.gqa_kv_repeated) << fw;
+  }
+  const Scenario eager = load("torchtitan-2024-04");
+  EXPECT_EQ(eager.opt.rope, model::RopeKernel::kComplex);
+  EXPECT_TRUE(eager.parallel.activation_unfused);
+  EXPECT_TRUE(eager.parallel.gqa_kv_repeated);
+  EXPECT_EQ(eager.parallel.zero, 3);
+  EXPECT_EQ(find_key("framework.rope")->default_value, "fused");
+  EXPECT_EQ(values_before_key_existed().at("framework.rope"), "none");
+
+  // End to end, one GPU, two Llama 3 8B layers, recompute none: the iteration grows by the
+  // rotation's forward and backward per layer, at the profile's memory efficiency, no more.
+  const std::vector<std::string> one = {
+      "model.preset=llama3-8b", "model.layers=2", "cluster.preset=dgx-h100-superpod",
+      "cluster.gpus=1", "parallel.tp=1", "parallel.pp=1", "parallel.vpp=1",
+      "training.global_batch=1", "training.micro_batch=1", "training.recompute=none",
+      "scale.gpu_speed_sigma=0"};
+  std::vector<std::string> with_none = one;
+  with_none.push_back("framework.rope=none");
+  const exec::RunConfig fused = make_run_config(load("nemo-2024", one));
+  const double t_fused = exec::run_analytic(fused).iteration_time_s;
+  const double t_none = exec::run_analytic(make_run_config(load("nemo-2024", with_none))).iteration_time_s;
+  const double rotated = 8192.0 * (4096 + 1024);  // tokens · (q + kv)
+  const double per_layer = 2 * (4 * rotated / (fused.cluster.gpu.hbm_Bps *
+                                               fused.profile.memory_bw_efficiency) +
+                                2 * fused.profile.kernel_overhead_s);
+  EXPECT_NEAR(t_fused - t_none, 2 * per_layer, 1e-9 * t_fused);
 }
 
 // Keys the scenario gives win over the preset; the attention kernel follows efficient operators

@@ -384,3 +384,116 @@ TEST(ComputeModelMeasured, EveryMemoryOpOfALayerNamesATimedKind) {
 
 }  // namespace
 }  // namespace trainsim::exec
+
+namespace trainsim::exec {
+namespace {
+
+// A Llama-style block (RoPE, GQA 32/8, SwiGLU), hidden 4,096, head 128 (q 4,096, kv 1,024),
+// ffn 14,336, 4,096 tokens, TP 2: per rank the rotated elements are T·(q + kv)/t = 4,096 ·
+// 2,560 = 10,485,760. By hand from each implementation's passes (model::RopeBytes,
+// docs/analytic-model.md §2): fused 4 B an element each way (two kernels: queries and keys);
+// Megatron's unfused PyTorch ops 24 B forward, 26 backward, twelve kernels; the complex path
+// 20 and 20, six kernels; none (records before program-22) no op. A learned-position GPT has
+// none whatever the key says.
+model::ModelConfig llama_block() {
+  model::ModelConfig m;
+  m.layers = 2;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.seq_len = 4096;
+  m.vocab = 128256;
+  m.mlp = model::MlpKind::kSwiglu;
+  m.norm = model::NormKind::kRmsNorm;
+  m.position = model::PositionKind::kRope;
+  m.dropout = false;
+  m.bias = false;
+  return m;
+}
+
+bool has_op(const std::vector<model::Op>& ops, const char* name) {
+  return std::any_of(ops.begin(), ops.end(), [&](const model::Op& o) { return o.name == name; });
+}
+
+TEST(ComputeModelMeasured, RopeMovesWhatItsImplementationMoves) {
+  const model::ModelConfig m = llama_block();
+  model::Sharding s;
+  s.tp = 2;
+  s.fused_attention = true;
+  const double rotated = 4096.0 * (4096 + 1024) / 2;
+  const struct {
+    model::RopeKernel k;
+    double fwd, bwd;
+    int kernels;
+  } cases[] = {{model::RopeKernel::kFused, 4, 4, 2},
+               {model::RopeKernel::kUnfused, 24, 26, 12},
+               {model::RopeKernel::kComplex, 20, 20, 6}};
+  calib::Profile p;
+  p.kernel_overhead_s = 0;
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  for (const auto& c : cases) {
+    s.rope = c.k;
+    const std::vector<model::Op> ops = model::layer_forward_ops(m, s, 0);
+    const model::Op& rope = op_named(ops, "rope");
+    EXPECT_DOUBLE_EQ(rope.bytes, c.fwd * rotated) << model::to_string(c.k);
+    EXPECT_DOUBLE_EQ(rope.backward_bytes, c.bwd * rotated) << model::to_string(c.k);
+    EXPECT_EQ(rope.kernels, c.kernels) << model::to_string(c.k);
+    EXPECT_STREQ(rope.kernel, "copy");
+    EXPECT_DOUBLE_EQ(cm.backward(rope), c.bwd * rotated / (kHbm * p.memory_bw_efficiency));
+    // It comes right after the QKV GEMM, before attention.
+    const auto at = [&](const char* n) {
+      return std::find_if(ops.begin(), ops.end(), [&](const model::Op& o) { return o.name == n; }) -
+             ops.begin();
+    };
+    EXPECT_EQ(at("rope"), at("qkv") + 1);
+    EXPECT_LT(at("rope"), at("attention"));
+  }
+  s.rope = model::RopeKernel::kNone;
+  EXPECT_FALSE(has_op(model::layer_forward_ops(m, s, 0), "rope"));
+  s.rope = model::RopeKernel::kUnfused;
+  EXPECT_FALSE(has_op(model::layer_forward_ops(testing::gpt(2, 4096, 32, 128000, 4096), s, 0),
+                      "rope"));
+}
+
+// SwiGLU as two PyTorch ops (framework.activation unfused): SiLU reads the gate and writes its
+// output, the product reads both and writes one: 5 [T × f/t] tensors forward (3 fused); backward
+// the product's two gradients (3 + 3) and SiLU's (3): 9. GQA keys and values repeated to every
+// query head (framework.gqa_kv repeat): K and V each read at kv wide and written q wide, and
+// back: 2·T·(q + kv)/t elements of 2 B each way; multi-head attention has nothing to repeat.
+TEST(ComputeModelMeasured, EagerActivationAndRepeatedKvMoveTheirCopies) {
+  const model::ModelConfig m = llama_block();
+  model::Sharding s;
+  s.tp = 2;
+  s.fused_attention = true;
+  const double act = 4096.0 * 14336 / 2 * 2;
+  const std::vector<model::Op> fused = model::layer_forward_ops(m, s, 0);
+  EXPECT_DOUBLE_EQ(op_named(fused, "swiglu").bytes, 3 * act);
+  EXPECT_FALSE(has_op(fused, "silu_mul"));
+  EXPECT_FALSE(has_op(fused, "repeat_kv"));
+  s.activation_unfused = true;
+  s.gqa_kv_repeated = true;
+  const std::vector<model::Op> eager = model::layer_forward_ops(m, s, 0);
+  EXPECT_FALSE(has_op(eager, "swiglu"));
+  EXPECT_DOUBLE_EQ(op_named(eager, "silu_mul").bytes, 5 * act);
+  EXPECT_DOUBLE_EQ(op_named(eager, "silu_mul").backward_bytes, 9 * act);
+  EXPECT_EQ(op_named(eager, "silu_mul").kernels, 2);
+  const double kv_copy = 2.0 * 4096 * (4096 + 1024) / 2 * 2;
+  EXPECT_DOUBLE_EQ(op_named(eager, "repeat_kv").bytes, kv_copy);
+  EXPECT_DOUBLE_EQ(op_named(eager, "repeat_kv").backward_bytes, kv_copy);
+  model::ModelConfig mha = m;
+  mha.kv_heads = mha.heads;
+  EXPECT_FALSE(has_op(model::layer_forward_ops(mha, s, 0), "repeat_kv"));
+  // A GeLU MLP moves the same bytes either way: one op, read and write the [T × f/t] tensor.
+  const model::ModelConfig gpt = testing::gpt(2, 4096, 32, 128000, 4096);
+  EXPECT_DOUBLE_EQ(op_named(model::layer_forward_ops(gpt, s, 0), "bias_gelu").bytes,
+                   2 * 4096.0 * 16384 / 2 * 2);
+  // Every new op is a kind calibrate kernels times (the copy kernel).
+  for (const model::Op& op : eager) {
+    if (op.kind != model::OpKind::kMemory) continue;
+    EXPECT_TRUE(calib::is_memory_bound_kernel(op.kernel)) << op.name;
+  }
+}
+
+}  // namespace
+}  // namespace trainsim::exec

@@ -128,6 +128,48 @@ TEST(Memory, KorthikantiActivationFormulas) {
   p.sp_saves_gathered_input = false;
 }
 
+// Eager PyTorch keeps more (framework.activation unfused, framework.gqa_kv repeat): SwiGLU as
+// F.silu then the product saves SiLU's output besides the gate and up (2f bytes a token more,
+// TP-sharded), and GQA keys and values repeated to every query head are saved q wide instead of
+// kv (4·(q − kv) bytes a token more). Llama 3 8B's block (q 4,096, kv 1,024, f 14,336), s 4,096,
+// b 1, TP 2, SP: by hand, 2·14,336/2 and 4·3,072/2 bytes per token; full recompute keeps the
+// layer input alone either way.
+TEST(Memory, EagerActivationAndRepeatedKvKeepTheirCopies) {
+  model::ModelConfig m;
+  m.layers = 32;
+  m.hidden = 4096;
+  m.heads = 32;
+  m.kv_heads = 8;
+  m.ffn_hidden = 14336;
+  m.seq_len = 4096;
+  m.vocab = 128256;
+  m.mlp = model::MlpKind::kSwiglu;
+  m.norm = model::NormKind::kRmsNorm;
+  m.position = model::PositionKind::kRope;
+  m.dropout = false;
+  ParallelConfig p;
+  p.tp = 2;
+  p.sp = true;
+  const auto bytes = [&] {
+    return layer_activation_bytes(m, p, 1, model::Recompute::kNone, true);
+  };
+  const double base = bytes();
+  p.activation_unfused = true;
+  EXPECT_DOUBLE_EQ(bytes() - base, 4096.0 * 2 * 14336 / 2);
+  p.activation_unfused = false;
+  p.gqa_kv_repeated = true;
+  EXPECT_DOUBLE_EQ(bytes() - base, 4096.0 * 4 * (4096 - 1024) / 2);
+  p.activation_unfused = true;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 1, model::Recompute::kFull, true),
+                   2.0 * 4096 * 4096 / 2);
+  m.mlp = model::MlpKind::kGelu;
+  m.kv_heads = m.heads;
+  const double gelu_mha = bytes();
+  p.activation_unfused = false;
+  p.gqa_kv_repeated = false;
+  EXPECT_DOUBLE_EQ(bytes(), gelu_mha);  // nothing to repeat, no SiLU output to keep
+}
+
 // FP8 (Transformer Engine keeps each Linear's input as its FP8 copy): the QKV and MLP inputs
 // (2 → 1 byte, replicated), the attention output (2h → h) and the MLP down-projection's input
 // (2f → f, f = 4h) lose a byte an element: 34 − 2 − 1 − 4 = 27·sbh/t with SP and selective
