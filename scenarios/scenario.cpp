@@ -1090,6 +1090,7 @@ class Resolver {
                                  : model::RopeKernel::kFused;
     o.tp_overlap_decomposed = get("framework.tp_overlap_method") == "decomposed";
     o.tp_async_backward = flag("framework.tp_async_backward");
+    o.fsdp_copy_out = flag("framework.fsdp_copy_out");
     o.dp_buckets = get("framework.dp_buckets") == "fixed-40m" ? plan::BucketRule::kFixed40M
                                                               : plan::BucketRule::kScaledWithDp;
     o.pp_activation = get("framework.pp_activation") == "full" ? plan::PpActivation::kFull

@@ -686,6 +686,16 @@ std::vector<KeyDef> build_schema() {
                       "tensor-parallel communication with CUDA_DEVICE_MAX_CONNECTIONS=1 (2021-09, "
                       "with SP from 2022-05); the forward's stay exposed",
        .aliases = {"async_tensor_model_parallel_allreduce", "tp_async_grad"}},
+      {.path = "framework.fsdp_copy_out",
+       .type = K::kBool,
+       .default_value = "false",
+       .description = "After each parameter all-gather of ZeRO / FSDP, the gathered buffer is "
+                      "copied out into the unsharded parameters on the compute stream (read and "
+                      "written once, 4 B a bf16 parameter): PyTorch FSDP2's "
+                      "foreach_all_gather_copy_out (per-parameter sharding). false: the "
+                      "parameters are views of the gathered buffer (FSDP1's flat parameter, "
+                      "Megatron's parameter buffer, DeepSpeed's partitions)",
+       .aliases = {"all_gather_copy_out", "param_copy_out"}},
       {.path = "framework.pp_activation",
        .type = K::kEnum,
        .default_value = "scatter-gather",
@@ -1372,7 +1382,9 @@ const std::map<std::string, std::string>& values_before_key_existed() {
   // program-22 (2026-12-06): RoPE, the GQA key/value repeat and eager SwiGLU as ops of their own;
   // before, no rotation was run and SwiGLU was one kernel in every framework.
   static const std::map<std::string, std::string> kBefore = {
-      {"framework.rope", "none"}, {"framework.activation", "fused"}, {"framework.gqa_kv", "native"}};
+      {"framework.rope", "none"}, {"framework.activation", "fused"}, {"framework.gqa_kv", "native"},
+      // program-23: FSDP2's copy-out of gathered parameters.
+      {"framework.fsdp_copy_out", "false"}};
   return kBefore;
 }
 

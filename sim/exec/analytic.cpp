@@ -74,6 +74,29 @@ struct Context {
     return accumulate(params, tensors);
   }
 
+  // FSDP2's copy of a layer's gathered parameters into the unsharded ones (framework.
+  // fsdp_copy_out), on the compute stream after each gather: 4 B a parameter (16-bit read and
+  // write), one kernel. Per micro-batch: ZeRO-3 gathers before every forward and backward, so a
+  // pass copies once; ZeRO-1/2 gather once an iteration, before the first forward. 0 where no
+  // gather runs (DP·CP 1, ZeRO 0) or the parameters are views of the gathered buffer.
+  double copy_out(double params) const {
+    const auto& par = L.par;
+    if (!cfg.opt.fsdp_copy_out || par.zero == 0 || par.dp * par.cp <= 1 || params <= 0) {
+      return 0.0;
+    }
+    model::Op op;
+    op.kind = model::OpKind::kMemory;
+    op.kernel = "copy";
+    op.bytes = 4.0 * params;
+    const double once = cm.forward(op);
+    return par.zero >= 3 ? once : once / L.microbatches;
+  }
+  double layer_copy_out(bool moe) const {
+    const double t = L.par.tp;
+    return copy_out(pc.attention / t + pc.norms + (moe ? 0.0 : pc.mlp / t) +
+                    (moe ? pc.expert_mlp / t / L.par.ep : 0.0));
+  }
+
   // NCCL_ALGO applies to all-reduce (other collectives run rings); NCCL_PROTO to every
   // collective but the point-to-point ones.
   coll::Cost cost(Kind k, double bytes, const coll::GroupShape& g) const {
@@ -261,6 +284,17 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
   const double accumulate = c.layer_accumulate(moe);
   out.add(kBackward, accumulate);
   out.add(kCompute, accumulate);
+  // FSDP2's copy-out after the layer's parameter gathers (ZeRO-3: before its forward and its
+  // backward; ZeRO-1/2: once an iteration, before the first forward).
+  const double copy = c.layer_copy_out(moe);
+  if (copy > 0) {
+    out.add(kForward, copy);
+    out.add(kCompute, copy);
+    if (par.zero >= 3) {
+      out.add(kBackward, copy);
+      out.add(kCompute, copy);
+    }
+  }
   if (par.cp > 1) {
     // K and V of the other CP ranks: all-gathered in forward (and again when recomputed),
     // their gradients reduce-scattered in backward. All-gather CP (framework.cp_comm) runs them
@@ -477,7 +511,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   // costs what running in turn does, as the executor's share (sm_share.cpp) is capped.
   c.comm_sm_share =
       gpu.sms > 0 ? std::min(1.0, static_cast<double>(kOverlapCommSms) / gpu.sms) : 0.0;
-  if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm) {
+  if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm || cfg.opt.fsdp_copy_out) {
     c.pc = model::count_parameters(m);
   }
 
@@ -553,6 +587,24 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
                                      (out_here ? 1 : 0) + c.pc.final_norm_tensors);
     w.head.add(kBackward, head);
     w.head.add(kCompute, head);
+  }
+  if (cfg.opt.fsdp_copy_out) {
+    // FSDP2's copy-out of the embedding's and the head's gathered parameters (the Program's
+    // first and last layer buckets hold them), as the layers' (Context::copy_out).
+    const double t = par.tp;
+    const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : c.pc.output;
+    const bool out_here = par.pp > 1 || !m.tied_embeddings;
+    const double emb = c.copy_out(model::embedding_params_per_rank(m, c.pc, L.par.tp));
+    const double head = c.copy_out((out_here ? out / t : 0.0) + c.pc.final_norm);
+    for (const auto& [adds, x] : {std::pair<Adds*, double>{&w.embedding, emb}, {&w.head, head}}) {
+      if (x <= 0) continue;
+      adds->add(kForward, x);
+      adds->add(kCompute, x);
+      if (par.zero >= 3) {
+        adds->add(kBackward, x);
+        adds->add(kCompute, x);
+      }
+    }
   }
   part[0].apply(w.embedding);
   if (single) {

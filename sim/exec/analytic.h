@@ -70,7 +70,9 @@ namespace trainsim::exec {
 /// (framework.rope: fused, Megatron's unfused ops, or the complex fp32 path of eager TorchTitan),
 /// SwiGLU may run as SiLU then the product (framework.activation) and GQA keys and values may be
 /// repeated to every query head (framework.gqa_kv), with what each keeps for backward.
-inline constexpr const char* kAnalyticModelVersion = "analytic-26";
+/// analytic-27: FSDP2's copy-out of gathered parameters on the compute stream
+/// (framework.fsdp_copy_out, the TorchTitan presets).
+inline constexpr const char* kAnalyticModelVersion = "analytic-27";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -78,7 +78,8 @@ namespace trainsim::exec {
 /// analytic fidelity prices it; it was split into TP pieces like the decomposed method.
 /// program-21: the gradient accumulation shard of analytic-25.
 /// program-22: the RoPE, GQA-repeat and eager-SwiGLU ops of analytic-26.
-inline constexpr const char* kProgramModelVersion = "program-22";
+/// program-23: FSDP2's copy-out tasks after each parameter gather (analytic-27).
+inline constexpr const char* kProgramModelVersion = "program-23";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

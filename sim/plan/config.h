@@ -137,6 +137,10 @@ struct Optimizations {
   model::CrossEntropyKernel cross_entropy = model::CrossEntropyKernel::kUnfused;
   // The RoPE implementation (framework.rope; sim/model/transformer.h).
   model::RopeKernel rope = model::RopeKernel::kFused;
+  // Each ZeRO parameter all-gather is followed by a copy of the gathered buffer into the
+  // unsharded parameters on the compute stream (framework.fsdp_copy_out: PyTorch FSDP2's
+  // foreach_all_gather_copy_out): read and written once in the parameters' 16-bit dtype.
+  bool fsdp_copy_out = false;
   // TP overlap splits the GEMM beside a TP collective into TP chunks and pipelines them with the
   // collective's pieces (Transformer Engine userbuffers, MegaScale §3.2); false: the collective
   // runs beside the whole GEMM it does not depend on (bulk overlap).

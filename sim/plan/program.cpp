@@ -551,6 +551,9 @@ struct Builder {
     // Per layer of the chunk: the gradient-accumulation op of the chunk's first backward of the
     // iteration and of the others (plan::GradAccumulation), -1 where none runs.
     std::vector<int> accumulate_first, accumulate_other;
+    // Per DP bucket: the copy of its gathered parameters into the unsharded ones on the compute
+    // stream after each gather (Optimizations::fsdp_copy_out), -1 where none runs.
+    std::vector<int> copy_out;
     int accumulate_embedding[2] = {-1, -1};  // [first backward, the others]
     int accumulate_head[2] = {-1, -1};
   };
@@ -630,6 +633,18 @@ struct Builder {
     return last;
   }
 
+  // FSDP2's copy-out of bucket b's gathered parameters (Optimizations::fsdp_copy_out): a compute
+  // task that waits for the gather (the pending blockers) and that the bucket's layers follow.
+  void copy_out(const ChunkInfo& ci, std::size_t b, std::uint32_t gather, Pass pass, int mb,
+                int chunk) {
+    if (gather == kNoTask || b >= ci.copy_out.size() || ci.copy_out[b] < 0) return;
+    compute(ci.copy_out[b], pass, Part::kWhole, mb, chunk, ci.first_layer + ci.bucket_first[b]);
+  }
+  void copy_out_all(const ChunkInfo& ci, const std::vector<std::uint32_t>& gathers, Pass pass,
+                    int mb, int chunk) {
+    for (std::size_t b = 0; b < gathers.size(); ++b) copy_out(ci, b, gathers[b], pass, mb, chunk);
+  }
+
   // Parameter gathers ahead of a pass (ZeRO-1/2: once per iteration before the first forward;
   // ZeRO-3: before every forward and backward of the chunk). With DP overlap each bucket's gather
   // feeds the first op of its layers; without, the pass waits for all of them.
@@ -649,6 +664,7 @@ struct Builder {
     if (L.par.zero >= 3) gathers_for_chunk(chunk, mb);
     if (!opt.dp_overlap) {
       for (std::uint32_t g : pass_gathers) blockers.push_back(g);
+      copy_out_all(ci, pass_gathers, Pass::kForward, mb, chunk);
     }
     if (ci.embedding) {
       for (int op : ci.embedding_ops) op_forward(op, Pass::kForward, mb, chunk, -1);
@@ -658,6 +674,7 @@ struct Builder {
       if (opt.dp_overlap && bucket < pass_gathers.size() &&
           ci.bucket_first[bucket] == i) {
         if (pass_gathers[bucket] != kNoTask) blockers.push_back(pass_gathers[bucket]);
+        copy_out(ci, bucket, pass_gathers[bucket], Pass::kForward, mb, chunk);
         ++bucket;
       }
       layer_forward(layer_ops[static_cast<std::size_t>(ci.first_layer + i - first_layer_of_stage)],
@@ -681,8 +698,13 @@ struct Builder {
       gathers_for_chunk(chunk, mb);
       if (!opt.dp_overlap) {
         for (std::uint32_t g : pass_gathers) blockers.push_back(g);
+        copy_out_all(ci, pass_gathers, Pass::kBackward, mb, chunk);
       }
     }
+    // With DP overlap and a copy-out, a bucket's backward waits for its gather and copy (its
+    // first layer in backward is its last); without a copy-out it does not wait (the gather is
+    // issued ahead and the Program leaves it unordered, as before program-22).
+    const bool wait_gathers = L.par.zero >= 3 && opt.dp_overlap && opt.fsdp_copy_out;
     // Gradients are reduced every micro-batch under ZeRO-2/3 (only a shard is kept), once after
     // the last micro-batch otherwise; with DP overlap bucket by bucket as they complete.
     const bool reduce_now = L.par.zero >= 2 || last_mb_of_chunk;
@@ -705,6 +727,14 @@ struct Builder {
     for (int i = ci.layers - 1; i >= 0; --i) {
       const LayerOps& lo =
           layer_ops[static_cast<std::size_t>(ci.first_layer + i - first_layer_of_stage)];
+      if (wait_gathers && bucket >= 0) {
+        const auto b = static_cast<std::size_t>(bucket);
+        const int last = b + 1 < ci.bucket_first.size() ? ci.bucket_first[b + 1] - 1 : ci.layers - 1;
+        if (i == last && b < pass_gathers.size()) {
+          if (pass_gathers[b] != kNoTask) blockers.push_back(pass_gathers[b]);
+          copy_out(ci, b, pass_gathers[b], Pass::kBackward, mb, chunk);
+        }
+      }
       layer_backward(lo, mb, chunk);
       // The layer's weight gradients summed into the accumulator (its bucket's reduction
       // follows it).
@@ -887,6 +917,18 @@ void Builder::build() {
       if (ci.layers == 0) bd += embedding_params + head_params;
       ci.bucket_dense.push_back(bd);
       ci.bucket_expert.push_back(be);
+      int copy = -1;
+      if (opt.fsdp_copy_out && par.zero >= 1 && bd + be > 0) {
+        // The gathered buffer read and the unsharded parameters written, 16-bit each.
+        model::Op o;
+        o.name = "param_copy_out";
+        o.kind = model::OpKind::kMemory;
+        o.bytes = 4.0 * (bd + be);
+        o.backward_bytes = o.bytes;
+        o.kernel = "copy";
+        copy = add_op(o);
+      }
+      ci.copy_out.push_back(copy);
     }
     chunks.push_back(std::move(ci));
   }
@@ -907,8 +949,11 @@ void Builder::build() {
     for (int c = 0; c < v; ++c) {
       gathers_for_chunk(c, -1);
       gather_of.push_back(pass_gathers);
-      // Without DP overlap the first forward waits for the whole gather.
-      if (!opt.dp_overlap) blockers.insert(blockers.end(), pass_gathers.begin(), pass_gathers.end());
+      // Without DP overlap the first forward waits for the whole gather (and its copy-out).
+      if (!opt.dp_overlap) {
+        blockers.insert(blockers.end(), pass_gathers.begin(), pass_gathers.end());
+        copy_out_all(chunks[static_cast<std::size_t>(c)], pass_gathers, Pass::kForward, 0, c);
+      }
     }
     pass_gathers.clear();
   }

@@ -165,6 +165,14 @@ TEST(Frameworks, ElementwiseWorkFollowsTheVersion) {
   EXPECT_TRUE(eager.parallel.activation_unfused);
   EXPECT_TRUE(eager.parallel.gqa_kv_repeated);
   EXPECT_EQ(eager.parallel.zero, 3);
+  // FSDP2 (both TorchTitan versions) copies each gather out into the unsharded parameters; the
+  // other stacks' parameters are views of the gathered buffer.
+  EXPECT_TRUE(eager.opt.fsdp_copy_out);
+  EXPECT_TRUE(load("torchtitan-2024").opt.fsdp_copy_out);
+  for (const char* fw : {"llm-foundry-2023", "deepspeed-2023", "megatron-core-2023", "nemo-2025"}) {
+    EXPECT_FALSE(load(fw).opt.fsdp_copy_out) << fw;
+  }
+  EXPECT_EQ(values_before_key_existed().at("framework.fsdp_copy_out"), "false");
   EXPECT_EQ(find_key("framework.rope")->default_value, "fused");
   EXPECT_EQ(values_before_key_existed().at("framework.rope"), "none");
 
