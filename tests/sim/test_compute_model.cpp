@@ -395,22 +395,7 @@ namespace {
 // Megatron's unfused PyTorch ops 24 B forward, 26 backward, twelve kernels; the complex path
 // 20 and 20, six kernels; none (records before program-22) no op. A learned-position GPT has
 // none whatever the key says.
-model::ModelConfig llama_block() {
-  model::ModelConfig m;
-  m.layers = 2;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.seq_len = 4096;
-  m.vocab = 128256;
-  m.mlp = model::MlpKind::kSwiglu;
-  m.norm = model::NormKind::kRmsNorm;
-  m.position = model::PositionKind::kRope;
-  m.dropout = false;
-  m.bias = false;
-  return m;
-}
+model::ModelConfig llama_block() { return testing::llama3_8b(2, 4096); }
 
 bool has_op(const std::vector<model::Op>& ops, const char* name) {
   return std::any_of(ops.begin(), ops.end(), [&](const model::Op& o) { return o.name == name; });

@@ -135,18 +135,7 @@ TEST(Memory, KorthikantiActivationFormulas) {
 // b 1, TP 2, SP: by hand, 2·14,336/2 and 4·3,072/2 bytes per token; full recompute keeps the
 // layer input alone either way.
 TEST(Memory, EagerActivationAndRepeatedKvKeepTheirCopies) {
-  model::ModelConfig m;
-  m.layers = 32;
-  m.hidden = 4096;
-  m.heads = 32;
-  m.kv_heads = 8;
-  m.ffn_hidden = 14336;
-  m.seq_len = 4096;
-  m.vocab = 128256;
-  m.mlp = model::MlpKind::kSwiglu;
-  m.norm = model::NormKind::kRmsNorm;
-  m.position = model::PositionKind::kRope;
-  m.dropout = false;
+  model::ModelConfig m = testing::llama3_8b(32, 4096);
   ParallelConfig p;
   p.tp = 2;
   p.sp = true;
