@@ -45,6 +45,27 @@ std::map<std::string, std::string> nemo_values() {
                {"collectives.p2p_net_channels", "2"}});
 }
 
+// TorchTitan's capability set as Llama 3 trained (the torchtitan-2024 preset); the April 2024
+// version differs in its element-wise work and ZeRO stage only.
+std::map<std::string, std::string> torchtitan_values() {
+  return with(levers({"pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline"}),
+              {{"parallel.sp", "true"},
+               {"parallel.zero", "2"},
+               {"training.recompute", "none"},
+               {"training.grad_reduce_dtype", "fp32"},
+               {"framework.shard_group", "dp_cp"},
+               {"framework.dp_buckets", "scaled"},
+               {"framework.tp_overlap_method", "decomposed"},
+               {"framework.pp_activation", "full"},
+               {"framework.grad_accumulation", "add-fp32"},
+               {"framework.cp_comm", "all-gather"},
+               {"framework.rope", "fused"},
+               {"framework.activation", "fused"},
+               {"framework.gqa_kv", "native"},
+               {"framework.fsdp_copy_out", "true"},
+               {"collectives.p2p_net_channels", "2"}});
+}
+
 }  // namespace
 
 // Dates and capabilities from the Megatron-LM history (feature commits and release tags), the
@@ -203,22 +224,7 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "SiLU·mul; GQA keys and values read natively, not repeated: TorchTitan's code of the "
        "time repeats them for SDPA (repeat_kv), but saved at the queries' width they would "
        "not let Llama 3 405B train at 8K without recompute as §3.3.2 says it did",
-       with(levers({"pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline"}),
-            {{"parallel.sp", "true"},
-             {"parallel.zero", "2"},
-             {"training.recompute", "none"},
-             {"training.grad_reduce_dtype", "fp32"},
-             {"framework.shard_group", "dp_cp"},
-             {"framework.dp_buckets", "scaled"},
-             {"framework.tp_overlap_method", "decomposed"},
-             {"framework.pp_activation", "full"},
-             {"framework.grad_accumulation", "add-fp32"},
-             {"framework.cp_comm", "all-gather"},
-             {"framework.rope", "fused"},
-             {"framework.activation", "fused"},
-             {"framework.gqa_kv", "native"},
-             {"framework.fsdp_copy_out", "true"},
-             {"collectives.p2p_net_channels", "2"}}),
+       torchtitan_values(),
        "flash2", "torchtitan", "megatron"},
       {"torchtitan-2024-04", "TorchTitan of April 2024 (FSDP2, eager PyTorch)", "2024-04",
        "pytorch/torchtitan commit 1ea476e9f (2024-04-24), whose docs/performance.md publishes the "
@@ -229,22 +235,10 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "scaled_dot_product_attention (FlashAttention-2 backend); fully_shard per block with "
        "reshard_after_forward (ZeRO-3), bf16 parameters, fp32 reduce-scatter; otherwise the "
        "torchtitan-2024 levers",
-       with(levers({"pp_overlap", "dp_overlap", "efficient_operators", "async_data_pipeline"}),
-            {{"parallel.sp", "true"},
-             {"parallel.zero", "3"},
-             {"training.recompute", "none"},
-             {"training.grad_reduce_dtype", "fp32"},
-             {"framework.shard_group", "dp_cp"},
-             {"framework.dp_buckets", "scaled"},
-             {"framework.tp_overlap_method", "decomposed"},
-             {"framework.pp_activation", "full"},
-             {"framework.grad_accumulation", "add-fp32"},
-             {"framework.cp_comm", "all-gather"},
-             {"framework.rope", "complex"},
-             {"framework.activation", "unfused"},
-             {"framework.gqa_kv", "repeat"},
-             {"framework.fsdp_copy_out", "true"},
-             {"collectives.p2p_net_channels", "2"}}),
+       with(torchtitan_values(), {{"parallel.zero", "3"},
+                                  {"framework.rope", "complex"},
+                                  {"framework.activation", "unfused"},
+                                  {"framework.gqa_kv", "repeat"}}),
        "flash2", "torchtitan", "megatron"},
       {"llm-foundry-2023", "MosaicML LLM Foundry on Composer (PyTorch FSDP), as its MPT benchmarks ran",
        "2023-10",
