@@ -703,7 +703,7 @@ struct Builder {
     }
     // With DP overlap and a copy-out, a bucket's backward waits for its gather and copy (its
     // first layer in backward is its last); without a copy-out it does not wait (the gather is
-    // issued ahead and the Program leaves it unordered, as before program-22).
+    // issued ahead and the Program leaves it unordered, as before program-23).
     const bool wait_gathers = L.par.zero >= 3 && opt.dp_overlap && opt.fsdp_copy_out;
     // Gradients are reduced every micro-batch under ZeRO-2/3 (only a shard is kept), once after
     // the last micro-batch otherwise; with DP overlap bucket by bucket as they complete.
