@@ -149,6 +149,29 @@ std::vector<FrameworkPreset> framework_presets_listed() {
              {"framework.gqa_kv", "native"},
              {"collectives.p2p_net_channels", "2"}}),
        "cudnn", "megatron", "megatron"},
+      {"megatron-core-2024", "Megatron-Core 0.8 (mid 2024) with its overlaps on", "2024-07",
+       "Megatron-LM core_r0.8.0 (the release the Megatron-LM README's H100 table of 2024-07-15 "
+       "names): the megatron-core-2023 levers, with RoPE and SwiGLU fused by default "
+       "(--no-rope-fusion, --no-bias-swiglu-fusion since 2024-01-18, commit de9428a701) and DDP "
+       "buckets of max(40 M, 1 M·DP) parameters (distributed_data_parallel.py, core_v0.7.0, "
+       "2024-04-11)",
+       with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators"}),
+            {{"parallel.sp", "true"},
+             {"parallel.zero", "1"},
+             {"training.recompute", "selective"},
+             {"training.grad_reduce_dtype", "fp32"},
+             {"framework.shard_group", "dp_cp"},
+             {"framework.dp_buckets", "scaled"},
+             {"framework.tp_overlap_method", "decomposed"},
+             {"framework.tp_async_backward", "true"},
+             {"framework.pp_activation", "full"},
+             {"framework.grad_accumulation", "in-gemm"},
+             {"framework.cp_comm", "p2p"},
+             {"framework.rope", "fused"},
+             {"framework.activation", "fused"},
+             {"framework.gqa_kv", "native"},
+             {"collectives.p2p_net_channels", "2"}}),
+       "cudnn", "megatron", "megatron"},
       {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
        "NeMo Megatron GPT recipes (DGX Cloud GPT-3 175B): TP/PP/DP overlap on, TE fused "
        "attention (cuDNN), distributed optimizer over DP·CP; Megatron-Core 0.7 (2024-05): DDP "
@@ -283,7 +306,7 @@ const std::vector<FrameworkPreset>& framework_presets() {
       // optimizer at most (none before 2022-06: sharded_optimizer is false there).
       if (p.name == "megatron-lm-2021") p.max_zero = 0;
       if (p.name == "megatron-lm-2023" || p.name == "megatron-core-2023" ||
-          p.name == "nemo-2024" || p.name == "megascale-2024") {
+          p.name == "megatron-core-2024" || p.name == "nemo-2024" || p.name == "megascale-2024") {
         p.max_zero = 1;
       }
     }

@@ -154,12 +154,20 @@ TEST(Frameworks, ElementwiseWorkFollowsTheVersion) {
   EXPECT_EQ(core.opt.rope, model::RopeKernel::kUnfused);
   EXPECT_TRUE(core.parallel.activation_unfused);
   EXPECT_FALSE(core.parallel.gqa_kv_repeated);
-  for (const char* fw : {"nemo-2024", "nemo-2025", "megascale-2024", "torchtitan-2024"}) {
+  for (const char* fw :
+       {"megatron-core-2024", "nemo-2024", "nemo-2025", "megascale-2024", "torchtitan-2024"}) {
     const Scenario f = load(fw);
     EXPECT_EQ(f.opt.rope, model::RopeKernel::kFused) << fw;
     EXPECT_FALSE(f.parallel.activation_unfused) << fw;
     EXPECT_FALSE(f.parallel.gqa_kv_repeated) << fw;
   }
+  // Megatron-Core of mid 2024 is the 2023 version with the fusions on and DP buckets that grow
+  // with DP (core_v0.7.0), and what a blank framework of a 2025 report takes.
+  const Scenario core24 = load("megatron-core-2024");
+  EXPECT_EQ(core24.opt.dp_buckets, plan::BucketRule::kScaledWithDp);
+  EXPECT_EQ(core.opt.dp_buckets, plan::BucketRule::kFixed40M);
+  EXPECT_EQ(core24.opt.attention_kernel, core.opt.attention_kernel);
+  EXPECT_EQ(core24.parallel.zero, 1);
   const Scenario eager = load("torchtitan-2024-04");
   EXPECT_EQ(eager.opt.rope, model::RopeKernel::kComplex);
   EXPECT_TRUE(eager.parallel.activation_unfused);

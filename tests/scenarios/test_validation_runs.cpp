@@ -46,7 +46,7 @@ TEST(ValidationRuns, BlankFrameworkIsTheSourcesEra) {
   EXPECT_NE(why.find("report of 2024"), std::string::npos) << why;
   // The same year at a reviewed venue named in full: by 2023-06.
   EXPECT_EQ(framework_for_run("megatron", "NeurIPS 2024", &why), "megatron-lm-2023");
-  EXPECT_EQ(framework_for_run("megatron", "a 2025 report", &why), "megatron-core-2023");
+  EXPECT_EQ(framework_for_run("megatron", "a 2025 report", &why), "megatron-core-2024");
   // No year: the alias; a family of one: that preset, whatever the year.
   EXPECT_EQ(framework_for_run("megatron", "a blog post", &why), "megatron-lm-2023");
   EXPECT_NE(why.find("names no year"), std::string::npos) << why;
