@@ -155,22 +155,8 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "(--no-rope-fusion, --no-bias-swiglu-fusion since 2024-01-18, commit de9428a701) and DDP "
        "buckets of max(40 M, 1 M·DP) parameters (distributed_data_parallel.py, core_v0.7.0, "
        "2024-04-11)",
-       with(levers({"tp_overlap", "pp_overlap", "dp_overlap", "efficient_operators"}),
-            {{"parallel.sp", "true"},
-             {"parallel.zero", "1"},
-             {"training.recompute", "selective"},
-             {"training.grad_reduce_dtype", "fp32"},
-             {"framework.shard_group", "dp_cp"},
-             {"framework.dp_buckets", "scaled"},
-             {"framework.tp_overlap_method", "decomposed"},
-             {"framework.tp_async_backward", "true"},
-             {"framework.pp_activation", "full"},
-             {"framework.grad_accumulation", "in-gemm"},
-             {"framework.cp_comm", "p2p"},
-             {"framework.rope", "fused"},
-             {"framework.activation", "fused"},
-             {"framework.gqa_kv", "native"},
-             {"collectives.p2p_net_channels", "2"}}),
+       // NeMo 2024 is this Megatron-Core with NeMo's asynchronous data loading on top.
+       with(nemo_values(), {{"optimizations.async_data_pipeline", "false"}}),
        "cudnn", "megatron", "megatron"},
       {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
        "NeMo Megatron GPT recipes (DGX Cloud GPT-3 175B): TP/PP/DP overlap on, TE fused "
