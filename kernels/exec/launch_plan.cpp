@@ -150,17 +150,7 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   // the forward's shape, the kernel `calibrate kernels` times as that kind
   // (kernels::memory_backward_bench_item); cross-entropy's forward launcher writes the logits
   // gradient itself, so its backward is that launcher again.
-  model::Sharding shard;
-  shard.micro_batch = ps.training.micro_batch;
-  shard.tp = ps.layout.par.tp;
-  shard.cp = ps.layout.par.cp;
-  shard.sp = ps.layout.par.sp && ps.layout.par.tp > 1;
-  shard.fused_attention = ps.opt.fused_attention();
-  shard.cross_entropy = ps.opt.cross_entropy;
-  shard.rope = ps.opt.rope;
-  shard.activation_unfused = ps.layout.par.activation_unfused;
-  shard.gqa_kv_repeated = ps.layout.par.gqa_kv_repeated;
-  shard.ep = ps.layout.par.ep;
+  const model::Sharding shard = plan::sharding_of(ps.layout.par, ps.training, ps.opt);
   // ops.cpp counts activation bytes at 2 per element: recover the rows in bf16.
   const kernels::BenchItem b =
       k.backward ? kernels::memory_backward_bench_item(ps.model, shard, op, kernels::DType::kBf16)

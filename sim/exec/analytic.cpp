@@ -496,17 +496,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
             ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps,
                          cfg.training.precision == Precision::kFp8, cfg.training.fp8_recipe},
             links, {}, 0.0, {}};
-  c.shard.micro_batch = cfg.training.micro_batch;
-  c.shard.tp = par.tp;
-  c.shard.cp = par.cp;
-  c.shard.sp = par.sp && par.tp > 1;
-  c.shard.fused_attention = cfg.opt.fused_attention();
-  c.shard.attention_kernel = cfg.opt.attention_kernel;
-  c.shard.cross_entropy = cfg.opt.cross_entropy;
-  c.shard.rope = cfg.opt.rope;
-  c.shard.activation_unfused = par.activation_unfused;
-  c.shard.gqa_kv_repeated = par.gqa_kv_repeated;
-  c.shard.ep = cfg.parallel.ep;
+  c.shard = plan::sharding_of(par, cfg.training, cfg.opt);
   // At most the whole GPU (a described GPU of fewer SMs than NCCL's channels): overlapping then
   // costs what running in turn does, as the executor's share (sm_share.cpp) is capped.
   c.comm_sm_share =

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/core/units.h"
+#include "sim/model/ops.h"
 #include "sim/model/transformer.h"
 
 namespace trainsim::plan {
@@ -174,5 +175,25 @@ struct Optimizations {
 
 const char* to_string(Schedule s);
 const char* to_string(Optimizer o);
+
+/// How one GPU's share of a layer is cut (model::Sharding) for a run's parallel configuration,
+/// training and framework: the one place the analytic fidelity, the Program and the launch plan
+/// take it from.
+inline model::Sharding sharding_of(const ParallelConfig& par, const TrainingConfig& training,
+                                   const Optimizations& opt) {
+  model::Sharding s;
+  s.micro_batch = training.micro_batch;
+  s.tp = par.tp;
+  s.cp = par.cp;
+  s.sp = par.sp && par.tp > 1;
+  s.fused_attention = opt.fused_attention();
+  s.attention_kernel = opt.attention_kernel;
+  s.cross_entropy = opt.cross_entropy;
+  s.ep = par.ep;
+  s.rope = opt.rope;
+  s.activation_unfused = par.activation_unfused;
+  s.gqa_kv_repeated = par.gqa_kv_repeated;
+  return s;
+}
 
 }  // namespace trainsim::plan

@@ -1078,17 +1078,7 @@ ProgramSet build_programs(const model::ModelConfig& model, const topo::ClusterSp
     Program& P = ps.roles[static_cast<std::size_t>(s)];
     P.stage = s;
     Builder b(ps, P, s);
-    b.shard.micro_batch = training.micro_batch;
-    b.shard.tp = par.tp;
-    b.shard.cp = par.cp;
-    b.shard.sp = par.sp && par.tp > 1;
-    b.shard.fused_attention = opt.fused_attention();
-    b.shard.attention_kernel = opt.attention_kernel;
-    b.shard.cross_entropy = opt.cross_entropy;
-    b.shard.rope = opt.rope;
-    b.shard.activation_unfused = par.activation_unfused;
-    b.shard.gqa_kv_repeated = par.gqa_kv_repeated;
-    b.shard.ep = par.ep;
+    b.shard = sharding_of(par, training, opt);
     b.build();
   }
   return ps;
