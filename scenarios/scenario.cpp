@@ -994,9 +994,7 @@ class Resolver {
     }
     scenario_.training.recompute = cfg.training.recompute;
     scenario_.training.recompute_layers = cfg.training.recompute_layers;
-    const char* name = cfg.training.recompute == model::Recompute::kFull        ? "full"
-                       : cfg.training.recompute == model::Recompute::kSelective ? "selective"
-                                                                                : "none";
+    const char* name = model::to_string(cfg.training.recompute);
     derive("training.recompute", name, "training.recompute = " + chosen + " (auto: the least that fits in memory)");
     derive("training.recompute_layers", std::to_string(cfg.training.recompute_layers), "");
   }
@@ -1045,9 +1043,10 @@ class Resolver {
     t.fp8_recipe =
         get("training.fp8_recipe") == "current" ? Fp8Recipe::kCurrent : Fp8Recipe::kDelayed;
     const std::string recompute = get("training.recompute");
-    t.recompute = recompute == "full"        ? model::Recompute::kFull
-                  : recompute == "selective" ? model::Recompute::kSelective
-                                             : model::Recompute::kNone;
+    t.recompute = recompute == "full"           ? model::Recompute::kFull
+                  : recompute == "selective"    ? model::Recompute::kSelective
+                  : recompute == "selective-op" ? model::Recompute::kSelectiveOp
+                                                : model::Recompute::kNone;
     scenario_.recompute_auto = recompute == "auto";
     t.recompute_layers = integer("training.recompute_layers");
     t.cpu_offload_layers = integer("training.cpu_offload_layers");

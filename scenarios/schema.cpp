@@ -539,10 +539,13 @@ std::vector<KeyDef> build_schema() {
        .type = K::kEnum,
        .default_value = "selective",
        .description = "Activation recompute: none, selective (attention core), full (every "
-                      "layer's forward, or training.recompute_layers of each model chunk), or auto "
-                      "(the least of none, selective, full of 1, 2, ... layers per model chunk, "
-                      "full that fits in memory)",
-       .choices = {"auto", "none", "selective", "full"},
+                      "layer's forward, or training.recompute_layers of each model chunk), "
+                      "selective-op (PyTorch per-op checkpointing with TorchTitan's policy: each "
+                      "layer keeps the fused attention output and every second matmul output, "
+                      "the rest runs again; TP 1, CP 1, dense models), or auto (the least of "
+                      "none, selective, full of 1, 2, ... layers per model chunk, full that fits "
+                      "in memory)",
+       .choices = {"auto", "none", "selective", "full", "selective-op"},
        .aliases = {"recompute_granularity", "activation_checkpointing", "checkpoint_activations",
                    "recompute_activations", "gradient_checkpointing"}},
       {.path = "training.recompute_layers",

@@ -682,8 +682,9 @@ PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base,
                                                    : plan::Schedule::k1F1B);
   }
   for (const std::string& recompute : plan.values[8]) {
-    recomputes_.push_back(recompute == "full"        ? model::Recompute::kFull
-                          : recompute == "selective" ? model::Recompute::kSelective
+    recomputes_.push_back(recompute == "full"           ? model::Recompute::kFull
+                          : recompute == "selective"    ? model::Recompute::kSelective
+                          : recompute == "selective-op" ? model::Recompute::kSelectiveOp
                                                      : model::Recompute::kNone);
   }
 }

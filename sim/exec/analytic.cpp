@@ -208,7 +208,8 @@ struct LayerComm {
 
 // The additions of pricing `ops` (forward, backward, recompute and their TP communication).
 void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops,
-               bool recompute_all, bool recompute_attention, Adds& out) {
+               model::Recompute recompute, Adds& out) {
+  const bool recompute_all = recompute == model::Recompute::kFull;
   const auto& par = c.L.par;
   const coll::Cost& rs = lc.rs;
   const coll::Cost& ar = lc.ar;
@@ -221,8 +222,8 @@ void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops
     const coll::Cost& ag = c.cm.fp8_gemm(op) ? lc.ag8 : lc.ag;
     const double f = split ? c.cm.forward_split(op, par.tp) : c.cm.forward(op);
     const double b = split ? c.cm.backward_split(op, par.tp) : c.cm.backward(op);
-    double r = 0;
-    if (recompute_all || (recompute_attention && model::attention_core(op))) r = f;
+    // What recompute runs again of the op's forward before its backward (model::recompute_share).
+    const double r = recompute_all ? f : c.cm.forward_share(op, model::recompute_share(c.cfg.model, op, recompute));
     out.add(kForward, f);
     out.add(kBackward, b + r);
     out.add(kCompute, f + b + r);
@@ -269,7 +270,10 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
                 Adds& out) {
   const auto& m = c.cfg.model;
   const auto& par = c.L.par;
-  const bool selective = c.cfg.training.recompute == model::Recompute::kSelective;
+  // A layer recomputed in full, or the recompute mode of the rest (block recompute keeps them).
+  const model::Recompute rc = c.cfg.training.recompute;
+  const model::Recompute mode =
+      full ? model::Recompute::kFull : rc == model::Recompute::kFull ? model::Recompute::kNone : rc;
   out.clear();
   // Any layer index of the right kind gives the op list (the index only decides MoE vs dense):
   // layer 0 is an MoE layer of an MoE model (Megatron-Core's i % moe_every == 0), layer 1 a
@@ -279,7 +283,7 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
   while (li < m.moe_every && m.is_moe_layer(li) != moe) ++li;
   std::vector<Op>& ops = w.layer_ops[moe ? 1 : 0];
   model::layer_forward_ops(m, c.shard, li, ops);
-  price_ops(c, lc, ops, full, selective, out);
+  price_ops(c, lc, ops, mode, out);
   // The layer's weight gradients summed into the accumulator, after its backward.
   const double accumulate = c.layer_accumulate(moe);
   out.add(kBackward, accumulate);
@@ -557,10 +561,10 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   }
   model::embedding_forward_ops(m, c.shard, w.embedding_ops);
   w.embedding.clear();
-  price_ops(c, lc, w.embedding_ops, false, false, w.embedding);
+  price_ops(c, lc, w.embedding_ops, model::Recompute::kNone, w.embedding);
   model::head_forward_ops(m, c.shard, w.head_ops);
   w.head.clear();
-  price_ops(c, lc, w.head_ops, false, false, w.head);
+  price_ops(c, lc, w.head_ops, model::Recompute::kNone, w.head);
   if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm) {
     // The embedding's and the head's weight gradients (the Program's first and last layer
     // buckets hold them): the table (and learned positions), the untied output projection (or
@@ -816,7 +820,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   r.parameters = pc.total;
   r.model_flops_per_iteration = model::model_flops_per_token(m) * tokens;
   r.hardware_flops_per_iteration =
-      model::hardware_flops_per_token(m, cfg.training.recompute) * tokens;
+      model::hardware_flops_per_token(m, cfg.training.recompute, cfg.opt.fused_attention()) * tokens;
   if (cfg.training.recompute == model::Recompute::kFull && cfg.training.recompute_layers > 0) {
     // Block recompute re-runs the forward of recompute_layers of each model chunk's layers.
     const double share =

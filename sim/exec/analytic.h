@@ -72,7 +72,9 @@ namespace trainsim::exec {
 /// repeated to every query head (framework.gqa_kv), with what each keeps for backward.
 /// analytic-27: FSDP2's copy-out of gathered parameters on the compute stream
 /// (framework.fsdp_copy_out, the TorchTitan presets).
-inline constexpr const char* kAnalyticModelVersion = "analytic-27";
+/// analytic-28: training.recompute selective-op, PyTorch's per-op checkpointing with TorchTitan's
+/// policy (model::recompute_share, plan::layer_activation_bytes); no earlier result moves.
+inline constexpr const char* kAnalyticModelVersion = "analytic-28";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

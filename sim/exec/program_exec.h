@@ -79,7 +79,8 @@ namespace trainsim::exec {
 /// program-21: the gradient accumulation shard of analytic-25.
 /// program-22: the RoPE, GQA-repeat and eager-SwiGLU ops of analytic-26.
 /// program-23: FSDP2's copy-out tasks after each parameter gather (analytic-27).
-inline constexpr const char* kProgramModelVersion = "program-23";
+/// program-24: selective-op recompute (TorchTitan's per-op policy) runs its shares again (analytic-28).
+inline constexpr const char* kProgramModelVersion = "program-24";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

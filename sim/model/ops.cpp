@@ -278,4 +278,23 @@ double memory_backward_byte_ratio(std::string_view kernel) {
   return 0.0;
 }
 
+double recompute_share(const ModelConfig& m, const Op& op, Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return 0.0;
+    case Recompute::kFull: return 1.0;
+    case Recompute::kSelective: return attention_core(op) ? 1.0 : 0.0;
+    case Recompute::kSelectiveOp: break;
+  }
+  const bool swiglu = m.mlp == MlpKind::kSwiglu;
+  if (op.kind == OpKind::kAttention) return 0.0;
+  if (op.name == "qkv") {
+    const double q = m.q_dim(), kv = m.kv_dim();
+    return kv / (q + 2.0 * kv);
+  }
+  if (op.name == "mlp_up") return swiglu ? 0.5 : 0.0;
+  if (op.name == "mlp_down") return swiglu ? 0.0 : 1.0;
+  if (op.name == "mlp_bias_dropout_add") return 0.0;
+  return 1.0;
+}
+
 }  // namespace trainsim::model

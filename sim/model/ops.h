@@ -60,6 +60,17 @@ inline bool attention_core(const Op& op) {
   return op.kind == OpKind::kAttention || op.name == "attn_scores" || op.name == "softmax" ||
          op.name == "attn_dropout" || op.name == "attn_context";
 }
+/// The share of `op`'s forward (of a dense transformer layer) that recompute mode `r` runs
+/// again before the layer's backward: 1 for every op under full recompute, the attention core
+/// under selective. Under selective-op (TorchTitan's per-op policy, Recompute::kSelectiveOp) the
+/// ops whose outputs are kept run not again: the fused attention kernel, and of the matmuls in
+/// forward order (wq, wk, wv, wo, w1, [w3,] w2; the `qkv` op holds the first three and a SwiGLU
+/// `mlp_up` w1 and w3) the odd-numbered ones, so `qkv` runs its wk share again
+/// (kv / (q + 2·kv)), `attn_proj` (wo) in full, a SwiGLU `mlp_up` half (w3) and `mlp_down` (w2)
+/// not, a GeLU `mlp_up` (w1) not and `mlp_down` (w2, the sixth) in full. Every element-wise op
+/// runs again but the residual add after the MLP: PyTorch's non-reentrant checkpoint stops its
+/// recompute once the last tensor the backward needs (w2's input) is rebuilt.
+double recompute_share(const ModelConfig& m, const Op& op, Recompute r);
 /// Whether a GEMM runs at the 16-bit rate whatever the training precision: attention's batched
 /// GEMMs (the score and context products) and the ops marked keep_16bit. Under fp8 every other
 /// GEMM runs on the fp8 tensor cores and has its inputs cast (sim/exec/compute_model.h).

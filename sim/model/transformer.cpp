@@ -154,12 +154,23 @@ const char* to_string(CrossEntropyKernel k) {
   return "?";
 }
 
-double hardware_flops_per_token(const ModelConfig& m, Recompute r) {
+double hardware_flops_per_token(const ModelConfig& m, Recompute r, bool fused_attention) {
   const ForwardFlops f = forward_flops_per_token(m);
   switch (r) {
     case Recompute::kNone: return 3.0 * f.total();
     case Recompute::kSelective: return 3.0 * f.total() + f.attention;
     case Recompute::kFull: return 3.0 * f.total() + f.dense_gemm + f.attention;
+    case Recompute::kSelectiveOp: {
+      // The matmuls run again (wk, wo and w3 of a SwiGLU MLP, or w2 of a GeLU one) as their
+      // share of a layer's dense GEMM FLOPs; an unfused attention core (batched matmuls and
+      // softmax, none of them kept) runs again too.
+      const double h = m.hidden, q = m.q_dim(), kv = m.kv_dim(), ff = m.ffn_hidden;
+      const bool swiglu = m.mlp == MlpKind::kSwiglu;
+      const double all = h * (q + 2 * kv) + q * h + (swiglu ? 3.0 : 2.0) * h * ff;
+      const double again = h * kv + q * h + h * ff;
+      const double attention = fused_attention ? 0.0 : f.attention;
+      return 3.0 * f.total() + f.dense_gemm * again / all + attention;
+    }
   }
   return 3.0 * f.total();
 }
@@ -174,6 +185,7 @@ const char* to_string(Recompute r) {
     case Recompute::kNone: return "none";
     case Recompute::kSelective: return "selective";
     case Recompute::kFull: return "full";
+    case Recompute::kSelectiveOp: return "selective-op";
   }
   return "?";
 }

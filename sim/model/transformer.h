@@ -145,7 +145,13 @@ ForwardFlops forward_flops_per_token(const ModelConfig& m);
 /// (Dao 2023, §3.1) and cuDNN's fused attention use 128-token key blocks on A100/H100.
 double executed_keys_per_query(const ModelConfig& m, AttentionKernel kernel, int block = 128);
 
-enum class Recompute { kNone, kSelective, kFull };
+/// Activation recompute. kSelectiveOp is PyTorch's per-op selective activation checkpointing
+/// with TorchTitan's policy (`selective_ac_option = "op"`, torchtitan
+/// parallelisms/parallelize_llama.py at 1ea476e9f, 2024-04-24): each layer is checkpointed, and
+/// of its ops only the outputs of the fused attention call (SDPA) and of every odd-numbered
+/// matmul in forward order (wq, wv, w1, w2 of a Llama layer; wk, wo, w3 run again) are kept
+/// (model::recompute_share, plan::layer_activation_bytes).
+enum class Recompute { kNone, kSelective, kFull, kSelectiveOp };
 
 /// Model FLOPs per token (forward + backward, no recompute): the MFU numerator, under Megatron's
 /// accounting (full s × s attention whatever the mask or window).
@@ -159,7 +165,9 @@ const char* to_string(CrossEntropyKernel k);
 /// Hardware FLOPs per token: model FLOPs plus what recompute runs again (the HFU numerator).
 /// Full recompute re-runs the forward of every layer (not the logits, Megatron Eq. 3);
 /// selective recompute re-runs the attention core (QKᵀ, softmax, ·V) (Korthikanti et al. 2022).
-double hardware_flops_per_token(const ModelConfig& m, Recompute r);
+/// `fused_attention`: the attention core is one fused kernel, which kSelectiveOp keeps (an
+/// unfused core, batched matmuls and softmax, it runs again).
+double hardware_flops_per_token(const ModelConfig& m, Recompute r, bool fused_attention = true);
 
 /// Megatron-LM SC21 Eq. 2 parameter count for a GPT with ffn = 4h: 12lh²(1 + 13/12h + (V+s)/12lh).
 double megatron_eq2_parameters(int layers, int hidden, int vocab, int seq_len);

@@ -113,6 +113,15 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   TRAINSIM_REQUIRE(par.dp % par.ep == 0, "parallel.ep",
           "EP " + str(par.ep) + " must divide DP " + str(par.dp) + " (experts shard the DP group)");
   TRAINSIM_REQUIRE(par.zero >= 0 && par.zero <= 3, "parallel.zero", "ZeRO stage must be 0..3");
+  // TorchTitan's per-op checkpointing policy is modelled on the layer it was written for: one
+  // GPU's whole dense, sequential layer (model::recompute_share counts its matmuls in order).
+  TRAINSIM_REQUIRE(train.recompute != model::Recompute::kSelectiveOp ||
+                       (par.tp == 1 && par.cp == 1 && m.experts == 0 && !m.parallel_block),
+          "training.recompute",
+          "selective-op (TorchTitan's per-op policy) is modelled for TP 1, CP 1 and dense, "
+          "sequential layers; this run has TP " + str(par.tp) + ", CP " + str(par.cp) +
+              (m.experts > 0 ? ", experts" : "") + (m.parallel_block ? ", a parallel block" : ""),
+          "use none, selective or full");
   TRAINSIM_REQUIRE(train.micro_batch >= 1, "training.micro_batch", "must be at least 1");
   TRAINSIM_REQUIRE(train.global_batch >= 1, "training.global_batch", "must be at least 1");
   const long per_step = static_cast<long>(train.micro_batch) * par.dp;

@@ -517,11 +517,12 @@ struct Builder {
     if (rc == model::Recompute::kFull && !recomputed_in_full(lo.layer)) rc = model::Recompute::kNone;
     if (rc == model::Recompute::kFull) {
       layer_forward(lo, Pass::kRecompute, mb, chunk);
-    } else if (rc == model::Recompute::kSelective) {
+    } else if (rc == model::Recompute::kSelective || rc == model::Recompute::kSelectiveOp) {
+      // The ops (or, under selective-op, the matmuls' shares) whose outputs are not kept run
+      // again in forward order (model::recompute_share); selective-op runs with TP 1 and CP 1.
       for (int op : lo.ops) {
-        if (model::attention_core(P.ops[static_cast<std::size_t>(op)])) {
-          compute(op, Pass::kRecompute, Part::kForward, mb, chunk, lo.layer);
-        }
+        const double share = model::recompute_share(ps.model, P.ops[static_cast<std::size_t>(op)], rc);
+        if (share > 0) compute(op, Pass::kRecompute, Part::kForward, mb, chunk, lo.layer, share);
       }
     }
     for (std::size_t r = lo.ops.size(); r-- > 0;) {

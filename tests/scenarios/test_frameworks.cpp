@@ -485,5 +485,36 @@ INSTANTIATE_TEST_SUITE_P(MegaScaleTable3, AblationLever, ::testing::Range<std::s
                            return name;
                          });
 
+// TorchTitan's per-op checkpointing (training.recompute selective-op) on Llama 2 70B, FSDP over
+// 64 A100 80GB at 4,096 tokens: its docs/performance.md (1ea476e9f) ran it at local batch 1 and
+// notes that batch 2 "will cause an OOM error when selective activation checkpointing is used";
+// the memory model agrees (what the policy keeps: 125,184 bytes a token and layer, 80 layers).
+TEST(Frameworks, TorchtitanSelectiveOpFitsAsPublished) {
+  const std::vector<std::string> sets = {
+      "model.preset=llama3-70b", "model.seq_len=4096", "model.vocab=32000",
+      "cluster.preset=selene-a100", "cluster.gpus=64", "parallel.tp=1", "parallel.pp=1",
+      "parallel.dp=64", "training.global_batch=64", "training.micro_batch=1",
+      "training.recompute=selective-op", "framework.preset=torchtitan-2024-04"};
+  const auto usage = [](const Scenario& s) {
+    const exec::RunConfig cfg = make_run_config(s);
+    const plan::Layout L = plan::make_layout(cfg.model, cfg.cluster, cfg.parallel, cfg.training);
+    return plan::memory_per_gpu(cfg.model, L, cfg.training, cfg.opt.fused_attention(),
+                                cfg.cluster.gpu);
+  };
+  const plan::MemoryUsage one = usage(load_scenario_string("", "t", sets));
+  EXPECT_TRUE(one.fits()) << one.peak_bytes / (1 << 30) << " GiB";
+  std::vector<std::string> two = sets;
+  two.push_back("training.micro_batch=2");
+  two.push_back("training.global_batch=128");
+  const plan::MemoryUsage batch2 = usage(load_scenario_string("", "t", two));
+  EXPECT_FALSE(batch2.fits()) << batch2.peak_bytes / (1 << 30) << " GiB";
+  // The policy's bytes a layer keeps: 2·8192 (input) + 2·8192 (wq) + 2·1024 (wv) + 2·8192 (SDPA
+  // output) + 4·64 (its log-sum-exp) + 2·28672 (w1) + 2·8192 (w2) per token.
+  const exec::RunConfig cfg = make_run_config(load_scenario_string("", "t", sets));
+  EXPECT_DOUBLE_EQ(plan::layer_activation_bytes(cfg.model, cfg.parallel, 1,
+                                                model::Recompute::kSelectiveOp, true),
+                   125184.0 * 4096);
+}
+
 }  // namespace
 }  // namespace trainsim::scen

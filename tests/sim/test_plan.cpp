@@ -367,5 +367,28 @@ TEST(Memory, PublishedModelStateFigures) {
   }
 }
 
+// TorchTitan's per-op checkpointing keeps, per token of a layer: its input (2h), wq's output
+// (2q), wv's (2kv), the fused attention's output (2q) and fp32 log-sum-exp per head (4a), w1's
+// output (2f) and, of a SwiGLU MLP, w2's (2h). Llama 3 8B: 2·4096 + 2·4096 + 2·1024 + 2·4096 +
+// 4·32 + 2·14336 + 2·4096 = 63,616 bytes a token. An unfused attention core keeps nothing; a GeLU
+// MLP's w2 runs again.
+TEST(Memory, SelectiveOpKeepsWhatTorchtitansPolicyKeeps) {
+  const model::ModelConfig m = testing::llama3_8b(2, 1024);
+  ParallelConfig p;
+  const double tokens = 2 * 1024;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kSelectiveOp, true),
+                   63616.0 * tokens);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, p, 2, model::Recompute::kSelectiveOp, false),
+                   (63616.0 - 2 * 4096 - 4 * 32) * tokens);
+  const model::ModelConfig g = gpt(4, 1024, 16, 1000, 512);
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(g, p, 2, model::Recompute::kSelectiveOp, true),
+                   (2.0 * 1024 * 4 + 2.0 * 4096 + 4.0 * 16) * 2 * 512);
+  // Between none and full: what it keeps is more than the input alone, less than everything.
+  EXPECT_GT(layer_activation_bytes(m, p, 2, model::Recompute::kSelectiveOp, true),
+            layer_activation_bytes(m, p, 2, model::Recompute::kFull, true));
+  EXPECT_LT(layer_activation_bytes(m, p, 2, model::Recompute::kSelectiveOp, true),
+            layer_activation_bytes(m, p, 2, model::Recompute::kNone, true));
+}
+
 }  // namespace
 }  // namespace trainsim::plan

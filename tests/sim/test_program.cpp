@@ -947,5 +947,75 @@ TEST(Program, FsdpCopiesGatheredParametersOutOnTheComputeStream) {
   EXPECT_NEAR(analytic, copied / bw + 2.0 * m * (2 + 2) * launch, 1e-9);
 }
 
+// training.recompute selective-op (TorchTitan's per-op checkpointing): before each layer's
+// backward the Program runs again what the policy did not keep, in forward order: wk's share of
+// the QKV GEMM (kv / (q + 2kv) = 1/6 here), the output projection, w3's half of the SwiGLU up
+// GEMM and every element-wise op but the MLP's residual add; never the attention kernel nor the
+// down projection. Both fidelities add exactly that time (per layer and micro-batch, each op at
+// its own launch plus its share of the rest) to a run without recompute. Under TP the policy is
+// refused, naming the key.
+TEST(Program, SelectiveOpRecomputesWhatTorchtitansPolicyDoesNotKeep) {
+  const std::string yaml =
+      "model: {layers: 2, hidden: 1024, heads: 16, kv_heads: 4, ffn_hidden: 2816, mlp: swiglu,\n"
+      "        norm: rmsnorm, position: rope, bias: false, dropout: false, tied_embeddings: false,\n"
+      "        vocab: 64, seq_len: 1024}\n"
+      "cluster: {preset: selene-a100, gpus: 8}\n"
+      "parallel: {tp: 1, pp: 1, dp: 8, zero: 3}\n"
+      "training: {global_batch: 16, micro_batch: 1, recompute: selective-op}\n"
+      "framework: {preset: torchtitan-2024-04}\n"
+      "optimizations: {dp_overlap: false}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  const scen::Scenario op = scen::load_scenario_string(yaml, "sac.yaml");
+  ASSERT_EQ(op.training.recompute, model::Recompute::kSelectiveOp);
+  const scen::Scenario none =
+      scen::load_scenario_string(yaml, "sac.yaml", {"training.recompute=none"});
+  const plan::ProgramSet ps = programs_of(op);
+  const int m = ps.layout.microbatches;
+  ASSERT_EQ(m, 2);
+  const plan::Program& P = ps.roles[0];
+  const RunConfig rc_op = scen::make_run_config(op), rc_none = scen::make_run_config(none);
+  const double peak = rc_op.cluster.gpu.peak_dense_16bit_flops;
+  const exec::ComputeModel cm{rc_op.profile, peak, peak, rc_op.cluster.gpu.hbm_Bps, false,
+                        rc_op.training.fp8_recipe};
+  double again = 0;
+  int qkv = 0, proj = 0, up = 0;
+  for (const plan::Task& t : P.tasks) {
+    if (t.type != plan::TaskType::kCompute || t.pass != plan::Pass::kRecompute) continue;
+    const model::Op& o = P.ops[static_cast<std::size_t>(t.op)];
+    EXPECT_NE(o.name, "attention");
+    EXPECT_NE(o.name, "mlp_down");
+    EXPECT_NE(o.name, "mlp_bias_dropout_add");
+    if (o.name == "qkv") {
+      ++qkv;
+      EXPECT_DOUBLE_EQ(t.fraction, 256.0 / (1024.0 + 512.0));
+    }
+    if (o.name == "attn_proj") {
+      ++proj;
+      EXPECT_DOUBLE_EQ(t.fraction, 1.0);
+    }
+    if (o.name == "mlp_up") {
+      ++up;
+      EXPECT_DOUBLE_EQ(t.fraction, 0.5);
+    }
+    again += cm.forward_share(o, t.fraction);
+  }
+  EXPECT_EQ(qkv, 2 * m);
+  EXPECT_EQ(proj, 2 * m);
+  EXPECT_EQ(up, 2 * m);
+  const double sched = exec::run_program(rc_op, free_comm()).iteration_time_s -
+                       exec::run_program(rc_none, free_comm()).iteration_time_s;
+  EXPECT_NEAR(sched, again, 1e-9);
+  const double analytic = exec::run_analytic(rc_op).breakdown.compute_s -
+                          exec::run_analytic(rc_none).breakdown.compute_s;
+  EXPECT_NEAR(analytic, again, 1e-9);
+  try {
+    exec::run_analytic(scen::make_run_config(
+        scen::load_scenario_string(yaml, "sac.yaml", {"parallel.tp=2", "parallel.dp=4"})));
+    FAIL() << "selective-op under TP 2";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "training.recompute") << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace trainsim

@@ -1,5 +1,6 @@
 // sim/model/transformer: parameter and FLOP accounting against closed forms derived by hand.
 #include "sim/model/transformer.h"
+#include "sim/model/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -168,6 +169,60 @@ TEST(Transformer, ParallelBlock) {
   pb.parallel_block = true;
   EXPECT_DOUBLE_EQ(count_parameters(m).total - count_parameters(pb).total, 2 * 2.0 * 512);
   EXPECT_DOUBLE_EQ(model_flops_per_token(m), model_flops_per_token(pb));
+}
+
+// TorchTitan's per-op checkpointing (Recompute::kSelectiveOp): of a Llama layer's matmuls in
+// forward order (wq, wk, wv, wo, w1, w3, w2) the even-numbered run again, wk, wo and w3; the
+// fused attention is kept. Llama 3 8B: the `qkv` op (wq, wk, wv: 4096 + 1024 + 1024 columns)
+// runs 1/6 of itself again, `mlp_up` (w1, w3) half, `attn_proj` in full, `mlp_down` and the
+// attention not; the extra hardware FLOPs are those three matmuls' share of the dense GEMMs,
+// (h·kv + q·h + h·f) / (h·(q + 2kv) + q·h + 3·h·f).
+TEST(Transformer, SelectiveOpRecomputesEveryOtherMatmul) {
+  const ModelConfig m = testing::llama3_8b(2, 1024);
+  Sharding shard;
+  shard.fused_attention = true;
+  std::vector<Op> ops;
+  layer_forward_ops(m, shard, 0, ops);
+  const auto share = [&](const char* name) {
+    for (const Op& op : ops) {
+      if (op.name == name) return recompute_share(m, op, Recompute::kSelectiveOp);
+    }
+    ADD_FAILURE() << name;
+    return -1.0;
+  };
+  EXPECT_DOUBLE_EQ(share("qkv"), 1024.0 / 6144.0);
+  EXPECT_DOUBLE_EQ(share("attn_proj"), 1.0);
+  EXPECT_DOUBLE_EQ(share("mlp_up"), 0.5);
+  EXPECT_DOUBLE_EQ(share("mlp_down"), 0.0);
+  EXPECT_DOUBLE_EQ(share("attention"), 0.0);
+  EXPECT_DOUBLE_EQ(share("norm_attn"), 1.0);
+  EXPECT_DOUBLE_EQ(share("mlp_bias_dropout_add"), 0.0);
+  for (const Op& op : ops) {
+    EXPECT_DOUBLE_EQ(recompute_share(m, op, Recompute::kFull), 1.0) << op.name;
+    EXPECT_DOUBLE_EQ(recompute_share(m, op, Recompute::kNone), 0.0) << op.name;
+    EXPECT_DOUBLE_EQ(recompute_share(m, op, Recompute::kSelective), attention_core(op) ? 1.0 : 0.0)
+        << op.name;
+  }
+  const double h = 4096, q = 4096, kv = 1024, f = 14336;
+  const ForwardFlops fw = forward_flops_per_token(m);
+  EXPECT_NEAR(hardware_flops_per_token(m, Recompute::kSelectiveOp) - model_flops_per_token(m),
+              fw.dense_gemm * (h * kv + q * h + h * f) / (h * (q + 2 * kv) + q * h + 3 * h * f),
+              1e-6 * fw.dense_gemm);
+  // An unfused attention core (batched matmuls and softmax) is not kept: it runs again.
+  EXPECT_NEAR(hardware_flops_per_token(m, Recompute::kSelectiveOp, false) -
+                  hardware_flops_per_token(m, Recompute::kSelectiveOp, true),
+              fw.attention, 1e-9 * fw.attention);
+  // A GeLU MLP has one up matmul (w1, the fifth: kept) and w2 the sixth (again).
+  const ModelConfig g = gpt(2, 1024, 16, 64, 1024);
+  layer_forward_ops(g, shard, 0, ops);
+  for (const Op& op : ops) {
+    const double expected = op.name == "mlp_up" ? 0.0 : op.name == "qkv" ? 1.0 / 3.0 : -1.0;
+    if (op.name == "mlp_up" || op.name == "qkv" || op.name == "mlp_down") {
+      EXPECT_DOUBLE_EQ(recompute_share(g, op, Recompute::kSelectiveOp),
+                       op.name == "mlp_down" ? 1.0 : expected)
+          << op.name;
+    }
+  }
 }
 
 }  // namespace
