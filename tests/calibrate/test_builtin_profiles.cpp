@@ -101,7 +101,21 @@ TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
   EXPECT_NEAR(gb300.gemm_peak_efficiency,
               1769.0 * (1822.0 / 1745) / 2500 * 0.641 / (794.5 / 989), 5e-4);
   EXPECT_EQ(gb300.nvlink.busbw_Bps, gb200.nvlink.busbw_Bps);
-  EXPECT_EQ(gb300.attention_bwd_efficiency, gb200.attention_bwd_efficiency);
+  // Blackwell Ultra's doubled exponential throughput (calibrate/profiles/README.md): NVIDIA's
+  // 1.35x FP8 attention forward (head 192/128) makes the exponentials x = 2(1 - 1/1.35) of it;
+  // at bf16 and head 128 they are r = x/(1-x) / (2·512/640) of the tensor time. Forward sped up by
+  // (1 + r)/(1 + r/2); the backward saves the same exponential time, half the forward's share.
+  const double x = 2 * (1 - 1 / 1.35), r = x / (1 - x) / (2 * 512.0 / 640), share = r / (1 + r);
+  for (const Profile* ultra : {&gb300, &b300}) {
+    const Profile& base = ultra == &gb300 ? gb200 : b200;
+    EXPECT_NEAR(ultra->attention_fwd_efficiency,
+                base.attention_fwd_efficiency * (1 + r) / (1 + r / 2), 1e-4);
+    EXPECT_NEAR(ultra->attention_bwd_efficiency,
+                1 / (1 / base.attention_bwd_efficiency - share / (4 * base.attention_fwd_efficiency)),
+                1e-4);
+    EXPECT_GT(ultra->attention_fwd_efficiency, base.attention_fwd_efficiency);
+    EXPECT_EQ(ultra->memory_bw_efficiency, base.memory_bw_efficiency);
+  }
 
   // Kernels at their own published fwd+bwd rates (FlashAttention-2's benchmark, causal, head
   // dimension 128, 16K tokens; a combined rate R counts 3.5 forward passes, the simulator 3, so
