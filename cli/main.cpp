@@ -349,7 +349,7 @@ void write_validation(const std::string& format, const std::string& output,
 
 int cmd_validate_files(const std::vector<std::string>& csvs, const std::string& format,
                        const std::string& output, const std::string& fid,
-                       const std::vector<scen::GroupColumn>& by) {
+                       const std::vector<scen::GroupColumn>& by, const std::string& scenarios) {
   std::vector<reports::ValidationFile> files;
   std::vector<scen::ValidationRow> all;
   for (const std::string& csv : csvs) {
@@ -358,6 +358,7 @@ int cmd_validate_files(const std::vector<std::string>& csvs, const std::string& 
     f.rows = scen::validate_runs(csv, fid);
     f.summary = scen::summarize(f.rows);
     check_validation(f.rows, f.summary, csv);
+    if (!scenarios.empty()) reports::write_row_scenarios(scenarios, f.rows, csv);
     all.insert(all.end(), f.rows.begin(), f.rows.end());
     files.push_back(std::move(f));
   }
@@ -370,7 +371,8 @@ int cmd_validate_files(const std::vector<std::string>& csvs, const std::string& 
 
 int cmd_validate(const std::vector<std::string>& csvs, const std::string& format,
                  const std::string& output, const std::string& report, const std::string& fidelity,
-                 const std::string& cross_validate, const std::string& group_by) {
+                 const std::string& cross_validate, const std::string& group_by,
+                 const std::string& scenarios) {
   const std::string fid = fidelity.empty() ? "analytic" : fidelity;
   // Parsed first, so that a typo is reported before any row is simulated.
   const std::vector<scen::GroupColumn> by =
@@ -381,7 +383,7 @@ int cmd_validate(const std::vector<std::string>& csvs, const std::string& format
                               cross_validate.empty() ? "--report" : "--cross-validate",
                               csvs.size()));
     }
-    return cmd_validate_files(csvs, format, output, fid, by);
+    return cmd_validate_files(csvs, format, output, fid, by, scenarios);
   }
   const std::string& csv = csvs.front();
   std::vector<scen::ValidationRow> rows;
@@ -420,6 +422,7 @@ int cmd_validate(const std::vector<std::string>& csvs, const std::string& format
       format, output, by, rows, [&] { return reports::validation_json(rows, summary); },
       [&] { return cv_note + reports::validation_text(rows, summary); });
   if (!report.empty()) reports::write_validation_report(report, rows, summary, csv);
+  if (!scenarios.empty()) reports::write_row_scenarios(scenarios, rows, csv);
   return 0;
 }
 
@@ -582,6 +585,11 @@ int main(int argc, char** argv) {
   validate->add_option("--report", vreport,
                        "Write an HTML report with charts, results.csv and results.json to DIR")
       ->check(report_folder());
+  std::string vscenarios;
+  validate->add_option("--scenarios", vscenarios,
+                       "Write each simulated row's configuration as a scenario file DIR/<id>.yaml "
+                       "(trainsim run it to see where its time goes, or change it)")
+      ->check(report_folder("--scenarios", "it writes one <id>.yaml per row into it"));
   std::string vgroup;
   validate->add_option("--group-by", vgroup,
                        "COL[:CUT...][,COL...]: after the tables, the MFU error of the rows grouped "
@@ -650,7 +658,7 @@ int main(int argc, char** argv) {
     }
     if (*run) return cmd_run(run_args);
     if (*validate) {
-      return cmd_validate(csvs, vformat, voutput, vreport, vfidelity, vcross, vgroup);
+      return cmd_validate(csvs, vformat, voutput, vreport, vfidelity, vcross, vgroup, vscenarios);
     }
     if (*sweep) return trainsim::cli::run_sweep_command(sweep_args);
     if (*explain) return cmd_explain(key, eformat);

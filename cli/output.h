@@ -75,9 +75,10 @@ inline CLI::Validator input_file() {
 /// The check of a --report FOLDER option: an existing path that is not a folder is refused when
 /// the command line is read, before any simulation (a run printed its whole result, then failed
 /// to create the folder, exit 4).
-inline CLI::Validator report_folder() {
+inline CLI::Validator report_folder(std::string option = "--report",
+                                    std::string writes = "it writes index.html and the data files into it") {
   return CLI::Validator(
-      [](std::string& path) -> std::string {
+      [option, writes](std::string& path) -> std::string {
         if (path.empty()) return "an empty folder name";
         std::error_code ec;
         // The nearest part of the path that exists must be a folder (`a.json/report` cannot be
@@ -85,7 +86,7 @@ inline CLI::Validator report_folder() {
         for (std::filesystem::path p = path; !p.empty(); p = p.parent_path()) {
           if (std::filesystem::exists(p, ec)) {
             if (!std::filesystem::is_directory(p, ec) && p != std::filesystem::path(path)) {
-              return "`" + p.string() + "` is a file: --report cannot create `" + path +
+              return "`" + p.string() + "` is a file: " + option + " cannot create `" + path +
                      "` under it";
             }
             break;
@@ -93,8 +94,7 @@ inline CLI::Validator report_folder() {
           if (p == p.parent_path()) break;
         }
         if (std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec)) {
-          return "`" + path + "` is a file: --report takes a folder (it writes index.html and " +
-                 "the data files into it)";
+          return "`" + path + "` is a file: " + option + " takes a folder (" + writes + ")";
         }
         return {};
       },

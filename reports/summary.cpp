@@ -11,6 +11,21 @@ namespace trainsim::reports {
 
 using nlohmann::ordered_json;
 
+ordered_json breakdown_json(const exec::Breakdown& b) {
+  return {{"compute_s", b.compute_s},
+          {"exposed_comm_s",
+           {{"tp", b.exposed_tp_s},
+            {"cp", b.exposed_cp_s},
+            {"ep", b.exposed_ep_s},
+            {"pp", b.exposed_pp_s},
+            {"dp", b.exposed_dp_s}}},
+          {"pipeline_bubble_s", b.pipeline_bubble_s},
+          {"optimizer_s", b.optimizer_s},
+          {"data_loading_s", b.data_loading_s},
+          {"gpu_variation_s", b.gpu_variation_s},
+          {"global_sync_s", b.global_sync_s}};
+}
+
 ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
                          const calib::Profile& profile) {
   ordered_json j;
@@ -35,19 +50,7 @@ ordered_json result_json(const exec::Result& r, const scen::Scenario& s,
   j["parameters"] = r.parameters;
   j["gpus"] = r.gpus;
   j["microbatches_per_pipeline"] = r.microbatches;
-  const exec::Breakdown& b = r.breakdown;
-  j["breakdown"] = {{"compute_s", b.compute_s},
-                    {"exposed_comm_s",
-                     {{"tp", b.exposed_tp_s},
-                      {"cp", b.exposed_cp_s},
-                      {"ep", b.exposed_ep_s},
-                      {"pp", b.exposed_pp_s},
-                      {"dp", b.exposed_dp_s}}},
-                    {"pipeline_bubble_s", b.pipeline_bubble_s},
-                    {"optimizer_s", b.optimizer_s},
-                    {"data_loading_s", b.data_loading_s},
-                    {"gpu_variation_s", b.gpu_variation_s},
-                    {"global_sync_s", b.global_sync_s}};
+  j["breakdown"] = breakdown_json(r.breakdown);
   const plan::MemoryUsage& m = r.memory;
   j["memory"] = {{"peak_bytes_per_gpu", m.peak_bytes},
                  {"capacity_bytes", m.capacity_bytes},

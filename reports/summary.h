@@ -21,6 +21,9 @@ nlohmann::ordered_json result_json(const exec::Result& r, const scen::Scenario& 
 /// `result_json` serialised with two-space indentation and a trailing newline.
 std::string result_json_text(const exec::Result& r, const scen::Scenario& s,
                              const calib::Profile& profile);
+/// Where an iteration's time goes, as `result_json` writes it under `breakdown` (and `validate`
+/// per row).
+nlohmann::ordered_json breakdown_json(const exec::Breakdown& b);
 /// The link classes of a flow-fidelity run as JSON (class, links, used, max and mean
 /// utilisation), as `result_json` writes them under network.link_classes.
 nlohmann::ordered_json link_classes_json(const exec::NetworkStats& n);

@@ -3,8 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <string_view>
 
+#include "reports/summary.h"
+#include "sim/core/error.h"
 #include "sim/core/version.h"
 
 namespace trainsim::reports {
@@ -50,6 +56,8 @@ ordered_json validation_json(const std::vector<scen::ValidationRow>& rows,
       continue;
     }
     row["predicted"] = figures(r.predicted);
+    row["breakdown"] = breakdown_json(r.predicted_breakdown);
+    row["set"] = r.scenario_set;
     row["published"] = figures(r.published);
     ordered_json derived = ordered_json::array();
     for (const auto& d : r.derived) derived.push_back(d);
@@ -211,6 +219,91 @@ nlohmann::ordered_json validation_groups_json(const std::vector<scen::GroupColum
     arr.push_back(std::move(j));
   }
   return arr;
+}
+
+
+namespace {
+
+// A scenario key tree: leaves hold quoted values.
+struct KeyNode {
+  std::string value;
+  bool leaf = false;
+  std::map<std::string, KeyNode> children;
+};
+
+std::string quoted(const std::string& v) {
+  std::string o = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o + "\"";
+}
+
+void emit(const KeyNode& n, int depth, std::string& out) {
+  for (const auto& [name, child] : n.children) {
+    out += std::string(static_cast<std::size_t>(2 * depth), ' ') + name + ":";
+    if (child.leaf) {
+      out += " " + quoted(child.value) + "\n";
+    } else {
+      out += "\n";
+      emit(child, depth + 1, out);
+    }
+  }
+}
+
+std::string file_name_of(const std::string& id) {
+  std::string o;
+  for (char c : id) {
+    o += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  }
+  return o.empty() ? std::string("row") : o;
+}
+
+}  // namespace
+
+int write_row_scenarios(const std::string& dir, const std::vector<scen::ValidationRow>& rows,
+                        const std::string& csv) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw_input("cannot create the folder: " + ec.message(), {dir, 0, "--scenarios"});
+  int written = 0;
+  for (const scen::ValidationRow& r : rows) {
+    if (!r.error_message.empty() || r.scenario_set.empty()) continue;
+    KeyNode root;
+    for (const std::string& kv : r.scenario_set) {
+      const std::size_t eq = kv.find('=');
+      KeyNode* node = &root;
+      std::string key = kv.substr(0, eq);
+      std::size_t start = 0;
+      while (true) {
+        const std::size_t dot = key.find('.', start);
+        node = &node->children[key.substr(start, dot - start)];
+        if (dot == std::string::npos) break;
+        start = dot + 1;
+      }
+      node->leaf = true;
+      node->value = kv.substr(eq + 1);
+    }
+    std::string text = fmt::format(
+        "# Row `{}` of {} (line {}), as `trainsim validate` simulated it: its cells, its `set`,\n"
+        "# the command's --set and what the searches chose (trainsim {}).\n# Source: {}\n",
+        r.id, csv, r.line, kVersion, r.source);
+    if (r.predicted.iter_s) {
+      text += fmt::format("# Predicted: {:.6g} s per iteration, MFU {:.4f}", *r.predicted.iter_s,
+                          r.predicted.mfu.value_or(0.0));
+      if (r.published.iter_s) text += fmt::format("; published: {:.6g} s", *r.published.iter_s);
+      text += "\n";
+    }
+    for (const std::string& w : r.warnings) text += "# Warning: " + w + "\n";
+    emit(root, 0, text);
+    const std::string path = (std::filesystem::path(dir) / (file_name_of(r.id) + ".yaml")).string();
+    std::ofstream out(path);
+    out << text;
+    if (!out) throw_input("cannot write the scenario file", {path, 0, "--scenarios"});
+    ++written;
+  }
+  return written;
 }
 
 }  // namespace trainsim::reports

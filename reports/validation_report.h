@@ -31,6 +31,14 @@ std::string validation_files_text(const std::vector<ValidationFile>& files,
 nlohmann::ordered_json validation_files_json(const std::vector<ValidationFile>& files,
                                              const scen::ValidationSummary& overall);
 
+/// `validate --scenarios DIR`: each simulated row of `csv` as the scenario file DIR/<id>.yaml (its
+/// `ValidationRow::scenario_set`, nested, every value quoted, with a comment naming the row, its
+/// source and the prediction), so that `trainsim run DIR/<id>.yaml` runs the configuration the
+/// row was simulated with. Creates DIR; returns the number of files written. A row that could not
+/// be simulated gets no file.
+int write_row_scenarios(const std::string& dir, const std::vector<scen::ValidationRow>& rows,
+                        const std::string& csv);
+
 /// `validate --group-by`: one line per group (its labels, rows, signed MFU error median / min /
 /// max and median |error| in points, iteration-time MAPE), and the same as JSON.
 std::string validation_groups_text(const std::vector<scen::GroupColumn>& by,

@@ -530,10 +530,11 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         Scenario scenario;
         exec::RunConfig cfg;
         std::string recompute_text;
+        std::map<std::string, std::string> keys;  // the scenario keys it was built from
       };
       const std::string where = file + ":" + std::to_string(line_no);
       const auto set_up = [&](const std::map<std::string, std::string>& keys) {
-        Setup su{build_scenario(keys, where), {}, {}};
+        Setup su{build_scenario(keys, where), {}, {}, keys};
         su.cfg = make_run_config(su.scenario);
         for (const auto& [key, value] : options.profile_overrides) {
           const auto colon = key.find(':');
@@ -683,6 +684,14 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       }
       Scenario chosen = std::move(best->scenario);
       exec::RunConfig cfg = std::move(best->cfg);
+      // The keys as simulated: the searched recompute as chosen, the fidelity of the command.
+      {
+        std::map<std::string, std::string> keys = best->keys;
+        keys["training.recompute"] = model::to_string(cfg.training.recompute);
+        keys["training.recompute_layers"] = std::to_string(cfg.training.recompute_layers);
+        keys["simulation.fidelity"] = fidelity;
+        for (const auto& [key, value] : keys) row.scenario_set.push_back(key + "=" + value);
+      }
       if (recompute.empty()) {
         row.assumed["recompute"] = best->recompute_text + " (blank: the least recompute that fits)";
       }

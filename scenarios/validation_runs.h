@@ -29,6 +29,10 @@ struct ValidationRow {
   std::map<std::string, std::string> assumed;  // filled-in value -> rule that chose it
   RunFigures predicted;
   exec::Breakdown predicted_breakdown;         // where the predicted iteration time goes
+  // The scenario keys the row was simulated with (its cells, its `set`, the command's --set and
+  // what the searches chose), as `key=value`: `trainsim run --set ...` with them (and the
+  // fidelity) runs the same configuration.
+  std::vector<std::string> scenario_set;
   RunFigures published;                        // as published or derived (see `derived`)
   std::vector<std::string> derived;            // which published figures were derived, and how
   // Published figures that disagree with each other under the row's FLOP convention (a time,

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -393,6 +394,55 @@ TEST(Cli, ValidateSeveralFilesSummarisesEachAndAll) {
   const CliRun missing = trainsim("validate " + a + " no-such-runs.csv");
   EXPECT_EQ(missing.code, 2) << missing.err;
   EXPECT_TRUE(has(missing.err, "no-such-runs.csv")) << missing.err;
+}
+
+// `validate --scenarios DIR` writes each simulated row as DIR/<id>.yaml: running that file gives
+// the row's predicted iteration to the bit, whatever the searches chose (the MegaScale rows'
+// micro-batch and recompute, Llama 3's interleaving and uneven end stages, TorchTitan's
+// selective-op); the JSON rows carry the same keys (`set`) and where the time goes (`breakdown`,
+// summing to the iteration).
+TEST(Cli, ValidateWritesEachRowAsAScenario) {
+  const std::string dir = temp_path("row-scenarios");
+  const std::string files = "scenarios/validation/llama3-runs.csv "
+                            "scenarios/validation/torchtitan-2024-runs.csv "
+                            "scenarios/validation/published-runs.csv";
+  const CliRun v = trainsim("validate " + files + " --format json --scenarios " + dir);
+  ASSERT_EQ(v.code, 0) << v.err;
+  const auto doc = nlohmann::json::parse(v.out);
+  int checked = 0;
+  for (const auto& f : doc["files"]) {
+    for (const auto& row : f["rows"]) {
+      const std::string id = row["id"];
+      if (id != "llama3-405b-16384" && id != "tt-llama3-8b-selop" && id != "ms175-256-meg" &&
+          id != "sc21-145.6b") {
+        continue;
+      }
+      ++checked;
+      const double iter = row["predicted"]["iter_s"].get<double>();
+      const auto& b = row["breakdown"];
+      double sum = b["compute_s"].get<double>() + b["pipeline_bubble_s"].get<double>() +
+                   b["optimizer_s"].get<double>() + b["data_loading_s"].get<double>() +
+                   b["gpu_variation_s"].get<double>() + b["global_sync_s"].get<double>();
+      for (const auto& [dim, s] : b["exposed_comm_s"].items()) sum += s.get<double>();
+      EXPECT_NEAR(sum, iter, 1e-9 * iter) << id;
+      EXPECT_FALSE(row["set"].empty()) << id;
+      const std::string yaml = slurp(dir + "/" + id + ".yaml");
+      EXPECT_TRUE(has(yaml, "# Row `" + id + "`")) << yaml;
+      const CliRun r = trainsim("run " + dir + "/" + id + ".yaml --format json");
+      ASSERT_EQ(r.code, 0) << id << ": " << r.err;
+      EXPECT_EQ(nlohmann::json::parse(r.out)["iteration_time_s"].get<double>(), iter) << id;
+    }
+  }
+  EXPECT_EQ(checked, 4);
+  // A folder that cannot be made (under a file) is refused, naming the option.
+  const std::string file = temp_path("row-scenarios-file");
+  std::ofstream(file) << "x";
+  const CliRun bad = trainsim("validate scenarios/validation/llama3-runs.csv --scenarios " + file +
+                              "/sub");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_TRUE(has(bad.err, "--scenarios cannot create")) << bad.err;
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(file);
 }
 
 TEST(Cli, ValidateRowThatCannotRunAndCorruptCsv) {
