@@ -377,6 +377,13 @@ int cmd_validate(const std::vector<std::string>& csvs, const std::string& format
   // Parsed first, so that a typo is reported before any row is simulated.
   const std::vector<scen::GroupColumn> by =
       group_by.empty() ? std::vector<scen::GroupColumn>{} : scen::parse_group_by(group_by);
+  if (!cross_validate.empty() && !scenarios.empty()) {
+    // Leave-one-source-out refits profile constants per source, which a scenario file cannot
+    // carry: its rows would not run as they were simulated.
+    throw_input("`--scenarios` writes rows as the plain validation simulates them; "
+                "`--cross-validate` refits profile constants per source, which a scenario file "
+                "does not hold (run it without --cross-validate)");
+  }
   if (csvs.size() > 1) {
     if (!cross_validate.empty() || !report.empty()) {
       throw_input(fmt::format("`{}` takes one runs file; {} were given (run it per file)",

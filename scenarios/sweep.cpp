@@ -685,7 +685,7 @@ PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base,
     recomputes_.push_back(recompute == "full"           ? model::Recompute::kFull
                           : recompute == "selective"    ? model::Recompute::kSelective
                           : recompute == "selective-op" ? model::Recompute::kSelectiveOp
-                                                     : model::Recompute::kNone);
+                                                        : model::Recompute::kNone);
   }
 }
 

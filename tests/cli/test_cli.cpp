@@ -441,6 +441,11 @@ TEST(Cli, ValidateWritesEachRowAsAScenario) {
                               "/sub");
   EXPECT_EQ(bad.code, 2) << bad.err;
   EXPECT_TRUE(has(bad.err, "--scenarios cannot create")) << bad.err;
+  // Leave-one-source-out refits profile constants a scenario file cannot hold: refused.
+  const CliRun cv = trainsim("validate scenarios/validation/llama3-runs.csv --cross-validate "
+                             "source --scenarios " + dir);
+  EXPECT_EQ(cv.code, 2) << cv.err;
+  EXPECT_TRUE(has(cv.err, "--cross-validate")) << cv.err;
   std::filesystem::remove_all(dir);
   std::filesystem::remove(file);
 }
