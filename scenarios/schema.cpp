@@ -542,7 +542,7 @@ std::vector<KeyDef> build_schema() {
                       "layer's forward, or training.recompute_layers of each model chunk), "
                       "selective-op (PyTorch per-op checkpointing with TorchTitan's policy: each "
                       "layer keeps the fused attention output and every second matmul output, "
-                      "the rest runs again; TP 1, CP 1, dense models), or auto (the least of "
+                      "the rest runs again; CP 1, dense models, TP with SP), or auto (the least of "
                       "none, selective, full of 1, 2, ... layers per model chunk, full that fits "
                       "in memory)",
        .choices = {"auto", "none", "selective", "full", "selective-op"},

@@ -223,7 +223,8 @@ void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops
     const double f = split ? c.cm.forward_split(op, par.tp) : c.cm.forward(op);
     const double b = split ? c.cm.backward_split(op, par.tp) : c.cm.backward(op);
     // What recompute runs again of the op's forward before its backward (model::recompute_share).
-    const double r = recompute_all ? f : c.cm.forward_share(op, model::recompute_share(c.cfg.model, op, recompute));
+    const double share = model::recompute_share(c.cfg.model, op, recompute);
+    const double r = recompute_all ? f : c.cm.forward_share(op, share, split ? par.tp : 1);
     out.add(kForward, f);
     out.add(kBackward, b + r);
     out.add(kCompute, f + b + r);
@@ -239,6 +240,11 @@ void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops
         out.add(kTp, passes_fwd * tp_exposed(c, ag.time_s, f, false) +
                          tp_exposed(c, rs.time_s, b / 2, wgrad));
         out.traffic(ag, passes_fwd);
+        if (!recompute_all && recompute == model::Recompute::kSelectiveOp && share > 0) {
+          // Per-op checkpointing replays the SP all-gather (not a kept op) before the share.
+          out.add(kTp, tp_exposed(c, ag.time_s, r, false));
+          out.traffic(ag);
+        }
         out.traffic(rs);
         if (wgrad && !par.sp_saves_gathered_input) {
           // Megatron and Transformer Engine keep only the rank's own rows of the input and

@@ -137,12 +137,14 @@ struct ComputeModel {
   // pieces add launches, while the tile under-fill that the surface's m/(m+d0) term prices for a
   // lone GEMM happens once, at the pipeline's tail, so the GEMM keeps its whole-shape rate.
   /// A share (0..1) of the op's forward run again by recompute: its launch and that share of the
-  /// rest (the whole op's rate), as the Program prices a compute task's fraction.
-  double forward_share(const model::Op& op, double share) const {
+  /// rest (the whole op's rate), as the Program prices a compute task's fraction; a GEMM split
+  /// into `chunks` TP-overlap pieces pays a launch per piece (forward_split).
+  double forward_share(const model::Op& op, double share, int chunks = 1) const {
     if (share <= 0) return 0.0;
-    if (share >= 1) return forward(op);
+    const bool split = op.kind == model::OpKind::kGemm && op.batch <= 1 && chunks > 1;
+    if (share >= 1) return split ? forward_split(op, chunks) : forward(op);
     const double launch = this->launch(op);
-    return launch + (forward(op) - launch) * share;
+    return (split ? chunks : 1) * launch + (forward(op) - launch) * share;
   }
   double forward_split(const model::Op& op, int chunks) const {
     if (op.kind != model::OpKind::kGemm || op.batch > 1 || chunks <= 1) return forward(op);

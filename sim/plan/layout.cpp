@@ -116,10 +116,12 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   // TorchTitan's per-op checkpointing policy is modelled on the layer it was written for: one
   // GPU's whole dense, sequential layer (model::recompute_share counts its matmuls in order).
   TRAINSIM_REQUIRE(train.recompute != model::Recompute::kSelectiveOp ||
-                       (par.tp == 1 && par.cp == 1 && m.experts == 0 && !m.parallel_block),
+                       ((par.tp == 1 || par.sp) && par.cp == 1 && m.experts == 0 &&
+                        !m.parallel_block),
           "training.recompute",
-          "selective-op (TorchTitan's per-op policy) is modelled for TP 1, CP 1 and dense, "
-          "sequential layers; this run has TP " + str(par.tp) + ", CP " + str(par.cp) +
+          "selective-op (TorchTitan's per-op policy) is modelled for CP 1, dense sequential "
+          "layers and TP with sequence parallelism (TorchTitan's); this run has TP " +
+              str(par.tp) + (par.tp > 1 && !par.sp ? " without SP" : "") + ", CP " + str(par.cp) +
               (m.experts > 0 ? ", experts" : "") + (m.parallel_block ? ", a parallel block" : ""),
           "use none, selective or full");
   TRAINSIM_REQUIRE(train.micro_batch >= 1, "training.micro_batch", "must be at least 1");

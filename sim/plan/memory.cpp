@@ -23,15 +23,18 @@ double layer_activation_bytes(const model::ModelConfig& m, const ParallelConfig&
   const double kv = m.kv_dim();
   const double f = m.ffn_hidden;
   if (recompute == model::Recompute::kSelectiveOp) {
-    // TorchTitan's per-op policy (model::recompute_share; run with TP 1 and CP 1, dense layers):
-    // the checkpoint's input (the layer input) and the outputs the policy keeps, 16-bit: wq (q),
-    // wv (kv), the fused attention's output (q) with its fp32 log-sum-exp per head (an unfused
-    // core keeps nothing), w1 (f) and, of a SwiGLU MLP, w2 (h). Dropout masks are drawn again.
+    // TorchTitan's per-op policy (model::recompute_share; CP 1, dense layers, TP with SP): the
+    // checkpoint's input (the layer input, SP-sharded) and the outputs the policy keeps, 16-bit:
+    // wq (q/t), wv (kv/t), the fused attention's output (q/t) with its fp32 log-sum-exp per head
+    // (an unfused core keeps nothing), w1 (f/t) and, of a SwiGLU MLP, w2's local output, which
+    // under TP is the row-parallel partial sum, h wide before its reduce-scatter; under TP the two
+    // reduce-scatters' outputs (h/t each) are kept too. Dropout masks are drawn again.
     const bool swiglu = m.mlp == model::MlpKind::kSwiglu;
     const double q = m.q_dim();
-    const double kept = 2.0 * q + 2.0 * kv + 2.0 * f + (swiglu ? 2.0 * h : 0.0) +
-                        (fused_attention ? 2.0 * q + 4.0 * m.heads : 0.0);
-    return sbh_tokens * (2.0 * h / replicated_div + kept / t);
+    const double sharded = 2.0 * q + 2.0 * kv + 2.0 * f + (fused_attention ? 2.0 * q + 4.0 * m.heads : 0.0);
+    const double reduce_scattered = t > 1 ? 2.0 * 2.0 * h / t : 0.0;
+    return sbh_tokens * (2.0 * h / replicated_div + sharded / t + (swiglu ? 2.0 * h : 0.0) +
+                         reduce_scattered);
   }
   const double drop = m.dropout ? 1.0 : 0.0;  // one byte per element for each dropout mask
   // Replicated in TP (Korthikanti's 10·sbh): norm inputs 2+2, QKV input 2, MLP input 2, and the

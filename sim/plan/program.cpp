@@ -283,7 +283,7 @@ struct Builder {
   // Collective before the computation `part` of op (forward: SP all-gather of the input; backward:
   // the gathered gradient). Chunk i of the collective feeds chunk i of the computation.
   void comm_then_compute(coll::Kind kind, int op, Pass pass, Part part, int mb, int chunk,
-                         int layer) {
+                         int layer, double share = 1.0) {
     const int n = tp_chunks();
     const std::uint32_t producer = last_compute;
     const double bytes = kind == coll::Kind::kAllGather ? gathered_bytes(op) : act_bytes;
@@ -294,7 +294,7 @@ struct Builder {
                      {producer}, static_cast<std::int16_t>(n > 1 ? i : -1));
     }
     for (int i = 0; i < n; ++i) {
-      compute(op, pass, part, mb, chunk, layer, 1.0 / n, comm[static_cast<std::size_t>(i)],
+      compute(op, pass, part, mb, chunk, layer, share / n, comm[static_cast<std::size_t>(i)],
               static_cast<std::int16_t>(n > 1 ? i : -1));
     }
   }
@@ -519,10 +519,26 @@ struct Builder {
       layer_forward(lo, Pass::kRecompute, mb, chunk);
     } else if (rc == model::Recompute::kSelective || rc == model::Recompute::kSelectiveOp) {
       // The ops (or, under selective-op, the matmuls' shares) whose outputs are not kept run
-      // again in forward order (model::recompute_share); selective-op runs with TP 1 and CP 1.
+      // again in forward order (model::recompute_share); under TP (with SP, CP 1) selective-op
+      // replays a column-parallel op's all-gather before its share, while the reduce-scatters'
+      // outputs are kept.
       for (int op : lo.ops) {
-        const double share = model::recompute_share(ps.model, P.ops[static_cast<std::size_t>(op)], rc);
-        if (share > 0) compute(op, Pass::kRecompute, Part::kForward, mb, chunk, lo.layer, share);
+        const model::Op& o = P.ops[static_cast<std::size_t>(op)];
+        const double share = model::recompute_share(ps.model, o, rc);
+        if (share <= 0) continue;
+        const int n = o.kind == model::OpKind::kGemm && o.batch <= 1 && tp() &&
+                              (o.tp_comm_before || o.tp_comm_after)
+                          ? tp_chunks()
+                          : 1;
+        if (tp() && sp() && o.tp_comm_before) {
+          comm_then_compute(coll::Kind::kAllGather, op, Pass::kRecompute, Part::kForward, mb,
+                            chunk, lo.layer, share);
+        } else {
+          for (int i = 0; i < n; ++i) {
+            compute(op, Pass::kRecompute, Part::kForward, mb, chunk, lo.layer, share / n, kNoTask,
+                    static_cast<std::int16_t>(n > 1 ? i : -1));
+          }
+        }
       }
     }
     for (std::size_t r = lo.ops.size(); r-- > 0;) {

@@ -383,6 +383,15 @@ TEST(Memory, SelectiveOpKeepsWhatTorchtitansPolicyKeeps) {
   const model::ModelConfig g = gpt(4, 1024, 16, 1000, 512);
   EXPECT_DOUBLE_EQ(layer_activation_bytes(g, p, 2, model::Recompute::kSelectiveOp, true),
                    (2.0 * 1024 * 4 + 2.0 * 4096 + 4.0 * 16) * 2 * 512);
+  // Under TP 4 with SP: the input and the sharded outputs over t, w2's row-parallel partial sum
+  // whole (h wide), and the two reduce-scatters' outputs (h/t each).
+  ParallelConfig tp4;
+  tp4.tp = 4;
+  tp4.sp = true;
+  EXPECT_DOUBLE_EQ(layer_activation_bytes(m, tp4, 2, model::Recompute::kSelectiveOp, true),
+                   (2.0 * 4096 / 4 + (2.0 * 4096 + 2 * 1024 + 2 * 4096 + 4 * 32 + 2 * 14336) / 4 +
+                    2.0 * 4096 + 2 * 2.0 * 4096 / 4) *
+                       tokens);
   // Between none and full: what it keeps is more than the input alone, less than everything.
   EXPECT_GT(layer_activation_bytes(m, p, 2, model::Recompute::kSelectiveOp, true),
             layer_activation_bytes(m, p, 2, model::Recompute::kFull, true));

@@ -1008,10 +1008,45 @@ TEST(Program, SelectiveOpRecomputesWhatTorchtitansPolicyDoesNotKeep) {
   const double analytic = exec::run_analytic(rc_op).breakdown.compute_s -
                           exec::run_analytic(rc_none).breakdown.compute_s;
   EXPECT_NEAR(analytic, again, 1e-9);
+  // Under TP with SP (TorchTitan's 2D) the same shares run as TP pieces, each column-parallel
+  // one after its replayed all-gather: with free communication both fidelities again add
+  // exactly the tasks' time, and the recompute pass carries one all-gather per such op.
+  const scen::Scenario tp2 =
+      scen::load_scenario_string(yaml, "sac.yaml", {"parallel.tp=2", "parallel.dp=4"});
+  const scen::Scenario tp2_none = scen::load_scenario_string(
+      yaml, "sac.yaml", {"parallel.tp=2", "parallel.dp=4", "training.recompute=none"});
+  const plan::ProgramSet ps2 = programs_of(tp2);
+  double again2 = 0;
+  const auto tp_gathers = [](const plan::Program& prog) {
+    int n = 0;
+    for (const plan::Task& t : prog.tasks) {
+      n += t.type == plan::TaskType::kCollective && t.dim == plan::Dim::kTp &&
+           t.collective == coll::Kind::kAllGather;
+    }
+    return n;
+  };
+  for (const plan::Task& t : ps2.roles[0].tasks) {
+    if (t.type != plan::TaskType::kCompute || t.pass != plan::Pass::kRecompute) continue;
+    again2 += cm.forward_share(ps2.roles[0].ops[static_cast<std::size_t>(t.op)], t.fraction);
+  }
+  // The replayed gathers: qkv's and mlp_up's, 2 layers, 4 micro-batches (DP 4).
+  ASSERT_EQ(ps2.layout.microbatches, 4);
+  EXPECT_EQ(tp_gathers(ps2.roles[0]) - tp_gathers(programs_of(tp2_none).roles[0]), 2 * 2 * 4);
+  const RunConfig rc_tp2 = scen::make_run_config(tp2), rc_tp2_none = scen::make_run_config(tp2_none);
+  EXPECT_NEAR(exec::run_program(rc_tp2, free_comm()).iteration_time_s -
+                  exec::run_program(rc_tp2_none, free_comm()).iteration_time_s,
+              again2, 1e-9);
+  EXPECT_NEAR(exec::run_analytic(rc_tp2).breakdown.compute_s -
+                  exec::run_analytic(rc_tp2_none).breakdown.compute_s,
+              again2, 1e-9);
+  // With communication the replayed gathers cost TP time at both fidelities.
+  EXPECT_GT(exec::run_analytic(rc_tp2).breakdown.exposed_tp_s,
+            exec::run_analytic(rc_tp2_none).breakdown.exposed_tp_s);
+  // TP without SP (all-reduced outputs, which the policy would replay) is refused, naming the key.
   try {
-    exec::run_analytic(scen::make_run_config(
-        scen::load_scenario_string(yaml, "sac.yaml", {"parallel.tp=2", "parallel.dp=4"})));
-    FAIL() << "selective-op under TP 2";
+    exec::run_analytic(scen::make_run_config(scen::load_scenario_string(
+        yaml, "sac.yaml", {"parallel.tp=2", "parallel.dp=4", "parallel.sp=false"})));
+    FAIL() << "selective-op under TP 2 without SP";
   } catch (const Error& e) {
     EXPECT_EQ(e.where().field, "training.recompute") << e.what();
   }
