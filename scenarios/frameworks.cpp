@@ -234,7 +234,7 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "time repeats them for SDPA (repeat_kv), but saved at the queries' width they would "
        "not let Llama 3 405B train at 8K without recompute as §3.3.2 says it did",
        torchtitan_values(),
-       "flash2", "torchtitan", "megatron"},
+       "flash2", "torchtitan", "megatron", true, /*selective_recompute=*/false},
       {"torchtitan-2024-04", "TorchTitan of April 2024 (FSDP2, eager PyTorch)", "2024-04",
        "pytorch/torchtitan commit 1ea476e9f (2024-04-24), whose docs/performance.md publishes the "
        "64-GPU A100 FSDP2 runs: train_configs compile = false (eager PyTorch) with norm_type "
@@ -248,7 +248,7 @@ std::vector<FrameworkPreset> framework_presets_listed() {
                                   {"framework.rope", "complex"},
                                   {"framework.activation", "unfused"},
                                   {"framework.gqa_kv", "repeat"}}),
-       "flash2", "torchtitan", "megatron"},
+       "flash2", "torchtitan", "megatron", true, /*selective_recompute=*/false},
       {"llm-foundry-2023", "MosaicML LLM Foundry on Composer (PyTorch FSDP), as its MPT benchmarks ran",
        "2023-10",
        "LLM Foundry scripts/train/benchmarking (README tables and submit_benchmarks.py, "
@@ -307,7 +307,15 @@ std::vector<std::string> capability_notes(const FrameworkPreset& fw, int zero, i
   if (fw.name == "none") return notes;
   const std::string head = "framework.preset " + fw.name + " (" + fw.date + ") had no ";
   if (selective_recompute && !fw.selective_recompute) {
-    notes.push_back(head + "selective recompute (Megatron-LM 2022-05); simulated as asked");
+    // TorchTitan checkpoints whole layers or per op, never Megatron's attention core alone
+    // (torchtitan parallelize_llama.py: activation_checkpoint.mode full or selective with
+    // selective_ac_option `op` or a layer interval).
+    notes.push_back(head + "selective recompute (Megatron-LM's attention core, 2022-05)" +
+                    (fw.system == "torchtitan"
+                         ? "; its own selective checkpointing is training.recompute selective-op "
+                           "(per op) or full with training.recompute_layers (per layer)"
+                         : "") +
+                    "; simulated as asked");
   }
   if (zero >= 1 && !fw.sharded_optimizer) {
     notes.push_back(head + "sharded optimizer (Megatron-LM's distributed optimizer, 2022-06); "

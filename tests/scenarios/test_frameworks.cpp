@@ -241,6 +241,18 @@ TEST(Frameworks, WhatAVersionLackedIsNoted) {
   EXPECT_EQ(notes_with(sc21, "had no selective recompute"), 1);
   EXPECT_EQ(notes_with(sc21, "had no context parallelism"), 1);
   EXPECT_EQ(notes_with(sc21, "had no ZeRO-"), 0);  // the sharded-optimizer note says it
+  // TorchTitan's selective checkpointing is per op or per layer: Megatron's attention-core mode
+  // is noted, naming its own (selective-op), which is not.
+  for (const char* fw : {"torchtitan-2024", "torchtitan-2024-04"}) {
+    const Scenario sel = load_scenario_string(
+        "", "t", {std::string("framework.preset=") + fw, "training.recompute=selective"});
+    EXPECT_EQ(notes_with(sel, "had no selective recompute"), 1) << fw;
+    EXPECT_EQ(notes_with(sel, "training.recompute selective-op"), 1) << fw;
+    const Scenario op = load_scenario_string(
+        "", "t", {std::string("framework.preset=") + fw, "training.recompute=selective-op",
+                  "parallel.tp=1", "parallel.cp=1"});
+    EXPECT_EQ(notes_with(op, "had no"), 0) << fw;
+  }
   // What each version had says nothing.
   for (const char* fw : {"deepspeed-2023", "torchtitan-2024", "llm-foundry-2023", "nemo-2025"}) {
     const Scenario ok = load_scenario_string(
