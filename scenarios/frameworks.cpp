@@ -234,7 +234,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "time repeats them for SDPA (repeat_kv), but saved at the queries' width they would "
        "not let Llama 3 405B train at 8K without recompute as §3.3.2 says it did",
        torchtitan_values(),
-       "flash2", "torchtitan", "megatron", true, /*selective_recompute=*/false},
+       "flash2", "torchtitan", "megatron", true, /*selective_recompute=*/false,
+       /*sharded_optimizer=*/true, /*context_parallel=*/true, /*max_zero=*/3,
+       /*op_recompute=*/true},
       {"torchtitan-2024-04", "TorchTitan of April 2024 (FSDP2, eager PyTorch)", "2024-04",
        "pytorch/torchtitan commit 1ea476e9f (2024-04-24), whose docs/performance.md publishes the "
        "64-GPU A100 FSDP2 runs: train_configs compile = false (eager PyTorch) with norm_type "
@@ -248,7 +250,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
                                   {"framework.rope", "complex"},
                                   {"framework.activation", "unfused"},
                                   {"framework.gqa_kv", "repeat"}}),
-       "flash2", "torchtitan", "megatron", true, /*selective_recompute=*/false},
+       "flash2", "torchtitan", "megatron", true, /*selective_recompute=*/false,
+       /*sharded_optimizer=*/true, /*context_parallel=*/true, /*max_zero=*/3,
+       /*op_recompute=*/true},
       {"llm-foundry-2023", "MosaicML LLM Foundry on Composer (PyTorch FSDP), as its MPT benchmarks ran",
        "2023-10",
        "LLM Foundry scripts/train/benchmarking (README tables and submit_benchmarks.py, "

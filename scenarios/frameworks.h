@@ -48,6 +48,10 @@ struct FrameworkPreset {
   // terms); parameter sharding came to Megatron-Core as Megatron FSDP in 2025 (the nemo-2025
   // GB200 recipes that use it). DeepSpeed, FSDP (TorchTitan, LLM Foundry): 3.
   int max_zero = 3;
+  // PyTorch's per-op selective activation checkpointing with TorchTitan's policy
+  // (training.recompute selective-op; TorchTitan since 2024-04, `selective_ac_option = "op"`):
+  // with `selective_recompute` it sets framework.selective_recompute (op, attention or none).
+  bool op_recompute = false;
 };
 
 /// Notes for a scenario that asks its framework preset for what that version did not have

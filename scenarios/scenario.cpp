@@ -257,6 +257,11 @@ class Resolver {
     for (const auto& [key, value] : fw->values) {
       if (!given(key)) set(key, value, "framework " + name);
     }
+    if (!given("framework.selective_recompute")) {
+      set("framework.selective_recompute",
+          fw->op_recompute ? "op" : fw->selective_recompute ? "attention" : "none",
+          "framework " + name);
+    }
     fused_attention_kernel_ = fw->fused_attention;
   }
 
@@ -1048,6 +1053,10 @@ class Resolver {
                   : recompute == "selective-op" ? model::Recompute::kSelectiveOp
                                                 : model::Recompute::kNone;
     scenario_.recompute_auto = recompute == "auto";
+    const std::string selective = get("framework.selective_recompute");
+    t.selective_mode = selective == "op"     ? model::Recompute::kSelectiveOp
+                       : selective == "none" ? model::Recompute::kNone
+                                             : model::Recompute::kSelective;
     t.recompute_layers = integer("training.recompute_layers");
     t.cpu_offload_layers = integer("training.cpu_offload_layers");
     t.optimizer =

@@ -542,9 +542,10 @@ std::vector<KeyDef> build_schema() {
                       "layer's forward, or training.recompute_layers of each model chunk), "
                       "selective-op (PyTorch per-op checkpointing with TorchTitan's policy: each "
                       "layer keeps the fused attention output and every second matmul output, "
-                      "the rest runs again; CP 1, dense models, TP with SP), or auto (the least of "
-                      "none, selective, full of 1, 2, ... layers per model chunk, full that fits "
-                      "in memory)",
+                      "the rest runs again; CP 1, dense models, TP with SP), or auto (the least "
+                      "recompute that fits in memory: none, the framework's selective "
+                      "(framework.selective_recompute), full of 1, 2, ... layers per model chunk, "
+                      "full; selective-op is tried where its replayed FLOPs fall among full's)",
        .choices = {"auto", "none", "selective", "full", "selective-op"},
        .aliases = {"recompute_granularity", "activation_checkpointing", "checkpoint_activations",
                    "recompute_activations", "gradient_checkpointing"}},
@@ -646,6 +647,18 @@ std::vector<KeyDef> build_schema() {
                       "PyTorch's scaled_dot_product_attention before 2.5)",
        .choices = {"native", "repeat"},
        .aliases = {"repeat_kv", "enable_gqa"}},
+      {.path = "framework.selective_recompute",
+       .type = K::kEnum,
+       .default_value = "attention",
+       .description = "The framework's own selective recompute, what training.recompute auto and "
+                      "sweep --auto try between none and full: attention (Megatron's attention "
+                      "core, training.recompute selective; Megatron-LM since 2022-05), op "
+                      "(PyTorch's per-op activation checkpointing with TorchTitan's policy, "
+                      "selective-op) or none (the framework has neither: DeepSpeed, LLM Foundry, "
+                      "Megatron-LM of 2021). Set by the framework preset; a run that states its "
+                      "recompute is simulated as stated",
+       .choices = {"attention", "op", "none"},
+       .aliases = {"selective_ac_option", "selective_recompute_mode"}},
       {.path = "framework.shard_group",
        .type = K::kEnum,
        .default_value = "dp",

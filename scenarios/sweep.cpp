@@ -204,7 +204,12 @@ std::size_t for_each_auto_row(const Scenario& base,
   const std::string& schedule = base.values.at("parallel.schedule");
   const bool flat_schedule = given != base.origin.end() && is_given_origin(given->second) &&
                              (schedule == "gpipe" || schedule == "1f1b");
-  const char* recompute[] = {"none", "selective", "full"};
+  // None, the framework's selective recompute (framework.selective_recompute), full.
+  const std::string& selective = base.values.at("framework.selective_recompute");
+  std::vector<const char*> recompute = {"none"};
+  if (selective == "attention") recompute.push_back("selective");
+  if (selective == "op") recompute.push_back("selective-op");
+  recompute.push_back("full");
   std::size_t rows = 0;
   for (const int tp : divisors(gpus)) {
     if (tp > m.heads) continue;

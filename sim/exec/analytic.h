@@ -74,7 +74,11 @@ namespace trainsim::exec {
 /// (framework.fsdp_copy_out, the TorchTitan presets).
 /// analytic-28: training.recompute selective-op, PyTorch's per-op checkpointing with TorchTitan's
 /// policy (model::recompute_share, plan::layer_activation_bytes); no earlier result moves.
-inline constexpr const char* kAnalyticModelVersion = "analytic-28";
+/// analytic-29: training.recompute auto (and sweep --auto) tries the framework's own selective
+/// recompute (framework.selective_recompute): TorchTitan's selective-op, placed among full
+/// recompute of n layers by the FLOPs it replays, and none where the framework has no selective
+/// mode; pricing unchanged, a run that states its recompute gives the same result.
+inline constexpr const char* kAnalyticModelVersion = "analytic-29";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

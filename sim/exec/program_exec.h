@@ -80,7 +80,8 @@ namespace trainsim::exec {
 /// program-22: the RoPE, GQA-repeat and eager-SwiGLU ops of analytic-26.
 /// program-23: FSDP2's copy-out tasks after each parameter gather (analytic-27).
 /// program-24: selective-op recompute (TorchTitan's per-op policy) runs its shares again (analytic-28).
-inline constexpr const char* kProgramModelVersion = "program-24";
+/// program-25: training.recompute auto follows the framework's selective recompute (analytic-29).
+inline constexpr const char* kProgramModelVersion = "program-25";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -63,6 +63,11 @@ struct TrainingConfig {
   // --recompute-method block --recompute-num-layers N); the other layers keep everything.
   // 0 = every layer (with kFull).
   int recompute_layers = 0;
+  // The framework's own selective recompute, what `training.recompute: auto` and `sweep --auto`
+  // try between none and full (framework.selective_recompute): kSelective (Megatron's attention
+  // core), kSelectiveOp (PyTorch's per-op checkpointing with TorchTitan's policy) or kNone (the
+  // framework has neither). Prices nothing itself.
+  model::Recompute selective_mode = model::Recompute::kSelective;
   // Activation offloading (Megatron-Core's cpu_offloading_num_layers, Transformer Engine's
   // get_cpu_offload_context): the activations of the first N layers go to host memory during
   // the forward pass and come back for the backward; at most layers − N layers' activations are

@@ -70,6 +70,10 @@ bool fail(Infeasibility* why, const char* field, std::string message, std::strin
 }
 }  // namespace
 
+bool selective_op_modelled(const model::ModelConfig& m, const ParallelConfig& par) {
+  return (par.tp == 1 || par.sp) && par.cp == 1 && m.experts == 0 && !m.parallel_block;
+}
+
 bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster,
                      const ParallelConfig& par, const TrainingConfig& train, Layout& L,
                      Infeasibility* why) {
@@ -116,8 +120,7 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   // TorchTitan's per-op checkpointing policy is modelled on the layer it was written for: one
   // GPU's whole dense, sequential layer (model::recompute_share counts its matmuls in order).
   TRAINSIM_REQUIRE(train.recompute != model::Recompute::kSelectiveOp ||
-                       ((par.tp == 1 || par.sp) && par.cp == 1 && m.experts == 0 &&
-                        !m.parallel_block),
+                       selective_op_modelled(m, par),
           "training.recompute",
           "selective-op (TorchTitan's per-op policy) is modelled for CP 1, dense sequential "
           "layers and TP with sequence parallelism (TorchTitan's); this run has TP " +

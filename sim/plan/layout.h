@@ -39,6 +39,11 @@ struct Layout {
 /// Shape of a group of `n` ranks whose members are `stride` ranks apart.
 coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster);
 
+/// Whether training.recompute selective-op (TorchTitan's per-op policy) is modelled for this
+/// model and parallel configuration: one GPU's whole dense, sequential layer, so CP 1, no experts,
+/// no parallel block, and TP only with sequence parallelism (make_layout refuses the rest).
+bool selective_op_modelled(const model::ModelConfig& model, const ParallelConfig& par);
+
 /// Checks that the configuration can run and places it. Throws trainsim::Error(kInfeasible) naming
 /// the offending key (`parallel.tp`, `training.global_batch`, ...) with the numbers involved.
 Layout make_layout(const model::ModelConfig& model, const topo::ClusterSpec& cluster,

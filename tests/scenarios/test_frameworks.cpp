@@ -10,6 +10,7 @@
 #include "scenarios/schema.h"
 #include "sim/core/error.h"
 #include "sim/exec/analytic.h"
+#include "sim/model/transformer.h"
 #include "sim/plan/memory.h"
 
 namespace trainsim::scen {
@@ -526,6 +527,76 @@ TEST(Frameworks, TorchtitanSelectiveOpFitsAsPublished) {
   EXPECT_DOUBLE_EQ(plan::layer_activation_bytes(cfg.model, cfg.parallel, 1,
                                                 model::Recompute::kSelectiveOp, true),
                    125184.0 * 4096);
+}
+
+// training.recompute: auto searches the framework's own selective recompute. Under TorchTitan it
+// is the per-op policy, placed among full recompute of n layers by its replayed FLOPs: Llama 2 70B
+// (h 8192, 64 query and 8 key/value heads of 128, SwiGLU 28672) replays wk, wo and w3 of each
+// layer, 8192·1024 + 8192·8192 + 8192·28672 = 310,378,496 of the layer's 855,638,016 dense
+// weights (0.36274); at 4,096 tokens a layer's forward is 2·855,638,016 = 1,711,276,032 dense and
+// 4·4096·8192 = 134,217,728 attention FLOPs a token, so selective-op replays 0.36274 ·
+// 1,711,276,032 / 1,845,493,760 = 0.33636 of what full recompute replays: between full of 26 and
+// of 27 of the 80 layers. TorchTitan ran this model at local batch 1 with it (docs/performance.md
+// at 1ea476e9f), and it is what auto picks; whatever is picked is the least replay that fits.
+TEST(Frameworks, AutoRecomputeTriesTheFrameworksSelective) {
+  const std::vector<std::string> sets = {
+      "model.preset=llama3-70b", "model.seq_len=4096", "model.vocab=32000",
+      "cluster.preset=selene-a100", "cluster.gpus=64", "parallel.tp=1", "parallel.pp=1",
+      "parallel.dp=64", "training.global_batch=64", "training.micro_batch=1",
+      "training.recompute=auto", "framework.preset=torchtitan-2024-04"};
+  const Scenario s = load_scenario_string("", "t", sets);
+  EXPECT_EQ(s.values.at("framework.selective_recompute"), "op");
+  EXPECT_EQ(s.training.recompute, model::Recompute::kSelectiveOp);
+  EXPECT_EQ(s.training.recompute_layers, 0);
+
+  exec::RunConfig cfg = make_run_config(s);
+  const model::ModelConfig& m = cfg.model;
+  const double none = model::hardware_flops_per_token(m, model::Recompute::kNone, true);
+  const double op_share =
+      (model::hardware_flops_per_token(m, model::Recompute::kSelectiveOp, true) - none) /
+      (model::hardware_flops_per_token(m, model::Recompute::kFull, true) - none);
+  EXPECT_NEAR(op_share, 310378496.0 / 855638016.0 * 1711276032.0 / 1845493760.0, 1e-9);
+  // The invariant: among none, selective-op and full of n layers (share n/80), the chosen one is
+  // the least replay that fits.
+  const plan::Layout L = plan::make_layout(cfg.model, cfg.cluster, cfg.parallel, cfg.training);
+  const auto fits = [&](model::Recompute r, int n) {
+    plan::TrainingConfig t = cfg.training;
+    t.recompute = r;
+    t.recompute_layers = n;
+    return plan::memory_per_gpu(m, L, t, true, cfg.cluster.gpu).fits();
+  };
+  EXPECT_FALSE(fits(model::Recompute::kNone, 0));
+  EXPECT_TRUE(fits(model::Recompute::kSelectiveOp, 0));
+  for (int n = 1; n <= 26; ++n) EXPECT_FALSE(fits(model::Recompute::kFull, n)) << n;
+  std::string chosen;
+  choose_recompute(cfg, &chosen);
+  EXPECT_EQ(chosen, "selective-op");
+
+  // At batch 2, where TorchTitan notes selective op runs out of memory, it is full of some layers.
+  std::vector<std::string> two = sets;
+  two.push_back("training.micro_batch=2");
+  two.push_back("training.global_batch=128");
+  EXPECT_EQ(load_scenario_string("", "t", two).training.recompute, model::Recompute::kFull);
+
+  // Megatron's presets search their attention-core selective (never selective-op); a framework
+  // without a selective mode skips it, and a scenario may say which its framework has.
+  EXPECT_EQ(load_scenario_string("", "t", {"framework.preset=megatron-lm-2023"})
+                .values.at("framework.selective_recompute"),
+            "attention");
+  for (const char* fw : {"megatron-lm-2021", "deepspeed-2023", "llm-foundry-2023"}) {
+    EXPECT_EQ(load_scenario_string("", "t", {std::string("framework.preset=") + fw})
+                  .values.at("framework.selective_recompute"),
+              "none")
+        << fw;
+  }
+  std::vector<std::string> megatron = sets;
+  megatron.back() = "framework.preset=megatron-lm-2023";
+  megatron.push_back("parallel.zero=1");
+  EXPECT_NE(load_scenario_string("", "t", megatron).training.recompute,
+            model::Recompute::kSelectiveOp);
+  std::vector<std::string> told = sets;
+  told.push_back("framework.selective_recompute=none");
+  EXPECT_EQ(load_scenario_string("", "t", told).training.recompute, model::Recompute::kFull);
 }
 
 }  // namespace

@@ -721,6 +721,13 @@ TEST(Scenario, ShippedFilesLoad) {
   EXPECT_EQ(llama.parallel.dp, 32);
   EXPECT_EQ(llama.training.global_batch, 512);
 
+  // TorchTitan's Llama 2 70B with recompute auto takes TorchTitan's own per-op checkpointing, as
+  // the published run did (Frameworks.AutoRecomputeTriesTheFrameworksSelective derives why).
+  const Scenario titan =
+      load_scenario_file(kSourceDir + "/scenarios/examples/torchtitan-llama2-70b-64xa100.yaml");
+  EXPECT_EQ(titan.training.recompute, model::Recompute::kSelectiveOp);
+  EXPECT_EQ(titan.parallel.dp, 64);
+
   const Error missing = capture([] { load_scenario_file("no/such/scenario.yaml"); });
   EXPECT_EQ(missing.kind(), ErrorKind::kInput);
   EXPECT_EQ(missing.where().file, "no/such/scenario.yaml");

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -210,6 +211,31 @@ TEST(SweepPlan, AutoCountsEveryFactorization) {
   // --vary multiplies --auto on keys --auto leaves alone.
   spec.axes = {parse_vary("parallel.sp=true,false")};
   EXPECT_EQ(plan_sweep(base, spec).size(), 2 * 744u);
+}
+
+// --auto searches the framework's own selective recompute (framework.selective_recompute):
+// Megatron's attention core, TorchTitan's per-op policy, or none where the framework has neither;
+// the other values of the grid stay as they were (744 points of kTiny with three recompute values).
+TEST(SweepPlan, AutoTriesTheFrameworksOwnSelectiveRecompute) {
+  const auto recomputes = [](const std::string& fw) {
+    const Scenario base =
+        load_scenario_string(kTiny, "tiny.yaml", {"framework.preset=" + fw});
+    SweepSpec spec;
+    spec.auto_parallel = true;
+    const SweepPlan p = plan_sweep(base, spec);
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < p.size(); ++i) seen.insert(p.flat_values(i).at("training.recompute"));
+    return std::make_pair(seen, p.size());
+  };
+  const auto megatron = recomputes("megatron-lm-2023");
+  EXPECT_EQ(megatron.first, (std::set<std::string>{"none", "selective", "full"}));
+  EXPECT_EQ(megatron.second, 744u);
+  const auto titan = recomputes("torchtitan-2024-04");
+  EXPECT_EQ(titan.first, (std::set<std::string>{"none", "selective-op", "full"}));
+  EXPECT_EQ(titan.second, 744u);
+  const auto deepspeed = recomputes("deepspeed-2023");
+  EXPECT_EQ(deepspeed.first, (std::set<std::string>{"none", "full"}));
+  EXPECT_EQ(deepspeed.second, 744u / 3 * 2);
 }
 
 TEST(SweepPlan, Errors) {
