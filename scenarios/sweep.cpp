@@ -670,8 +670,17 @@ PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base,
   // Only a pure --auto plan: its points set every key the shortcut handles, and nothing else.
   // The goodput run reads the point's whole scenario, so it never takes the shortcut.
   if (plan.keys != auto_keys() || goodput_) return;
+  // Activation offloading refuses any recompute in the resolver (scenario.cpp), which the
+  // shortcut does not check: such a base takes the resolver for every point.
+  if (base.training.cpu_offload_layers > 0) return;
   shortcut_ = true;
   base_config_ = make_run_config(base);
+  // A point states training.recompute; its recompute_layers is the base's only where the base
+  // gives it (a `recompute: auto` base derived its own for its own configuration, which the
+  // resolver does not carry to a point: there it is the schema's 0, every layer).
+  if (plan.base_given.count("training.recompute_layers") == 0) {
+    base_config_.training.recompute_layers = 0;
+  }
   base_gpus_ = base.cluster.gpus;
   // Each column's values are decoded once here, not once per point.
   numbers_.resize(plan.keys.size());

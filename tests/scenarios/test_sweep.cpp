@@ -409,12 +409,19 @@ TEST(SweepRun, SameResultWhateverRunsIt) {
 }
 
 // The --auto shortcut (PointEvaluator with the base scenario) against the resolver, point by
-// point, on the small scenario and on Megatron-LM's 1.7B model on 32 GPUs (5,796 points).
+// point, on the small scenario, on Megatron-LM's 1.7B model on 32 GPUs (5,796 points) and on
+// TorchTitan's Llama 2 70B at local batch 2, whose `recompute: auto` resolves to full recompute of
+// 65 of its 80 layers: a point's `full` is every layer, as the resolver builds it (the shortcut
+// kept the base's 65 until 2026-12-06).
 TEST(SweepRun, ShortcutMatchesTheResolver) {
-  for (const Scenario& base :
-       {load_scenario_string(kTiny, "tiny.yaml"),
-        load_scenario_file(std::string(TRAINSIM_SOURCE_DIR) +
-                           "/scenarios/examples/megatron-1.7b-32xa100.yaml")}) {
+  const std::string examples = std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/examples/";
+  const Scenario titan =
+      load_scenario_file(examples + "torchtitan-llama2-70b-64xa100.yaml",
+                         {"training.micro_batch=2", "training.global_batch=128"});
+  ASSERT_EQ(titan.training.recompute, model::Recompute::kFull);
+  ASSERT_EQ(titan.training.recompute_layers, 65);
+  for (const Scenario& base : {load_scenario_string(kTiny, "tiny.yaml"),
+                               load_scenario_file(examples + "megatron-1.7b-32xa100.yaml"), titan}) {
     SweepSpec spec;
     spec.auto_parallel = true;
     const SweepPlan plan = plan_sweep(base, spec);
