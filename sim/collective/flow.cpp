@@ -135,7 +135,7 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
   } else {
     // Ring collectives: each edge carries factor·S (broadcast: S) over the collective.
     const double edge_bytes = factor * bytes;
-    if (C <= 0) C = nodes > 1 ? 2 * g : std::max(1, g);
+    if (C <= 0 && (nodes == 1 || g == 1)) C = nodes > 1 ? 2 : std::max(1, g);
     if (nodes == 1 || g == 1) {
       for (int c = 0; c < C; ++c) {
         for (int i = 0; i < n; ++i) conns.push_back({rank(i), rank((i + 1) % n), edge_bytes / C, c});
@@ -164,6 +164,17 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
         return rank(v[static_cast<std::size_t>(l)]);
       };
       const auto count = [&](int k) { return static_cast<int>(local[static_cast<std::size_t>(k)].size()); };
+      // NCCL's choice: two channels per NIC across servers. Every rank runs the communicator's
+      // channel count, the smallest any rank's topology search found (init.cc takes the minimum
+      // over the ranks' graphs), so a server holding fewer of the group's ranks, whose search
+      // finds two per NIC of its own GPUs, sets 2·g_min for all: the analytic model's g_min·B_nic
+      // bound. With 2·g channels its few NICs carried more channels than the full servers' and
+      // the ring ran at the most loaded NIC's pace (15 ranks on DGX H100: 247 GB/s, not 322).
+      if (C <= 0) {
+        int g_min = g;
+        for (int k = 0; k < nodes; ++k) g_min = std::min(g_min, count(k));
+        C = 2 * g_min;
+      }
       for (int c = 0; c < C; ++c) {
         for (int k = 0; k < nodes; ++k) {
           const int gk = count(k);

@@ -2,8 +2,9 @@
 // cluster graph, each QP of each channel on its own ECMP-hashed path, solved by the max-min flow
 // network (sim/network); the protocol's step latencies are added on top (DESIGN.md §4).
 //
-// Mapping (network-models.md §4.4–4.5): NCCL runs C channels (two per NIC across servers), each
-// an independent ring. Across servers, ring c crosses from server k to server k+1 between the
+// Mapping (network-models.md §4.4–4.5): NCCL runs C channels (two per NIC across servers, of the
+// server holding the fewest of the group's ranks: every rank runs the smallest count any rank's
+// topology search found), each an independent ring. Across servers, ring c crosses from server k to server k+1 between the
 // GPUs of local index r = c mod g (rail r), and inside a server it runs through the g local GPUs
 // as a chain starting at r; so every NIC carries factor·S/g and NVLink (g−1)/g·factor·S, the
 // hierarchical volumes of the analytic model. With one rank per server (rail / spread
@@ -36,7 +37,8 @@
 namespace trainsim::coll {
 
 struct FlowCollectiveOptions {
-  int channels = 0;                // rings; 0 = NCCL's choice (2 per NIC across servers, else g)
+  int channels = 0;                // rings; 0 = NCCL's choice (2 per NIC of the least-populated
+                                   // server across servers, else g)
   std::uint64_t seed = 1;          // the Simulation's seed
   net::NetworkConfig network;      // congestion control
   /// Packet level instead of fluid flows (net::PacketNetwork on the same links, paths and

@@ -250,6 +250,22 @@ TEST(CollectiveCli, NicBoundOfAPartlyUsedServerAndOfALoneRank) {
               0.01 * nic);
   EXPECT_NEAR(nine["nic_bytes_per_rank"].get<double>(), 2 * 2 * 8.0 / 9 * 1073741824.0 / 9,
               1.0);
+  // A last server partly used, 5 to 7 of its GPUs: every channel count is the least-populated
+  // server's (2 per NIC of its g_min GPUs, as NCCL runs the smallest count any rank found), so the
+  // flow level meets the analytic g_min·B_nic bound. With 2·8 channels over its 7 NICs two of
+  // them carried three channels and 15 ranks ran at 247 GB/s instead of 322 (all-gather, 1 GiB).
+  for (const int n : {13, 14, 15}) {
+    const std::string args = "--cluster dgx-h100-superpod --op all_gather --sizes 1G --algo ring "
+                             "--proto Simple --ranks " + std::to_string(n);
+    const nlohmann::json a = first_row(args);
+    const nlohmann::json f = first_row(args + " --fidelity flow");
+    const double bound = (n - 8) * nic;
+    EXPECT_LE(a["busbw_GBps"].get<double>(), bound) << n;
+    EXPECT_GT(a["busbw_GBps"].get<double>(), 0.97 * bound) << n;
+    EXPECT_NEAR(f["busbw_GBps"].get<double>(), a["busbw_GBps"].get<double>(),
+                0.01 * a["busbw_GBps"].get<double>())
+        << n;
+  }
   const nlohmann::json rail = row("--cluster jean-zay-a100 --ranks 16 --placement rail");
   EXPECT_LE(rail["busbw_GBps"].get<double>(), 100e9 / 8 * 0.94 / 1e9);
   EXPECT_GT(rail["busbw_GBps"].get<double>(), 0.99 * 100e9 / 8 * 0.94 / 1e9);
