@@ -139,6 +139,7 @@ class Resolver {
     scenario_.simulation.straggler_factor = real("simulation.straggler_factor");
     scenario_.values = values_;
     scenario_.origin = origin_;
+    for (const auto& [key, g] : given_) scenario_.given[key] = g.value;
     return std::move(scenario_);
   }
 

@@ -68,9 +68,14 @@ struct Scenario {
   SimulationOptions simulation;
   // Every schema key -> its final value as canonical text (derived values resolved).
   std::map<std::string, std::string> values;
-  // Key -> "default" | "preset <name>" | "system <name>" | "<file>:<line>" | "--set" | "derived"
-  // (build_scenario: the name it was given).
+  // Key -> "default" | "preset <name>" | "system <name>" | "framework <name>" | "<file>:<line>" |
+  // "--set" | "derived" (build_scenario: the name it was given).
   std::map<std::string, std::string> origin;
+  // The keys the scenario states itself (its file, --set, or build_scenario's map), as it states
+  // them (canonical text; `auto` stays `auto` where `values` holds what it resolved to): what a
+  // sweep point inherits from its base, so that each point resolves its presets and its `auto`
+  // keys for itself.
+  std::map<std::string, std::string> given;
   // Derived settings worth telling the user, e.g.
   // "parallel.dp = 192 (auto: 12288 GPUs / (tp 8 · pp 8 · cp 1))".
   std::vector<std::string> notes;

@@ -190,20 +190,14 @@ class PlanBuilder {
   std::vector<Column> columns_;
 };
 
-bool is_given_origin(const std::string& origin) {
-  return origin != "default" && origin != "derived" && origin.rfind("preset ", 0) != 0 &&
-         origin.rfind("system ", 0) != 0;
-}
-
 // Calls `visit` with each row --auto adds (auto_keys() columns, in order); returns how many.
 std::size_t for_each_auto_row(const Scenario& base,
                               const std::function<void(const std::vector<std::string>&)>& visit) {
   const int gpus = base.cluster.gpus;
   const model::ModelConfig& m = base.model;
-  const auto given = base.origin.find("parallel.schedule");
-  const std::string& schedule = base.values.at("parallel.schedule");
-  const bool flat_schedule = given != base.origin.end() && is_given_origin(given->second) &&
-                             (schedule == "gpipe" || schedule == "1f1b");
+  const auto given = base.given.find("parallel.schedule");
+  const bool flat_schedule =
+      given != base.given.end() && (given->second == "gpipe" || given->second == "1f1b");
   // None, the framework's selective recompute (framework.selective_recompute), full.
   const std::string& selective = base.values.at("framework.selective_recompute");
   std::vector<const char*> recompute = {"none"};
@@ -232,7 +226,7 @@ std::size_t for_each_auto_row(const Scenario& base,
         }
         for (const int ep : eps) {
           for (const int vpp : vpps) {
-            const std::string sched = vpp > 1 ? "interleaved" : flat_schedule ? schedule : "1f1b";
+            const std::string sched = vpp > 1 ? "interleaved" : flat_schedule ? given->second : "1f1b";
             for (const int mb : {1, 2, 4, 8}) {
               for (const char* rc : recompute) {
                 for (int zero = 0; zero <= (dp > 1 ? 3 : 0); ++zero) {
@@ -501,9 +495,10 @@ SweepPlan plan_sweep(const Scenario& base, const SweepSpec& spec, std::size_t ma
   }
   SweepPlan plan;
   plan.source = base.source;
-  for (const auto& [key, origin] : base.origin) {
-    if (is_given_origin(origin)) plan.base_given[key] = base.values.at(key);
-  }
+  // What the base states itself, as it states it: neither what its presets (model, cluster,
+  // framework) set, which a point that changes the preset must not inherit, nor what its `auto`
+  // keys resolved to, which a point resolves for itself.
+  plan.base_given = base.given;
   if (spec.auto_parallel) plan.keys = auto_keys();
   for (const SweepAxis& axis : spec.axes) {
     if (std::find(plan.keys.begin(), plan.keys.end(), axis.key) != plan.keys.end()) {
@@ -546,9 +541,13 @@ SweepPlan plan_sweep(const Scenario& base, const SweepSpec& spec, std::size_t ma
   // The base configuration: the point whose every value is the base scenario's.
   std::vector<int> base_index(plan.keys.size(), -1);
   for (std::size_t k = 0; k < plan.keys.size(); ++k) {
-    const std::string& v = base.values.at(plan.keys[k]);
+    // The value the base resolved (dp: a number) or, failing that, the one it states (auto).
     const auto& vals = plan.values[k];
-    const auto it = std::find(vals.begin(), vals.end(), v);
+    auto it = std::find(vals.begin(), vals.end(), base.values.at(plan.keys[k]));
+    const auto stated = base.given.find(plan.keys[k]);
+    if (it == vals.end() && stated != base.given.end()) {
+      it = std::find(vals.begin(), vals.end(), stated->second);
+    }
     if (it != vals.end()) base_index[k] = static_cast<int>(it - vals.begin());
   }
   const std::size_t width = plan.keys.size();
