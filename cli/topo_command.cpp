@@ -108,10 +108,10 @@ void check_endpoints(std::int64_t endpoints, bool force, const ErrorContext& whe
 topo::ClusterGraph build_graph(const TopoArgs& a, const scen::Scenario& s) {
   if (a.fat_tree != -1) {
     const ErrorContext where{"--fat-tree", 0, std::to_string(a.fat_tree)};
-    if (a.fat_tree < 2 || a.fat_tree > limits::kMaxFatTreeK) {
-      throw_input(fmt::format("k must be an even number from 2 to {}, got {}",
+    if (a.fat_tree < 4 || a.fat_tree > limits::kMaxFatTreeK || a.fat_tree % 2 != 0) {
+      throw_input(fmt::format("a k-ary fat tree needs an even k from 4 to {}, got {}",
                               limits::kMaxFatTreeK, a.fat_tree),
-                  where);
+                  where, "use k = 4, 6, 8, ...");
     }
     const std::int64_t k = a.fat_tree;
     check_endpoints(k * k * k / 4, a.force, where);
@@ -328,7 +328,7 @@ CLI::App* add_topo_command(CLI::App& app, TopoArgs& a) {
   c->add_option("--set", a.sets, "Override a scenario key (cluster.*, network.routing.*)")
       ->type_name("KEY=VALUE");
   auto* fat = c->add_option("--fat-tree", a.fat_tree,
-                            "Build a k-ary fat tree of k^3/4 one-GPU hosts instead (even k)")
+                            "Build a k-ary fat tree of k^3/4 one-GPU hosts instead (even k, at least 4)")
                   ->type_name("K");
   auto* file = c->add_option("--topology-file", a.topology_file,
                              "Read the fabric from a GraphML (.graphml) or GraphViz (.dot) file "

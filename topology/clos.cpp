@@ -380,8 +380,10 @@ ClusterGraph build_cluster_graph(const ClusterSpec& c) {
 }
 
 ClusterGraph build_fat_tree(int k, double link_Gbps) {
-  if (k < 2 || k % 2 != 0) {
-    throw_input(fmt::format("a k-ary fat tree needs an even k of at least 2, got {}", k),
+  // k = 2 would be 2 hosts under one switch of 2 ports: no three tiers to build (the tree's
+  // 2 edge, 2 aggregation and 1 core switches join 2 hosts that one switch joins).
+  if (k < 4 || k % 2 != 0) {
+    throw_input(fmt::format("a k-ary fat tree needs an even k of at least 4, got {}", k),
                 {"", 0, "k"}, "use k = 4, 6, 8, ...");
   }
   ClusterSpec c;

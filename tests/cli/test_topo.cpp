@@ -164,7 +164,14 @@ TEST(TopoCli, CustomFabricExample) {
 TEST(TopoCli, BadInputIsAClearError) {
   CliRun r = trainsim("topo --fat-tree 5");
   EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(has(r.err, "a k-ary fat tree needs an even k of at least 2, got 5")) << r.err;
+  EXPECT_TRUE(has(r.err, "--fat-tree: `5`: a k-ary fat tree needs an even k from 4 to")) << r.err;
+  // k = 2 is refused the same way (its 2 hosts need one switch, not three tiers; it built one).
+  for (const char* k : {"2", "1"}) {
+    r = trainsim(std::string("topo --fat-tree ") + k);
+    EXPECT_EQ(r.code, 2) << k;
+    EXPECT_TRUE(has(r.err, std::string("--fat-tree: `") + k + "`: a k-ary fat tree needs an even k from 4"))
+        << r.err;
+  }
   r = trainsim("topo --cluster megascal");
   EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.err, "unknown cluster preset `megascal` (did you mean `megascale-ampere`?)"))
