@@ -664,6 +664,20 @@ NcclTestsRun parse_run(const std::vector<std::string>& lines, int first_line,
   const int stated =
       !ranks.empty() ? static_cast<int>(ranks.size()) : (version_ranks > 1 ? version_ranks : 0);
   resolve_ranks(run, stated, !ranks.empty() ? "`#  Rank` lines" : "nThread x nGpus", options);
+  if (run.ranks < 2) {
+    throw_input("a run of " + std::to_string(run.ranks) + " rank (" + run.ranks_from +
+                    ") moves nothing between GPUs: a collective needs at least 2 ranks",
+                {run.path, run.first_line, run.ranks_from == "--ranks" ? "--ranks" : ""},
+                "import runs of 2 or more ranks");
+  }
+  if (run.op == "sendrecv" && run.ranks != 2) {
+    // sendrecv_perf over n ranks sends from each rank to the next, all at once; the simulator's
+    // send/recv is one pair, so a fit is looked up for 2 ranks only.
+    run.warnings.push_back(run.path + ": sendrecv over " + std::to_string(run.ranks) +
+                           " ranks: its fit is stored for " + std::to_string(run.ranks) +
+                           " ranks, but the simulator prices a send/recv as one pair (2 ranks), "
+                           "so it prices nothing; a run of 2 ranks (-g 2, or mpirun -np 2) does");
+  }
   check_row_ratios(run);
   // Hosts are only known when the rank lines list every rank (not when --ranks replaced them),
   // or when one process drove every rank (nThread x nGpus with no rank lines): one host.

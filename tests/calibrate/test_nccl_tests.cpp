@@ -290,6 +290,18 @@ TEST(NcclTests, SendRecvWithoutRankCountTakesRanksOption) {
   text.insert(text.find('\n') + 1, "# nThread 1 nGpus 1 minBytes 65536 maxBytes 1073741824\n");
   EXPECT_THROW(parse_nccl_tests(text, "sendrecv_perf.txt"), Error);
   EXPECT_EQ(parse_nccl_tests(text, "sendrecv_perf.txt", o).ranks, 2);
+  // --ranks 1 is no run of a collective (it read as "implies at least 2460 ranks ... x 0").
+  o.ranks = 1;
+  const Error one = error_of([&] { read_nccl_tests(path, o); });
+  EXPECT_EQ(one.kind(), ErrorKind::kInput);
+  EXPECT_EQ(one.where().file, path);
+  EXPECT_EQ(one.where().field, "--ranks");
+  EXPECT_TRUE(contains(one.what(), "a collective needs at least 2 ranks")) << one.what();
+  // Over 5 ranks the fit is stored for 5, which no send/recv (one pair) asks for: said.
+  o.ranks = 5;
+  const NcclTestsRun five = read_nccl_tests(path, o);
+  ASSERT_EQ(five.warnings.size(), 1u);
+  EXPECT_TRUE(contains(five.warnings[0], "so it prices nothing")) << five.warnings[0];
 }
 
 TEST(NcclTests, RankCountThatContradictsBusbwRatioIsRefused) {

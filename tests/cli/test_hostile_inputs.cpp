@@ -183,7 +183,7 @@ TEST(HostileInputs, HugeFatTreeIsRefusedFast) {
   EXPECT_LT(r.seconds, 10);
   r = trainsim("topo --fat-tree 1000 --force");
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_TRUE(has(r.err, "k must be an even number from 2 to 256")) << r.err;
+  EXPECT_TRUE(has(r.err, "a k-ary fat tree needs an even k from 4 to 256")) << r.err;
   r = trainsim("topo --fat-tree 8");
   EXPECT_EQ(r.code, 0) << r.err;
 }
