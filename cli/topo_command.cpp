@@ -382,6 +382,16 @@ int run_topo_command(const TopoArgs& a) {
   fail_named(graph, a.fail_nics, topo::NodeKind::kNic, "--fail-nic", failures);
 
   if (a.export_format == "dot") {
+    // The dot file is a fabric to read back (--topology-file) and has no notion of a part that is
+    // down: written with failures it read back whole, the failures silently gone.
+    if (!failures.failed_cables().empty() || !failures.failed_nodes().empty()) {
+      throw_input("the dot export writes the fabric as built and cannot mark failed parts (" +
+                      std::to_string(failures.failed_cables().size()) + " cables and " +
+                      std::to_string(failures.failed_nodes().size()) +
+                      " switches or NICs are failed here); read back, they would be up",
+                  {"--export", 0, "dot"},
+                  "use --export json (each link carries `up`), or export without the failures");
+    }
     std::ostringstream out;
     topo::write_graphviz(graph, out);
     write_output(out.str(), a.output);

@@ -161,6 +161,21 @@ TEST(TopoCli, CustomFabricExample) {
   EXPECT_TRUE(has(r.out, "8 GPUs, 4 servers, 8 NICs")) << r.out;
 }
 
+// The dot export cannot mark failed parts, so it refuses a fabric that has some (it wrote them
+// as up, and the file read back whole); the JSON export marks each link's `up`.
+TEST(TopoCli, DotExportRefusesFailedParts) {
+  CliRun r = trainsim("topo --fat-tree 4 --fail-switch core0 --export dot");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "cannot mark failed parts")) << r.err;
+  EXPECT_TRUE(has(r.err, "--export json")) << r.err;
+  r = trainsim("topo --fat-tree 4 --fail-links 2 --export dot");
+  EXPECT_EQ(r.code, 2) << r.err;
+  r = trainsim("topo --fat-tree 4 --fail-switch core0 --export json");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"up\": false")) << r.out.substr(0, 400);
+  EXPECT_EQ(trainsim("topo --fat-tree 4 --export dot").code, 0);
+}
+
 TEST(TopoCli, BadInputIsAClearError) {
   CliRun r = trainsim("topo --fat-tree 5");
   EXPECT_EQ(r.code, 2);
