@@ -124,6 +124,7 @@ class Resolver {
     resolve_auto_micro_batch();
     resolve_auto_vpp();
     resolve_auto_recompute();
+    note_recompute_layers();
     check_offload();
     note_framework_capabilities();
     scenario_.system = get("optimizations.system");
@@ -974,6 +975,35 @@ class Resolver {
            "training.micro_batch = " + std::to_string(chosen) +
                (best ? " (auto: the fastest that fits of mbs " + tried + ")"
                      : " (auto: none fits in memory; the memory check reports it)"));
+  }
+
+  // A training.recompute_layers that changes nothing is said, not silently dropped: under a
+  // recompute other than full (Megatron refuses --recompute-method with selective granularity;
+  // it is kept as a note, since a sweep varies the recompute of a base that states it), or of at
+  // least every layer of the largest model chunk (Megatron's block method then recomputes them
+  // all, as 0 does).
+  void note_recompute_layers() {
+    const plan::TrainingConfig& t = scenario_.training;
+    if (t.recompute_layers <= 0) return;
+    if (t.recompute != model::Recompute::kFull) {
+      scenario_.notes.push_back(fmt::format(
+          "training.recompute_layers = {} is for full recompute and does nothing under {}",
+          t.recompute_layers, model::to_string(t.recompute)));
+      return;
+    }
+    plan::Layout L;
+    const exec::RunConfig cfg = run_config_without_profile(scenario_);
+    if (!plan::try_make_layout(cfg.model, cfg.cluster, cfg.parallel, cfg.training, L, nullptr)) {
+      return;  // the layout's own check reports what is wrong
+    }
+    const int v = std::max(1, L.par.vpp);
+    const int chunk = (L.layers_max_stage + v - 1) / v;
+    if (t.recompute_layers >= chunk) {
+      scenario_.notes.push_back(fmt::format(
+          "training.recompute_layers = {} covers every layer of a model chunk (at most {}): "
+          "every layer is recomputed, as with 0",
+          t.recompute_layers, chunk));
+    }
   }
 
   // training.recompute: auto is the least recompute whose memory fits (choose_recompute); when

@@ -705,6 +705,27 @@ TEST(Scenario, BuildFromFlatValues) {
   EXPECT_EQ(e.hint(), "did you mean `parallel.pp`?");
 }
 
+// A training.recompute_layers that changes nothing is said: one of at least a whole model chunk
+// (32 layers on one stage: Megatron's block method then recomputes every layer, as 0 does), and
+// one under a recompute other than full.
+TEST(Scenario, RecomputeLayersThatDoNothingAreNoted) {
+  const auto notes_with = [](const Scenario& s, const std::string& part) {
+    int n = 0;
+    for (const std::string& note : s.notes) n += note.find(part) != std::string::npos;
+    return n;
+  };
+  const std::string file = kSourceDir + "/scenarios/examples/llama3-8b-64xh100.yaml";
+  const Scenario all = load_scenario_file(file, {"training.recompute=full", "training.recompute_layers=1000"});
+  EXPECT_EQ(notes_with(all, "training.recompute_layers = 1000 covers every layer of a model chunk (at most 32)"), 1);
+  const Scenario some = load_scenario_file(file, {"training.recompute=full", "training.recompute_layers=31"});
+  EXPECT_EQ(notes_with(some, "training.recompute_layers"), 0);
+  const Scenario pp = load_scenario_file(
+      file, {"training.recompute=full", "training.recompute_layers=8", "parallel.pp=4", "parallel.vpp=2"});
+  EXPECT_EQ(notes_with(pp, "covers every layer of a model chunk (at most 4)"), 1);
+  const Scenario sel = load_scenario_file(file, {"training.recompute=selective", "training.recompute_layers=4"});
+  EXPECT_EQ(notes_with(sel, "training.recompute_layers = 4 is for full recompute and does nothing under selective"), 1);
+}
+
 // Every shipped scenario loads; a missing file is an input error naming it.
 TEST(Scenario, ShippedFilesLoad) {
   int loaded = 0;
