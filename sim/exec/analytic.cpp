@@ -779,12 +779,32 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       // forward and backward pass.
       const double rs_times = par.zero >= 2 ? mb : 1.0;
       const double ag_times = par.zero >= 3 ? 2.0 * mb : 1.0;
-      // ZeRO-2/3 reduce (and gather) per micro-batch, inside one pass: no chunk staggering.
-      // ZeRO-3's backward gathers the weights and reduce-scatters the gradients on the same
-      // links, so the two hide together behind one backward pass, not each behind its own.
+      // ZeRO-2 reduces per micro-batch, inside one pass: no chunk staggering.
+      // ZeRO-3 gathers before every chunk's forward and backward, and everything queues on the
+      // DP stream in issue order, as the Program runs it (one stream; one NCCL communicator
+      // serializes them): a chunk pass's forward waits for its first bucket's gather, which
+      // waits for the last bucket's reduce-scatter of the backward before it; the rest of the
+      // forward's gathers and the backward's own (issued right after them, needed by nothing
+      // until the backward: they may run on into it) and the backward's other reduce-scatters
+      // run beside the forward and the backward, which the stream can fill no further than it
+      // runs. Per micro-batch that is v chunk passes each way, in the Program's buckets
+      // of a chunk (whole layers, at most one bucket per layer). Without DP overlap every pass
+      // waits for all of its gathers, and the backward for its reduce-scatters. (Before
+      // analytic-30 the stage was one pass each way with the bucket count of its parameters
+      // alone, not clamped to its layers: with one layer per chunk a ZeRO-3 interleaved stage
+      // read its DP all but hidden, up to 4 MFU points above the schedule.)
+      const double ag_first = ag.time_s / chunk_buckets, rs_last = rs.time_s / chunk_buckets;
+      const double w = (fwd_pass + bwd_pass) / v;  // one chunk's forward and backward
+      const double z3 =
+          cfg.opt.dp_overlap
+              ? v * ((ag_first + rs_last) / v +
+                     ComputeModel::concurrent(
+                         w, (2.0 * ag.time_s + rs.time_s - ag_first - rs_last) / v,
+                         c.comm_sm_share) -
+                     w)
+              : 2.0 * ag.time_s + rs.time_s;
       dp_exposed = par.zero >= 3
-                       ? mb * (exposed(ag.time_s, fwd_pass, 1.0) +
-                               exposed(rs.time_s + ag.time_s, bwd_pass, 1.0))
+                       ? mb * z3
                        : rs_times * exposed(rs.time_s, bwd_pass, par.zero >= 2 ? 1.0 : v) +
                              exposed(ag.time_s, fwd_pass, v);
       nvlink_bytes += rs_times * rs.nvlink_bytes + ag_times * ag.nvlink_bytes;

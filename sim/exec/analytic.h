@@ -78,7 +78,12 @@ namespace trainsim::exec {
 /// recompute (framework.selective_recompute): TorchTitan's selective-op, placed among full
 /// recompute of n layers by the FLOPs it replays, and none where the framework has no selective
 /// mode; pricing unchanged, a run that states its recompute gives the same result.
-inline constexpr const char* kAnalyticModelVersion = "analytic-29";
+/// analytic-30: ZeRO-3's DP exposure per chunk pass of every micro-batch, as the Program's one DP
+/// stream runs it: each forward waits for its first bucket's gather behind the last
+/// reduce-scatter before it, the backward leaves its last bucket's reduce-scatter, in the
+/// Program's buckets of a chunk (ZeRO-3 rows move by at most 0.3 points, interleaved ZeRO-3 by up
+/// to 4, toward the schedule).
+inline constexpr const char* kAnalyticModelVersion = "analytic-30";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

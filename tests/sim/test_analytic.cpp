@@ -336,6 +336,41 @@ TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
   EXPECT_GT(per_mb, one);
 }
 
+// ZeRO-3 with DP overlap (analytic-30), by hand: per micro-batch and chunk pass, the forward
+// waits for its first bucket's gather (AG/k), which queues behind the last bucket's
+// reduce-scatter of the backward before it (RS/k); the rest (the forward's other gathers, the
+// backward's own, issued right after them, and the other reduce-scatters: 2·AG + RS − AG/k −
+// RS/k) runs beside the two passes as concurrent kernels, costing them sm_share of its time
+// (here the passes are far longer: one stage, DP 8 over NVLink, micro-batches of 4). k is the
+// chunk's bucket count (the 40 M rule, at most one a layer), AG and RS the stage's (k
+// collectives each), s = 8 SMs / 108.
+TEST(Analytic, ZeroThreeExposesTheFirstGatherAndTheLastReduceScatterOfEachPass) {
+  RunConfig c = base(8, 1, 1, 8);
+  c.training.micro_batch = 4;
+  c.parallel.zero = 3;
+  c.opt.dp_overlap = true;
+  c.opt.dp_buckets = plan::BucketRule::kFixed40M;
+  c.cluster.gpu.sms = 108;
+  const Result r = run_analytic(c);
+  expect_breakdown_adds_up(r);
+  const plan::Layout L = plan::make_layout(c.model, c.cluster, c.parallel, c.training);
+  const double P = plan::stage_parameters(c.model, L, true, true, c.model.layers).total();
+  const double k = plan::dp_bucket_count(
+      P, plan::dp_bucket_params(plan::BucketRule::kFixed40M, c.parallel.dp), c.model.layers);
+  ASSERT_EQ(k, 16.0);  // ⌈0.9 B / 40 M⌉ = 23, at most one a layer
+  const coll::LinkModel links = link_model(c);
+  const auto t = [&](coll::Kind kind, double bytes) {
+    return coll::collective_cost(kind, bytes, L.dp, links, {}).time_s;
+  };
+  const double ag = k * t(coll::Kind::kAllGather, 2 * P / k);
+  const double rs = k * t(coll::Kind::kReduceScatter, 4 * P / k);
+  const double s = 8.0 / 108;
+  const double per_mb = ag / k + rs / k + s * (2 * ag + rs - ag / k - rs / k);
+  EXPECT_NEAR(r.breakdown.exposed_dp_s, L.microbatches * per_mb, 1e-9 * r.breakdown.exposed_dp_s);
+  // The passes far outlast the collectives (what the closed form above takes).
+  EXPECT_LT(2 * ag + rs, 0.5 * r.breakdown.compute_s / L.microbatches);
+}
+
 // Same inputs, same numbers, bit for bit.
 TEST(Analytic, Deterministic) {
   const RunConfig c = base(64, 8, 2, 4);
