@@ -263,8 +263,10 @@ int run_collective_command(const CollectiveArgs& a) {
                     {"algorithm", coll::to_string(c.algorithm)},
                     {"protocol", coll::to_string(c.protocol)},
                     {"priced_by", fit_prices ? "collectives_measured" : "model"},
-                    {"nic_bytes_per_rank", c.nic_bytes},
-                    {"nvlink_bytes_per_rank", c.nvlink_bytes}});
+                    // A call that moves nothing is priced as the one-element call (its latency)
+                    // but carries no bytes.
+                    {"nic_bytes_per_rank", moved > 0 ? c.nic_bytes : 0.0},
+                    {"nvlink_bytes_per_rank", moved > 0 ? c.nvlink_bytes : 0.0}});
   }
   // What prices the table besides the model, said in the header and the JSON.
   std::vector<std::string> notes;

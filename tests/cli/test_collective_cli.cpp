@@ -306,6 +306,10 @@ TEST(CollectiveCli, CountColumnIsPerRankAsNcclTestsPrintsIt) {
     EXPECT_EQ(ag[i]["count"].get<long>(), per_rank[i]) << i;
   }
   EXPECT_EQ(ag[0]["algbw_GBps"].get<double>(), 0.0);
+  // Nothing moved, no bytes on any link (they read as the one-element call's, 60 B).
+  EXPECT_EQ(ag[0]["nic_bytes_per_rank"].get<double>(), 0.0);
+  EXPECT_EQ(ag[0]["nvlink_bytes_per_rank"].get<double>(), 0.0);
+  EXPECT_GT(ag[3]["nvlink_bytes_per_rank"].get<double>(), 0.0);
   EXPECT_GT(ag[3]["algbw_GBps"].get<double>(), 0.0);
   EXPECT_EQ(rows("reduce_scatter")[2]["count"].get<long>(), 1);
   EXPECT_EQ(rows("all_reduce")[2]["count"].get<long>(), 8);
