@@ -218,6 +218,18 @@ void check_same_job(const Side& sim, const Side& real) {
       if (!program_key(key)) continue;
       const bool in_sim = a.contains(key), in_real = b.contains(key);
       if (in_sim && in_real && a[key] == b[key]) continue;
+      if (in_sim && in_real && a[key].is_string() != b[key].is_string()) {
+        // A hand-edited record: every config value trainsim writes is a string.
+        const bool real_odd = !b[key].is_string();
+        const Side& odd = real_odd ? real : sim;
+        throw_input(fmt::format("`config.{}` is {} here, not a string as trainsim writes every "
+                                "config value ({} in {})",
+                                key, clip_name((real_odd ? b : a)[key].dump()),
+                                clip_name((real_odd ? a : b)[key].dump()),
+                                (real_odd ? sim : real).path),
+                    {odd.path, 0, "config." + key},
+                    "write the value as a string, e.g. \"1\"");
+      }
       if (in_sim && in_real) {
         throw_input(fmt::format("`config.{}` is {} here but {} in {}", key,
                                 clip_name(b[key].dump()), clip_name(a[key].dump()), sim.path),

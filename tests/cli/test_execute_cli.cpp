@@ -362,6 +362,10 @@ TEST(CompareCli, MissingOrDifferentSettingsAreRefused) {
   j = real_doc();
   j["config"]["training.micro_batch"] = "2";
   refused(j, "extra-key.json", "`config.training.micro_batch`");
+  // A hand-edited number where trainsim writes a string: said as such, not as "1 but \"1\"".
+  j = real_doc();
+  j["config"]["model.layers"] = std::stoi(sim_doc()["config"]["model.layers"].get<std::string>());
+  refused(j, "number.json", "not a string as trainsim writes every config value");
   j = real_doc();
   j["config"]["optimizations.tp_overlap"] = "false";
   json s2 = sim_doc();
