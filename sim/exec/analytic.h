@@ -82,7 +82,8 @@ namespace trainsim::exec {
 /// stream runs it: each forward waits for its first bucket's gather behind the last
 /// reduce-scatter before it, the backward leaves its last bucket's reduce-scatter, in the
 /// Program's buckets of a chunk (ZeRO-3 rows move by at most 0.3 points, interleaved ZeRO-3 by up
-/// to 4, toward the schedule).
+/// to 4, toward the schedule); under ZeRO-2 a micro-batch's reduce-scatters run on beside the next
+/// micro-batch, only the last one's behind its own backward alone.
 inline constexpr const char* kAnalyticModelVersion = "analytic-30";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.

@@ -168,6 +168,11 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   }
   if (par.schedule == Schedule::kInterleaved) {
     TRAINSIM_REQUIRE(par.vpp > 1, "parallel.vpp", "the interleaved schedule needs vpp > 1");
+    // One stage has no pipeline to interleave (it ran, as model chunks that wait on nothing,
+    // 3 MFU points apart at the two fidelities).
+    TRAINSIM_REQUIRE(par.pp > 1, "parallel.vpp",
+            "vpp " + str(par.vpp) + " interleaves a pipeline, and PP 1 has none",
+            "set parallel.vpp 1 (or auto), or parallel.pp above 1");
     TRAINSIM_REQUIRE(L.microbatches % par.pp == 0, "training.global_batch",
             "the interleaved schedule needs the " + str(L.microbatches) +
                 " micro-batches per pipeline to be a multiple of PP " + str(par.pp),

@@ -260,7 +260,9 @@ TEST(SweepPlan, Errors) {
 // MegaScale 175B with TP 3 or 8 and PP 1 or 8: TP 3 cannot split 128 heads, PP 1 needs more
 // than the A100's 80 GB, TP 8 · PP 8 is the paper's configuration and the only feasible one.
 TEST(SweepRun, InfeasiblePointsKeepTheirReason) {
-  const Scenario base = load_scenario_file(kMegascale);
+  // vpp auto, so that PP 1 is a single stage (vpp 6 on one stage is refused: nothing to
+  // interleave) and fails on memory alone.
+  const Scenario base = load_scenario_file(kMegascale, {"parallel.vpp=auto"});
   SweepSpec spec;
   spec.axes = {parse_vary("parallel.tp=3,8"), parse_vary("parallel.pp=1,8")};
   const SweepOutcome o = sweep(base, spec);
@@ -275,6 +277,10 @@ TEST(SweepRun, InfeasiblePointsKeepTheirReason) {
   EXPECT_TRUE(contains(tp3.reason, "TP 3 does not divide the 128 attention heads")) << tp3.reason;
   const PointResult& pp1 = o.results[2];
   EXPECT_EQ(pp1.status, PointStatus::kInfeasible);
+  // And with the base's vpp 6, PP 1 says why it cannot interleave.
+  const SweepOutcome six = sweep(load_scenario_file(kMegascale), spec);
+  EXPECT_TRUE(contains(six.results[2].reason, "vpp 6 interleaves a pipeline, and PP 1 has none"))
+      << six.results[2].reason;
   EXPECT_TRUE(contains(pp1.reason, "does not fit in memory: needs")) << pp1.reason;
   EXPECT_GT(pp1.memory_peak_bytes, pp1.memory_capacity_bytes);
   EXPECT_EQ(pp1.mfu, 0.0);  // a configuration that cannot run has no throughput

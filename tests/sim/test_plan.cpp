@@ -77,6 +77,11 @@ TEST(Layout, InfeasibleConfigurations) {
   p.vpp = 2;
   p.dp = 4;
   expect_infeasible(p, t, 16, "parallel.vpp", "needs the interleaved schedule");
+  // One stage has no pipeline to interleave (it ran, 3 MFU points apart at the two fidelities).
+  p.pp = 1;
+  p.dp = 8;
+  p.schedule = Schedule::kInterleaved;
+  expect_infeasible(p, t, 16, "parallel.vpp", "vpp 2 interleaves a pipeline, and PP 1 has none");
 }
 
 // Korthikanti et al. 2022, Table 2: activations per layer, 16-bit, no recompute:
