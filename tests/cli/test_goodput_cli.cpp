@@ -157,6 +157,21 @@ TEST(GoodputCli, NoFailuresMeansNoYoungOrDalyInterval) {
   EXPECT_GT(j["ettr"]["mean"].get<double>(), 0.9);
 }
 
+// The interval's ends of a share stay in [0, 1]: a short, quiet run of 20 trials has a mean
+// near 1 and a half-width of 1.6 points (its `high` read 1.003), and a run that crashes
+// constantly a mean near 0 (its `low` read −4e-9).
+TEST(GoodputCli, EttrIntervalStaysBetweenZeroAndOne) {
+  const nlohmann::json quiet = run_json(
+      "scenarios/examples/llama3-8b-64xh100.yaml --trials 20 --no-search --days 0.05 "
+      "--set reliability.rate.planned=0");
+  EXPECT_LE(quiet["ettr"]["high"].get<double>(), 1.0);
+  EXPECT_GT(quiet["ettr"]["mean"].get<double>() + quiet["ettr"]["ci95"].get<double>(), 1.0);
+  const nlohmann::json busy = run_json(
+      "scenarios/examples/llama3-8b-64xh100.yaml --trials 20 --no-search "
+      "--set reliability.rate.framework_crash=100000");
+  EXPECT_GE(busy["ettr"]["low"].get<double>(), 0.0);
+}
+
 // Planned stops lose no work, so with only reliability.rate.planned set there is still no
 // Young or Daly interval; the text said "no failure rate is set" while one was.
 TEST(GoodputCli, PlannedStopsAloneMeanNoCrashOrHangRate) {
