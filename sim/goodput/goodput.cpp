@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <queue>
 #include <string>
 #include <thread>
 
@@ -322,7 +324,7 @@ class Trial {
   void evict_host() { evict_host(t_); }
   void evict_host(double when) {
     ++hosts_needed_;
-    repairs_.push_back(when + p_.host_repair_s);
+    repairs_.push(when + p_.host_repair_s);
   }
 
   void clear_slow() {
@@ -334,9 +336,8 @@ class Trial {
   // Replaces every evicted host: from the free spares, else by waiting for a repaired host.
   std::size_t obtain_hosts() {
     while (hosts_needed_ > 0) {
-      std::sort(repairs_.begin(), repairs_.end());
-      while (!repairs_.empty() && repairs_.front() <= t_) {
-        repairs_.erase(repairs_.begin());
+      while (!repairs_.empty() && repairs_.top() <= t_) {
+        repairs_.pop();
         ++spares_free_;
       }
       if (spares_free_ > 0) {
@@ -344,7 +345,7 @@ class Trial {
         --hosts_needed_;
         continue;
       }
-      const std::size_t hit = spend(repairs_.front() - t_, result_.split.repair_s, false);
+      const std::size_t hit = spend(repairs_.top() - t_, result_.split.repair_s, false);
       if (hit != arrivals_.size() || t_ >= horizon_s_) return hit;
     }
     return arrivals_.size();
@@ -368,7 +369,9 @@ class Trial {
   double slow_detect_s_ = kInf;
   long spares_free_ = 0;
   long hosts_needed_ = 0;
-  std::vector<double> repairs_;    // when each host in repair returns to the pool
+  // When each host in repair returns to the pool, earliest first (a heap: it was a vector sorted
+  // at every look, quadratic in the failures of a trial once hosts queued for repair).
+  std::priority_queue<double, std::vector<double>, std::greater<>> repairs_;
 };
 
 void require(bool ok, const std::string& field, const std::string& message) {

@@ -172,6 +172,20 @@ TEST(GoodputCli, EttrIntervalStaysBetweenZeroAndOne) {
   EXPECT_GE(busy["ettr"]["low"].get<double>(), 0.0);
 }
 
+// Hosts queued for repair are kept in a heap: a trial's cost grows with its failures, not with
+// their square (rate 2e9 took 28 s and 4e9 more than two minutes when the queue was re-sorted at
+// every look; the same results either way, the repair wait dominating the run).
+TEST(GoodputCli, ManyEvictionsWaitingForRepairStayCheap) {
+  const CliRun r = trainsim(
+      "goodput scenarios/examples/llama3-8b-64xh100.yaml --trials 2 -j 1 --no-search "
+      "--set reliability.rate.gpu=4e9 --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_LT(r.seconds, 30.0 * trainsim::testing::kWallClockScale);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["time_split_s"]["repair_wait_s"].get<double>(),
+            0.9 * (j["days"].get<double>() * 86400.0));
+}
+
 // Planned stops lose no work, so with only reliability.rate.planned set there is still no
 // Young or Daly interval; the text said "no failure rate is set" while one was.
 TEST(GoodputCli, PlannedStopsAloneMeanNoCrashOrHangRate) {
