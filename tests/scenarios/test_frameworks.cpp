@@ -502,12 +502,17 @@ INSTANTIATE_TEST_SUITE_P(MegaScaleTable3, AblationLever, ::testing::Range<std::s
 // 64 A100 80GB at 4,096 tokens: its docs/performance.md (1ea476e9f) ran it at local batch 1 and
 // notes that batch 2 "will cause an OOM error when selective activation checkpointing is used";
 // the memory model agrees (what the policy keeps: 125,184 bytes a token and layer, 80 layers).
+// TorchTitan's Llama 2 70B run (docs/performance.md at 1ea476e9f): FSDP over 64 A100 80GB,
+// 4,096 tokens, local batch 1, with the recompute given.
+std::vector<std::string> torchtitan_70b(const std::string& recompute) {
+  return {"model.preset=llama3-70b", "model.seq_len=4096", "model.vocab=32000",
+          "cluster.preset=selene-a100", "cluster.gpus=64", "parallel.tp=1", "parallel.pp=1",
+          "parallel.dp=64", "training.global_batch=64", "training.micro_batch=1",
+          "training.recompute=" + recompute, "framework.preset=torchtitan-2024-04"};
+}
+
 TEST(Frameworks, TorchtitanSelectiveOpFitsAsPublished) {
-  const std::vector<std::string> sets = {
-      "model.preset=llama3-70b", "model.seq_len=4096", "model.vocab=32000",
-      "cluster.preset=selene-a100", "cluster.gpus=64", "parallel.tp=1", "parallel.pp=1",
-      "parallel.dp=64", "training.global_batch=64", "training.micro_batch=1",
-      "training.recompute=selective-op", "framework.preset=torchtitan-2024-04"};
+  const std::vector<std::string> sets = torchtitan_70b("selective-op");
   const auto usage = [](const Scenario& s) {
     const exec::RunConfig cfg = make_run_config(s);
     const plan::Layout L = plan::make_layout(cfg.model, cfg.cluster, cfg.parallel, cfg.training);
@@ -539,11 +544,7 @@ TEST(Frameworks, TorchtitanSelectiveOpFitsAsPublished) {
 // of 27 of the 80 layers. TorchTitan ran this model at local batch 1 with it (docs/performance.md
 // at 1ea476e9f), and it is what auto picks; whatever is picked is the least replay that fits.
 TEST(Frameworks, AutoRecomputeTriesTheFrameworksSelective) {
-  const std::vector<std::string> sets = {
-      "model.preset=llama3-70b", "model.seq_len=4096", "model.vocab=32000",
-      "cluster.preset=selene-a100", "cluster.gpus=64", "parallel.tp=1", "parallel.pp=1",
-      "parallel.dp=64", "training.global_batch=64", "training.micro_batch=1",
-      "training.recompute=auto", "framework.preset=torchtitan-2024-04"};
+  const std::vector<std::string> sets = torchtitan_70b("auto");
   const Scenario s = load_scenario_string("", "t", sets);
   EXPECT_EQ(s.values.at("framework.selective_recompute"), "op");
   EXPECT_EQ(s.training.recompute, model::Recompute::kSelectiveOp);

@@ -306,6 +306,26 @@ TEST(Analytic, MfuAboveTheGemmCeilingNamesTheAttentionConvention) {
       << n;
 }
 
+// A one-stage configuration's DP buckets under the 40 M rule, by hand: the stage's parameters
+// P, the bucket count k (at most one a layer) and the time of one DP collective of some bytes.
+struct OneStageBuckets {
+  plan::Layout L;
+  double P = 0, k = 0;
+  coll::LinkModel links;
+  double time(coll::Kind kind, double bytes) const {
+    return coll::collective_cost(kind, bytes, L.dp, links, {}).time_s;
+  }
+};
+OneStageBuckets one_stage_buckets(const RunConfig& c) {
+  OneStageBuckets b;
+  b.L = plan::make_layout(c.model, c.cluster, c.parallel, c.training);
+  b.P = plan::stage_parameters(c.model, b.L, true, true, c.model.layers).total();
+  b.k = plan::dp_bucket_count(
+      b.P, plan::dp_bucket_params(plan::BucketRule::kFixed40M, c.parallel.dp), c.model.layers);
+  b.links = link_model(c);
+  return b;
+}
+
 // Each DP bucket is a collective of its own and pays the ring's latency again, as the Program
 // runs them (analytic-19): the stage's gradients go in k = clamp(⌈P / bucket⌉, 1, layers)
 // reductions of P/k parameters, not one of P. ZeRO-3 without overlap on TP 8 · DP 8 (one
@@ -319,15 +339,11 @@ TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
   c.opt.dp_buckets = plan::BucketRule::kFixed40M;
   const Result r = run_analytic(c);
   expect_breakdown_adds_up(r);
-  const plan::Layout L = plan::make_layout(c.model, c.cluster, c.parallel, c.training);
-  const double P = plan::stage_parameters(c.model, L, true, true, c.model.layers).total();
-  const double k = plan::dp_bucket_count(
-      P, plan::dp_bucket_params(plan::BucketRule::kFixed40M, c.parallel.dp), c.model.layers);
+  const OneStageBuckets b = one_stage_buckets(c);
+  const plan::Layout& L = b.L;
+  const double P = b.P, k = b.k;
   ASSERT_EQ(k, 3.0);
-  const coll::LinkModel links = link_model(c);
-  const auto t = [&](coll::Kind kind, double bytes) {
-    return coll::collective_cost(kind, bytes, L.dp, links, {}).time_s;
-  };
+  const auto t = [&](coll::Kind kind, double bytes) { return b.time(kind, bytes); };
   const double per_mb = k * (2 * t(coll::Kind::kAllGather, 2 * P / k) +
                              t(coll::Kind::kReduceScatter, 4 * P / k));
   EXPECT_NEAR(r.breakdown.exposed_dp_s, L.microbatches * per_mb, 1e-9 * r.breakdown.exposed_dp_s);
@@ -353,15 +369,11 @@ TEST(Analytic, ZeroThreeExposesTheFirstGatherAndTheLastReduceScatterOfEachPass) 
   c.cluster.gpu.sms = 108;
   const Result r = run_analytic(c);
   expect_breakdown_adds_up(r);
-  const plan::Layout L = plan::make_layout(c.model, c.cluster, c.parallel, c.training);
-  const double P = plan::stage_parameters(c.model, L, true, true, c.model.layers).total();
-  const double k = plan::dp_bucket_count(
-      P, plan::dp_bucket_params(plan::BucketRule::kFixed40M, c.parallel.dp), c.model.layers);
+  const OneStageBuckets b = one_stage_buckets(c);
+  const plan::Layout& L = b.L;
+  const double P = b.P, k = b.k;
   ASSERT_EQ(k, 16.0);  // ⌈0.9 B / 40 M⌉ = 23, at most one a layer
-  const coll::LinkModel links = link_model(c);
-  const auto t = [&](coll::Kind kind, double bytes) {
-    return coll::collective_cost(kind, bytes, L.dp, links, {}).time_s;
-  };
+  const auto t = [&](coll::Kind kind, double bytes) { return b.time(kind, bytes); };
   const double ag = k * t(coll::Kind::kAllGather, 2 * P / k);
   const double rs = k * t(coll::Kind::kReduceScatter, 4 * P / k);
   const double s = 8.0 / 108;
