@@ -126,6 +126,7 @@ class Resolver {
     resolve_auto_recompute();
     note_recompute_layers();
     check_offload();
+    check_tp_overlap();
     note_framework_capabilities();
     scenario_.system = get("optimizations.system");
     scenario_.framework = get("framework.preset");
@@ -1039,6 +1040,22 @@ class Resolver {
   // no support for Pipeline parallelism with CPU offloading", "CPU offloading does not work when
   // activation recomputation is enabled", "CPU offloading can be done only for layers less than
   // num_layers"), on a GPU whose host link the preset knows.
+  // TP overlap hides the sequence-parallel all-gathers and reduce-scatters behind the GEMMs
+  // (Transformer Engine's userbuffers, MegaScale §3.2): without SP there are none to hide.
+  // Megatron-LM refuses the pair ("Tensor parallel communication/GEMM overlap can happen only when
+  // sequence parallelism is enabled", arguments.py); it ran here, 2.8 MFU points apart at the two
+  // fidelities (2026-12-06).
+  void check_tp_overlap() {
+    if (!scenario_.opt.tp_overlap || scenario_.parallel.tp <= 1 || scenario_.parallel.sp) return;
+    throw_input(fmt::format("optimizations.tp_overlap needs sequence parallelism: it overlaps SP's "
+                            "all-gathers and reduce-scatters with the GEMMs, and TP {} without SP "
+                            "has none (Megatron-LM refuses the pair)",
+                            scenario_.parallel.tp),
+                blame({"parallel.sp", "optimizations.tp_overlap", "parallel.tp"},
+                      "optimizations.tp_overlap"),
+                "set parallel.sp true, or optimizations.tp_overlap false");
+  }
+
   void check_offload() {
     const int n = scenario_.training.cpu_offload_layers;
     if (n == 0) return;

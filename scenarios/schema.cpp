@@ -771,7 +771,8 @@ std::vector<KeyDef> build_schema() {
       {.path = "optimizations.tp_overlap",
        .type = K::kBool,
        .default_value = "false",
-       .description = "TP/SP all-gather and reduce-scatter overlapped with the GEMMs",
+       .description = "TP/SP all-gather and reduce-scatter overlapped with the GEMMs; needs "
+                      "parallel.sp when TP > 1 (Megatron-LM refuses it without)",
        .aliases = {"tp_comm_overlap", "overlap_tp", "tp_overlap_comm"}},
       {.path = "optimizations.pp_overlap",
        .type = K::kBool,

@@ -729,11 +729,23 @@ TEST(HostileInputs, MeaninglessMoeSettingsAreRefused) {
                                 " --set model.experts=8 --set model.moe_every=100 --set parallel.ep=8");
   EXPECT_EQ(every.code, 0) << every.err;
   // MoE under TP 2 without SP: Megatron-Core refuses it (each TP rank dispatches tokens/tp).
+  // (TP overlap off: without SP it is refused on its own, below.)
   const CliRun no_sp = trainsim("run " + base +
-                                " --set model.experts=8 --set parallel.ep=8 --set parallel.sp=false");
+                                " --set model.experts=8 --set parallel.ep=8 --set parallel.sp=false"
+                                " --set optimizations.tp_overlap=false");
   EXPECT_EQ(no_sp.code, 3) << no_sp.err;
   EXPECT_TRUE(has(no_sp.err, "`parallel.sp`: an MoE model under TP 2 needs sequence parallelism"))
       << no_sp.err;
+  // TP overlap hides SP's collectives; TP without SP has none to hide (Megatron-LM refuses the
+  // pair), exit 2 naming the key the command line changed. TP 1 has no TP to overlap: fine.
+  const CliRun overlap = trainsim("run " + base + " --set parallel.sp=false");
+  EXPECT_EQ(overlap.code, 2) << overlap.err;
+  EXPECT_TRUE(has(overlap.err, "--set: `parallel.sp`: optimizations.tp_overlap needs sequence "
+                               "parallelism"))
+      << overlap.err;
+  EXPECT_EQ(trainsim("run " + base + " --set parallel.sp=false --set optimizations.tp_overlap=false")
+                .code,
+            0);
   const CliRun dense = trainsim("run " + base + " --format json");
   const CliRun one = trainsim("run " + base + " --format json --set model.experts=8 "
                               "--set model.moe_every=100 --set parallel.ep=8");
