@@ -779,7 +779,6 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       // forward and backward pass.
       const double rs_times = par.zero >= 2 ? mb : 1.0;
       const double ag_times = par.zero >= 3 ? 2.0 * mb : 1.0;
-      // ZeRO-2 reduces per micro-batch, inside one pass: no chunk staggering.
       // ZeRO-3 gathers before every chunk's forward and backward, and everything queues on the
       // DP stream in issue order, as the Program runs it (one stream; one NCCL communicator
       // serializes them): a chunk pass's forward waits for its first bucket's gather, which
@@ -813,7 +812,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       // 4.1 s of DP where the executed schedule exposes 1.3.)
       const auto z2 = [&]() {
         if (!cfg.opt.dp_overlap) return mb * rs.time_s;
-        const double steps = mb * v, r = rs.time_s / v, w = (fwd_pass + bwd_pass) / v;
+        const double steps = mb * v, r = rs.time_s / v;
         const double wb = bwd_pass / v, last_bucket = r / chunk_buckets;
         const double last =
             last_bucket + ComputeModel::concurrent(wb, r - last_bucket, c.comm_sm_share) - wb;
