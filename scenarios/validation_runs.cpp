@@ -630,7 +630,9 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         if (search_vpp) {
           const int layers = static_cast<int>(*number(cell("layers"), file, line_no, "layers"));
           const int pp = static_cast<int>(*number(cell("pp"), file, line_no, "pp"));
-          for (int vpp = 1; vpp * pp <= layers; ++vpp) {
+          // With a layer fewer on each end stage, their end chunks may hold only the embedding
+          // and only the output layer (Llama 3 §3.3.2: 16 stages × 8 chunks for 126 layers).
+          for (int vpp = 1; vpp * pp <= layers + (ends > 0 ? 2 : 0); ++vpp) {
             std::map<std::string, std::string> keys = with_mbs;
             keys["parallel.vpp"] = std::to_string(vpp);
             if (ends > 0 && vpp > 1) {

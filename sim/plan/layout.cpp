@@ -93,7 +93,16 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   TRAINSIM_REQUIRE(par.world() == cluster.gpus, "cluster.gpus",
           str(cluster.gpus) + " GPUs is not TP×PP×DP×CP = " + str(par.tp) + "×" + str(par.pp) + "×" +
               str(par.dp) + "×" + str(par.cp) + " = " + str(par.world()));
-  TRAINSIM_REQUIRE(par.pp * par.vpp <= m.layers, par.vpp > 1 ? "parallel.vpp" : "parallel.pp",
+  // Every model chunk holds at least one layer, but for the two that may hold only the
+  // embedding (the first stage's first chunk) or only the output layer and loss (the last
+  // stage's last chunk) when those stages are given a layer fewer: Llama 3's layout (Llama Team
+  // 2024, §3.3.2: 126 layers on 16 stages of 8 chunks). The stage checks below place them.
+  const bool ends_given = par.pp > 1 && (par.first_stage_layers > 0 || par.last_stage_layers > 0);
+  const int empty_ends = ends_given && par.vpp > 1
+                             ? (par.first_stage_layers > 0 ? 1 : 0) + (par.last_stage_layers > 0 ? 1 : 0)
+                             : 0;
+  TRAINSIM_REQUIRE(par.pp * par.vpp <= m.layers + empty_ends,
+          par.vpp > 1 ? "parallel.vpp" : "parallel.pp",
           "PP " + str(par.pp) + " × VPP " + str(par.vpp) + " = " + str(par.pp * par.vpp) +
               " model chunks for only " + str(m.layers) + " layers");
   TRAINSIM_REQUIRE(par.cp == 1 || m.seq_len % (2 * par.cp) == 0, "parallel.cp",
@@ -195,10 +204,16 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
                                : "parallel.vpp " + fits + " split them (1: not interleaved), or "
                                  "parallel.vpp: auto picks the fastest that fits");
     }
+    // A chunk with no layer only where it still runs something: the embedding (the first
+    // stage's first chunk) or the output layer and loss (the last stage's last chunk).
     for (int st = 0; st < p; ++st) {
-      TRAINSIM_REQUIRE(L.stage_layers[static_cast<std::size_t>(st)] >= par.vpp - 1, "parallel.vpp",
+      const int least = st == 0 || st == p - 1 ? par.vpp - 1 : par.vpp;
+      TRAINSIM_REQUIRE(L.stage_layers[static_cast<std::size_t>(st)] >= least, "parallel.vpp",
               "stage " + str(st) + " has " + str(L.stage_layers[static_cast<std::size_t>(st)]) +
-                  " layers for " + str(par.vpp) + " model chunks");
+                  " layers for " + str(par.vpp) + " model chunks" +
+                  (st == 0 || st == p - 1 ? " (one of them may hold only the " +
+                                                std::string(st == 0 ? "embedding" : "output layer") + ")"
+                                          : ""));
     }
   } else {
     TRAINSIM_REQUIRE(par.vpp == 1, "parallel.vpp",

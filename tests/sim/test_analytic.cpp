@@ -169,6 +169,30 @@ TEST(Analytic, UnevenChunksPaceThePipelineFill) {
   EXPECT_NEAR(bubble(2), 3 * even, 1e-12 * even);
 }
 
+// Llama 3's layout (Llama Team 2024, §3.3.2): a layer fewer on each end stage and one layer per
+// chunk, so that the first stage's first chunk holds only the embedding and the last stage's
+// last chunk only the output layer: 14 layers as 3 + 4 + 4 + 3 on 4 stages of 4 chunks (16
+// chunks, which the layout refused until 2026-12-06 as more chunks than layers). The slowest
+// stage's 4 layers fill the pipeline one layer per step at 4 chunks and two at 2 chunks, so the
+// bubble halves from vpp 2 to vpp 4, the stages' slots being the same.
+TEST(Analytic, EndChunksWithoutLayersHalveTheBubble) {
+  RunConfig c = base(32, 8, 4, 1);
+  c.model.layers = 14;
+  c.parallel.first_stage_layers = 3;
+  c.parallel.last_stage_layers = 3;
+  c.parallel.schedule = plan::Schedule::kInterleaved;
+  c.opt.pp_overlap = true;  // the slot then holds no per-chunk send/recv
+  const auto bubble = [&](int vpp) {
+    c.parallel.vpp = vpp;
+    const Result r = run_analytic(c);
+    expect_breakdown_adds_up(r);
+    return r.breakdown.pipeline_bubble_s;
+  };
+  const double four = bubble(4);
+  ASSERT_GT(four, 0);
+  EXPECT_NEAR(bubble(2), 2 * four, 1e-12 * four);
+}
+
 // A pipeline boundary's activation (framework.pp_activation, collectives.p2p_net_channels):
 // TP 8 · PP 2 across two servers, SP off, 8 micro-batches, one chunk. Each stage sends and
 // receives 2 activations per micro-batch (forward, backward), so the exposed PP time is

@@ -230,6 +230,51 @@ TEST(Layout, StageLayers) {
   EXPECT_EQ(L.chunk_layers(1, 0), (std::pair<int, int>{3, 4}));
   EXPECT_EQ(L.chunk_layers(0, 1), (std::pair<int, int>{63, 4}));
   EXPECT_EQ(L.chunk_layers(15, 1), (std::pair<int, int>{123, 3}));
+  // Llama 3's own layout (Llama Team 2024, §3.3.2): 8 chunks per stage, one layer each, the
+  // first stage's first chunk holding only the embedding and the last stage's last chunk only
+  // the output layer and loss: 16 × 8 = 128 chunks for 126 layers.
+  p.vpp = 8;
+  L = make_layout(gpt(126, 1024, 16), cluster(16), p, t);
+  EXPECT_EQ(L.chunk_layers(0, 0), (std::pair<int, int>{0, 0}));
+  EXPECT_EQ(L.chunk_layers(0, 1), (std::pair<int, int>{15, 1}));  // after chunk 0 of stages 1..15
+  EXPECT_EQ(L.chunk_layers(15, 7), (std::pair<int, int>{126, 0}));
+  int total = 0, empty = 0;
+  for (int st = 0; st < 16; ++st) {
+    for (int c = 0; c < 8; ++c) {
+      const int n = L.chunk_layers(st, c).second;
+      total += n;
+      empty += n == 0 ? 1 : 0;
+      if (n == 0) {
+        EXPECT_TRUE((st == 0 && c == 0) || (st == 15 && c == 7)) << st << " " << c;
+      }
+    }
+  }
+  EXPECT_EQ(total, 126);
+  EXPECT_EQ(empty, 2);
+  // A chunk with nothing to run is refused: a middle stage short of a layer for its chunks,
+  // or end stages not given fewer layers (16 × 8 chunks for 126 layers split evenly).
+  p.first_stage_layers = 9;
+  p.last_stage_layers = 9;
+  try {
+    make_layout(gpt(126, 1024, 16), cluster(16), p, t);  // 9 + 108 on 14 stages + 9: some of 7
+    FAIL() << "a middle stage of 7 layers cannot fill 8 chunks";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "parallel.vpp");
+    EXPECT_NE(e.message().find("layers for 8 model chunks"), std::string::npos) << e.message();
+  }
+  p.first_stage_layers = 0;
+  p.last_stage_layers = 0;
+  try {
+    make_layout(gpt(126, 1024, 16), cluster(16), p, t);
+    FAIL() << "128 chunks for 126 evenly split layers";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "parallel.vpp");
+    EXPECT_NE(e.message().find("128 model chunks for only 126 layers"), std::string::npos)
+        << e.message();
+  }
+  p.vpp = 2;
+  p.first_stage_layers = 7;
+  p.last_stage_layers = 7;
   p.first_stage_layers = 115;
   try {
     make_layout(gpt(126, 1024, 16), cluster(16), p, t);

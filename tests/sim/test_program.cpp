@@ -347,6 +347,37 @@ TEST(Program, ChunksWithoutLayersKeepTheirEmbeddingAndHeadGradients) {
   }
 }
 
+// Llama 3's layout at schedule fidelity (Llama Team 2024, §3.3.2): 14 layers as 3 + 4 + 4 + 3
+// on 4 stages of 4 one-layer chunks, the first stage's first chunk only the embedding and the
+// last stage's last chunk only the output layer and loss. The Program runs the two chunks
+// without layers, every layer once, and the iteration is within 2 % of the closed form's (the
+// two differ in where the empty chunks shorten the fill: 0.2699 against 0.2737 s when written).
+TEST(Program, EndChunksWithOnlyTheEmbeddingOrTheHead) {
+  const std::string yaml =
+      "model: {layers: 14, hidden: 8192, heads: 16, ffn_hidden: 32768, vocab: 64, seq_len: 1024}\n"
+      "cluster: {preset: selene-a100, gpus: 32}\n"
+      "parallel: {tp: 8, pp: 4, dp: 1, zero: 0, vpp: 4, schedule: interleaved,"
+      " first_stage_layers: 3, last_stage_layers: 3}\n"
+      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
+      "optimizations: {system: megatron, pp_overlap: true}\n"
+      "framework: {cross_entropy: te}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  const scen::Scenario sc = scen::load_scenario_string(yaml, "llama3-layout.yaml");
+  const plan::ProgramSet ps = programs_of(sc);
+  EXPECT_EQ(ps.layout.chunk_layers(0, 0).second, 0);
+  EXPECT_EQ(ps.layout.chunk_layers(3, 3).second, 0);
+  int layers = 0;
+  for (int st = 0; st < 4; ++st) {
+    for (int ch = 0; ch < 4; ++ch) layers += ps.layout.chunk_layers(st, ch).second;
+  }
+  EXPECT_EQ(layers, 14);
+  const RunConfig c = scen::make_run_config(sc);
+  const Result schedule = exec::run_program(c, ExecOptions{});
+  expect_adds_up(schedule);
+  const Result closed = exec::run_analytic(c);
+  EXPECT_NEAR(schedule.iteration_time_s, closed.iteration_time_s, 0.02 * closed.iteration_time_s);
+}
+
 // Under ZeRO-2 with context parallelism the gradient shard a rank keeps, and so the sum of each
 // micro-batch's gradients into it, is 1/(DP·CP) when the sharding group holds the CP ranks
 // (framework.shard_group dp_cp) and 1/DP when it does not, as plan::memory_per_gpu counts it:
