@@ -297,7 +297,8 @@ int run_execute_command(const ExecuteArgs& a) {
     meta.fidelity = r.fidelity;
     meta.model_version = "measured";
     meta.profile = "measured";
-    meta.ranks_per_stage = cfg.parallel.tp * cfg.parallel.cp * cfg.parallel.dp;
+    meta.stage_stride = cfg.parallel.pp_stride();
+    meta.stages = cfg.parallel.pp;
     write_output(reports::trace_event_json(r.timeline, meta), a.trace);
   }
   return 0;

@@ -271,7 +271,8 @@ int cmd_run(const RunArgs& a) {
     meta.profile = r.profile_name;
     meta.profile_version = r.profile_version;
     meta.seed = s.seed;
-    meta.ranks_per_stage = s.parallel.world() / std::max(1, s.parallel.pp);
+    meta.stage_stride = s.parallel.pp_stride();
+    meta.stages = s.parallel.pp;
     write_output(reports::trace_event_json(r.timeline, meta), a.trace);
   }
   write_output(a.format == "json" ? reports::result_json_text(r, s, cfg.profile)

@@ -223,7 +223,8 @@ ordered_json routing_json(const topo::RoutingConfig& r) {
 std::string traffic_name(const topo::TrafficSpec& t, int gpus) {
   std::string out = topo::to_string(t.pattern);
   if (t.pattern == topo::TrafficPattern::kDpRing) {
-    return out + fmt::format(" (tp {}, pp {}, dp {})", t.tp, t.pp, gpus / (t.tp * t.pp));
+    return out + fmt::format(" (tp {}, pp {}, dp {}{})", t.tp, t.pp, gpus / (t.tp * t.pp),
+                             t.pp_before_dp ? ", order tp-cp-pp-dp" : "");
   }
   out += t.group > 0 ? fmt::format(" in groups of {} GPUs", t.group)
                      : fmt::format(" over {} GPUs", gpus);
@@ -442,6 +443,7 @@ int run_topo_command(const TopoArgs& a) {
     t.seed = a.seed;
     t.tp = s.parallel.tp;
     t.pp = s.parallel.pp;
+    t.pp_before_dp = s.parallel.order == plan::RankOrder::kTpCpPpDp;
     const std::int64_t connections = topo::connection_count(t, graph.gpu_count());
     check_work(connections * s.routing.qps_per_connection, limits::kMaxTopoFlows, a.force,
                fmt::format("the routed flow count ({} connections x {} QPs)", connections,

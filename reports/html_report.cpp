@@ -286,7 +286,7 @@ std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, cons
   for (int st = 0; st < t.stages; ++st) {
     if (t.stages <= 8 || st < 4 || st >= t.stages - 4) stages.push_back(st);
   }
-  const int rank_stride = s.parallel.tp * s.parallel.cp * s.parallel.dp;
+  const int rank_stride = s.parallel.pp_stride();
   const std::size_t per_lane = 2 * static_cast<std::size_t>(t.microbatches) * t.chunks;
   const std::vector<std::string> colors = breakdown_colors();
 

@@ -74,7 +74,9 @@ std::string trace_event_json(const exec::Timeline &timeline, const TraceMeta &me
   };
   for (int r : ranks) {
     std::string name = fmt::format("rank {}", r);
-    if (meta.ranks_per_stage > 0) name += fmt::format(" (stage {})", r / meta.ranks_per_stage);
+    if (meta.stage_stride > 0) {
+      name += fmt::format(" (stage {})", (r / meta.stage_stride) % std::max(1, meta.stages));
+    }
     event(fmt::format(R"({{"ph":"M","pid":{},"tid":0,"name":"process_name","args":{{"name":{}}}}})",
                       r, json_string(name)));
     event(fmt::format(

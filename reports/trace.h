@@ -42,10 +42,12 @@ struct TraceMeta {
   std::string profile_version;  // its version ("" leaves it out)
   // simulation.seed of the run (every random draw comes from it); none for a measured run.
   std::optional<std::uint64_t> seed;
-  // Ranks per pipeline stage (tp·cp·dp): the stage of rank r is r /
-  // ranks_per_stage (the rank numbering of sim/plan/layout.h). 0 leaves the
-  // stage out of the process names.
-  int ranks_per_stage = 0;
+  // Where a rank's pipeline stage is read from (the rank numbering of
+  // sim/plan/layout.h, plan::ParallelConfig::stage_of): the stage of rank r is
+  // (r / stage_stride) % stages. A stage_stride of 0 leaves the stage out of the
+  // process names.
+  int stage_stride = 0;
+  int stages = 1;
 };
 
 /// The trace-event JSON document of `timeline`, with a trailing newline.

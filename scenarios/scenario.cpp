@@ -724,6 +724,8 @@ class Resolver {
     p.gqa_kv_repeated = get("framework.gqa_kv") == "repeat";
     p.first_stage_layers = integer("parallel.first_stage_layers");
     p.last_stage_layers = integer("parallel.last_stage_layers");
+    p.order = get("parallel.order") == "tp-cp-pp-dp" ? plan::RankOrder::kTpCpPpDp
+                                                     : plan::RankOrder::kTpCpDpPp;
     resolve_gpus();
     p.dp = integer("parallel.dp");
     scenario_.cluster.gpus = integer("cluster.gpus");

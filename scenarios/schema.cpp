@@ -493,6 +493,16 @@ std::vector<KeyDef> build_schema() {
        .description = "Layers on the last pipeline stage; 0 = an even split",
        .aliases = {"decoder_last_pipeline_num_layers", "num_layers_in_last_pipeline_stage"},
        .min_value = 0},
+      {.path = "parallel.order",
+       .type = K::kEnum,
+       .default_value = "tp-cp-dp-pp",
+       .description = "The order ranks are numbered in, fastest first, so which groups share a "
+                      "server or a pod: tp-cp-dp-pp (Megatron-LM's default; pipeline stages the "
+                      "farthest apart) or tp-cp-pp-dp (Llama 3's, Megatron-LM's "
+                      "--use-tp-pp-dp-mapping: a pipeline's stages close together, DP replicas "
+                      "the farthest apart)",
+       .choices = {"tp-cp-dp-pp", "tp-cp-pp-dp"},
+       .aliases = {"rank_order", "parallel_order", "use_tp_pp_dp_mapping"}},
 
       // training
       {.path = "training.global_batch",

@@ -60,8 +60,9 @@ void for_each_connection(const TrafficSpec& spec, int gpus,
     for (int p = 0; p < spec.pp; ++p) {
       for (int r = 0; r < spec.tp; ++r) {
         for (int d = 0; d < dp; ++d) {
-          const int base = p * spec.tp * dp + r;
-          connection(base + d * spec.tp, base + ((d + 1) % dp) * spec.tp);
+          const int stride = spec.pp_before_dp ? spec.tp * spec.pp : spec.tp;
+          const int base = (spec.pp_before_dp ? p * spec.tp : p * spec.tp * dp) + r;
+          connection(base + d * stride, base + ((d + 1) % dp) * stride);
         }
       }
     }

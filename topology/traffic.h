@@ -15,7 +15,7 @@ namespace trainsim::topo {
 
 enum class TrafficPattern : std::uint8_t {
   kRing,         // in each group, GPU i sends to GPU i+1 (the last to the first)
-  kDpRing,       // the ring of every data-parallel group of Megatron's rank layout
+  kDpRing,       // the ring of every data-parallel group of the rank layout (TrafficSpec)
   kPermutation,  // in each group, a random cyclic permutation (no GPU sends to itself)
   kAllToAll,     // in each group, every GPU sends to every other
   kIncast,       // in each group, every GPU sends to the group's first GPU
@@ -30,9 +30,11 @@ struct TrafficSpec {
   // be smaller); 0 = one group of every GPU. Not used by dp-ring.
   int group = 0;
   // dp-ring: ranks are laid out as Megatron does, TP fastest, then DP, then PP; the DP group of
-  // (pipeline stage p, TP rank r) is {p*tp*dp + d*tp + r}.
+  // (pipeline stage p, TP rank r) is {p*tp*dp + d*tp + r}. With pp_before_dp (parallel.order
+  // tp-cp-pp-dp, Llama 3's) PP comes before DP: {d*tp*pp + p*tp + r}.
   int tp = 1;
   int pp = 1;
+  bool pp_before_dp = false;
   std::uint64_t seed = 1;  // permutation
 };
 

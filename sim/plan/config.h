@@ -15,6 +15,11 @@ namespace trainsim::plan {
 
 enum class Schedule { kGpipe, k1F1B, kInterleaved };
 enum class Optimizer { kAdam, kLamb };
+// The order ranks are numbered in, fastest-varying first (Megatron-Core's `order` of
+// initialize_model_parallel): TP, CP, DP, PP (its default, tp-cp-ep-dp-pp) or TP, CP, PP, DP
+// (Megatron-LM's --use-tp-pp-dp-mapping, tp-cp-ep-pp-dp; Llama 3's "[TP, CP, PP, DP]", Llama
+// Team 2024 §3.3.2). It decides which groups stay inside a server or a pod.
+enum class RankOrder { kTpCpDpPp, kTpCpPpDp };
 
 struct ParallelConfig {
   int tp = 1;    // tensor parallel
@@ -47,8 +52,14 @@ struct ParallelConfig {
   // Llama 3 405B: one layer fewer on each end (Dubey et al. 2024, §3.3.2).
   int first_stage_layers = 0;
   int last_stage_layers = 0;
+  RankOrder order = RankOrder::kTpCpDpPp;
 
   int world() const { return tp * pp * dp * cp; }
+  // Rank distance between neighbouring pipeline stages and between neighbouring DP replicas.
+  int pp_stride() const { return order == RankOrder::kTpCpDpPp ? tp * cp * dp : tp * cp; }
+  int dp_stride() const { return order == RankOrder::kTpCpDpPp ? tp * cp : tp * cp * pp; }
+  // The pipeline stage of a rank.
+  int stage_of(int rank) const { return (rank / pp_stride()) % pp; }
   // The ranks ZeRO / the distributed optimizer shards dense state over: DP, or DP·CP.
   int zero_group() const { return dp * (shard_over_cp ? cp : 1); }
 };

@@ -25,12 +25,13 @@ coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster
   return g;
 }
 
-// The expert-data-parallel group with CP > 1: members at offsets tp·j (CP rank j) plus
-// tp·cp·ep·i (the i-th replica holding the same experts), placed as ranks are (consecutive on a
-// server of gpus_per_node, pods of fabric.pod_gpus).
-coll::GroupShape expert_dp_shape(const ParallelConfig& par, const topo::ClusterSpec& cluster) {
+// A group of two strides: CP rank j at offset tp·j and the i-th of `replicas` DP replicas at
+// offset dp_stride·step·i (step: ep for the replicas holding the same experts, 1 for the dense
+// DP·CP group), placed as ranks are (consecutive on a server of gpus_per_node, pods of
+// fabric.pod_gpus).
+coll::GroupShape cp_dp_shape(const ParallelConfig& par, int replicas, int step,
+                             const topo::ClusterSpec& cluster) {
   coll::GroupShape g;
-  const int replicas = std::max(1, par.dp / par.ep);
   g.ranks = replicas * par.cp;
   const long gpn = std::max(1, cluster.gpus_per_node);
   const long pod = cluster.fabric.pod_gpus;
@@ -38,7 +39,7 @@ coll::GroupShape expert_dp_shape(const ParallelConfig& par, const topo::ClusterS
   for (int i = 0; i < replicas; ++i) {
     for (int j = 0; j < par.cp; ++j) {
       const long r = static_cast<long>(par.tp) * j +
-                     static_cast<long>(par.tp) * par.cp * par.ep * i;
+                     static_cast<long>(par.dp_stride()) * step * i;
       nodes.push_back(r / gpn);
       if (pod > 0) pods.push_back(r / pod);
     }
@@ -126,6 +127,11 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
   TRAINSIM_REQUIRE(par.dp % par.ep == 0, "parallel.ep",
           "EP " + str(par.ep) + " must divide DP " + str(par.dp) + " (experts shard the DP group)");
   TRAINSIM_REQUIRE(par.zero >= 0 && par.zero <= 3, "parallel.zero", "ZeRO stage must be 0..3");
+  // Megatron's tp-cp-ep-pp-dp puts the expert groups inside the pipeline; only the dense groups
+  // of that order are modelled.
+  TRAINSIM_REQUIRE(par.ep == 1 || par.order == RankOrder::kTpCpDpPp, "parallel.order",
+          "expert parallelism (EP " + str(par.ep) + ") is modelled in the tp-cp-dp-pp rank order only",
+          "set parallel.order tp-cp-dp-pp, or parallel.ep 1");
   // TorchTitan's per-op checkpointing policy is modelled on the layer it was written for: one
   // GPU's whole dense, sequential layer (model::recompute_share counts its matmuls in order).
   TRAINSIM_REQUIRE(train.recompute != model::Recompute::kSelectiveOp ||
@@ -226,17 +232,20 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
 
   L.tp = group_shape(par.tp, 1, cluster);
   L.cp = group_shape(par.cp, par.tp, cluster);
-  L.dp = group_shape(par.dp, par.tp * par.cp, cluster);
-  L.dp_cp = group_shape(par.dp * par.cp, par.tp, cluster);
-  L.ep = group_shape(par.ep, par.tp * par.cp, cluster);
+  L.dp = group_shape(par.dp, par.dp_stride(), cluster);
+  // DP·CP is one stride (tp) when DP follows CP in the rank order, two when PP sits between.
+  L.dp_cp = par.order == RankOrder::kTpCpDpPp || par.cp == 1
+                ? group_shape(par.dp * par.cp, par.cp == 1 ? par.dp_stride() : par.tp, cluster)
+                : cp_dp_shape(par, par.dp, 1, cluster);
+  L.ep = group_shape(par.ep, par.dp_stride(), cluster);
   // The ranks that hold the same experts: the replicas `ep` apart through DP and, like the dense
   // gradients' DP·CP group, every CP rank of them (they compute gradients of the same experts
   // on other tokens). Two strides (tp for CP, tp·cp·ep for DP), so with CP > 1 the shape is
   // counted from the members; it reduced over DP / EP alone, leaving the CP ranks' expert
   // gradients unreduced.
-  L.expert_dp = par.cp > 1 ? expert_dp_shape(par, cluster)
-                           : group_shape(par.dp / par.ep, par.tp * par.cp * par.ep, cluster);
-  L.pp = group_shape(par.pp, par.tp * par.cp * par.dp, cluster);
+  L.expert_dp = par.cp > 1 ? cp_dp_shape(par, std::max(1, par.dp / par.ep), par.ep, cluster)
+                           : group_shape(par.dp / par.ep, par.dp_stride() * par.ep, cluster);
+  L.pp = group_shape(par.pp, par.pp_stride(), cluster);
   return true;
 }
 

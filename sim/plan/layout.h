@@ -1,7 +1,8 @@
 // Where the ranks of each parallel dimension sit, and whether a parallel configuration can run.
 //
 // Ranks are numbered Megatron-style with TP fastest, then CP, then DP (EP is the fastest part of
-// DP), then PP: rank = tp_i + tp·(cp_i + cp·(dp_i + dp·pp_i)). On a cluster of servers with
+// DP), then PP: rank = tp_i + tp·(cp_i + cp·(dp_i + dp·pp_i)); or, in the tp-cp-pp-dp order
+// (parallel.order, Llama 3's), rank = tp_i + tp·(cp_i + cp·(pp_i + pp·dp_i)). On a cluster of servers with
 // `gpus_per_node` GPUs, that decides which groups stay inside a server (NVLink) and which cross
 // the network, which is all the analytic cost model needs to know about placement.
 #pragma once

@@ -103,14 +103,20 @@ RankCoord ProgramSet::coord(int rank) const {
   rank /= p.tp;
   c.cp = rank % p.cp;
   rank /= p.cp;
-  c.dp = rank % p.dp;
-  c.pp = rank / p.dp;
+  if (p.order == RankOrder::kTpCpDpPp) {
+    c.dp = rank % p.dp;
+    c.pp = rank / p.dp;
+  } else {
+    c.pp = rank % p.pp;
+    c.dp = rank / p.pp;
+  }
   return c;
 }
 
 int ProgramSet::rank_of(const RankCoord& c) const {
   const auto& p = layout.par;
-  return c.tp + p.tp * (c.cp + p.cp * (c.dp + p.dp * c.pp));
+  const int outer = p.order == RankOrder::kTpCpDpPp ? c.dp + p.dp * c.pp : c.pp + p.pp * c.dp;
+  return c.tp + p.tp * (c.cp + p.cp * outer);
 }
 
 std::vector<int> ProgramSet::group(Dim d, int rank) const {

@@ -119,7 +119,8 @@ struct Program {
   std::size_t count(TaskType type) const;
 };
 
-/// Where a rank sits in the parallel layout (Megatron order: TP fastest, then CP, DP, PP).
+/// Where a rank sits in the parallel layout (TP fastest, then CP, then DP and PP in
+/// ParallelConfig::order: Megatron's DP before PP by default).
 struct RankCoord {
   int tp = 0, cp = 0, dp = 0, pp = 0;
 };

@@ -56,7 +56,8 @@ TraceMeta meta() {
   m.fidelity = "flow";
   m.model_version = "exec-1";
   m.profile = "datasheet-h100";
-  m.ranks_per_stage = 4;
+  m.stage_stride = 4;
+  m.stages = 2;
   return m;
 }
 
@@ -141,9 +142,20 @@ TEST(Trace, DeterministicAndUnknownStreams) {
   EXPECT_EQ(tids.at("aa-extra"), 100);
   EXPECT_EQ(tids.at("zz-extra"), 101);
   TraceMeta no_stage = meta();
-  no_stage.ranks_per_stage = 0;
+  no_stage.stage_stride = 0;
   const json k = json::parse(trace_event_json(t, no_stage));
   EXPECT_EQ(k.at("traceEvents").at(0).at("args").at("name"), "rank 1");
+  // The tp-cp-pp-dp order (parallel.order): a replica's 4 stages on consecutive ranks (TP 1),
+  // so rank 5 is stage 1 of the second replica.
+  TraceMeta pp_inner = meta();
+  pp_inner.stage_stride = 1;
+  pp_inner.stages = 4;
+  const json q = json::parse(trace_event_json(t, pp_inner));
+  std::map<int, std::string> names;
+  for (const json &e : q.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "process_name") names[e.at("pid")] = e.at("args").at("name");
+  }
+  EXPECT_EQ(names.at(5), "rank 5 (stage 1)");
 }
 
 TEST(Trace, EmptyTimelineIsValidJson) {

@@ -44,6 +44,64 @@ TEST(Layout, GroupShapes) {
   EXPECT_EQ(L.layers_first_stage, 2);
 }
 
+// The two rank orders (parallel.order) on 8-GPU servers in pods of 128 GPUs, TP 8 · PP 4 · DP 16
+// (512 GPUs). Megatron's tp-cp-dp-pp: DP replicas 8 ranks apart (one per server, 16 servers,
+// span 121 ranks: one pod), stages 128 apart (span 385: 4 pods). Llama 3's tp-cp-pp-dp: stages 8
+// apart (span 25: one pod), replicas 32 apart (span 481: 4 pods).
+TEST(Layout, RankOrderPlacesStagesOrReplicasTogether) {
+  ParallelConfig p;
+  p.tp = 8;
+  p.pp = 4;
+  p.dp = 16;
+  TrainingConfig t;
+  t.global_batch = 64;
+  topo::ClusterSpec c = cluster(512);
+  c.fabric.pod_gpus = 128;
+  const Layout megatron = make_layout(gpt(8, 1024, 16), c, p, t);
+  EXPECT_EQ(megatron.dp.nodes, 16);
+  EXPECT_EQ(megatron.dp.pods, 1);
+  EXPECT_EQ(megatron.pp.nodes, 4);
+  EXPECT_EQ(megatron.pp.pods, 4);
+  p.order = RankOrder::kTpCpPpDp;
+  EXPECT_EQ(p.pp_stride(), 8);
+  EXPECT_EQ(p.dp_stride(), 32);
+  EXPECT_EQ(p.stage_of(8 * 4 + 8), 1);  // replica 1's stage 1
+  const Layout llama = make_layout(gpt(8, 1024, 16), c, p, t);
+  EXPECT_EQ(llama.dp.nodes, 16);
+  EXPECT_EQ(llama.dp.pods, 4);
+  EXPECT_EQ(llama.dp_cp.pods, 4);
+  EXPECT_EQ(llama.pp.nodes, 4);
+  EXPECT_EQ(llama.pp.pods, 1);
+  // TP 4 · CP 2 · PP 4 · DP 4 (128 GPUs, pods of 64): the DP·CP group has two strides under
+  // tp-cp-pp-dp, CP rank j at 4j and replica i at 32i: ranks {0, 4, 32, 36, 64, 68, 96, 100},
+  // two per server on 4 servers, in 2 pods.
+  p.tp = 4;
+  p.cp = 2;
+  p.dp = 4;
+  c = cluster(128);
+  c.fabric.pod_gpus = 64;
+  const Layout two = make_layout(gpt(8, 1024, 16), c, p, t);
+  EXPECT_EQ(two.dp_cp.ranks, 8);
+  EXPECT_EQ(two.dp_cp.per_node, 2);
+  EXPECT_EQ(two.dp_cp.nodes, 4);
+  EXPECT_EQ(two.dp_cp.pods, 2);
+  // Expert parallelism is modelled in Megatron's default order only.
+  p.tp = 8;
+  p.cp = 1;
+  p.dp = 16;
+  p.ep = 2;
+  p.sp = true;
+  model::ModelConfig moe = gpt(8, 1024, 16);
+  moe.experts = 8;
+  moe.top_k = 2;
+  try {
+    make_layout(moe, cluster(512), p, t);
+    FAIL() << "EP under tp-cp-pp-dp";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.where().field, "parallel.order");
+  }
+}
+
 void expect_infeasible(const ParallelConfig& p, const TrainingConfig& t, int gpus,
                        const std::string& field, const std::string& fragment) {
   try {

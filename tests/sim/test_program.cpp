@@ -785,6 +785,43 @@ TEST(Program, SymmetryShortcutEqualsPerRankRun) {
   }
 }
 
+// Llama 3's rank order (parallel.order tp-cp-pp-dp, §3.3.2): a replica's stages on neighbouring
+// ranks, the replicas farthest apart. TP 2 · PP 2 · DP 2 on 8 ranks: rank 2 is replica 0's stage
+// 1, its pipeline peers {0, 2} and its DP group {2, 6}. The symmetry shortcut (one actor per
+// stage standing for every rank of it) still equals the per-rank run, at both backends.
+TEST(Program, RankOrderTpCpPpDp) {
+  RunConfig c = config(8, 2, 2, 2, 4, 4);
+  c.parallel.order = plan::RankOrder::kTpCpPpDp;
+  const plan::ProgramSet ps = plan::build_programs(c.model, c.cluster, c.parallel, c.training, c.opt);
+  const plan::RankCoord two = ps.coord(2);
+  EXPECT_EQ(two.tp, 0);
+  EXPECT_EQ(two.pp, 1);
+  EXPECT_EQ(two.dp, 0);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(ps.rank_of(ps.coord(r)), r);
+  EXPECT_EQ(ps.group(plan::Dim::kPp, 2), (std::vector<int>{0, 2}));
+  EXPECT_EQ(ps.group(plan::Dim::kDp, 2), (std::vector<int>{2, 6}));
+  EXPECT_EQ(ps.group(plan::Dim::kTp, 2), (std::vector<int>{2, 3}));
+  EXPECT_EQ(ps.peer_on_stage(6, 0), 4);  // replica 1's stage 1 → its stage 0
+  EXPECT_EQ(ps.peer_on_stage(5, 1), 7);
+  for (NetworkBackend backend : {NetworkBackend::kAnalytic, NetworkBackend::kFlow}) {
+    RunConfig d = config(32, 2, 2, 8, 8, 4);
+    d.parallel.order = plan::RankOrder::kTpCpPpDp;
+    d.opt.dp_overlap = true;
+    ExecOptions o;
+    o.backend = backend;
+    o.symmetry = true;
+    const Result fast = exec::run_program(d, o);
+    o.symmetry = false;
+    const Result full = exec::run_program(d, o);
+    EXPECT_TRUE(fast.exec.symmetry);
+    EXPECT_DOUBLE_EQ(fast.iteration_time_s, full.iteration_time_s);
+    EXPECT_DOUBLE_EQ(fast.breakdown.exposed_dp_s, full.breakdown.exposed_dp_s);
+    if (backend == NetworkBackend::kFlow) {
+      EXPECT_EQ(fast.exec.flows, full.exec.flows);
+    }
+  }
+}
+
 // A straggler: with DP only and no overlap, a GPU 1.5× slower makes every kernel of its rank
 // 1.5× longer and the others wait at the all-reduce: iteration = data + 1.5·(compute + optimizer)
 // + all-reduce. A slow host slows its GPUs alike.

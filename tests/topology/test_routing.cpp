@@ -406,3 +406,29 @@ TEST(Paths, LatencyAlongAPath) {
 
 }  // namespace
 }  // namespace trainsim::topo
+
+namespace trainsim::topo {
+namespace {
+
+// dp-ring in both rank orders, TP 2 · PP 2 · DP 2 on 8 GPUs. Megatron's (TP, DP, PP): the DP
+// group of stage p, TP rank r is {4p + 2d + r}; with PP before DP (parallel.order tp-cp-pp-dp,
+// Llama 3's) it is {4d + 2p + r}.
+TEST(Traffic, DpRingFollowsTheRankOrder) {
+  TrafficSpec t;
+  t.pattern = TrafficPattern::kDpRing;
+  t.tp = 2;
+  t.pp = 2;
+  std::vector<std::pair<GpuId, GpuId>> got;
+  const auto collect = [&](GpuId a, GpuId b) { got.emplace_back(a, b); };
+  for_each_connection(t, 8, collect);
+  EXPECT_EQ(got, (std::vector<std::pair<GpuId, GpuId>>{
+                     {0, 2}, {2, 0}, {1, 3}, {3, 1}, {4, 6}, {6, 4}, {5, 7}, {7, 5}}));
+  got.clear();
+  t.pp_before_dp = true;
+  for_each_connection(t, 8, collect);
+  EXPECT_EQ(got, (std::vector<std::pair<GpuId, GpuId>>{
+                     {0, 4}, {4, 0}, {1, 5}, {5, 1}, {2, 6}, {6, 2}, {3, 7}, {7, 3}}));
+}
+
+}  // namespace
+}  // namespace trainsim::topo
