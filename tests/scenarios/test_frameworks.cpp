@@ -602,3 +602,34 @@ TEST(Frameworks, AutoRecomputeTriesTheFrameworksSelective) {
 
 }  // namespace
 }  // namespace trainsim::scen
+
+namespace trainsim::scen {
+namespace {
+
+// Llama 3's rank order ([TP, CP, PP, DP], §3.3.2; parallel.order tp-cp-pp-dp) on its own fabric
+// (meta-h100-roce: pods of 3,072 GPUs joined at 1:7): a pipeline's 16 stages are neighbouring
+// servers, so its sends never cross the 1:7 tier and the exposed PP is what it is with that tier
+// at 1:1; in Megatron's order the stages are 1,024 GPUs apart and the tier slows them. With the
+// sends inside a pod, `vpp: auto` takes Llama 3's own 8 one-layer chunks (vpp 4 in Megatron's
+// order, where the 8 chunks' doubled sends cross the thin tier).
+TEST(RankOrder, Llama3OrderKeepsThePipelineInsideAPod) {
+  const auto run = [](const std::string& order, const std::string& above, const std::string& vpp) {
+    const Scenario s = load_scenario_file(
+        "scenarios/examples/llama3-405b-16384.yaml",
+        {"parallel.order=" + order, "cluster.fabric.above_pod_oversubscription=" + above,
+         "parallel.vpp=" + vpp});
+    return std::make_pair(exec::run_analytic(make_run_config(s)), s.parallel.vpp);
+  };
+  const auto [llama, llama_vpp] = run("tp-cp-pp-dp", "7", "8");
+  const auto [llama_flat, unused1] = run("tp-cp-pp-dp", "1", "8");
+  EXPECT_EQ(llama.breakdown.exposed_pp_s, llama_flat.breakdown.exposed_pp_s);
+  const auto [megatron, unused2] = run("tp-cp-dp-pp", "7", "8");
+  const auto [megatron_flat, unused3] = run("tp-cp-dp-pp", "1", "8");
+  EXPECT_GT(megatron.breakdown.exposed_pp_s, 2 * megatron_flat.breakdown.exposed_pp_s);
+  EXPECT_LT(llama.iteration_time_s, megatron.iteration_time_s);
+  EXPECT_EQ(run("tp-cp-pp-dp", "7", "auto").second, 8);
+  EXPECT_EQ(run("tp-cp-dp-pp", "7", "auto").second, 4);
+}
+
+}  // namespace
+}  // namespace trainsim::scen
