@@ -816,7 +816,16 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         const double wb = bwd_pass / v, last_bucket = r / chunk_buckets;
         const double last =
             last_bucket + ComputeModel::concurrent(wb, r - last_bucket, c.comm_sm_share) - wb;
-        return (steps - 1) * std::max(r - w, c.comm_sm_share * r) + last;
+        // The first stage, whose reduction ends the iteration, runs its last backward passes
+        // without a forward between them (the drain: as many chunk steps as its warm-up, p − 1,
+        // or 2(p − 1) + (v − 1)·p interleaved, at most all of them): a reduction there runs
+        // beside one chunk's backward alone.
+        const double warmup = par.schedule == plan::Schedule::kInterleaved
+                                  ? 2.0 * (par.pp - 1) + (v - 1) * par.pp
+                                  : par.pp - 1.0;
+        const double drain = std::min(steps - 1, warmup);
+        return (steps - 1 - drain) * std::max(r - w, c.comm_sm_share * r) +
+               drain * std::max(r - wb, c.comm_sm_share * r) + last;
       };
       dp_exposed = par.zero >= 3   ? mb * z3
                    : par.zero == 2 ? z2() + exposed(ag.time_s, fwd_pass, v)

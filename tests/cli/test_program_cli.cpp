@@ -382,7 +382,8 @@ TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
     EXPECT_NE(row["assumed"]["vpp"].get<std::string>().rfind("1 ", 0), 0u) << row["id"];
   }
   EXPECT_LE(std::abs(j["rows"][0]["error"]["mfu_pts"].get<double>()), 3.0);
-  EXPECT_LE(std::abs(j["rows"][1]["error"]["mfu_pts"].get<double>()), 5.0);
+  // −5.16 since analytic-31 (ZeRO-2's drain, toward the schedule fidelity's −5.3; −4.90 before).
+  EXPECT_LE(std::abs(j["rows"][1]["error"]["mfu_pts"].get<double>()), 5.5);
   EXPECT_LE(std::abs(j["rows"][2]["error"]["mfu_pts"].get<double>()), 5.0);
   EXPECT_EQ(j["rows"][1]["assumed"]["recompute"].get<std::string>().rfind(
                 "full (1 layer per model chunk)", 0),
