@@ -84,10 +84,10 @@ struct RunArgs {
 // every pipeline stage.
 std::vector<int> parse_trace_ranks(const std::string& text, const scen::Scenario& s) {
   const int world = s.parallel.world();
-  const int per_stage = world / std::max(1, s.parallel.pp);
   std::vector<int> out;
   if (text.empty()) {
-    for (int st = 0; st < s.parallel.pp; ++st) out.push_back(st * per_stage);
+    // The first rank of each stage: stages are pp_stride() ranks apart (parallel.order).
+    for (int st = 0; st < s.parallel.pp; ++st) out.push_back(st * s.parallel.pp_stride());
     return out;
   }
   if (text == "all") {

@@ -443,6 +443,7 @@ int run_topo_command(const TopoArgs& a) {
     t.seed = a.seed;
     t.tp = s.parallel.tp;
     t.pp = s.parallel.pp;
+    t.cp = s.parallel.cp;
     t.pp_before_dp = s.parallel.order == plan::RankOrder::kTpCpPpDp;
     const std::int64_t connections = topo::connection_count(t, graph.gpu_count());
     check_work(connections * s.routing.qps_per_connection, limits::kMaxTopoFlows, a.force,

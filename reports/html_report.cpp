@@ -447,9 +447,11 @@ std::string config_rows(const scen::Scenario& s) {
        {"cluster", fmt::format("{}: {} × {}, {} per server", s.cluster.name, s.cluster.gpus,
                                s.cluster.gpu.name, s.cluster.gpus_per_node)},
        {"parallel", fmt::format("TP {} · PP {} (vpp {}, {}) · DP {} · CP {} · EP {} · SP {} · "
-                                "ZeRO-{}",
+                                "ZeRO-{}{}",
                                 p.tp, p.pp, p.vpp, plan::to_string(p.schedule), p.dp, p.cp, p.ep,
-                                p.sp ? "on" : "off", p.zero)},
+                                p.sp ? "on" : "off", p.zero,
+                                p.order == plan::RankOrder::kTpCpPpDp ? " · ranks tp-cp-pp-dp"
+                                                                      : "")},
        {"training", fmt::format("global batch {}, micro-batch {}, {}, recompute {}, {}",
                                 t.global_batch, t.micro_batch, to_string(t.precision),
                                 model::to_string(t.recompute), plan::to_string(t.optimizer))},

@@ -210,9 +210,10 @@ std::string result_text(const exec::Result& r, const scen::Scenario& s,
   o += fmt::format("cluster   {}: {} × {} in {} servers, {} × {:.0f} Gb/s NICs per server\n",
                    s.cluster.name, s.cluster.gpus, s.cluster.gpu.name, s.cluster.nodes(),
                    s.cluster.nics_per_node, s.cluster.nic_Gbps);
-  o += fmt::format("parallel  TP {} · PP {} (vpp {}, {}) · DP {} · CP {} · EP {} · SP {} · ZeRO-{}\n",
+  o += fmt::format("parallel  TP {} · PP {} (vpp {}, {}) · DP {} · CP {} · EP {} · SP {} · ZeRO-{}{}\n",
                    p.tp, p.pp, p.vpp, plan::to_string(p.schedule), p.dp, p.cp, p.ep,
-                   p.sp ? "on" : "off", p.zero);
+                   p.sp ? "on" : "off", p.zero,
+                   p.order == plan::RankOrder::kTpCpPpDp ? " · ranks tp-cp-pp-dp" : "");
   o += fmt::format(
       "training  global batch {} × micro-batch {} → {} micro-batches per pipeline; {}; "
       "recompute {}; {}; framework {}\n",

@@ -923,9 +923,9 @@ class Resolver {
     const plan::ParallelConfig& p = base.parallel;
     const std::string schedule = get("parallel.schedule");
     std::optional<std::pair<int, double>> best;
-    // Given end stages may leave their end chunks only the embedding and the output layer
-    // (plan::make_layout), so those count as chunks too.
-    const int empty_ends = p.pp > 1 ? (p.first_stage_layers > 0 ? 1 : 0) + (p.last_stage_layers > 0 ? 1 : 0) : 0;
+    // With stage layers given, the end stages may leave their end chunks only the embedding and
+    // the output layer (plan::make_layout decides), so those count as chunks too.
+    const int empty_ends = p.pp > 1 && (p.first_stage_layers > 0 || p.last_stage_layers > 0) ? 2 : 0;
     for (int vpp = schedule == "interleaved" ? 2 : 1; vpp * p.pp <= base.model.layers + empty_ends;
          ++vpp) {
       Scenario candidate = base;

@@ -16,9 +16,10 @@ int group_size(const TrafficSpec& spec, int gpus) {
 }
 
 void check_dp(const TrafficSpec& spec, int gpus) {
-  if (spec.tp < 1 || spec.pp < 1 || gpus % (spec.tp * spec.pp) != 0) {
-    throw_input(fmt::format("dp-ring needs the GPU count ({}) to be a multiple of tp {} x pp {}",
-                            gpus, spec.tp, spec.pp),
+  const int cp = spec.pp_before_dp ? spec.cp : 1;
+  if (spec.tp < 1 || spec.pp < 1 || cp < 1 || gpus % (spec.tp * spec.pp * cp) != 0) {
+    throw_input(fmt::format("dp-ring needs the GPU count ({}) to be a multiple of tp {} x pp {}{}",
+                            gpus, spec.tp, spec.pp, cp > 1 ? fmt::format(" x cp {}", cp) : ""),
                 {"", 0, "traffic"}, "set parallel.tp and parallel.pp to divide the GPUs");
   }
 }
@@ -55,14 +56,27 @@ void for_each_connection(const TrafficSpec& spec, int gpus,
   if (gpus <= 1) return;
   if (spec.pattern == TrafficPattern::kDpRing) {
     check_dp(spec, gpus);
+    if (spec.pp_before_dp) {
+      // The DP·CP group of (stage p, TP rank r), in rank order: replica d outer, CP rank j inner.
+      const int cp = spec.cp, dp = gpus / (spec.tp * cp * spec.pp), n = dp * cp;
+      if (n < 2) return;
+      const auto member = [&](int p, int r, int i) {
+        return ((i / cp) * spec.pp * cp + p * cp + i % cp) * spec.tp + r;
+      };
+      for (int p = 0; p < spec.pp; ++p) {
+        for (int r = 0; r < spec.tp; ++r) {
+          for (int i = 0; i < n; ++i) connection(member(p, r, i), member(p, r, (i + 1) % n));
+        }
+      }
+      return;
+    }
     const int dp = gpus / (spec.tp * spec.pp);
     if (dp < 2) return;
     for (int p = 0; p < spec.pp; ++p) {
       for (int r = 0; r < spec.tp; ++r) {
         for (int d = 0; d < dp; ++d) {
-          const int stride = spec.pp_before_dp ? spec.tp * spec.pp : spec.tp;
-          const int base = (spec.pp_before_dp ? p * spec.tp : p * spec.tp * dp) + r;
-          connection(base + d * stride, base + ((d + 1) % dp) * stride);
+          const int base = p * spec.tp * dp + r;
+          connection(base + d * spec.tp, base + ((d + 1) % dp) * spec.tp);
         }
       }
     }

@@ -30,10 +30,13 @@ struct TrafficSpec {
   // be smaller); 0 = one group of every GPU. Not used by dp-ring.
   int group = 0;
   // dp-ring: ranks are laid out as Megatron does, TP fastest, then DP, then PP; the DP group of
-  // (pipeline stage p, TP rank r) is {p*tp*dp + d*tp + r}. With pp_before_dp (parallel.order
-  // tp-cp-pp-dp, Llama 3's) PP comes before DP: {d*tp*pp + p*tp + r}.
+  // (pipeline stage p, TP rank r) is {p*tp*dp + d*tp + r} (dp counts the CP ranks too: the
+  // gradient group is DP·CP, consecutive at stride tp). With pp_before_dp (parallel.order
+  // tp-cp-pp-dp, Llama 3's) PP comes before DP, and CP rank j of replica d is
+  // {d*tp*cp*pp + p*tp*cp + j*tp + r}.
   int tp = 1;
   int pp = 1;
+  int cp = 1;
   bool pp_before_dp = false;
   std::uint64_t seed = 1;  // permutation
 };

@@ -816,13 +816,15 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         const double wb = bwd_pass / v, last_bucket = r / chunk_buckets;
         const double last =
             last_bucket + ComputeModel::concurrent(wb, r - last_bucket, c.comm_sm_share) - wb;
-        // The first stage, whose reduction ends the iteration, runs its last backward passes
-        // without a forward between them (the drain: as many chunk steps as its warm-up, p − 1,
-        // or 2(p − 1) + (v − 1)·p interleaved, at most all of them): a reduction there runs
-        // beside one chunk's backward alone.
-        const double warmup = par.schedule == plan::Schedule::kInterleaved
-                                  ? 2.0 * (par.pp - 1) + (v - 1) * par.pp
-                                  : par.pp - 1.0;
+        // The priced stage runs its last backward passes without a forward between them (its
+        // drain: as many chunk steps as its warm-up, at most all of them), where a reduction
+        // runs beside one chunk's backward alone: the first stage's p − 1, or 2(p − 1) +
+        // (v − 1)·p interleaved; the last stage's none, or (v − 1)·p (its reductions end p − 1
+        // backward steps before the first stage's, in the other stages' drain).
+        const bool interleaved = par.schedule == plan::Schedule::kInterleaved;
+        const double warmup = first_heavier ? (interleaved ? 2.0 * (par.pp - 1) + (v - 1) * par.pp
+                                                           : par.pp - 1.0)
+                                            : (interleaved ? (v - 1) * par.pp : 0.0);
         const double drain = std::min(steps - 1, warmup);
         return (steps - 1 - drain) * std::max(r - w, c.comm_sm_share * r) +
                drain * std::max(r - wb, c.comm_sm_share * r) + last;

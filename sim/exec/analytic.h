@@ -84,10 +84,10 @@ namespace trainsim::exec {
 /// Program's buckets of a chunk (ZeRO-3 rows move by at most 0.3 points, interleaved ZeRO-3 by up
 /// to 4, toward the schedule); under ZeRO-2 a micro-batch's reduce-scatters run on beside the next
 /// micro-batch, only the last one's behind its own backward alone.
-/// analytic-31: under ZeRO-2 the first stage's drain (its last backward passes, as many chunk
-/// steps as its warm-up) hides each reduce-scatter behind one chunk's backward alone, not a
+/// analytic-31: under ZeRO-2 the priced end stage's drain (its last backward passes, as many
+/// chunk steps as its warm-up) hides each reduce-scatter behind one chunk's backward alone, not a
 /// forward and a backward; and Llama 3's layout (end chunks holding only the embedding or the
-/// output layer) is accepted. One validation row moves (Llama 3 405B at 16,384 GPUs, −0.26).
+/// output layer) is accepted. One validation row moves (Llama 3 405B at 16,384 GPUs, −0.20).
 inline constexpr const char* kAnalyticModelVersion = "analytic-31";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.

@@ -1,5 +1,6 @@
 #include "sim/exec/flow_backend.h"
 
+#include <algorithm>
 #include <bit>
 #include <string>
 
@@ -229,9 +230,15 @@ void FlowBackend::start_transfer(const CommRequest& req) {
   Cached& c = job.transfers[key];
   if (!c.ready) {
     c.ready = true;
+    // Under the symmetry shortcut the endpoint stands for every pair of its stage, and some may
+    // cross servers where others do not (stages whose ranks do not fill their servers evenly):
+    // the transfer is in the closed form (NVLink) only when every pair stays inside a server,
+    // else every pair is a flow (the first pair alone decided until 2026-12-06, so a crossing
+    // pair behind an inside first one ran at NVLink speed).
     const std::vector<std::pair<int, int>> pairs =
         job.endpoints->transfer_pairs(req.endpoint, req.direction);
-    c.inside = inside_server(pairs.front().first, pairs.front().second);
+    c.inside = std::all_of(pairs.begin(), pairs.end(),
+                           [&](const auto& pr) { return inside_server(pr.first, pr.second); });
     if (!c.inside) {
       for (std::size_t p = 0; p < pairs.size(); ++p) {
         coll::FlowCollectiveRequest fr{coll::Kind::kSendRecv, req.bytes,

@@ -96,13 +96,12 @@ bool try_make_layout(const model::ModelConfig& m, const topo::ClusterSpec& clust
               str(par.dp) + "×" + str(par.cp) + " = " + str(par.world()));
   // Every model chunk holds at least one layer, but for the two that may hold only the
   // embedding (the first stage's first chunk) or only the output layer and loss (the last
-  // stage's last chunk) when those stages are given a layer fewer: Llama 3's layout (Llama Team
-  // 2024, §3.3.2: 126 layers on 16 stages of 8 chunks). The stage checks below place them.
+  // stage's last chunk) when an end stage has a layer fewer than its chunks: Llama 3's layout
+  // (Llama Team 2024, §3.3.2: 126 layers on 16 stages of 8 chunks). With stage layers given,
+  // the per-stage checks below decide (an end left at 0 takes its share of the rest, which may
+  // be the one fewer); otherwise every chunk needs a layer.
   const bool ends_given = par.pp > 1 && (par.first_stage_layers > 0 || par.last_stage_layers > 0);
-  const int empty_ends = ends_given && par.vpp > 1
-                             ? (par.first_stage_layers > 0 ? 1 : 0) + (par.last_stage_layers > 0 ? 1 : 0)
-                             : 0;
-  TRAINSIM_REQUIRE(par.pp * par.vpp <= m.layers + empty_ends,
+  TRAINSIM_REQUIRE((ends_given && par.vpp > 1) || par.pp * par.vpp <= m.layers,
           par.vpp > 1 ? "parallel.vpp" : "parallel.pp",
           "PP " + str(par.pp) + " × VPP " + str(par.vpp) + " = " + str(par.pp * par.vpp) +
               " model chunks for only " + str(m.layers) + " layers");

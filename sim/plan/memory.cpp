@@ -293,6 +293,45 @@ StageInventory stage_inventory(const model::ModelConfig& m, const Layout& L,
                       inventory_base(m, L, train, fused_attention), stage);
 }
 
+namespace {
+
+bool even_chunks(const Layout& L, int stage) {
+  const int v = L.par.vpp, n = L.stage_layers[static_cast<std::size_t>(stage)];
+  for (int c = 0; c < v; ++c) {
+    if (L.chunk_layers(stage, c).second * v != n) return false;
+  }
+  return true;
+}
+
+// in_flight_layers over what the even split assumes (layers · in-flight micro-batches): 1 when
+// the stage's chunks are equal or it is not interleaved.
+double in_flight_layer_factor(const Layout& L, int microbatches, int stage) {
+  const ParallelConfig& par = L.par;
+  if (par.schedule != Schedule::kInterleaved || par.vpp <= 1 || even_chunks(L, stage)) return 1.0;
+  const int n = L.stage_layers[static_cast<std::size_t>(stage)];
+  if (n <= 0) return 1.0;
+  return in_flight_layers(L, microbatches, stage) /
+         (static_cast<double>(n) * in_flight_microbatches(par, microbatches, stage));
+}
+
+}  // namespace
+
+double in_flight_layers(const Layout& L, int microbatches, int stage) {
+  const ParallelConfig& par = L.par;
+  const int n = L.stage_layers[static_cast<std::size_t>(stage)];
+  if (par.schedule != Schedule::kInterleaved || par.vpp <= 1 || even_chunks(L, stage)) {
+    return n * in_flight_microbatches(par, microbatches, stage);
+  }
+  const int p = par.pp, v = par.vpp;
+  const long window = std::min(static_cast<long>(microbatches) * v,
+                               static_cast<long>(p - stage - 1) * 2 + static_cast<long>(v - 1) * p + 1);
+  double held = 0;
+  for (long k = 0; k < window; ++k) {
+    held += L.chunk_layers(stage, static_cast<int>((k / p) % v)).second;
+  }
+  return held;
+}
+
 MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
                            const TrainingConfig& train, bool fused_attention,
                            const topo::GpuSpec& gpu) {
@@ -338,17 +377,21 @@ MemoryUsage memory_per_gpu(const model::ModelConfig& m, const Layout& L,
     u.gradients_bytes = v.gradients_bytes;
     u.optimizer_bytes = v.optimizer_bytes;
     u.in_flight_microbatches = in_flight_microbatches(par, L.microbatches, stage);
+    // The layers' share, counted by the chunks in flight where they differ (1 otherwise: the
+    // same bits).
+    const double layer_flight =
+        u.in_flight_microbatches * in_flight_layer_factor(L, L.microbatches, stage);
     // (Summed in this order, as before the inventory was factored out: same bits.)
     u.activations_bytes = (v.recomputed_layers * v.per_layer_full +
                            (v.layers - v.recomputed_layers) * v.per_layer_kept) *
-                          u.in_flight_microbatches;
+                          layer_flight;
     if (m.experts > 0) {
-      u.activations_bytes += v.moe_extra_bytes() * u.in_flight_microbatches;
+      u.activations_bytes += v.moe_extra_bytes() * layer_flight;
     }
     if (v.offloaded_layers > 0) {
       // Offloaded to host memory (a separate subtraction, so that every other run keeps its bits).
-      u.activations_bytes -= v.offloaded_bytes_per_microbatch() * u.in_flight_microbatches;
-      u.host_offload_bytes = v.offloaded_bytes_per_microbatch() * u.in_flight_microbatches;
+      u.activations_bytes -= v.offloaded_bytes_per_microbatch() * layer_flight;
+      u.host_offload_bytes = v.offloaded_bytes_per_microbatch() * layer_flight;
     }
     if (first) u.activations_bytes += v.embedding_bytes * u.in_flight_microbatches;
     // The loss keeps its logits until its backward: right after the forward in 1F1B and

@@ -55,6 +55,12 @@ inline constexpr double kAllocatorFragmentation = 0.10;
 /// Micro-batches whose activations stage `stage` holds at its peak (warm-up of the schedule):
 /// 1F1B p − s, interleaved ((p − s − 1)·2 + (v − 1)·p + 1)/v, GPipe all; never more than exist.
 double in_flight_microbatches(const ParallelConfig& par, int microbatches, int stage);
+/// Layers' worth of activations a stage holds at its peak, counted per chunk in flight: the
+/// in-flight micro-batches times its layers when its chunks are equal; otherwise, interleaved,
+/// the layers of the chunk forwards of its warm-up as they run (in groups of pp micro-batches
+/// per chunk): Llama 3's end chunks holding only the embedding or the output layer hold none
+/// (a 7-layer first stage of 8 chunks on 4 stages holds 28, not 7 · 35/8).
+double in_flight_layers(const Layout& L, int microbatches, int stage);
 
 /// Layers of a stage that block recompute (training.recompute_layers = N) recomputes: N of each
 /// of its model chunks, as Megatron-Core's --recompute-num-layers counts per virtual pipeline

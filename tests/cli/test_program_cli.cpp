@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -69,6 +70,24 @@ TEST(ProgramCli, TraceOf64GpusIsValidTraceEventJson) {
   }
   for (const char* c : {"compute", "tp", "dp", "pp", "optimizer"}) EXPECT_TRUE(cats.count(c)) << c;
   EXPECT_GT(spans, 12u * 100);
+}
+
+// The default trace ranks are the first rank of every stage, in the scenario's rank order: with
+// Llama 3's (parallel.order tp-cp-pp-dp) stages are TP = 2 ranks apart, so ranks 0 and 2 (they
+// were 0 and world / pp = 32, both stage 0, until 2026-12-06).
+TEST(ProgramCli, DefaultTraceRanksFollowTheRankOrder) {
+  const std::string trace = temp_path("trace-order.json");
+  const CliRun r = trainsim("run " + k64 + " --set parallel.order=tp-cp-pp-dp --fidelity schedule " +
+                            "--format json -o /dev/null --trace " + trace);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<int, std::string> names;
+  const auto doc = nlohmann::json::parse(slurp(trace));
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      names[e["pid"].get<int>()] = e["args"]["name"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(names, (std::map<int, std::string>{{0, "rank 0 (stage 0)"}, {2, "rank 2 (stage 1)"}}));
 }
 
 // A whole iteration at packet fidelity: the default 175B layout on 64 GPUs (TP 8 inside a server,
@@ -382,7 +401,7 @@ TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
     EXPECT_NE(row["assumed"]["vpp"].get<std::string>().rfind("1 ", 0), 0u) << row["id"];
   }
   EXPECT_LE(std::abs(j["rows"][0]["error"]["mfu_pts"].get<double>()), 3.0);
-  // −5.16 since analytic-31 (ZeRO-2's drain, toward the schedule fidelity's −5.3; −4.90 before).
+  // −5.10 since analytic-31 (ZeRO-2's drain, toward the schedule fidelity's −5.3; −4.90 before).
   EXPECT_LE(std::abs(j["rows"][1]["error"]["mfu_pts"].get<double>()), 5.5);
   EXPECT_LE(std::abs(j["rows"][2]["error"]["mfu_pts"].get<double>()), 5.0);
   EXPECT_EQ(j["rows"][1]["assumed"]["recompute"].get<std::string>().rfind(

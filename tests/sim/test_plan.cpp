@@ -309,6 +309,13 @@ TEST(Layout, StageLayers) {
   }
   EXPECT_EQ(total, 126);
   EXPECT_EQ(empty, 2);
+  // One end given: the other takes its share of the rest, 7 of 119 over 15 stages, and so the
+  // same layout (it was refused as 128 chunks for 126 layers, counting only the given end).
+  p.last_stage_layers = 0;
+  L = make_layout(gpt(126, 1024, 16), cluster(16), p, t);
+  EXPECT_EQ(L.stage_layers.back(), 7);
+  EXPECT_EQ(L.chunk_layers(15, 7), (std::pair<int, int>{126, 0}));
+  p.last_stage_layers = 7;
   // A chunk with nothing to run is refused: a middle stage short of a layer for its chunks,
   // or end stages not given fewer layers (16 × 8 chunks for 126 layers split evenly).
   p.first_stage_layers = 9;
@@ -355,6 +362,29 @@ TEST(Memory, InFlightPerStage) {
   p.vpp = 4;
   EXPECT_DOUBLE_EQ(in_flight_microbatches(p, 64, 0), (7 * 2 + 3 * 8 + 1) / 4.0);
   EXPECT_DOUBLE_EQ(in_flight_microbatches(p, 64, 7), (0 + 3 * 8 + 1) / 4.0);
+}
+
+// Activations in flight counted per chunk (Llama 3's layout, 30 layers as 7 + 8 + 8 + 7 on 4
+// stages of 8 chunks, 32 micro-batches). Stage 0's warm-up holds (4 − 1)·2 + 7·4 + 1 = 35 chunk
+// forwards in groups of 4 per chunk: chunk 0 (the embedding alone) 4 + 3 times, chunks 1..7 four
+// times one layer: 28 layers, not 7 · 35/8. The last stage holds 7·4 + 1 = 29: chunks 0..6 four
+// times, then its head-only chunk: 28, not 7 · 29/8. A middle stage of 8 equal chunks holds
+// 8 · (2·2 + 28 + 1)/8 = 33.
+TEST(Memory, InFlightLayersPerChunk) {
+  ParallelConfig p;
+  p.pp = 4;
+  p.vpp = 8;
+  p.schedule = Schedule::kInterleaved;
+  p.first_stage_layers = 7;
+  p.last_stage_layers = 7;
+  TrainingConfig t;
+  t.global_batch = 32;
+  const Layout L = make_layout(gpt(30, 1024, 16), cluster(4), p, t);
+  ASSERT_EQ(L.microbatches, 32);
+  EXPECT_DOUBLE_EQ(in_flight_layers(L, 32, 0), 28);
+  EXPECT_DOUBLE_EQ(in_flight_layers(L, 32, 3), 28);
+  EXPECT_DOUBLE_EQ(in_flight_layers(L, 32, 1), 33);
+  EXPECT_DOUBLE_EQ(in_flight_layers(L, 32, 1), 8 * in_flight_microbatches(p, 32, 1));
 }
 
 // Usable memory: the runtime's share is stated (context 512 MiB, cuBLASLt 2 × 4 MiB before

@@ -428,6 +428,14 @@ TEST(Traffic, DpRingFollowsTheRankOrder) {
   for_each_connection(t, 8, collect);
   EXPECT_EQ(got, (std::vector<std::pair<GpuId, GpuId>>{
                      {0, 4}, {4, 0}, {1, 5}, {5, 1}, {2, 6}, {6, 2}, {3, 7}, {7, 3}}));
+  // With CP 2 (TP 2 · CP 2 · PP 2 · DP 2, 16 GPUs) the gradient group is DP·CP: stage 0's TP
+  // rank 0 holds ranks {0, 2} of replica 0 and {8, 10} of replica 1, as `run` groups them.
+  got.clear();
+  t.cp = 2;
+  for_each_connection(t, 16, collect);
+  ASSERT_EQ(got.size(), 16u);
+  const std::vector<std::pair<GpuId, GpuId>> first_ring(got.begin(), got.begin() + 4);
+  EXPECT_EQ(first_ring, (std::vector<std::pair<GpuId, GpuId>>{{0, 2}, {2, 8}, {8, 10}, {10, 0}}));
 }
 
 }  // namespace
