@@ -150,19 +150,23 @@ TEST(Analytic, ZeroThreeBackwardCollectivesShareOnePass) {
 // take p − 1 steps of the largest chunk (⌈n/v⌉ of the stage's n layers), not of n/v. Two stages
 // of 5 layers: vpp 5 (1 layer a chunk) gives (p−1)/5 of the stage slot, vpp 4 (chunks of 2, 1,
 // 1, 1) 2/5 and vpp 2 (3, 2) 3/5, twice and three times as much; the slot itself is the same.
-TEST(Analytic, UnevenChunksPaceThePipelineFill) {
-  RunConfig c = base(16, 8, 2, 1);
-  c.model.layers = 10;
-  c.parallel.first_stage_layers = 5;
-  c.parallel.last_stage_layers = 5;
+// The interleaved bubble of `layers` layers on `pp` stages of TP 8 (the end stages given `ends`
+// layers each) at `vpp` chunks; sends that do not hold the slot (pp_overlap).
+double interleaved_bubble(int pp, int layers, int ends, int vpp) {
+  RunConfig c = base(8 * pp, 8, pp, 1);
+  c.model.layers = layers;
+  c.parallel.first_stage_layers = ends;
+  c.parallel.last_stage_layers = ends;
   c.parallel.schedule = plan::Schedule::kInterleaved;
   c.opt.pp_overlap = true;  // the slot then holds no per-chunk send/recv
-  const auto bubble = [&](int vpp) {
-    c.parallel.vpp = vpp;
-    const Result r = run_analytic(c);
-    expect_breakdown_adds_up(r);
-    return r.breakdown.pipeline_bubble_s;
-  };
+  c.parallel.vpp = vpp;
+  const Result r = run_analytic(c);
+  expect_breakdown_adds_up(r);
+  return r.breakdown.pipeline_bubble_s;
+}
+
+TEST(Analytic, UnevenChunksPaceThePipelineFill) {
+  const auto bubble = [](int vpp) { return interleaved_bubble(2, 10, 5, vpp); };
   const double even = bubble(5);
   ASSERT_GT(even, 0);
   EXPECT_NEAR(bubble(4), 2 * even, 1e-12 * even);
@@ -176,21 +180,9 @@ TEST(Analytic, UnevenChunksPaceThePipelineFill) {
 // stage's 4 layers fill the pipeline one layer per step at 4 chunks and two at 2 chunks, so the
 // bubble halves from vpp 2 to vpp 4, the stages' slots being the same.
 TEST(Analytic, EndChunksWithoutLayersHalveTheBubble) {
-  RunConfig c = base(32, 8, 4, 1);
-  c.model.layers = 14;
-  c.parallel.first_stage_layers = 3;
-  c.parallel.last_stage_layers = 3;
-  c.parallel.schedule = plan::Schedule::kInterleaved;
-  c.opt.pp_overlap = true;  // the slot then holds no per-chunk send/recv
-  const auto bubble = [&](int vpp) {
-    c.parallel.vpp = vpp;
-    const Result r = run_analytic(c);
-    expect_breakdown_adds_up(r);
-    return r.breakdown.pipeline_bubble_s;
-  };
-  const double four = bubble(4);
+  const double four = interleaved_bubble(4, 14, 3, 4);
   ASSERT_GT(four, 0);
-  EXPECT_NEAR(bubble(2), 2 * four, 1e-12 * four);
+  EXPECT_NEAR(interleaved_bubble(4, 14, 3, 2), 2 * four, 1e-12 * four);
 }
 
 // A pipeline boundary's activation (framework.pp_activation, collectives.p2p_net_channels):
