@@ -671,13 +671,19 @@ struct Builder {
   // Parameter gathers ahead of a pass (ZeRO-1/2: once per iteration before the first forward;
   // ZeRO-3: before every forward and backward of the chunk). With DP overlap each bucket's gather
   // feeds the first op of its layers; without, the pass waits for all of them.
+  // A backward pass issues them in the order it needs them, its last bucket first (FSDP's
+  // backward prefetch walks the blocks in reverse); until program-26 it issued them in forward
+  // order, so the backward's first layer waited for every gather of the chunk.
   std::vector<std::uint32_t> pass_gathers;  // per bucket of the chunk being computed
-  void gathers_for_chunk(int chunk, int mb) {
+  void gathers_for_chunk(int chunk, int mb, bool backward_order = false) {
     pass_gathers.clear();
     if (!dense_dp() || L.par.zero == 0) return;
     const ChunkInfo& ci = chunks[static_cast<std::size_t>(chunk)];
-    for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) {
-      pass_gathers.push_back(dp_gather_bucket(ci, b, mb, chunk, kNoTask));
+    const std::size_t n = ci.bucket_first.size();
+    pass_gathers.assign(n, kNoTask);
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::size_t b = backward_order ? n - 1 - k : k;
+      pass_gathers[b] = dp_gather_bucket(ci, b, mb, chunk, kNoTask);
     }
   }
 
@@ -718,7 +724,7 @@ struct Builder {
       blockers.push_back(pre_recv != kNoTask ? pre_recv : recv(Stream::kPpRecvNext, mb, chunk));
     }
     if (L.par.zero >= 3) {
-      gathers_for_chunk(chunk, mb);
+      gathers_for_chunk(chunk, mb, /*backward_order=*/true);
       if (!opt.dp_overlap) {
         for (std::uint32_t g : pass_gathers) blockers.push_back(g);
         copy_out_all(ci, pass_gathers, Pass::kBackward, mb, chunk);

@@ -686,6 +686,28 @@ TEST(Program, ZeroThreeInterleavedDataParallelAgreesWithAnalytic) {
   }
 }
 
+// A ZeRO-3 backward gathers its buckets in the order it needs them, the last first (FSDP's
+// backward prefetch). TorchTitan's Llama 2 70B at TP 4, PP 1, full recompute, on 128 A100
+// (FSDP2's copy-out: each bucket's backward waits for its gather): the gathers were issued in
+// forward order, so the backward's first layer waited for all 80 (0.69 s per micro-batch) and
+// the schedule read 39.8 % against the closed form's 48.0. The DP stream (5.8 s of gathers and
+// reduce-scatters) and the compute (5.8 s with the recompute) now overlap as the closed form has
+// them.
+TEST(Program, ZeroThreeBackwardGathersTheLastBucketFirst) {
+  const scen::Scenario sc = scen::load_scenario_file(
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/examples/torchtitan-llama2-70b-64xa100.yaml",
+      {"parallel.tp=4", "parallel.pp=1", "parallel.zero=3", "parallel.dp=auto",
+       "cluster.gpus=128", "training.global_batch=64", "training.micro_batch=1",
+       "training.recompute=full"});
+  const RunConfig c = scen::make_run_config(sc);
+  ASSERT_TRUE(c.opt.fsdp_copy_out);
+  ASSERT_TRUE(c.opt.dp_overlap);
+  const Result a = exec::run_analytic(c);
+  const Result s = exec::run_program(c, ExecOptions{});
+  expect_adds_up(s);
+  EXPECT_NEAR(a.mfu, s.mfu, 0.01);
+}
+
 // ZeRO-2 with DP overlap: a micro-batch's reduce-scatters queue on the DP stream while the next
 // micro-batch, which keeps its parameters, computes beside them; only the last one's hide behind
 // its backward alone (analytic-30). TorchTitan's Llama 2 70B at TP 8 and ZeRO-2 on 64 A100 (a
