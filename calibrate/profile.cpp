@@ -329,9 +329,15 @@ Profile parse_profile(std::string_view text, const std::string& path) {
   p.name = get_string(j, "name", path);
   p.version = get_string(j, "version", path);
   p.gpu = get_string(j, "gpu", path);
-  p.provenance = j.contains("provenance") && j["provenance"].is_string()
-                     ? j["provenance"].get<std::string>()
-                     : "";
+  // Every result names the profile and its provenance: neither may be missing or blank.
+  p.provenance = get_string(j, "provenance", path);
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"name", &p.name},
+                                   {"gpu", &p.gpu},
+                                   {"provenance", &p.provenance}}) {
+    if (value->find_first_not_of(" \t\r\n") == std::string::npos) {
+      throw_input("must not be empty", {path, 0, key});
+    }
+  }
   for (const char* section : {"compute", "collectives", "host"}) {
     if (!j.contains(section)) throw_input("missing section (an object)", {path, 0, section});
     if (!j[section].is_object()) {

@@ -132,6 +132,20 @@ int goodput_run(const GoodputArgs& a, SweepGroup& group) {
       variants.push_back(v);
     }
   }
+  // Every failure of every trial is simulated: a failure rate far above any real one (a typo
+  // in a FIT value) would run for hours.
+  const double events = rate_h * a.days * 24.0 * static_cast<double>(a.trials) *
+                        static_cast<double>(variants.size());
+  if (events > goodput::kMaxFailureEvents && !a.force) {
+    throw_input(fmt::format("about {:.3g} failure events to simulate ({} trials x {} checkpoint "
+                            "intervals x {:.3g} expected failures in {:g} days at {:.3g} per "
+                            "hour); the limit is {:.0e} (--force runs it anyway)",
+                            events, a.trials, variants.size(), rate_h * a.days * 24.0, a.days,
+                            rate_h, goodput::kMaxFailureEvents),
+                {"", 0, "reliability.rate"},
+                "check the reliability.rate.* values (events per unit per 10^9 hours), or use "
+                "fewer --trials, --days or --no-search");
+  }
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int jobs = a.jobs > 0 ? a.jobs : std::max(1, cores / local_ranks());
   const auto results =
@@ -184,6 +198,8 @@ CLI::App* add_goodput_command(CLI::App& app, GoodputArgs& a) {
   cmd->add_option("--trials", a.trials, "Monte Carlo trials (default 1000)");
   cmd->add_option("-j,--jobs", a.jobs, "Threads per process, 1 to 1024 (default: the cores)")
       ->check(CLI::Range(1, 1024));
+  cmd->add_flag("--force", a.force,
+                "Run even when the trials would simulate more than 1e9 failure events");
   cmd->add_flag("--no-search", a.no_search,
                 "Skip the search for the best checkpoint interval (17 intervals around Young's)");
   cmd->add_option("--format", a.format, "text | json")->check(CLI::IsMember({"text", "json"}));

@@ -16,6 +16,7 @@ struct GoodputArgs {
   long trials = 1000;
   int jobs = 0;  // 0: the machine's cores divided by the ranks on this machine
   bool no_search = false;
+  bool force = false;  // run past the work bound (goodput::kMaxFailureEvents)
   std::string format = "text";
   std::string output;
   std::string report;

@@ -92,8 +92,14 @@ exec::RunConfig make_run_config(const Scenario& s) {
     cfg.profile = calib::load_profile(s.calibration_profile);
   }
   if (cfg.profile.gpu != s.cluster.gpu.name) {
-    throw_input("profile `" + cfg.profile.name + "` was made for GPU `" + cfg.profile.gpu +
-                    "`, the cluster has `" + s.cluster.gpu.name + "`",
+    // Named by the file it came from, where it came from one (the profile's own name may be
+    // another file's).
+    const bool file = s.calibration_profile != "datasheet" && !s.calibration_profile.empty() &&
+                      std::filesystem::exists(s.calibration_profile);
+    throw_input("profile `" + cfg.profile.name + "`" +
+                    (file ? " (" + s.calibration_profile + ")" : std::string()) +
+                    " was made for GPU `" + cfg.profile.gpu + "`, the cluster has `" +
+                    s.cluster.gpu.name + "`",
                 origin_of(s, "calibration.profile"));
   }
   return cfg;

@@ -726,6 +726,27 @@ class Resolver {
     p.last_stage_layers = integer("parallel.last_stage_layers");
     p.order = get("parallel.order") == "tp-cp-pp-dp" ? plan::RankOrder::kTpCpPpDp
                                                      : plan::RankOrder::kTpCpDpPp;
+    // ZeRO-2/3 reduce-scatter gradients (and ZeRO-3 gathers parameters) over the group that
+    // shards them, and with CP the gradients are reduced over DP·CP: sharding over DP alone
+    // would need a second, CP-wide all-reduce that is not modelled (the collectives were priced
+    // over DP·CP while the memory was sharded over DP: with DP 1 a ZeRO-3 run paid gathers of
+    // nothing). Left to its default or a framework preset (of an era before CP), the shard
+    // group follows the reduction; stated by the user, it is refused.
+    if (p.zero >= 2 && p.cp > 1 && !p.shard_over_cp) {
+      if (given("framework.shard_group")) {
+        throw_input(fmt::format("ZeRO-{} with context parallelism shards over DP·CP; "
+                                "framework.shard_group = dp with parallel.cp = {} is not modelled",
+                                p.zero, p.cp),
+                    where("framework.shard_group"),
+                    "use framework.shard_group = dp_cp (Megatron-Core's and FSDP's choice), or "
+                    "ZeRO-1");
+      }
+      derive("framework.shard_group", "dp_cp",
+             fmt::format("framework.shard_group = dp_cp (ZeRO-{} with CP {} shards over the DP·CP "
+                         "group whose gradients it reduces)",
+                         p.zero, p.cp));
+      p.shard_over_cp = true;
+    }
     resolve_gpus();
     p.dp = integer("parallel.dp");
     scenario_.cluster.gpus = integer("cluster.gpus");

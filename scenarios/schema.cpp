@@ -673,7 +673,9 @@ std::vector<KeyDef> build_schema() {
        .type = K::kEnum,
        .default_value = "dp",
        .description = "The group ZeRO / the distributed optimizer shards over: dp, or dp_cp "
-                      "(Megatron-Core since October 2023: the CP ranks of a replica share it)",
+                      "(Megatron-Core since October 2023: the CP ranks of a replica share it). "
+                      "ZeRO-2/3 with CP > 1 shards over dp_cp, the group its collectives run "
+                      "over: a default or preset dp becomes dp_cp there, a stated dp is refused",
        .choices = {"dp", "dp_cp"},
        .aliases = {"data_parallel_group_with_cp", "dist_opt_group"}},
       {.path = "framework.sp_wgrad_input",

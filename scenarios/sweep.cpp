@@ -87,7 +87,9 @@ double range_number(const KeyDef& key, const std::string& text, const std::strin
 }
 
 std::string range_value_text(const KeyDef& key, double v) {
-  if (key.type == KeyType::kFloat) return fmt::format("{}", v);
+  // A float range's values carry the rounding of first + i·step (0:0.3:0.1 reached
+  // 0.30000000000000004): 12 significant digits drop it and keep every value a user can mean.
+  if (key.type == KeyType::kFloat) return fmt::format("{:.12g}", v);
   return std::to_string(static_cast<std::int64_t>(std::llround(v)));
 }
 
@@ -136,11 +138,12 @@ void expand_range(const KeyDef& key, const std::string& range, const ErrorContex
     const double v = geometric ? first * std::pow(step, static_cast<double>(i))
                                : first + step * static_cast<double>(i);
     if (v > last + slack || !std::isfinite(v)) break;
+    const double value = std::min(v, last);  // within the slack: the bound itself
     if (++count > kMaxRangeValues) {
       throw_input(fmt::format("range `{}` gives more than {} values", range, kMaxRangeValues),
                   where, "use a step (A:B:S) or a geometric range (A:B:x2)");
     }
-    out.push_back(normalize_value(key, range_value_text(key, v), where));
+    out.push_back(normalize_value(key, range_value_text(key, value), where));
   }
 }
 
@@ -719,6 +722,9 @@ bool PointEvaluator::shortcut_config(std::size_t point, exec::RunConfig& cfg) co
     if (v[k] == kNotNumber) return false;
   }
   if (v[0] * v[1] * v[2] * v[3] != base_gpus_) return false;
+  // ZeRO-2/3 with CP shards over DP·CP whatever the base's shard group: the resolver derives it
+  // (or refuses a stated `dp`), with its note.
+  if (v[9] >= 2 && v[3] > 1 && !cfg.parallel.shard_over_cp) return false;
   plan::ParallelConfig& p = cfg.parallel;
   p.tp = static_cast<int>(v[0]);
   p.pp = static_cast<int>(v[1]);

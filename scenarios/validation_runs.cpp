@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "scenarios/frameworks.h"
 #include "scenarios/presets.h"
@@ -61,6 +64,34 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   return out;
 }
 
+// One CSV record: a line, or (RFC 4180) several, while a quoted cell holds line breaks. The
+// record's first line goes to `first_line` and the count of lines read to `line_no`; a quote
+// that never closes is an error naming the line it opened on.
+bool read_record(std::istream& in, std::string& record, int& line_no, int& first_line,
+                 const std::string& file) {
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  ++line_no;
+  first_line = line_no;
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  record = line;
+  // Quotes pair up ("" is two), so an odd count leaves a cell open.
+  auto open = [](const std::string& text) {
+    return std::count(text.begin(), text.end(), '"') % 2 != 0;
+  };
+  while (open(record)) {
+    if (!std::getline(in, line)) {
+      throw_input("a quoted cell opens on this line and never closes", {file, first_line, ""},
+                  "close the quote, or write a literal quote as \"\"");
+    }
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    record += '\n';
+    record += line;
+  }
+  return true;
+}
+
 std::string trim(std::string s) {
   const auto b = s.find_first_not_of(" \t");
   const auto e = s.find_last_not_of(" \t");
@@ -74,18 +105,25 @@ bool vpp_auto(const std::string& text) {
   return t == "auto";
 }
 
+constexpr double kMaxCell = 1e15;
+
 std::optional<double> number(const std::string& text, const std::string& file, int line,
                              const std::string& column) {
   if (text.empty()) return std::nullopt;
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !std::isfinite(v)) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  const bool range = errno == ERANGE;
+  if (end != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0])) ||
+      std::isnan(v)) {
     throw_input("`" + text + "` is not a number", {file, line, column});
+  }
+  // Every column holds a count, a time, a rate or a fraction of a real run: magnitudes beyond
+  // 1e15 (or below 1e-300) are typos, and an infinite published figure would reach the report.
+  if (!std::isfinite(v) || std::abs(v) > kMaxCell || (range && std::abs(v) < 1)) {
+    throw_input("`" + text + "` is out of range for a measured value (magnitude at most 1e15" +
+                    (range && std::abs(v) < 1 ? std::string(", and not below 1e-300)") : ")"),
+                {file, line, column});
   }
   return v;
 }
@@ -137,8 +175,8 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
   std::string line;
   int line_no = 0;
   std::vector<std::string> header;
-  while (header.empty() && std::getline(in, line)) {
-    ++line_no;
+  int physical_lines = 0;  // line_no: the first line of the current record
+  while (header.empty() && read_record(in, line, physical_lines, line_no, file)) {
     if (trim(line).empty()) continue;
     header = split_csv_line(line);
     for (auto& h : header) h = trim(h);
@@ -168,8 +206,7 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
 
   std::vector<ValidationRow> rows;
   std::map<std::string, int> id_lines;  // an id names one run: the tables, groups and report key on it
-  while (std::getline(in, line)) {
-    ++line_no;
+  while (read_record(in, line, physical_lines, line_no, file)) {
     if (trim(line).empty() || trim(line)[0] == '#') continue;
     std::vector<std::string> cells = split_csv_line(line);
     if (cells.size() != header.size()) {
@@ -216,6 +253,16 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       const auto v = number(cell(c), file, line_no, c);
       if (v && (*v != std::floor(*v) || *v < 0 || *v > 2147483647.0)) {
         throw_input("`" + cell(c) + "` is not a whole number from 0 to 2147483647",
+                    {file, line_no, c});
+      }
+      // The model's sizes and the GPU count have no default here (0 would mean "from the
+      // preset" once it reaches the scenario, and a row names no preset; kv_heads 0 would
+      // silently change the inferred architecture): leave the cell blank to say unknown.
+      static const std::set<std::string_view> kPositive = {"gpus", "layers", "hidden", "heads",
+                                                            "kv_heads", "ffn", "seq", "vocab"};
+      if (v && *v == 0 && kPositive.contains(c)) {
+        throw_input("`0` is not a size: " + std::string(c) +
+                        " must be at least 1 (leave the cell blank when it is not known)",
                     {file, line_no, c});
       }
     }
@@ -500,7 +547,14 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
           throw_input("`" + key + "` has a column of its own", {file, line_no, "set"},
                       "give it in that column");
         }
-        row_set[key] = trim(item.substr(eq + 1));
+        if (key == "simulation.fidelity") {
+          throw_input("`simulation.fidelity` is the command's, not a row's", {file, line_no, "set"},
+                      "validate --fidelity schedule|flow runs every row at that fidelity");
+        }
+        if (!row_set.emplace(key, trim(item.substr(eq + 1))).second) {
+          throw_input("`" + key + "` is given twice", {file, line_no, "set"},
+                      "give each key once");
+        }
       }
     }
     for (const auto& [key, value] : row_set) v[key] = value;
@@ -514,6 +568,12 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       if (!layers || *layers < 1 || *layers != std::floor(*layers)) {
         throw_input("`" + recompute + "`: full:N takes a whole number of layers N ≥ 1",
                     {file, line_no, "recompute"});
+      }
+      const auto model_layers = number(cell("layers"), file, line_no, "layers");
+      if (model_layers && *layers > *model_layers) {
+        throw_input("`" + recompute + "`: the model has " + cell("layers") + " layers",
+                    {file, line_no, "recompute"},
+                    "full:N recomputes N layers of each stage; `full` recomputes every layer");
       }
       v["training.recompute_layers"] = recompute.substr(5);
       recompute = "full";

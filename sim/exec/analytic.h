@@ -88,7 +88,11 @@ namespace trainsim::exec {
 /// chunk steps as its warm-up) hides each reduce-scatter behind one chunk's backward alone, not a
 /// forward and a backward; and Llama 3's layout (end chunks holding only the embedding or the
 /// output layer) is accepted. One validation row moves (Llama 3 405B at 16,384 GPUs, −0.20).
-inline constexpr const char* kAnalyticModelVersion = "analytic-31";
+/// analytic-32: groups that do not line up with the servers (TP 4 on 6-GPU servers, 72-GPU NVLink
+/// domains) are priced at the worst group's shape, where the group at rank 0 decided; the
+/// data-loading stall overlaps the parameter gather the first forward waits for (ZeRO-1/2/3), as
+/// the Program runs them; a NIC or NVLink utilization above 1 is said in the notes.
+inline constexpr const char* kAnalyticModelVersion = "analytic-32";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

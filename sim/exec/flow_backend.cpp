@@ -115,9 +115,15 @@ bool FlowBackend::group_inside_server(Job& job, int e, plan::Dim d) const {
     job.inside.resize(static_cast<std::size_t>(job.endpoints->endpoint_count()) * 8, -1);
   }
   if (job.inside[key] < 0) {
-    const std::vector<int> g = job.endpoints->own_group(e, d);
+    // Every group the endpoint stands for (under the symmetry shortcut, all of its stage's):
+    // groups that do not line up with the servers (TP 4 on 6-GPU servers) straddle a server
+    // boundary where others do not, and then every group is routed as flows (the
+    // representative's group alone decided until 2026-12-06, so a straddling group behind an
+    // inside one ran at NVLink speed).
     bool inside = true;
-    for (int r : g) inside = inside && inside_server(r, g.front());
+    for (const std::vector<int>& g : job.endpoints->collective_groups(e, d)) {
+      for (int r : g) inside = inside && inside_server(r, g.front());
+    }
     job.inside[key] = inside ? 1 : 0;
   }
   return job.inside[key] == 1;

@@ -43,6 +43,10 @@ namespace trainsim::goodput {
 /// trial simulates every failure and checkpoint of its run, so both bound the work.
 inline constexpr long kMaxTrials = 10'000'000;
 inline constexpr double kMaxDays = 3650;  // ten years
+/// Failure events a request may simulate without --force (trials × intervals × the job's
+/// expected failures per run): about a minute on 2 cores, at the 1.4·10⁷ a second measured on
+/// the default scenario with raised GPU rates (docs/reliability.md, Work).
+inline constexpr double kMaxFailureEvents = 1e9;
 
 /// What a component count a failure rate multiplies.
 enum class Scope { kGpu, kHost, kNic, kLink, kSwitch, kJob };

@@ -1,6 +1,7 @@
 #include "sim/plan/layout.h"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,56 @@ coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster
   coll::GroupShape g;
   g.ranks = n;
   const int gpn = std::max(1, cluster.gpus_per_node);
-  g.per_node = stride >= gpn ? 1 : std::max(1, std::min(n, gpn / std::max(1, stride)));
+  const int s = std::max(1, stride);
+  const long block = static_cast<long>(n) * s;
+  g.per_node = s >= gpn ? 1 : std::max(1, std::min(n, gpn / s));
   g.nodes = (n + g.per_node - 1) / g.per_node;
+  // The formula above holds for groups that line up with the servers: members s apart from
+  // bases i + j·n·s (i < s; the rank numbering is mixed-radix, so every group of a dimension
+  // of n members at stride s starts at such a base), and either a server holds whole groups
+  // (n·s divides gpus_per_node) or whole servers of one group (gpus_per_node divides n·s), s
+  // dividing gpus_per_node. Otherwise some groups straddle a server boundary (TP 4 on 6-GPU
+  // servers: ranks 4-7 on two servers), and the collective runs at the pace of the worst
+  // group, so the shape is that group's: the most servers, then the fewest members on one.
+  const bool aligned =
+      s >= gpn || (gpn % s == 0 && (gpn % block == 0 || block % gpn == 0));
+  if (!aligned) {
+    const long world = cluster.gpus > 0 ? cluster.gpus : block * gpn;
+    const long period = gpn / std::gcd(block, static_cast<long>(gpn));
+    std::vector<char> seen(static_cast<std::size_t>(gpn), 0);
+    std::vector<int> count;
+    int worst_nodes = 0, worst_min = 0, worst_max = 0;
+    for (long j = 0; j < period; ++j) {
+      for (long i = 0; i < s; ++i) {
+        const long base = i + j * block;
+        if (base + static_cast<long>(n - 1) * s >= world) continue;
+        const auto offset = static_cast<std::size_t>(base % gpn);
+        if (seen[offset] != 0) continue;
+        seen[offset] = 1;
+        count.clear();
+        long node = -1;
+        for (int k = 0; k < n; ++k) {  // members in increasing rank order
+          const long here = (static_cast<long>(offset) + static_cast<long>(k) * s) / gpn;
+          if (here != node) count.push_back(0);
+          node = here;
+          ++count.back();
+        }
+        const int nodes = static_cast<int>(count.size());
+        const int lo = *std::min_element(count.begin(), count.end());
+        const int hi = *std::max_element(count.begin(), count.end());
+        if (nodes > worst_nodes || (nodes == worst_nodes && lo < worst_min)) {
+          worst_nodes = nodes;
+          worst_min = lo;
+          worst_max = hi;
+        }
+      }
+    }
+    if (worst_nodes > 0) {
+      g.nodes = worst_nodes;
+      g.per_node = worst_max;
+      g.min_per_node = worst_min < worst_max ? worst_min : 0;
+    }
+  }
   const long span = static_cast<long>(n - 1) * stride + 1;
   const int pod = cluster.fabric.pod_gpus;
   g.pods = pod > 0 ? static_cast<int>(std::min<long>(g.nodes, (span + pod - 1) / pod)) : 1;

@@ -37,7 +37,9 @@ struct Layout {
   coll::GroupShape dp_cp;
 };
 
-/// Shape of a group of `n` ranks whose members are `stride` ranks apart.
+/// Shape of a group of `n` ranks whose members are `stride` ranks apart: where the groups of
+/// such a dimension do not line up with the servers, the shape of the worst one (most servers,
+/// then fewest members on one), bounded by `cluster.gpus`.
 coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster);
 
 /// Whether training.recompute selective-op (TorchTitan's per-op policy) is modelled for this

@@ -940,4 +940,143 @@ TEST(HostileInputs, ExplainKnowsTheJobEntryKeys) {
   EXPECT_EQ(r.code, 2) << r.err;
 }
 
+// ---- 2026-12-06: an exploratory pass over the inputs ---------------------------------------------
+
+// The first SC21 row of published-runs.csv with `column` set to `value` (a column the file lacks
+// is appended), cells split as RFC 4180 quotes them.
+std::string sc21_row_with(const std::string& column, const std::string& value) {
+  const std::string csv = read_file(kSource + "/scenarios/validation/published-runs.csv");
+  std::string header = csv.substr(0, csv.find('\n'));
+  const std::size_t row_start = csv.find('\n') + 1;
+  std::string row = csv.substr(row_start, csv.find('\n', row_start) - row_start);
+  std::vector<std::string> names;
+  for (std::size_t a = 0, b; a <= header.size(); a = b + 1) {
+    b = std::min(header.find(',', a), header.size());
+    names.push_back(header.substr(a, b - a));
+  }
+  std::vector<std::pair<std::size_t, std::size_t>> cells;  // [begin, end) of each cell
+  bool quoted = false;
+  std::size_t begin = 0;
+  for (std::size_t i = 0; i <= row.size(); ++i) {
+    if (i < row.size() && row[i] == '"') quoted = !quoted;
+    if (i == row.size() || (row[i] == ',' && !quoted)) {
+      cells.emplace_back(begin, i);
+      begin = i + 1;
+    }
+  }
+  const auto at = std::find(names.begin(), names.end(), column);
+  if (at == names.end()) return header + "," + column + "\n" + row + "," + value + "\n";
+  const auto [b, e] = cells[static_cast<std::size_t>(at - names.begin())];
+  row.replace(b, e - b, value);
+  return header + "\n" + row + "\n";
+}
+
+// A published figure too large for a measurement: an input error naming the cell, not an
+// internal error on an infinite output (exit 4) or a 300-digit number in the table.
+TEST(HostileInputs, CsvPublishedFiguresAreBounded) {
+  for (const char* v : {"1e300", "1e200", "1e-320"}) {
+    const std::string path = write_file("huge.csv", sc21_row_with("tflops_gpu", v));
+    const CliRun r = trainsim("validate " + path);
+    EXPECT_EQ(r.code, 2) << v << "\n" << r.err << r.out;
+    EXPECT_TRUE(has(r.err, path + ":2: `tflops_gpu`")) << r.err;
+    EXPECT_TRUE(has(r.err, "out of range")) << r.err;
+  }
+}
+
+// A 0 in a model size is refused where it stands (it reached the scenario as "from the preset"
+// and was blamed on `model.preset`; kv_heads 0 silently changed the inferred architecture).
+TEST(HostileInputs, CsvZeroModelSizesAreRefusedWhereTheyStand) {
+  for (const char* column : {"layers", "hidden", "heads", "kv_heads", "seq", "vocab", "gpus"}) {
+    const std::string path = write_file("zero.csv", sc21_row_with(column, "0"));
+    const CliRun r = trainsim("validate " + path);
+    EXPECT_EQ(r.code, 2) << column << "\n" << r.err << r.out;
+    EXPECT_TRUE(has(r.err, path + ":2: `" + column + "`")) << r.err;
+  }
+}
+
+// The `set` column: a key twice, or the fidelity (the command's), is refused; full:N beyond the
+// model's layers is refused.
+TEST(HostileInputs, CsvSetColumnKeysAreGivenOnce) {
+  std::string path = write_file(
+      "twice.csv", sc21_row_with("set", "framework.cross_entropy=te;framework.cross_entropy=native"));
+  CliRun r = trainsim("validate " + path);
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_TRUE(has(r.err, "given twice")) << r.err;
+  path = write_file("fidelity.csv", sc21_row_with("set", "simulation.fidelity=flow"));
+  r = trainsim("validate " + path);
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_TRUE(has(r.err, "--fidelity")) << r.err;
+  path = write_file("full999.csv", sc21_row_with("recompute", "full:999"));
+  r = trainsim("validate " + path);
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_TRUE(has(r.err, path + ":2: `recompute`")) << r.err;
+}
+
+// RFC 4180: a quoted cell may hold line breaks (the row's line is where it starts); a quote that
+// never closes says so.
+TEST(HostileInputs, CsvQuotedCellsMayHoldLineBreaks) {
+  std::string path = write_file(
+      "multiline.csv", sc21_row_with("source", "\"Megatron-LM SC21\nTable 1, first row\""));
+  CliRun r = trainsim("validate " + path + " --format json");
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["rows"][0]["source"], "Megatron-LM SC21\nTable 1, first row");
+  path = write_file("open.csv", sc21_row_with("source", "\"Megatron-LM SC21"));
+  r = trainsim("validate " + path);
+  EXPECT_EQ(r.code, 2) << r.err << r.out;
+  EXPECT_TRUE(has(r.err, path + ":2:")) << r.err;
+  EXPECT_TRUE(has(r.err, "never closes")) << r.err;
+}
+
+// A float range's values are the numbers written: 0.09:1:0.07 ends at 1 (it produced
+// 1.0000000000000002, outside the key's 0..1) and 0:0.3:0.1 gives 0.3.
+TEST(HostileInputs, FloatRangesEndOnTheirBound) {
+  CliRun r = trainsim(
+      "sweep scenarios/examples/llama3-8b-64xh100.yaml -q --vary simulation.jitter=0.09:1:0.07 "
+      "--format csv");
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = trainsim(
+      "sweep scenarios/examples/llama3-8b-64xh100.yaml -q --vary simulation.jitter=0:0.3:0.1 "
+      "--format csv");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "0.3")) << r.out;
+  EXPECT_FALSE(has(r.out, "0.30000000000000004")) << r.out;
+}
+
+// A profile's name, GPU and provenance are required strings, not blank; a profile for another
+// GPU is named by its file.
+TEST(HostileInputs, ProfileIdentityFieldsAreRequired) {
+  std::string path = write_file("noprov.json",
+                                builtin_profile_json("\"provenance\": \"", "\"comment\": \""));
+  CliRun r = trainsim("run --set calibration.profile=" + path);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, path + ": `comment`") || has(r.err, path + ": `provenance`")) << r.err;
+  path = write_file("numprov.json", builtin_profile_json("\"provenance\": \"built-in",
+                                                         "\"provenance\": 12345, \"p\": \"x"));
+  r = trainsim("run --set calibration.profile=" + path);
+  EXPECT_EQ(r.code, 2) << r.err;
+  path = write_file("blank.json", builtin_profile_json("\"name\": \"datasheet-a100-80gb\"",
+                                                       "\"name\": \" \""));
+  r = trainsim("run --set calibration.profile=" + path);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, path + ": `name`: must not be empty")) << r.err;
+  r = trainsim("run --set cluster.gpu=h100-sxm --set calibration.profile=" + kSource +
+               "/calibrate/profiles/a100-80gb.json");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "(" + kSource + "/calibrate/profiles/a100-80gb.json)")) << r.err;
+}
+
+// A failure rate far above any real one (a FIT typo) simulated for hours: the estimated failure
+// events are bounded like other work (exit 2 naming the rates, --force runs it); a small request
+// at the same rate still runs.
+TEST(HostileInputs, GoodputFailureEventsAreBounded) {
+  CliRun r = trainsim("goodput --set reliability.rate.gpu=1e7");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "`reliability.rate`")) << r.err;
+  EXPECT_TRUE(has(r.err, "failure events")) << r.err;
+  EXPECT_TRUE(has(r.err, "--force")) << r.err;
+  r = trainsim("goodput --set reliability.rate.gpu=1e7 --trials 2 --no-search --format json");
+  EXPECT_EQ(r.code, 0) << r.err;
+}
+
 }  // namespace

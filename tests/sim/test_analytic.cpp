@@ -348,7 +348,9 @@ OneStageBuckets one_stage_buckets(const RunConfig& c) {
 // stage): each micro-batch gathers the weights twice (2 B a parameter) and reduce-scatters the
 // fp32 gradients once, all exposed: m · k · (2·AG(2P/k) + RS(4P/k)), k = 3 buckets of the
 // 40 M-parameter rule here. At DP 768 the per-bucket latency made the executed schedule of a
-// ZeRO-3 sweep point 13 points slower than the closed form's one-collective price.
+// ZeRO-3 sweep point 13 points slower than the closed form's one-collective price. The host's
+// data-loading stall d overlaps the gathers the first forward waits for (the first chunk's, AG
+// here: analytic-32), which hide min(d, AG) of them.
 TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
   RunConfig c = base(64, 8, 1, 8);
   c.parallel.zero = 3;
@@ -362,7 +364,11 @@ TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
   const auto t = [&](coll::Kind kind, double bytes) { return b.time(kind, bytes); };
   const double per_mb = k * (2 * t(coll::Kind::kAllGather, 2 * P / k) +
                              t(coll::Kind::kReduceScatter, 4 * P / k));
-  EXPECT_NEAR(r.breakdown.exposed_dp_s, L.microbatches * per_mb, 1e-9 * r.breakdown.exposed_dp_s);
+  const double first_gather = k * t(coll::Kind::kAllGather, 2 * P / k);
+  ASSERT_GT(r.breakdown.data_loading_s, 0.0);
+  EXPECT_NEAR(r.breakdown.exposed_dp_s,
+              L.microbatches * per_mb - std::min(r.breakdown.data_loading_s, first_gather),
+              1e-9 * r.breakdown.exposed_dp_s);
   // One collective of the whole stage would be cheaper by (k − 1) latencies per collective.
   const double one = 2 * t(coll::Kind::kAllGather, 2 * P) + t(coll::Kind::kReduceScatter, 4 * P);
   EXPECT_GT(per_mb, one);
@@ -375,7 +381,8 @@ TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
 // RS/k) runs beside the two passes as concurrent kernels, costing them sm_share of its time
 // (here the passes are far longer: one stage, DP 8 over NVLink, micro-batches of 4). k is the
 // chunk's bucket count (the 40 M rule, at most one a layer), AG and RS the stage's (k
-// collectives each), s = 8 SMs / 108.
+// collectives each), s = 8 SMs / 108. The host's data-loading stall d hides min(d, AG/k) of the
+// iteration's first gather (analytic-32).
 TEST(Analytic, ZeroThreeExposesTheFirstGatherAndTheLastReduceScatterOfEachPass) {
   RunConfig c = base(8, 1, 1, 8);
   c.training.micro_batch = 4;
@@ -394,7 +401,10 @@ TEST(Analytic, ZeroThreeExposesTheFirstGatherAndTheLastReduceScatterOfEachPass) 
   const double rs = k * t(coll::Kind::kReduceScatter, 4 * P / k);
   const double s = 8.0 / 108;
   const double per_mb = ag / k + rs / k + s * (2 * ag + rs - ag / k - rs / k);
-  EXPECT_NEAR(r.breakdown.exposed_dp_s, L.microbatches * per_mb, 1e-9 * r.breakdown.exposed_dp_s);
+  ASSERT_GT(r.breakdown.data_loading_s, 0.0);
+  EXPECT_NEAR(r.breakdown.exposed_dp_s,
+              L.microbatches * per_mb - std::min(r.breakdown.data_loading_s, ag / k),
+              1e-9 * r.breakdown.exposed_dp_s);
   // The passes far outlast the collectives (what the closed form above takes).
   EXPECT_LT(2 * ag + rs, 0.5 * r.breakdown.compute_s / L.microbatches);
 }

@@ -1,4 +1,6 @@
 // sim/plan: layout (placement, feasibility) and the memory model against Korthikanti et al. 2022.
+#include <array>
+
 #include <gtest/gtest.h>
 
 #include "tests/support/models.h"
@@ -42,6 +44,42 @@ TEST(Layout, GroupShapes) {
   EXPECT_EQ(L.pp.nodes, 4);
   EXPECT_EQ(L.microbatches, 4);
   EXPECT_EQ(L.layers_first_stage, 2);
+}
+
+// Groups that do not line up with the servers take the worst group's shape, counted by hand:
+// TP 4 on 6-GPU servers puts ranks 4-7 on two servers (4, 5 | 6, 7), ranks 0-3 and 8-11 on
+// one; TP 2 on 3-GPU servers splits ranks 2, 3 and 8, 9 one per server; 9 ranks on 8-GPU
+// servers leave one on the last. Aligned groups keep the closed form's shape.
+TEST(Layout, GroupsAcrossAServerBoundaryTakeTheWorstGroupsShape) {
+  topo::ClusterSpec c = cluster(48);
+  c.gpus_per_node = 6;
+  const coll::GroupShape tp4 = group_shape(4, 1, c);
+  EXPECT_EQ(tp4.nodes, 2);
+  EXPECT_EQ(tp4.per_node, 2);
+  EXPECT_EQ(tp4.min_per_node, 0);
+  c.gpus_per_node = 3;
+  const coll::GroupShape tp2 = group_shape(2, 1, c);
+  EXPECT_EQ(tp2.nodes, 2);
+  EXPECT_EQ(tp2.per_node, 1);
+  // Stride 2 on 3-GPU servers (CP 3 after TP 2: members 0, 2, 4): 0 | 2 on server 0 and 1.
+  const coll::GroupShape cp3 = group_shape(3, 2, c);
+  EXPECT_EQ(cp3.nodes, 2);
+  EXPECT_EQ(cp3.per_node, 2);
+  EXPECT_EQ(cp3.min_per_node, 1);
+  c.gpus = 9;
+  c.gpus_per_node = 8;
+  const coll::GroupShape all = group_shape(9, 1, c);
+  EXPECT_EQ(all.nodes, 2);
+  EXPECT_EQ(all.per_node, 8);
+  EXPECT_EQ(all.min_per_node, 1);
+  c.gpus = 64;
+  for (const auto& [n, stride, nodes, per_node] :
+       {std::array<int, 4>{8, 1, 1, 8}, {16, 1, 2, 8}, {4, 2, 1, 4}, {8, 8, 8, 1}, {4, 16, 4, 1}}) {
+    const coll::GroupShape g = group_shape(n, stride, c);
+    EXPECT_EQ(g.nodes, nodes) << n << " ranks, stride " << stride;
+    EXPECT_EQ(g.per_node, per_node) << n << " ranks, stride " << stride;
+    EXPECT_EQ(g.min_per_node, 0) << n << " ranks, stride " << stride;
+  }
 }
 
 // The two rank orders (parallel.order) on 8-GPU servers in pods of 128 GPUs, TP 8 · PP 4 · DP 16

@@ -379,11 +379,10 @@ TEST(Program, EndChunksWithOnlyTheEmbeddingOrTheHead) {
 }
 
 // Under ZeRO-2 with context parallelism the gradient shard a rank keeps, and so the sum of each
-// micro-batch's gradients into it, is 1/(DP·CP) when the sharding group holds the CP ranks
-// (framework.shard_group dp_cp) and 1/DP when it does not, as plan::memory_per_gpu counts it:
-// accumulation (add-16bit) moves (m − 1) · 6 B per parameter of the shard. The analytic
-// fidelity's compute grows by the same bytes at the grad_accumulate rate (the launches cancel
-// in the difference). The accumulation sum ran on a 1/DP shard in both cases before.
+// micro-batch's gradients into it, is 1/(DP·CP): the group its reduce-scatters run over, as
+// plan::memory_per_gpu counts it; accumulation (add-16bit) moves (m − 1) · 6 B per parameter of
+// the shard. A shard group stated as DP alone is refused since analytic-32 (its collectives ran over
+// DP·CP while its state was sharded over DP); the preset's `dp` left unstated becomes dp_cp.
 TEST(Program, Zero2AccumulatesOnTheShardOfItsShardingGroup) {
   const std::string yaml =
       "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 50000, seq_len: 2048}\n"
@@ -391,29 +390,23 @@ TEST(Program, Zero2AccumulatesOnTheShardOfItsShardingGroup) {
       "parallel: {tp: 1, pp: 1, cp: 2, dp: 4, zero: 2}\n"
       "training: {global_batch: 8, micro_batch: 1, recompute: none}\n"
       "framework: {preset: megatron-core-2023, grad_accumulation: add-16bit}\n";
-  double extra[2] = {};
-  for (const bool over_cp : {true, false}) {
-    const std::string group = over_cp ? "dp_cp" : "dp";
-    scen::Scenario sc = scen::load_scenario_string(yaml, "cp.yaml", {"framework.shard_group=" + group});
-    ASSERT_EQ(sc.parallel.shard_over_cp, over_cp);
-    const plan::ProgramSet ps = programs_of(sc);
-    const int m = ps.layout.microbatches;
-    ASSERT_EQ(m, 2);
-    const double params = plan::stage_parameters(sc.model, ps.layout, true, true, 2).total();
-    const double shard = over_cp ? 8.0 : 4.0;
-    EXPECT_NEAR(gradient_bytes(ps.roles[0]).second, (m - 1) * 6.0 * params / shard, 1e-6 * params)
-        << group;
-    RunConfig rc = scen::make_run_config(sc);
-    const double with = exec::run_analytic(rc).breakdown.compute_s;
-    rc.opt.grad_accumulation = plan::GradAccumulation::kInGemm;
-    extra[over_cp ? 0 : 1] = with - exec::run_analytic(rc).breakdown.compute_s;
+  scen::Scenario sc = scen::load_scenario_string(yaml, "cp.yaml", {"framework.shard_group=dp_cp"});
+  ASSERT_TRUE(sc.parallel.shard_over_cp);
+  const plan::ProgramSet ps = programs_of(sc);
+  const int m = ps.layout.microbatches;
+  ASSERT_EQ(m, 2);
+  const double params = plan::stage_parameters(sc.model, ps.layout, true, true, 2).total();
+  EXPECT_NEAR(gradient_bytes(ps.roles[0]).second, (m - 1) * 6.0 * params / 8, 1e-6 * params);
+  try {
+    scen::load_scenario_string(yaml, "cp.yaml", {"framework.shard_group=dp"});
+    FAIL() << "ZeRO-2 sharded over DP alone with CP 2";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::kInput);
+    EXPECT_EQ(e.where().field, "framework.shard_group");
   }
-  const scen::Scenario sc = scen::load_scenario_string(yaml, "cp.yaml", {});
-  const RunConfig rc = scen::make_run_config(sc);
-  const double params =
-      plan::stage_parameters(sc.model, programs_of(sc).layout, true, true, 2).total();
-  const double bw = rc.cluster.gpu.hbm_Bps * rc.profile.memory_efficiency("grad_accumulate");
-  EXPECT_NEAR(extra[1] - extra[0], 6.0 * params * (1.0 / 4 - 1.0 / 8) / bw, 1e-9);
+  const scen::Scenario derived = scen::load_scenario_string(
+      yaml, "cp.yaml", {"framework.preset=megatron-lm-2023", "framework.grad_accumulation=add-16bit"});
+  EXPECT_TRUE(derived.parallel.shard_over_cp);
 }
 
 // The optimizer step under ZeRO-1 updates this GPU's shard: dense parameters over DP·CP (the
@@ -880,6 +873,37 @@ TEST(Program, SymmetryShortcutRoutesPipelineSendsThatCrossServers) {
   ASSERT_TRUE(fast.exec.symmetry);
   EXPECT_GE(fast.iteration_time_s + fast.exec.symmetry_bound_s, full.iteration_time_s * (1 - 1e-9));
   EXPECT_LE(fast.iteration_time_s, 1.02 * full.iteration_time_s);
+}
+
+// TP groups that straddle a server boundary (TP 4 on 6-GPU servers, 12 GPUs: ranks 4-7 on two
+// servers, 0-3 and 8-11 on one). The symmetry shortcut decided from the representative's group
+// (ranks 0-3, inside a server) and priced every TP collective at NVLink speed: 0.0348 s
+// against 0.0769 s for every rank. Now every group is routed when any crosses, and the two
+// runs agree; the closed form prices the worst group's shape (two servers), so TP costs more
+// than on 4-GPU servers, where every group lines up.
+TEST(Program, SymmetryShortcutRoutesCollectivesOfGroupsThatCrossServers) {
+  const std::string yaml =
+      "model: {preset: gpt3-350m}\n"
+      "cluster: {preset: dgx-h100-superpod, gpus: 12, gpus_per_node: 6, nics_per_node: 6}\n"
+      "parallel: {tp: 4, pp: 1}\n"
+      "training: {global_batch: 12, micro_batch: 1}\n";
+  const RunConfig c = scen::make_run_config(scen::load_scenario_string(yaml, "tp4.yaml"));
+  ExecOptions o;
+  o.backend = NetworkBackend::kFlow;
+  o.symmetry = true;
+  const Result fast = exec::run_program(c, o);
+  o.symmetry = false;
+  const Result full = exec::run_program(c, o);
+  ASSERT_TRUE(fast.exec.symmetry);
+  EXPECT_NEAR(fast.iteration_time_s, full.iteration_time_s, 1e-9 * full.iteration_time_s);
+  RunConfig aligned = c;
+  aligned.cluster.gpus_per_node = 4;
+  aligned.cluster.nics_per_node = 4;
+  const Result four = exec::run_program(aligned, o);
+  EXPECT_GT(full.iteration_time_s, 1.5 * four.iteration_time_s);
+  const Result analytic_six = exec::run_analytic(c);
+  const Result analytic_four = exec::run_analytic(aligned);
+  EXPECT_GT(analytic_six.breakdown.exposed_tp_s, 2 * analytic_four.breakdown.exposed_tp_s);
 }
 
 // A straggler: with DP only and no overlap, a GPU 1.5× slower makes every kernel of its rank
