@@ -283,6 +283,13 @@ int run_collective_command(const CollectiveArgs& a) {
         "servers runs as flows, in `trainsim run` too",
         fit->op, fit->ranks, a.fidelity));
   }
+  // A fabric file is read by the flow and packet levels only (the scenario's note says so, as
+  // `run` prints it); the closed form prices the cluster's NICs and NVLink.
+  if (!s.cluster.fabric.file.empty() && a.fidelity == "analytic") {
+    for (const std::string& n : s.notes) {
+      if (n.rfind("cluster.fabric.file", 0) == 0) notes.push_back(n);
+    }
+  }
   if (kind == coll::Kind::kSendRecv && shape.nodes > 1 && !fit_prices && links.p2p_net_Bps > 0 &&
       links.p2p_net_Bps < links.nic_Bps_per_gpu) {
     // NCCL moves at most NCCL_P2P_PER_CHANNEL_NET_BW per channel to a net peer; a framework

@@ -251,7 +251,16 @@ std::string link_caption(const exec::Result& r) {
 std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, const std::string& id) {
   const exec::PipelineTiming& t = r.pipeline;
   const exec::Breakdown& b = r.breakdown;
-  std::vector<ScheduleOp> ops = analytic_pipeline_schedule(t);
+  // Chunks computing different amounts (Llama 3's end chunks hold only the embedding or the
+  // output layer) are drawn at their own lengths, not all as long as the slowest stage's mean.
+  std::vector<double> weights;
+  try {
+    weights = chunk_weights(s.model, plan::make_layout(s.model, s.cluster, s.parallel, s.training));
+  } catch (const Error&) {
+    weights.clear();  // (a run that reached a report has a layout; drawn uniform otherwise)
+  }
+  if (weights.size() != static_cast<std::size_t>(t.stages) * t.chunks) weights.clear();
+  std::vector<ScheduleOp> ops = analytic_pipeline_schedule(t, weights);
   const bool analytic = r.fidelity == "analytic";
   // Only the analytic fidelity separates the exposed PP of the fill and drain (pp_overlap) from
   // the slots; an executed breakdown has one PP row, drawn inside the pipeline.
@@ -361,12 +370,16 @@ std::string timeline_figure(const exec::Result& r, const scen::Scenario& s, cons
                 t.microbatches, t.microbatches == 1 ? "" : "es",
                 t.chunks > 1 ? fmt::format(" and {} chunks per stage", t.chunks) : std::string(),
                 drawn_makespan * 1e3);
+  if (!weights.empty()) {
+    caption +=
+        "Each model chunk is drawn at its share of the work (its layers' forward FLOPs, and the "
+        "output layer on the last stage's last chunk, against the heaviest stage's mean chunk). ";
+  }
   if (analytic && std::fabs(scale - 1) > 1e-6) {
     caption += fmt::format(
-        "The ops are drawn {:.2f} % longer so that the pipeline lasts the breakdown's rows "
-        "(layers that do not split evenly into the chunks make the fill and drain slower than "
-        "equal ops). ",
-        100 * (scale - 1));
+        "The ops are drawn {:.2f} % {} so that the pipeline lasts the breakdown's rows "
+        "(the analytic fill and drain count every stage at its own slot, not op by op). ",
+        100 * std::fabs(scale - 1), scale > 1 ? "longer" : "shorter");
   }
   std::vector<std::string> after_names;
   for (const After& a : after_rows) {

@@ -44,7 +44,33 @@ std::vector<Key> stage_order(const exec::PipelineTiming& t, int s) {
 
 }  // namespace
 
-std::vector<ScheduleOp> analytic_pipeline_schedule(const exec::PipelineTiming& t) {
+std::vector<double> chunk_weights(const model::ModelConfig& m, const plan::Layout& layout) {
+  const int p = std::max(1, layout.par.pp), v = std::max(1, layout.par.vpp);
+  const model::ForwardFlops f = model::forward_flops_per_token(m);
+  const double per_layer = (f.dense_gemm + f.attention) / std::max(1, m.layers);
+  std::vector<double> w(static_cast<std::size_t>(p) * v, 0.0);
+  double heaviest = 0;
+  for (int s = 0; s < p; ++s) {
+    double stage = 0;
+    for (int c = 0; c < v; ++c) {
+      double x = layout.chunk_layers(s, c).second * per_layer;
+      if (s == p - 1 && c == v - 1) x += f.logits;
+      w[static_cast<std::size_t>(s) * v + c] = x;
+      stage += x;
+    }
+    heaviest = std::max(heaviest, stage);
+  }
+  if (heaviest <= 0) return {};
+  bool alike = true;
+  for (double& x : w) {
+    x *= v / heaviest;
+    alike = alike && std::fabs(x - w.front()) < 1e-12;
+  }
+  return alike ? std::vector<double>{} : w;
+}
+
+std::vector<ScheduleOp> analytic_pipeline_schedule(const exec::PipelineTiming& t,
+                                                   std::span<const double> chunk_weight) {
   const int p = std::max(1, t.stages), v = std::max(1, t.chunks), m = std::max(1, t.microbatches);
   exec::PipelineTiming tt = t;
   tt.stages = p;
@@ -89,7 +115,9 @@ std::vector<ScheduleOp> analytic_pipeline_schedule(const exec::PipelineTiming& t
         if (dep >= 0 && std::isnan(end[static_cast<std::size_t>(dep)])) break;
         const double start =
             std::max(free_at[su], dep >= 0 ? end[static_cast<std::size_t>(dep)] : 0.0);
-        const double finish = start + (k.forward ? f : b);
+        const std::size_t at = static_cast<std::size_t>(s) * v + k.chunk;
+        const double weight = at < chunk_weight.size() ? chunk_weight[at] : 1.0;
+        const double finish = start + (k.forward ? f : b) * weight;
         end[slot(s, k.microbatch, k.chunk, k.forward)] = finish;
         per_stage[su].push_back({s, k.microbatch, k.chunk, k.forward, start, finish});
         free_at[su] = finish;

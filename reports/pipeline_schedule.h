@@ -11,7 +11,11 @@
 // proportion. The makespan then equals the analytic formula (checked in tests).
 #pragma once
 
+#include <span>
 #include <vector>
+
+#include "sim/model/transformer.h"
+#include "sim/plan/layout.h"
 
 #include "sim/exec/result.h"
 
@@ -26,8 +30,17 @@ struct ScheduleOp {
   double end_s = 0;
 };
 
-/// Every op of every stage, grouped by stage in issue order.
-std::vector<ScheduleOp> analytic_pipeline_schedule(const exec::PipelineTiming& t);
+/// Every op of every stage, grouped by stage in issue order. `chunk_weight` (empty: every op
+/// alike) scales the ops of model chunk c on stage s by chunk_weight[s·chunks + c]: what that
+/// chunk computes against the slowest stage's mean chunk (an end chunk holding only the
+/// embedding, as in Llama 3's layout, is far shorter than a chunk of layers).
+std::vector<ScheduleOp> analytic_pipeline_schedule(const exec::PipelineTiming& t,
+                                                   std::span<const double> chunk_weight = {});
+
+/// The chunk weights of a layout for analytic_pipeline_schedule: each chunk's forward FLOPs per
+/// token (its layers, and the output layer on the last stage's last chunk) over the mean chunk of
+/// the stage that computes the most. Empty when every chunk is alike.
+std::vector<double> chunk_weights(const model::ModelConfig& m, const plan::Layout& layout);
 
 /// The end of the last op.
 double schedule_makespan(const std::vector<ScheduleOp>& ops);

@@ -80,11 +80,23 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
     servers.push_back(graph.node(graph.gpu_node(ranks[static_cast<std::size_t>(i)])).server);
   }
   std::sort(servers.begin(), servers.end());
+  // The most and the fewest of the group's ranks on one server, as the analytic shape counts
+  // them (a partly filled last server: 8 + 1 is per_node 8, min_per_node 1; the mean, 5, chose
+  // another NCCL protocol than the analytic model for the same group, and 2 MiB ran faster than
+  // 1 MiB).
+  int most = 0, fewest = n;
+  for (std::size_t i = 0, j; i < servers.size(); i = j) {
+    for (j = i; j < servers.size() && servers[j] == servers[i]; ++j) {
+    }
+    most = std::max(most, static_cast<int>(j - i));
+    fewest = std::min(fewest, static_cast<int>(j - i));
+  }
   servers.erase(std::unique(servers.begin(), servers.end()), servers.end());
   GroupShape shape;
   shape.ranks = n;
   shape.nodes = static_cast<int>(servers.size());
-  shape.per_node = (n + shape.nodes - 1) / shape.nodes;
+  shape.per_node = most;
+  shape.min_per_node = fewest < most ? fewest : 0;
   const int g = shape.per_node;
   const int nodes = shape.nodes;
 
@@ -102,8 +114,10 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
     case Kind::kReduceScatter: steps = n - 1; net_steps = nodes > 1 ? nodes - 1 : 0; break;
     case Kind::kBroadcast: steps = n; net_steps = nodes > 1 ? nodes : 0; break;
     case Kind::kAllToAll:
+      // One network step per other server (each rank reaches a remote server's ranks through
+      // the GPU on its rail: (n − g)/g on full servers), as the analytic model counts it.
       steps = g - 1;
-      net_steps = nodes > 1 ? (n - g) / std::max(1, g) : 0;
+      net_steps = nodes - 1;
       break;
     case Kind::kSendRecv: steps = 1; net_steps = nodes > 1 ? 1 : 0; break;
   }

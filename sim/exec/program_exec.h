@@ -84,7 +84,11 @@ namespace trainsim::exec {
 /// program-26: a ZeRO-3 backward issues its parameter gathers last bucket first, the order it
 /// needs them (FSDP's backward prefetch); with FSDP2's copy-out the backward's first layer waited
 /// for every gather of the chunk (0.69 s per micro-batch on TorchTitan's 70B at TP 4, PP 1).
-inline constexpr const char* kProgramModelVersion = "program-26";
+/// program-27: under the symmetry shortcut a collective is routed as flows when any group of its
+/// dimension on the stage leaves a server (groups that do not line up with the servers); a
+/// routed collective's shape counts the most and the fewest ranks on one server, as the closed
+/// form does (NCCL's protocol and an all-to-all's network steps followed the mean).
+inline constexpr const char* kProgramModelVersion = "program-27";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

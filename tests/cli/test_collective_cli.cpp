@@ -425,4 +425,44 @@ TEST(CollectiveCli, SetRefusesKeysTheCollectiveDoesNotRead) {
   }
 }
 
+// A group whose last server is partly filled (9 = 8 + 1, 10, 12, 13, 17 ranks on DGX H100):
+// the flow level picks NCCL's protocol for the same shape as the closed form (it took the mean
+// ranks per server, 5 for 8 + 1, and chose LL where the closed form chose LL128: 183 against
+// 96 us at 1 MiB, and 2 MiB faster than 1 MiB), so on an idle fabric the two tables agree and
+// time grows with size. An all-to-all takes one network step per other server (a lone rank
+// paid n − 1 of them: 9 ranks 144 us at 1 KiB against 46 for 16): base + (g − 1) NVLink steps
+// + (servers − 1) network steps, the same at 9 and 16 ranks.
+TEST(CollectiveCli, PartlyFilledServersPriceAlikeAtBothFidelities) {
+  const auto rows = [](const std::string& args) {
+    const Out r = trainsim("collective --format json --cluster dgx-h100-superpod " + args);
+    EXPECT_EQ(r.code, 0) << r.err;
+    return r.code == 0 ? nlohmann::json::parse(r.out)["rows"] : nlohmann::json::array();
+  };
+  for (const int n : {9, 10, 12, 13, 17}) {
+    const std::string args = "--op all_reduce --algo ring --sizes 512K:64M --ranks " + std::to_string(n);
+    const nlohmann::json a = rows(args), f = rows(args + " --fidelity flow");
+    ASSERT_EQ(a.size(), f.size()) << n;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i]["protocol"], f[i]["protocol"]) << n << " ranks, row " << i;
+      EXPECT_NEAR(f[i]["time_us"].get<double>(), a[i]["time_us"].get<double>(),
+                  0.01 * a[i]["time_us"].get<double>())
+          << n << " ranks, row " << i;
+      if (i > 0) {
+        EXPECT_GT(f[i]["time_us"].get<double>(), f[i - 1]["time_us"].get<double>()) << n;
+      }
+    }
+  }
+  const trainsim::calib::Profile p = trainsim::calib::builtin_profile("h100-sxm");
+  const double expected =
+      (p.collective_base_latency_s + 7 * p.nvlink.step_latency_s + p.net_step_latency_s) * 1e6;
+  for (const std::string fidelity : {"analytic", "flow"}) {
+    const double nine =
+        rows("--op all_to_all --sizes 1 --ranks 9 --fidelity " + fidelity)[0]["time_us"].get<double>();
+    const double sixteen =
+        rows("--op all_to_all --sizes 1 --ranks 16 --fidelity " + fidelity)[0]["time_us"].get<double>();
+    EXPECT_NEAR(nine, sixteen, 1e-3) << fidelity;
+    EXPECT_NEAR(nine, expected, 0.05) << fidelity;
+  }
+}
+
 }  // namespace

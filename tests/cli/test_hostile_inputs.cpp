@@ -1079,4 +1079,25 @@ TEST(HostileInputs, GoodputFailureEventsAreBounded) {
   EXPECT_EQ(r.code, 0) << r.err;
 }
 
+// `collective` at analytic fidelity on a scenario with a fabric file says that the closed form
+// does not read it, as `run` does (the notes were empty while flow read the file).
+TEST(HostileInputs, CollectiveSaysTheClosedFormDoesNotReadAFabricFile) {
+  const std::string dot = write_file("two.dot", leafspine_dot());
+  const std::string yaml = write_file(
+      "two.yaml",
+      "cluster: {gpu: h100-sxm, gpus: 2, gpus_per_node: 1, nics_per_node: 1, nic_gbps: 400, "
+      "fabric: {file: " + dot + "}}\n"
+      "model: {preset: gpt3-350m}\n"
+      "parallel: {tp: 1, pp: 1}\n"
+      "training: {global_batch: 8, micro_batch: 4}\n");
+  CliRun r = trainsim("collective --scenario " + yaml + " --ranks 2 --sizes 1M --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto notes = nlohmann::json::parse(r.out)["notes"];
+  ASSERT_EQ(notes.size(), 1u) << r.out;
+  EXPECT_TRUE(has(notes[0].get<std::string>(), "do not read it")) << r.out;
+  r = trainsim("collective --scenario " + yaml + " --ranks 2 --sizes 1M --format json --fidelity flow");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["notes"].empty()) << r.out;
+}
+
 }  // namespace

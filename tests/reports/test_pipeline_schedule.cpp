@@ -71,5 +71,54 @@ TEST(PipelineSchedule, CommunicationIsSharedByCompute) {
   EXPECT_NEAR(schedule_makespan(ops), (2 + 1) * 6.0, 1e-9);
 }
 
+// Chunk weights: Llama 3's layout on 4 stages of 2 chunks, 6 layers with one (vpp − 1) on each
+// end stage: the first stage's first chunk holds no layer (the embedding only: its ops last
+// nothing), the last stage's last chunk only the output layer; uniform weights give the
+// unweighted schedule exactly.
+TEST(PipelineSchedule, ChunksAreDrawnAtTheirShareOfTheWork) {
+  model::ModelConfig m;
+  m.layers = 6;
+  m.hidden = 4096;  // the output layer (2·h·V) below a layer's 24·h² + 4·s·h
+  m.heads = 32;
+  m.kv_heads = 32;
+  m.ffn_hidden = 16384;
+  m.seq_len = 2048;
+  m.vocab = 32000;
+  plan::ParallelConfig par;
+  par.pp = 4;
+  par.vpp = 2;
+  par.schedule = plan::Schedule::kInterleaved;
+  par.first_stage_layers = 1;
+  par.last_stage_layers = 1;
+  topo::ClusterSpec c;
+  c.gpus = 4;
+  c.gpu.hbm_bytes = 80e9;
+  plan::TrainingConfig tr;
+  tr.global_batch = 8;
+  const plan::Layout L = plan::make_layout(m, c, par, tr);
+  ASSERT_EQ(L.chunk_layers(0, 0).second, 0);
+  ASSERT_EQ(L.chunk_layers(3, 1).second, 0);
+  const std::vector<double> w = chunk_weights(m, L);
+  ASSERT_EQ(w.size(), 8u);
+  EXPECT_EQ(w[0], 0.0);               // stage 0, chunk 0: the embedding only
+  EXPECT_GT(w[7], 0.0);               // stage 3, chunk 1: the output layer
+  EXPECT_LT(w[7], w[2]);              // ... less than a chunk of one layer here
+  double heaviest = 0;
+  for (int s = 0; s < 4; ++s) heaviest = std::max(heaviest, w[2 * s] + w[2 * s + 1]);
+  EXPECT_NEAR(heaviest, 2.0, 1e-12);  // the heaviest stage's mean chunk is 1
+  const exec::PipelineTiming t = timing(4, 2, 8, plan::Schedule::kInterleaved);
+  for (const ScheduleOp& op : analytic_pipeline_schedule(t, w)) {
+    EXPECT_NEAR(op.end_s - op.start_s, (op.forward ? 1.0 : 2.0) * w[2 * op.stage + op.chunk], 1e-12);
+  }
+  const std::vector<double> ones(8, 1.0);
+  const std::vector<ScheduleOp> a = analytic_pipeline_schedule(t), b = analytic_pipeline_schedule(t, ones);
+  ASSERT_EQ(a.size(), b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i].end_s, b[i].end_s);
+  // One stage of one chunk: nothing to tell apart, no weights.
+  plan::ParallelConfig one;
+  c.gpus = 1;
+  EXPECT_TRUE(chunk_weights(m, plan::make_layout(m, c, one, tr)).empty());
+}
+
 }  // namespace
 }  // namespace trainsim::reports
