@@ -2,6 +2,7 @@
 #include "cli/output.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,6 +132,21 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
               : "");
     }
   }
+  // The import replaces the base's measured collectives (its provenance is this import's): said,
+  // with the ones not measured again, so that chained imports do not lose fits silently.
+  std::vector<std::string> dropped;
+  for (const calib::MeasuredCollective& m : p.collectives_measured) {
+    const bool again = std::any_of(fits.begin(), fits.end(), [&](const auto& f) {
+      return f.measured.op == m.op && f.measured.ranks == m.ranks;
+    });
+    if (!again) dropped.push_back(fmt::format("{} over {} ranks", m.op, m.ranks));
+  }
+  if (!dropped.empty()) {
+    std::cerr << fmt::format(
+        "note: the base profile's measured {} {} replaced by this import's fits and dropped; "
+        "import every nccl-tests file in one command to keep them all\n",
+        fmt::join(dropped, ", "), dropped.size() == 1 ? "fit is" : "fits are");
+  }
   p.collectives_measured.clear();
   for (const auto& f : fits) p.collectives_measured.push_back(f.measured);
   if (nvlink) p.nvlink.busbw_Bps = nvlink->measured.busbw_Bps;
@@ -142,7 +158,8 @@ int write_collective_fits(const CalibrateArgs& a, const std::vector<calib::NcclT
   pv.date = utc_now();
   pv.command_line = a.command_line;
   p.name = how + "-" + p.gpu;
-  p.provenance += "; collectives: " + how + " (collectives_measured_provenance)";
+  const std::string suffix = "; collectives: " + how + " (collectives_measured_provenance)";
+  if (p.provenance.find(suffix) == std::string::npos) p.provenance += suffix;
   write_profile(p, a.out);
   std::cout << fmt::format("{:<15} {:>5} {:>10} {:>12} {:>17}\n", "op", "ranks", "alpha_us",
                            "busbw_GB/s", "max_err_>=1MiB_%");

@@ -87,6 +87,15 @@ FitResult fit_runs(const std::string& text, const std::string& name,
                    const std::vector<std::string>& keys, const std::string& fidelity,
                    const std::vector<std::string>& exclude_sources) {
   if (keys.empty()) throw_input("nothing to fit", {"", 0, "--fit"}, "name one or more keys");
+  // A constant named twice would be two unknowns of one value (a singular fit, each row counted
+  // twice, and two different values reported for it).
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (keys[i] == keys[j]) {
+        throw_input("`" + keys[i] + "` is named twice", {"", 0, "--fit"}, "name each constant once");
+      }
+    }
+  }
   FitResult fit;
   const auto k = static_cast<Eigen::Index>(keys.size());
   Eigen::VectorXd x(k);

@@ -103,7 +103,8 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
   // Latency and protocol: what the analytic model would choose for a ring of this shape.
   Choice ring_choice = choice;
   ring_choice.algorithm = Algorithm::kRing;
-  const Cost analytic = collective_cost(kind, bytes, shape, links, ring_choice);
+  const int pieces = std::max(1, req.pieces);
+  const Cost analytic = collective_cost(kind, bytes * pieces, shape, links, ring_choice);
   const PairLatency& L =
       links.latency[static_cast<int>(Algorithm::kRing)][static_cast<int>(analytic.protocol)];
   const double factor = busbw_factor(kind, n);
@@ -123,7 +124,8 @@ CollectiveFlows plan_collective_flows(const FlowCollectiveRequest& req, const to
   }
   if (kind == Kind::kAllToAll) steps += net_steps;
   net_steps = std::min(net_steps, steps);
-  out.latency_s = L.base_s + (steps - net_steps) * L.nvlink_step_s + net_steps * L.net_step_s;
+  out.latency_s =
+      (L.base_s + (steps - net_steps) * L.nvlink_step_s + net_steps * L.net_step_s) / pieces;
   if (analytic.protocol == Protocol::kLL) {
     p.wire = (kind == Kind::kAllReduce || nodes > 1) ? 4.0 : 2.0;
   }

@@ -87,6 +87,10 @@ struct FlowCollectiveRequest {
   Kind kind = Kind::kAllReduce;
   double bytes = 0;
   std::vector<topo::GpuId> ranks;  // in ring order
+  // The request is one of `pieces` slices of one collective of pieces × bytes (a TP-overlap
+  // chunk): NCCL's protocol is the whole collective's and the slice takes 1/pieces of its
+  // latency, as the closed form prices it; its flows carry the slice's bytes.
+  int pieces = 1;
 };
 
 /// One connection of a collective: `bytes` from `src` to `dst`, split over the router's queue

@@ -70,20 +70,22 @@ class FlowBackend final : public CommBackend {
   struct CollKey {
     int endpoint, dim, kind;
     std::int64_t bytes;  // the task's bytes, bit for bit
+    int pieces;          // slices of one collective (CommRequest::pieces)
     bool operator==(const CollKey&) const = default;
   };
   struct CollKeyHash {
     std::size_t operator()(const CollKey& k) const {
       std::uint64_t h = static_cast<std::uint64_t>(k.bytes) * 0x9E3779B97F4A7C15ull;
       h ^= (static_cast<std::uint64_t>(k.endpoint) << 16) ^
-           (static_cast<std::uint64_t>(k.dim) << 8) ^ static_cast<std::uint64_t>(k.kind);
+           (static_cast<std::uint64_t>(k.dim) << 8) ^ static_cast<std::uint64_t>(k.kind) ^
+           (static_cast<std::uint64_t>(k.pieces) << 40);
       return static_cast<std::size_t>(h ^ (h >> 29));
     }
   };
   struct Job {
     const CommEndpoints* endpoints = nullptr;
-    // Whether endpoint e's own group of dimension d stays inside one server ((e·8 + d) → 0/1,
-    // −1 unknown).
+    // Whether every group endpoint e stands for in dimension d stays inside one server
+    // ((e·8 + d) → 0/1, −1 unknown).
     std::vector<std::int8_t> inside;
     std::vector<Cached> transfers;  // by (sending endpoint · 2 + direction)
     std::unordered_map<CollKey, std::size_t, CollKeyHash> coll_index;

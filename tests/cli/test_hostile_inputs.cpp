@@ -1100,4 +1100,33 @@ TEST(HostileInputs, CollectiveSaysTheClosedFormDoesNotReadAFabricFile) {
   EXPECT_TRUE(nlohmann::json::parse(r.out)["notes"].empty()) << r.out;
 }
 
+// Chained imports: an import over a base that holds measured fits replaces them and says which
+// it drops (the base's all-reduce vanished silently), and the provenance names the import once;
+// `fit-runs` refuses a constant named twice (it fitted two unknowns of one value).
+TEST(HostileInputs, CalibrationImportsAndFitsSayWhatTheyDo) {
+  const std::string first = temp_path("chain1.json"), second = temp_path("chain2.json"),
+                    third = temp_path("chain3.json");
+  CliRun r = trainsim("calibrate import-nccl-tests " + kSource +
+                      "/tests/calibrate/data/h100x8_all_reduce.txt --out " + first);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string gather = kSource + "/tests/calibrate/data/all_gather_perf.log";
+  r = trainsim("calibrate import-nccl-tests " + gather + " --base " + first +
+               " --out " + second);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(has(r.err, "all_reduce over 8 ranks fit is replaced")) << r.err;
+  r = trainsim("calibrate import-nccl-tests " + gather + " --base " + second +
+               " --out " + third);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(has(r.err, "replaced")) << r.err;  // the same fit measured again
+  const std::string provenance = nlohmann::json::parse(read_file(third))["provenance"];
+  const std::string suffix = "; collectives: nccl-tests";
+  EXPECT_EQ(provenance.find(suffix), provenance.rfind(suffix)) << provenance;
+  r = trainsim("calibrate fit-runs " + kSource + "/scenarios/validation/published-runs.csv --fit "
+               "h100-sxm:gemm_peak_efficiency h100-sxm:gemm_peak_efficiency --out " +
+               temp_path("twice.json"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "`--fit`")) << r.err;
+  EXPECT_TRUE(has(r.err, "named twice")) << r.err;
+}
+
 }  // namespace
