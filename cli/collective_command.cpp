@@ -109,6 +109,13 @@ bool collective_reads(const std::string& key) {
 int run_collective_command(const CollectiveArgs& a) {
   for (const std::string& kv : a.sets) {
     const std::string key = kv.substr(0, kv.find('='));
+    // The ranks are --ranks, placed on the cluster's fabric: the job's GPU count means nothing
+    // here (it was resolved against the built-in scenario's TP 8 · PP 8 layout and refused).
+    if (key == "cluster.gpus" || key == "gpus") {
+      throw_input("`trainsim collective` runs --ranks ranks on the cluster's fabric; the job's GPU "
+                  "count does not apply",
+                  {"", 0, key}, "give the group size with --ranks");
+    }
     if (!collective_reads(key)) {
       throw_input("`trainsim collective` does not read this key; it takes cluster.*, "
                   "calibration.profile, collectives.*, network.* and simulation.seed",

@@ -1129,4 +1129,14 @@ TEST(HostileInputs, CalibrationImportsAndFitsSayWhatTheyDo) {
   EXPECT_TRUE(has(r.err, "named twice")) << r.err;
 }
 
+// `collective --set cluster.gpus=8` failed on the built-in scenario's parallel layout, which a
+// collective does not use: it names --ranks instead.
+TEST(HostileInputs, CollectiveTakesItsRanksFromRanks) {
+  const CliRun r = trainsim("collective --ranks 16 --sizes 1M --set cluster.gpus=8");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(has(r.err, "`cluster.gpus`")) << r.err;
+  EXPECT_TRUE(has(r.err, "--ranks")) << r.err;
+  EXPECT_FALSE(has(r.err, "parallel.dp")) << r.err;
+}
+
 }  // namespace
