@@ -684,6 +684,12 @@ PointEvaluator::PointEvaluator(const SweepPlan& plan, const Scenario& base,
     base_config_.training.recompute_layers = 0;
   }
   base_gpus_ = base.cluster.gpus;
+  // A base of ZeRO-2/3 with CP had its shard group derived as dp_cp (scenario.cpp,
+  // build_parallel); a point resolves it again for its own ZeRO and CP.
+  const auto origin = base.origin.find("framework.shard_group");
+  base_shard_over_cp_ = base_config_.parallel.shard_over_cp &&
+                        !(origin != base.origin.end() && origin->second == "derived");
+  shard_group_stated_ = plan.base_given.count("framework.shard_group") > 0;
   // Each column's values are decoded once here, not once per point.
   numbers_.resize(plan.keys.size());
   for (const std::size_t k : {0, 1, 2, 3, 4, 5, 7, 9}) {
@@ -722,10 +728,13 @@ bool PointEvaluator::shortcut_config(std::size_t point, exec::RunConfig& cfg) co
     if (v[k] == kNotNumber) return false;
   }
   if (v[0] * v[1] * v[2] * v[3] != base_gpus_) return false;
-  // ZeRO-2/3 with CP shards over DP·CP whatever the base's shard group: the resolver derives it
-  // (or refuses a stated `dp`), with its note.
-  if (v[9] >= 2 && v[3] > 1 && !cfg.parallel.shard_over_cp) return false;
+  // ZeRO-2/3 with CP shards over DP·CP: left to its default or the preset, the shard group
+  // follows the reduction as the resolver derives it (its note is not part of a point's
+  // result); a stated `dp` is refused by the resolver, which names the field.
+  const bool derive_dp_cp = v[9] >= 2 && v[3] > 1 && !base_shard_over_cp_;
+  if (derive_dp_cp && shard_group_stated_) return false;
   plan::ParallelConfig& p = cfg.parallel;
+  p.shard_over_cp = base_shard_over_cp_ || derive_dp_cp;
   p.tp = static_cast<int>(v[0]);
   p.pp = static_cast<int>(v[1]);
   p.dp = static_cast<int>(v[2]);

@@ -180,6 +180,14 @@ class PointEvaluator {
   PointEvaluator(const SweepPlan& plan, const Scenario& base,
                  std::optional<GoodputSweep> goodput = std::nullopt);
   bool shortcut() const { return shortcut_; }
+  /// Whether `point` takes the shortcut (false: the resolver evaluates it). For tests: every
+  /// point whose TP·PP·DP·CP is the GPU count should, but for a stated shard group that the
+  /// resolver refuses.
+  bool takes_shortcut(std::size_t point) const {
+    if (!shortcut_) return false;
+    exec::RunConfig scratch = base_config_;
+    return shortcut_config(point, scratch);
+  }
 
   PointResult evaluate(std::size_t point) const;
   /// The same, with `scratch` as the shortcut's run config: a copy of base_config() that this
@@ -203,6 +211,10 @@ class PointEvaluator {
   bool shortcut_ = false;
   exec::RunConfig base_config_;
   long base_gpus_ = 0;
+  // framework.shard_group as the base states it or its preset sets it (before the resolver's
+  // derivation for ZeRO-2/3 with CP), and whether the base states it.
+  bool base_shard_over_cp_ = false;
+  bool shard_group_stated_ = false;
   // The --auto columns decoded once per plan, by value index: the integers of columns 0-5, 7
   // and 9 (kNotNumber, outside int's range, where a value is not an int), the schedule and
   // recompute enums.

@@ -386,6 +386,25 @@ class StageReplay {
     }
   }
 
+  // The layers of pipeline stage `stage` as the Program runs them: model chunk by model chunk
+  // (Layout::chunk_layers: interleaved chunks hold layers v·p apart), each layer MoE or dense by
+  // its global index, and block recompute on the first N layers of each chunk
+  // (sim/plan/program.cpp, recomputed_in_full). For models whose layers differ by index.
+  Acc8 run_stage(int stage) {
+    const auto& m = c_.cfg.model;
+    const model::Recompute rc = c_.cfg.training.recompute;
+    const int n = c_.cfg.training.recompute_layers;
+    Acc8 acc;
+    for (int ch = 0; ch < std::max(1, c_.L.par.vpp); ++ch) {
+      const auto [first, count] = c_.L.chunk_layers(stage, ch);
+      for (int i = 0; i < count; ++i) {
+        const bool full = rc == model::Recompute::kFull && (n <= 0 || i < n);
+        acc.apply(adds(m.is_moe_layer(first + i), full));
+      }
+    }
+    return acc;
+  }
+
  private:
   const Adds& adds(bool moe, bool full) {
     const int k = (moe ? 2 : 0) + (full ? 1 : 0);
@@ -554,16 +573,33 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   const bool single = par.pp == 1;
   const int n_first = L.layers_first_stage;
   const int n_last = L.layers_last_stage;
-  const int n_middle = par.pp > 2 ? L.layers_max_middle : 0;
+  int n_middle = par.pp > 2 ? L.layers_max_middle : 0;
   const int at[3] = {n_first, n_last, n_middle};
   Acc8 part[3];  // layers only: first, last, middle
+  // The middle stages' slots summed, less (p − 2) times the one priced (the pipeline's fill and
+  // drain run through each of them): 0 where the middle stages are alike.
+  double middle_spread = 0;
   const bool alike = m.experts == 0 || m.moe_every == 1;
   if (alike) {
     replay.run(std::max({n_first, single ? 0 : n_last, n_middle}), 0, at, part, single ? 1 : 3);
   } else {
-    replay.run(n_first, 0, at, part, 1);
-    if (!single) replay.run(n_last, m.layers - n_last, at + 1, part + 1, 1);
-    if (par.pp > 2) replay.run(n_middle, n_first, at + 2, part + 2, 1);
+    // MoE every k-th layer: each stage holds the MoE layers its chunks hold, so every stage is
+    // replayed, and the slowest middle stage is priced (until analytic-34 the first and last
+    // stages were contiguous ranges and stage 1 stood for every middle stage, whatever the
+    // interleaving placed where).
+    part[0] = replay.run_stage(0);
+    if (!single) part[1] = replay.run_stage(par.pp - 1);
+    double sum = 0;
+    for (int st = 1; st + 1 < par.pp; ++st) {
+      const Acc8 a = replay.run_stage(st);
+      const double t = a.slot().total();
+      sum += t;
+      if (st == 1 || t > part[2].slot().total()) {
+        part[2] = a;
+        n_middle = L.stage_layers[static_cast<std::size_t>(st)];
+      }
+    }
+    if (par.pp > 2) middle_spread = sum - (par.pp - 2) * part[2].slot().total();
   }
   model::embedding_forward_ops(m, c.shard, w.embedding_ops);
   w.embedding.clear();
@@ -704,7 +740,8 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   // of fewer layers no longer make every fill step as long as the heaviest.
   double others = 0;
   if (par.pp > 1) {
-    const double sum = first.total() + last.total() + (par.pp - 2) * middle.total();
+    const double sum =
+        first.total() + last.total() + (par.pp - 2) * middle.total() + middle_spread;
     others = std::max(0.0, sum - slot.total()) / (par.pp - 1);
   }
   bd.pipeline_bubble_s = bubble_slots * others;

@@ -1,6 +1,7 @@
 #include "sim/plan/layout.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -84,25 +85,37 @@ coll::GroupShape cp_dp_shape(const ParallelConfig& par, int replicas, int step,
   g.ranks = replicas * par.cp;
   const long gpn = std::max(1, cluster.gpus_per_node);
   const long pod = cluster.fabric.pod_gpus;
-  std::vector<long> nodes, pods;
+  // The shape depends on these alone, and a sweep asks for the same one at every micro-batch,
+  // recompute, ZeRO and vpp value of a layout: the last answer of this thread is kept.
+  const std::array<long, 7> key{par.tp, par.cp, par.dp_stride(), step, replicas, gpn, pod};
+  thread_local std::array<long, 7> last_key{};
+  thread_local coll::GroupShape last;
+  if (key == last_key) return last;
+  // Members in increasing rank order (a replica's CP ranks span tp·(cp−1) < its DP stride):
+  // servers and pods are counted as they change, and the longest run on one server is the
+  // most members a server holds. No allocation: a sweep prices this for every CP point.
+  long node = -1, pod_of = -1;
+  int nodes = 0, pods = 0, run = 0, per_node = 1;
   for (int i = 0; i < replicas; ++i) {
     for (int j = 0; j < par.cp; ++j) {
       const long r = static_cast<long>(par.tp) * j +
                      static_cast<long>(par.dp_stride()) * step * i;
-      nodes.push_back(r / gpn);
-      if (pod > 0) pods.push_back(r / pod);
+      const long here = r / gpn;
+      run = here == node ? run + 1 : 1;
+      if (here != node) ++nodes;
+      node = here;
+      per_node = std::max(per_node, run);
+      if (pod > 0 && r / pod != pod_of) {
+        ++pods;
+        pod_of = r / pod;
+      }
     }
   }
-  int per_node = 1, run = 1;
-  for (std::size_t k = 1; k < nodes.size(); ++k) {  // members are in increasing rank order
-    run = nodes[k] == nodes[k - 1] ? run + 1 : 1;
-    per_node = std::max(per_node, run);
-  }
-  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
-  pods.erase(std::unique(pods.begin(), pods.end()), pods.end());
   g.per_node = per_node;
-  g.nodes = static_cast<int>(nodes.size());
-  g.pods = pod > 0 ? static_cast<int>(pods.size()) : 1;
+  g.nodes = nodes;
+  g.pods = pod > 0 ? pods : 1;
+  last_key = key;
+  last = g;
   return g;
 }
 
@@ -309,25 +322,33 @@ Layout make_layout(const model::ModelConfig& m, const topo::ClusterSpec& cluster
   return L;
 }
 
+// Chunk sizes of one stage: n/v each, the remainder on the later chunks of the first stage and
+// on the earlier chunks of the others (so the first stage's first chunk and the last stage's
+// last chunk are the small ones).
+int Layout::chunk_size(int stage, int chunk) const {
+  const int n = stage_layers[static_cast<std::size_t>(stage)];
+  const int v = std::max(1, par.vpp);
+  if (par.vpp <= 1) return n;
+  const int base = n / v, extra = n % v;
+  const bool big = stage == 0 ? chunk >= v - extra : chunk < extra;
+  return base + (big ? 1 : 0);
+}
+
+// n/v layers per chunk with the remainder on `extra` of them: equal exactly when v divides n.
+bool Layout::even_chunks(int stage) const {
+  return par.vpp <= 1 || stage_layers[static_cast<std::size_t>(stage)] % par.vpp == 0;
+}
+
 std::pair<int, int> Layout::chunk_layers(int stage, int chunk) const {
   const int p = par.pp, v = par.vpp;
   int start_of_stage = 0;  // non-interleaved: layers before this stage
   for (int st = 0; st < stage; ++st) start_of_stage += stage_layers[static_cast<std::size_t>(st)];
   if (v <= 1) return {start_of_stage, stage_layers[static_cast<std::size_t>(stage)]};
-  // Chunk sizes of one stage: n/v each, the remainder on the later chunks of the first stage and
-  // on the earlier chunks of the others (so the first stage's first chunk and the last stage's
-  // last chunk are the small ones).
-  auto size = [&](int st, int c) {
-    const int n = stage_layers[static_cast<std::size_t>(st)];
-    const int base = n / v, extra = n % v;
-    const bool big = st == 0 ? c >= v - extra : c < extra;
-    return base + (big ? 1 : 0);
-  };
   // Model chunk j = c·p + st; the layers of all earlier model chunks come first.
   int first = 0;
   const int j = chunk * p + stage;
-  for (int jj = 0; jj < j; ++jj) first += size(jj % p, jj / p);
-  return {first, size(stage, chunk)};
+  for (int jj = 0; jj < j; ++jj) first += chunk_size(jj % p, jj / p);
+  return {first, chunk_size(stage, chunk)};
 }
 
 }  // namespace trainsim::plan

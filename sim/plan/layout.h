@@ -31,6 +31,10 @@ struct Layout {
   /// A stage's layers split over its chunks as evenly as possible, the smaller chunk first on the
   /// first stage (it also runs the embedding) and last on the last stage (it runs the loss).
   std::pair<int, int> chunk_layers(int stage, int chunk) const;
+  /// chunk_layers(stage, chunk).second in O(1) (chunk_layers sums the earlier chunks).
+  int chunk_size(int stage, int chunk) const;
+  /// Whether the chunks of `stage` hold equal layer counts (O(1)).
+  bool even_chunks(int stage) const;
   coll::GroupShape tp, cp, dp, ep, expert_dp, pp;
   // The ranks that hold the same weights and reduce their gradients together: DP·CP (the CP ranks
   // of a replica compute gradients of the same weights on different tokens).

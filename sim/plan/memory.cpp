@@ -295,19 +295,11 @@ StageInventory stage_inventory(const model::ModelConfig& m, const Layout& L,
 
 namespace {
 
-bool even_chunks(const Layout& L, int stage) {
-  const int v = L.par.vpp, n = L.stage_layers[static_cast<std::size_t>(stage)];
-  for (int c = 0; c < v; ++c) {
-    if (L.chunk_layers(stage, c).second * v != n) return false;
-  }
-  return true;
-}
-
 // in_flight_layers over what the even split assumes (layers · in-flight micro-batches): 1 when
 // the stage's chunks are equal or it is not interleaved.
 double in_flight_layer_factor(const Layout& L, int microbatches, int stage) {
   const ParallelConfig& par = L.par;
-  if (par.schedule != Schedule::kInterleaved || par.vpp <= 1 || even_chunks(L, stage)) return 1.0;
+  if (par.schedule != Schedule::kInterleaved || par.vpp <= 1 || L.even_chunks(stage)) return 1.0;
   const int n = L.stage_layers[static_cast<std::size_t>(stage)];
   if (n <= 0) return 1.0;
   return in_flight_layers(L, microbatches, stage) /
@@ -319,7 +311,7 @@ double in_flight_layer_factor(const Layout& L, int microbatches, int stage) {
 double in_flight_layers(const Layout& L, int microbatches, int stage) {
   const ParallelConfig& par = L.par;
   const int n = L.stage_layers[static_cast<std::size_t>(stage)];
-  if (par.schedule != Schedule::kInterleaved || par.vpp <= 1 || even_chunks(L, stage)) {
+  if (par.schedule != Schedule::kInterleaved || par.vpp <= 1 || L.even_chunks(stage)) {
     return n * in_flight_microbatches(par, microbatches, stage);
   }
   const int p = par.pp, v = par.vpp;
@@ -327,7 +319,7 @@ double in_flight_layers(const Layout& L, int microbatches, int stage) {
                                static_cast<long>(p - stage - 1) * 2 + static_cast<long>(v - 1) * p + 1);
   double held = 0;
   for (long k = 0; k < window; ++k) {
-    held += L.chunk_layers(stage, static_cast<int>((k / p) % v)).second;
+    held += L.chunk_size(stage, static_cast<int>((k / p) % v));
   }
   return held;
 }

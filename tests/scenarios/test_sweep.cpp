@@ -427,20 +427,41 @@ TEST(SweepRun, ShortcutMatchesTheResolver) {
                          {"training.micro_batch=2", "training.global_batch=128"});
   ASSERT_EQ(titan.training.recompute, model::Recompute::kFull);
   ASSERT_EQ(titan.training.recompute_layers, 65);
-  for (const Scenario& base : {load_scenario_string(kTiny, "tiny.yaml"),
-                               load_scenario_file(examples + "megatron-1.7b-32xa100.yaml"), titan}) {
+  // ZeRO-2/3 with CP: a base that leaves the shard group to its default (each point derives
+  // dp_cp for itself), one whose own ZeRO 3 · CP 2 derived it (its ZeRO-1 and CP-1 points do
+  // not), and one that states `dp` (the resolver refuses those points, naming the field).
+  const Scenario derived = load_scenario_string(kTiny, "tiny.yaml", {"parallel.zero=3", "parallel.cp=2"});
+  ASSERT_TRUE(derived.parallel.shard_over_cp);
+  const Scenario stated = load_scenario_string(kTiny, "tiny.yaml", {"framework.shard_group=dp"});
+  const Scenario tiny_base = load_scenario_string(kTiny, "tiny.yaml");
+  const Scenario megatron = load_scenario_file(examples + "megatron-1.7b-32xa100.yaml");
+  for (const Scenario* base_ptr : {&tiny_base, &megatron, &titan, &derived, &stated}) {
+    const Scenario& base = *base_ptr;
     SweepSpec spec;
     spec.auto_parallel = true;
     const SweepPlan plan = plan_sweep(base, spec);
     const PointEvaluator fast(plan, base), exact(plan);
     ASSERT_TRUE(fast.shortcut());
-    std::size_t ok = 0;
+    std::size_t ok = 0, sharded_cp = 0;
     for (std::size_t i = 0; i < plan.size(); ++i) {
       const PointResult a = fast.evaluate(i), b = exact.evaluate(i);
       ASSERT_EQ(encode_point(i, a), encode_point(i, b)) << plan.label(i);
       ok += a.ok();
+      const auto& v = plan.flat_values(i);
+      const bool zero_cp = std::stoi(v.at("parallel.zero")) >= 2 && std::stoi(v.at("parallel.cp")) > 1;
+      sharded_cp += zero_cp;
+      // Every point takes the shortcut (all --auto points multiply to the GPU count), but for
+      // ZeRO-2/3 with CP under a stated `dp` shard group.
+      const bool refused = zero_cp && base_ptr == &stated;
+      EXPECT_EQ(fast.takes_shortcut(i), !refused) << plan.label(i);
+      if (refused) {
+        EXPECT_NE(a.reason.find("framework.shard_group"), std::string::npos) << a.reason;
+      }
     }
     EXPECT_GT(ok, 0u);
+    if (base.cluster.gpus == 8) {
+      EXPECT_GT(sharded_cp, 0u);
+    }
   }
   // A plan with other keys takes no shortcut.
   const Scenario tiny = load_scenario_string(kTiny, "tiny.yaml");

@@ -2,6 +2,7 @@
 // closed forms (pipeline bubbles, DP-only iterations, per-switch overlaps, stragglers) and
 // invariants (the symmetry shortcut equals the per-rank run, breakdowns add up, same seed → same
 // result, every schedule completes).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -376,6 +377,41 @@ TEST(Program, EndChunksWithOnlyTheEmbeddingOrTheHead) {
   expect_adds_up(schedule);
   const Result closed = exec::run_analytic(c);
   EXPECT_NEAR(schedule.iteration_time_s, closed.iteration_time_s, 0.02 * closed.iteration_time_s);
+}
+
+// MoE every k-th layer: a stage holds the MoE layers its model chunks hold. Uneven stages
+// ([0-1] [2-15] [16-29] [30-31], MoE layers 0 and 16: the heavy middle stage is stage 2) and
+// interleaving (MoE every 8th layer of 32 on 4 stages × 4 chunks of 2: chunks 0, 4, 8 and 12,
+// all on stage 0). Until analytic-34 the closed form took stage 1 for every middle stage and
+// contiguous ranges for the end stages: 15.6 s against the schedule's 21.4 s, and 11.9 against
+// 12.8 s. Hand count of the placement, then the two fidelities within 2 %.
+TEST(Program, MoeLayersArePricedOnTheStagesThatHoldThem) {
+  const auto yaml = [](const std::string& parallel, int top_k, int every) {
+    return fmt::format(
+        "model: {{preset: llama3-8b, layers: 32, experts: 8, top_k: {}, moe_every: {}}}\n"
+        "cluster: {{preset: dgx-h100-superpod, gpus: 64}}\n"
+        "parallel: {{tp: 2, pp: 4, ep: 8, {}}}\n"
+        "training: {{global_batch: 256, recompute: full}}\n"
+        "optimizations: {{system: nemo}}\n",
+        top_k, every, parallel);
+  };
+  for (const auto& [text, moe_per_stage] :
+       {std::pair{yaml("vpp: 1, first_stage_layers: 2, last_stage_layers: 2", 8, 16),
+                  std::vector<int>{1, 0, 1, 0}},
+        std::pair{yaml("vpp: 4", 2, 8), std::vector<int>{4, 0, 0, 0}}}) {
+    const scen::Scenario sc = scen::load_scenario_string(text, "moe-every.yaml");
+    const plan::ProgramSet ps = programs_of(sc);
+    for (int st = 0; st < 4; ++st) {
+      EXPECT_EQ(plan::moe_layers_of_stage(sc.model, ps.layout, st),
+                moe_per_stage[static_cast<std::size_t>(st)]);
+    }
+    const RunConfig c = scen::make_run_config(sc);
+    const Result schedule = exec::run_program(c, ExecOptions{});
+    expect_adds_up(schedule);
+    const Result closed = exec::run_analytic(c);
+    EXPECT_NEAR(schedule.iteration_time_s, closed.iteration_time_s, 0.02 * closed.iteration_time_s)
+        << text;
+  }
 }
 
 // Under ZeRO-2 with context parallelism the gradient shard a rank keeps, and so the sum of each
