@@ -61,6 +61,11 @@ struct StreamState {
   TaskType type = TaskType::kCompute;
   Pass pass = Pass::kForward;
   Dim dim = Dim::kNone;         // communication: its dimension
+  // Communication started by another one's completion (MoE: the TP all-gather of the rows
+  // after the dispatch all-to-all): that one's dimension, which the compute stream's wait until
+  // this one began is charged to; kNone otherwise (and for pipeline transfers, whose wait before
+  // they begin is the bubble's).
+  Dim wait_dim = Dim::kNone;
   TimePs start;                 // when its work began (communication: the transfer/collective)
 };
 static_assert(sizeof(StreamState) == 24, "StreamState stays three words");

@@ -161,9 +161,14 @@ void Executor::start_task(int a, Stream st, const Role::Step& step, const Stream
   ss.pass = step.pass;
   ss.start = sim_.now();
   ++task_instances_;
+  ss.wait_dim = Dim::kNone;
   if (step.type != TaskType::kCompute) {
     const Role& R = roles_[static_cast<std::size_t>(act.stage)];
     ss.dim = R.prog->tasks[ti].dim;
+    if (cause != nullptr && cause->type != TaskType::kCompute && cause->dim != Dim::kPp &&
+        ss.dim != Dim::kPp) {
+      ss.wait_dim = cause->dim;
+    }
     if (step.type == TaskType::kCollective) return post_collective(a, st, ti);
     return post_p2p(a, st, ti);
   }
@@ -179,7 +184,15 @@ void Executor::start_task(int a, Stream st, const Role::Step& step, const Stream
       act.acc_bubble += waiting;
       act.acc_exposed[kExPp] += gap - waiting;
     } else {
-      act.acc_exposed[exposed_index(cause->dim)] += gap;
+      // A chain of collectives (the dispatch all-to-all, then the TP all-gather of its rows):
+      // the wait until the last one began is its predecessor's.
+      double before = 0;
+      if (cause->wait_dim != Dim::kNone && cause->wait_dim != cause->dim) {
+        before = std::clamp((std::min(sim_.now(), cause->start) - act.compute_end).seconds(), 0.0,
+                            gap);
+        act.acc_exposed[exposed_index(cause->wait_dim)] += before;
+      }
+      act.acc_exposed[exposed_index(cause->dim)] += gap - before;
     }
   }
   // A slow GPU slows its kernels, not the host's data pipeline.

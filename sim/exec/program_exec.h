@@ -92,7 +92,11 @@ namespace trainsim::exec {
 /// an inside shape (it took the dimension's worst, crossing group's); a routed TP-overlap or CP
 /// piece takes its share of one collective's latency and that collective's NCCL protocol (every
 /// piece paid a whole ring's latency: TP overlap across servers read 12 % slower than without).
-inline constexpr const char* kProgramModelVersion = "program-28";
+/// program-29: the compute stream's wait on a chain of collectives (MoE's dispatch all-to-all,
+/// then the TP all-gather of its rows) is charged to each link of the chain for its own part
+/// (the whole wait went to the last one's dimension: exposed TP above all TP traffic); the
+/// iteration does not change.
+inline constexpr const char* kProgramModelVersion = "program-29";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 
