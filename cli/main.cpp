@@ -221,7 +221,23 @@ void check_trace_target(const RunArgs& a) {
   }
 }
 
+int cmd_run_located(const RunArgs& a);
+
+// --fidelity is applied as `--set simulation.fidelity=...`: an error about the key names the
+// flag the user wrote.
 int cmd_run(const RunArgs& a) {
+  try {
+    return cmd_run_located(a);
+  } catch (const Error& e) {
+    if (!a.fidelity.empty() && e.where().file == "--set" &&
+        e.where().field == "simulation.fidelity") {
+      throw Error(e.kind(), e.message(), {"--fidelity", 0, "simulation.fidelity"}, e.hint());
+    }
+    throw;
+  }
+}
+
+int cmd_run_located(const RunArgs& a) {
   check_trace_target(a);
   std::vector<std::string> sets = a.sets;
   if (!a.fidelity.empty()) sets.push_back("simulation.fidelity=" + a.fidelity);

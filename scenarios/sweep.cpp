@@ -1073,7 +1073,7 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
   check_goodput_spec(spec);
   if (base.fidelity != "analytic") {
     throw_input("a sweep ranks its points at analytic fidelity, not `" + base.fidelity + "`",
-                {base.source, 0, "simulation.fidelity"},
+                origin_of(base, "simulation.fidelity"),
                 "leave simulation.fidelity at `analytic` and re-run the top K points at `" +
                     (base.fidelity == "schedule" ? std::string("schedule") : std::string("flow")) +
                     "` fidelity with --refine K --refine-fidelity " +

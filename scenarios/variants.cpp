@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "scenarios/run_config.h"
 #include "scenarios/sweep.h"
 #include "sim/core/error.h"
@@ -91,7 +93,14 @@ std::vector<Variant> run_variants(const VariantPlan& plan, const std::string& pa
         v.profile = cfg.profile;
       }
     } catch (const Error& e) {
-      throw Error(e.kind(), "variant " + v.label + ": " + e.message(), e.where(), e.hint());
+      // A value this variant set came from --compare, not --set (which its loader was given).
+      ErrorContext where = e.where();
+      if (where.file == "--set" &&
+          std::any_of(v.config.begin(), v.config.end(),
+                      [&](const auto& kv) { return kv.first == where.field; })) {
+        where.file = "--compare";
+      }
+      throw Error(e.kind(), "variant " + v.label + ": " + e.message(), where, e.hint());
     }
     out.push_back(std::move(v));
     if (done) done(i + 1, plan.configs.size());

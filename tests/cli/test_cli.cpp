@@ -236,7 +236,8 @@ TEST(Cli, UsageErrors) {
   EXPECT_TRUE(has(missing.err, "/nonexistent/scenario.yaml")) << missing.err;
   const CliRun packet = trainsim(std::string("run ") + kScenario + " --fidelity packet");
   EXPECT_EQ(packet.code, 2);
-  EXPECT_TRUE(has(packet.err, "simulation.fidelity")) << packet.err;
+  // It names the flag the user wrote (it said `--set`, which --fidelity is applied as).
+  EXPECT_TRUE(has(packet.err, "--fidelity: `simulation.fidelity`")) << packet.err;
   // Spraying at flow fidelity: refused, naming the key (a flow keeps one path; the packet
   // level sprays).
   const CliRun spray = trainsim(std::string("run ") + kScenario +

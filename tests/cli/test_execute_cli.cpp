@@ -433,6 +433,39 @@ TEST(CompareCli, MalformedFieldsAreRefused) {
   EXPECT_EQ(r.out.find("analytic"), std::string::npos) << r.out;
 }
 
+// The README's flow on one GPU: execute's pipeline bubble there is the residue of a
+// difference of sums (1.4e-20 s with the fake backend), which compare refused as below 1e-15 s;
+// such a time reads as 0. A time above the bound is still refused, naming the field.
+TEST(CompareCli, OneGpuExecuteRecordCompares) {
+  const std::string yaml = temp_path("one-gpu.yaml");
+  std::ofstream(yaml) << "model: {preset: gpt3-125m, layers: 2}\n"
+                         "cluster: {preset: dgx-h100-superpod, gpus: 1}\n"
+                         "parallel: {tp: 1, pp: 1, dp: 1}\n"
+                         "training: {global_batch: 2, micro_batch: 1}\n";
+  const std::string sim = temp_path("one-gpu-sim.json"), real = temp_path("one-gpu-real.json");
+  ASSERT_EQ(trainsim("run " + yaml + " --fidelity schedule --format json -o " + sim).code, 0);
+  const CliRun e = trainsim("execute " + yaml + " --iterations 3 --warmup 1 --out " + real +
+                            " --backend fake");
+  ASSERT_EQ(e.code, 0) << e.err;
+  const CliRun r = trainsim("compare " + sim + " " + real + " --format json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  json tiny = real_doc();
+  tiny["breakdown"]["pipeline_bubble_s"] = 1.3552527156068805e-20;
+  const std::string residue = write("residue.json", tiny);
+  const CliRun t = trainsim("compare " + write("residue-sim.json", sim_doc()) + " " + residue +
+                            " --format json");
+  ASSERT_EQ(t.code, 0) << t.err;
+  const json out = json::parse(t.out);
+  const json* bubble = find(out.at("breakdown"), "key", "pipeline_bubble_s");
+  ASSERT_NE(bubble, nullptr);
+  EXPECT_EQ(bubble->at("real_s").get<double>(), 0.0);
+  tiny["breakdown"]["pipeline_bubble_s"] = 2e9;
+  const CliRun big = trainsim("compare " + write("residue-sim.json", sim_doc()) + " " +
+                              write("big.json", tiny));
+  EXPECT_EQ(big.code, 2);
+  EXPECT_NE(big.err.find("`breakdown.pipeline_bubble_s`"), std::string::npos) << big.err;
+}
+
 TEST(CompareCli, BadInputNamesFileAndField) {
   const std::string sim = write("sim.json", sim_doc());
   json no_iter = real_doc();

@@ -114,6 +114,8 @@ TEST(RunCompare, BadInputIsAClearError) {
   const CliRun variant = trainsim(std::string("run ") + kSmall + " --compare parallel.tp=1,7");
   EXPECT_EQ(variant.code, 3) << variant.err;
   EXPECT_TRUE(has(variant.err, "variant tp=7")) << variant.err;
+  // ... at the flag that set its value (it said `--set`, which the variants are applied as).
+  EXPECT_TRUE(has(variant.err, "--compare: `parallel.tp`: variant tp=7")) << variant.err;
 }
 
 }  // namespace

@@ -267,7 +267,8 @@ TEST(SweepCli, BadInputIsAClearError) {
   // Flow fidelity exists (--refine uses it); a sweep ranks at analytic fidelity.
   const CliRun flow = trainsim(base + " --vary parallel.pp=4,8 --set simulation.fidelity=flow");
   EXPECT_EQ(flow.code, 2);
-  EXPECT_TRUE(has(flow.err, "simulation.fidelity")) << flow.err;
+  // The value came from --set, which the message names (it named the scenario file).
+  EXPECT_TRUE(has(flow.err, "--set: `simulation.fidelity`")) << flow.err;
   EXPECT_TRUE(has(flow.err, "--refine K --refine-fidelity flow")) << flow.err;
   EXPECT_FALSE(has(flow.err, "not available")) << flow.err;
   const CliRun nothing = trainsim(base);
