@@ -6,6 +6,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "cli/run_checks.h"
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
 #include "scenarios/sizes.h"
@@ -18,6 +19,7 @@
 #include "sim/plan/config.h"
 #include "topology/clos.h"
 #include "topology/fabric_file.h"
+#include "topology/routing.h"
 
 namespace trainsim::cli {
 namespace {
@@ -165,6 +167,7 @@ int run_collective_command(const CollectiveArgs& a) {
   const bool flow = a.fidelity == "flow" || a.fidelity == "packet";
   std::optional<topo::ClusterGraph> graph;
   std::optional<topo::Router> router;
+  std::optional<topo::FailureSet> failures;
   std::vector<double> caps;
   const int gpn = std::max(1, s.cluster.gpus_per_node);
   const int groups = a.groups;
@@ -188,7 +191,16 @@ int run_collective_command(const CollectiveArgs& a) {
     graph.emplace(topo::cluster_graph(spec));
     caps = coll::calibrated_capacities(*graph, cfg.profile.nvlink.busbw_Bps / spec.gpu.nvlink_Bps,
                                        cfg.profile.nic_efficiency);
-    router.emplace(*graph, s.routing);
+    // The fabric's failed cables and switches, as `run` applies them (they were ignored, even
+    // a switch name the fabric does not have): picked on the fabric of the servers the copies
+    // use.
+    failures.emplace(*graph);
+    try {
+      topo::apply_fabric_failures(*graph, spec.fabric, *failures);
+    } catch (const Error& e) {
+      throw Error(e.kind(), e.message(), scen::origin_of(s, e.where().field), e.hint());
+    }
+    router.emplace(*graph, s.routing, *failures);
     const long servers_per_copy = (static_cast<long>(ranks) + gpn - 1) / gpn;
     for (int j = 0; j < groups; ++j) {
       coll::FlowCollectiveRequest req{kind, 0.0, {}};
@@ -289,6 +301,15 @@ int run_collective_command(const CollectiveArgs& a) {
         "the profile's measured fit of {} over {} ranks is not used: at {} fidelity a group across "
         "servers runs as flows, in `trainsim run` too",
         fit->op, fit->ranks, a.fidelity));
+  }
+  // Failed cables and switches: the closed form prices an intact fabric (checked against the
+  // cluster all the same, as `run` checks them).
+  if (a.fidelity == "analytic" &&
+      (s.cluster.fabric.failed_cables > 0 || !s.cluster.fabric.failed_switches.empty())) {
+    check_fabric_failures(s);
+    notes.push_back(
+        "cluster.fabric.failed_cables / failed_switches are routed around at flow and packet "
+        "fidelity only; the closed form prices the intact fabric");
   }
   // A fabric file is read by the flow and packet levels only (the scenario's note says so, as
   // `run` prints it); the closed form prices the cluster's NICs and NVLink.

@@ -10,10 +10,12 @@
 #include <fstream>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "scenarios/frameworks.h"
 #include "scenarios/presets.h"
@@ -679,7 +681,27 @@ class Resolver {
     try {
       net::validate(pk);
     } catch (const Error& e) {
-      throw_input(e.message(), where(e.where().field));
+      // A check between two keys is blamed on the one the scenario states, when the key it
+      // names is a default (`--set network.packet.kmin_bytes=300000` said "built-in default:
+      // network.packet.kmax_bytes").
+      const std::string& field = e.where().field;
+      static const std::map<std::string, std::vector<std::string>> kPairs = {
+          {"network.packet.kmax_bytes", {"network.packet.kmin_bytes"}},
+          {"network.packet.buffer_bytes", {"network.packet.mtu_bytes"}},
+          {"network.packet.pfc_xoff_bytes",
+           {"network.packet.buffer_bytes", "network.packet.mtu_bytes"}},
+          {"network.packet.pfc_xon_bytes", {"network.packet.pfc_xoff_bytes"}}};
+      ErrorContext at = where(field);
+      const auto pair = kPairs.find(field);
+      if (!given(field) && pair != kPairs.end()) {
+        for (const std::string& other : pair->second) {
+          if (given(other)) {
+            at = where(other);
+            break;
+          }
+        }
+      }
+      throw_input(e.message(), at);
     }
     n.swift.contended_efficiency = real("network.swift.contended_efficiency");
     n.swift.incast_penalty = real("network.swift.incast_penalty");

@@ -290,10 +290,12 @@ void route_collective_flows(const CollectiveFlows& plan, topo::Router& router,
           (!spray && !router.route(topo::Flow{conn.src, conn.dst, conn.qp_base * Q + q}, path))) {
         no_path(conn);
       }
-      if (plan.flow_cap_Bps > 0 && out.cap_Bps.empty()) {
-        out.cap_Bps.assign(out.bytes.size(), net::kUnlimited);
-      }
-      if (!out.cap_Bps.empty()) {
+      // Bounds are listed once some flow has one: the flows before it had none. (Until
+      // program-30 the first capped flow of an empty list was left without its bound, and the
+      // second back-filled it as unbounded: every transfer's first queue pair ran above NCCL's
+      // per-peer rate.)
+      if (plan.flow_cap_Bps > 0 || !out.cap_Bps.empty()) {
+        out.cap_Bps.resize(out.bytes.size(), net::kUnlimited);
         out.cap_Bps.push_back(plan.flow_cap_Bps > 0 ? plan.flow_cap_Bps / Q : net::kUnlimited);
       }
       out.bytes.push_back(share);

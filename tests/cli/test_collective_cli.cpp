@@ -103,6 +103,29 @@ TEST(CollectiveCli, FlowFidelityAndEcmp) {
               0.02 * rail);
 }
 
+// Failed cables and switches are routed around at flow fidelity, as `run` does (they were
+// ignored: failing every leaf-spine cable changed nothing, and a switch name the fabric does
+// not have ran); the closed form says it prices the intact fabric.
+TEST(CollectiveCli, FabricFailuresAreRoutedAroundOrRefused) {
+  const std::string spread =
+      "--op all_reduce --ranks 16 --groups 8 --placement spread --sizes 64M --fidelity flow";
+  const double intact = time_us(spread);
+  const double failed = time_us(spread + " --set cluster.fabric.failed_cables=64");
+  EXPECT_GT(failed, 1.1 * intact);
+  const Out all = trainsim("collective " + spread + " --set cluster.fabric.failed_cables=256");
+  EXPECT_EQ(all.code, 3) << all.err;
+  EXPECT_NE(all.err.find("every uplink down"), std::string::npos) << all.err;
+  const Out typo =
+      trainsim("collective " + spread + " --set cluster.fabric.failed_switches=nosuchswitch");
+  EXPECT_EQ(typo.code, 2) << typo.err;
+  EXPECT_NE(typo.err.find("--set: `cluster.fabric.failed_switches`"), std::string::npos) << typo.err;
+  const Out closed = trainsim(
+      "collective --op all_reduce --ranks 16 --sizes 64M --set cluster.fabric.failed_cables=64");
+  EXPECT_EQ(closed.code, 0) << closed.err;
+  EXPECT_NE(closed.out.find("the closed form prices the intact fabric"), std::string::npos)
+      << closed.out;
+}
+
 // The packet level against the flow level, the same rings, queue pairs and ECMP paths (issue
 // 16's cross-validation, docs/network.md "Packet level"): within 1 % at 16–64 MB on an idle
 // fabric, with ECMP collisions (8 concurrent rings spread over the servers, 1 QP: 13 % slower
@@ -135,6 +158,12 @@ TEST(CollectiveCli, PacketLevelAgreesWithTheFlowLevel) {
                            "--set network.packet.kmin_bytes=300000");
   EXPECT_EQ(ecn.code, 2);
   EXPECT_NE(ecn.err.find("Kmax must not be below Kmin"), std::string::npos) << ecn.err;
+  // ... at the key the command line set, not the other one's built-in default.
+  EXPECT_NE(ecn.err.find("--set: `network.packet.kmin_bytes`"), std::string::npos) << ecn.err;
+  const Out xoff = trainsim("collective --ranks 16 --sizes 1M --fidelity packet "
+                            "--set network.packet.buffer_bytes=4096");
+  EXPECT_EQ(xoff.code, 2);
+  EXPECT_NE(xoff.err.find("--set: `network.packet.buffer_bytes`"), std::string::npos) << xoff.err;
   // A zero RTO cannot be asked for: the RTO is NCCL_IB_TIMEOUT's exponent t (4.096 µs · 2^t,
   // t in 0..31, so at least 4.096 µs); a negative, fractional or too large exponent is refused.
   for (const char* t : {"-1", "0.5", "32"}) {

@@ -580,6 +580,9 @@ TEST(HostileInputs, SetProblemsNameSetNotTheScenarioFile) {
   EXPECT_FALSE(has(r.err, "megascale-175b-12288.yaml")) << r.err;
   r = trainsim("run --fidelity packet");
   EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(has(r.err, "--fidelity: `simulation.fidelity`")) << r.err;
+  r = trainsim("run --set simulation.fidelity=packet");
+  EXPECT_EQ(r.code, 2);
   EXPECT_TRUE(has(r.err, "--set: `simulation.fidelity`")) << r.err;
   // TP 7 does not divide 12,288 GPUs: the file's `dp: auto` is where the split is made, but the
   // value that broke it is --set's, and the user never named the built-in file.

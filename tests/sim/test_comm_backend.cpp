@@ -172,6 +172,44 @@ TEST(CommBackend, FlowLevelStartsTheRoutedFlowsOfTheCollective) {
                    flow.result.network.max_link_utilization);
 }
 
+// A point-to-point transfer's queue pairs are each bound at NCCL's per-peer rate over the
+// queue pairs (CollectiveFlows::flow_cap_Bps / Q), the first one too: until program-30 the first
+// flow of an empty list got no bound (the second back-filled it as unbounded), so a transfer's
+// first queue pair ran at line rate, and at packet fidelity flooded its NIC (+14 % on an idle
+// two-server transfer). A list that starts with unbounded flows keeps them unbounded.
+TEST(CommBackend, EveryQueuePairOfATransferKeepsItsBound) {
+  exec::RunConfig cfg = config();
+  const topo::ClusterGraph graph = topo::build_cluster_graph(cfg.cluster);
+  topo::RoutingConfig routing = exec::ExecOptions{}.routing;
+  routing.qps_per_connection = 4;
+  topo::Router router(graph, routing);
+  coll::LinkModel links = exec::link_model(cfg.cluster, cfg.profile);
+  links.p2p_net_Bps = 14e9;
+  const coll::FlowCollectiveRequest send{coll::Kind::kSendRecv, 64.0 * 1024 * 1024, {0, 8}};
+  const coll::CollectiveFlows plan = coll::plan_collective_flows(send, graph, links, {}, 0);
+  ASSERT_GT(plan.flow_cap_Bps, 0);
+  coll::RoutedFlows routed;
+  coll::route_collective_flows(plan, router, {}, routed);
+  ASSERT_EQ(routed.cap_Bps.size(), routed.bytes.size());
+  ASSERT_GE(routed.bytes.size(), 4u);
+  const double per_qp = plan.flow_cap_Bps / 4;
+  for (std::size_t f = 0; f < routed.bytes.size(); ++f) EXPECT_EQ(routed.cap_of(f), per_qp) << f;
+  // Appended after a collective without bounds: those stay unbounded, the transfer's are bound.
+  const std::vector<int> group = two_servers();
+  const coll::FlowCollectiveRequest ring{coll::Kind::kAllReduce, 64.0 * 1024 * 1024,
+                                         std::vector<topo::GpuId>(group.begin(), group.end())};
+  coll::RoutedFlows both;
+  coll::route_collective_flows(coll::plan_collective_flows(ring, graph, links, {}, 0), router, {},
+                               both);
+  const std::size_t unbounded = both.bytes.size();
+  ASSERT_TRUE(both.cap_Bps.empty());
+  coll::route_collective_flows(plan, router, {}, both);
+  ASSERT_EQ(both.cap_Bps.size(), both.bytes.size());
+  for (std::size_t f = 0; f < both.bytes.size(); ++f) {
+    EXPECT_EQ(both.cap_of(f), f < unbounded ? net::kUnlimited : per_qp) << f;
+  }
+}
+
 // A group inside one server is priced in the closed form at a one-server shape, whatever shape
 // the request carries (run_one's says two servers: the dimension's worst group, in an
 // every-rank run where other groups of the dimension straddle servers; program-28). Until then
