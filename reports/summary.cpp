@@ -139,16 +139,26 @@ nlohmann::ordered_json packets_json(const exec::NetworkStats& n) {
           {"sprayed_flows", n.packets.sprayed_flows},
           {"reordered_packets", n.packets.reordered},
           {"retransmitted_bytes", n.packets.retransmitted_bytes},
-          {"timeouts", n.packets.timeouts}};
+          {"timeouts", n.packets.timeouts},
+          {"time_above_buffer_s", n.packets.time_above_buffer_s}};
 }
 
 std::string packets_line(const exec::NetworkStats& n) {
   const exec::NetworkStats::Packets& p = n.packets;
-  return fmt::format(
+  std::string line = fmt::format(
       "{} sent, {} ECN-marked, {} PFC pauses ({:.3f} ms paused), deepest queue {:.0f} KB, {} "
       "sprayed flows ({} packets reordered), {} B retransmitted",
       p.packets, p.ecn_marks, p.pauses, 1e3 * p.paused_s, p.max_queue_bytes / 1e3,
       p.sprayed_flows, p.reordered, p.retransmitted_bytes);
+  // Without PFC the packet level drops nothing: say how long ports held more than their
+  // buffer, which a lossy fabric would have dropped.
+  if (p.time_above_buffer_s > 0) {
+    line += fmt::format(
+        "; ports held more than network.packet.buffer_bytes for {:.3f} ms in all (nothing is "
+        "dropped: a lossy fabric would have lost those packets)",
+        1e3 * p.time_above_buffer_s);
+  }
+  return line;
 }
 
 std::string aligned_columns(const std::vector<std::vector<std::string>>& rows,

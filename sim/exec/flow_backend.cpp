@@ -380,7 +380,7 @@ void FlowBackend::report(double executed_s, Result& r) const {
     ns.has_packets = true;
     ns.packets = {st.packets,  st.ecn_marks, st.pauses,     st.paused_s,
                   st.max_queue_bytes, st.sprayed_flows, st.reordered, st.retransmitted_bytes,
-                  st.timeouts};
+                  st.timeouts, st.time_above_buffer_s};
     return;
   }
   const net::FlowNetworkStats& st = network_->stats();

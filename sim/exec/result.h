@@ -71,6 +71,9 @@ struct NetworkStats {
     std::int64_t reordered = 0;        // packets placed ahead of a gap
     std::int64_t retransmitted_bytes = 0;
     std::int64_t timeouts = 0;
+    // Σ over switch ingress links of the time their waiting bytes were above
+    // network.packet.buffer_bytes: a lossless port that would have dropped (0 under PFC).
+    double time_above_buffer_s = 0;
   } packets;
 };
 

@@ -129,6 +129,21 @@ TEST(ProgramCli, PacketFidelityRunsAWholeIteration) {
     const double tf = jf["iteration_time_s"].get<double>(), tp = jp["iteration_time_s"].get<double>();
     EXPECT_GT(tp, tf);
     EXPECT_NEAR(tp, tf, 0.001 * tf);
+    // Under PFC no port holds more than its buffer; without it, with a buffer of two packets,
+    // ports do (the packet level drops nothing) and the run says so (it was not reported).
+    EXPECT_EQ(jp["network"]["packets"]["time_above_buffer_s"].get<double>(), 0.0);
+    const CliRun lossy = trainsim(base + " --fidelity packet --set network.packet.pfc=false "
+                                         "--set network.packet.buffer_bytes=8192");
+    ASSERT_EQ(lossy.code, 0) << lossy.err;
+    EXPECT_GT(nlohmann::json::parse(lossy.out)["network"]["packets"]["time_above_buffer_s"]
+                  .get<double>(),
+              0.0);
+    const CliRun text = trainsim("run --set cluster.gpus=64 --set training.global_batch=8 "
+                                 "--fidelity packet --set network.packet.pfc=false "
+                                 "--set network.packet.buffer_bytes=8192");
+    ASSERT_EQ(text.code, 0) << text.err;
+    EXPECT_NE(text.out.find("a lossy fabric would have lost those packets"), std::string::npos)
+        << text.out;
   }
   const CliRun big = trainsim("run --set cluster.gpus=2048 --fidelity packet");
   EXPECT_EQ(big.code, 2);
