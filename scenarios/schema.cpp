@@ -937,7 +937,7 @@ std::vector<KeyDef> build_schema() {
        .min_exclusive = true},
       // The packet level (sim/network/packet_network.h; docs/network.md "Packet level").
       {.path = "network.packet.mtu_bytes",
-       .type = K::kFloat,
+       .type = K::kInt,  // a packet carries whole bytes (4096.5 ran)
        .unit = "bytes",
        .default_value = "4096",
        .description = "Packet level: payload bytes per packet (RoCE MTU)",

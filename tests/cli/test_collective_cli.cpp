@@ -158,6 +158,12 @@ TEST(CollectiveCli, PacketLevelAgreesWithTheFlowLevel) {
                            "--set network.packet.kmin_bytes=300000");
   EXPECT_EQ(ecn.code, 2);
   EXPECT_NE(ecn.err.find("Kmax must not be below Kmin"), std::string::npos) << ecn.err;
+  // A packet carries whole bytes.
+  const Out mtu = trainsim("collective --ranks 16 --sizes 1M --fidelity packet "
+                           "--set network.packet.mtu_bytes=4096.5");
+  EXPECT_EQ(mtu.code, 2);
+  EXPECT_NE(mtu.err.find("`network.packet.mtu_bytes`: expected an integer"), std::string::npos)
+      << mtu.err;
   // ... at the key the command line set, not the other one's built-in default.
   EXPECT_NE(ecn.err.find("--set: `network.packet.kmin_bytes`"), std::string::npos) << ecn.err;
   const Out xoff = trainsim("collective --ranks 16 --sizes 1M --fidelity packet "
