@@ -36,6 +36,14 @@ std::vector<topo::LinkId> sender_links(const topo::ClusterGraph& graph) {
   return out;
 }
 
+std::vector<topo::LinkId> nic_egress_links(const topo::ClusterGraph& graph) {
+  std::vector<topo::LinkId> out;
+  for (topo::LinkId l = 0; l < graph.link_count(); ++l) {
+    if (graph.link_kind(l) == topo::LinkKind::kNicUp) out.push_back(l);
+  }
+  return out;
+}
+
 std::vector<std::uint8_t> implied_links(const topo::ClusterGraph& graph,
                                         std::span<const double> capacities) {
   std::vector<std::uint8_t> implied(static_cast<std::size_t>(graph.link_count()), 0);
@@ -342,6 +350,7 @@ std::vector<FlowCollectiveResult> collective_flow_batch(
     popts.config = options.network;
     popts.packet = options.packet_config;
     popts.sender_links = sender_links(graph);
+    popts.host_queue_links = nic_egress_links(graph);
     packets = &sim.emplace<net::PacketNetwork>(
         std::vector<double>(capacities.begin(), capacities.end()), graph.link_latency(), popts);
     packets->flow_done().subscribe(on_done);

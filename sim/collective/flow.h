@@ -67,6 +67,9 @@ std::vector<double> calibrated_capacities(const topo::ClusterGraph& graph, doubl
 /// pairs (and NVLink runs no DCQCN at all), so the flow level's contention derating η(n) does
 /// not apply there (net::FlowNetworkOptions::sender_links).
 std::vector<topo::LinkId> sender_links(const topo::ClusterGraph& graph);
+/// The NICs' egress links (kNicUp): their queue is the NIC's send queue, in GPU or host memory
+/// (net::PacketNetworkOptions::host_queue_links).
+std::vector<topo::LinkId> nic_egress_links(const topo::ClusterGraph& graph);
 
 /// Links whose max-min constraint is implied by another link on every path through them, so
 /// that a flow solver may leave them out of its paths without changing any rate (1 = implied):

@@ -56,6 +56,7 @@ FlowBackend::FlowBackend(Simulation& sim, const RunConfig& cfg, const ExecOption
     po.config = options.network;
     po.packet = options.packet;
     po.sender_links = coll::sender_links(*graph_);
+    po.host_queue_links = coll::nic_egress_links(*graph_);
     packet_config_ = options.packet;
     packets_ = &sim_.emplace<net::PacketNetwork>(std::move(caps), graph_->link_latency(), po);
     packets_->flow_done().subscribe([this](const net::FlowDone& d) { flow_done(d); });

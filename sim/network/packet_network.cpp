@@ -115,6 +115,11 @@ PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,
           "sender link " + std::to_string(l) + " does not exist");
     ports_[static_cast<std::size_t>(l)].marks = false;
   }
+  for (const topo::LinkId l : options.host_queue_links) {
+    check(l >= 0 && static_cast<std::size_t>(l) < ports_.size(), "network.packet",
+          "host-queue link " + std::to_string(l) + " does not exist");
+    ports_[static_cast<std::size_t>(l)].host_queue = true;
+  }
   // ETS quanta: the weights scaled so that the lightest class's turn carries one full packet
   // (every turn of a backlogged class then sends, and the shares stay the weights' ratios).
   double lightest = pc_.class_weights[0];
@@ -390,21 +395,28 @@ void PacketNetwork::enqueue(topo::LinkId l, std::int32_t pk) {
     Port& in = ports_[static_cast<std::size_t>(p.ingress)];
     in.ingress_bytes += p.bytes;
     in.ingress_class[c] += p.bytes;
-    if (in.ingress_bytes > pc_.buffer_bytes && in.above_since == TimePs::never()) {
+    if (!port.host_queue && in.ingress_bytes > pc_.buffer_bytes &&
+        in.above_since == TimePs::never()) {
       in.above_since = sim_.now();
     }
     const auto bit = static_cast<std::uint8_t>(1U << cls);
     if (pc_.pfc && (in.pause_sent & bit) == 0 && in.ingress_class[c] > pc_.pfc_xoff_bytes) {
       in.pause_sent |= bit;
-      ++in.pauses;
-      ++stats_.pauses;
+      // A NIC's send queue holding its GPU's queue pairs back is the NIC reading at its own
+      // line rate (the same backpressure), not a switch's PAUSE frame: not counted.
+      if (port.host_queue) {
+        in.host_side = true;
+      } else {
+        ++in.pauses;
+        ++stats_.pauses;
+      }
       sim_.schedule(sim_.now() + latency_[static_cast<std::size_t>(p.ingress)], *this,
                     tag_of(kPause, pause_index(p.ingress, cls)));
     }
   }
   serve(l);
-  // What waits (a packet that went straight onto the link never queued).
-  stats_.max_queue_bytes = std::max(stats_.max_queue_bytes, port.queued);
+  // What waits (a packet that went straight onto the link never queued) in a switch.
+  if (!port.host_queue) stats_.max_queue_bytes = std::max(stats_.max_queue_bytes, port.queued);
 }
 
 // A packet left a switch's queue for its link: the ingress link it came in over may resume.
@@ -729,8 +741,10 @@ void PacketNetwork::on_event(std::uint64_t tag) {
       const auto bit = static_cast<std::uint8_t>(1U << cls);
       if ((port.paused & bit) != 0) {
         port.paused &= static_cast<std::uint8_t>(~bit);
-        stats_.paused_s +=
-            (sim_.now() - port.paused_since[static_cast<std::size_t>(cls)]).seconds();
+        if (!port.host_side) {
+          stats_.paused_s +=
+              (sim_.now() - port.paused_since[static_cast<std::size_t>(cls)]).seconds();
+        }
       }
       return serve(l);
     }

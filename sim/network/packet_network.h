@@ -156,6 +156,14 @@ struct PacketNetworkOptions {
   /// (DCQCN's congestion point, Zhu et al. SIGCOMM'15 §3.1); NVLink runs no ECN at all. Every
   /// other port marks.
   std::vector<topo::LinkId> sender_links;
+  /// Ports whose queue is a NIC's send queue (a NIC's egress: coll::nic_egress_links): what waits
+  /// there is still in GPU or host memory, read by the NIC at its line rate, not in a switch
+  /// buffer. It holds its GPU's queue pairs back as before (the PCIe hop's pause stands for the
+  /// NIC reading no faster than it sends), but those are not counted as PFC pauses or paused
+  /// time, the queue is not a switch's deepest queue and counts toward no buffer (several queue
+  /// pairs of one GPU, each paced at line rate, read as 80,544 PFC pauses and a 528 KB deepest
+  /// queue on a run whose traffic met no switch queue).
+  std::vector<topo::LinkId> host_queue_links;
 };
 
 struct PacketNetworkStats {
@@ -285,6 +293,8 @@ class PacketNetwork final : public Component, public EventTarget {
     std::int64_t pauses = 0;   // ... how many times
     bool up = true;
     bool marks = true;  // a switch egress queue that marks ECN (not a sender link)
+    bool host_queue = false;  // a NIC's send queue (PacketNetworkOptions::host_queue_links)
+    bool host_side = false;   // held back by a NIC's send queue (its pauses are not PFC's)
   };
 
   void on_event(std::uint64_t tag) override;

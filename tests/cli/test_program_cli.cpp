@@ -129,21 +129,14 @@ TEST(ProgramCli, PacketFidelityRunsAWholeIteration) {
     const double tf = jf["iteration_time_s"].get<double>(), tp = jp["iteration_time_s"].get<double>();
     EXPECT_GT(tp, tf);
     EXPECT_NEAR(tp, tf, 0.001 * tf);
-    // Under PFC no port holds more than its buffer; without it, with a buffer of two packets,
-    // ports do (the packet level drops nothing) and the run says so (it was not reported).
-    EXPECT_EQ(jp["network"]["packets"]["time_above_buffer_s"].get<double>(), 0.0);
-    const CliRun lossy = trainsim(base + " --fidelity packet --set network.packet.pfc=false "
-                                         "--set network.packet.buffer_bytes=8192");
-    ASSERT_EQ(lossy.code, 0) << lossy.err;
-    EXPECT_GT(nlohmann::json::parse(lossy.out)["network"]["packets"]["time_above_buffer_s"]
-                  .get<double>(),
-              0.0);
-    const CliRun text = trainsim("run --set cluster.gpus=64 --set training.global_batch=8 "
-                                 "--fidelity packet --set network.packet.pfc=false "
-                                 "--set network.packet.buffer_bytes=8192");
-    ASSERT_EQ(text.code, 0) << text.err;
-    EXPECT_NE(text.out.find("a lossy fabric would have lost those packets"), std::string::npos)
-        << text.out;
+    // No traffic of this run crosses the switch tiers, and no switch queue forms: no PFC
+    // pause, no port above its buffer, a deepest queue of a packet. Each GPU's queue pairs wait
+    // in its NIC's send queue (GPU memory, read at the NIC's line rate), which until 2026-12-06
+    // read as the deepest queue (381 KB here; 80,544 PFC pauses on a 32-GPU Megatron run).
+    const auto& packets = jp["network"]["packets"];
+    EXPECT_EQ(packets["pfc_pauses"].get<long>(), 0);
+    EXPECT_EQ(packets["time_above_buffer_s"].get<double>(), 0.0);
+    EXPECT_LE(packets["max_queue_bytes"].get<double>(), 2 * 4096.0);
   }
   const CliRun big = trainsim("run --set cluster.gpus=2048 --fidelity packet");
   EXPECT_EQ(big.code, 2);

@@ -56,6 +56,21 @@ void check_golden(const std::string& scenario, const std::string& golden) {
   compare(json::parse(ss.str()), json::parse(text), "$");
 }
 
+// The packet line says how long switch ports held more than their buffer when they did (the
+// packet level drops nothing; without PFC a queue outgrew its buffer silently), and nothing
+// when they did not.
+TEST(PacketsLine, SaysWhenPortsHeldMoreThanTheirBuffer) {
+  exec::NetworkStats n;
+  n.packets.packets = 10;
+  EXPECT_EQ(packets_line(n).find("buffer_bytes"), std::string::npos) << packets_line(n);
+  EXPECT_EQ(packets_json(n)["time_above_buffer_s"].get<double>(), 0.0);
+  n.packets.time_above_buffer_s = 0.0125;
+  EXPECT_NE(packets_line(n).find("held more than network.packet.buffer_bytes for 12.500 ms"),
+            std::string::npos)
+      << packets_line(n);
+  EXPECT_EQ(packets_json(n)["time_above_buffer_s"].get<double>(), 0.0125);
+}
+
 TEST(Golden, Megatron17BOn32A100) {
   check_golden("scenarios/examples/megatron-1.7b-32xa100.yaml", "megatron-1.7b-32xa100.json");
 }
