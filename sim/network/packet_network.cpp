@@ -76,10 +76,17 @@ void validate(const PacketConfig& p) {
         "Swift's window bounds need 0 < min_cwnd <= max_cwnd and max_cwnd >= 1 packet");
   check(p.priority_classes >= 1 && p.priority_classes <= kMaxPriorityClasses,
         "network.packet.priority_classes", "a port has 1 to 8 priority classes (IEEE 802.1Q)");
+  double lightest = 1e300, heaviest = 0;
   for (double w : p.class_weights) {
     check(std::isfinite(w) && w > 0 && w <= 1e6, "network.packet.class_weights",
           "every class weight must be a positive number (at most 10^6)");
+    lightest = std::min(lightest, w);
+    heaviest = std::max(heaviest, w);
   }
+  // ETS gives the lightest class one packet per turn and the others their weight's multiple:
+  // 1e-300 beside 1 made a class's quantum 4e303 bytes.
+  check(heaviest <= 1e6 * lightest, "network.packet.class_weights",
+        "the heaviest class weight may be at most 10^6 times the lightest");
 }
 
 PacketNetwork::PacketNetwork(Simulation& sim, std::vector<double> capacity_Bps,

@@ -812,6 +812,12 @@ TEST(PacketNetwork, BadParametersNameTheirKey) {
   p = PacketConfig{};
   p.priority_classes = 9;
   EXPECT_EQ(field_of(p), "network.packet.priority_classes");
+  // Weights within bounds each, but 1e-300 beside 1 (a quantum of 4e303 bytes) was accepted.
+  p = PacketConfig{};
+  p.class_weights[0] = 1e-300;
+  EXPECT_EQ(field_of(p), "network.packet.class_weights");
+  p.class_weights[0] = 1e-6;
+  EXPECT_EQ(field_of(p), "");
   // A flow in a class the ports do not have.
   Simulation sim;
   PacketNetwork& net =
