@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
+
+#include "sim/model/transformer.h"
 
 namespace trainsim::scen {
 namespace {
@@ -299,17 +302,66 @@ const std::vector<FrameworkPreset>& framework_presets() {
           p.name == "megatron-core-2024" || p.name == "nemo-2024" || p.name == "megascale-2024") {
         p.max_zero = 1;
       }
+      // Megatron-LM before RoPE (2023-03-31), SwiGLU (2023-04-01), GQA (2023-06-05) and RMSNorm
+      // (2023-07-31): the commits FrameworkPreset names.
+      if (p.name == "megatron-lm-2021" || p.name == "megatron-lm-2023") {
+        p.rotary = p.gated_mlp = p.gqa = p.rmsnorm = false;
+      }
     }
     return v;
   }();
   return kWithStages;
 }
 
+bool FrameworkNeeds::met_by(const FrameworkPreset& fw) const { return lacking(fw).empty(); }
+
+std::string FrameworkNeeds::lacking(const FrameworkPreset& fw) const {
+  std::string what;
+  for (const std::string& item : lacking_items(fw)) what += (what.empty() ? "" : ", ") + item;
+  return what;
+}
+
+std::size_t FrameworkNeeds::missing(const FrameworkPreset& fw) const {
+  return lacking_items(fw).size();
+}
+
+std::vector<std::string> FrameworkNeeds::lacking_items(const FrameworkPreset& fw) const {
+  std::vector<std::string> what;
+  const auto add = [&](bool need, bool had, const char* name) {
+    if (need && !had) what.emplace_back(name);
+  };
+  add(selective_recompute, fw.selective_recompute, "selective recompute");
+  add(sharded_optimizer, fw.sharded_optimizer, "a sharded optimizer (zero >= 1)");
+  add(context_parallel, fw.context_parallel, "context parallelism");
+  add(parameter_sharding, fw.max_zero >= 3, "parameter sharding (zero 3)");
+  add(rotary, fw.rotary, "rotary positions");
+  add(gated_mlp, fw.gated_mlp, "a SwiGLU MLP");
+  add(gqa, fw.gqa, "grouped-query attention");
+  add(rmsnorm, fw.rmsnorm, "RMSNorm");
+  return what;
+}
+
 std::vector<std::string> capability_notes(const FrameworkPreset& fw, int zero, int cp,
-                                          bool selective_recompute) {
+                                          bool selective_recompute,
+                                          const model::ModelConfig* model) {
   std::vector<std::string> notes;
   if (fw.name == "none") return notes;
   const std::string head = "framework.preset " + fw.name + " (" + fw.date + ") had no ";
+  if (model != nullptr) {
+    // A model block the version could not build (Megatron-LM before 2023-03..07): priced with
+    // the preset's implementations of the later code, as asked.
+    FrameworkNeeds blocks;
+    blocks.rotary = model->position == model::PositionKind::kRope;
+    blocks.gated_mlp = model->mlp == model::MlpKind::kSwiglu;
+    blocks.gqa = model->kv_heads > 0 && model->kv_heads < model->heads;
+    blocks.rmsnorm = model->norm == model::NormKind::kRmsNorm;
+    if (const std::string what = blocks.lacking(fw); !what.empty()) {
+      notes.push_back(head + what + " (Megatron-LM added them from 2023-03 to 2023-07, "
+                                    "docs/presets.md); the model is simulated as asked, and a "
+                                    "run of it used later software: name a later "
+                                    "framework.preset");
+    }
+  }
   if (selective_recompute && !fw.selective_recompute) {
     // TorchTitan checkpoints whole layers or per op, never Megatron's attention core alone
     // (torchtitan parallelize_llama.py: activation_checkpoint.mode full or selective with
@@ -452,8 +504,38 @@ std::string framework_for_run(std::string_view system, std::string_view source, 
     say(alias + " (blank: the preset optimizations.system " + std::string(system) + " stands for)");
     return alias;
   }
+  // What no preset of the family has (ZeRO-3 on Megatron-LM) does not decide: the presets
+  // that lack the fewest of the needs are the candidates (all of them when none lacks any).
+  std::size_t fewest = std::numeric_limits<std::size_t>::max();
+  for (const FrameworkPreset* p : family) fewest = std::min(fewest, needs.missing(*p));
+  const auto has = [&](const FrameworkPreset* p) { return needs.missing(*p) == fewest; };
+  const auto none_has = [&](const FrameworkPreset* p) {
+    return fewest > 0 ? "; no " + std::string(system) + " preset has " + needs.lacking(*p)
+                      : std::string();
+  };
   const std::optional<SourceDate> date = source_date(source);
   if (!date) {
+    // No year: the alias, unless it lacks more of what the row uses than another preset; then
+    // the family's earliest that lacks the fewest (a Llama-style Megatron run is not the
+    // January 2023 code).
+    const FrameworkPreset* named = find_framework(alias);
+    if (named != nullptr && !has(named)) {
+      for (const FrameworkPreset* p : family) {
+        if (!has(p)) continue;
+        std::string what;
+        const std::vector<std::string> still = needs.lacking_items(*p);
+        for (const std::string& item : needs.lacking_items(*named)) {
+          if (std::find(still.begin(), still.end(), item) == still.end()) {
+            what += (what.empty() ? "" : ", ") + item;
+          }
+        }
+        say(p->name + " (blank, and the source names no year: the row uses " + what +
+            ", which " + alias + ", the preset optimizations.system " + std::string(system) +
+            " stands for, lacks; the earliest " + std::string(system) +
+            " preset that has it, dated " + p->date + none_has(p) + ")");
+        return p->name;
+      }
+    }
     say(alias + " (blank, and the source names no year: the preset optimizations.system " +
         std::string(system) + " stands for)");
     return alias;
@@ -462,11 +544,6 @@ std::string framework_for_run(std::string_view system, std::string_view source, 
   // a report, preprint or recipe: software released by the January of its year.
   const std::string cutoff =
       date->reviewed ? std::to_string(date->year - 1) + "-06" : std::to_string(date->year) + "-01";
-  const auto has = [&](const FrameworkPreset* p) {
-    return (!needs.selective_recompute || p->selective_recompute) &&
-           (!needs.sharded_optimizer || p->sharded_optimizer) &&
-           (!needs.context_parallel || p->context_parallel);
-  };
   const FrameworkPreset* dated = family.front();  // by the date alone
   for (const FrameworkPreset* p : family) {
     if (p->date <= cutoff) dated = p;
@@ -486,22 +563,23 @@ std::string framework_for_run(std::string_view system, std::string_view source, 
     }
   }
   if (chosen != nullptr && chosen != dated) {
+    // What the dated preset lacks that the chosen one has.
     std::string what;
-    const auto add = [&](bool need, bool had, const char* name) {
-      if (need && !had) what += (what.empty() ? "" : ", ") + std::string(name);
-    };
-    add(needs.selective_recompute, dated->selective_recompute, "selective recompute");
-    add(needs.sharded_optimizer, dated->sharded_optimizer, "a sharded optimizer (zero >= 1)");
-    add(needs.context_parallel, dated->context_parallel, "context parallelism");
+    for (const std::string& item : needs.lacking_items(*dated)) {
+      const std::vector<std::string> still = needs.lacking_items(*chosen);
+      if (std::find(still.begin(), still.end(), item) == still.end()) {
+        what += (what.empty() ? "" : ", ") + item;
+      }
+    }
     say(chosen->name + " (blank: the row uses " + what + ", which " + dated->name +
         ", the latest " + std::string(system) + " preset dated by " + cutoff + era +
         ", lacks; the earliest " + std::string(system) + " preset that has it, dated " +
-        chosen->date + ")");
+        chosen->date + none_has(chosen) + ")");
     return chosen->name;
   }
-  if (chosen == nullptr) chosen = dated;  // no preset of the family has it all: the date decides
   say(chosen->name + " (blank: the latest " + std::string(system) + " preset dated by " + cutoff +
-      era + (chosen->date > cutoff ? "; none is that old, so the earliest" : "") + ")");
+      era + (chosen->date > cutoff ? "; none is that old, so the earliest" : "") +
+      none_has(chosen) + ")");
   return chosen->name;
 }
 

@@ -9,11 +9,16 @@
 // presets (framework_for_system).
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace trainsim::model {
+struct ModelConfig;
+}
 
 namespace trainsim::scen {
 
@@ -52,20 +57,48 @@ struct FrameworkPreset {
   // (training.recompute selective-op; TorchTitan since 2024-04, `selective_ac_option = "op"`):
   // with `selective_recompute` it sets framework.selective_recompute (op, attention or none).
   bool op_recompute = false;
+  // (Listed last: the preset table initialises the fields above by position.)
+  // The model blocks it could build (Megatron-LM history, docs/presets.md): rotary positions
+  // (`--use-rotary-position-embeddings`, commit 1e0e555c43, 2023-03-31), gated SwiGLU MLPs
+  // (`--swiglu`, 2cc3dac719, 2023-04-01), grouped-query attention (`--group-query-attention`,
+  // 6902465a83, 2023-06-05) and RMSNorm (6ff46266a5, 2023-07-31). Megatron-LM of 2021 and of
+  // January 2023 had none of them; every later preset, and the FSDP stacks that train Hugging
+  // Face-style models, has all four.
+  bool rotary = true;
+  bool gated_mlp = true;
+  bool gqa = true;
+  bool rmsnorm = true;
 };
 
 /// Notes for a scenario that asks its framework preset for what that version did not have
 /// (selective recompute before 2022-05, a sharded optimizer before 2022-06, context parallelism
 /// before 2023-10, a ZeRO stage above its own): the run is simulated as asked, and says so.
+/// The model's blocks count too (rotary positions, a gated MLP, grouped-query attention,
+/// RMSNorm: Megatron-LM from 2023-03 to 2023-07).
 std::vector<std::string> capability_notes(const FrameworkPreset& fw, int zero, int cp,
-                                          bool selective_recompute);
+                                          bool selective_recompute,
+                                          const model::ModelConfig* model = nullptr);
 
 /// What a run's stated configuration requires of the framework it ran on.
 struct FrameworkNeeds {
   bool selective_recompute = false;  // recompute = selective
   bool sharded_optimizer = false;    // zero >= 1
   bool context_parallel = false;     // cp > 1
-  bool any() const { return selective_recompute || sharded_optimizer || context_parallel; }
+  bool parameter_sharding = false;   // zero >= 3 (max_zero)
+  bool rotary = false;               // RoPE
+  bool gated_mlp = false;            // SwiGLU
+  bool gqa = false;                  // kv_heads < heads
+  bool rmsnorm = false;
+  bool any() const {
+    return selective_recompute || sharded_optimizer || context_parallel || parameter_sharding ||
+           rotary || gated_mlp || gqa || rmsnorm;
+  }
+  /// Whether `fw` has everything these needs name.
+  bool met_by(const FrameworkPreset& fw) const;
+  /// What `fw` lacks of these needs, as a comma-separated list ("" when it has them all).
+  std::string lacking(const FrameworkPreset& fw) const;
+  std::vector<std::string> lacking_items(const FrameworkPreset& fw) const;
+  std::size_t missing(const FrameworkPreset& fw) const;
 };
 
 const std::vector<FrameworkPreset>& framework_presets();

@@ -277,7 +277,7 @@ class Resolver {
     if (fw == nullptr) return;
     for (std::string& n : capability_notes(
              *fw, scenario_.parallel.zero, scenario_.parallel.cp,
-             scenario_.training.recompute == model::Recompute::kSelective)) {
+             scenario_.training.recompute == model::Recompute::kSelective, &scenario_.model)) {
       scenario_.notes.push_back(std::move(n));
     }
   }

@@ -1481,7 +1481,12 @@ std::string did_you_mean(std::string_view wrong, const std::vector<std::string>&
   if (w.size() >= 3) {
     for (const std::string& c : candidates) {
       const std::string f = fold(c);
-      if (f.size() > w.size() && f.compare(0, w.size(), w) == 0 &&
+      // ... but not where the value's last digit runs on into the candidate's ("h20" is not
+      // `h200-sxm`: another product).
+      const bool digit_runs_on = f.size() > w.size() &&
+                                 std::isdigit(static_cast<unsigned char>(w.back())) != 0 &&
+                                 std::isdigit(static_cast<unsigned char>(f[w.size()])) != 0;
+      if (f.size() > w.size() && f.compare(0, w.size(), w) == 0 && !digit_runs_on &&
           (best == nullptr || c.size() < best->size())) {
         best = &c;
       }
@@ -1549,6 +1554,33 @@ std::string normalize_value(const KeyDef& key, std::string_view text, const Erro
     case KeyType::kEnum:
       for (const std::string& choice : key.choices) {
         if (word == fold(choice)) return choice;
+      }
+      if (key.path == "cluster.gpu") {
+        // A GPU the presets do not hold is described on its architecture's preset.
+        // A suggestion whose model number differs is another product (`h20` is not
+        // `h200-sxm`, nor `h800`): none is made then.
+        std::string guess = did_you_mean(text, key.choices);
+        const auto model_number = [](std::string_view x) {  // the first run of digits
+          std::string d;
+          for (const char c : x) {
+            if (std::isdigit(static_cast<unsigned char>(c)) != 0) {
+              d += c;
+            } else if (!d.empty()) {
+              break;
+            }
+          }
+          return d;
+        };
+        if (const auto open = guess.find('`'), close = guess.rfind('`');
+            open != std::string::npos && close > open &&
+            model_number(guess.substr(open + 1, close - open - 1)) != model_number(text)) {
+          guess.clear();
+        }
+        bad_value(text, "one of " + choices_text(key, false), where,
+                  (guess.empty() ? std::string() : guess + " ") +
+                      "A GPU no preset holds: the preset of its architecture with the "
+                      "cluster.gpu_spec.* keys (its datasheet peaks, memory, links and SMs; "
+                      "docs/scenario-schema.md)");
       }
       bad_value(text, "one of " + choices_text(key, false), where, did_you_mean(text, key.choices));
     case KeyType::kSize: {

@@ -371,7 +371,32 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
       const auto zero_n = number(cell("zero"), file, line_no, "zero");
       const auto cp_n = number(cell("cp"), file, line_no, "cp");
       needs.sharded_optimizer = zero_n && *zero_n >= 1;
+      needs.parameter_sharding = zero_n && *zero_n >= 3;
       needs.context_parallel = cp_n && *cp_n > 1;
+      // The blocks the row's shape implies (as the block rule below reads them).
+      {
+        const bool row_gqa = !cell("kv_heads").empty() && cell("kv_heads") != cell("heads");
+        const auto h = number(cell("hidden"), file, line_no, "hidden");
+        const auto f = number(cell("ffn"), file, line_no, "ffn");
+        needs.gated_mlp = h && f && *f != 4.0 * *h;
+        needs.gqa = row_gqa;
+        needs.rotary = row_gqa;
+        needs.rmsnorm = row_gqa;
+        // ... and the `set` cell's (a Llama 2 row states RoPE there; checked below).
+        const std::string text = cell("set");
+        for (std::size_t at = 0; at <= text.size();) {
+          const std::size_t end = std::min(text.find(';', at), text.size());
+          const std::string item = trim(text.substr(at, end - at));
+          at = end + 1;
+          const std::size_t eq = item.find('=');
+          if (eq == std::string::npos) continue;
+          const std::string key = trim(item.substr(0, eq));
+          const std::string value = trim(item.substr(eq + 1));
+          if (key == "model.position") needs.rotary = value == "rope";
+          if (key == "model.mlp") needs.gated_mlp = value == "swiglu";
+          if (key == "model.norm") needs.rmsnorm = value == "rmsnorm";
+        }
+      }
       framework = framework_for_run(system, row.source, &why, needs);
       row.assumed["framework"] = why;
     }
@@ -736,7 +761,9 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
         // No candidate: the plain setup (mbs 1 when blank), whose error the row reports.
         if (search_mbs) {
           v["training.micro_batch"] = "1";
-          row.assumed["mbs"] = "1 (blank: no micro-batch fits; the smallest)";
+          row.assumed["mbs"] =
+              "1 (blank: no micro-batch searched gives a setup that runs; the smallest, whose "
+              "error the row reports)";
         }
         if (v.count("parallel.vpp") == 0) {
           v["parallel.vpp"] = "1";
@@ -785,6 +812,14 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
             (u.peak_bytes - u.capacity_bytes) / kGiB, u.capacity_bytes / kGiB,
             fragmentation / kGiB, 100 * plan::kAllocatorFragmentation));
         res = std::move(r);
+      }
+
+      // What the row asks of a framework version that did not have it is simulated as asked
+      // (Scenario's capability notes); a validation row says so where it is read.
+      for (const std::string& n : chosen.notes) {
+        if (n.rfind("framework.preset ", 0) == 0 && n.find(" had no ") != std::string::npos) {
+          row.warnings.push_back(n);
+        }
       }
 
       const double tokens_per_iter = std::stod(v["training.global_batch"]) * chosen.model.seq_len;
@@ -914,7 +949,11 @@ std::vector<ValidationRow> validate_runs_text(const std::string& text_in, const 
           e.where().field != "cluster.gpu") {
         throw;
       }
-      row.error_message = e.what();
+      // Every reason names the row's place in the file (the recompute search's refusal came
+      // without one).
+      row.error_message = e.where().file.empty()
+                              ? file + ":" + std::to_string(line_no) + ": " + e.what()
+                              : std::string(e.what());
       row.published.iter_s = pub_iter;
       row.published.tokens_s = pub_tokens;
       row.published.mfu = pub_mfu;

@@ -503,8 +503,13 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
                ? "offload more layers (training.cpu_offload_layers, at most layers − 1), more "
                  "tensor parallelism, ZeRO, or a smaller micro-batch (offloading rules out "
                  "pipeline parallelism and recompute)"
-               : "try more pipeline or tensor parallelism, ZeRO, recompute, or a smaller "
-                 "micro-batch"};
+               : std::string("try more pipeline or tensor parallelism, ZeRO, recompute, or a "
+                             "smaller micro-batch") +
+                     (cfg.opt.fused_attention()
+                          ? ""
+                          : "; or a fused attention kernel (framework.attention_kernel=flash2, "
+                            "or optimizations.efficient_operators=true): the unfused kernel "
+                            "stores every s×s attention score for the backward")};
     return false;
   }
   const coll::LinkModel links = link_model(cfg);

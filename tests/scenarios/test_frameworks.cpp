@@ -242,6 +242,20 @@ TEST(Frameworks, WhatAVersionLackedIsNoted) {
   EXPECT_EQ(notes_with(sc21, "had no selective recompute"), 1);
   EXPECT_EQ(notes_with(sc21, "had no context parallelism"), 1);
   EXPECT_EQ(notes_with(sc21, "had no ZeRO-"), 0);  // the sharded-optimizer note says it
+  // A model block the version could not build: Llama 3's on the January 2023 code (RoPE
+  // 2023-03-31, SwiGLU 2023-04-01, GQA 2023-06-05, RMSNorm 2023-07-31); GPT-3's blocks are fine.
+  const Scenario llama = load_scenario_string(
+      "", "t", {"framework.preset=megatron-lm-2023", "model.preset=llama3-8b"});
+  EXPECT_EQ(notes_with(llama, "megatron-lm-2023 (2023-01) had no rotary positions, a SwiGLU "
+                              "MLP, grouped-query attention, RMSNorm"),
+            1);
+  EXPECT_EQ(notes_with(load_scenario_string("", "t", {"framework.preset=megatron-core-2023",
+                                                      "model.preset=llama3-8b"}),
+                       "had no"),
+            0);
+  EXPECT_EQ(notes_with(load_scenario_string("", "t", {"framework.preset=megatron-lm-2023"}),
+                       "rotary"),
+            0);
   // TorchTitan's selective checkpointing is per op or per layer: Megatron's attention-core mode
   // is noted, naming its own (selective-op), which is not.
   for (const char* fw : {"torchtitan-2024", "torchtitan-2024-04"}) {

@@ -498,7 +498,14 @@ TEST(Scenario, UnknownPresets) {
   const Error gpu = load_error("cluster:\n  gpu: h100\n");
   EXPECT_EQ(gpu.kind(), ErrorKind::kInput);
   EXPECT_EQ(gpu.where().field, "cluster.gpu");
-  EXPECT_EQ(gpu.hint(), "did you mean `h100-sxm`?");
+  EXPECT_EQ(gpu.hint().rfind("did you mean `h100-sxm`? ", 0), 0u) << gpu.hint();
+  // A GPU no preset holds is described on its architecture's preset: the hint says how, and
+  // a name whose digits run on into a preset's is another product, not that preset.
+  EXPECT_NE(gpu.hint().find("cluster.gpu_spec.*"), std::string::npos) << gpu.hint();
+  const Error h20 = load_error("cluster:\n  gpu: h20\n");
+  EXPECT_EQ(h20.where().field, "cluster.gpu");
+  EXPECT_EQ(h20.hint().find("h200-sxm"), std::string::npos) << h20.hint();
+  EXPECT_NE(h20.hint().find("cluster.gpu_spec.*"), std::string::npos) << h20.hint();
 }
 
 // A GPU without a cluster brings its usual cluster; the explicit GPU stays.

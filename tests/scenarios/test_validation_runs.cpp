@@ -83,6 +83,46 @@ TEST(ValidationRuns, BlankFrameworkHasWhatTheRowUses) {
   EXPECT_NE(why.find("2023-06"), std::string::npos) << why;
 }
 
+// The model's blocks are capabilities too: Megatron-LM gained rotary positions (2023-03-31),
+// SwiGLU (2023-04-01), GQA (2023-06-05) and RMSNorm (2023-07-31), so a Llama-style run of the
+// megatron family did not run the January 2023 code, with or without a year in its source.
+// ZeRO-3 likewise needs a preset that shards parameters (NeMo's Megatron FSDP, 2025).
+TEST(ValidationRuns, BlankFrameworkCouldBuildTheRowsModel) {
+  std::string why;
+  FrameworkNeeds llama;
+  llama.rotary = llama.gated_mlp = llama.gqa = llama.rmsnorm = true;
+  EXPECT_EQ(framework_for_run("megatron", "a blog post", &why), "megatron-lm-2023");
+  EXPECT_EQ(framework_for_run("megatron", "a blog post", &why, llama), "megatron-core-2023");
+  EXPECT_NE(why.find("names no year"), std::string::npos) << why;
+  EXPECT_NE(why.find("rotary positions, a SwiGLU MLP, grouped-query attention, RMSNorm"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(framework_for_run("megatron", "NeurIPS 2024", &why, llama), "megatron-core-2023");
+  // One block alone is enough to rule the 2023-01 code out; SC21's GPT blocks are not.
+  FrameworkNeeds swiglu;
+  swiglu.gated_mlp = true;
+  EXPECT_EQ(framework_for_run("megatron", "MegaScale NSDI24 Table 2", &why, swiglu),
+            "megatron-core-2023");
+  EXPECT_EQ(framework_for_run("megatron", "Megatron-LM SC21 Table 1", &why, FrameworkNeeds{}),
+            "megatron-lm-2021");
+  FrameworkNeeds zero3;
+  zero3.sharded_optimizer = zero3.parameter_sharding = true;
+  EXPECT_EQ(framework_for_run("nemo", "a 2024 report", &why), "nemo-2024");
+  EXPECT_EQ(framework_for_run("nemo", "a 2024 report", &why, zero3), "nemo-2025");
+  EXPECT_NE(why.find("parameter sharding (zero 3)"), std::string::npos) << why;
+  // No megatron preset shards parameters: the date decides, and the run says what it lacked.
+  EXPECT_EQ(framework_for_run("megatron", "a 2023 report", &why, zero3), "megatron-lm-2023");
+  EXPECT_NE(why.find("no megatron preset has parameter sharding (zero 3)"), std::string::npos)
+      << why;
+  // ... nor does it make the 2021 code, which lacks the sharded optimizer too, the choice.
+  EXPECT_EQ(framework_for_run("megatron", "a 2022 report", &why, zero3), "megatron-lm-2023");
+  EXPECT_EQ(framework_for_run("megatron", "a blog post", &why, zero3), "megatron-lm-2023");
+  const FrameworkPreset* jan2023 = find_framework("megatron-lm-2023");
+  ASSERT_NE(jan2023, nullptr);
+  EXPECT_EQ(zero3.lacking(*jan2023), "parameter sharding (zero 3)");
+  EXPECT_EQ(llama.lacking(*find_framework("megatron-core-2023")), "");
+}
+
 const std::string kHeader =
     "id,source,gpu,precision,cluster,gpus,layers,hidden,heads,kv_heads,ffn,seq,vocab,tp,pp,dp,"
     "vpp,cp,ep,mbs,gbs,zero,recompute,system,iter_s,tokens_s,mfu,tflops_gpu,notes";
@@ -528,16 +568,44 @@ TEST(ValidationRuns, PublishedTimeAndFlopRateNameTheirConvention) {
       head + "full" + cells + "nemo-2024,\n" + "causal" + cells + "nemo-2025,\n", "t.csv",
       "analytic", {});
   ASSERT_EQ(rows.size(), 2u);
-  ASSERT_EQ(rows[0].warnings.size(), 1u);
-  EXPECT_NE(rows[0].warnings[0].find("published tflops_gpu and tokens_s imply 5.4e+16 FLOPs per "
+  // The convention's warning, and (the row names nemo-2024 with zero 3) what that version
+  // lacked: NeMo's parameter sharding (Megatron FSDP) came in 2025.
+  ASSERT_EQ(rows[0].warnings.size(), 2u);
+  EXPECT_EQ(rows[0].warnings[0].rfind("framework.preset nemo-2024 (2024-05) had no ZeRO-3", 0), 0u)
+      << rows[0].warnings[0];
+  EXPECT_NE(rows[0].warnings[1].find("published tflops_gpu and tokens_s imply 5.4e+16 FLOPs per "
                                      "iteration, -11.1 % from the megatron count; the causal "
                                      "convention is within 0.0 %"),
             std::string::npos)
-      << rows[0].warnings[0];
+      << rows[0].warnings[1];
   EXPECT_TRUE(rows[1].warnings.empty()) << rows[1].warnings.front();
   // Both compare the same iteration time (from tokens_s); only the TFLOP/s error differs.
   EXPECT_DOUBLE_EQ(*rows[0].published.iter_s, *rows[1].published.iter_s);
   EXPECT_NEAR(*rows[0].published.iter_s, 128.0 * 8192 / 112632, 1e-9);
+}
+
+// A row names its framework and asks for blocks that version lacked: simulated as asked, and
+// the row says so; a blank framework takes a version that had them.
+TEST(ValidationRuns, RowWarnsOfWhatItsFrameworkLacked) {
+  const std::string llama =
+      "llama-like,a blog post,h100-sxm,bf16,,64,32,4096,32,8,14336,4096,128256,1,1,64,,1,1,1,"
+      "64,1,full,megatron,,,0.4,,";
+  const auto stated = validate_runs_text(kHeader + ",framework\n" + llama + ",megatron-lm-2023\n",
+                                         "t.csv", "analytic", {});
+  ASSERT_EQ(stated.size(), 1u);
+  ASSERT_TRUE(stated[0].error_message.empty()) << stated[0].error_message;
+  bool warned = false;
+  for (const std::string& w : stated[0].warnings) {
+    warned = warned || w.find("had no rotary positions, a SwiGLU MLP, grouped-query attention, "
+                              "RMSNorm") != std::string::npos;
+  }
+  EXPECT_TRUE(warned);
+  const ValidationRow blank = only_row(llama);
+  EXPECT_EQ(blank.assumed.at("framework").rfind("megatron-core-2023", 0), 0u)
+      << blank.assumed.at("framework");
+  for (const std::string& w : blank.warnings) {
+    EXPECT_EQ(w.find(" had no "), std::string::npos) << w;
+  }
 }
 
 }  // namespace trainsim::scen

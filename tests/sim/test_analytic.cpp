@@ -433,6 +433,15 @@ TEST(Analytic, DoesNotFit) {
     EXPECT_EQ(e.kind(), ErrorKind::kInfeasible);
     EXPECT_NE(e.message().find("does not fit in memory: needs"), std::string::npos);
     EXPECT_NE(e.message().find("GiB of 74.5 GiB"), std::string::npos) << e.message();
+    // Unfused attention stores the s×s scores: the hint names the fused kernel as a lever.
+    EXPECT_NE(e.hint().find("framework.attention_kernel=flash2"), std::string::npos) << e.hint();
+  }
+  c.opt.attention_kernel = model::AttentionKernel::kFlash2;
+  try {
+    run_analytic(c);
+    FAIL() << "175B on one GPU cannot fit";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.hint().find("attention_kernel"), std::string::npos) << e.hint();
   }
   AnalyticOptions o;
   o.enforce_memory = false;
