@@ -787,12 +787,27 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       return coll::Cost{collectives * one.time_s, collectives * one.nvlink_bytes,
                         collectives * one.nic_bytes, one.algorithm, one.protocol};
     };
+    // The embedding's gradients are the last a backward pass makes (its backward is the pass's
+    // last op) and its parameters the first a forward pass uses, so the Program's first bucket of
+    // the model's first chunk (on stage 0, which ends the iteration's backward) holds them beside
+    // the chunk's first layer and can hide behind nothing: its collective is exposed whole.
+    // The equal buckets of the rule below leave that tail at one bucket's share; the
+    // embedding's own share of a collective's time (at the dense parameters' rate) is added
+    // where the rule prices a lone bucket. (Until analytic-35 a small model with a large
+    // vocabulary read its DP tail short of the executed schedule's: 6 layers of 2,048 with a
+    // 128K vocabulary, 0.75 against 3.56 ms.)
+    const double emb_params = model::embedding_params_per_rank(m, pc, par.tp);
+    double emb_share = 0;  // per unit of a dense collective's time: the embedding's share
     auto both = [&](Kind k, double bytes_per_param) {
       coll::Cost a = dp_cost(k, sp.dense, bytes_per_param, reduce_group);
       coll::Cost b = dp_cost(k, sp.expert, bytes_per_param, L.expert_dp);
+      emb_share = sp.dense > 0 ? a.time_s * emb_params / sp.dense : 0.0;
       return coll::Cost{a.time_s + b.time_s, a.nvlink_bytes + b.nvlink_bytes,
                         a.nic_bytes + b.nic_bytes};
     };
+    // The embedding's exposed tail of a collective, with DP overlap (without it the whole
+    // collective is exposed already).
+    const auto emb_tail = [&]() { return cfg.opt.dp_overlap ? emb_share : 0.0; };
     // Overlapped, each model chunk's reduction runs beside the backward compute that follows
     // its last backward, as concurrent kernels (ComputeModel::chunked_overlap derives it).
     // The exposure keeps the bucket count of the parameters alone (a bucket may split a layer
@@ -811,14 +826,20 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     const double fwd_pass = slot.forward * pass_scale, bwd_pass = slot.backward * pass_scale;
     const double v = par.schedule == plan::Schedule::kInterleaved ? std::max(1, par.vpp) : 1;
     double dp_exposed = 0;
+    // A lone bucket with the embedding's tail exposes at most the whole collective.
+    const auto exposed_with = [&](double t, double window, double chunks, double tail) {
+      return cfg.opt.dp_overlap ? std::min(t, exposed(t, window, chunks) + tail) : t;
+    };
     if (par.zero == 0) {
       const coll::Cost ar = both(Kind::kAllReduce, gb);
-      dp_exposed = exposed(ar.time_s, bwd_pass, v);
+      dp_exposed = exposed_with(ar.time_s, bwd_pass, v, emb_tail());
       nvlink_bytes += ar.nvlink_bytes;
       nic_bytes += ar.nic_bytes;
     } else {
       const coll::Cost rs = both(Kind::kReduceScatter, gb);
+      const double rs_emb = emb_tail();
       const coll::Cost ag = both(Kind::kAllGather, 2.0);
+      const double ag_emb = emb_tail();
       // ZeRO-1 reduces once per iteration; ZeRO-2/3 keep only a gradient shard, so every
       // micro-batch's gradients are reduce-scattered; ZeRO-3 also gathers the weights for every
       // forward and backward pass.
@@ -870,20 +891,33 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         const double warmup = first_heavier ? (interleaved ? 2.0 * (par.pp - 1) + (v - 1) * par.pp
                                                            : par.pp - 1.0)
                                             : (interleaved ? (v - 1) * par.pp : 0.0);
-        const double drain = std::min(steps - 1, warmup);
+        // GPipe runs every backward after every forward: each reduction but the last runs beside
+        // the next micro-batch's backward alone (until analytic-35 it took the 1F1B drain, and a
+        // ZeRO-2 GPipe run read its DP exposure at a quarter of the schedule's).
+        const double drain =
+            par.schedule == plan::Schedule::kGpipe ? steps - 1 : std::min(steps - 1, warmup);
         return (steps - 1 - drain) * std::max(r - w, c.comm_sm_share * r) +
                drain * std::max(r - wb, c.comm_sm_share * r) + last;
       };
-      dp_exposed = par.zero >= 3   ? mb * z3
-                   : par.zero == 2 ? z2() + exposed(ag.time_s, fwd_pass, v)
-                                   : rs_times * exposed(rs.time_s, bwd_pass, v) +
-                                         exposed(ag.time_s, fwd_pass, v);
+      // The embedding's tail: ZeRO-3 every micro-batch's forward waits for its gather and the
+      // backward ends with its reduce-scatter; ZeRO-1/2 the iteration's last reduce-scatter and
+      // its first gather.
+      dp_exposed = par.zero >= 3
+                       ? mb * std::min(2.0 * ag.time_s + rs.time_s, z3 + rs_emb + ag_emb)
+                   : par.zero == 2
+                       ? std::min(mb * rs.time_s, z2() + rs_emb) +
+                             exposed_with(ag.time_s, fwd_pass, v, ag_emb)
+                       : exposed_with(rs.time_s, bwd_pass, v, rs_emb) +
+                             exposed_with(ag.time_s, fwd_pass, v, ag_emb);
       // Before the first forward: with DP overlap its chunk's first bucket (ZeRO-3: ag_first
       // is a bucket of every chunk), without it the whole gather (ZeRO-3: the first chunk's).
       first_gather_s =
           cfg.opt.dp_overlap
-              ? (par.zero >= 3 ? ag_first / v
-                               : ag.time_s / v / std::max(1.0, std::ceil(sp.total() / v / bucket)))
+              ? std::min(ag.time_s,
+                         (par.zero >= 3
+                              ? ag_first / v
+                              : ag.time_s / v / std::max(1.0, std::ceil(sp.total() / v / bucket))) +
+                             ag_emb)
               : (par.zero >= 3 ? ag.time_s / v : ag.time_s);
       nvlink_bytes += rs_times * rs.nvlink_bytes + ag_times * ag.nvlink_bytes;
       nic_bytes += rs_times * rs.nic_bytes + ag_times * ag.nic_bytes;
