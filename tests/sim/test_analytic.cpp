@@ -381,11 +381,9 @@ TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
 // RS/k) runs beside the two passes as concurrent kernels, costing them sm_share of its time
 // (here the passes are far longer: one stage, DP 8 over NVLink, micro-batches of 4). k is the
 // chunk's bucket count (the 40 M rule, at most one a layer), AG and RS the stage's (k
-// collectives each), s = 8 SMs / 108. The first bucket holds the embedding (analytic-35): its
-// share of the gather and of the reduce-scatter, AG·E/P and RS·E/P (E: the token table and the
-// learned positions), is
-// exposed too. The host's data-loading stall d hides min(d, AG/k + AG·E/P) of the iteration's
-// first gather (analytic-32).
+// collectives each), s = 8 SMs / 108. The host's data-loading stall d hides min(d, AG/k) of the
+// iteration's first gather (analytic-32). (The embedding's share, which analytic-35 exposes at
+// ZeRO 0-2, is not added to ZeRO-3's chain: E below stays out of it.)
 TEST(Analytic, ZeroThreeExposesTheFirstGatherAndTheLastReduceScatterOfEachPass) {
   RunConfig c = base(8, 1, 1, 8);
   c.training.micro_batch = 4;
@@ -406,12 +404,12 @@ TEST(Analytic, ZeroThreeExposesTheFirstGatherAndTheLastReduceScatterOfEachPass) 
   // The embedding: the token table and the learned positions, TP 1.
   const double E = 51200.0 * 2048 + 2048.0 * 2048;
   ASSERT_EQ(E, model::embedding_params_per_rank(c.model, model::count_parameters(c.model), 1));
-  const double per_mb =
-      ag / k + rs / k + s * (2 * ag + rs - ag / k - rs / k) + ag * E / P + rs * E / P;
+  const double per_mb = ag / k + rs / k + s * (2 * ag + rs - ag / k - rs / k);
   ASSERT_GT(r.breakdown.data_loading_s, 0.0);
   EXPECT_NEAR(r.breakdown.exposed_dp_s,
-              L.microbatches * per_mb - std::min(r.breakdown.data_loading_s, ag / k + ag * E / P),
+              L.microbatches * per_mb - std::min(r.breakdown.data_loading_s, ag / k),
               1e-9 * r.breakdown.exposed_dp_s);
+  EXPECT_GT(E, 0.1 * P);  // the embedding is a tenth of the stage, and changes nothing here
   // The passes far outlast the collectives (what the closed form above takes).
   EXPECT_LT(2 * ag + rs, 0.5 * r.breakdown.compute_s / L.microbatches);
 }
