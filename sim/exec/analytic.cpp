@@ -16,6 +16,7 @@
 #include "sim/exec/collective_model.h"
 #include "sim/exec/compute_model.h"
 #include "sim/exec/offload.h"
+#include "sim/exec/stage_groups.h"
 
 namespace trainsim::exec {
 namespace {
@@ -680,27 +681,69 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   // 1/tp per rank when SP shards them or the framework scatter-gathers them (then the receivers
   // all-gather the whole tensor over the TP group before computing: TP communication), the
   // whole tensor per rank otherwise (framework.pp_activation full).
-  double t_p2p = 0;
-  coll::Cost p2p;
+  //
+  // Each stage sends over its own two boundaries (to the next stage and the previous one; under
+  // interleaving stage p − 1 also sends to stage 0 and back), each inside a server or across one
+  // (sim/exec/stage_groups.h). Until analytic-36 every send was priced inside a server whenever
+  // two stages shared one, though the pipeline's other boundaries (and the interleaved wrap)
+  // cross: a PP 4 pipeline on two servers read its exposed PP 10 times short of the executed one.
+  double pp_chain_s = 0;  // the sends of one micro-batch's path through every chunk, both ways
   if (par.pp > 1) {
     const double full = static_cast<double>(cfg.training.micro_batch) * m.seq_len / par.cp *
                         m.hidden * 2.0;
     const bool sharded = c.shard.sp || par.tp == 1;
     const bool whole = !sharded && cfg.opt.pp_activation == plan::PpActivation::kFull;
-    coll::GroupShape peer{2, L.pp.per_node > 1 ? 2 : 1, L.pp.per_node > 1 ? 1 : 2,
-                          std::min(2, L.pp.pods)};
-    p2p = c.cost(Kind::kSendRecv, whole ? full : full / par.tp, peer);
-    t_p2p = p2p.time_s;
+    const double bytes = whole ? full : full / par.tp;
+    const int p = par.pp, v = std::max(1, par.vpp);
+    const bool interleaved = par.schedule == plan::Schedule::kInterleaved && v > 1;
+    // Stage s of every replica sits where replica 0's does relative to the servers when the
+    // pipelines line up with them (plan::group_shape's `aligned`); otherwise every boundary is
+    // priced at the pipeline's worst pair.
+    const long gpn = std::max(1, cfg.cluster.gpus_per_node);
+    const long stride = std::max(1, par.pp_stride()), block = stride * p;
+    const bool aligned =
+        stride >= gpn || (gpn % stride == 0 && (gpn % block == 0 || block % gpn == 0));
+    const coll::GroupShape worst = pp_pair_shape(L);
+    const coll::Cost in_server = c.cost(Kind::kSendRecv, bytes, coll::GroupShape{2, 2, 1, 1});
+    const coll::Cost across =
+        c.cost(Kind::kSendRecv, bytes, coll::GroupShape{2, 1, 2, std::min(2, L.pp.pods)});
+    const auto cost = [&](int a, int b) -> const coll::Cost& {
+      const bool crosses = aligned ? (a * stride) / gpn != (b * stride) / gpn : worst.nodes > 1;
+      return crosses ? across : in_server;
+    };
+    const auto next = [&](int st) { return st + 1 < p ? st + 1 : (interleaved ? 0 : st - 1); };
+    const auto prev = [&](int st) { return st > 0 ? st - 1 : (interleaved ? p - 1 : st + 1); };
+    const auto stage_send = [&](int st) {
+      return 0.5 * (cost(st, next(st)).time_s + cost(st, prev(st)).time_s);
+    };
+    double middle_send = 0;
+    for (int st = 1; st + 1 < p; ++st) middle_send = std::max(middle_send, stage_send(st));
     const bool gather = !sharded && !whole;
     const coll::Cost ag = gather ? c.cost(Kind::kAllGather, full, L.tp) : coll::Cost{};
-    for (Slot* s : {&first, &last, &middle}) {
+    const std::pair<Slot*, int> slots[] = {{&first, 0}, {&last, p - 1}, {&middle, -1}};
+    for (const auto& [sl, st] : slots) {
       if (!cfg.opt.pp_overlap) {
-        s->pp += 2.0 * par.vpp * t_p2p;
-        s->tp += 2.0 * par.vpp * ag.time_s;
+        sl->pp += 2.0 * par.vpp * (st >= 0 ? stage_send(st) : middle_send);
+        sl->tp += 2.0 * par.vpp * ag.time_s;
       }
-      add_traffic(*s, p2p, 2.0 * par.vpp);
-      if (gather) add_traffic(*s, ag, 2.0 * par.vpp);
+      const int at = st >= 0 ? st : std::min(1, p - 1);
+      const coll::Cost& to_next = cost(at, next(at));
+      const coll::Cost& to_prev = cost(at, prev(at));
+      if (&to_next == &to_prev) {
+        add_traffic(*sl, to_next, 2.0 * par.vpp);
+      } else {
+        add_traffic(*sl, to_next, par.vpp);
+        add_traffic(*sl, to_prev, par.vpp);
+      }
+      if (gather) add_traffic(*sl, ag, 2.0 * par.vpp);
     }
+    // One micro-batch's path: v times through boundaries 0 → 1 … p − 2 → p − 1, and v − 1 wraps
+    // from the last stage to the first; both ways (2·(v·p − 1) sends).
+    long crossing = 0, inside = 0;
+    for (int st = 0; st + 1 < p; ++st) (&cost(st, st + 1) == &across ? crossing : inside) += v;
+    if (interleaved) (&cost(p - 1, 0) == &across ? crossing : inside) += v - 1;
+    pp_chain_s = 2.0 * static_cast<double>(inside) * in_server.time_s +
+                 2.0 * static_cast<double>(crossing) * across.time_s;
   }
   const Slot* slowest = first.total() >= last.total() ? &first : &last;
   if (par.pp > 2 && middle.total() > slowest->total()) slowest = &middle;
@@ -734,9 +777,8 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     // steps to run, so the first stage waits p sends at each of its v − 1 chunk changes; the
     // cool-down mirrors it backwards. In all 2·(v·p − 1) sends: one micro-batch's whole path
     // through the v·p model chunks, both ways (v = 1: 2·(p − 1)).
-    const double chain = 2.0 * (static_cast<double>(par.vpp) * par.pp - 1);
-    bd.exposed_pp_s += chain * t_p2p;
-    r.pipeline.pp_outside_s = chain * t_p2p;
+    bd.exposed_pp_s += pp_chain_s;
+    r.pipeline.pp_outside_s = pp_chain_s;
   }
   // The fill and drain run through the other stages, not p − 1 copies of the slowest: with stage
   // slots t_i the pipeline takes (m − 1)·max t + Σ t (the first micro-batch through every stage,

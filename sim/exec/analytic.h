@@ -99,11 +99,15 @@ namespace trainsim::exec {
 /// every middle stage, whatever the interleaving placed where: up to 27 % fast against the
 /// executed schedule); the bubble sums the middle stages as they are.
 /// analytic-35: the embedding's gradients (its parameters) make the data-parallel tail a
-/// backward pass cannot hide (the first gather a forward pass waits for): its share of the DP
-/// collectives is exposed beside the rule's last bucket, as the Program's first bucket holds it
-/// (a small model with a 128K vocabulary read its exposed DP 4.7× short of the schedule);
-/// ZeRO-2 under GPipe reduces each micro-batch's gradients beside the next backward alone.
-inline constexpr const char* kAnalyticModelVersion = "analytic-35";
+/// backward pass cannot hide (the first gather a forward pass waits for): at ZeRO 0-2 its share
+/// of the DP collectives is exposed beside the rule's last bucket, as the Program's first bucket
+/// holds it (a small model with a 128K vocabulary read its exposed DP 2.3× short of the
+/// schedule); ZeRO-2 under GPipe reduces each micro-batch's gradients beside the next backward
+/// alone.
+/// analytic-36: a pipeline that spans servers prices its transfers across them (with two or more
+/// stages on a server every pair counted as inside one, the interleaved wrap from the last stage
+/// to the first included).
+inline constexpr const char* kAnalyticModelVersion = "analytic-36";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

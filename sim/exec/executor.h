@@ -179,6 +179,13 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   }
   double fill_result(Result& r) const;
   void next_iteration();
+  // The pair of GPUs a transfer from `send_actor` to `recv_actor` runs on, as the closed form
+  // prices it: the actors' own ranks, or for a symmetry-shortcut actor (every rank of its stage)
+  // the worst of the pairs it stands for.
+  coll::GroupShape transfer_shape(int send_actor, int recv_actor);
+  int gpu_of(int rank) const {
+    return gpus_.empty() ? rank : gpus_[static_cast<std::size_t>(rank)];
+  }
   std::vector<int> placed(std::vector<int> ranks) const {
     if (!gpus_.empty()) {
       for (int& r : ranks) r = gpus_[static_cast<std::size_t>(r)];
@@ -193,6 +200,7 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   Simulation& sim_;
   CommBackend& backend_;
   const std::vector<int> gpus_;
+  std::vector<coll::GroupShape> stage_pair_shapes_;  // transfer_shape's, by (stage, peer stage)
   const TimePs start_;
   const int iterations_;
   int iterations_done_ = 0;

@@ -306,7 +306,29 @@ void Executor::begin_transfer(int send_actor, int recv_actor, const Task& t, int
   if (start_clock(id)) return;
   CommRequest req = request(id, send_actor, t);
   req.direction = dir;
+  req.shape = transfer_shape(send_actor, recv_actor);
   backend_.start_transfer(req);
+}
+
+coll::GroupShape Executor::transfer_shape(int send_actor, int recv_actor) {
+  const Actor& from = actors_[static_cast<std::size_t>(send_actor)];
+  const Actor& to = actors_[static_cast<std::size_t>(recv_actor)];
+  if (!from.all_stage) return pair_shape(gpu_of(from.rank), gpu_of(to.rank), cfg_.cluster);
+  const int p = L_.par.pp;
+  if (stage_pair_shapes_.empty()) {
+    stage_pair_shapes_.assign(static_cast<std::size_t>(p) * p, coll::GroupShape{0, 0, 0, 0});
+  }
+  coll::GroupShape& worst = stage_pair_shapes_[static_cast<std::size_t>(from.stage * p + to.stage)];
+  if (worst.ranks == 0) {
+    // Every copy waits for the slowest (the shortcut's actor ends with its last copy): the most
+    // servers, then the most pods, of the stage's pairs.
+    worst = pair_shape(gpu_of(from.rank), gpu_of(to.rank), cfg_.cluster);
+    for (const auto& [a, b] : stage_transfer_pairs(ps_, from.stage, to.stage)) {
+      const coll::GroupShape g = pair_shape(gpu_of(a), gpu_of(b), cfg_.cluster);
+      if (g.nodes > worst.nodes || (g.nodes == worst.nodes && g.pods > worst.pods)) worst = g;
+    }
+  }
+  return worst;
 }
 
 void Executor::finish_comm(std::size_t id) {

@@ -100,7 +100,9 @@ namespace trainsim::exec {
 /// the queue pairs): the first of an empty list had none, so a point-to-point transfer's first
 /// queue pair ran at line rate (hidden at flow fidelity on an idle fabric, where the capped
 /// ones end last; +14 % at packet fidelity, where it flooded its NIC).
-inline constexpr const char* kProgramModelVersion = "program-30";
+/// program-31: a pipeline transfer is priced (closed form) on its own pair of GPUs, not as
+/// inside a server whenever two stages share one.
+inline constexpr const char* kProgramModelVersion = "program-31";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

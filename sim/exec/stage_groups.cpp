@@ -13,13 +13,26 @@ coll::GroupShape dim_shape(const plan::Layout& L, Dim d) {
     case Dim::kEp: return L.ep;
     case Dim::kDp: return L.dp_cp;  // the gradient group, DP·CP (ProgramSet::group)
     case Dim::kExpertDp: return L.expert_dp;
-    case Dim::kPp: {
-      return coll::GroupShape{2, L.pp.per_node > 1 ? 2 : 1, L.pp.per_node > 1 ? 1 : 2,
-                              std::min(2, L.pp.pods)};
-    }
+    case Dim::kPp: return pp_pair_shape(L);
     case Dim::kNone: break;
   }
   return {};
+}
+
+coll::GroupShape pp_pair_shape(const plan::Layout& L) {
+  // Until analytic-36 / program-31 a pipeline with two or more stages on a server counted every
+  // pair as inside one, although the stages on the next server (and, interleaved, the wrap from
+  // the last stage to the first) are reached through the NICs.
+  const bool inside = L.pp.nodes <= 1;
+  return coll::GroupShape{2, inside ? 2 : 1, inside ? 1 : 2, std::min(2, L.pp.pods)};
+}
+
+coll::GroupShape pair_shape(int a, int b, const topo::ClusterSpec& cluster) {
+  const int gpn = std::max(1, cluster.gpus_per_node);
+  const bool inside = a / gpn == b / gpn;
+  const int pod = cluster.fabric.pod_gpus;
+  const bool pods = pod > 0 && a / pod != b / pod;
+  return coll::GroupShape{2, inside ? 2 : 1, inside ? 1 : 2, pods ? 2 : 1};
 }
 
 std::vector<std::vector<int>> stage_groups(const plan::ProgramSet& ps, int stage, Dim d) {

@@ -11,9 +11,18 @@
 
 namespace trainsim::exec {
 
-/// The shape of a group of dimension `d` as the closed form sees it (a pipeline transfer: two
-/// ranks, on one server when consecutive stages share one).
+/// The shape of a group of dimension `d` as the closed form sees it (a pipeline transfer:
+/// pp_pair_shape).
 coll::GroupShape dim_shape(const plan::Layout& layout, plan::Dim d);
+
+/// A pipeline transfer's pair as the closed form prices every one: on one server only when the
+/// whole pipeline is (otherwise some neighbouring stages, or under interleaving the last and the
+/// first, sit on two servers, and the pipeline moves at that pair's pace), across pods when the
+/// pipeline spans several.
+coll::GroupShape pp_pair_shape(const plan::Layout& layout);
+
+/// The pair of GPUs `a` and `b` (cluster GPU indices) as a two-rank group.
+coll::GroupShape pair_shape(int a, int b, const topo::ClusterSpec& cluster);
 
 /// Every group of dimension `d` on pipeline stage `stage`, each once, the group of the stage's
 /// first rank (rank_of({0, 0, 0, stage})) first.
