@@ -313,8 +313,6 @@ const std::vector<FrameworkPreset>& framework_presets() {
   return kWithStages;
 }
 
-bool FrameworkNeeds::met_by(const FrameworkPreset& fw) const { return lacking(fw).empty(); }
-
 std::string FrameworkNeeds::lacking(const FrameworkPreset& fw) const {
   std::string what;
   for (const std::string& item : lacking_items(fw)) what += (what.empty() ? "" : ", ") + item;
@@ -509,6 +507,17 @@ std::string framework_for_run(std::string_view system, std::string_view source, 
   std::size_t fewest = std::numeric_limits<std::size_t>::max();
   for (const FrameworkPreset* p : family) fewest = std::min(fewest, needs.missing(*p));
   const auto has = [&](const FrameworkPreset* p) { return needs.missing(*p) == fewest; };
+  // What `to` has of the needs that `from` lacks.
+  const auto gained = [&](const FrameworkPreset* from, const FrameworkPreset* to) {
+    std::string what;
+    const std::vector<std::string> still = needs.lacking_items(*to);
+    for (const std::string& item : needs.lacking_items(*from)) {
+      if (std::find(still.begin(), still.end(), item) == still.end()) {
+        what += (what.empty() ? "" : ", ") + item;
+      }
+    }
+    return what;
+  };
   const auto none_has = [&](const FrameworkPreset* p) {
     return fewest > 0 ? "; no " + std::string(system) + " preset has " + needs.lacking(*p)
                       : std::string();
@@ -522,14 +531,7 @@ std::string framework_for_run(std::string_view system, std::string_view source, 
     if (named != nullptr && !has(named)) {
       for (const FrameworkPreset* p : family) {
         if (!has(p)) continue;
-        std::string what;
-        const std::vector<std::string> still = needs.lacking_items(*p);
-        for (const std::string& item : needs.lacking_items(*named)) {
-          if (std::find(still.begin(), still.end(), item) == still.end()) {
-            what += (what.empty() ? "" : ", ") + item;
-          }
-        }
-        say(p->name + " (blank, and the source names no year: the row uses " + what +
+        say(p->name + " (blank, and the source names no year: the row uses " + gained(named, p) +
             ", which " + alias + ", the preset optimizations.system " + std::string(system) +
             " stands for, lacks; the earliest " + std::string(system) +
             " preset that has it, dated " + p->date + none_has(p) + ")");
@@ -563,15 +565,7 @@ std::string framework_for_run(std::string_view system, std::string_view source, 
     }
   }
   if (chosen != nullptr && chosen != dated) {
-    // What the dated preset lacks that the chosen one has.
-    std::string what;
-    for (const std::string& item : needs.lacking_items(*dated)) {
-      const std::vector<std::string> still = needs.lacking_items(*chosen);
-      if (std::find(still.begin(), still.end(), item) == still.end()) {
-        what += (what.empty() ? "" : ", ") + item;
-      }
-    }
-    say(chosen->name + " (blank: the row uses " + what + ", which " + dated->name +
+    say(chosen->name + " (blank: the row uses " + gained(dated, chosen) + ", which " + dated->name +
         ", the latest " + std::string(system) + " preset dated by " + cutoff + era +
         ", lacks; the earliest " + std::string(system) + " preset that has it, dated " +
         chosen->date + none_has(chosen) + ")");

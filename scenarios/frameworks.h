@@ -93,8 +93,6 @@ struct FrameworkNeeds {
     return selective_recompute || sharded_optimizer || context_parallel || parameter_sharding ||
            rotary || gated_mlp || gqa || rmsnorm;
   }
-  /// Whether `fw` has everything these needs name.
-  bool met_by(const FrameworkPreset& fw) const;
   /// What `fw` lacks of these needs, as a comma-separated list ("" when it has them all).
   std::string lacking(const FrameworkPreset& fw) const;
   std::vector<std::string> lacking_items(const FrameworkPreset& fw) const;

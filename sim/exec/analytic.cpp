@@ -946,11 +946,9 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         return (steps - 1 - drain) * std::max(r - w, c.comm_sm_share * r) +
                drain * std::max(r - wb, c.comm_sm_share * r) + last;
       };
-      // The embedding's tail: ZeRO-3 every micro-batch's forward waits for its gather and the
-      // backward ends with its reduce-scatter; ZeRO-1/2 the iteration's last reduce-scatter and
-      // its first gather.
-      // (ZeRO-3's chain above prices every pass's first gather and last reduce-scatter with
-      // equal buckets; the embedding's share is not added to it: over 106 fuzzed ZeRO-3
+      // The embedding's tail: ZeRO-1/2 the iteration's last reduce-scatter and its first
+      // gather. (ZeRO-3's chain above prices every pass's first gather and last reduce-scatter
+      // with equal buckets; the embedding's share is not added to it: over 106 fuzzed ZeRO-3
       // configurations it took more of them away from the executed schedule than toward it.)
       dp_exposed = par.zero >= 3
                        ? mb * z3
