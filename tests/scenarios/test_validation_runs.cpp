@@ -98,13 +98,11 @@ TEST(ValidationRuns, BlankFrameworkCouldBuildTheRowsModel) {
             std::string::npos)
       << why;
   EXPECT_EQ(framework_for_run("megatron", "NeurIPS 2024", &why, llama), "megatron-core-2023");
-  // One block alone is enough to rule the 2023-01 code out; SC21's GPT blocks are not.
+  // One block alone is enough to rule the 2023-01 code out.
   FrameworkNeeds swiglu;
   swiglu.gated_mlp = true;
   EXPECT_EQ(framework_for_run("megatron", "MegaScale NSDI24 Table 2", &why, swiglu),
             "megatron-core-2023");
-  EXPECT_EQ(framework_for_run("megatron", "Megatron-LM SC21 Table 1", &why, FrameworkNeeds{}),
-            "megatron-lm-2021");
   FrameworkNeeds zero3;
   zero3.sharded_optimizer = zero3.parameter_sharding = true;
   EXPECT_EQ(framework_for_run("nemo", "a 2024 report", &why), "nemo-2024");
