@@ -125,7 +125,7 @@ std::string validation_text(const std::vector<scen::ValidationRow>& rows,
   bool any_warning = false;
   for (const auto& r : rows) any_warning = any_warning || !r.warnings.empty();
   if (any_warning) {
-    o += "\nwarnings (published figures that disagree with each other or with the model):\n";
+    o += "\nwarnings (published figures that disagree with each other or with the model, and what a row asks of a framework version that did not have it):\n";
     for (const auto& r : rows) {
       for (const std::string& w : r.warnings) o += fmt::format("  {:<16} {}\n", r.id, w);
     }
