@@ -102,7 +102,10 @@ namespace trainsim::exec {
 /// ones end last; +14 % at packet fidelity, where it flooded its NIC).
 /// program-31: a pipeline transfer is priced (closed form) on its own pair of GPUs, not as
 /// inside a server whenever two stages share one.
-inline constexpr const char* kProgramModelVersion = "program-31";
+/// program-32: with DP overlap, ZeRO-1/2's parameter gathers but the first wait for the host's
+/// data loading (Megatron-Core dispatches each from the forward pre-hook of the bucket before);
+/// every one ran during the loading stall.
+inline constexpr const char* kProgramModelVersion = "program-32";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

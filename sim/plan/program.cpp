@@ -675,7 +675,9 @@ struct Builder {
   // backward prefetch walks the blocks in reverse); until program-26 it issued them in forward
   // order, so the backward's first layer waited for every gather of the chunk.
   std::vector<std::uint32_t> pass_gathers;  // per bucket of the chunk being computed
-  void gathers_for_chunk(int chunk, int mb, bool backward_order = false) {
+  // `after`: a task the gathers wait for, but for the chunk's first bucket when `first_free`.
+  void gathers_for_chunk(int chunk, int mb, bool backward_order = false,
+                         std::uint32_t after = kNoTask, bool first_free = false) {
     pass_gathers.clear();
     if (!dense_dp() || L.par.zero == 0) return;
     const ChunkInfo& ci = chunks[static_cast<std::size_t>(chunk)];
@@ -683,7 +685,7 @@ struct Builder {
     pass_gathers.assign(n, kNoTask);
     for (std::size_t k = 0; k < n; ++k) {
       const std::size_t b = backward_order ? n - 1 - k : k;
-      pass_gathers[b] = dp_gather_bucket(ci, b, mb, chunk, kNoTask);
+      pass_gathers[b] = dp_gather_bucket(ci, b, mb, chunk, b == 0 && first_free ? kNoTask : after);
     }
   }
 
@@ -964,19 +966,30 @@ void Builder::build() {
   chunk_backward_seen.assign(chunks.size(), 0);
 
   // Data loading (host stall) unless the data pipeline is asynchronous.
+  std::uint32_t data_loading = kNoTask;
   if (!opt.async_data_pipeline) {
     model::Op data;
     data.name = "data_loading";
     data.kind = model::OpKind::kMemory;
     data.kernels = 0;
-    compute(add_op(data), Pass::kData, Part::kWhole, -1, -1, -1);
+    data_loading = compute(add_op(data), Pass::kData, Part::kWhole, -1, -1, -1);
   }
 
   // ZeRO-1/2: the parameters updated by the previous step's optimizer are gathered before the
-  // forward (with DP overlap bucket by bucket, each before its layers).
+  // forward (with DP overlap bucket by bucket, each before its layers). Without DP overlap the
+  // step gathers them all (Megatron's distributed optimizer at the end of step()), and the GPU
+  // runs them while the host loads the next batch. With it (Megatron-Core's
+  // overlap_param_gather) the step dispatches the first bucket's gather only; each later one is
+  // dispatched by the forward pre-hook of the bucket before it, once the host is past the
+  // loading (distributed_optimizer.py / param_and_grad_buffer.py: finish_param_sync dispatches
+  // the next bucket). Until program-32 every bucket's gather ran during the loading stall.
   if (par.dp * par.cp > 1 && par.zero >= 1 && par.zero < 3) {
     for (int c = 0; c < v; ++c) {
-      gathers_for_chunk(c, -1);
+      if (opt.dp_overlap) {
+        gathers_for_chunk(c, -1, false, data_loading, c == 0);
+      } else {
+        gathers_for_chunk(c, -1);
+      }
       gather_of.push_back(pass_gathers);
       // Without DP overlap the first forward waits for the whole gather (and its copy-out).
       if (!opt.dp_overlap) {
