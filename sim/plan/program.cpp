@@ -979,10 +979,11 @@ void Builder::build() {
   // forward (with DP overlap bucket by bucket, each before its layers). Without DP overlap the
   // step gathers them all (Megatron's distributed optimizer at the end of step()), and the GPU
   // runs them while the host loads the next batch. With it (Megatron-Core's
-  // overlap_param_gather) the step dispatches the first bucket's gather only; each later one is
-  // dispatched by the forward pre-hook of the bucket before it, once the host is past the
-  // loading (distributed_optimizer.py / param_and_grad_buffer.py: finish_param_sync dispatches
-  // the next bucket). Until program-32 every bucket's gather ran during the loading stall.
+  // overlap_param_gather) only the first bucket's gather is dispatched before the loading (by
+  // optimizer.zero_grad() at the start of the step: distrib_optimizer.py,
+  // step_with_ready_grads); each later one is dispatched by the forward pre-hook of the bucket
+  // before it, once the host is past the loading (param_and_grad_buffer.py, finish_param_sync).
+  // Until program-32 every bucket's gather ran during the loading stall.
   if (par.dp * par.cp > 1 && par.zero >= 1 && par.zero < 3) {
     for (int c = 0; c < v; ++c) {
       if (opt.dp_overlap) {
