@@ -697,12 +697,11 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     const int p = par.pp, v = std::max(1, par.vpp);
     const bool interleaved = par.schedule == plan::Schedule::kInterleaved && v > 1;
     // Stage s of every replica sits where replica 0's does relative to the servers when the
-    // pipelines line up with them (plan::group_shape's `aligned`); otherwise every boundary is
+    // pipelines line up with them (plan::groups_line_up); otherwise every boundary is
     // priced at the pipeline's worst pair.
     const long gpn = std::max(1, cfg.cluster.gpus_per_node);
-    const long stride = std::max(1, par.pp_stride()), block = stride * p;
-    const bool aligned =
-        stride >= gpn || (gpn % stride == 0 && (gpn % block == 0 || block % gpn == 0));
+    const long stride = std::max(1, par.pp_stride());
+    const bool aligned = plan::groups_line_up(p, stride, gpn);
     const coll::GroupShape worst = pp_pair_shape(L);
     const coll::Cost in_server = c.cost(Kind::kSendRecv, bytes, coll::GroupShape{2, 2, 1, 1});
     const coll::Cost across =

@@ -15,6 +15,11 @@ std::string str(int x) { return std::to_string(x); }
 
 }  // namespace
 
+bool groups_line_up(long n, long stride, long gpus_per_node) {
+  const long s = std::max(1L, stride), gpn = std::max(1L, gpus_per_node), block = n * s;
+  return s >= gpn || (gpn % s == 0 && (gpn % block == 0 || block % gpn == 0));
+}
+
 coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster) {
   coll::GroupShape g;
   g.ranks = n;
@@ -30,8 +35,7 @@ coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster
   // dividing gpus_per_node. Otherwise some groups straddle a server boundary (TP 4 on 6-GPU
   // servers: ranks 4-7 on two servers), and the collective runs at the pace of the worst
   // group, so the shape is that group's: the most servers, then the fewest members on one.
-  const bool aligned =
-      s >= gpn || (gpn % s == 0 && (gpn % block == 0 || block % gpn == 0));
+  const bool aligned = groups_line_up(n, s, gpn);
   if (!aligned) {
     const long world = cluster.gpus > 0 ? cluster.gpus : block * gpn;
     const long period = gpn / std::gcd(block, static_cast<long>(gpn));

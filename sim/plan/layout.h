@@ -45,6 +45,10 @@ struct Layout {
 /// such a dimension do not line up with the servers, the shape of the worst one (most servers,
 /// then fewest members on one), bounded by `cluster.gpus`.
 coll::GroupShape group_shape(int n, int stride, const topo::ClusterSpec& cluster);
+/// Whether every group of `n` ranks `stride` apart lines up with servers of `gpus_per_node`
+/// (each on whole servers, or whole groups on each server, the stride dividing the server): then
+/// every group sits relative to the servers as the first one does.
+bool groups_line_up(long n, long stride, long gpus_per_node);
 
 /// Whether training.recompute selective-op (TorchTitan's per-op policy) is modelled for this
 /// model and parallel configuration: one GPU's whole dense, sequential layer, so CP 1, no experts,
