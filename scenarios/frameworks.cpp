@@ -39,6 +39,7 @@ std::map<std::string, std::string> nemo_values() {
                {"framework.dp_buckets", "scaled"},
                {"framework.tp_overlap_method", "decomposed"},
                {"framework.tp_async_backward", "true"},
+               {"framework.grad_scale_pass", "true"},
                {"framework.pp_activation", "full"},
                {"framework.grad_accumulation", "in-gemm"},
                {"framework.cp_comm", "p2p"},
@@ -66,6 +67,7 @@ std::map<std::string, std::string> torchtitan_values() {
                {"framework.activation", "fused"},
                {"framework.gqa_kv", "native"},
                {"framework.fsdp_copy_out", "true"},
+               {"framework.fsdp_copy_in", "true"},
                {"collectives.p2p_net_channels", "2"}});
 }
 
@@ -113,6 +115,7 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "(LinearWithGradAccumulationAndAsyncCommunication, with CUDA_DEVICE_MAX_CONNECTIONS=1)",
        with(levers({}), {{"parallel.sp", "true"},
                          {"framework.tp_async_backward", "true"},
+                         {"framework.grad_scale_pass", "true"},
                          {"parallel.zero", "1"},
                          {"training.recompute", "selective"},
                          {"training.grad_reduce_dtype", "fp32"},
@@ -144,6 +147,7 @@ std::vector<FrameworkPreset> framework_presets_listed() {
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.tp_async_backward", "true"},
+             {"framework.grad_scale_pass", "true"},
              {"framework.pp_activation", "full"},
              {"framework.grad_accumulation", "in-gemm"},
              {"framework.cp_comm", "p2p"},
@@ -178,7 +182,9 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        "fused cross-entropy (GPTModelProvider cross_entropy_loss_fusion = True; "
        "cross_entropy_fusion_impl = \"te\" in scripts/performance/utils/overrides.py)",
        with(nemo_values(),
-            {{"training.grad_reduce_dtype", "bf16"}, {"framework.cross_entropy", "te"}}),
+            {{"training.grad_reduce_dtype", "bf16"},
+             {"framework.cross_entropy", "te"},
+             {"framework.grad_scale_pass", "false"}}),
        "cudnn", "nemo", "causal"},
       {"megascale-2024", "MegaScale (NSDI'24)", "2024-02",
        "Jiang et al., NSDI'24 §3: Megatron-LM of 2023-01 plus the parallel transformer block, "
@@ -195,6 +201,7 @@ std::vector<FrameworkPreset> framework_presets_listed() {
              {"framework.dp_buckets", "fixed-40m"},
              {"framework.tp_overlap_method", "decomposed"},
              {"framework.tp_async_backward", "true"},
+             {"framework.grad_scale_pass", "true"},
              {"framework.pp_activation", "scatter-gather"},
              {"framework.grad_accumulation", "in-gemm"},
              {"framework.cp_comm", "p2p"},

@@ -1196,6 +1196,8 @@ class Resolver {
     o.tp_overlap_decomposed = get("framework.tp_overlap_method") == "decomposed";
     o.tp_async_backward = flag("framework.tp_async_backward");
     o.fsdp_copy_out = flag("framework.fsdp_copy_out");
+    o.fsdp_copy_in = flag("framework.fsdp_copy_in");
+    o.grad_scale_pass = flag("framework.grad_scale_pass");
     o.dp_buckets = get("framework.dp_buckets") == "fixed-40m" ? plan::BucketRule::kFixed40M
                                                               : plan::BucketRule::kScaledWithDp;
     o.pp_activation = get("framework.pp_activation") == "full" ? plan::PpActivation::kFull

@@ -724,6 +724,27 @@ std::vector<KeyDef> build_schema() {
                       "parameters are views of the gathered buffer (FSDP1's flat parameter, "
                       "Megatron's parameter buffer, DeepSpeed's partitions)",
        .aliases = {"all_gather_copy_out", "param_copy_out"}},
+      {.path = "framework.fsdp_copy_in",
+       .type = K::kBool,
+       .default_value = "false",
+       .description = "Before each gradient reduce-scatter of ZeRO / FSDP, the bucket's 16-bit "
+                      "gradients are copied into a flat buffer in the reduce dtype (2 B read and "
+                      "2 or 4 B written a parameter), and the compute stream waits for the copy: "
+                      "PyTorch FSDP2's foreach_reduce_scatter_copy_in. false: the gradients "
+                      "already sit in the reduced buffer (Megatron's grad buffer, FSDP1's flat "
+                      "parameter)",
+       .aliases = {"reduce_scatter_copy_in", "grad_copy_in"}},
+      {.path = "framework.grad_scale_pass",
+       .type = K::kBool,
+       .default_value = "false",
+       .description = "Before each gradient all-reduce or reduce-scatter the bucket's gradients "
+                      "are divided by the data-parallel size in a pass of their own on the "
+                      "compute stream, read and written in the reduce dtype: Megatron-LM's "
+                      "`gbuf.data /= dp` (2022-2023) and Megatron-Core's bucket scaling before "
+                      "the collective (until --ddp-average-in-collective, 2024-06, which NeMo 2 "
+                      "turns on); at ZeRO 0/1, Megatron's own reductions. false: the collective "
+                      "averages (NCCL's avg) or the scaling is elsewhere",
+       .aliases = {"gradient_scaling_pass", "grad_prescale"}},
       {.path = "framework.pp_activation",
        .type = K::kEnum,
        .default_value = "scatter-gather",
@@ -1413,7 +1434,11 @@ const std::map<std::string, std::string>& values_before_key_existed() {
   static const std::map<std::string, std::string> kBefore = {
       {"framework.rope", "none"}, {"framework.activation", "fused"}, {"framework.gqa_kv", "native"},
       // program-23: FSDP2's copy-out of gathered parameters.
-      {"framework.fsdp_copy_out", "false"}};
+      {"framework.fsdp_copy_out", "false"},
+      // program-33: FSDP2's copy-in of gradients before each reduce-scatter.
+      {"framework.fsdp_copy_in", "false"},
+      // analytic-37 / program-33: Megatron's 1/DP scaling pass before each gradient reduction.
+      {"framework.grad_scale_pass", "false"}};
   return kBefore;
 }
 

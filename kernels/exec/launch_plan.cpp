@@ -144,8 +144,12 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   }
   // Gradient accumulation (plan::GradAccumulation) moves its bytes in one kernel per parameter
   // tensor: the generic memory-traffic kernel, as no calibrated launcher times it.
-  // FSDP2's copy-out of gathered parameters is one such streaming pass too.
-  if (op.name == "grad_accumulate" || op.name == "param_copy_out") return k;
+  // FSDP2's copy-out of gathered parameters and copy-in of gradients, and Megatron's 1/DP
+  // scaling of a gradient bucket, are such streaming passes too.
+  if (op.name == "grad_accumulate" || op.name == "param_copy_out" || op.name == "grad_copy_in" ||
+      op.name == "grad_scale") {
+    return k;
+  }
   // A backward runs the op's dedicated backward launcher (`<kind>_bwd`, launchers.h) once at
   // the forward's shape, the kernel `calibrate kernels` times as that kind
   // (kernels::memory_backward_bench_item); cross-entropy's forward launcher writes the logits

@@ -92,6 +92,37 @@ struct Context {
     const double once = cm.forward(op);
     return par.zero >= 3 ? once : once / L.microbatches;
   }
+  // What the compute stream does to gradients before their reduction, one kernel each: FSDP2's
+  // copy of the 16-bit gradients into the reduce-scatter's input in the reduce dtype
+  // (framework.fsdp_copy_in; the compute stream waits for it) and Megatron's 1/DP scaling of the
+  // buffer, read and written in the reduce dtype (framework.grad_scale_pass; ZeRO 0/1, Megatron's
+  // own reductions: its ZeRO-2/3 runs are other frameworks' code). `dense` parameters
+  // are reduced over DP·CP, `expert` over their expert-data-parallel group. Per micro-batch:
+  // ZeRO >= 2 reduces every micro-batch, ZeRO 0/1 once an iteration (the Program's
+  // pre_reduce).
+  double pre_reduce(double dense, double expert) const {
+    const auto& par = L.par;
+    if (par.dp * par.cp <= 1) return 0.0;
+    const double params = dense + (par.dp / par.ep * par.cp > 1 ? expert : 0.0);
+    if (params <= 0) return 0.0;
+    const double gb = bytes_per_element(cfg.training.grad_reduce);
+    double once = 0;
+    const auto pass = [&](double bytes_per_param) {
+      model::Op op;
+      op.kind = model::OpKind::kMemory;
+      op.kernel = "copy";
+      op.bytes = bytes_per_param * params;
+      once += cm.forward(op);
+    };
+    if (cfg.opt.fsdp_copy_in && par.zero >= 1) pass(2.0 + gb);
+    if (cfg.opt.grad_scale_pass && par.zero <= 1) pass(2.0 * gb);
+    return par.zero >= 2 ? once : once / L.microbatches;
+  }
+  double layer_pre_reduce(bool moe) const {
+    const double t = L.par.tp;
+    return pre_reduce(pc.attention / t + pc.norms + (moe ? 0.0 : pc.mlp / t),
+                      moe ? pc.expert_mlp / t / L.par.ep : 0.0);
+  }
   double layer_copy_out(bool moe) const {
     const double t = L.par.tp;
     return copy_out(pc.attention / t + pc.norms + (moe ? 0.0 : pc.mlp / t) +
@@ -297,6 +328,10 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
   out.add(kCompute, accumulate);
   // FSDP2's copy-out after the layer's parameter gathers (ZeRO-3: before its forward and its
   // backward; ZeRO-1/2: once an iteration, before the first forward).
+  // The passes over the layer's gradients before their reduction, after its backward.
+  const double pre_reduce = c.layer_pre_reduce(moe);
+  out.add(kBackward, pre_reduce);
+  out.add(kCompute, pre_reduce);
   const double copy = c.layer_copy_out(moe);
   if (copy > 0) {
     out.add(kForward, copy);
@@ -536,7 +571,8 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   // costs what running in turn does, as the executor's share (sm_share.cpp) is capped.
   c.comm_sm_share =
       gpu.sms > 0 ? std::min(1.0, static_cast<double>(kOverlapCommSms) / gpu.sms) : 0.0;
-  if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm || cfg.opt.fsdp_copy_out) {
+  if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm || cfg.opt.fsdp_copy_out ||
+      cfg.opt.fsdp_copy_in || cfg.opt.grad_scale_pass) {
     c.pc = model::count_parameters(m);
   }
 
@@ -647,6 +683,19 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         adds->add(kCompute, x);
       }
     }
+  }
+  if (cfg.opt.fsdp_copy_in || cfg.opt.grad_scale_pass) {
+    // The embedding's and the head's gradients before their reductions (the Program's first and
+    // last layer buckets hold them), as the layers' (Context::pre_reduce).
+    const double t = par.tp;
+    const double out = m.tied_embeddings ? static_cast<double>(m.vocab) * m.hidden : c.pc.output;
+    const bool out_here = par.pp > 1 || !m.tied_embeddings;
+    const double emb = c.pre_reduce(model::embedding_params_per_rank(m, c.pc, L.par.tp), 0.0);
+    const double head = c.pre_reduce((out_here ? out / t : 0.0) + c.pc.final_norm, 0.0);
+    w.embedding.add(kBackward, emb);
+    w.embedding.add(kCompute, emb);
+    w.head.add(kBackward, head);
+    w.head.add(kCompute, head);
   }
   part[0].apply(w.embedding);
   if (single) {

@@ -107,7 +107,11 @@ namespace trainsim::exec {
 /// analytic-36: a pipeline that spans servers prices its transfers across them (with two or more
 /// stages on a server every pair counted as inside one, the interleaved wrap from the last stage
 /// to the first included).
-inline constexpr const char* kAnalyticModelVersion = "analytic-36";
+/// analytic-37: what the compute stream does to gradients before their reduction: FSDP2's copy
+/// into the reduce-scatter's input (framework.fsdp_copy_in, the TorchTitan presets) and
+/// Megatron's 1/DP scaling pass (framework.grad_scale_pass, the Megatron presets until NeMo 2's
+/// average_in_collective).
+inline constexpr const char* kAnalyticModelVersion = "analytic-37";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -105,7 +105,10 @@ namespace trainsim::exec {
 /// program-32: with DP overlap, ZeRO-1/2's parameter gathers but the first wait for the host's
 /// data loading (Megatron-Core dispatches each from the forward pre-hook of the bucket before);
 /// every one ran during the loading stall.
-inline constexpr const char* kProgramModelVersion = "program-32";
+/// program-33: compute tasks the gradient reductions follow: FSDP2's copy-in of each bucket's
+/// gradients (framework.fsdp_copy_in) and Megatron's 1/DP scaling pass
+/// (framework.grad_scale_pass).
+inline constexpr const char* kProgramModelVersion = "program-33";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -158,6 +158,15 @@ struct Optimizations {
   // unsharded parameters on the compute stream (framework.fsdp_copy_out: PyTorch FSDP2's
   // foreach_all_gather_copy_out): read and written once in the parameters' 16-bit dtype.
   bool fsdp_copy_out = false;
+  // Each gradient reduce-scatter first copies the bucket's 16-bit gradients into a flat buffer in
+  // the reduce dtype, and the compute stream waits for that copy (framework.fsdp_copy_in: PyTorch
+  // FSDP2's foreach_reduce_scatter_copy_in, the default stream's wait_event(copy_in_event)).
+  bool fsdp_copy_in = false;
+  // Before each gradient reduction the bucket's gradients are scaled by 1/DP in a pass of their
+  // own on the compute stream, read and written in the reduce dtype (framework.grad_scale_pass:
+  // Megatron's `data /= dp` / `grad_data *= gradient_scaling_factor` before the collective,
+  // until NCCL's average replaced it with average_in_collective).
+  bool grad_scale_pass = false;
   // TP overlap splits the GEMM beside a TP collective into TP chunks and pipelines them with the
   // collective's pieces (Transformer Engine userbuffers, MegaScale §3.2); false: the collective
   // runs beside the whole GEMM it does not depend on (bulk overlap).

@@ -577,6 +577,12 @@ struct Builder {
     // Per DP bucket: the copy of its gathered parameters into the unsharded ones on the compute
     // stream after each gather (Optimizations::fsdp_copy_out), -1 where none runs.
     std::vector<int> copy_out;
+    // Per DP bucket: the copy of its gradients into the reduce-scatter's flat buffer on the
+    // compute stream before each reduction (Optimizations::fsdp_copy_in), -1 where none runs.
+    std::vector<int> copy_in;
+    // Per DP bucket: the 1/DP scaling pass over its gradients on the compute stream before each
+    // reduction (Optimizations::grad_scale_pass), -1 where none runs.
+    std::vector<int> scale;
     int accumulate_embedding[2] = {-1, -1};  // [first backward, the others]
     int accumulate_head[2] = {-1, -1};
   };
@@ -622,8 +628,20 @@ struct Builder {
   // reduction too.
   bool dense_dp() const { return L.par.dp * L.par.cp > 1; }
 
-  void dp_grad_bucket(const ChunkInfo& ci, std::size_t b, int mb, int chunk) {
+  // What the compute stream does to bucket b's gradients before their reduction: FSDP2's copy
+  // into the reduce-scatter's input, Megatron's 1/DP scaling; the reduction follows them.
+  void pre_reduce(const ChunkInfo& ci, std::size_t b, int mb, int chunk) {
+    const int layer = ci.first_layer + ci.bucket_first[b];
+    for (const std::vector<int>* ops : {&ci.copy_in, &ci.scale}) {
+      if (b < ops->size() && (*ops)[b] >= 0) {
+        compute((*ops)[b], Pass::kBackward, Part::kWhole, mb, chunk, layer);
+      }
+    }
+  }
+  // `pre`: run the bucket's pre-reduction passes first (pre_reduce), unless the caller did.
+  void dp_grad_bucket(const ChunkInfo& ci, std::size_t b, int mb, int chunk, bool pre = true) {
     if (!dense_dp()) return;
+    if (pre) pre_reduce(ci, b, mb, chunk);
     const bool zero = L.par.zero >= 1;
     const coll::Kind kind = zero ? coll::Kind::kReduceScatter : coll::Kind::kAllReduce;
     const double dense = ci.bucket_dense[b], expert = ci.bucket_expert[b];
@@ -960,6 +978,36 @@ void Builder::build() {
         copy = add_op(o);
       }
       ci.copy_out.push_back(copy);
+      // FSDP2's reduce-scatter copy-in: the bucket's 16-bit gradients read, written in the reduce
+      // dtype, for the parameters some reduction covers (the dense ones over DP·CP, the expert
+      // ones over their expert-data-parallel group).
+      int copy_in = -1;
+      const double reduced =
+          (dense_dp() ? bd : 0.0) + (par.dp / par.ep * par.cp > 1 ? be : 0.0);
+      if (opt.fsdp_copy_in && par.zero >= 1 && reduced > 0) {
+        model::Op o;
+        o.name = "grad_copy_in";
+        o.kind = model::OpKind::kMemory;
+        o.bytes = (2.0 + bytes_per_element(ps.training.grad_reduce)) * reduced;
+        o.backward_bytes = o.bytes;
+        o.kernel = "copy";
+        copy_in = add_op(o);
+      }
+      ci.copy_in.push_back(copy_in);
+      // Megatron's scaling by 1/DP: the bucket's gradients read and written in the reduce dtype,
+      // before the one reduction of the iteration (ZeRO 0/1: Megatron's DDP and distributed
+      // optimizer; ZeRO-2/3 reductions are other frameworks' code, whose division is not this).
+      int scale = -1;
+      if (opt.grad_scale_pass && par.zero <= 1 && reduced > 0) {
+        model::Op o;
+        o.name = "grad_scale";
+        o.kind = model::OpKind::kMemory;
+        o.bytes = 2.0 * bytes_per_element(ps.training.grad_reduce) * reduced;
+        o.backward_bytes = o.bytes;
+        o.kernel = "copy";
+        scale = add_op(o);
+      }
+      ci.scale.push_back(scale);
     }
     chunks.push_back(std::move(ci));
   }
@@ -1073,11 +1121,17 @@ void Builder::build() {
     }
   }
 
-  // Without DP overlap the whole gradient is reduced after the last backward (ZeRO-0/1).
+  // Without DP overlap the whole gradient is reduced after the last backward (ZeRO-0/1): every
+  // buffer scaled first (Megatron-LM's distributed optimizer divides each chunk's buffer, then
+  // reduce-scatters them), then the reductions.
   if (!opt.dp_overlap && par.zero < 2) {
     for (int c = 0; c < v; ++c) {
       const ChunkInfo& ci = chunks[static_cast<std::size_t>(c)];
-      for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) dp_grad_bucket(ci, b, -1, c);
+      for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) pre_reduce(ci, b, -1, c);
+    }
+    for (int c = 0; c < v; ++c) {
+      const ChunkInfo& ci = chunks[static_cast<std::size_t>(c)];
+      for (std::size_t b = 0; b < ci.bucket_first.size(); ++b) dp_grad_bucket(ci, b, -1, c, false);
     }
   }
 

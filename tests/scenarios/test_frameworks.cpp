@@ -182,6 +182,25 @@ TEST(Frameworks, ElementwiseWorkFollowsTheVersion) {
     EXPECT_FALSE(load(fw).opt.fsdp_copy_out) << fw;
   }
   EXPECT_EQ(values_before_key_existed().at("framework.fsdp_copy_out"), "false");
+  // ...and copies each reduce-scatter's gradients in first (FSDP1's flat parameter and
+  // Megatron's grad buffer are reduced in place).
+  EXPECT_TRUE(eager.opt.fsdp_copy_in);
+  EXPECT_TRUE(load("torchtitan-2024").opt.fsdp_copy_in);
+  for (const char* fw : {"llm-foundry-2023", "deepspeed-2023", "megatron-core-2023", "nemo-2025"}) {
+    EXPECT_FALSE(load(fw).opt.fsdp_copy_in) << fw;
+  }
+  EXPECT_EQ(values_before_key_existed().at("framework.fsdp_copy_in"), "false");
+  // Megatron scales each bucket by 1/DP in a pass of its own before the collective, until
+  // average_in_collective (Megatron-Core 2024-06), which NeMo 2's recipes turn on.
+  for (const char* fw : {"megatron-lm-2023", "megatron-core-2023", "megatron-core-2024",
+                         "nemo-2024", "megascale-2024"}) {
+    EXPECT_TRUE(load(fw).opt.grad_scale_pass) << fw;
+  }
+  for (const char* fw : {"nemo-2025", "torchtitan-2024", "torchtitan-2024-04",
+                         "llm-foundry-2023", "deepspeed-2023", "megatron-lm-2021"}) {
+    EXPECT_FALSE(load(fw).opt.grad_scale_pass) << fw;
+  }
+  EXPECT_EQ(values_before_key_existed().at("framework.grad_scale_pass"), "false");
   EXPECT_EQ(find_key("framework.rope")->default_value, "fused");
   EXPECT_EQ(values_before_key_existed().at("framework.rope"), "none");
 

@@ -760,12 +760,18 @@ TEST(Program, EmbeddingBucketIsTheExposedTail) {
 // outlasts it (TP 8 · DP 2 over the NICs here) the excess queues up. Until analytic-35 the closed
 // form took the 1F1B drain (none at PP 1: every reduction beside a forward and a backward) and
 // exposed 28 ms where the schedule exposes 96 ms (iteration 8 % short); now 69 ms (6 % short;
-// what the schedule exposes beyond the queue is not traced yet).
+// what the schedule exposes beyond the queue is not traced yet). The 1/DP scaling pass of
+// megatron-lm-2023 (framework.grad_scale_pass, analytic-37) is off here: with it on the schedule's
+// iteration does not move (0.4023 → 0.4025 s: the DP stream is the bottleneck), while the
+// closed form subtracts more exposure than the pass adds (0.3782 → 0.3748 s; exposed DP 69 → 49
+// ms against the schedule's 96 → 81), a flaw of its per-reduction max(r − w_b, s·r) when the
+// reductions queue (docs/analytic-model.md §8).
 TEST(Program, GpipeZeroTwoReductionsQueueBehindBackwards) {
   RunConfig c = config(16, 8, 1, 2, 24, 16, 2304);
   c.model.heads = 24;
   c.model.kv_heads = 24;
   c.parallel.zero = 2;
+  c.opt.grad_scale_pass = false;
   c.parallel.schedule = plan::Schedule::kGpipe;
   c.opt.dp_overlap = true;
   c.opt.async_data_pipeline = true;
@@ -1358,10 +1364,10 @@ TEST(Program, FsdpCopiesGatheredParametersOutOnTheComputeStream) {
   const double params = plan::stage_parameters(on.model, ps.layout, true, true, 2).total();
   EXPECT_NEAR(copied, 2.0 * m * 4.0 * params, 1e-6 * copied);
   EXPECT_GE(tasks, 2 * m);
-  for (const plan::Task& t : programs_of(off).roles[0].tasks) {
+  const plan::ProgramSet ps_off = programs_of(off);
+  for (const plan::Task& t : ps_off.roles[0].tasks) {
     if (t.type == plan::TaskType::kCompute) {
-      EXPECT_NE(programs_of(off).roles[0].ops[static_cast<std::size_t>(t.op)].name,
-                "param_copy_out");
+      EXPECT_NE(ps_off.roles[0].ops[static_cast<std::size_t>(t.op)].name, "param_copy_out");
     }
   }
   const RunConfig rc_on = scen::make_run_config(on), rc_off = scen::make_run_config(off);
@@ -1374,6 +1380,149 @@ TEST(Program, FsdpCopiesGatheredParametersOutOnTheComputeStream) {
                           exec::run_analytic(rc_off).breakdown.compute_s;
   // The analytic fidelity: a launch per layer, the embedding and the head, per pass.
   EXPECT_NEAR(analytic, copied / bw + 2.0 * m * (2 + 2) * launch, 1e-9);
+}
+
+// FSDP2's copy-in (framework.fsdp_copy_in): before each reduce-scatter the bucket's 16-bit
+// gradients are copied into the flat input in the reduce dtype, and the compute stream waits for
+// the copy (PyTorch's foreach_reduce, wait_event(copy_in_event)). The 2-layer GPT of the
+// copy-out test (DP 8, ZeRO-3: a reduce-scatter every micro-batch; communication free, DP
+// overlap off): 2 + 4 B a parameter with fp32 reduction, 2 + 2 B with bf16, once per
+// micro-batch; the iteration grows by exactly the copies' time, and the analytic fidelity adds
+// the same bytes (a launch per layer, the embedding and the head).
+TEST(Program, FsdpCopiesGradientsInBeforeEachReduceScatter) {
+  const std::string yaml =
+      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 1024}\n"
+      "cluster: {preset: selene-a100, gpus: 8}\n"
+      "parallel: {tp: 1, pp: 1, dp: 8, zero: 3}\n"
+      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: torchtitan-2024-04}\n"
+      "optimizations: {dp_overlap: false}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  for (const auto& [dtype, written] : {std::pair<std::string, double>{"fp32", 4.0}, {"bf16", 2.0}}) {
+    SCOPED_TRACE(dtype);
+    const scen::Scenario on = scen::load_scenario_string(
+        yaml, "fsdp.yaml", {"training.grad_reduce_dtype=" + dtype});
+    ASSERT_TRUE(on.opt.fsdp_copy_in);
+    const scen::Scenario off = scen::load_scenario_string(
+        yaml, "fsdp.yaml",
+        {"training.grad_reduce_dtype=" + dtype, "framework.fsdp_copy_in=false"});
+    const plan::ProgramSet ps = programs_of(on);
+    const int m = ps.layout.microbatches;
+    ASSERT_EQ(m, 2);
+    const plan::Program& P = ps.roles[0];
+    double copied = 0;
+    int tasks = 0;
+    for (const plan::Task& t : P.tasks) {
+      if (t.type != plan::TaskType::kCompute) continue;
+      const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
+      if (op.name != "grad_copy_in") continue;
+      ++tasks;
+      copied += op.bytes;
+      EXPECT_EQ(t.stream, plan::Stream::kCompute);
+      EXPECT_EQ(t.pass, plan::Pass::kBackward);
+    }
+    const double params = plan::stage_parameters(on.model, ps.layout, true, true, 2).total();
+    EXPECT_NEAR(copied, m * (2.0 + written) * params, 1e-6 * copied);
+    EXPECT_GE(tasks, m);
+    const plan::ProgramSet ps_off = programs_of(off);
+    for (const plan::Task& t : ps_off.roles[0].tasks) {
+      if (t.type == plan::TaskType::kCompute) {
+        EXPECT_NE(ps_off.roles[0].ops[static_cast<std::size_t>(t.op)].name, "grad_copy_in");
+      }
+    }
+    const RunConfig rc_on = scen::make_run_config(on), rc_off = scen::make_run_config(off);
+    const double bw = rc_on.cluster.gpu.hbm_Bps * rc_on.profile.memory_efficiency("copy");
+    const double launch = rc_on.profile.kernel_overhead_s;
+    const double sched = exec::run_program(rc_on, free_comm()).iteration_time_s -
+                         exec::run_program(rc_off, free_comm()).iteration_time_s;
+    EXPECT_NEAR(sched, copied / bw + tasks * launch, 1e-9);
+    const double analytic = exec::run_analytic(rc_on).breakdown.compute_s -
+                            exec::run_analytic(rc_off).breakdown.compute_s;
+    EXPECT_NEAR(analytic, copied / bw + m * (2 + 2) * launch, 1e-9);
+  }
+  // Nothing is copied in where nothing is reduced (DP 1).
+  const scen::Scenario one = scen::load_scenario_string(
+      yaml, "fsdp.yaml", {"cluster.gpus=1", "parallel.dp=1", "training.global_batch=2"});
+  const plan::ProgramSet ps_one = programs_of(one);
+  for (const plan::Task& t : ps_one.roles[0].tasks) {
+    if (t.type == plan::TaskType::kCompute) {
+      EXPECT_NE(ps_one.roles[0].ops[static_cast<std::size_t>(t.op)].name, "grad_copy_in");
+    }
+  }
+}
+
+// Megatron's 1/DP scaling pass (framework.grad_scale_pass): before each reduction the bucket's
+// gradients are divided in place on the compute stream, read and written in the reduce dtype
+// (Megatron-LM 2023: `gbuf.data /= dp`, distrib_optimizer.py at 285068c8; Megatron-Core:
+// grad_buffer.py `self.data /= ...` at core_v0.4.0, `grad_data *= gradient_scaling_factor` at
+// core_r0.8.0). The 2-layer GPT on 8 A100s as DP 8, ZeRO-1, 2 micro-batches, communication free,
+// DP overlap off: the whole buffer once an iteration (8 B a parameter in fp32), and the
+// iteration grows by exactly that pass; the analytic fidelity adds the same bytes (a launch per
+// layer, the embedding and the head). None at ZeRO-2 (not Megatron's code) nor at DP 1.
+TEST(Program, MegatronScalesGradientsBeforeEachReduction) {
+  const std::string yaml =
+      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 1024}\n"
+      "cluster: {preset: selene-a100, gpus: 8}\n"
+      "parallel: {tp: 1, pp: 1, dp: 8, zero: 1}\n"
+      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: megatron-core-2023}\n"
+      "optimizations: {dp_overlap: false}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  const auto scaled = [](const plan::Program& P, int& tasks) {
+    double bytes = 0;
+    tasks = 0;
+    for (const plan::Task& t : P.tasks) {
+      if (t.type != plan::TaskType::kCompute) continue;
+      const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
+      if (op.name != "grad_scale") continue;
+      ++tasks;
+      bytes += op.bytes;
+      EXPECT_EQ(t.stream, plan::Stream::kCompute);
+    }
+    return bytes;
+  };
+  const scen::Scenario on = scen::load_scenario_string(yaml, "scale.yaml");
+  ASSERT_TRUE(on.opt.grad_scale_pass);
+  ASSERT_FALSE(on.opt.fsdp_copy_in);
+  const scen::Scenario off =
+      scen::load_scenario_string(yaml, "scale.yaml", {"framework.grad_scale_pass=false"});
+  const plan::ProgramSet ps = programs_of(on);
+  const int m = ps.layout.microbatches;
+  ASSERT_EQ(m, 2);
+  int tasks = 0;
+  const double bytes = scaled(ps.roles[0], tasks);
+  const double params = plan::stage_parameters(on.model, ps.layout, true, true, 2).total();
+  EXPECT_NEAR(bytes, 2.0 * 4.0 * params, 1e-6 * bytes);
+  EXPECT_GE(tasks, 1);
+  int none = 0;
+  EXPECT_EQ(scaled(programs_of(off).roles[0], none), 0.0);
+  const RunConfig rc_on = scen::make_run_config(on), rc_off = scen::make_run_config(off);
+  const double bw = rc_on.cluster.gpu.hbm_Bps * rc_on.profile.memory_efficiency("copy");
+  const double launch = rc_on.profile.kernel_overhead_s;
+  const double sched = exec::run_program(rc_on, free_comm()).iteration_time_s -
+                       exec::run_program(rc_off, free_comm()).iteration_time_s;
+  EXPECT_NEAR(sched, bytes / bw + tasks * launch, 1e-9);
+  const double analytic = exec::run_analytic(rc_on).breakdown.compute_s -
+                          exec::run_analytic(rc_off).breakdown.compute_s;
+  EXPECT_NEAR(analytic, bytes / bw + (2 + 2) * launch, 1e-9);
+
+  // In bf16 the pass moves 4 B a parameter; ZeRO 0 (an all-reduce) scales as ZeRO-1 does. ZeRO-2/3
+  // reduce every micro-batch, which Megatron's own code does not (its division is not priced).
+  const scen::Scenario bf16 = scen::load_scenario_string(
+      yaml, "scale.yaml", {"parallel.zero=0", "training.grad_reduce_dtype=bf16"});
+  EXPECT_NEAR(scaled(programs_of(bf16).roles[0], tasks), 2.0 * 2.0 * params, 1e-6 * bytes);
+  const scen::Scenario z2 = scen::load_scenario_string(yaml, "scale.yaml", {"parallel.zero=2"});
+  EXPECT_EQ(scaled(programs_of(z2).roles[0], tasks), 0.0);
+  // Nothing to scale where nothing is reduced (DP 1).
+  const scen::Scenario one = scen::load_scenario_string(
+      yaml, "scale.yaml", {"cluster.gpus=1", "parallel.dp=1", "training.global_batch=2"});
+  EXPECT_EQ(scaled(programs_of(one).roles[0], tasks), 0.0);
+  EXPECT_EQ(exec::run_analytic(scen::make_run_config(one)).breakdown.compute_s,
+            exec::run_analytic(scen::make_run_config(scen::load_scenario_string(
+                                   yaml, "scale.yaml",
+                                   {"cluster.gpus=1", "parallel.dp=1", "training.global_batch=2",
+                                    "framework.grad_scale_pass=false"})))
+                .breakdown.compute_s);
 }
 
 // training.recompute selective-op (TorchTitan's per-op checkpointing): before each layer's
