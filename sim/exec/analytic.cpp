@@ -1019,6 +1019,20 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       nic_bytes += rs_times * rs.nic_bytes + ag_times * ag.nic_bytes;
     }
     bd.exposed_dp_s = dp_exposed;
+    // With DP overlap at ZeRO 0/1 each stage reduces (and first scales or copies in) its
+    // gradients in the last micro-batch's backward, which the pipeline's drain runs through
+    // stage by stage: every stage after the priced one holds the chain's next send back by its
+    // passes, as the Program runs them (a chunk's send follows its backward's compute). The
+    // priced stage's own are in its compute; the per-micro-batch share above is the slot's.
+    if (cfg.opt.dp_overlap && par.zero <= 1 && par.pp > 1) {
+      double later = c.pre_reduce(sp_last.dense, sp_last.expert);
+      if (par.pp > 2) {
+        const plan::StageParams sp_mid = plan::stage_parameters(
+            m, pc, L, false, false, n_middle, plan::moe_layers_of_stage(m, L, 1));
+        later += (par.pp - 2) * c.pre_reduce(sp_mid.dense, sp_mid.expert);
+      }
+      bd.pipeline_bubble_s += later * (L.microbatches - 1);
+    }
   }
 
   // Optimizer step, memory-bound over this GPU's parameter shard (ComputeModel::optimizer).
