@@ -1006,7 +1006,10 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
                        : exposed_with(rs.time_s, bwd_pass, v, rs_emb) +
                              exposed_with(ag.time_s, fwd_pass, v, ag_emb);
       // Before the first forward: with DP overlap its chunk's first bucket (ZeRO-3: ag_first
-      // is a bucket of every chunk), without it the whole gather (ZeRO-3: the first chunk's).
+      // is a bucket of every chunk), without it the whole gather of the distributed optimizer's
+      // step. ZeRO-3 without DP overlap gathers on demand, once the forward is called on the
+      // loaded batch: nothing runs during the loader's stall (analytic-38; until then the first
+      // chunk's gather was taken as hidden by it, as the Program ran it until program-34).
       first_gather_s =
           cfg.opt.dp_overlap
               ? (par.zero >= 3 ? ag_first / v
@@ -1014,7 +1017,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
                                                          std::max(1.0, std::ceil(sp.total() / v /
                                                                                  bucket)) +
                                                      ag_emb))
-              : (par.zero >= 3 ? ag.time_s / v : ag.time_s);
+              : (par.zero >= 3 ? 0.0 : ag.time_s);
       nvlink_bytes += rs_times * rs.nvlink_bytes + ag_times * ag.nvlink_bytes;
       nic_bytes += rs_times * rs.nic_bytes + ag_times * ag.nic_bytes;
     }

@@ -111,7 +111,9 @@ namespace trainsim::exec {
 /// into the reduce-scatter's input (framework.fsdp_copy_in, the TorchTitan presets) and
 /// Megatron's 1/DP scaling pass (framework.grad_scale_pass, the Megatron presets until NeMo 2's
 /// average_in_collective).
-inline constexpr const char* kAnalyticModelVersion = "analytic-37";
+/// analytic-38: ZeRO-3 without DP overlap gathers on demand, after the batch is loaded: the
+/// loader's stall no longer hides the first chunk's gather.
+inline constexpr const char* kAnalyticModelVersion = "analytic-38";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -108,7 +108,9 @@ namespace trainsim::exec {
 /// program-33: compute tasks the gradient reductions follow: FSDP2's copy-in of each bucket's
 /// gradients (framework.fsdp_copy_in) and Megatron's 1/DP scaling pass
 /// (framework.grad_scale_pass).
-inline constexpr const char* kProgramModelVersion = "program-33";
+/// program-34: ZeRO-3 without DP overlap gathers on demand: a pass's parameter gathers wait for
+/// the compute stream to reach the pass (a backward's no longer ran beside its forward).
+inline constexpr const char* kProgramModelVersion = "program-34";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

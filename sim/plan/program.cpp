@@ -710,7 +710,12 @@ struct Builder {
   void forward(int mb, int chunk, bool emit_send = true) {
     const ChunkInfo& ci = chunks[static_cast<std::size_t>(chunk)];
     if (ci.has_prev) blockers.push_back(recv(Stream::kPpRecvPrev, mb, chunk));
-    if (L.par.zero >= 3) gathers_for_chunk(chunk, mb);
+    // ZeRO-3 without DP overlap gathers on demand: a pass's gathers start when the compute stream
+    // reaches it (FSDP without forward or backward prefetch, ZeRO-3 without overlap_comm), not
+    // ahead of it. (Until program-34 they waited for nothing but the DP stream, so a backward's
+    // gathers ran beside its forward: the executed schedule hid one of a micro-batch's two
+    // gathers that the closed form, rightly, exposes.)
+    if (L.par.zero >= 3) gathers_for_chunk(chunk, mb, false, opt.dp_overlap ? kNoTask : last_compute);
     if (!opt.dp_overlap) {
       for (std::uint32_t g : pass_gathers) blockers.push_back(g);
       copy_out_all(ci, pass_gathers, Pass::kForward, mb, chunk);
@@ -744,7 +749,8 @@ struct Builder {
       blockers.push_back(pre_recv != kNoTask ? pre_recv : recv(Stream::kPpRecvNext, mb, chunk));
     }
     if (L.par.zero >= 3) {
-      gathers_for_chunk(chunk, mb, /*backward_order=*/true);
+      gathers_for_chunk(chunk, mb, /*backward_order=*/true,
+                        opt.dp_overlap ? kNoTask : last_compute);
       if (!opt.dp_overlap) {
         for (std::uint32_t g : pass_gathers) blockers.push_back(g);
         copy_out_all(ci, pass_gathers, Pass::kBackward, mb, chunk);
