@@ -1325,6 +1325,54 @@ TEST(Program, MoeDispatchCarriesEachTpRanksOwnTokens) {
 namespace trainsim {
 namespace {
 
+// The 2-layer GPT on 8 A100s as DP 8 of the pass tests below, 2 micro-batches, DP overlap off,
+// under `framework` at ZeRO `zero`.
+std::string two_layer_gpt(int zero, const std::string& framework) {
+  return "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 1024}\n"
+         "cluster: {preset: selene-a100, gpus: 8}\n"
+         "parallel: {tp: 1, pp: 1, dp: 8, zero: " + std::to_string(zero) + "}\n"
+         "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
+         "framework: {preset: " + framework + "}\n"
+         "optimizations: {dp_overlap: false}\n"
+         "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+}
+
+// The compute tasks of a Program that run op `name`: their HBM bytes and how many (each on the
+// compute stream).
+struct OpTally {
+  double bytes = 0;
+  int tasks = 0;
+};
+OpTally tally(const plan::Program& P, const std::string& name) {
+  OpTally t;
+  for (const plan::Task& task : P.tasks) {
+    if (task.type != plan::TaskType::kCompute) continue;
+    const model::Op& op = P.ops[static_cast<std::size_t>(task.op)];
+    if (op.name != name) continue;
+    ++t.tasks;
+    t.bytes += op.bytes;
+    EXPECT_EQ(task.stream, plan::Stream::kCompute) << name;
+  }
+  return t;
+}
+
+// What a memory-bound pass adds to a run (`on` against `off`): the executed iteration with free
+// communication, and the analytic fidelity's compute; `bw` and `launch` of the profile.
+struct Added {
+  double schedule = 0, analytic_compute = 0, bw = 0, launch = 0;
+};
+Added added_by(const scen::Scenario& on, const scen::Scenario& off) {
+  const RunConfig rc_on = scen::make_run_config(on), rc_off = scen::make_run_config(off);
+  Added a;
+  a.bw = rc_on.cluster.gpu.hbm_Bps * rc_on.profile.memory_efficiency("copy");
+  a.launch = rc_on.profile.kernel_overhead_s;
+  a.schedule = exec::run_program(rc_on, free_comm()).iteration_time_s -
+               exec::run_program(rc_off, free_comm()).iteration_time_s;
+  a.analytic_compute = exec::run_analytic(rc_on).breakdown.compute_s -
+                       exec::run_analytic(rc_off).breakdown.compute_s;
+  return a;
+}
+
 // FSDP2's copy-out (framework.fsdp_copy_out): after every ZeRO-3 parameter gather, before the
 // layers of its bucket in forward and in backward, the compute stream reads the gathered buffer
 // and writes the unsharded parameters, 4 B a parameter. A 2-layer GPT on 8 A100s as DP 8,
@@ -1333,14 +1381,7 @@ namespace {
 // iteration grows by their time; the analytic fidelity adds the same bytes (a launch per layer
 // where the Program has one per bucket).
 TEST(Program, FsdpCopiesGatheredParametersOutOnTheComputeStream) {
-  const std::string yaml =
-      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 1024}\n"
-      "cluster: {preset: selene-a100, gpus: 8}\n"
-      "parallel: {tp: 1, pp: 1, dp: 8, zero: 3}\n"
-      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
-      "framework: {preset: torchtitan-2024-04}\n"
-      "optimizations: {dp_overlap: false}\n"
-      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  const std::string yaml = two_layer_gpt(3, "torchtitan-2024-04");
   const scen::Scenario on = scen::load_scenario_string(yaml, "fsdp.yaml");
   ASSERT_TRUE(on.opt.fsdp_copy_out);
   const scen::Scenario off =
@@ -1348,38 +1389,17 @@ TEST(Program, FsdpCopiesGatheredParametersOutOnTheComputeStream) {
   const plan::ProgramSet ps = programs_of(on);
   const int m = ps.layout.microbatches;
   ASSERT_EQ(m, 2);
-  const plan::Program& P = ps.roles[0];
-  double copied = 0;
-  int tasks = 0;
-  for (const plan::Task& t : P.tasks) {
-    if (t.type != plan::TaskType::kCompute) continue;
-    const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
-    if (op.name != "param_copy_out") continue;
-    ++tasks;
-    copied += op.bytes;
-    EXPECT_EQ(t.stream, plan::Stream::kCompute);
-  }
+  const OpTally copied = tally(ps.roles[0], "param_copy_out");
   // Every parameter of the stage (the layers, the embedding and learned positions, the final
   // norm; the output layer is the tied table): 2 passes, 2 micro-batches, 4 B each.
   const double params = plan::stage_parameters(on.model, ps.layout, true, true, 2).total();
-  EXPECT_NEAR(copied, 2.0 * m * 4.0 * params, 1e-6 * copied);
-  EXPECT_GE(tasks, 2 * m);
-  const plan::ProgramSet ps_off = programs_of(off);
-  for (const plan::Task& t : ps_off.roles[0].tasks) {
-    if (t.type == plan::TaskType::kCompute) {
-      EXPECT_NE(ps_off.roles[0].ops[static_cast<std::size_t>(t.op)].name, "param_copy_out");
-    }
-  }
-  const RunConfig rc_on = scen::make_run_config(on), rc_off = scen::make_run_config(off);
-  const double bw = rc_on.cluster.gpu.hbm_Bps * rc_on.profile.memory_efficiency("copy");
-  const double launch = rc_on.profile.kernel_overhead_s;
-  const double sched = exec::run_program(rc_on, free_comm()).iteration_time_s -
-                       exec::run_program(rc_off, free_comm()).iteration_time_s;
-  EXPECT_NEAR(sched, copied / bw + tasks * launch, 1e-9);
-  const double analytic = exec::run_analytic(rc_on).breakdown.compute_s -
-                          exec::run_analytic(rc_off).breakdown.compute_s;
+  EXPECT_NEAR(copied.bytes, 2.0 * m * 4.0 * params, 1e-6 * copied.bytes);
+  EXPECT_GE(copied.tasks, 2 * m);
+  EXPECT_EQ(tally(programs_of(off).roles[0], "param_copy_out").tasks, 0);
+  const Added a = added_by(on, off);
+  EXPECT_NEAR(a.schedule, copied.bytes / a.bw + copied.tasks * a.launch, 1e-9);
   // The analytic fidelity: a launch per layer, the embedding and the head, per pass.
-  EXPECT_NEAR(analytic, copied / bw + 2.0 * m * (2 + 2) * launch, 1e-9);
+  EXPECT_NEAR(a.analytic_compute, copied.bytes / a.bw + 2.0 * m * (2 + 2) * a.launch, 1e-9);
 }
 
 // FSDP2's copy-in (framework.fsdp_copy_in): before each reduce-scatter the bucket's 16-bit
@@ -1390,14 +1410,7 @@ TEST(Program, FsdpCopiesGatheredParametersOutOnTheComputeStream) {
 // micro-batch; the iteration grows by exactly the copies' time, and the analytic fidelity adds
 // the same bytes (a launch per layer, the embedding and the head).
 TEST(Program, FsdpCopiesGradientsInBeforeEachReduceScatter) {
-  const std::string yaml =
-      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 1024}\n"
-      "cluster: {preset: selene-a100, gpus: 8}\n"
-      "parallel: {tp: 1, pp: 1, dp: 8, zero: 3}\n"
-      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
-      "framework: {preset: torchtitan-2024-04}\n"
-      "optimizations: {dp_overlap: false}\n"
-      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  const std::string yaml = two_layer_gpt(3, "torchtitan-2024-04");
   for (const auto& [dtype, written] : {std::pair<std::string, double>{"fp32", 4.0}, {"bf16", 2.0}}) {
     SCOPED_TRACE(dtype);
     const scen::Scenario on = scen::load_scenario_string(
@@ -1409,46 +1422,19 @@ TEST(Program, FsdpCopiesGradientsInBeforeEachReduceScatter) {
     const plan::ProgramSet ps = programs_of(on);
     const int m = ps.layout.microbatches;
     ASSERT_EQ(m, 2);
-    const plan::Program& P = ps.roles[0];
-    double copied = 0;
-    int tasks = 0;
-    for (const plan::Task& t : P.tasks) {
-      if (t.type != plan::TaskType::kCompute) continue;
-      const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
-      if (op.name != "grad_copy_in") continue;
-      ++tasks;
-      copied += op.bytes;
-      EXPECT_EQ(t.stream, plan::Stream::kCompute);
-      EXPECT_EQ(t.pass, plan::Pass::kBackward);
-    }
+    const OpTally copied = tally(ps.roles[0], "grad_copy_in");
     const double params = plan::stage_parameters(on.model, ps.layout, true, true, 2).total();
-    EXPECT_NEAR(copied, m * (2.0 + written) * params, 1e-6 * copied);
-    EXPECT_GE(tasks, m);
-    const plan::ProgramSet ps_off = programs_of(off);
-    for (const plan::Task& t : ps_off.roles[0].tasks) {
-      if (t.type == plan::TaskType::kCompute) {
-        EXPECT_NE(ps_off.roles[0].ops[static_cast<std::size_t>(t.op)].name, "grad_copy_in");
-      }
-    }
-    const RunConfig rc_on = scen::make_run_config(on), rc_off = scen::make_run_config(off);
-    const double bw = rc_on.cluster.gpu.hbm_Bps * rc_on.profile.memory_efficiency("copy");
-    const double launch = rc_on.profile.kernel_overhead_s;
-    const double sched = exec::run_program(rc_on, free_comm()).iteration_time_s -
-                         exec::run_program(rc_off, free_comm()).iteration_time_s;
-    EXPECT_NEAR(sched, copied / bw + tasks * launch, 1e-9);
-    const double analytic = exec::run_analytic(rc_on).breakdown.compute_s -
-                            exec::run_analytic(rc_off).breakdown.compute_s;
-    EXPECT_NEAR(analytic, copied / bw + m * (2 + 2) * launch, 1e-9);
+    EXPECT_NEAR(copied.bytes, m * (2.0 + written) * params, 1e-6 * copied.bytes);
+    EXPECT_GE(copied.tasks, m);
+    EXPECT_EQ(tally(programs_of(off).roles[0], "grad_copy_in").tasks, 0);
+    const Added a = added_by(on, off);
+    EXPECT_NEAR(a.schedule, copied.bytes / a.bw + copied.tasks * a.launch, 1e-9);
+    EXPECT_NEAR(a.analytic_compute, copied.bytes / a.bw + m * (2 + 2) * a.launch, 1e-9);
   }
   // Nothing is copied in where nothing is reduced (DP 1).
   const scen::Scenario one = scen::load_scenario_string(
       yaml, "fsdp.yaml", {"cluster.gpus=1", "parallel.dp=1", "training.global_batch=2"});
-  const plan::ProgramSet ps_one = programs_of(one);
-  for (const plan::Task& t : ps_one.roles[0].tasks) {
-    if (t.type == plan::TaskType::kCompute) {
-      EXPECT_NE(ps_one.roles[0].ops[static_cast<std::size_t>(t.op)].name, "grad_copy_in");
-    }
-  }
+  EXPECT_EQ(tally(programs_of(one).roles[0], "grad_copy_in").tasks, 0);
 }
 
 // Megatron's 1/DP scaling pass (framework.grad_scale_pass): before each reduction the bucket's
@@ -1460,27 +1446,7 @@ TEST(Program, FsdpCopiesGradientsInBeforeEachReduceScatter) {
 // iteration grows by exactly that pass; the analytic fidelity adds the same bytes (a launch per
 // layer, the embedding and the head). None at ZeRO-2 (not Megatron's code) nor at DP 1.
 TEST(Program, MegatronScalesGradientsBeforeEachReduction) {
-  const std::string yaml =
-      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 1024}\n"
-      "cluster: {preset: selene-a100, gpus: 8}\n"
-      "parallel: {tp: 1, pp: 1, dp: 8, zero: 1}\n"
-      "training: {global_batch: 16, micro_batch: 1, recompute: none}\n"
-      "framework: {preset: megatron-core-2023}\n"
-      "optimizations: {dp_overlap: false}\n"
-      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
-  const auto scaled = [](const plan::Program& P, int& tasks) {
-    double bytes = 0;
-    tasks = 0;
-    for (const plan::Task& t : P.tasks) {
-      if (t.type != plan::TaskType::kCompute) continue;
-      const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
-      if (op.name != "grad_scale") continue;
-      ++tasks;
-      bytes += op.bytes;
-      EXPECT_EQ(t.stream, plan::Stream::kCompute);
-    }
-    return bytes;
-  };
+  const std::string yaml = two_layer_gpt(1, "megatron-core-2023");
   const scen::Scenario on = scen::load_scenario_string(yaml, "scale.yaml");
   ASSERT_TRUE(on.opt.grad_scale_pass);
   ASSERT_FALSE(on.opt.fsdp_copy_in);
@@ -1489,34 +1455,27 @@ TEST(Program, MegatronScalesGradientsBeforeEachReduction) {
   const plan::ProgramSet ps = programs_of(on);
   const int m = ps.layout.microbatches;
   ASSERT_EQ(m, 2);
-  int tasks = 0;
-  const double bytes = scaled(ps.roles[0], tasks);
+  const OpTally scaled = tally(ps.roles[0], "grad_scale");
   const double params = plan::stage_parameters(on.model, ps.layout, true, true, 2).total();
-  EXPECT_NEAR(bytes, 2.0 * 4.0 * params, 1e-6 * bytes);
-  EXPECT_GE(tasks, 1);
-  int none = 0;
-  EXPECT_EQ(scaled(programs_of(off).roles[0], none), 0.0);
-  const RunConfig rc_on = scen::make_run_config(on), rc_off = scen::make_run_config(off);
-  const double bw = rc_on.cluster.gpu.hbm_Bps * rc_on.profile.memory_efficiency("copy");
-  const double launch = rc_on.profile.kernel_overhead_s;
-  const double sched = exec::run_program(rc_on, free_comm()).iteration_time_s -
-                       exec::run_program(rc_off, free_comm()).iteration_time_s;
-  EXPECT_NEAR(sched, bytes / bw + tasks * launch, 1e-9);
-  const double analytic = exec::run_analytic(rc_on).breakdown.compute_s -
-                          exec::run_analytic(rc_off).breakdown.compute_s;
-  EXPECT_NEAR(analytic, bytes / bw + (2 + 2) * launch, 1e-9);
+  EXPECT_NEAR(scaled.bytes, 2.0 * 4.0 * params, 1e-6 * scaled.bytes);
+  EXPECT_GE(scaled.tasks, 1);
+  EXPECT_EQ(tally(programs_of(off).roles[0], "grad_scale").tasks, 0);
+  const Added a = added_by(on, off);
+  EXPECT_NEAR(a.schedule, scaled.bytes / a.bw + scaled.tasks * a.launch, 1e-9);
+  EXPECT_NEAR(a.analytic_compute, scaled.bytes / a.bw + (2 + 2) * a.launch, 1e-9);
 
   // In bf16 the pass moves 4 B a parameter; ZeRO 0 (an all-reduce) scales as ZeRO-1 does. ZeRO-2/3
   // reduce every micro-batch, which Megatron's own code does not (its division is not priced).
   const scen::Scenario bf16 = scen::load_scenario_string(
       yaml, "scale.yaml", {"parallel.zero=0", "training.grad_reduce_dtype=bf16"});
-  EXPECT_NEAR(scaled(programs_of(bf16).roles[0], tasks), 2.0 * 2.0 * params, 1e-6 * bytes);
+  EXPECT_NEAR(tally(programs_of(bf16).roles[0], "grad_scale").bytes, 2.0 * 2.0 * params,
+              1e-6 * scaled.bytes);
   const scen::Scenario z2 = scen::load_scenario_string(yaml, "scale.yaml", {"parallel.zero=2"});
-  EXPECT_EQ(scaled(programs_of(z2).roles[0], tasks), 0.0);
+  EXPECT_EQ(tally(programs_of(z2).roles[0], "grad_scale").tasks, 0);
   // Nothing to scale where nothing is reduced (DP 1).
   const scen::Scenario one = scen::load_scenario_string(
       yaml, "scale.yaml", {"cluster.gpus=1", "parallel.dp=1", "training.global_batch=2"});
-  EXPECT_EQ(scaled(programs_of(one).roles[0], tasks), 0.0);
+  EXPECT_EQ(tally(programs_of(one).roles[0], "grad_scale").tasks, 0);
   EXPECT_EQ(exec::run_analytic(scen::make_run_config(one)).breakdown.compute_s,
             exec::run_analytic(scen::make_run_config(scen::load_scenario_string(
                                    yaml, "scale.yaml",
@@ -1551,11 +1510,8 @@ TEST(Program, ScalingPassesRunInThePipelinesDrain) {
   ASSERT_EQ(ps.roles.size(), 4U);
   double passes = 0;  // every stage's scaling passes, once each
   for (const plan::Program& P : ps.roles) {
-    for (const plan::Task& t : P.tasks) {
-      if (t.type != plan::TaskType::kCompute) continue;
-      const model::Op& op = P.ops[static_cast<std::size_t>(t.op)];
-      if (op.name == "grad_scale") passes += op.bytes / bw + launch;
-    }
+    const OpTally scaled = tally(P, "grad_scale");
+    passes += scaled.bytes / bw + scaled.tasks * launch;
   }
   EXPECT_GT(passes, 1.5e-3);
   const double sched = exec::run_program(rc_on, free_comm()).iteration_time_s -
