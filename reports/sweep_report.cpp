@@ -326,6 +326,24 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
         "(top {} of {} feasible; * = the scenario's own configuration; --top N for "
         "more, --format json or csv for every point)\n",
         shown, thousands(o.feasible));
+    // The leader may ask what the scenario's framework version did not have: say so, and name
+    // the best point within it.
+    const std::string lacks = o.framework_lacks(o.order[0]);
+    if (!lacks.empty()) {
+      s += fmt::format("rank 1 asks what framework.preset {} ({}) did not have: {}; ",
+                       o.framework.preset, o.framework.date, lacks);
+      if (o.framework_rank) {
+        const std::size_t i = o.order[*o.framework_rank - 1];
+        std::string config;
+        for (std::size_t k = 0; k < p.keys.size(); ++k) {
+          config += fmt::format("{}{}={}", k ? " " : "", short_key(p.keys[k]), p.value(i, k));
+        }
+        s += fmt::format("the best it can run is rank {} at {:.1f} % MFU ({})\n",
+                         *o.framework_rank, 100 * o.results[i].mfu, config);
+      } else {
+        s += "no feasible point is within it\n";
+      }
+    }
   }
 
   if (!o.refined.empty()) s += refined_text(o);
@@ -460,6 +478,11 @@ void result_json(Sink& w, const SweepOutcome& o, std::size_t r) {
     w.json_string(p.value(i, k));
   }
   w << '}';
+  // What the point asks beyond the scenario's framework version (only where it does).
+  if (const std::string lacks = o.framework_lacks(i); !lacks.empty()) {
+    w << ", \"framework_lacks\": ";
+    w.json_string(lacks);
+  }
   if (x.ok()) {
     const exec::Breakdown& b = x.breakdown;
     w.field("iteration_time_s", x.iteration_time_s);
@@ -565,6 +588,24 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
     w << "},\n";
   } else {
     w << "  \"base\": null,\n";
+  }
+  if (o.framework.preset.empty()) {
+    w << "  \"framework\": null,\n";
+  } else {
+    // What the scenario's framework version can run; the best feasible point within it
+    // (results carry framework_lacks where they ask more).
+    w << "  \"framework\": {\"preset\": ";
+    w.json_string(o.framework.preset);
+    w << ", \"max_zero\": " << o.framework.max_zero
+      << ", \"context_parallel\": " << (o.framework.context_parallel ? "true" : "false")
+      << ", \"interleaved_pp\": " << (o.framework.interleaved_pp ? "true" : "false")
+      << ", \"best_rank\": ";
+    if (o.framework_rank) {
+      w << *o.framework_rank;
+    } else {
+      w << "null";
+    }
+    w << "},\n";
   }
   if (o.refined.empty()) {
     w << "  \"refine\": null,\n";

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "scenarios/frameworks.h"
 #include "scenarios/goodput_config.h"
 #include "scenarios/run_config.h"
 #include "scenarios/schema.h"
@@ -937,8 +938,40 @@ void rank_outcome(SweepOutcome& o) {
     const auto it = std::find(feasible.begin(), feasible.end(), *o.plan.base_point);
     if (it != feasible.end()) o.base_rank = static_cast<std::size_t>(it - feasible.begin()) + 1;
   }
+  o.framework_rank.reset();
+  for (std::size_t r = 0; r < feasible.size(); ++r) {
+    if (o.framework_lacks(feasible[r]).empty()) {
+      o.framework_rank = r + 1;
+      break;
+    }
+  }
   o.order = std::move(feasible);
   o.order.insert(o.order.end(), other.begin(), other.end());
+}
+
+std::string SweepOutcome::framework_lacks(std::size_t point) const {
+  if (framework.preset.empty()) return "";
+  const auto value = [&](const char* key, int base) {
+    for (std::size_t k = 0; k < plan.keys.size(); ++k) {
+      if (plan.keys[k] != key) continue;
+      const std::string& v = plan.value(point, k);
+      int x = base;
+      std::from_chars(v.data(), v.data() + v.size(), x);
+      return x;
+    }
+    return base;
+  };
+  std::string lacks;
+  const auto add = [&](const std::string& what) { lacks += (lacks.empty() ? "" : ", ") + what; };
+  const int zero = value("parallel.zero", base_zero);
+  if (zero > framework.max_zero) {
+    add(fmt::format("ZeRO {} (its highest is {})", zero, framework.max_zero));
+  }
+  if (!framework.context_parallel && value("parallel.cp", base_cp) > 1) add("context parallelism");
+  if (!framework.interleaved_pp && value("parallel.vpp", base_vpp) > 1) {
+    add("an interleaved pipeline");
+  }
+  return lacks;
 }
 
 std::string sweep_fingerprint(const SweepPlan& plan, const std::optional<GoodputSweep>& goodput) {
@@ -1172,6 +1205,16 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
   }
   if (!root) return o;
   o.results = std::move(results);
+  if (const FrameworkPreset* fw = find_framework(base.framework)) {
+    o.framework.preset = fw->name;
+    o.framework.date = fw->date;
+    o.framework.max_zero = fw->max_zero;
+    o.framework.context_parallel = fw->context_parallel;
+    o.framework.interleaved_pp = fw->interleaved_pp;
+  }
+  o.base_zero = base.parallel.zero;
+  o.base_cp = base.parallel.cp;
+  o.base_vpp = base.parallel.schedule == plan::Schedule::kInterleaved ? base.parallel.vpp : 1;
   rank_outcome(o);
   return o;
 }

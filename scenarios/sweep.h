@@ -275,6 +275,23 @@ struct SweepOutcome {
   std::size_t resumed = 0;
   std::optional<std::size_t> base_rank;  // 1-based among feasible points
 
+  /// What the scenario's framework version can run (scenarios/frameworks.h): its highest ZeRO
+  /// stage, context parallelism, an interleaved pipeline. A sweep ranks every point it was given,
+  /// these too; framework_lacks names what a point asks beyond them, and framework_rank is the
+  /// 1-based rank of the best feasible point within them (none when no point is).
+  struct FrameworkLimits {
+    std::string preset;  // framework.preset, resolved; empty: no limits known
+    std::string date;
+    int max_zero = 3;
+    bool context_parallel = true;
+    bool interleaved_pp = true;
+  } framework;
+  std::optional<std::size_t> framework_rank;
+  int base_zero = 0, base_cp = 1, base_vpp = 1;  // the scenario's, for keys a sweep does not vary
+  /// "" where point `point` is within the framework's limits, else what it lacks ("ZeRO 2 (its
+  /// highest is 1)", "context parallelism", "an interleaved pipeline"), joined by ", ".
+  std::string framework_lacks(std::size_t point) const;
+
   /// With `--refine K`: the top K feasible points re-run at `refine_fidelity`, in their new
   /// order (feasible ones by the metric of their refined result, ties by analytic rank; then
   /// those the finer fidelity could not run). Empty without --refine.

@@ -72,6 +72,49 @@ TEST(SweepCli, JsonListsEveryPoint) {
   EXPECT_EQ(doc["keys"][0], "parallel.tp");
 }
 
+// A sweep ranks every point it is given, also those the scenario's framework version could not
+// run (MegaScale's megascale-2024 is Megatron-LM of 2023 underneath: its distributed optimizer is
+// ZeRO-1 at most). Such a leader is named, with the best point within the framework: text and
+// JSON. TP 16 · PP 1 at micro-batch 8 leads --auto with ZeRO-2; here its ZeRO-1 twin needs
+// 99.8 GiB, and at micro-batch 1 both run.
+TEST(SweepCli, NamesALeaderBeyondTheFramework) {
+  const std::string vary = std::string("sweep ") + kMegascale +
+                           " --vary parallel.tp=16 --vary parallel.pp=1 --vary parallel.vpp=1"
+                           " --vary parallel.schedule=1f1b --vary training.recompute=none"
+                           " --vary parallel.zero=1,2 -q";
+  const CliRun j = trainsim(vary + " --vary training.micro_batch=1,8 --format json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["framework"]["preset"], "megascale-2024");
+  EXPECT_EQ(doc["framework"]["max_zero"], 1);
+  EXPECT_EQ(doc["framework"]["context_parallel"], false);
+  const auto& results = doc["results"];
+  ASSERT_EQ(results[0]["config"]["parallel.zero"], "2");
+  EXPECT_EQ(results[0]["framework_lacks"], "ZeRO 2 (its highest is 1)");
+  // best_rank: the first ranked point at ZeRO 1, which carries no framework_lacks.
+  int within = 0;
+  for (const auto& x : results) {
+    if (x["status"] == "ok" && x["config"]["parallel.zero"] == "1") {
+      within = x["rank"].get<int>();
+      EXPECT_FALSE(x.contains("framework_lacks"));
+      break;
+    }
+  }
+  ASSERT_GT(within, 1);
+  EXPECT_EQ(doc["framework"]["best_rank"], within);
+  const CliRun t = trainsim(vary + " --vary training.micro_batch=1,8");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_TRUE(has(t.out, "rank 1 asks what framework.preset megascale-2024 (2024-02) did not "
+                         "have: ZeRO 2 (its highest is 1); the best it can run is rank " +
+                             std::to_string(within) + " at "))
+      << t.out;
+  // Micro-batch 8 alone: the ZeRO-1 point does not fit, so no point is within the framework.
+  const CliRun none = trainsim(vary + " --vary training.micro_batch=8");
+  ASSERT_EQ(none.code, 0) << none.err;
+  EXPECT_TRUE(has(none.out, "ZeRO 2 (its highest is 1); no feasible point is within it"))
+      << none.out;
+}
+
 TEST(SweepCli, VaryFormatsAndPrice) {
   const CliRun csv = trainsim(std::string("sweep ") + kMegascale +
                               " --vary parallel.pp=4:16:*2 --vary training.micro_batch=1,2 -q "
