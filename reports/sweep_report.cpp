@@ -478,11 +478,6 @@ void result_json(Sink& w, const SweepOutcome& o, std::size_t r) {
     w.json_string(p.value(i, k));
   }
   w << '}';
-  // What the point asks beyond the scenario's framework version (only where it does).
-  if (const std::string lacks = o.framework_lacks(i); !lacks.empty()) {
-    w << ", \"framework_lacks\": ";
-    w.json_string(lacks);
-  }
   if (x.ok()) {
     const exec::Breakdown& b = x.breakdown;
     w.field("iteration_time_s", x.iteration_time_s);
@@ -592,8 +587,8 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
   if (o.framework.preset.empty()) {
     w << "  \"framework\": null,\n";
   } else {
-    // What the scenario's framework version can run; the best feasible point within it
-    // (results carry framework_lacks where they ask more).
+    // What the scenario's framework version can run (a result's config says whether it asks
+    // more); the best feasible point within it.
     w << "  \"framework\": {\"preset\": ";
     w.json_string(o.framework.preset);
     w << ", \"max_zero\": " << o.framework.max_zero

@@ -940,7 +940,7 @@ void rank_outcome(SweepOutcome& o) {
   }
   o.framework_rank.reset();
   for (std::size_t r = 0; r < feasible.size(); ++r) {
-    if (o.framework_lacks(feasible[r]).empty()) {
+    if (o.within_framework(feasible[r])) {
       o.framework_rank = r + 1;
       break;
     }
@@ -949,26 +949,40 @@ void rank_outcome(SweepOutcome& o) {
   o.order.insert(o.order.end(), other.begin(), other.end());
 }
 
+namespace {
+// The point's value of a parallel key the framework limits, or the scenario's where the sweep
+// does not vary it.
+int point_value(const SweepPlan& plan, std::size_t point, std::string_view key, int base) {
+  for (std::size_t k = 0; k < plan.keys.size(); ++k) {
+    if (plan.keys[k] != key) continue;
+    const std::string& v = plan.value(point, k);
+    int x = base;
+    std::from_chars(v.data(), v.data() + v.size(), x);
+    return x;
+  }
+  return base;
+}
+}  // namespace
+
+bool SweepOutcome::within_framework(std::size_t point) const {
+  if (framework.preset.empty()) return true;
+  return point_value(plan, point, "parallel.zero", base_zero) <= framework.max_zero &&
+         (framework.context_parallel || point_value(plan, point, "parallel.cp", base_cp) <= 1) &&
+         (framework.interleaved_pp || point_value(plan, point, "parallel.vpp", base_vpp) <= 1);
+}
+
 std::string SweepOutcome::framework_lacks(std::size_t point) const {
-  if (framework.preset.empty()) return "";
-  const auto value = [&](const char* key, int base) {
-    for (std::size_t k = 0; k < plan.keys.size(); ++k) {
-      if (plan.keys[k] != key) continue;
-      const std::string& v = plan.value(point, k);
-      int x = base;
-      std::from_chars(v.data(), v.data() + v.size(), x);
-      return x;
-    }
-    return base;
-  };
+  if (within_framework(point)) return "";
   std::string lacks;
   const auto add = [&](const std::string& what) { lacks += (lacks.empty() ? "" : ", ") + what; };
-  const int zero = value("parallel.zero", base_zero);
+  const int zero = point_value(plan, point, "parallel.zero", base_zero);
   if (zero > framework.max_zero) {
     add(fmt::format("ZeRO {} (its highest is {})", zero, framework.max_zero));
   }
-  if (!framework.context_parallel && value("parallel.cp", base_cp) > 1) add("context parallelism");
-  if (!framework.interleaved_pp && value("parallel.vpp", base_vpp) > 1) {
+  if (!framework.context_parallel && point_value(plan, point, "parallel.cp", base_cp) > 1) {
+    add("context parallelism");
+  }
+  if (!framework.interleaved_pp && point_value(plan, point, "parallel.vpp", base_vpp) > 1) {
     add("an interleaved pipeline");
   }
   return lacks;

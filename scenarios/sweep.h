@@ -291,6 +291,7 @@ struct SweepOutcome {
   /// "" where point `point` is within the framework's limits, else what it lacks ("ZeRO 2 (its
   /// highest is 1)", "context parallelism", "an interleaved pipeline"), joined by ", ".
   std::string framework_lacks(std::size_t point) const;
+  bool within_framework(std::size_t point) const;
 
   /// With `--refine K`: the top K feasible points re-run at `refine_fidelity`, in their new
   /// order (feasible ones by the metric of their refined result, ties by analytic rank; then
