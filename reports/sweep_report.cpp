@@ -591,6 +591,8 @@ void write_sweep_json(std::ostream& out, const SweepOutcome& o) {
     // more); the best feasible point within it.
     w << "  \"framework\": {\"preset\": ";
     w.json_string(o.framework.preset);
+    w << ", \"date\": ";
+    w.json_string(o.framework.date);
     w << ", \"max_zero\": " << o.framework.max_zero
       << ", \"context_parallel\": " << (o.framework.context_parallel ? "true" : "false")
       << ", \"interleaved_pp\": " << (o.framework.interleaved_pp ? "true" : "false")

@@ -1219,7 +1219,13 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
   }
   if (!root) return o;
   o.results = std::move(results);
-  if (const FrameworkPreset* fw = find_framework(base.framework)) {
+  // A sweep that varies the framework has no one set of limits: none are reported.
+  const bool varies_framework =
+      std::find(o.plan.keys.begin(), o.plan.keys.end(), "framework.preset") != o.plan.keys.end() ||
+      std::find(o.plan.keys.begin(), o.plan.keys.end(), "optimizations.system") !=
+          o.plan.keys.end();
+  const FrameworkPreset* fw = varies_framework ? nullptr : find_framework(base.framework);
+  if (fw != nullptr) {
     o.framework.preset = fw->name;
     o.framework.date = fw->date;
     o.framework.max_zero = fw->max_zero;

@@ -326,12 +326,12 @@ void layer_adds(const Context& c, const LayerComm& lc, Workspace& w, bool moe, b
   const double accumulate = c.layer_accumulate(moe);
   out.add(kBackward, accumulate);
   out.add(kCompute, accumulate);
-  // FSDP2's copy-out after the layer's parameter gathers (ZeRO-3: before its forward and its
-  // backward; ZeRO-1/2: once an iteration, before the first forward).
   // The passes over the layer's gradients before their reduction, after its backward.
   const double pre_reduce = c.layer_pre_reduce(moe);
   out.add(kBackward, pre_reduce);
   out.add(kCompute, pre_reduce);
+  // FSDP2's copy-out after the layer's parameter gathers (ZeRO-3: before its forward and its
+  // backward; ZeRO-1/2: once an iteration, before the first forward).
   const double copy = c.layer_copy_out(moe);
   if (copy > 0) {
     out.add(kForward, copy);
@@ -1024,17 +1024,46 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     bd.exposed_dp_s = dp_exposed;
     // With DP overlap at ZeRO 0/1 each stage reduces (and first scales or copies in) its
     // gradients in the last micro-batch's backward, which the pipeline's drain runs through
-    // stage by stage: every stage after the priced one holds the chain's next send back by its
-    // passes, as the Program runs them (a chunk's send follows its backward's compute). The
-    // priced stage's own are in its compute; the per-micro-batch share above is the slot's.
-    if (cfg.opt.dp_overlap && par.zero <= 1 && par.pp > 1) {
-      double later = c.pre_reduce(sp_last.dense, sp_last.expert);
-      if (par.pp > 2) {
-        const plan::StageParams sp_mid = plan::stage_parameters(
-            m, pc, L, false, false, n_middle, plan::moe_layers_of_stage(m, L, 1));
-        later += (par.pp - 2) * c.pre_reduce(sp_mid.dense, sp_mid.expert);
+    // stage by stage, as the Program runs them (a chunk's send follows its backward's compute).
+    // The priced (slowest) stage's own passes are in its compute. The chain ends on stage 0:
+    // the stages before the priced one wait for it and add their passes whole; a stage after
+    // it (earlier in the chain) holds the priced stage back only by what its slack behind it
+    // (the difference of their slots) does not absorb: all of it on even stages, none on a
+    // light last stage. (Program: a chunk's send follows its backward's compute.)
+    if (cfg.opt.dp_overlap && par.zero <= 1 && par.pp > 1 &&
+        (cfg.opt.grad_scale_pass || cfg.opt.fsdp_copy_in)) {
+      // The priced stage: the first, the last, or the first middle one of the most layers.
+      int priced = &slot == &first ? 0 : &slot == &last ? par.pp - 1 : 1;
+      if (&slot == &middle) {
+        while (priced < par.pp - 2 && L.stage_layers[static_cast<std::size_t>(priced)] != n_middle) {
+          ++priced;
+        }
       }
-      bd.pipeline_bubble_s += later * (L.microbatches - 1);
+      double later = 0;
+      int seen_layers = -1, seen_moe = -1;
+      double seen = 0;  // a middle stage's passes (those of equal layer and MoE-layer counts)
+      for (int st = 0; st < par.pp; ++st) {
+        const int layers = L.stage_layers[static_cast<std::size_t>(st)];
+        const bool end = st == 0 || st == par.pp - 1;
+        if (st == priced) continue;
+        const int moe = plan::moe_layers_of_stage(m, L, st);
+        double s = 0;
+        if (!end && layers == seen_layers && moe == seen_moe) {
+          s = seen;
+        } else {
+          const plan::StageParams sp_st =
+              plan::stage_parameters(m, pc, L, st == 0, st == par.pp - 1, layers, moe);
+          s = c.pre_reduce(sp_st.dense, sp_st.expert);
+          if (!end) seen_layers = layers, seen_moe = moe, seen = s;
+        }
+        const double t = st == 0 ? first.total()
+                         : st == par.pp - 1 ? last.total()
+                         : n_middle > 0 ? middle.total() * layers / n_middle : 0.0;
+        later += st < priced ? s * L.microbatches
+                                : std::max(0.0, s * L.microbatches - (slot.total() - t));
+      }
+      // (The slot already holds each stage's per-micro-batch share: 1/m of the passes.)
+      bd.pipeline_bubble_s += later * (L.microbatches - 1) / L.microbatches;
     }
   }
 

@@ -111,6 +111,12 @@ TEST(SweepCli, NamesALeaderBeyondTheFramework) {
   ASSERT_EQ(none.code, 0) << none.err;
   EXPECT_TRUE(has(none.out, "ZeRO 2 (its highest is 1); no feasible point is within it"))
       << none.out;
+  // A sweep over frameworks has no one set of limits: none is reported.
+  const CliRun fw = trainsim(vary + " --vary training.micro_batch=8"
+                                    " --vary framework.preset=megascale-2024,torchtitan-2024"
+                                    " --format json");
+  ASSERT_EQ(fw.code, 0) << fw.err;
+  EXPECT_TRUE(nlohmann::json::parse(fw.out)["framework"].is_null());
 }
 
 TEST(SweepCli, VaryFormatsAndPrice) {

@@ -760,18 +760,16 @@ TEST(Program, EmbeddingBucketIsTheExposedTail) {
 // outlasts it (TP 8 · DP 2 over the NICs here) the excess queues up. Until analytic-35 the closed
 // form took the 1F1B drain (none at PP 1: every reduction beside a forward and a backward) and
 // exposed 28 ms where the schedule exposes 96 ms (iteration 8 % short); now 69 ms (6 % short;
-// what the schedule exposes beyond the queue is not traced yet). The 1/DP scaling pass of
-// megatron-lm-2023 (framework.grad_scale_pass, analytic-37) is off here: with it on the schedule's
-// iteration does not move (0.4023 → 0.4025 s: the DP stream is the bottleneck), while the
-// closed form subtracts more exposure than the pass adds (0.3782 → 0.3748 s; exposed DP 69 → 49
-// ms against the schedule's 96 → 81), a flaw of its per-reduction max(r − w_b, s·r) when the
-// reductions queue (docs/analytic-model.md §8).
+// what the schedule exposes beyond the queue is not traced yet). Compute added beside queued
+// reductions shows the closed form's flaw (docs/analytic-model.md §8): FSDP2's copy-in
+// (framework.fsdp_copy_in) moves the schedule 0.40226 → 0.40241 s (the DP stream is the
+// bottleneck) and the closed form 0.3782 → 0.3755 s, shorter, as its per-reduction
+// max(r − w_b, s·r) takes the added compute off each reduction's exposure.
 TEST(Program, GpipeZeroTwoReductionsQueueBehindBackwards) {
   RunConfig c = config(16, 8, 1, 2, 24, 16, 2304);
   c.model.heads = 24;
   c.model.kv_heads = 24;
   c.parallel.zero = 2;
-  c.opt.grad_scale_pass = false;
   c.parallel.schedule = plan::Schedule::kGpipe;
   c.opt.dp_overlap = true;
   c.opt.async_data_pipeline = true;
@@ -1520,6 +1518,28 @@ TEST(Program, ScalingPassesRunInThePipelinesDrain) {
   const double analytic =
       exec::run_analytic(rc_on).iteration_time_s - exec::run_analytic(rc_off).iteration_time_s;
   EXPECT_NEAR(analytic, passes, 0.03 * passes);
+
+  // Uneven stages (PP 2, 16 layers): with a light first stage (4 layers) the chain ends on it
+  // after the heavy last one, and both passes show (4.0 ms); with a heavy first stage (12) the
+  // light last stage's pass hides in its slack and only the first's shows (3.0 ms). The closed
+  // form follows both within 5 % (it once added the last stage's pass in both cases).
+  for (const char* first : {"4", "12"}) {
+    SCOPED_TRACE(first);
+    const std::vector<std::string> uneven = {"model.layers=16", "parallel.pp=2", "parallel.dp=4",
+                                             "training.global_batch=32",
+                                             std::string("parallel.first_stage_layers=") + first};
+    std::vector<std::string> without = uneven;
+    without.push_back("framework.grad_scale_pass=false");
+    const RunConfig u_on = scen::make_run_config(scen::load_scenario_string(yaml, "d.yaml", uneven));
+    const RunConfig u_off =
+        scen::make_run_config(scen::load_scenario_string(yaml, "d.yaml", without));
+    const double s_added = exec::run_program(u_on, free_comm()).iteration_time_s -
+                           exec::run_program(u_off, free_comm()).iteration_time_s;
+    const double a_added =
+        exec::run_analytic(u_on).iteration_time_s - exec::run_analytic(u_off).iteration_time_s;
+    ASSERT_GT(s_added, 2.5e-3);
+    EXPECT_NEAR(a_added, s_added, 0.05 * s_added);
+  }
 }
 
 // ZeRO-3 without DP overlap gathers on demand (program-34): each pass's parameter gathers wait
