@@ -918,6 +918,15 @@ std::string sweep_report_html(const scen::SweepOutcome& o, const std::optional<P
     items.push_back(
         {"the scenario's configuration", fmt::format("rank {} of {}", *o.base_rank, o.feasible)});
   }
+  // A leader beyond what the scenario's framework version could run (SweepOutcome::
+  // framework_lacks): the best point within it, as the text output names it.
+  if (o.feasible > 0 && !o.within_framework(o.order.front())) {
+    items.push_back({"best within " + o.framework.preset,
+                     o.framework_rank
+                         ? fmt::format("rank {} at {}", *o.framework_rank,
+                                       pct(o.results[o.order[*o.framework_rank - 1]].mfu))
+                         : std::string("none feasible")});
+  }
   // With --refine, the best is the first point of the re-ranking (cli/sweep_command.cpp).
   const bool refined_best = best && !o.refined.empty() && o.refined.front().full &&
                             o.refined.front().point == best->point;

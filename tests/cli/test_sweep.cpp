@@ -106,6 +106,14 @@ TEST(SweepCli, NamesALeaderBeyondTheFramework) {
                          "have: ZeRO 2 (its highest is 1); the best it can run is rank " +
                              std::to_string(within) + " at "))
       << t.out;
+  // The HTML report's summary names it too.
+  const std::string dir = temp_path("beyond_framework_report");
+  const CliRun rep = trainsim(vary + " --vary training.micro_batch=1,8 --report " + dir);
+  ASSERT_EQ(rep.code, 0) << rep.err;
+  const std::string html = slurp(dir + "/index.html");
+  EXPECT_TRUE(has(html, "best within megascale-2024")) << html.substr(0, 2000);
+  EXPECT_TRUE(has(html, "rank " + std::to_string(within) + " at ")) << html.substr(0, 2000);
+  std::filesystem::remove_all(dir);
   // Micro-batch 8 alone: the ZeRO-1 point does not fit, so no point is within the framework.
   const CliRun none = trainsim(vary + " --vary training.micro_batch=8");
   ASSERT_EQ(none.code, 0) << none.err;
