@@ -711,7 +711,9 @@ struct Builder {
     const ChunkInfo& ci = chunks[static_cast<std::size_t>(chunk)];
     if (ci.has_prev) blockers.push_back(recv(Stream::kPpRecvPrev, mb, chunk));
     // ZeRO-3 without DP overlap gathers on demand: a pass's gathers start when the compute stream
-    // reaches it (FSDP without forward or backward prefetch, ZeRO-3 without overlap_comm), not
+    // reaches it (what `dp_overlap: false` means here: the DP collectives serialized with the
+    // compute, as on one stream; FSDP without prefetch would still overlap the next gather with
+    // the compute its host has already issued, which is DP overlap in these terms), not
     // ahead of it. (Until program-34 they waited for nothing but the DP stream, so a backward's
     // gathers ran beside its forward: the executed schedule hid one of a micro-batch's two
     // gathers that the closed form, rightly, exposes.)
