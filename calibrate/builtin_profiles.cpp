@@ -60,11 +60,18 @@ Profile parse_embedded(const detail::EmbeddedProfile& e) {
   p.attention_fwd_efficiency = number(c, "attention_fwd_efficiency", where);
   p.attention_bwd_efficiency = number(c, "attention_bwd_efficiency", where);
   p.memory_bw_efficiency = number(c, "memory_bw_efficiency", where);
+  const auto optional = [](const json& o, const char* key, const std::string& at) {
+    return o.contains(key) ? number(o, key, at) : 0.0;
+  };
+  p.attention_fwd_overhead_keys = optional(c, "attention_fwd_overhead_keys", where);
+  p.attention_bwd_overhead_keys = optional(c, "attention_bwd_overhead_keys", where);
   if (c.contains("attention_by_kernel")) {
     for (const auto& [kernel, v] : c.at("attention_by_kernel").items()) {
       const std::string at = where + " compute.attention_by_kernel." + kernel;
       p.attention_by_kernel[kernel] = {number(v, "fwd_efficiency", at),
-                                       number(v, "bwd_efficiency", at)};
+                                       number(v, "bwd_efficiency", at),
+                                       optional(v, "fwd_overhead_keys", at),
+                                       optional(v, "bwd_overhead_keys", at)};
     }
   }
   p.kernel_overhead_s = number(c, "kernel_overhead_s", where);

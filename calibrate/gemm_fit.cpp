@@ -253,6 +253,51 @@ double fit_flops_efficiency(const std::vector<std::pair<double, double>>& fs, do
   return 1.0 / y;
 }
 
+constexpr double kUnlimitedKeys = 1e300;
+
+AttentionFit fit_attention_rate(const std::vector<AttentionSample>& samples, double peak_flops,
+                                double overhead_s) {
+  if (samples.empty()) throw_input("no samples to fit an efficiency from", {"", 0, "attention"});
+  std::vector<std::pair<double, double>> flat;
+  double k_min = kUnlimitedKeys, k_max = 0;
+  for (const AttentionSample& s : samples) {
+    flat.emplace_back(s.flops, s.seconds);
+    k_min = std::min(k_min, s.keys);
+    k_max = std::max(k_max, s.keys);
+  }
+  AttentionFit f{fit_flops_efficiency(flat, peak_flops, overhead_s), 0};
+  if (!(k_min > 0) || k_max < 2 * k_min) return f;
+  // y_i = peak · t'_i / flops_i = 1/e + (k0/e) / K_i; minimise Σ ((A + B/K_i) / y_i − 1)².
+  Eigen::Matrix2d n = Eigen::Matrix2d::Zero();
+  Eigen::Vector2d r = Eigen::Vector2d::Zero();
+  for (const AttentionSample& s : samples) {
+    const double y = peak_flops * (s.seconds - overhead_s) / s.flops;
+    const Eigen::Vector2d row(1.0 / y, 1.0 / (s.keys * y));
+    n += row * row.transpose();
+    r += row;
+  }
+  const Eigen::Vector2d x = n.ldlt().solve(r);
+  if (!(x[0] > 0) || !(x[1] > 0)) return f;  // no rise with K: the flat rate
+  // The curve's second constant must earn its place: an F-test at 5 % of the relative residuals
+  // against the flat rate's, so that timing noise on a flat kernel is not read as a curve.
+  const std::size_t count = samples.size();
+  if (count < 3) return f;
+  double rss_flat = 0, rss_curve = 0;
+  for (const AttentionSample& s : samples) {
+    const double y = peak_flops * (s.seconds - overhead_s) / s.flops;
+    rss_flat += std::pow(1.0 / (f.efficiency * y) - 1, 2);
+    rss_curve += std::pow((x[0] + x[1] / s.keys) / y - 1, 2);
+  }
+  // F(1, d) at 5 %, d = count − 2 degrees of freedom (statistical tables).
+  constexpr double kF5[] = {161.4, 18.51, 10.13, 7.71, 6.61, 5.99, 5.59, 5.32, 5.12, 4.96};
+  const std::size_t d = count - 2;
+  const double critical = d <= 10 ? kF5[d - 1] : d <= 30 ? 4.17 : 3.84;
+  if (rss_curve > 0 && (rss_flat - rss_curve) / (rss_curve / static_cast<double>(d)) < critical) {
+    return f;
+  }
+  return {1.0 / x[0], x[1] / x[0]};
+}
+
 std::vector<RateIssue> check_sample_rates(const std::vector<MeasuredKernel>& samples,
                                           const PeakRates& peaks) {
   std::vector<RateIssue> out;
@@ -347,7 +392,8 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
                 {"", 0, fmt::format("kernels_measured[{}].median_s", r.index)},
                 "a time, shape or GPU that is not what ran: re-measure or remove the sample");
   }
-  std::vector<std::pair<double, double>> mem, att_fwd, att_bwd;
+  std::vector<std::pair<double, double>> mem;
+  std::vector<AttentionSample> att_fwd, att_bwd;
   std::map<std::string, std::vector<std::pair<double, double>>> mem_by_kind;
   std::vector<GemmSample> gemms;
   double gemm_peak = 0;
@@ -377,9 +423,9 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
       mem.emplace_back(k.bytes, k.median_s);
       mem_by_kind[k.op].emplace_back(k.bytes, k.median_s);
     } else if (k.op == "attention_fwd") {
-      att_fwd.emplace_back(k.flops, k.median_s);
+      att_fwd.push_back({k.flops, k.n, k.median_s});
     } else if (k.op == "attention_bwd") {
-      att_bwd.emplace_back(k.flops, k.median_s);
+      att_bwd.push_back({k.flops, k.n, k.median_s});
     } else if (k.dtype == gemm_dtype && k.batch == 1) {
       (in_mix ? in_mix_gemms : gemms).push_back({k.m, k.n, k.k, k.batch, gemm_peak, k.median_s});
     }
@@ -436,14 +482,16 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
     r.mean_rel_error /= r.samples;
   }
   if (!att_fwd.empty()) {
-    f.attention_fwd_efficiency =
-        fit_flops_efficiency(att_fwd, peaks.dense_16bit_flops, f.memory.overhead_s);
+    const AttentionFit a = fit_attention_rate(att_fwd, peaks.dense_16bit_flops, f.memory.overhead_s);
+    f.attention_fwd_efficiency = a.efficiency;
+    f.attention_fwd_overhead_keys = a.overhead_keys;
   } else {
     f.notes.push_back("no attention_fwd samples: attention_fwd_efficiency kept");
   }
   if (!att_bwd.empty()) {
-    f.attention_bwd_efficiency =
-        fit_flops_efficiency(att_bwd, peaks.dense_16bit_flops, f.memory.overhead_s);
+    const AttentionFit a = fit_attention_rate(att_bwd, peaks.dense_16bit_flops, f.memory.overhead_s);
+    f.attention_bwd_efficiency = a.efficiency;
+    f.attention_bwd_overhead_keys = a.overhead_keys;
   } else {
     f.notes.push_back("no attention_bwd samples: attention_bwd_efficiency kept");
   }
@@ -509,11 +557,15 @@ void apply_kernel_fits(const KernelFits& f, Profile& p) {
   p.gemm_peak_efficiency = f.gemm.peak_efficiency;
   p.gemm_half_dim = f.gemm.half_dim;
   p.gemm_overhead_s = f.gemm.overhead_s;
+  // A fitted pass takes its curve with it (overhead 0: a flat rate measured at the model's own
+  // shapes), so that a datasheet profile's published curve never bends a measured rate.
   if (f.attention_fwd_efficiency > 0) {
     p.attention_fwd_efficiency = f.attention_fwd_efficiency;
+    p.attention_fwd_overhead_keys = f.attention_fwd_overhead_keys;
   }
   if (f.attention_bwd_efficiency > 0) {
     p.attention_bwd_efficiency = f.attention_bwd_efficiency;
+    p.attention_bwd_overhead_keys = f.attention_bwd_overhead_keys;
   }
 }
 

@@ -79,6 +79,25 @@ BandwidthFit fit_memory_bandwidth(const std::vector<std::pair<double, double>>& 
 double fit_flops_efficiency(const std::vector<std::pair<double, double>>& flops_seconds,
                             double peak_flops, double overhead_s);
 
+/// An attention pass timed at one shape: the FLOPs the simulator counts, the keys each query
+/// computes (the op's `n`) and the median time.
+struct AttentionSample {
+  double flops = 0;
+  double keys = 0;
+  double seconds = 0;
+};
+struct AttentionFit {
+  double efficiency = 0;
+  double overhead_keys = 0;  // 0: a flat rate (one key count, or no rise with keys)
+};
+/// Fits t = overhead + flops / (peak · efficiency · K / (K + overhead_keys)) (Profile's
+/// attention curve) by least squares on relative residuals, when the samples span key counts
+/// at least a factor of 2 apart and the curve passes an F-test at 5 % against the flat rate
+/// (3 samples or more); otherwise, or when the rate does not rise with K, the flat rate of
+/// fit_flops_efficiency with overhead_keys 0 (exact at the shapes that were timed).
+AttentionFit fit_attention_rate(const std::vector<AttentionSample>& samples, double peak_flops,
+                                double overhead_s);
+
 /// Peak rates of the GPU the samples ran on (GPU preset datasheet numbers).
 struct PeakRates {
   double dense_16bit_flops = 0;
@@ -141,6 +160,8 @@ struct KernelFits {
   int gemm_in_mix_samples = 0;
   double attention_fwd_efficiency = 0;
   double attention_bwd_efficiency = 0;
+  double attention_fwd_overhead_keys = 0;
+  double attention_bwd_overhead_keys = 0;
   std::vector<std::string> notes;     // kept fields and skipped samples, for the output
   std::vector<std::string> warnings;  // in-mix kinds fitted above the copy roofline
   std::vector<RateIssue> fast_in_mix;  // in-mix samples above the HBM bandwidth (warnings)

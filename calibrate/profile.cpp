@@ -51,6 +51,8 @@ constexpr Range kColumns{0, 1e13, "a dimension or an optimizer's parameter count
                          "a dimension or an optimizer's parameter count, above 0 and at most "
                          "1e13"};
 constexpr Range kCount{0, 1e21, "a count from 0 to 1e21"};
+// An attention pass's fixed cost per thread block, in key columns (Profile).
+constexpr Range kOverheadKeys{0, 1e7, "key columns, from 0 to 1e7"};
 
 double get_number(const json& j, const char* key, const std::string& file, const std::string& path,
                   const Range& range, bool positive = false) {
@@ -350,7 +352,8 @@ Profile parse_profile(std::string_view text, const std::string& path) {
                  {"gemm_peak_efficiency", "gemm_half_dim", "attention_fwd_efficiency",
                   "attention_bwd_efficiency", "memory_bw_efficiency", "kernel_overhead_s",
                   "gemm_overhead_s", "memory_bw_efficiency_by_kind", "copy_bw_Bps",
-                  "attention_by_kernel"},
+                  "attention_by_kernel", "attention_fwd_overhead_keys",
+                  "attention_bwd_overhead_keys"},
                  path, "compute");
   p.gemm_peak_efficiency = get_number(c, "gemm_peak_efficiency", path, "compute", kEfficiency);
   p.gemm_half_dim = get_number(c, "gemm_half_dim", path, "compute", kDimension);
@@ -358,6 +361,10 @@ Profile parse_profile(std::string_view text, const std::string& path) {
       get_number(c, "attention_fwd_efficiency", path, "compute", kEfficiency);
   p.attention_bwd_efficiency =
       get_number(c, "attention_bwd_efficiency", path, "compute", kEfficiency);
+  for (auto [key, field] : {std::pair{"attention_fwd_overhead_keys", &p.attention_fwd_overhead_keys},
+                            std::pair{"attention_bwd_overhead_keys", &p.attention_bwd_overhead_keys}}) {
+    if (c.contains(key)) *field = get_number(c, key, path, "compute", kOverheadKeys);
+  }
   p.memory_bw_efficiency = get_number(c, "memory_bw_efficiency", path, "compute", kEfficiency);
   p.kernel_overhead_s = get_number(c, "kernel_overhead_s", path, "compute", kLatency);
   if (c.contains("copy_bw_Bps")) {
@@ -395,9 +402,17 @@ Profile parse_profile(std::string_view text, const std::string& path) {
       if (!v.is_object()) {
         throw_input("must be an object {fwd_efficiency, bwd_efficiency}", {path, 0, at});
       }
-      reject_unknown(v, {"fwd_efficiency", "bwd_efficiency"}, path, at);
-      p.attention_by_kernel[kernel] = {get_number(v, "fwd_efficiency", path, at, kEfficiency),
-                                       get_number(v, "bwd_efficiency", path, at, kEfficiency)};
+      reject_unknown(v, {"fwd_efficiency", "bwd_efficiency", "fwd_overhead_keys", "bwd_overhead_keys"},
+                     path, at);
+      Profile::AttentionRate& rate = p.attention_by_kernel[kernel];
+      rate.fwd = get_number(v, "fwd_efficiency", path, at, kEfficiency);
+      rate.bwd = get_number(v, "bwd_efficiency", path, at, kEfficiency);
+      if (v.contains("fwd_overhead_keys")) {
+        rate.fwd_overhead_keys = get_number(v, "fwd_overhead_keys", path, at, kOverheadKeys);
+      }
+      if (v.contains("bwd_overhead_keys")) {
+        rate.bwd_overhead_keys = get_number(v, "bwd_overhead_keys", path, at, kOverheadKeys);
+      }
     }
   }
   const json& k = j["collectives"];
@@ -445,6 +460,12 @@ std::string profile_to_json(const Profile& p) {
                   {"attention_bwd_efficiency", p.attention_bwd_efficiency},
                   {"memory_bw_efficiency", p.memory_bw_efficiency},
                   {"kernel_overhead_s", p.kernel_overhead_s}};
+  if (p.attention_fwd_overhead_keys > 0) {
+    j["compute"]["attention_fwd_overhead_keys"] = p.attention_fwd_overhead_keys;
+  }
+  if (p.attention_bwd_overhead_keys > 0) {
+    j["compute"]["attention_bwd_overhead_keys"] = p.attention_bwd_overhead_keys;
+  }
   if (p.gemm_overhead_s) j["compute"]["gemm_overhead_s"] = *p.gemm_overhead_s;
   if (p.copy_bw_Bps) j["compute"]["copy_bw_Bps"] = *p.copy_bw_Bps;
   if (!p.memory_bw_efficiency_by_kind.empty()) {
@@ -456,6 +477,8 @@ std::string profile_to_json(const Profile& p) {
     nlohmann::ordered_json by = nlohmann::ordered_json::object();
     for (const auto& [kernel, r] : p.attention_by_kernel) {
       by[kernel] = {{"fwd_efficiency", r.fwd}, {"bwd_efficiency", r.bwd}};
+      if (r.fwd_overhead_keys > 0) by[kernel]["fwd_overhead_keys"] = r.fwd_overhead_keys;
+      if (r.bwd_overhead_keys > 0) by[kernel]["bwd_overhead_keys"] = r.bwd_overhead_keys;
     }
     j["compute"]["attention_by_kernel"] = by;
   }

@@ -100,21 +100,40 @@ struct Profile {
   // GEMM efficiency surface: eff(m,n,k) = gemm_peak_efficiency · Π_d d / (d + gemm_half_dim).
   double gemm_peak_efficiency = 0.8;
   double gemm_half_dim = 64;
-  // Fused (FlashAttention-style) attention efficiency relative to dense peak.
+  // Fused (FlashAttention-style) attention efficiency relative to dense peak: the rate a pass
+  // levels off at when every thread block computes many key tiles.
   double attention_fwd_efficiency = 0.6;
   double attention_bwd_efficiency = 0.5;
+  // Optional: each thread block's fixed cost (loading its query or key block, the softmax
+  // statistics, writing its output or gradients), in key columns at that rate. A pass whose
+  // queries compute K keys each runs at efficiency · K / (K + overhead_keys): one thread block
+  // per 128-row block spends (overhead + its keys) at the tile rate, so short sequences and
+  // causal masks (whose first blocks compute few keys) run below the plateau. 0: a flat rate (a
+  // profile measured at the model's own shapes, or one without the curve).
+  double attention_fwd_overhead_keys = 0;
+  double attention_bwd_overhead_keys = 0;
   // Optional: the same for named fused kernels that run at a rate of their own on this GPU
   // (keys from attention_kernel_names(): FlashAttention-2 on Hopper, which has no wgmma path;
   // the 2022 Triton kernel); a kernel not listed runs at the two rates above.
   struct AttentionRate {
     double fwd = 0;
     double bwd = 0;
+    double fwd_overhead_keys = 0;
+    double bwd_overhead_keys = 0;
+    /// The efficiency of a pass whose queries compute `keys` keys each (see above).
+    static double at(double efficiency, double overhead_keys, double keys) {
+      return overhead_keys > 0 && keys > 0 ? efficiency * keys / (keys + overhead_keys)
+                                           : efficiency;
+    }
+    double fwd_at(double keys) const { return at(fwd, fwd_overhead_keys, keys); }
+    double bwd_at(double keys) const { return at(bwd, bwd_overhead_keys, keys); }
   };
   std::map<std::string, AttentionRate, std::less<>> attention_by_kernel;
   AttentionRate attention_rate(std::string_view kernel) const {
     const auto it = attention_by_kernel.find(kernel);
     return it == attention_by_kernel.end()
-               ? AttentionRate{attention_fwd_efficiency, attention_bwd_efficiency}
+               ? AttentionRate{attention_fwd_efficiency, attention_bwd_efficiency,
+                               attention_fwd_overhead_keys, attention_bwd_overhead_keys}
                : it->second;
   }
   // Fraction of datasheet HBM bandwidth that memory-bound kernels achieve.

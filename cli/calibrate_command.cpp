@@ -297,7 +297,8 @@ void fit_compute(calib::Profile& p, const std::string& gemm_dtype, bool fast_sai
       "(max error {:.1f} % over {} samples)\n"
       "GEMM ({}): gemm_peak_efficiency {:.3f}, gemm_half_dim {:.1f}, gemm_overhead_s {:.3g} "
       "({})\n"
-      "attention: fwd efficiency {:.3f}, bwd efficiency {:.3f}\n",
+      "attention: fwd efficiency {:.3f} (fixed cost {:.0f} keys a block), bwd efficiency "
+      "{:.3f} (fixed cost {:.0f} keys a block)\n",
       p.kernels_measured.size(), p.memory_bw_efficiency, p.kernel_overhead_s,
       f.memory.max_rel_error * 100, f.memory.samples, f.gemm_dtype, p.gemm_peak_efficiency,
       p.gemm_half_dim, p.gemm_launch_s(),
@@ -305,7 +306,8 @@ void fit_compute(calib::Profile& p, const std::string& gemm_dtype, bool fast_sai
           ? std::string("the base profile's surface, scaled by the in-mix factor")
           : fmt::format("rms error {:.1f} %, max {:.1f} % over {} samples",
                         f.gemm.rms_rel_error * 100, f.gemm.max_rel_error * 100, f.gemm.samples),
-      p.attention_fwd_efficiency, p.attention_bwd_efficiency);
+      p.attention_fwd_efficiency, p.attention_fwd_overhead_keys, p.attention_bwd_efficiency,
+      p.attention_bwd_overhead_keys);
   if (f.gemm_in_mix_samples > 0) {
     std::cout << fmt::format(
         "GEMMs timed in the mix: {} samples at {:.3f} x the burst surface's rate (in "

@@ -113,7 +113,10 @@ namespace trainsim::exec {
 /// average_in_collective).
 /// analytic-38: ZeRO-3 without DP overlap gathers on demand, after the batch is loaded: the
 /// loader's stall no longer hides the first chunk's gather.
-inline constexpr const char* kAnalyticModelVersion = "analytic-38";
+/// analytic-39: a fused attention pass whose queries compute K keys runs at the profile's rate
+/// × K / (K + the thread block's fixed cost in keys): short sequences and the first blocks of a
+/// causal mask run below the plateau (the FlashAttention-2/-3 papers' kernel charts).
+inline constexpr const char* kAnalyticModelVersion = "analytic-39";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

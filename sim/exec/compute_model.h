@@ -74,6 +74,7 @@ struct ComputeModel {
   double backward_cast(const model::Op& op) const {
     return fp8_gemm(op) ? fp8_cast_time(op.fp8_grad_elements, op.fp8_grad_fused) : 0.0;
   }
+  static double keys_per_call(const model::Op& op) { return op.n / std::max(1, op.kernels); }
   double forward(const model::Op& op) const {
     const double launch = this->launch(op);
     switch (op.kind) {
@@ -83,7 +84,10 @@ struct ComputeModel {
                gemm_time(op.m, op.n, op.k, op.batch, model::runs_16bit(op) ? peak16 : gemm_peak);
       }
       case model::OpKind::kAttention:
-        return launch + op.flops / (peak16 * prof.attention_rate(op.kernel).fwd);
+        // The keys each query computes per kernel call (op.n: masked tiles skipped, over the
+        // calls of a context-parallel ring) set how far below its plateau the kernel runs
+        // (Profile::attention_fwd_overhead_keys).
+        return launch + op.flops / (peak16 * prof.attention_rate(op.kernel).fwd_at(keys_per_call(op)));
       case model::OpKind::kMemory:
         return launch + op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
     }
@@ -101,7 +105,8 @@ struct ComputeModel {
                gemm_time(op.k, op.n, op.m, op.batch, peak);
       }
       case model::OpKind::kAttention:
-        return launch + 2.0 * op.flops / (peak16 * prof.attention_rate(op.kernel).bwd);
+        return launch +
+               2.0 * op.flops / (peak16 * prof.attention_rate(op.kernel).bwd_at(keys_per_call(op)));
       case model::OpKind::kMemory:
         return launch + memory_backward(op);
     }

@@ -110,7 +110,9 @@ namespace trainsim::exec {
 /// (framework.grad_scale_pass).
 /// program-34: ZeRO-3 without DP overlap gathers on demand: a pass's parameter gathers wait for
 /// the compute stream to reach the pass (a backward's no longer ran beside its forward).
-inline constexpr const char* kProgramModelVersion = "program-34";
+/// program-35: fused attention runs below its plateau rate by the thread blocks' fixed cost
+/// (calib::Profile::attention_fwd_overhead_keys), as analytic-39.
+inline constexpr const char* kProgramModelVersion = "program-35";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

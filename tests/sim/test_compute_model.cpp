@@ -268,6 +268,41 @@ TEST(ComputeModelMeasured, AttentionRunsAtItsKernelsRate) {
   }
 }
 
+// The attention curve (analytic-39): a pass runs at e · K / (K + k0) for the K keys a query
+// computes per call. 2,048 causal tokens in blocks of 128: 16 query blocks computing 1 + ... + 16
+// = 136 key blocks, K = 136 · 128 / 16 = 1,088. Context parallelism over 4 ranks runs the kernel
+// once per ring step: 4 calls (4 launches) of K / 4 = 272 keys each, same FLOPs.
+TEST(ComputeModelMeasured, AttentionFollowsItsCurveOverTheKeysOfEachCall) {
+  calib::Profile p;
+  p.kernel_overhead_s = 2e-6;
+  p.attention_fwd_efficiency = 0.5;
+  p.attention_fwd_overhead_keys = 100;
+  p.attention_bwd_efficiency = 0.3;
+  p.attention_bwd_overhead_keys = 300;
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  const model::ModelConfig m = testing::gpt(1, 2048, 16, 51200, 2048);
+  model::Sharding s;
+  s.fused_attention = true;
+  s.attention_kernel = model::AttentionKernel::kCudnn;
+  model::Op a = op_named(model::layer_forward_ops(m, s, 0), "attention");
+  EXPECT_DOUBLE_EQ(a.n, 1088);
+  EXPECT_EQ(a.kernels, 1);
+  a.flops = 1e12;
+  EXPECT_DOUBLE_EQ(cm.forward(a), 2e-6 + 1e12 / (kPeak * 0.5 * 1088 / 1188));
+  EXPECT_DOUBLE_EQ(cm.backward(a), 2e-6 + 2e12 / (kPeak * 0.3 * 1088 / 1388));
+  s.cp = 4;
+  model::Op c = op_named(model::layer_forward_ops(m, s, 0), "attention");
+  EXPECT_DOUBLE_EQ(c.n, 1088);
+  EXPECT_EQ(c.kernels, 4);
+  c.flops = 1e12;
+  EXPECT_DOUBLE_EQ(cm.forward(c), 4 * 2e-6 + 1e12 / (kPeak * 0.5 * 272 / 372));
+  EXPECT_DOUBLE_EQ(cm.backward(c), 4 * 2e-6 + 2e12 / (kPeak * 0.3 * 272 / 572));
+  // A flat profile (no fixed cost in keys) prices every K alike.
+  p.attention_fwd_overhead_keys = 0;
+  const ComputeModel flat{p, kPeak, kPeak, kHbm};
+  EXPECT_DOUBLE_EQ(flat.forward(c) - 4 * 2e-6, 1e12 / (kPeak * 0.5));
+}
+
 // A kind whose dedicated backward kernel was timed (`<kind>_bwd`) prices its backward with that
 // kernel's bytes (model::memory_backward_byte_ratio: LayerNorm 3 tensors for the forward's 2,
 // dropout the same bytes, bias-dropout-add 5/7) at its own efficiency; a kind without one keeps
