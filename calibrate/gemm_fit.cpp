@@ -288,13 +288,18 @@ AttentionFit fit_attention_rate(const std::vector<AttentionSample>& samples, dou
     rss_flat += std::pow(1.0 / (f.efficiency * y) - 1, 2);
     rss_curve += std::pow((x[0] + x[1] / s.keys) / y - 1, 2);
   }
-  // F(1, d) at 5 %, d = count − 2 degrees of freedom (statistical tables).
-  constexpr double kF5[] = {161.4, 18.51, 10.13, 7.71, 6.61, 5.99, 5.59, 5.32, 5.12, 4.96};
+  // F(1, d) at 5 %, d = count − 2 degrees of freedom (statistical tables); beyond 30, F(1, 30).
+  constexpr double kF5[] = {161.4, 18.51, 10.13, 7.71, 6.61, 5.99, 5.59, 5.32, 5.12, 4.96,
+                            4.84,  4.75,  4.67,  4.60, 4.54, 4.49, 4.45, 4.41, 4.38, 4.35,
+                            4.32,  4.30,  4.28,  4.26, 4.24, 4.23, 4.21, 4.20, 4.18, 4.17};
   const std::size_t d = count - 2;
-  const double critical = d <= 10 ? kF5[d - 1] : d <= 30 ? 4.17 : 3.84;
+  const double critical = kF5[std::min<std::size_t>(d, 30) - 1];
   if (rss_curve > 0 && (rss_flat - rss_curve) / (rss_curve / static_cast<double>(d)) < critical) {
     return f;
   }
+  // A plateau above the peak is the curve extrapolated past what any kernel can do: the
+  // samples do not pin it, so the flat rate stands.
+  if (x[0] < 1) return f;
   return {1.0 / x[0], x[1] / x[0]};
 }
 
@@ -423,9 +428,10 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
       mem.emplace_back(k.bytes, k.median_s);
       mem_by_kind[k.op].emplace_back(k.bytes, k.median_s);
     } else if (k.op == "attention_fwd") {
-      att_fwd.push_back({k.flops, k.n, k.median_s});
+      // The keys a query computes, as the sample's FLOPs count them (4·batch·m·K·d).
+      att_fwd.push_back({k.flops, k.flops / (4 * k.batch * k.m * k.k), k.median_s});
     } else if (k.op == "attention_bwd") {
-      att_bwd.push_back({k.flops, k.n, k.median_s});
+      att_bwd.push_back({k.flops, k.flops / (8 * k.batch * k.m * k.k), k.median_s});
     } else if (k.dtype == gemm_dtype && k.batch == 1) {
       (in_mix ? in_mix_gemms : gemms).push_back({k.m, k.n, k.k, k.batch, gemm_peak, k.median_s});
     }

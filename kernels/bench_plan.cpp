@@ -183,8 +183,11 @@ std::vector<BenchItem> bench_items_for_model(const model::ModelConfig& m, const 
       case model::OpKind::kAttention:
         // The kernel runs causal over the whole (context-parallel) sequence; a sliding window
         // limits the keys. sk ≥ sq keeps the bottom-right causal alignment.
+        // A context-parallel ring's op has one call's keys (op.n, 1/cp of them); the sample
+        // times the ring's calls as one kernel over all the keys, as its FLOPs count them.
         attention_items(
-            out, op.name, op.batch, op.m, std::max(op.m, op.n), op.k,
+            out, op.name, op.batch, op.m,
+            std::max(op.m, s.cp > 1 && !s.cp_all_gather ? op.n * s.cp : op.n), op.k,
             m.attention_window > 0 && m.attention_window < m.seq_len ? m.attention_window : 0,
             op.flops, act);
         break;
@@ -225,7 +228,12 @@ std::vector<BenchItem> standard_grid(DType act, DType gemm_dtype) {
   for (double d : {64.0, 128.0}) {
     for (double seq : {1024.0, 2048.0, 4096.0, 8192.0}) {
       const double bh = 16.0 * 2048 / seq * (128 / d);  // similar work per launch
-      attention_items(g, "grid", bh, seq, seq, d, 0, 4.0 * bh * seq * seq * d, act);
+      // The kernel runs causal (sk = sq): the FLOPs of the keys it computes, as a model
+      // sample's, 1 + ... + n blocks of 128 for n query blocks (model::executed_keys_per_query),
+      // so that grid and model samples fit one attention curve.
+      const double blocks = seq / 128;
+      const double keys = (blocks + 1) / 2 * 128;
+      attention_items(g, "grid", bh, seq, seq, d, 0, 4.0 * bh * seq * keys * d, act);
     }
   }
   for (double rows : {16.0, 2048.0, 8192.0}) {

@@ -63,13 +63,16 @@ double fit_key_initial(const std::string& key) {
     if (!apply_profile_override(q, field, probe)) {
       throw_input("unknown profile constant `" + field + "`", {"", 0, "--fit"},
                   "one of gemm_peak_efficiency, gemm_half_dim, attention_fwd_efficiency, "
-                  "attention_bwd_efficiency, memory_bw_efficiency, kernel_overhead_s, "
+                  "attention_bwd_efficiency, attention_fwd_overhead_keys, "
+                  "attention_bwd_overhead_keys, memory_bw_efficiency, kernel_overhead_s, "
                   "nic_efficiency, data_loading_s");
     }
     if (field == "gemm_peak_efficiency") return p.gemm_peak_efficiency;
     if (field == "gemm_half_dim") return p.gemm_half_dim;
     if (field == "attention_fwd_efficiency") return p.attention_fwd_efficiency;
     if (field == "attention_bwd_efficiency") return p.attention_bwd_efficiency;
+    if (field == "attention_fwd_overhead_keys") return p.attention_fwd_overhead_keys;
+    if (field == "attention_bwd_overhead_keys") return p.attention_bwd_overhead_keys;
     if (field == "memory_bw_efficiency") return p.memory_bw_efficiency;
     if (field == "kernel_overhead_s") return p.kernel_overhead_s;
     if (field == "nic_efficiency") return p.nic_efficiency;

@@ -151,6 +151,8 @@ bool apply_profile_override(calib::Profile& p, const std::string& field, double 
   else if (field == "gemm_half_dim") p.gemm_half_dim = value;
   else if (field == "attention_fwd_efficiency") p.attention_fwd_efficiency = value;
   else if (field == "attention_bwd_efficiency") p.attention_bwd_efficiency = value;
+  else if (field == "attention_fwd_overhead_keys") p.attention_fwd_overhead_keys = value;
+  else if (field == "attention_bwd_overhead_keys") p.attention_bwd_overhead_keys = value;
   else if (field == "memory_bw_efficiency") p.memory_bw_efficiency = value;
   else if (field == "kernel_overhead_s") p.kernel_overhead_s = value;
   else if (field == "nic_efficiency") p.nic_efficiency = value;

@@ -74,7 +74,6 @@ struct ComputeModel {
   double backward_cast(const model::Op& op) const {
     return fp8_gemm(op) ? fp8_cast_time(op.fp8_grad_elements, op.fp8_grad_fused) : 0.0;
   }
-  static double keys_per_call(const model::Op& op) { return op.n / std::max(1, op.kernels); }
   double forward(const model::Op& op) const {
     const double launch = this->launch(op);
     switch (op.kind) {
@@ -84,10 +83,10 @@ struct ComputeModel {
                gemm_time(op.m, op.n, op.k, op.batch, model::runs_16bit(op) ? peak16 : gemm_peak);
       }
       case model::OpKind::kAttention:
-        // The keys each query computes per kernel call (op.n: masked tiles skipped, over the
-        // calls of a context-parallel ring) set how far below its plateau the kernel runs
+        // The keys each query computes in one call (op.n: masked tiles skipped, one ring step's
+        // under context parallelism) set how far below its plateau the kernel runs
         // (Profile::attention_fwd_overhead_keys).
-        return launch + op.flops / (peak16 * prof.attention_rate(op.kernel).fwd_at(keys_per_call(op)));
+        return launch + op.flops / (peak16 * prof.attention_rate(op.kernel).fwd_at(op.n));
       case model::OpKind::kMemory:
         return launch + op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
     }
@@ -105,8 +104,7 @@ struct ComputeModel {
                gemm_time(op.k, op.n, op.m, op.batch, peak);
       }
       case model::OpKind::kAttention:
-        return launch +
-               2.0 * op.flops / (peak16 * prof.attention_rate(op.kernel).bwd_at(keys_per_call(op)));
+        return launch + 2.0 * op.flops / (peak16 * prof.attention_rate(op.kernel).bwd_at(op.n));
       case model::OpKind::kMemory:
         return launch + memory_backward(op);
     }

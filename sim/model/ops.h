@@ -103,6 +103,9 @@ struct Sharding {
   int micro_batch = 1;
   int tp = 1;
   int cp = 1;
+  // Context parallelism's K/V all-gathered before one attention call (framework.cp_comm
+  // all-gather) rather than a ring of cp calls, each on the K/V chunk received.
+  bool cp_all_gather = false;
   bool sp = false;                 // sequence parallel: norms/dropout on s/tp tokens
   bool fused_attention = false;    // FlashAttention-style kernel instead of GEMM+softmax+GEMM
   AttentionKernel attention_kernel = AttentionKernel::kFlash2;  // which one, when fused

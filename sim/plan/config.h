@@ -210,6 +210,7 @@ inline model::Sharding sharding_of(const ParallelConfig& par, const TrainingConf
   s.micro_batch = training.micro_batch;
   s.tp = par.tp;
   s.cp = par.cp;
+  s.cp_all_gather = opt.cp_all_gather;
   s.sp = par.sp && par.tp > 1;
   s.fused_attention = opt.fused_attention();
   s.attention_kernel = opt.attention_kernel;

@@ -270,8 +270,10 @@ TEST(ComputeModelMeasured, AttentionRunsAtItsKernelsRate) {
 
 // The attention curve (analytic-39): a pass runs at e · K / (K + k0) for the K keys a query
 // computes per call. 2,048 causal tokens in blocks of 128: 16 query blocks computing 1 + ... + 16
-// = 136 key blocks, K = 136 · 128 / 16 = 1,088. Context parallelism over 4 ranks runs the kernel
-// once per ring step: 4 calls (4 launches) of K / 4 = 272 keys each, same FLOPs.
+// = 136 key blocks, K = 136 · 128 / 16 = 1,088. A context-parallel ring over 4 ranks runs the
+// kernel once per step: the op's shape is one call's, K / 4 = 272 keys, with all the calls' FLOPs
+// (the Program runs it as 4 tasks of 1/4, each its own launch); all-gather CP is one call over
+// the whole K.
 TEST(ComputeModelMeasured, AttentionFollowsItsCurveOverTheKeysOfEachCall) {
   calib::Profile p;
   p.kernel_overhead_s = 2e-6;
@@ -291,16 +293,20 @@ TEST(ComputeModelMeasured, AttentionFollowsItsCurveOverTheKeysOfEachCall) {
   EXPECT_DOUBLE_EQ(cm.forward(a), 2e-6 + 1e12 / (kPeak * 0.5 * 1088 / 1188));
   EXPECT_DOUBLE_EQ(cm.backward(a), 2e-6 + 2e12 / (kPeak * 0.3 * 1088 / 1388));
   s.cp = 4;
-  model::Op c = op_named(model::layer_forward_ops(m, s, 0), "attention");
-  EXPECT_DOUBLE_EQ(c.n, 1088);
-  EXPECT_EQ(c.kernels, 4);
+  const model::Op whole = op_named(model::layer_forward_ops(m, s, 0), "attention");
+  model::Op c = whole;
+  EXPECT_DOUBLE_EQ(c.n, 272);
+  EXPECT_EQ(c.kernels, 1);
   c.flops = 1e12;
-  EXPECT_DOUBLE_EQ(cm.forward(c), 4 * 2e-6 + 1e12 / (kPeak * 0.5 * 272 / 372));
-  EXPECT_DOUBLE_EQ(cm.backward(c), 4 * 2e-6 + 2e12 / (kPeak * 0.3 * 272 / 572));
+  EXPECT_DOUBLE_EQ(cm.forward(c), 2e-6 + 1e12 / (kPeak * 0.5 * 272 / 372));
+  EXPECT_DOUBLE_EQ(cm.backward(c), 2e-6 + 2e12 / (kPeak * 0.3 * 272 / 572));
+  s.cp_all_gather = true;
+  EXPECT_DOUBLE_EQ(op_named(model::layer_forward_ops(m, s, 0), "attention").n, 1088);
+  EXPECT_DOUBLE_EQ(op_named(model::layer_forward_ops(m, s, 0), "attention").flops, whole.flops);
   // A flat profile (no fixed cost in keys) prices every K alike.
   p.attention_fwd_overhead_keys = 0;
   const ComputeModel flat{p, kPeak, kPeak, kHbm};
-  EXPECT_DOUBLE_EQ(flat.forward(c) - 4 * 2e-6, 1e12 / (kPeak * 0.5));
+  EXPECT_DOUBLE_EQ(flat.forward(c) - 2e-6, 1e12 / (kPeak * 0.5));
 }
 
 // A kind whose dedicated backward kernel was timed (`<kind>_bwd`) prices its backward with that

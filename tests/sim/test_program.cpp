@@ -621,6 +621,46 @@ TEST(Program, AllGatherContextParallelExposesItsCollectives) {
   EXPECT_FALSE(given.opt.cp_all_gather);
 }
 
+// A context-parallel ring calls the attention kernel once per step (cp tasks of 1/cp, each one
+// launch) on 1/cp of the keys; all-gather CP calls it once on all of them. With a flat attention
+// rate the two compute the same but for the ring's cp − 1 extra launches per pass (forward and
+// backward, every layer and micro-batch); with the curve each ring call also pays the thread
+// blocks' fixed cost on its own keys: (K/cp + k0)/(K/cp) against (K + k0)/K of the FLOPs' time.
+TEST(Program, ContextParallelRingCallsAttentionOncePerStep) {
+  const int layers = 2, m = 2, cp = 2;
+  const std::string yaml =
+      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 8192}\n"
+      "cluster: {preset: selene-a100, gpus: 2}\n"
+      "parallel: {tp: 1, pp: 1, cp: 2, dp: 1, vpp: 1}\n"
+      "training: {global_batch: 2, micro_batch: 1, recompute: none}\n"
+      "framework: {preset: megatron-core-2023}\n"
+      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
+  RunConfig ring = scen::make_run_config(scen::load_scenario_string(yaml, "cp.yaml"));
+  ring.profile.kernel_overhead_s = 1e-3;
+  ring.profile.attention_fwd_overhead_keys = ring.profile.attention_bwd_overhead_keys = 0;
+  RunConfig gathered = ring;
+  gathered.opt.cp_all_gather = true;
+  const double launches = m * layers * 2.0 * (cp - 1);
+  const double flat = exec::run_program(ring, ExecOptions{}).breakdown.compute_s -
+                      exec::run_program(gathered, ExecOptions{}).breakdown.compute_s;
+  EXPECT_NEAR(flat, launches * 1e-3, 1e-9);
+  // The curve: F = 4·heads·(s/cp)·K·d FLOPs a pass, K = 4,160 keys (64 query blocks of 128 over
+  // 8,192 tokens: 65 · 64 / 2 blocks · 128 / 64); each ring call computes K/2 = 2,080.
+  ring.profile.attention_fwd_overhead_keys = 200;
+  ring.profile.attention_bwd_overhead_keys = 400;
+  gathered.profile = ring.profile;
+  const double K = 4160, F = 4.0 * 16 * (8192 / cp) * K * 64;
+  const double peak = ring.cluster.gpu.peak_dense_16bit_flops;
+  const double ef = ring.profile.attention_fwd_efficiency, eb = ring.profile.attention_bwd_efficiency;
+  const auto extra = [&](double e, double k0, double flops) {
+    return flops / (peak * e) * ((K / cp + k0) / (K / cp) - (K + k0) / K);
+  };
+  const double curve = exec::run_program(ring, ExecOptions{}).breakdown.compute_s -
+                       exec::run_program(gathered, ExecOptions{}).breakdown.compute_s;
+  EXPECT_NEAR(curve, launches * 1e-3 + m * layers * (extra(ef, 200, F) + extra(eb, 400, 2 * F)),
+              1e-9);
+}
+
 // framework.pp_activation at schedule fidelity: TP 8 · PP 2 across servers, SP off. The
 // scatter-gather receiver all-gathers every received activation over its TP group before
 // computing (TP communication on the receive stream); `full` sends 8× the bytes instead and
