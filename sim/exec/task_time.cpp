@@ -75,6 +75,15 @@ std::vector<std::int64_t> compute_durations_ps(const RunConfig& cfg, const plan:
     const double rows = op.m;
     const double share = t.fraction;
     double s = 0;
+    if (op.kind == model::OpKind::kAttention &&
+        (t.part == Part::kForward || t.part == Part::kBackward)) {
+      // A context-parallel ring's attention is cp calls, one launch each (the op's `kernels`),
+      // run as cp tasks of 1/cp: each takes its call's launch and its share of the time.
+      out[ti] = TimePs::from_seconds(
+                    (t.part == Part::kForward ? cm.forward(op) : cm.backward(op)) * t.fraction)
+                    .ps;
+      continue;
+    }
     switch (t.part) {
       case Part::kForward:
         s = op.kind == model::OpKind::kGemm

@@ -106,11 +106,14 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
     a.k = dh;
     a.flops = 4.0 * b * heads * q_rows * keys * dh;
     // The kernel's shape is one call's: a context-parallel ring calls it once per step on the
-    // K/V chunk received (Transformer Engine's AttnFuncWithCPAndKVP2P; the Program runs the op
-    // as cp tasks of 1/cp, each its own launch), so each call's queries compute 1/cp of their
+    // K/V chunk received (Transformer Engine's AttnFuncWithCPAndKVP2P; one launch each, the
+    // Program runs them as cp tasks of 1/cp), so each call's queries compute 1/cp of their
     // keys and every thread block's fixed cost is paid cp times (Profile's attention curve);
     // the FLOPs are all the calls'. All-gather CP runs one call over the gathered K/V.
-    if (s.cp > 1 && !s.cp_all_gather) a.n = keys / s.cp;
+    if (s.cp > 1 && !s.cp_all_gather) {
+      a.n = keys / s.cp;
+      a.kernels = s.cp;
+    }
   } else {
     // Megatron's unfused path: QKᵀ batched GEMM, fused scale-mask-softmax, dropout, ·V. The mask
     // (causal or window) is applied in the softmax: the GEMMs compute every score.

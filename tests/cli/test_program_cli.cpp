@@ -414,7 +414,7 @@ TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
   EXPECT_LE(std::abs(j["rows"][0]["error"]["mfu_pts"].get<double>()), 3.0);
   // −5.10 since analytic-31 (ZeRO-2's drain, toward the schedule fidelity's −5.3; −4.90 before).
   EXPECT_LE(std::abs(j["rows"][1]["error"]["mfu_pts"].get<double>()), 5.5);
-  // The 131,072-token row: +4.3 until analytic-39, +8.1 since. Its attention (most of its time)
+  // The 131,072-token row: +4.3 until analytic-39, +8.0 since. Its attention (most of its time)
   // now runs on cuDNN's published H100 curve, at 4K keys a call (8K queries a rank, one call per
   // CP step) 10 % (forward) and 26 % (backward) above the flat 2K-token rates before. Which
   // kernel Meta ran is not published (FlashAttention-2 on H100 would be 0.29 of peak, not 0.55).

@@ -272,8 +272,8 @@ TEST(ComputeModelMeasured, AttentionRunsAtItsKernelsRate) {
 // computes per call. 2,048 causal tokens in blocks of 128: 16 query blocks computing 1 + ... + 16
 // = 136 key blocks, K = 136 · 128 / 16 = 1,088. A context-parallel ring over 4 ranks runs the
 // kernel once per step: the op's shape is one call's, K / 4 = 272 keys, with all the calls' FLOPs
-// (the Program runs it as 4 tasks of 1/4, each its own launch); all-gather CP is one call over
-// the whole K.
+// and launches (the Program runs it as 4 tasks of 1/4, one launch each); all-gather CP is one
+// call over the whole K.
 TEST(ComputeModelMeasured, AttentionFollowsItsCurveOverTheKeysOfEachCall) {
   calib::Profile p;
   p.kernel_overhead_s = 2e-6;
@@ -296,17 +296,17 @@ TEST(ComputeModelMeasured, AttentionFollowsItsCurveOverTheKeysOfEachCall) {
   const model::Op whole = op_named(model::layer_forward_ops(m, s, 0), "attention");
   model::Op c = whole;
   EXPECT_DOUBLE_EQ(c.n, 272);
-  EXPECT_EQ(c.kernels, 1);
+  EXPECT_EQ(c.kernels, 4);
   c.flops = 1e12;
-  EXPECT_DOUBLE_EQ(cm.forward(c), 2e-6 + 1e12 / (kPeak * 0.5 * 272 / 372));
-  EXPECT_DOUBLE_EQ(cm.backward(c), 2e-6 + 2e12 / (kPeak * 0.3 * 272 / 572));
+  EXPECT_DOUBLE_EQ(cm.forward(c), 4 * 2e-6 + 1e12 / (kPeak * 0.5 * 272 / 372));
+  EXPECT_DOUBLE_EQ(cm.backward(c), 4 * 2e-6 + 2e12 / (kPeak * 0.3 * 272 / 572));
   s.cp_all_gather = true;
   EXPECT_DOUBLE_EQ(op_named(model::layer_forward_ops(m, s, 0), "attention").n, 1088);
   EXPECT_DOUBLE_EQ(op_named(model::layer_forward_ops(m, s, 0), "attention").flops, whole.flops);
   // A flat profile (no fixed cost in keys) prices every K alike.
   p.attention_fwd_overhead_keys = 0;
   const ComputeModel flat{p, kPeak, kPeak, kHbm};
-  EXPECT_DOUBLE_EQ(flat.forward(c) - 2e-6, 1e12 / (kPeak * 0.5));
+  EXPECT_DOUBLE_EQ(flat.forward(c) - 4 * 2e-6, 1e12 / (kPeak * 0.5));
 }
 
 // A kind whose dedicated backward kernel was timed (`<kind>_bwd`) prices its backward with that

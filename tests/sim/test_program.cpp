@@ -644,6 +644,10 @@ TEST(Program, ContextParallelRingCallsAttentionOncePerStep) {
   const double flat = exec::run_program(ring, ExecOptions{}).breakdown.compute_s -
                       exec::run_program(gathered, ExecOptions{}).breakdown.compute_s;
   EXPECT_NEAR(flat, launches * 1e-3, 1e-9);
+  // The closed form charges the same launches.
+  EXPECT_NEAR(exec::run_analytic(ring).breakdown.compute_s -
+                  exec::run_analytic(gathered).breakdown.compute_s,
+              launches * 1e-3, 1e-9);
   // The curve: F = 4·heads·(s/cp)·K·d FLOPs a pass, K = 4,160 keys (64 query blocks of 128 over
   // 8,192 tokens: 65 · 64 / 2 blocks · 128 / 64); each ring call computes K/2 = 2,080.
   ring.profile.attention_fwd_overhead_keys = 200;
