@@ -166,10 +166,13 @@ std::vector<FrameworkPreset> framework_presets_listed() {
        with(nemo_values(), {{"optimizations.async_data_pipeline", "false"}}),
        "cudnn", "megatron", "megatron"},
       {"nemo-2024", "NeMo 2024 (Megatron-Core 0.7+)", "2024-05",
-       "NeMo Megatron GPT recipes (DGX Cloud GPT-3 175B): TP/PP/DP overlap on, TE fused "
-       "attention (cuDNN), distributed optimizer over DP·CP; Megatron-Core 0.7 (2024-05): DDP "
-       "buckets of max(40 M, 1 M·DP) parameters; asynchronous data loading",
-       nemo_values(), "cudnn", "nemo", "megatron"},
+       "NeMo Megatron GPT recipes (DGX Cloud GPT-3 175B): TP/PP/DP overlap on, Transformer "
+       "Engine's attention with cuDNN's turned off, so flash-attn's FlashAttention-2 "
+       "(NVTE_FUSED_ATTN=0: NeMo-Framework-Launcher's config.yaml, 24.01-24.07, and the DGX "
+       "Cloud GPT-3 recipe's own launch.sh, NeMo 24.05, until its v25.02 with NeMo 24.12), "
+       "distributed optimizer over DP·CP; Megatron-Core 0.7 (2024-05): DDP buckets of "
+       "max(40 M, 1 M·DP) parameters; asynchronous data loading",
+       nemo_values(), "flash2", "nemo", "megatron"},
       {"nemo-2025", "NeMo 25.09-25.11 (Megatron-Bridge)", "2025-09",
        "Megatron-Bridge performance recipes (scripts/performance/configs, NeMo 25.09/25.11 "
        "containers): the nemo-2024 levers as modelled; its throughput log counts causal "
