@@ -573,13 +573,9 @@ TEST(Program, TiedTableCountedOnceOnASingleStage) {
   EXPECT_NEAR(accumulated, (m - 1) * 6.0 * params, 1e-6 * params);
 }
 
-// framework.cp_comm all-gather (Llama 3 §3.3.2): K and V are all-gathered before attention in
-// forward and again in backward, dK/dV reduce-scattered after it, with nothing pipelined: every
-// one of them is exposed. With measured CP collectives (α + bytes·(n−1)/n / busbw) the exposed
-// CP time is micro-batches × layers × (2·t_ag + t_rs) at both fidelities; the ring (p2p) hides
-// part of it behind the attention blocks. K/V of one micro-batch: 2 tensors × s × kv_dim × 2 B.
-TEST(Program, AllGatherContextParallelExposesItsCollectives) {
-  const int layers = 2, m = 2, s = 8192, h = 1024;
+// Two layers of a 1,024-wide model over 8,192 tokens, CP 2 on two A100s (Megatron-Core 2023: the
+// ring), without the scale terms.
+RunConfig two_gpu_context_parallel() {
   const std::string yaml =
       "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 8192}\n"
       "cluster: {preset: selene-a100, gpus: 2}\n"
@@ -587,7 +583,17 @@ TEST(Program, AllGatherContextParallelExposesItsCollectives) {
       "training: {global_batch: 2, micro_batch: 1, recompute: none}\n"
       "framework: {preset: megatron-core-2023}\n"
       "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
-  RunConfig c = scen::make_run_config(scen::load_scenario_string(yaml, "cp.yaml"));
+  return scen::make_run_config(scen::load_scenario_string(yaml, "cp.yaml"));
+}
+
+// framework.cp_comm all-gather (Llama 3 §3.3.2): K and V are all-gathered before attention in
+// forward and again in backward, dK/dV reduce-scattered after it, with nothing pipelined: every
+// one of them is exposed. With measured CP collectives (α + bytes·(n−1)/n / busbw) the exposed
+// CP time is micro-batches × layers × (2·t_ag + t_rs) at both fidelities; the ring (p2p) hides
+// part of it behind the attention blocks. K/V of one micro-batch: 2 tensors × s × kv_dim × 2 B.
+TEST(Program, AllGatherContextParallelExposesItsCollectives) {
+  const int layers = 2, m = 2, s = 8192, h = 1024;
+  RunConfig c = two_gpu_context_parallel();
   ASSERT_FALSE(c.opt.cp_all_gather);  // Megatron-Core: the ring
   c.profile.collectives_measured.push_back({"all_gather", 2, 1e-3, 10e9, {}});
   c.profile.collectives_measured.push_back({"reduce_scatter", 2, 2e-3, 10e9, {}});
@@ -628,14 +634,7 @@ TEST(Program, AllGatherContextParallelExposesItsCollectives) {
 // blocks' fixed cost on its own keys: (K/cp + k0)/(K/cp) against (K + k0)/K of the FLOPs' time.
 TEST(Program, ContextParallelRingCallsAttentionOncePerStep) {
   const int layers = 2, m = 2, cp = 2;
-  const std::string yaml =
-      "model: {layers: 2, hidden: 1024, heads: 16, ffn_hidden: 4096, vocab: 64, seq_len: 8192}\n"
-      "cluster: {preset: selene-a100, gpus: 2}\n"
-      "parallel: {tp: 1, pp: 1, cp: 2, dp: 1, vpp: 1}\n"
-      "training: {global_batch: 2, micro_batch: 1, recompute: none}\n"
-      "framework: {preset: megatron-core-2023}\n"
-      "scale: {gpu_speed_sigma: 0, global_sync: false}\n";
-  RunConfig ring = scen::make_run_config(scen::load_scenario_string(yaml, "cp.yaml"));
+  RunConfig ring = two_gpu_context_parallel();
   ring.profile.kernel_overhead_s = 1e-3;
   ring.profile.attention_fwd_overhead_keys = ring.profile.attention_bwd_overhead_keys = 0;
   RunConfig gathered = ring;
