@@ -65,13 +65,24 @@ Profile parse_embedded(const detail::EmbeddedProfile& e) {
   };
   p.attention_fwd_overhead_keys = optional(c, "attention_fwd_overhead_keys", where);
   p.attention_bwd_overhead_keys = optional(c, "attention_bwd_overhead_keys", where);
+  const auto curve64 = [&](const json& o, const char* key, const std::string& at) {
+    Profile::Curve cv;
+    if (!o.contains(key)) return cv;
+    const json& v = o.at(key);
+    const std::string here = at + "." + key;
+    cv = {number(v, "fwd_efficiency", here), number(v, "bwd_efficiency", here),
+          optional(v, "fwd_overhead_keys", here), optional(v, "bwd_overhead_keys", here)};
+    return cv;
+  };
+  p.attention_hd64 = curve64(c, "attention_head_dim_64", where + " compute");
   if (c.contains("attention_by_kernel")) {
     for (const auto& [kernel, v] : c.at("attention_by_kernel").items()) {
       const std::string at = where + " compute.attention_by_kernel." + kernel;
       p.attention_by_kernel[kernel] = {number(v, "fwd_efficiency", at),
                                        number(v, "bwd_efficiency", at),
                                        optional(v, "fwd_overhead_keys", at),
-                                       optional(v, "bwd_overhead_keys", at)};
+                                       optional(v, "bwd_overhead_keys", at),
+                                       curve64(v, "head_dim_64", at)};
     }
   }
   p.kernel_overhead_s = number(c, "kernel_overhead_s", where);

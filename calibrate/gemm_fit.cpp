@@ -573,6 +573,8 @@ void apply_kernel_fits(const KernelFits& f, Profile& p) {
     p.attention_bwd_efficiency = f.attention_bwd_efficiency;
     p.attention_bwd_overhead_keys = f.attention_bwd_overhead_keys;
   }
+  // Nor a datasheet curve at head dimension 64: the measured rate is the timed head dimension's.
+  if (f.attention_fwd_efficiency > 0 || f.attention_bwd_efficiency > 0) p.attention_hd64 = {};
 }
 
 }  // namespace trainsim::calib

@@ -353,7 +353,7 @@ Profile parse_profile(std::string_view text, const std::string& path) {
                   "attention_bwd_efficiency", "memory_bw_efficiency", "kernel_overhead_s",
                   "gemm_overhead_s", "memory_bw_efficiency_by_kind", "copy_bw_Bps",
                   "attention_by_kernel", "attention_fwd_overhead_keys",
-                  "attention_bwd_overhead_keys"},
+                  "attention_bwd_overhead_keys", "attention_head_dim_64"},
                  path, "compute");
   p.gemm_peak_efficiency = get_number(c, "gemm_peak_efficiency", path, "compute", kEfficiency);
   p.gemm_half_dim = get_number(c, "gemm_half_dim", path, "compute", kDimension);
@@ -365,6 +365,30 @@ Profile parse_profile(std::string_view text, const std::string& path) {
                             std::pair{"attention_bwd_overhead_keys", &p.attention_bwd_overhead_keys}}) {
     if (c.contains(key)) *field = get_number(c, key, path, "compute", kOverheadKeys);
   }
+  // A curve at head dimension 64 (Profile::Curve): both efficiencies, optional overhead keys.
+  const auto curve64 = [&](const json& o, const char* key, const std::string& at) {
+    Profile::Curve cv;
+    if (!o.contains(key)) return cv;
+    const json& v = o[key];
+    const std::string here = at + "." + key;
+    if (!v.is_object()) {
+      throw_input("must be an object {fwd_efficiency, bwd_efficiency[, fwd_overhead_keys, "
+                  "bwd_overhead_keys]}",
+                  {path, 0, here});
+    }
+    reject_unknown(v, {"fwd_efficiency", "bwd_efficiency", "fwd_overhead_keys", "bwd_overhead_keys"},
+                   path, here);
+    cv.fwd = get_number(v, "fwd_efficiency", path, here, kEfficiency);
+    cv.bwd = get_number(v, "bwd_efficiency", path, here, kEfficiency);
+    if (v.contains("fwd_overhead_keys")) {
+      cv.fwd_overhead_keys = get_number(v, "fwd_overhead_keys", path, here, kOverheadKeys);
+    }
+    if (v.contains("bwd_overhead_keys")) {
+      cv.bwd_overhead_keys = get_number(v, "bwd_overhead_keys", path, here, kOverheadKeys);
+    }
+    return cv;
+  };
+  p.attention_hd64 = curve64(c, "attention_head_dim_64", "compute");
   p.memory_bw_efficiency = get_number(c, "memory_bw_efficiency", path, "compute", kEfficiency);
   p.kernel_overhead_s = get_number(c, "kernel_overhead_s", path, "compute", kLatency);
   if (c.contains("copy_bw_Bps")) {
@@ -402,9 +426,12 @@ Profile parse_profile(std::string_view text, const std::string& path) {
       if (!v.is_object()) {
         throw_input("must be an object {fwd_efficiency, bwd_efficiency}", {path, 0, at});
       }
-      reject_unknown(v, {"fwd_efficiency", "bwd_efficiency", "fwd_overhead_keys", "bwd_overhead_keys"},
+      reject_unknown(v,
+                     {"fwd_efficiency", "bwd_efficiency", "fwd_overhead_keys", "bwd_overhead_keys",
+                      "head_dim_64"},
                      path, at);
       Profile::AttentionRate& rate = p.attention_by_kernel[kernel];
+      rate.hd64 = curve64(v, "head_dim_64", at);
       rate.fwd = get_number(v, "fwd_efficiency", path, at, kEfficiency);
       rate.bwd = get_number(v, "bwd_efficiency", path, at, kEfficiency);
       if (v.contains("fwd_overhead_keys")) {
@@ -447,6 +474,15 @@ Profile parse_profile(std::string_view text, const std::string& path) {
   return p;
 }
 
+namespace {
+nlohmann::ordered_json curve64_json(const Profile::Curve& c) {
+  nlohmann::ordered_json j = {{"fwd_efficiency", c.fwd}, {"bwd_efficiency", c.bwd}};
+  if (c.fwd_overhead_keys > 0) j["fwd_overhead_keys"] = c.fwd_overhead_keys;
+  if (c.bwd_overhead_keys > 0) j["bwd_overhead_keys"] = c.bwd_overhead_keys;
+  return j;
+}
+}  // namespace
+
 std::string profile_to_json(const Profile& p) {
   nlohmann::ordered_json j;
   j["format_version"] = kProfileFormatVersion;
@@ -466,6 +502,7 @@ std::string profile_to_json(const Profile& p) {
   if (p.attention_bwd_overhead_keys > 0) {
     j["compute"]["attention_bwd_overhead_keys"] = p.attention_bwd_overhead_keys;
   }
+  if (p.attention_hd64.fwd > 0) j["compute"]["attention_head_dim_64"] = curve64_json(p.attention_hd64);
   if (p.gemm_overhead_s) j["compute"]["gemm_overhead_s"] = *p.gemm_overhead_s;
   if (p.copy_bw_Bps) j["compute"]["copy_bw_Bps"] = *p.copy_bw_Bps;
   if (!p.memory_bw_efficiency_by_kind.empty()) {
@@ -479,6 +516,7 @@ std::string profile_to_json(const Profile& p) {
       by[kernel] = {{"fwd_efficiency", r.fwd}, {"bwd_efficiency", r.bwd}};
       if (r.fwd_overhead_keys > 0) by[kernel]["fwd_overhead_keys"] = r.fwd_overhead_keys;
       if (r.bwd_overhead_keys > 0) by[kernel]["bwd_overhead_keys"] = r.bwd_overhead_keys;
+      if (r.hd64.fwd > 0) by[kernel]["head_dim_64"] = curve64_json(r.hd64);
     }
     j["compute"]["attention_by_kernel"] = by;
   }

@@ -115,25 +115,54 @@ struct Profile {
   // Optional: the same for named fused kernels that run at a rate of their own on this GPU
   // (keys from attention_kernel_names(): FlashAttention-2 on Hopper, which has no wgmma path;
   // the 2022 Triton kernel); a kernel not listed runs at the two rates above.
+  // Optional, both: the curve of a kernel at head dimension 64 (`hd64`, JSON `head_dim_64`; the
+  // fields above are its curve at 128, the head dimension its charts were read at). A kernel's
+  // tiles are sized by the head dimension, so its rate depends on it: FlashAttention(-1) is
+  // faster at 64 than at 128 and FlashAttention-2 slower (FlashAttention-2 paper Figs. 4 and 7).
+  // A head dimension between 64 and 128 interpolates the two efficiencies linearly; below 64
+  // takes the 64 curve, above 128 the 128 one. hd64.fwd = 0: no head-dimension dependence.
+  struct Curve {
+    double fwd = 0;
+    double bwd = 0;
+    double fwd_overhead_keys = 0;
+    double bwd_overhead_keys = 0;
+  };
   struct AttentionRate {
     double fwd = 0;
     double bwd = 0;
     double fwd_overhead_keys = 0;
     double bwd_overhead_keys = 0;
+    Curve hd64{};
     /// The efficiency of a pass whose queries compute `keys` keys each (see above).
     static double at(double efficiency, double overhead_keys, double keys) {
       return overhead_keys > 0 && keys > 0 ? efficiency * keys / (keys + overhead_keys)
                                            : efficiency;
     }
-    double fwd_at(double keys) const { return at(fwd, fwd_overhead_keys, keys); }
-    double bwd_at(double keys) const { return at(bwd, bwd_overhead_keys, keys); }
+    /// The weight of the head-dimension-64 curve at `head_dim` (0: none, or head_dim 0).
+    double hd64_weight(double head_dim) const {
+      if (hd64.fwd <= 0 || head_dim <= 0 || head_dim >= 128) return 0.0;
+      return head_dim <= 64 ? 1.0 : (128.0 - head_dim) / 64.0;
+    }
+    double fwd_at(double keys, double head_dim = 0) const {
+      const double w = hd64_weight(head_dim);
+      const double e = at(fwd, fwd_overhead_keys, keys);
+      return w > 0 ? (1 - w) * e + w * at(hd64.fwd, hd64.fwd_overhead_keys, keys) : e;
+    }
+    double bwd_at(double keys, double head_dim = 0) const {
+      const double w = hd64_weight(head_dim);
+      const double e = at(bwd, bwd_overhead_keys, keys);
+      return w > 0 ? (1 - w) * e + w * at(hd64.bwd, hd64.bwd_overhead_keys, keys) : e;
+    }
   };
+  // The profile's own rates at head dimension 64 (JSON compute.attention_head_dim_64).
+  Curve attention_hd64{};
   std::map<std::string, AttentionRate, std::less<>> attention_by_kernel;
   AttentionRate attention_rate(std::string_view kernel) const {
     const auto it = attention_by_kernel.find(kernel);
     return it == attention_by_kernel.end()
                ? AttentionRate{attention_fwd_efficiency, attention_bwd_efficiency,
-                               attention_fwd_overhead_keys, attention_bwd_overhead_keys}
+                               attention_fwd_overhead_keys, attention_bwd_overhead_keys,
+                               attention_hd64}
                : it->second;
   }
   // Fraction of datasheet HBM bandwidth that memory-bound kernels achieve.

@@ -1203,6 +1203,7 @@ class Resolver {
     o.pp_activation = get("framework.pp_activation") == "full" ? plan::PpActivation::kFull
                                                                : plan::PpActivation::kScatterGather;
     o.p2p_net_channels = integer("collectives.p2p_net_channels");
+    o.comm_sms = integer("collectives.comm_sms");
     o.cp_all_gather = get("framework.cp_comm") == "all-gather";
     const std::string accumulation = get("framework.grad_accumulation");
     o.grad_accumulation = accumulation == "add-16bit"  ? plan::GradAccumulation::kAdd16

@@ -879,6 +879,16 @@ std::vector<KeyDef> build_schema() {
        .aliases = {"nchannels_per_net_peer", "p2p_channels"},
        .min_value = 0,
        .max_value = 64},
+      {.path = "collectives.comm_sms",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "SMs an overlapped collective holds while it transfers: its NCCL channels, "
+                      "one thread block each (NCCL_MIN_CTAS / NCCL_MAX_CTAS); a compute kernel "
+                      "beside it runs on the rest. 0 = 8 (NCCL_MIN_CTAS=8 of NVIDIA's MLPerf "
+                      "Training configurations)",
+       .aliases = {"nccl_ctas", "comm_ctas"},
+       .min_value = 0,
+       .max_value = 1024},
 
 
       // congestion control (sim/network/congestion.h; docs/network-model.md §4–5). [D] marks a

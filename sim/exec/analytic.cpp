@@ -570,7 +570,7 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   // At most the whole GPU (a described GPU of fewer SMs than NCCL's channels): overlapping then
   // costs what running in turn does, as the executor's share (sm_share.cpp) is capped.
   c.comm_sm_share =
-      gpu.sms > 0 ? std::min(1.0, static_cast<double>(kOverlapCommSms) / gpu.sms) : 0.0;
+      gpu.sms > 0 ? std::min(1.0, static_cast<double>(comm_sms(cfg.opt)) / gpu.sms) : 0.0;
   if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm || cfg.opt.fsdp_copy_out ||
       cfg.opt.fsdp_copy_in || cfg.opt.grad_scale_pass) {
     c.pc = model::count_parameters(m);

@@ -116,7 +116,10 @@ namespace trainsim::exec {
 /// analytic-39: a fused attention pass whose queries compute K keys runs at the profile's rate
 /// × K / (K + the thread block's fixed cost in keys): short sequences and the first blocks of a
 /// causal mask run below the plateau (the FlashAttention-2/-3 papers' kernel charts).
-inline constexpr const char* kAnalyticModelVersion = "analytic-39";
+/// analytic-40: the attention curve depends on the head dimension (a second curve at 64,
+/// interpolated up to 128: FlashAttention-1 is faster at 64, FlashAttention-2 slower); an
+/// overlapped collective holds collectives.comm_sms SMs (8 unless set).
+inline constexpr const char* kAnalyticModelVersion = "analytic-40";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -10,6 +10,7 @@
 #include "calibrate/profile.h"
 #include "sim/core/units.h"
 #include "sim/model/ops.h"
+#include "sim/plan/config.h"
 
 namespace trainsim::exec {
 
@@ -18,6 +19,10 @@ namespace trainsim::exec {
 /// MLPerf Training v4.0 configurations with TP overlap; Transformer Engine's ring-exchange overlap
 /// uses 1 SM, its pipelined reduce-scatter 16–24).
 inline constexpr int kOverlapCommSms = 8;
+/// The SMs an overlapped collective holds: collectives.comm_sms, or kOverlapCommSms.
+inline int comm_sms(const plan::Optimizations& opt) {
+  return opt.comm_sms > 0 ? opt.comm_sms : kOverlapCommSms;
+}
 
 struct ComputeModel {
   const calib::Profile& prof;
@@ -85,8 +90,8 @@ struct ComputeModel {
       case model::OpKind::kAttention:
         // The keys each query computes in one call (op.n: masked tiles skipped, one ring step's
         // under context parallelism) set how far below its plateau the kernel runs
-        // (Profile::attention_fwd_overhead_keys).
-        return launch + op.flops / (peak16 * prof.attention_rate(op.kernel).fwd_at(op.n));
+        // (Profile::attention_fwd_overhead_keys), and its head dimension (op.k) which curve.
+        return launch + op.flops / (peak16 * prof.attention_rate(op.kernel).fwd_at(op.n, op.k));
       case model::OpKind::kMemory:
         return launch + op.bytes / (hbm_Bps * prof.memory_efficiency(op.kernel));
     }
@@ -104,7 +109,7 @@ struct ComputeModel {
                gemm_time(op.k, op.n, op.m, op.batch, peak);
       }
       case model::OpKind::kAttention:
-        return launch + 2.0 * op.flops / (peak16 * prof.attention_rate(op.kernel).bwd_at(op.n));
+        return launch + 2.0 * op.flops / (peak16 * prof.attention_rate(op.kernel).bwd_at(op.n, op.k));
       case model::OpKind::kMemory:
         return launch + memory_backward(op);
     }

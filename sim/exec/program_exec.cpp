@@ -52,7 +52,7 @@ void Executor::setup_roles() {
 void Executor::setup_actors() {
   const int world = ps_.world();
   sm_share_ = cfg_.cluster.gpu.sms > 0
-                  ? static_cast<double>(kOverlapCommSms) / cfg_.cluster.gpu.sms
+                  ? std::min(1.0, static_cast<double>(comm_sms(cfg_.opt)) / cfg_.cluster.gpu.sms)
                   : 0.0;
   const std::vector<double> factor =
       straggler_factors(opt_.stragglers, world, std::max(1, cfg_.cluster.gpus_per_node));

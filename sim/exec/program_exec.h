@@ -112,7 +112,9 @@ namespace trainsim::exec {
 /// the compute stream to reach the pass (a backward's no longer ran beside its forward).
 /// program-35: fused attention runs below its plateau rate by the thread blocks' fixed cost
 /// (calib::Profile::attention_fwd_overhead_keys), as analytic-39.
-inline constexpr const char* kProgramModelVersion = "program-35";
+/// program-36: its head dimension picks the curve, and collectives.comm_sms the SMs a
+/// collective holds, as analytic-40.
+inline constexpr const char* kProgramModelVersion = "program-36";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -160,6 +160,7 @@ TEST(BuiltinProfiles, AttentionCurvesFollowTheKernelCharts) {
     double tflops[6];
     double tolerance;
     const char* source;
+    double head_dim = 128;
   };
   const Chart charts[] = {
       {"a100-80gb", "", kFwd, true, 312, {132, 168, 187, 198, 200, 197}, 0.04,
@@ -176,6 +177,16 @@ TEST(BuiltinProfiles, AttentionCurvesFollowTheKernelCharts) {
        "FlashAttention-2 paper Fig. 7, FlashAttention-2"},
       {"h100-sxm", "triton", kBoth, true, 989.4, {98, 109, 108, 126, 135, 137}, 0.12,
        "FlashAttention-2 paper Fig. 7, FlashAttention(-1); its 2K bar dips below its 1K one"},
+      // Head dimension 64 (the same figures' panels c; the repository's
+      // assets/flash2_{a100,h100}_fwd_bwd_benchmark.png at 4f285b35).
+      {"a100-80gb", "", kBoth, true, 312, {88, 119, 140, 156, 165, 171}, 0.02,
+       "FlashAttention-2 paper Fig. 4c, FlashAttention-2, head dim 64", 64},
+      {"a100-80gb", "triton", kBoth, true, 312, {58, 70, 77, 87, 92, 97}, 0.055,
+       "FlashAttention-2 paper Fig. 4c, FlashAttention(-1), head dim 64", 64},
+      {"h100-sxm", "flash2", kBoth, true, 989.4, {141, 192, 232, 257, 273, 284}, 0.01,
+       "FlashAttention-2 paper Fig. 7c, FlashAttention-2, head dim 64", 64},
+      {"h100-sxm", "triton", kBoth, true, 989.4, {104, 123, 136, 138, 149, 156}, 0.045,
+       "FlashAttention-2 paper Fig. 7c, FlashAttention(-1), head dim 64", 64},
   };
   for (const Chart& c : charts) {
     const Profile p = builtin_profile(c.gpu);
@@ -184,7 +195,7 @@ TEST(BuiltinProfiles, AttentionCurvesFollowTheKernelCharts) {
       const double s = seqs[i];
       const double k = c.causal ? keys(s) : s;
       const double counted = c.causal ? s / 2 : s;  // the keys the chart's FLOPs count
-      const double ef = r.fwd_at(k), eb = r.bwd_at(k);
+      const double ef = r.fwd_at(k, c.head_dim), eb = r.bwd_at(k, c.head_dim);
       const double model = c.pass == kFwd   ? c.peak_tflops * ef * counted / k
                            : c.pass == kBwd ? c.peak_tflops * eb * counted / k * 2.5 / 2
                                             : c.peak_tflops * counted / k * 3.5 / (1 / ef + 2 / eb);
@@ -206,6 +217,53 @@ TEST(BuiltinProfiles, AttentionCurvesFollowTheKernelCharts) {
   }
 }
 
+// MPT's Triton kernel splits FlashAttention(-1)'s fwd + bwd time between its passes as the
+// FlashAttention-2 paper's text compares FlashAttention-2 with FlashAttention in Triton: 1.3-1.5x
+// faster forward (1.4 taken), about 2x backward. So its forward:backward plateau ratio is
+// FlashAttention-2's (A100: 0.667 / 0.483) times 2 / 1.4, at both head dimensions and on H100
+// (whose Triton build takes Ampere's instructions), and a fwd + bwd takes what one at the old
+// both-pass rate took (1/e_f + 2/e_b = 3/e: FlashAttention(-1)'s chart, which the test above
+// re-derives).
+TEST(BuiltinProfiles, TritonSplitsItsPassesAsTheFlashAttention2PaperSays) {
+  const double ratio = (0.667 / 1.4) / (0.483 / 2);
+  for (const char* gpu : {"a100-80gb", "a100-40gb", "a800", "h100-sxm", "h200-sxm", "h800"}) {
+    SCOPED_TRACE(gpu);
+    const Profile::AttentionRate r = builtin_profile(gpu).attention_rate("triton");
+    EXPECT_NEAR(r.fwd / r.bwd / ratio, 1.0, 0.01);
+    EXPECT_NEAR(r.hd64.fwd / r.hd64.bwd / ratio, 1.0, 0.01);
+    EXPECT_EQ(r.fwd_overhead_keys, r.bwd_overhead_keys);
+  }
+  // The forward now runs about twice the backward's rate: what makes a recomputed forward cheap.
+  EXPECT_GT(builtin_profile("a100-80gb").attention_rate("triton").fwd_at(8192),
+            1.9 * builtin_profile("a100-80gb").attention_rate("triton").bwd_at(8192));
+}
+
+// Between head dimensions 64 and 128 the two curves' efficiencies mix linearly, by hand: at 96
+// half of each, at 80 three quarters of the 64 one; beyond the ends each end's curve; a kernel
+// with no 64 curve (or head dimension 0: the op does not say) is the 128 one everywhere.
+TEST(ProfileAttention, HeadDimensionMixesTheTwoCurves) {
+  Profile::AttentionRate r{0.6, 0.4, 100, 200, {0.3, 0.2, 50, 0}};
+  const double e128 = 0.6 * 1000 / 1100, e64 = 0.3 * 1000 / 1050;
+  EXPECT_DOUBLE_EQ(r.fwd_at(1000, 128), e128);
+  EXPECT_DOUBLE_EQ(r.fwd_at(1000, 256), e128);
+  EXPECT_DOUBLE_EQ(r.fwd_at(1000, 64), e64);
+  EXPECT_DOUBLE_EQ(r.fwd_at(1000, 32), e64);
+  EXPECT_DOUBLE_EQ(r.fwd_at(1000, 96), 0.5 * e128 + 0.5 * e64);
+  EXPECT_DOUBLE_EQ(r.fwd_at(1000, 80), 0.25 * e128 + 0.75 * e64);
+  EXPECT_DOUBLE_EQ(r.fwd_at(1000, 0), e128);
+  EXPECT_DOUBLE_EQ(r.bwd_at(1000, 64), 0.2);  // its 64 curve is flat
+  EXPECT_DOUBLE_EQ(r.bwd_at(1000, 112), 0.75 * 0.4 * 1000 / 1200 + 0.25 * 0.2);
+  r.hd64 = {};
+  EXPECT_DOUBLE_EQ(r.fwd_at(1000, 64), e128);
+  // The profile's own rates carry its 64 curve; a kernel entry carries its own.
+  Profile p;
+  p.attention_fwd_efficiency = 0.6;
+  p.attention_hd64 = {0.3, 0.2, 0, 0};
+  p.attention_by_kernel["triton"] = {0.2, 0.1, 0, 0, {}};
+  EXPECT_DOUBLE_EQ(p.attention_rate("cudnn").fwd_at(1000, 64), 0.3);
+  EXPECT_DOUBLE_EQ(p.attention_rate("triton").fwd_at(1000, 64), 0.2);
+}
+
 // The curve itself, by hand: 0.5 of peak with a fixed cost of 200 keys runs at 0.5 · 1000/1200 at
 // 1,000 keys a query; no fixed cost (or no keys) is the flat rate.
 TEST(ProfileAttention, RateFallsByTheFixedCostInKeys) {
@@ -215,7 +273,7 @@ TEST(ProfileAttention, RateFallsByTheFixedCostInKeys) {
   Profile p;
   p.attention_fwd_efficiency = 0.6;
   p.attention_fwd_overhead_keys = 100;
-  p.attention_by_kernel["triton"] = {0.2, 0.1, 0, 50};
+  p.attention_by_kernel["triton"] = {0.2, 0.1, 0, 50, {}};
   EXPECT_DOUBLE_EQ(p.attention_rate("cudnn").fwd_at(300), 0.6 * 300 / 400);
   EXPECT_DOUBLE_EQ(p.attention_rate("cudnn").bwd_at(300), p.attention_bwd_efficiency);
   EXPECT_DOUBLE_EQ(p.attention_rate("triton").fwd_at(300), 0.2);

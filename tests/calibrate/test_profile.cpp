@@ -54,6 +54,14 @@ TEST(Profile, JsonRoundTrip) {
   EXPECT_DOUBLE_EQ(q.attention_bwd_overhead_keys, p.attention_bwd_overhead_keys);
   EXPECT_DOUBLE_EQ(q.attention_rate("flash2").fwd_overhead_keys,
                    p.attention_rate("flash2").fwd_overhead_keys);
+  // And the curves at head dimension 64, the profile's own and a kernel's.
+  Profile h = builtin_profile("a100-80gb");
+  ASSERT_GT(h.attention_hd64.fwd, 0);
+  ASSERT_GT(h.attention_rate("triton").hd64.bwd_overhead_keys, 0);
+  const Profile hq = load_profile(write_temp("hd64.json", profile_to_json(h)));
+  EXPECT_DOUBLE_EQ(hq.attention_hd64.bwd_overhead_keys, h.attention_hd64.bwd_overhead_keys);
+  EXPECT_DOUBLE_EQ(hq.attention_rate("triton").hd64.fwd, h.attention_rate("triton").hd64.fwd);
+  EXPECT_EQ(profile_to_json(hq), profile_to_json(h));
   // A profile without them (every profile before them) reads as flat rates.
   Profile flat = p;
   flat.attention_fwd_overhead_keys = flat.attention_bwd_overhead_keys = 0;
@@ -117,6 +125,16 @@ TEST(Profile, CorruptFilesNameFileAndField) {
   expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2,
                                            "bwd_overhead": 5}})"),
                "compute.attention_by_kernel.triton.bwd_overhead", "unknown field");
+  expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2,
+                                           "head_dim_64": {"fwd_efficiency": 0.3}}})"),
+               "compute.attention_by_kernel.triton.head_dim_64.bwd_efficiency", "missing");
+  expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2,
+                                           "head_dim_64": 0.3}})"),
+               "compute.attention_by_kernel.triton.head_dim_64", "must be an object");
+  expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2,
+                                           "head_dim_64": {"fwd_efficiency": 0.3,
+                                           "bwd_efficiency": 1.5}}})"),
+               "compute.attention_by_kernel.triton.head_dim_64.bwd_efficiency", "at most 1");
   s = good;
   {
     const std::size_t at = s.find("\"attention_bwd_overhead_keys\": 217");

@@ -184,7 +184,7 @@ TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["fidelity"], "flow");
-  EXPECT_EQ(j["model_version"], "program-35");
+  EXPECT_EQ(j["model_version"], "program-36");
   EXPECT_EQ(j["seed"], 1);  // simulation.seed, next to the model version and the profile
   ASSERT_TRUE(j.contains("task_kinds"));
   double compute_kinds = 0;

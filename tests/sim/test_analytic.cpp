@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "sim/core/error.h"
+#include "sim/exec/compute_model.h"
 #include "sim/model/ops.h"
 #include "sim/plan/layout.h"
 
@@ -125,6 +126,35 @@ TEST(Analytic, OverlapLeversReduceExposedCommunication) {
   on = c;
   on.model.parallel_block = true;
   EXPECT_LT(run_analytic(on).breakdown.exposed_tp_s, off.breakdown.exposed_tp_s);
+}
+
+// An overlapped collective holds collectives.comm_sms SMs (NCCL's channels, one thread block
+// each; 8 unless set): the compute beside it runs on the rest, so holding more of them costs more
+// (ComputeModel::concurrent), 8 is the default to the bit, and holding every SM costs what no
+// overlap at all would for that collective (the share is capped at the whole GPU).
+TEST(Analytic, CollectivesHoldTheirSmsFromTheComputeBesideThem) {
+  RunConfig c = base(64, 8, 2, 4);
+  c.cluster.gpu.sms = 108;
+  c.parallel.sp = true;
+  c.parallel.zero = 1;
+  c.opt.tp_overlap = c.opt.dp_overlap = true;
+  const Result d = run_analytic(c);
+  RunConfig k = c;
+  k.opt.comm_sms = 8;
+  EXPECT_EQ(run_analytic(k).iteration_time_s, d.iteration_time_s);
+  k.opt.comm_sms = 24;
+  const Result more = run_analytic(k);
+  expect_breakdown_adds_up(more);
+  EXPECT_GT(more.iteration_time_s, d.iteration_time_s);
+  EXPECT_GT(more.breakdown.exposed_tp_s, d.breakdown.exposed_tp_s);
+  k.opt.comm_sms = 108;
+  const Result all = run_analytic(k);
+  EXPECT_GT(all.iteration_time_s, more.iteration_time_s);
+  k.opt.comm_sms = 1000;  // more than the GPU has: the whole GPU
+  EXPECT_EQ(run_analytic(k).iteration_time_s, all.iteration_time_s);
+  // The share is what ComputeModel::concurrent charges: t_compute + share · t_comm.
+  EXPECT_DOUBLE_EQ(ComputeModel::concurrent(10, 4, 24.0 / 108), 10 + 4 * 24.0 / 108);
+  EXPECT_DOUBLE_EQ(ComputeModel::concurrent(10, 4, 1.0), 14);
 }
 
 // ZeRO-3 gathers the weights again for the backward pass and reduce-scatters the gradients in

@@ -637,6 +637,7 @@ TEST(Program, ContextParallelRingCallsAttentionOncePerStep) {
   RunConfig ring = two_gpu_context_parallel();
   ring.profile.kernel_overhead_s = 1e-3;
   ring.profile.attention_fwd_overhead_keys = ring.profile.attention_bwd_overhead_keys = 0;
+  ring.profile.attention_hd64 = {};  // head dimension 64 here: the one curve below, no other
   RunConfig gathered = ring;
   gathered.opt.cp_all_gather = true;
   const double launches = m * layers * 2.0 * (cp - 1);
@@ -728,6 +729,12 @@ TEST(Program, DataParallelOverlapSwitch) {
   EXPECT_NEAR(on.breakdown.exposed_dp_s, expected, 0.002 * expected);
   // Without the SMs' share the hand value would be t_last alone, 1 % off at this tolerance.
   EXPECT_GT(expected, t_last * 1.01);
+  // Collectives that hold 32 SMs (collectives.comm_sms: NCCL's channels unbounded) take four
+  // times the share from the backward beside them.
+  c.opt.comm_sms = 32;
+  const Result wide = exec::run_program(c, ExecOptions{});
+  const double expected32 = t_last + 32.0 / c.cluster.gpu.sms * (t_all - t_last);
+  EXPECT_NEAR(wide.breakdown.exposed_dp_s, expected32, 0.002 * expected32);
 }
 
 // The analytic fidelity's closed form of DP overlap (ComputeModel::chunked_overlap), by hand:
