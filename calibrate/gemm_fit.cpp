@@ -398,7 +398,7 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
                 "a time, shape or GPU that is not what ran: re-measure or remove the sample");
   }
   std::vector<std::pair<double, double>> mem;
-  std::vector<AttentionSample> att_fwd, att_bwd;
+  std::vector<AttentionSample> att_fwd, att_bwd, att64_fwd, att64_bwd;
   std::map<std::string, std::vector<std::pair<double, double>>> mem_by_kind;
   std::vector<GemmSample> gemms;
   double gemm_peak = 0;
@@ -428,10 +428,13 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
       mem.emplace_back(k.bytes, k.median_s);
       mem_by_kind[k.op].emplace_back(k.bytes, k.median_s);
     } else if (k.op == "attention_fwd") {
-      // The keys a query computes, as the sample's FLOPs count them (4·batch·m·K·d).
-      att_fwd.push_back({k.flops, k.flops / (4 * k.batch * k.m * k.k), k.median_s});
+      // The keys a query computes, as the sample's FLOPs count them (4·batch·m·K·d); k is the
+      // head dimension: 64 or less goes to the 64 curve's samples (split below).
+      (k.k <= 64 ? att64_fwd : att_fwd)
+          .push_back({k.flops, k.flops / (4 * k.batch * k.m * k.k), k.median_s});
     } else if (k.op == "attention_bwd") {
-      att_bwd.push_back({k.flops, k.flops / (8 * k.batch * k.m * k.k), k.median_s});
+      (k.k <= 64 ? att64_bwd : att_bwd)
+          .push_back({k.flops, k.flops / (8 * k.batch * k.m * k.k), k.median_s});
     } else if (k.dtype == gemm_dtype && k.batch == 1) {
       (in_mix ? in_mix_gemms : gemms).push_back({k.m, k.n, k.k, k.batch, gemm_peak, k.median_s});
     }
@@ -487,6 +490,23 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
     r.rms_rel_error = std::sqrt(r.rms_rel_error / r.samples);
     r.mean_rel_error /= r.samples;
   }
+  // Both head dimensions timed for both passes (the standard grid: 64 and 128): a curve each,
+  // the profile's at 128 and its 64 curve (Profile::attention_hd64). Otherwise one curve over
+  // every sample, as before the head dimension mattered.
+  const bool split64 =
+      !att_fwd.empty() && !att_bwd.empty() && !att64_fwd.empty() && !att64_bwd.empty();
+  if (split64) {
+    const double peak = peaks.dense_16bit_flops;
+    const AttentionFit a = fit_attention_rate(att64_fwd, peak, f.memory.overhead_s);
+    const AttentionFit b = fit_attention_rate(att64_bwd, peak, f.memory.overhead_s);
+    f.attention_hd64_fwd_efficiency = a.efficiency;
+    f.attention_hd64_fwd_overhead_keys = a.overhead_keys;
+    f.attention_hd64_bwd_efficiency = b.efficiency;
+    f.attention_hd64_bwd_overhead_keys = b.overhead_keys;
+  } else {
+    att_fwd.insert(att_fwd.end(), att64_fwd.begin(), att64_fwd.end());
+    att_bwd.insert(att_bwd.end(), att64_bwd.begin(), att64_bwd.end());
+  }
   if (!att_fwd.empty()) {
     const AttentionFit a = fit_attention_rate(att_fwd, peaks.dense_16bit_flops, f.memory.overhead_s);
     f.attention_fwd_efficiency = a.efficiency;
@@ -526,6 +546,10 @@ KernelFits fit_kernels(const std::vector<MeasuredKernel>& samples, const PeakRat
   above_one(f.attention_fwd_efficiency, "attention_fwd_efficiency",
             "the samples' FLOPs or the GPU's peak are not what ran (check the profile's gpu)");
   above_one(f.attention_bwd_efficiency, "attention_bwd_efficiency",
+            "the samples' FLOPs or the GPU's peak are not what ran (check the profile's gpu)");
+  above_one(f.attention_hd64_fwd_efficiency, "attention_head_dim_64.fwd_efficiency",
+            "the samples' FLOPs or the GPU's peak are not what ran (check the profile's gpu)");
+  above_one(f.attention_hd64_bwd_efficiency, "attention_head_dim_64.bwd_efficiency",
             "the samples' FLOPs or the GPU's peak are not what ran (check the profile's gpu)");
   // An in-mix kind above the copy kernel's bandwidth, the fastest the burst bench streams HBM
   // on this GPU: its inputs likely stayed in L2 between the step's kernels.
@@ -573,8 +597,14 @@ void apply_kernel_fits(const KernelFits& f, Profile& p) {
     p.attention_bwd_efficiency = f.attention_bwd_efficiency;
     p.attention_bwd_overhead_keys = f.attention_bwd_overhead_keys;
   }
-  // Nor a datasheet curve at head dimension 64: the measured rate is the timed head dimension's.
-  if (f.attention_fwd_efficiency > 0 || f.attention_bwd_efficiency > 0) p.attention_hd64 = {};
+  // Nor a datasheet curve at head dimension 64: the measured one where both head dimensions
+  // were timed, else none (the measured rate is then the timed head dimensions' together).
+  if (f.attention_hd64_fwd_efficiency > 0 && f.attention_hd64_bwd_efficiency > 0) {
+    p.attention_hd64 = {f.attention_hd64_fwd_efficiency, f.attention_hd64_bwd_efficiency,
+                        f.attention_hd64_fwd_overhead_keys, f.attention_hd64_bwd_overhead_keys};
+  } else if (f.attention_fwd_efficiency > 0 || f.attention_bwd_efficiency > 0) {
+    p.attention_hd64 = {};
+  }
 }
 
 }  // namespace trainsim::calib

@@ -162,6 +162,13 @@ struct KernelFits {
   double attention_bwd_efficiency = 0;
   double attention_fwd_overhead_keys = 0;
   double attention_bwd_overhead_keys = 0;
+  // Where samples were timed at head dimension 64 or less and above it, both passes: the curve
+  // of those at 64 (Profile::attention_hd64); the fields above then fit the others alone.
+  // All 0: no such split (the fields above fit every sample).
+  double attention_hd64_fwd_efficiency = 0;
+  double attention_hd64_bwd_efficiency = 0;
+  double attention_hd64_fwd_overhead_keys = 0;
+  double attention_hd64_bwd_overhead_keys = 0;
   std::vector<std::string> notes;     // kept fields and skipped samples, for the output
   std::vector<std::string> warnings;  // in-mix kinds fitted above the copy roofline
   std::vector<RateIssue> fast_in_mix;  // in-mix samples above the HBM bandwidth (warnings)

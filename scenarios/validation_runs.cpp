@@ -147,12 +147,23 @@ std::optional<model::FlopsConvention> parse_flops_convention(const std::string& 
 }
 
 bool apply_profile_override(calib::Profile& p, const std::string& field, double value) {
+  // An attention constant carries the profile's curve at head dimension 64 with it, in
+  // proportion (a fitted rate is the kernel's, at every head dimension; the charts' ratio
+  // between the two curves stays), or takes the value where the old one was 0.
+  const auto attention = [&](double& at128, double& at64, double v) {
+    if (p.attention_hd64.fwd > 0) at64 = at128 > 0 ? at64 * v / at128 : v;
+    at128 = v;
+  };
   if (field == "gemm_peak_efficiency") p.gemm_peak_efficiency = value;
   else if (field == "gemm_half_dim") p.gemm_half_dim = value;
-  else if (field == "attention_fwd_efficiency") p.attention_fwd_efficiency = value;
-  else if (field == "attention_bwd_efficiency") p.attention_bwd_efficiency = value;
-  else if (field == "attention_fwd_overhead_keys") p.attention_fwd_overhead_keys = value;
-  else if (field == "attention_bwd_overhead_keys") p.attention_bwd_overhead_keys = value;
+  else if (field == "attention_fwd_efficiency")
+    attention(p.attention_fwd_efficiency, p.attention_hd64.fwd, value);
+  else if (field == "attention_bwd_efficiency")
+    attention(p.attention_bwd_efficiency, p.attention_hd64.bwd, value);
+  else if (field == "attention_fwd_overhead_keys")
+    attention(p.attention_fwd_overhead_keys, p.attention_hd64.fwd_overhead_keys, value);
+  else if (field == "attention_bwd_overhead_keys")
+    attention(p.attention_bwd_overhead_keys, p.attention_hd64.bwd_overhead_keys, value);
   else if (field == "memory_bw_efficiency") p.memory_bw_efficiency = value;
   else if (field == "kernel_overhead_s") p.kernel_overhead_s = value;
   else if (field == "nic_efficiency") p.nic_efficiency = value;

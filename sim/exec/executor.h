@@ -80,8 +80,8 @@ struct Actor {
   std::uint32_t posted_recv[2] = {0, 0};
   TimePs compute_end;        // end of the last compute task
   // Concurrent kernels (ComputeModel::concurrent): each collective transferring on this rank
-  // holds kOverlapCommSms of its SMs, so a GPU compute task running meanwhile progresses at
-  // 1 − share · (collectives) of its rate. `sm_comms` counts them per exposed dimension; the
+  // holds comm_sms(opt) of its SMs (collectives.comm_sms), so a GPU compute task running
+  // meanwhile progresses at 1 − share · (collectives) of its rate. `sm_comms` counts them per exposed dimension; the
   // running compute task keeps its remaining work (at full rate, in ps) as of `work_at` and the
   // time it has lost to each dimension's SMs, which its completion charges to that dimension.
   std::int32_t sm_comms[kExCount] = {};
@@ -229,7 +229,7 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   std::deque<std::vector<Comm::Member>> member_scratch_;
   std::size_t finish_depth_ = 0;
   long task_instances_ = 0;
-  double sm_share_ = 0;  // share of a GPU's SMs one collective holds (kOverlapCommSms / SMs)
+  double sm_share_ = 0;  // share of a GPU's SMs one collective holds (comm_sms(opt) / SMs)
   std::vector<int> sm_dirty_;  // actors whose SM holds changed in this picosecond
 };
 

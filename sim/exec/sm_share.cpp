@@ -1,7 +1,7 @@
 // Compute slowed by communication (executor.h): a collective running beside a compute task
-// takes kOverlapCommSms of the GPU's SMs (NCCL's channels) for as long as it transfers, so the
-// compute task's remaining work proceeds at 1 − held share; the time it loses is charged to the
-// exposed communication of the dimensions holding the SMs.
+// takes comm_sms(opt) of the GPU's SMs (collectives.comm_sms, NCCL's channels) for as long as
+// it transfers, so the compute task's remaining work proceeds at 1 − held share; the time it
+// loses is charged to the exposed communication of the dimensions holding the SMs.
 #include <algorithm>
 
 #include "sim/core/simulation.h"

@@ -235,6 +235,60 @@ TEST(KernelFits, RecordedSampleFileLoadsAndFits) {
   EXPECT_NEAR(f.memory_joint_overhead_s, 2.7e-6, 0.2 * 2.7e-6);
 }
 
+// The head dimension splits the attention samples: where both passes were timed at 64 and at
+// 128 (the standard grid), each gets its own curve, the profile's and its 64 one; timed at one
+// head dimension only, one curve over all of them, and the datasheet's 64 curve is dropped (a
+// measured rate is never bent by a published one). Samples: flat rates, 0.5 / 0.4 of peak at
+// 128 and 0.3 / 0.2 at 64, at 1,024-4,096 keys, times without a launch cost.
+TEST(KernelFits, AttentionAtHeadDimension64FitsItsOwnCurve) {
+  const Profile p = load_profile(kData + "kernels_h100_synthetic.json");
+  std::vector<MeasuredKernel> s;
+  for (const auto& k : p.kernels_measured) {
+    if (k.op != "attention_fwd" && k.op != "attention_bwd") s.push_back(k);
+  }
+  const auto add = [&](std::vector<MeasuredKernel>& v, double d, double fwd, double bwd) {
+    for (double keys : {1024.0, 2048.0, 4096.0}) {
+      for (const bool back : {false, true}) {
+        MeasuredKernel k;
+        k.op = back ? "attention_bwd" : "attention_fwd";
+        k.label = "grid";
+        k.dtype = "bf16";
+        k.m = keys;
+        k.n = keys;
+        k.k = d;
+        k.batch = 4096;  // milliseconds a sample: the fit's launch cost is lost in them
+        k.flops = (back ? 8 : 4) * k.batch * k.m * keys * d;
+        k.median_s = k.flops / (kPeak * (back ? bwd : fwd));
+        k.repeats = 10;
+        v.push_back(k);
+      }
+    }
+  };
+  std::vector<MeasuredKernel> both = s;
+  add(both, 128, 0.5, 0.4);
+  add(both, 64, 0.3, 0.2);
+  const KernelFits f = fit_kernels(both, h100());
+  EXPECT_NEAR(f.attention_fwd_efficiency, 0.5, 1e-3);
+  EXPECT_NEAR(f.attention_bwd_efficiency, 0.4, 1e-3);
+  EXPECT_NEAR(f.attention_hd64_fwd_efficiency, 0.3, 1e-3);
+  EXPECT_NEAR(f.attention_hd64_bwd_efficiency, 0.2, 1e-3);
+  Profile q = builtin_profile("a100-80gb");
+  ASSERT_GT(q.attention_hd64.fwd, 0);
+  apply_kernel_fits(f, q);
+  EXPECT_DOUBLE_EQ(q.attention_hd64.fwd, f.attention_hd64_fwd_efficiency);
+  EXPECT_DOUBLE_EQ(q.attention_hd64.bwd, f.attention_hd64_bwd_efficiency);
+  // One head dimension: one curve over every sample, no 64 curve left.
+  std::vector<MeasuredKernel> one = s;
+  add(one, 128, 0.5, 0.4);
+  const KernelFits g = fit_kernels(one, h100());
+  EXPECT_EQ(g.attention_hd64_fwd_efficiency, 0);
+  EXPECT_NEAR(g.attention_fwd_efficiency, 0.5, 1e-3);
+  Profile r = builtin_profile("a100-80gb");
+  apply_kernel_fits(g, r);
+  EXPECT_EQ(r.attention_hd64.fwd, 0);
+  EXPECT_DOUBLE_EQ(r.attention_rate("cudnn").fwd_at(2048, 64), r.attention_rate("cudnn").fwd_at(2048, 128));
+}
+
 TEST(KernelFits, MissingKindsAreNamed) {
   const Profile p = load_profile(kData + "kernels_h100_synthetic.json");
   std::vector<MeasuredKernel> only_mem;

@@ -9,12 +9,37 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/profile.h"
 #include "scenarios/frameworks.h"
 #include "scenarios/presets.h"
 #include "sim/core/error.h"
 
 namespace trainsim::scen {
 namespace {
+
+// A fitted or `set` attention constant (calibrate fit-runs, a CSV's set) carries the profile's
+// curve at head dimension 64 with it in proportion, so a head-dim-64 row moves with the fit
+// (A100: FlashAttention-2's 64 curve is 0.90 of its 128 one, and stays so); where the 128
+// constant was 0 (a flat curve's overhead keys) the 64 one takes the value; without a 64 curve
+// nothing else changes.
+TEST(ValidationRuns, AttentionOverridesCarryTheHeadDimension64Curve) {
+  calib::Profile p = calib::builtin_profile("a100-80gb");
+  const calib::Profile base = p;
+  ASSERT_GT(p.attention_hd64.fwd, 0);
+  ASSERT_TRUE(apply_profile_override(p, "attention_fwd_efficiency", 0.5));
+  EXPECT_DOUBLE_EQ(p.attention_fwd_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(p.attention_hd64.fwd, base.attention_hd64.fwd * 0.5 / base.attention_fwd_efficiency);
+  ASSERT_TRUE(apply_profile_override(p, "attention_bwd_overhead_keys", 434));
+  EXPECT_DOUBLE_EQ(p.attention_hd64.bwd_overhead_keys, base.attention_hd64.bwd_overhead_keys * 2);
+  EXPECT_DOUBLE_EQ(p.attention_hd64.bwd, base.attention_hd64.bwd);
+  p.attention_fwd_overhead_keys = 0;
+  ASSERT_TRUE(apply_profile_override(p, "attention_fwd_overhead_keys", 50));
+  EXPECT_DOUBLE_EQ(p.attention_hd64.fwd_overhead_keys, 50);
+  calib::Profile flat = base;
+  flat.attention_hd64 = {};
+  ASSERT_TRUE(apply_profile_override(flat, "attention_fwd_efficiency", 0.5));
+  EXPECT_EQ(flat.attention_hd64.fwd, 0);
+}
 
 TEST(ValidationRuns, PublicationYearFromTheSource) {
   EXPECT_EQ(publication_year("Megatron-LM SC21 Table 1"), 2021);

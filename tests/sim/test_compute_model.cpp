@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "calibrate/profile.h"
@@ -265,6 +266,32 @@ TEST(ComputeModelMeasured, AttentionRunsAtItsKernelsRate) {
     a.flops = flops;
     EXPECT_DOUBLE_EQ(cm.forward(a), flops / (kPeak * fwd));
     EXPECT_DOUBLE_EQ(cm.backward(a), 2 * flops / (kPeak * bwd));
+  }
+}
+
+// The head dimension picks the curve (analytic-40): the attention op's k is its head dimension,
+// and the compute model prices it with the profile's curve at that head dimension, by hand:
+// 2,048 over 32 heads is 64, 1,536 over 16 is 96 (half of each curve), 2,048 over 16 is 128.
+TEST(ComputeModelMeasured, AttentionTakesTheCurveOfItsHeadDimension) {
+  calib::Profile p;
+  p.kernel_overhead_s = 0;
+  p.attention_fwd_efficiency = 0.5;
+  p.attention_bwd_efficiency = 0.4;
+  p.attention_hd64 = {0.25, 0.1, 0, 0};
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  model::Sharding s;
+  s.fused_attention = true;
+  s.attention_kernel = model::AttentionKernel::kCudnn;
+  for (const auto& [hidden, heads] :
+       {std::pair{2048, 32}, std::pair{1536, 16}, std::pair{2048, 16}}) {
+    const model::ModelConfig m = testing::gpt(1, hidden, heads, 51200, 2048);
+    model::Op a = op_named(model::layer_forward_ops(m, s, 0), "attention");
+    const double d = static_cast<double>(hidden) / heads;
+    EXPECT_DOUBLE_EQ(a.k, d);
+    const double w = std::clamp((128 - d) / 64, 0.0, 1.0);
+    a.flops = 1e12;
+    EXPECT_DOUBLE_EQ(cm.forward(a), 1e12 / (kPeak * ((1 - w) * 0.5 + w * 0.25))) << d;
+    EXPECT_DOUBLE_EQ(cm.backward(a), 2e12 / (kPeak * ((1 - w) * 0.4 + w * 0.1))) << d;
   }
 }
 
