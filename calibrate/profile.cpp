@@ -365,7 +365,20 @@ Profile parse_profile(std::string_view text, const std::string& path) {
                             std::pair{"attention_bwd_overhead_keys", &p.attention_bwd_overhead_keys}}) {
     if (c.contains(key)) *field = get_number(c, key, path, "compute", kOverheadKeys);
   }
-  // A curve at head dimension 64 (Profile::Curve): both efficiencies, optional overhead keys.
+  // A curve's fields (Profile::Curve): both efficiencies, optional overhead keys (0: flat).
+  const auto curve_fields = [&](const json& v, const std::string& at) {
+    Profile::Curve cv;
+    cv.fwd = get_number(v, "fwd_efficiency", path, at, kEfficiency);
+    cv.bwd = get_number(v, "bwd_efficiency", path, at, kEfficiency);
+    if (v.contains("fwd_overhead_keys")) {
+      cv.fwd_overhead_keys = get_number(v, "fwd_overhead_keys", path, at, kOverheadKeys);
+    }
+    if (v.contains("bwd_overhead_keys")) {
+      cv.bwd_overhead_keys = get_number(v, "bwd_overhead_keys", path, at, kOverheadKeys);
+    }
+    return cv;
+  };
+  // A curve at head dimension 64, where given.
   const auto curve64 = [&](const json& o, const char* key, const std::string& at) {
     Profile::Curve cv;
     if (!o.contains(key)) return cv;
@@ -378,15 +391,7 @@ Profile parse_profile(std::string_view text, const std::string& path) {
     }
     reject_unknown(v, {"fwd_efficiency", "bwd_efficiency", "fwd_overhead_keys", "bwd_overhead_keys"},
                    path, here);
-    cv.fwd = get_number(v, "fwd_efficiency", path, here, kEfficiency);
-    cv.bwd = get_number(v, "bwd_efficiency", path, here, kEfficiency);
-    if (v.contains("fwd_overhead_keys")) {
-      cv.fwd_overhead_keys = get_number(v, "fwd_overhead_keys", path, here, kOverheadKeys);
-    }
-    if (v.contains("bwd_overhead_keys")) {
-      cv.bwd_overhead_keys = get_number(v, "bwd_overhead_keys", path, here, kOverheadKeys);
-    }
-    return cv;
+    return curve_fields(v, here);
   };
   p.attention_hd64 = curve64(c, "attention_head_dim_64", "compute");
   p.memory_bw_efficiency = get_number(c, "memory_bw_efficiency", path, "compute", kEfficiency);
@@ -430,16 +435,9 @@ Profile parse_profile(std::string_view text, const std::string& path) {
                      {"fwd_efficiency", "bwd_efficiency", "fwd_overhead_keys", "bwd_overhead_keys",
                       "head_dim_64"},
                      path, at);
-      Profile::AttentionRate& rate = p.attention_by_kernel[kernel];
-      rate.hd64 = curve64(v, "head_dim_64", at);
-      rate.fwd = get_number(v, "fwd_efficiency", path, at, kEfficiency);
-      rate.bwd = get_number(v, "bwd_efficiency", path, at, kEfficiency);
-      if (v.contains("fwd_overhead_keys")) {
-        rate.fwd_overhead_keys = get_number(v, "fwd_overhead_keys", path, at, kOverheadKeys);
-      }
-      if (v.contains("bwd_overhead_keys")) {
-        rate.bwd_overhead_keys = get_number(v, "bwd_overhead_keys", path, at, kOverheadKeys);
-      }
+      const Profile::Curve at128 = curve_fields(v, at);
+      p.attention_by_kernel[kernel] = {at128.fwd, at128.bwd, at128.fwd_overhead_keys,
+                                       at128.bwd_overhead_keys, curve64(v, "head_dim_64", at)};
     }
   }
   const json& k = j["collectives"];
