@@ -883,9 +883,9 @@ std::vector<KeyDef> build_schema() {
        .type = K::kInt,
        .default_value = "0",
        .description = "SMs an overlapped collective holds while it transfers: its NCCL channels, "
-                      "one thread block each (NCCL_MIN_CTAS / NCCL_MAX_CTAS); a compute kernel "
-                      "beside it runs on the rest. 0 = 8 (NCCL_MIN_CTAS=8 of NVIDIA's MLPerf "
-                      "Training configurations)",
+                      "one thread block each (as NCCL_MAX_CTAS caps them); a compute kernel "
+                      "beside it runs on the rest. 0 = 8, the model's value (NCCL's own count "
+                      "on an 8-GPU NVSwitch server is 16-32; docs/analytic-model.md)",
        .aliases = {"nccl_ctas", "comm_ctas"},
        .min_value = 0,
        .max_value = 1024},

@@ -14,10 +14,15 @@
 
 namespace trainsim::exec {
 
-/// Streaming multiprocessors an overlapped communication occupies: NCCL runs one thread block per
-/// channel, and overlapped training configurations hold it to 8 (NCCL_MIN_CTAS=8 in NVIDIA's
-/// MLPerf Training v4.0 configurations with TP overlap; Transformer Engine's ring-exchange overlap
-/// uses 1 SM, its pipelined reduce-scatter 16–24).
+/// Streaming multiprocessors an overlapped communication occupies (one thread block per NCCL
+/// channel): 8, unless collectives.comm_sms says. Its old source does not hold: it was read from
+/// NCCL_MIN_CTAS=8 in an MLPerf Training v4.0 configuration with TP overlap, which is a partner's
+/// (NVIDIA's own set 16-32), and NCCL_MIN_CTAS is only a floor (NVIDIA/nccl src/graph/connect.cc),
+/// so NCCL kept its own count there: 24 channels on HGX A100 (nccl-tests#100) and H100, 16 on
+/// H800 (nccl#892), 32 on DGX B200 (nccl#1646). Transformer Engine's userbuffers TP overlap is not
+/// NCCL (ring-exchange 1 SM, pipelined 16–24). Kept until the executor prices the SMs per
+/// dimension (docs/validation.md, analytic-40: all collectives at NCCL's count move Megatron-Core's
+/// TP-overlapped rows 2-4 points slow, FSDP rows 1-3 points toward their figures).
 inline constexpr int kOverlapCommSms = 8;
 /// The SMs an overlapped collective holds: collectives.comm_sms, or kOverlapCommSms.
 inline int comm_sms(const plan::Optimizations& opt) {
