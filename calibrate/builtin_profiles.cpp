@@ -93,6 +93,7 @@ Profile parse_embedded(const detail::EmbeddedProfile& e) {
   p.nic_efficiency = number(k, "nic_efficiency", where);
   p.net_step_latency_s = number(k, "net_step_latency_s", where);
   p.collective_base_latency_s = number(k, "base_latency_s", where);
+  p.nccl_channels = static_cast<int>(number(k, "nccl_channels", where));
   p.data_loading_s = number(j.at("host"), "data_loading_s", where);
   return p;
 }

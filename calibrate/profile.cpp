@@ -443,7 +443,7 @@ Profile parse_profile(std::string_view text, const std::string& path) {
   const json& k = j["collectives"];
   reject_unknown(k,
                  {"nvlink_busbw_Bps", "nvlink_step_latency_s", "nvls_busbw_Bps", "nic_efficiency",
-                  "net_step_latency_s", "base_latency_s"},
+                  "net_step_latency_s", "base_latency_s", "nccl_channels"},
                  path, "collectives");
   p.nvlink.busbw_Bps = get_number(k, "nvlink_busbw_Bps", path, "collectives", kBandwidth);
   p.nvlink.step_latency_s = get_number(k, "nvlink_step_latency_s", path, "collectives", kLatency);
@@ -459,6 +459,10 @@ Profile parse_profile(std::string_view text, const std::string& path) {
                                  "a fraction of line rate, from 0.001 to at most 1"});
   p.net_step_latency_s = get_number(k, "net_step_latency_s", path, "collectives", kLatency);
   p.collective_base_latency_s = get_number(k, "base_latency_s", path, "collectives", kLatency);
+  if (k.contains("nccl_channels")) {
+    // NCCL's MAXCHANNELS is 64 (32 before 2.25): a count outside 1..64 is not NCCL's.
+    p.nccl_channels = get_int(k, "nccl_channels", path, "collectives.nccl_channels", 1, 64);
+  }
   const json& h = j["host"];
   reject_unknown(h, {"data_loading_s"}, path, "host");
   p.data_loading_s = get_number(h, "data_loading_s", path, "host", kHostTime);
@@ -524,6 +528,7 @@ std::string profile_to_json(const Profile& p) {
                       {"nic_efficiency", p.nic_efficiency},
                       {"net_step_latency_s", p.net_step_latency_s},
                       {"base_latency_s", p.collective_base_latency_s}};
+  if (p.nccl_channels > 0) j["collectives"]["nccl_channels"] = p.nccl_channels;
   j["host"] = {{"data_loading_s", p.data_loading_s}};
   if (!p.collectives_measured.empty()) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();

@@ -193,6 +193,11 @@ struct Profile {
   double nic_efficiency = 0.95;       // achieved / line rate per NIC for large transfers
   double net_step_latency_s = 14e-6;  // per inter-node ring step (NCCL Ring/Simple NET hwLat)
   double collective_base_latency_s = 8.4e-6;  // per collective launch (NCCL baseLat Ring/Simple)
+  // Optional: NCCL's collective channels on this GPU's server ("N coll channels" in an
+  // NCCL_DEBUG=INFO log), one thread block each: the SMs a large collective holds while it
+  // transfers, which the compute beside it loses (collectives.comm_sms overrides it). 0: unknown
+  // (an overlapped collective then holds exec::kDefaultNcclChannels).
+  int nccl_channels = 0;
 
   // Host-side cost: per-iteration stall when the data pipeline is synchronous.
   double data_loading_s = 0.0;

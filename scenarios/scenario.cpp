@@ -1204,6 +1204,7 @@ class Resolver {
                                                                : plan::PpActivation::kScatterGather;
     o.p2p_net_channels = integer("collectives.p2p_net_channels");
     o.comm_sms = integer("collectives.comm_sms");
+    o.tp_overlap_sms = integer("framework.tp_overlap_sms");
     o.cp_all_gather = get("framework.cp_comm") == "all-gather";
     const std::string accumulation = get("framework.grad_accumulation");
     o.grad_accumulation = accumulation == "add-16bit"  ? plan::GradAccumulation::kAdd16

@@ -714,6 +714,16 @@ std::vector<KeyDef> build_schema() {
                       "tensor-parallel communication with CUDA_DEVICE_MAX_CONNECTIONS=1 (2021-09, "
                       "with SP from 2022-05); the forward's stay exposed",
        .aliases = {"async_tensor_model_parallel_allreduce", "tp_async_grad"}},
+      {.path = "framework.tp_overlap_sms",
+       .type = K::kInt,
+       .default_value = "0",
+       .description = "SMs the TP overlap's communication kernels hold beside the GEMMs they "
+                      "overlap (optimizations.tp_overlap): Transformer Engine's userbuffers take "
+                      "16 by default (num_sm of its pipelined and bulk overlaps; its ring exchange "
+                      "copies by copy engine). 0 = as an NCCL collective (collectives.comm_sms)",
+       .aliases = {"tp_comm_overlap_sms", "ub_num_sm"},
+       .min_value = 0,
+       .max_value = 1024},
       {.path = "framework.fsdp_copy_out",
        .type = K::kBool,
        .default_value = "false",
@@ -882,10 +892,11 @@ std::vector<KeyDef> build_schema() {
       {.path = "collectives.comm_sms",
        .type = K::kInt,
        .default_value = "0",
-       .description = "SMs an overlapped collective holds while it transfers: its NCCL channels, "
-                      "one thread block each (as NCCL_MAX_CTAS caps them); a compute kernel "
-                      "beside it runs on the rest. 0 = 8, the model's value (NCCL's own count "
-                      "on an 8-GPU NVSwitch server is 16-32; docs/analytic-model.md)",
+       .description = "SMs an NCCL collective holds while it transfers: its channels, one "
+                      "thread block each (as NCCL_MAX_CTAS / NCCL_MAX_NCHANNELS cap them); a "
+                      "compute kernel beside it runs on the rest. 0 = NCCL's own count on the "
+                      "GPU's server (the calibration profile's collectives.nccl_channels; 24 "
+                      "where the profile has none). TP overlap kernels: framework.tp_overlap_sms",
        .aliases = {"nccl_ctas", "comm_ctas"},
        .min_value = 0,
        .max_value = 1024},

@@ -40,7 +40,9 @@ struct Context {
   ComputeModel cm;
   coll::LinkModel links;
   model::Sharding shard;
-  double comm_sm_share = 0;  // share of the SMs an overlapped collective occupies
+  double comm_sm_share = 0;  // share of the SMs an overlapped NCCL collective occupies
+  double tp_sm_share = 0;    // share a TP collective occupies (exec::tp_comm_sms)
+  double tp_ring_share = 0;  // share a TP all-gather that feeds its GEMM occupies (tp_ring_sms)
   model::ParamCount pc;      // the model's parameters (per layer, embedding, head)
 
   // One micro-batch's gradient accumulation over `params` parameters in `tensors` tensors,
@@ -150,20 +152,24 @@ void add_traffic(Slot& s, const coll::Cost& c, double times = 1.0) {
 // piece of the collective cannot overlap, the rest runs beside the GEMM. A bulk overlap runs the
 // whole collective beside an independent GEMM, which only the backward pass has (the weight
 // gradient beside the input gradient's reduction); `independent` says whether one exists.
-double tp_exposed(const Context& c, double t_comm, double t_gemm, bool independent) {
+// `feeds`: the collective is an all-gather whose pieces feed the GEMM after it (a ring exchange
+// under a decomposed overlap of the framework's own kernels: exec::tp_ring_sms).
+double tp_exposed(const Context& c, double t_comm, double t_gemm, bool independent,
+                  bool feeds = false) {
   if (!c.cfg.opt.tp_overlap) {
     // Megatron's asynchronous backward collectives (Optimizations::tp_async_backward): a bulk
     // overlap without Transformer Engine.
     if (!independent || !c.cfg.opt.tp_async_backward) return t_comm;
-    return ComputeModel::concurrent(t_gemm, t_comm, c.comm_sm_share) - t_gemm;
+    return ComputeModel::concurrent(t_gemm, t_comm, c.tp_sm_share) - t_gemm;
   }
   if (c.cfg.opt.tp_overlap_decomposed) {
     const double n = std::max(1, c.L.par.tp);
     const double rest = t_comm - t_comm / n;
-    return t_comm / n + ComputeModel::concurrent(t_gemm, rest, c.comm_sm_share) - t_gemm;
+    const double share = feeds ? c.tp_ring_share : c.tp_sm_share;
+    return t_comm / n + ComputeModel::concurrent(t_gemm, rest, share) - t_gemm;
   }
   if (!independent) return t_comm;
-  return ComputeModel::concurrent(t_gemm, t_comm, c.comm_sm_share) - t_gemm;
+  return ComputeModel::concurrent(t_gemm, t_comm, c.tp_sm_share) - t_gemm;
 }
 
 // The accumulators of a Slot that a stage's layers, embedding and head add to.
@@ -269,12 +275,12 @@ void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops
     const bool wgrad = op.kind == OpKind::kGemm;
     if (op.tp_comm_before) {
       if (par.sp) {
-        out.add(kTp, passes_fwd * tp_exposed(c, ag.time_s, f, false) +
+        out.add(kTp, passes_fwd * tp_exposed(c, ag.time_s, f, false, true) +
                          tp_exposed(c, rs.time_s, b / 2, wgrad));
         out.traffic(ag, passes_fwd);
         if (!recompute_all && recompute == model::Recompute::kSelectiveOp && share > 0) {
           // Per-op checkpointing replays the SP all-gather (not a kept op) before the share.
-          out.add(kTp, tp_exposed(c, ag.time_s, r, false));
+          out.add(kTp, tp_exposed(c, ag.time_s, r, false, true));
           out.traffic(ag);
         }
         out.traffic(rs);
@@ -292,7 +298,7 @@ void price_ops(const Context& c, const LayerComm& lc, const std::vector<Op>& ops
     if (op.tp_comm_after) {
       if (par.sp) {
         out.add(kTp, passes_fwd * tp_exposed(c, rs.time_s, f, false) +
-                         tp_exposed(c, ag.time_s, b / 2, false));
+                         tp_exposed(c, ag.time_s, b / 2, false, true));
         out.traffic(rs, passes_fwd);
         out.traffic(ag);
       } else {
@@ -565,12 +571,19 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
   Context c{cfg, L,
             ComputeModel{prof, gemm_peak, peak16, gpu.hbm_Bps,
                          cfg.training.precision == Precision::kFp8, cfg.training.fp8_recipe},
-            links, {}, 0.0, {}};
+            links, {}, 0.0, 0.0, 0.0, {}};
   c.shard = plan::sharding_of(par, cfg.training, cfg.opt);
-  // At most the whole GPU (a described GPU of fewer SMs than NCCL's channels): overlapping then
-  // costs what running in turn does, as the executor's share (sm_share.cpp) is capped.
-  c.comm_sm_share =
-      gpu.sms > 0 ? std::min(1.0, static_cast<double>(comm_sms(cfg.opt)) / gpu.sms) : 0.0;
+  // The SMs an overlapped collective takes from the compute beside it, per kind of kernel (the
+  // executor's shares, sm_share.cpp, are the same): NCCL's channels for the DP collectives (and
+  // the TP ones without a TP overlap of the framework's own), the framework's TP overlap kernels
+  // for the TP ones.
+  // (The DP sites take the dense gradient group's span; an expert group's may differ, as the
+  // executor, which prices each collective by its own group, has it.)
+  const CommSpan dp_span{L.dp_cp.nodes > 1, cfg.cluster.nics_per_node};
+  const CommSpan tp_span{L.tp.nodes > 1, cfg.cluster.nics_per_node};
+  c.comm_sm_share = sm_share(nccl_sms(cfg.opt, prof, dp_span), gpu.sms);
+  c.tp_sm_share = sm_share(tp_comm_sms(cfg.opt, prof, tp_span), gpu.sms);
+  c.tp_ring_share = sm_share(tp_ring_sms(cfg.opt, prof, tp_span), gpu.sms);
   if (cfg.opt.grad_accumulation != plan::GradAccumulation::kInGemm || cfg.opt.fsdp_copy_out ||
       cfg.opt.fsdp_copy_in || cfg.opt.grad_scale_pass) {
     c.pc = model::count_parameters(m);
@@ -991,8 +1004,20 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         // ZeRO-2 GPipe run read its DP exposure at a quarter of the schedule's).
         const double drain =
             par.schedule == plan::Schedule::kGpipe ? steps - 1 : std::min(steps - 1, warmup);
-        return (steps - 1 - drain) * std::max(r - w, c.comm_sm_share * r) +
-               drain * std::max(r - wb, c.comm_sm_share * r) + last;
+        // What the reduction takes from a step is its share of the SMs while it runs beside
+        // compute, and only the step's compute slows, not its exposed TP/CP/EP/PP waits: the
+        // reduction overlaps the compute for the compute's share of its time, r · cw/w (the
+        // waits spread over the step), and at most for the compute's whole slowed length,
+        // cw/(1 − s). (analytic-41: s · r, the whole reduction beside compute, read 1.1 MFU
+        // points below the executed schedule on TorchTitan's ZeRO-2 runs at NCCL's channels.)
+        const double s = c.comm_sm_share;
+        const auto beside = [&](double compute, double window) {
+          const double overlapped = window > 0 ? r * compute / window : 0.0;
+          return s >= 1.0 ? overlapped : s * std::min(overlapped, compute / (1.0 - s));
+        };
+        const double cw = (slot.forward + slot.backward) / v, cwb = slot.backward / v;
+        return (steps - 1 - drain) * std::max(r - w, beside(cw, w)) +
+               drain * std::max(r - wb, beside(cwb, wb)) + last;
       };
       // The embedding's tail: ZeRO-1/2 the iteration's last reduce-scatter and its first
       // gather. (ZeRO-3's chain above prices every pass's first gather and last reduce-scatter

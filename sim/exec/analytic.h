@@ -119,7 +119,11 @@ namespace trainsim::exec {
 /// analytic-40: the attention curve depends on the head dimension (a second curve at 64,
 /// interpolated up to 128: FlashAttention-1 is faster at 64, FlashAttention-2 slower); an
 /// overlapped collective holds collectives.comm_sms SMs (8 unless set).
-inline constexpr const char* kAnalyticModelVersion = "analytic-40";
+/// analytic-41: the SMs priced per kind of kernel: an NCCL collective holds NCCL's channels on
+/// the GPU's server (the profile's collectives.nccl_channels: 24 on A100 and H100, 16 on
+/// A800/H800, 32 on Blackwell), not 8; a TP overlap of the framework's own kernels
+/// framework.tp_overlap_sms (Transformer Engine's userbuffers: 16), its ring exchanges 1.
+inline constexpr const char* kAnalyticModelVersion = "analytic-41";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

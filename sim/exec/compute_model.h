@@ -14,19 +14,65 @@
 
 namespace trainsim::exec {
 
-/// Streaming multiprocessors an overlapped communication occupies (one thread block per NCCL
-/// channel): 8, unless collectives.comm_sms says. Its old source does not hold: it was read from
-/// NCCL_MIN_CTAS=8 in an MLPerf Training v4.0 configuration with TP overlap, which is a partner's
-/// (NVIDIA's own set 16-32), and NCCL_MIN_CTAS is only a floor (NVIDIA/nccl src/graph/connect.cc),
-/// so NCCL kept its own count there: 24 channels on HGX A100 (nccl-tests#100) and H100, 16 on
-/// H800 (nccl#892), 32 on DGX B200 (nccl#1646). Transformer Engine's userbuffers TP overlap is not
-/// NCCL (ring-exchange 1 SM, pipelined 16–24). Kept until the executor prices the SMs per
-/// dimension (docs/validation.md, analytic-40: all collectives at NCCL's count move Megatron-Core's
-/// TP-overlapped rows 2-4 points slow, FSDP rows 1-3 points toward their figures).
-inline constexpr int kOverlapCommSms = 8;
-/// The SMs an overlapped collective holds: collectives.comm_sms, or kOverlapCommSms.
-inline int comm_sms(const plan::Optimizations& opt) {
-  return opt.comm_sms > 0 ? opt.comm_sms : kOverlapCommSms;
+/// NCCL's collective channels on a GPU's server where the calibration profile does not say: 24,
+/// its count on the 8-GPU NVSwitch servers of A100 and H100 (NCCL_DEBUG=INFO logs: HGX A100,
+/// NVIDIA/nccl-tests#100; H100, where a maintainer ties it to the GPU's 18 NVLinks,
+/// NVIDIA/nccl#1429). Each channel is one thread block, so a large collective holds that many
+/// SMs while it transfers; no framework modelled here caps them (Megatron-LM's
+/// nccl_communicator_config_path unset, NeMo, Composer, TorchTitan outside its deterministic
+/// mode). Until analytic-41 every collective held 8, read from NCCL_MIN_CTAS=8 in a partner's
+/// MLPerf Training v4.0 configuration, but that variable is only a floor (src/graph/connect.cc).
+/// Cross-check: compute beside NCCL collectives slows 18.9 % on average on A100 and H100
+/// (arXiv 2507.03114), where 24 of 108 and of 132 SMs are 22 % and 18 %.
+inline constexpr int kDefaultNcclChannels = 24;
+/// NCCL's channels for a collective whose ring crosses servers: its inter-node ring search finds
+/// about one ring per NIC (a channel's bandwidth is capped by its GPU's path to the NIC) and NCCL
+/// doubles the rings it found (ncclTopoPostset, src/graph/connect.cc: nChannels · 2), so 2 a NIC,
+/// at most the server's own count: 16 on 8-NIC A100 and H100 servers (H100 logs: 16 channels
+/// on two servers, NVIDIA/nccl-tests#319, NCCL 2.26; on three, NVIDIA/nccl#1453). Not modelled:
+/// Hopper's second doubling below 16 channels where NVLink is fast (NCCL ≥ 2.18.1, servers of
+/// fewer than 8 NICs).
+inline int nccl_network_channels(int server_channels, int nics_per_node) {
+  return std::min(server_channels, 2 * std::max(1, nics_per_node));
+}
+/// Where a collective's members sit: inside one server, or across servers (its group spans
+/// more than one), and the servers' NICs.
+struct CommSpan {
+  bool across_servers = false;
+  int nics_per_node = 8;
+};
+/// The SMs an NCCL collective holds while it transfers: collectives.comm_sms where set, else the
+/// profile's collectives.nccl_channels (kDefaultNcclChannels where it has none) inside a server,
+/// nccl_network_channels of it across servers.
+inline int nccl_sms(const plan::Optimizations& opt, const calib::Profile& prof, CommSpan span) {
+  if (opt.comm_sms > 0) return opt.comm_sms;
+  const int server = prof.nccl_channels > 0 ? prof.nccl_channels : kDefaultNcclChannels;
+  return span.across_servers ? nccl_network_channels(server, span.nics_per_node) : server;
+}
+/// The SMs a TP collective holds: under optimizations.tp_overlap the framework's overlap kernels
+/// (framework.tp_overlap_sms: Transformer Engine's userbuffers are not NCCL), else (or where the
+/// key is 0) an NCCL collective's.
+inline int tp_comm_sms(const plan::Optimizations& opt, const calib::Profile& prof, CommSpan span) {
+  return opt.tp_overlap && opt.tp_overlap_sms > 0 ? opt.tp_overlap_sms
+                                                  : nccl_sms(opt, prof, span);
+}
+/// The SMs a decomposed TP overlap's all-gather holds where the framework has its own overlap
+/// kernels (framework.tp_overlap_sms set): Transformer Engine's ring exchange, which feeds the
+/// GEMM after it piece by piece (qkv_fprop and fc1_fprop forward, the row-parallel layers'
+/// input-gradient GEMMs backward), moves its pieces by the copy engine and signals them with a
+/// one-thread kernel, one SM at most (TE module/base.py initialize_ub: ring_exchange num_sm 1 in
+/// TE 1.9–1.13; no SM margin for it from TE 2.0). Elsewhere a TP collective's tp_comm_sms.
+inline constexpr int kRingExchangeSms = 1;
+inline int tp_ring_sms(const plan::Optimizations& opt, const calib::Profile& prof, CommSpan span) {
+  return opt.tp_overlap && opt.tp_overlap_decomposed && opt.tp_overlap_sms > 0
+             ? kRingExchangeSms
+             : tp_comm_sms(opt, prof, span);
+}
+/// A count of SMs as a share of the GPU's, at most all of them (a described GPU of fewer SMs than
+/// NCCL's channels: overlapping then costs what running in turn does); 0 where the GPU's SM count
+/// is unknown (no slowdown is priced).
+inline double sm_share(int held, int gpu_sms) {
+  return gpu_sms > 0 ? std::min(1.0, static_cast<double>(held) / gpu_sms) : 0.0;
 }
 
 struct ComputeModel {

@@ -37,6 +37,12 @@ inline std::uint64_t compute_tag(int actor, Stream st, std::uint16_t kind) {
 }
 
 enum Exposed { kExTp, kExCp, kExEp, kExPp, kExDp, kExCount };
+// The kinds of SM holders: a collective of each exposed dimension inside a server, the same
+// across servers (sm_holder + kSmAcross: NCCL runs fewer channels there, nccl_network_channels),
+// and a TP all-gather that feeds its GEMM piece by piece under a decomposed overlap
+// (exec::tp_ring_sms). Each is charged to its exposed dimension (a ring exchange's to TP).
+enum SmHolder { kSmAcross = kExCount, kSmRing = 2 * kExCount, kSmHolders };
+inline int sm_holder_dim(int h) { return h == kSmRing ? kExTp : h % kExCount; }
 
 inline int exposed_index(Dim d) {
   switch (d) {
@@ -80,11 +86,12 @@ struct Actor {
   std::uint32_t posted_recv[2] = {0, 0};
   TimePs compute_end;        // end of the last compute task
   // Concurrent kernels (ComputeModel::concurrent): each collective transferring on this rank
-  // holds comm_sms(opt) of its SMs (collectives.comm_sms), so a GPU compute task running
-  // meanwhile progresses at 1 − share · (collectives) of its rate. `sm_comms` counts them per exposed dimension; the
-  // running compute task keeps its remaining work (at full rate, in ps) as of `work_at` and the
-  // time it has lost to each dimension's SMs, which its completion charges to that dimension.
-  std::int32_t sm_comms[kExCount] = {};
+  // holds its dimension's share of the SMs (Executor::sm_share_: NCCL's channels, or the TP
+  // overlap's own kernels), so a GPU compute task running meanwhile progresses at 1 − the held
+  // shares' sum of its rate. `sm_comms` counts them per SmHolder; the running compute
+  // task keeps its remaining work (at full rate, in ps) as of `work_at` and the time it has lost
+  // to each dimension's SMs, which its completion charges to that dimension.
+  std::int32_t sm_comms[kSmHolders] = {};
   std::int32_t sm_total = 0;
   bool slowable = false;     // the running compute task is a GPU kernel (not the data pass)
   bool sm_dirty = false;     // its SM holds changed in this picosecond (Executor::on_batch_end)
@@ -118,7 +125,7 @@ struct Comm {
   };
   std::vector<Member> members;
   double copy_spread_s = 0;  // written by the backend (CommRequest::copy_spread_s)
-  int sm_dim = -1;  // a collective: the exposed dimension whose SMs it holds (-1: a transfer)
+  int sm_dim = -1;  // a collective: the SmHolder whose SMs it holds (-1: a transfer)
 };
 
 // The executor: streams, dependencies, rendezvous and the breakdown. Communication goes through
@@ -229,7 +236,12 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   std::deque<std::vector<Comm::Member>> member_scratch_;
   std::size_t finish_depth_ = 0;
   long task_instances_ = 0;
-  double sm_share_ = 0;  // share of a GPU's SMs one collective holds (comm_sms(opt) / SMs)
+  // Share of a GPU's SMs one collective of each SmHolder holds (exec::nccl_sms, and
+  // exec::tp_comm_sms / tp_ring_sms for TP, over the GPU's SMs); any_sm_share_: one is not 0.
+  double sm_share_[kSmHolders] = {};
+  bool any_sm_share_ = false;
+  // The share of actor `act`'s SMs its transferring collectives hold, at most all of them.
+  double held_share(const Actor& act) const;
   std::vector<int> sm_dirty_;  // actors whose SM holds changed in this picosecond
 };
 

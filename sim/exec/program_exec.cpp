@@ -51,9 +51,18 @@ void Executor::setup_roles() {
 
 void Executor::setup_actors() {
   const int world = ps_.world();
-  sm_share_ = cfg_.cluster.gpu.sms > 0
-                  ? std::min(1.0, static_cast<double>(comm_sms(cfg_.opt)) / cfg_.cluster.gpu.sms)
-                  : 0.0;
+  const int sms = cfg_.cluster.gpu.sms;
+  for (int h = 0; h < kSmHolders; ++h) {
+    // A ring exchange's pieces are the TP group's (its fallback, an NCCL collective, spans it).
+    const bool across = h == kSmRing ? L_.tp.nodes > 1 : h >= kSmAcross;
+    const CommSpan span{across, cfg_.cluster.nics_per_node};
+    const int d = sm_holder_dim(h);
+    sm_share_[h] = sm_share(h == kSmRing  ? tp_ring_sms(cfg_.opt, cfg_.profile, span)
+                            : d == kExTp ? tp_comm_sms(cfg_.opt, cfg_.profile, span)
+                                         : nccl_sms(cfg_.opt, cfg_.profile, span),
+                            sms);
+    any_sm_share_ = any_sm_share_ || sm_share_[h] > 0;
+  }
   const std::vector<double> factor =
       straggler_factors(opt_.stragglers, world, std::max(1, cfg_.cluster.gpus_per_node));
   const bool uniform = std::all_of(factor.begin(), factor.end(), [](double f) { return f == 1.0; });
@@ -200,7 +209,7 @@ void Executor::start_task(int a, Stream st, const Role::Step& step, const Stream
   const bool data = step.pass == Pass::kData;
   double d = static_cast<double>(R.duration_ps[ti]) * (data ? 1.0 : act.factor);
   if (act.jitter && !data) d *= jitter_factor(*act.jitter, opt_.jitter);
-  act.slowable = sm_share_ > 0 && !data;
+  act.slowable = any_sm_share_ && !data;
   act.event_rate = 1.0;
   if (!act.slowable || act.sm_total == 0) {
     const TimePs dur{static_cast<std::int64_t>(std::llround(d))};
@@ -258,7 +267,13 @@ void Executor::post_collective(int a, Stream st, std::uint32_t ti) {
     id = rv.comm;
     rendezvous_.erase(key);
   }
-  comms_[id]->sm_dim = exposed_index(t.dim);
+  // A decomposed overlap's TP all-gather pieces (Program: comm_then_compute, each feeding its
+  // piece of the GEMM) are its ring exchange; the re-gather for the weight gradient is whole.
+  const bool ring = t.dim == Dim::kTp && t.collective == coll::Kind::kAllGather && t.piece >= 0;
+  const bool across = dim_shape(L_, t.dim).nodes > 1;
+  comms_[id]->sm_dim = ring     ? kSmRing
+                       : across ? kSmAcross + exposed_index(t.dim)
+                                : exposed_index(t.dim);
   if (!start_clock(id)) backend_.start_collective(request(id, a, t));
 }
 
@@ -269,7 +284,7 @@ bool Executor::start_clock(std::size_t id) {
   const Comm& c = *comms_[id];
   for (const auto& m : c.members) {
     actors_[static_cast<std::size_t>(m.actor)].s[static_cast<int>(m.stream)].start = now;
-    if (c.sm_dim >= 0 && sm_share_ > 0) hold_sms(m.actor, c.sm_dim, +1);
+    if (c.sm_dim >= 0 && sm_share_[c.sm_dim] > 0) hold_sms(m.actor, c.sm_dim, +1);
   }
   if (!opt_.free_communication) return false;
   sim_.schedule(now, *this, kCommTag | id);
@@ -350,7 +365,7 @@ void Executor::finish_comm(std::size_t id) {
   }
   const int sm_dim = comms_[id]->sm_dim;
   free_comms_.push_back(id);
-  if (sm_dim >= 0 && sm_share_ > 0) {
+  if (sm_dim >= 0 && sm_share_[sm_dim] > 0) {
     for (const auto& m : members) hold_sms(m.actor, sm_dim, -1);
   }
   for (const auto& m : members) complete(m.actor, m.stream);

@@ -114,7 +114,9 @@ namespace trainsim::exec {
 /// (calib::Profile::attention_fwd_overhead_keys), as analytic-39.
 /// program-36: its head dimension picks the curve, and collectives.comm_sms the SMs a
 /// collective holds, as analytic-40.
-inline constexpr const char* kProgramModelVersion = "program-36";
+/// program-37: the SMs per kind of kernel (NCCL's channels, the TP overlap's own kernels, its
+/// ring exchanges), as analytic-41.
+inline constexpr const char* kProgramModelVersion = "program-37";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

@@ -1,7 +1,8 @@
 // Compute slowed by communication (executor.h): a collective running beside a compute task
-// takes comm_sms(opt) of the GPU's SMs (collectives.comm_sms, NCCL's channels) for as long as
-// it transfers, so the compute task's remaining work proceeds at 1 − held share; the time it
-// loses is charged to the exposed communication of the dimensions holding the SMs.
+// takes its dimension's share of the GPU's SMs (NCCL's channels, exec::nccl_sms; a TP one under
+// a TP overlap the framework's overlap kernels, exec::tp_comm_sms) for as long as it transfers,
+// so the compute task's remaining work proceeds at 1 − the held shares' sum; the time it loses
+// is charged to the dimensions holding the SMs, each by its part of that sum.
 #include <algorithm>
 
 #include "sim/core/simulation.h"
@@ -19,19 +20,30 @@ void Executor::advance_work(Actor& act) const {
     act.work_left_ps = std::max(0.0, act.work_left_ps - dt);
     return;
   }
-  const double held = std::min(1.0, sm_share_ * act.sm_total);
+  double sum = 0;
+  for (int d = 0; d < kSmHolders; ++d) sum += sm_share_[d] * act.sm_comms[d];
+  const double held = std::min(1.0, sum);
   act.work_left_ps = std::max(0.0, act.work_left_ps - dt * (1.0 - held));
+  if (sum <= 0) return;
   const double lost = dt * held * 1e-12;
-  for (int d = 0; d < kExCount; ++d) {
-    if (act.sm_comms[d] > 0) act.lost_s[d] += lost * act.sm_comms[d] / act.sm_total;
+  for (int d = 0; d < kSmHolders; ++d) {
+    if (act.sm_comms[d] > 0) {
+      act.lost_s[sm_holder_dim(d)] += lost * (sm_share_[d] * act.sm_comms[d]) / sum;
+    }
   }
+}
+
+double Executor::held_share(const Actor& act) const {
+  double sum = 0;
+  for (int d = 0; d < kSmHolders; ++d) sum += sm_share_[d] * act.sm_comms[d];
+  return std::min(1.0, sum);
 }
 
 // (Re)schedules the end of actor `a`'s running compute task at the rate its SMs allow now; with
 // every SM held it waits (a collective in transfer always ends, and releases them).
 void Executor::schedule_compute_end(int a) {
   Actor& act = actors_[static_cast<std::size_t>(a)];
-  const double rate = 1.0 - std::min(1.0, sm_share_ * act.sm_total);
+  const double rate = 1.0 - held_share(act);
   act.event_rate = rate;
   const bool done = act.work_left_ps < 0.5;
   if (rate <= 0 && !done) {
@@ -70,7 +82,7 @@ void Executor::on_batch_end() {
     Actor& act = actors_[static_cast<std::size_t>(a)];
     act.sm_dirty = false;
     if (!act.slowable || !act.s[static_cast<int>(Stream::kCompute)].running) continue;
-    if (1.0 - std::min(1.0, sm_share_ * act.sm_total) == act.event_rate) continue;
+    if (1.0 - held_share(act) == act.event_rate) continue;
     schedule_compute_end(a);
   }
   sm_dirty_.clear();

@@ -188,9 +188,12 @@ struct Optimizations {
   // NCCL network channels per point-to-point peer (NCCL_NCHANNELS_PER_NET_PEER; NCCL before
   // 2.12 used 1); 0 = as many as fill the NIC. Each moves at most kNcclP2pChannelNetBps.
   int p2p_net_channels = 0;
-  // SMs an overlapped collective's kernels hold while they transfer (NCCL's channels, one CTA
-  // each: NCCL_MIN_CTAS / NCCL_MAX_CTAS); 0 = kOverlapCommSms.
+  // SMs an NCCL collective's kernels hold while they transfer (its channels, one CTA each, as
+  // NCCL_MAX_CTAS caps them); 0 = the profile's nccl_channels (exec::nccl_sms).
   int comm_sms = 0;
+  // SMs the TP overlap's communication kernels hold (framework.tp_overlap_sms: Transformer
+  // Engine's userbuffers are not NCCL); 0 = as an NCCL collective (exec::tp_comm_sms).
+  int tp_overlap_sms = 0;
   GradAccumulation grad_accumulation = GradAccumulation::kInGemm;
   // Context parallelism's K/V exchange (framework.cp_comm): false = the ring of point-to-point
   // pieces pipelined with the attention blocks (Transformer Engine's default, `cp_comm_type`

@@ -54,6 +54,8 @@ TEST(Profile, JsonRoundTrip) {
   EXPECT_DOUBLE_EQ(q.attention_bwd_overhead_keys, p.attention_bwd_overhead_keys);
   EXPECT_DOUBLE_EQ(q.attention_rate("flash2").fwd_overhead_keys,
                    p.attention_rate("flash2").fwd_overhead_keys);
+  // NCCL's channel count (a written profile keeps it; 0, unknown, is left out).
+  EXPECT_EQ(q.nccl_channels, 24);
   // And the curves at head dimension 64, the profile's own and a kernel's.
   Profile h = builtin_profile("a100-80gb");
   ASSERT_GT(h.attention_hd64.fwd, 0);
@@ -128,6 +130,15 @@ TEST(Profile, CorruptFilesNameFileAndField) {
   expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2,
                                            "head_dim_64": {"fwd_efficiency": 0.3}}})"),
                "compute.attention_by_kernel.triton.head_dim_64.bwd_efficiency", "missing");
+  {
+    const std::string at = "\"nccl_channels\": 24";
+    ASSERT_NE(good.find(at), std::string::npos);
+    for (const char* n : {"0", "65", "2.5", "\"24\""}) {
+      std::string bad = good;
+      bad.replace(bad.find(at), at.size(), std::string("\"nccl_channels\": ") + n);
+      expect_error(bad, "collectives.nccl_channels", "integer");
+    }
+  }
   expect_error(with_kernels(R"({"triton": {"fwd_efficiency": 0.2, "bwd_efficiency": 0.2,
                                            "head_dim_64": 0.3}})"),
                "compute.attention_by_kernel.triton.head_dim_64", "must be an object");

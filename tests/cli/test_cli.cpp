@@ -49,7 +49,7 @@ TEST(Cli, RunJsonHasTheDesignKeys) {
   EXPECT_LT(j["mfu"].get<double>(), 1.0);
   EXPECT_GT(j["memory"]["peak_bytes_per_gpu"].get<double>(), 0.0);
   EXPECT_EQ(j["calibration"]["profile"], "datasheet-a100-80gb");
-  EXPECT_EQ(j["calibration"]["version"], "6");
+  EXPECT_EQ(j["calibration"]["version"], "7");
   for (const char* k : {"max_link_utilization", "mean_link_utilization", "ecmp_imbalance"}) {
     EXPECT_TRUE(j["network"].contains(k)) << k;
   }

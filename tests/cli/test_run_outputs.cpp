@@ -132,7 +132,7 @@ TEST(RunOutputs, OutputsNameTheSeedAndProfileVersion) {
   const CliRun gpus = trainsim("run " + kLlama8b + " --compare cluster.gpu=h100-sxm,h200-sxm");
   ASSERT_EQ(gpus.code, 0) << gpus.err;
   const std::string gpus_head = gpus.out.substr(0, gpus.out.find('\n'));
-  EXPECT_TRUE(testing::has(gpus_head, "calibration datasheet-h100-sxm v8, datasheet-h200-sxm v8"))
+  EXPECT_TRUE(testing::has(gpus_head, "calibration datasheet-h100-sxm v9, datasheet-h200-sxm v9"))
       << gpus_head;
 }
 

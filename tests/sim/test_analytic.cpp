@@ -129,9 +129,10 @@ TEST(Analytic, OverlapLeversReduceExposedCommunication) {
 }
 
 // An overlapped collective holds collectives.comm_sms SMs (NCCL's channels, one thread block
-// each; 8 unless set): the compute beside it runs on the rest, so holding more of them costs more
-// (ComputeModel::concurrent), 8 is the default to the bit, and holding every SM costs what no
-// overlap at all would for that collective (the share is capped at the whole GPU).
+// each; unset, the profile's nccl_channels: 24 on the A100's server): the compute beside it runs
+// on the rest, so holding more of them costs more (ComputeModel::concurrent), the profile's count
+// is the default to the bit, and holding every SM costs what no overlap at all would for that
+// collective (the share is capped at the whole GPU).
 TEST(Analytic, CollectivesHoldTheirSmsFromTheComputeBesideThem) {
   RunConfig c = base(64, 8, 2, 4);
   c.cluster.gpu.sms = 108;
@@ -139,14 +140,24 @@ TEST(Analytic, CollectivesHoldTheirSmsFromTheComputeBesideThem) {
   c.parallel.zero = 1;
   c.opt.tp_overlap = c.opt.dp_overlap = true;
   const Result d = run_analytic(c);
+  ASSERT_EQ(c.profile.nccl_channels, 24);  // TP inside a server: 24; DP across: 16
   RunConfig k = c;
   k.opt.comm_sms = 8;
-  EXPECT_EQ(run_analytic(k).iteration_time_s, d.iteration_time_s);
-  k.opt.comm_sms = 24;
+  const Result fewer = run_analytic(k);
+  EXPECT_LT(fewer.iteration_time_s, d.iteration_time_s);
+  EXPECT_LT(fewer.breakdown.exposed_tp_s, d.breakdown.exposed_tp_s);
+  k.opt.comm_sms = 48;
   const Result more = run_analytic(k);
   expect_breakdown_adds_up(more);
   EXPECT_GT(more.iteration_time_s, d.iteration_time_s);
   EXPECT_GT(more.breakdown.exposed_tp_s, d.breakdown.exposed_tp_s);
+  // A profile that does not know NCCL's channels: kDefaultNcclChannels, 24.
+  RunConfig u = c;
+  u.profile.nccl_channels = 0;
+  EXPECT_EQ(exec::kDefaultNcclChannels, 24);
+  EXPECT_EQ(run_analytic(u).iteration_time_s, d.iteration_time_s);
+  u.profile.nccl_channels = 8;
+  EXPECT_EQ(run_analytic(u).iteration_time_s, fewer.iteration_time_s);
   k.opt.comm_sms = 108;
   const Result all = run_analytic(k);
   EXPECT_GT(all.iteration_time_s, more.iteration_time_s);
@@ -155,6 +166,99 @@ TEST(Analytic, CollectivesHoldTheirSmsFromTheComputeBesideThem) {
   // The share is what ComputeModel::concurrent charges: t_compute + share · t_comm.
   EXPECT_DOUBLE_EQ(ComputeModel::concurrent(10, 4, 24.0 / 108), 10 + 4 * 24.0 / 108);
   EXPECT_DOUBLE_EQ(ComputeModel::concurrent(10, 4, 1.0), 14);
+}
+
+// The SMs are priced per kind of kernel: under a TP overlap the TP collectives hold the
+// framework's overlap kernels' SMs (framework.tp_overlap_sms; Transformer Engine's userbuffers are
+// not NCCL), the DP ones NCCL's channels, and a decomposed overlap's all-gathers that feed their
+// GEMM piece by piece (TE's ring exchange, by copy engine) one SM. So tp_overlap_sms moves the
+// exposed TP alone; a bulk overlap (no ring exchange) moves exactly as far as holding that many
+// SMs in every collective would; without a TP overlap the TP collectives are NCCL's (Megatron's
+// asynchronous backward) and the key is ignored.
+TEST(Analytic, TpOverlapKernelsHoldTheirOwnSms) {
+  RunConfig c = base(64, 8, 2, 4);
+  c.cluster.gpu.sms = 108;
+  c.parallel.sp = true;
+  c.parallel.zero = 1;
+  c.opt.tp_overlap = c.opt.dp_overlap = true;
+  const Result d = run_analytic(c);  // every collective at NCCL's 24
+  ASSERT_GT(d.breakdown.exposed_dp_s, 0);
+  RunConfig k = c;
+  k.opt.tp_overlap_sms = 16;
+  const Result ub = run_analytic(k);
+  EXPECT_LT(ub.breakdown.exposed_tp_s, d.breakdown.exposed_tp_s);
+  // The DP reduction's windows are the passes with their exposed TP (so it moves, slightly).
+  EXPECT_NEAR(ub.breakdown.exposed_dp_s, d.breakdown.exposed_dp_s, 1e-3 * d.breakdown.exposed_dp_s);
+  RunConfig all = c;
+  all.opt.comm_sms = 16;
+  const Result a16 = run_analytic(all);
+  EXPECT_LT(ub.breakdown.exposed_tp_s, a16.breakdown.exposed_tp_s);  // its ring exchanges: 1 SM
+  // The DP group spans servers, where NCCL already runs 16 channels (two a NIC).
+  EXPECT_NEAR(a16.breakdown.exposed_dp_s, d.breakdown.exposed_dp_s, 1e-3 * d.breakdown.exposed_dp_s);
+  k.opt.tp_overlap_decomposed = all.opt.tp_overlap_decomposed = false;
+  EXPECT_EQ(run_analytic(k).breakdown.exposed_tp_s, run_analytic(all).breakdown.exposed_tp_s);
+  k.opt.tp_overlap_decomposed = true;
+  // collectives.comm_sms no longer reaches the TP overlap's kernels once they have their own.
+  RunConfig both = k;
+  both.opt.comm_sms = 48;
+  EXPECT_EQ(run_analytic(both).breakdown.exposed_tp_s, ub.breakdown.exposed_tp_s);
+  // Without a TP overlap the backward's asynchronous TP collectives are NCCL's.
+  RunConfig async = c;
+  async.opt.tp_overlap = false;
+  async.opt.tp_async_backward = true;
+  const Result nccl = run_analytic(async);
+  async.opt.tp_overlap_sms = 16;
+  EXPECT_EQ(run_analytic(async).iteration_time_s, nccl.iteration_time_s);
+  async.opt.comm_sms = 16;
+  EXPECT_LT(run_analytic(async).breakdown.exposed_tp_s, nccl.breakdown.exposed_tp_s);
+}
+
+// Across servers NCCL runs two channels a NIC (its inter-node ring search finds about one ring
+// per NIC and doubles them), at most the server's own count: 16 on a server of 8 NICs whose
+// NVLink would take 24, 8 with 4 NICs. A DP group across servers (TP 8 fills each) therefore
+// holds 16 SMs on the A100's profile: the same run, to the bit, as a profile of 16 channels or
+// collectives.comm_sms 16; with 4 NICs a server, 8.
+TEST(Analytic, NcclRunsTwoChannelsANicAcrossServers) {
+  EXPECT_EQ(nccl_network_channels(24, 8), 16);
+  EXPECT_EQ(nccl_network_channels(24, 4), 8);
+  EXPECT_EQ(nccl_network_channels(32, 8), 16);
+  EXPECT_EQ(nccl_network_channels(16, 8), 16);
+  EXPECT_EQ(nccl_network_channels(24, 0), 2);
+  calib::Profile p;
+  p.nccl_channels = 24;
+  plan::Optimizations o;
+  EXPECT_EQ(nccl_sms(o, p, {false, 8}), 24);
+  EXPECT_EQ(nccl_sms(o, p, {true, 8}), 16);
+  o.comm_sms = 40;  // the key overrides both
+  EXPECT_EQ(nccl_sms(o, p, {true, 8}), 40);
+  EXPECT_EQ(nccl_sms(o, p, {false, 8}), 40);
+
+  RunConfig c = base(64, 8, 2, 4);
+  c.cluster.gpu.sms = 108;
+  c.parallel.sp = true;
+  c.parallel.zero = 1;
+  c.opt.dp_overlap = true;
+  c.opt.tp_overlap = c.opt.tp_async_backward = false;  // no TP collective beside a GEMM
+  ASSERT_EQ(c.profile.nccl_channels, 24);
+  const Result d = run_analytic(c);
+  ASSERT_GT(d.breakdown.exposed_dp_s, 0);
+  RunConfig k = c;
+  k.profile.nccl_channels = 16;
+  EXPECT_EQ(run_analytic(k).iteration_time_s, d.iteration_time_s);
+  k = c;
+  k.opt.comm_sms = 16;
+  EXPECT_EQ(run_analytic(k).iteration_time_s, d.iteration_time_s);
+  k = c;
+  k.opt.comm_sms = 24;
+  EXPECT_GT(run_analytic(k).breakdown.exposed_dp_s, d.breakdown.exposed_dp_s);
+  k = c;
+  k.cluster.nics_per_node = 4;
+  k.opt.comm_sms = 0;
+  RunConfig e = k;
+  e.opt.comm_sms = 8;
+  EXPECT_EQ(run_analytic(k).iteration_time_s, run_analytic(e).iteration_time_s);
+  e.opt.comm_sms = 16;  // what 8 NICs would have given
+  EXPECT_GT(run_analytic(e).breakdown.exposed_dp_s, run_analytic(k).breakdown.exposed_dp_s);
 }
 
 // ZeRO-3 gathers the weights again for the backward pass and reduce-scatters the gradients in
@@ -409,7 +513,7 @@ TEST(Analytic, EveryDpBucketIsACollectiveOfItsOwn) {
 // RS/k) runs beside the two passes as concurrent kernels, costing them sm_share of its time
 // (here the passes are far longer: one stage, DP 8 over NVLink, micro-batches of 4). k is the
 // chunk's bucket count (the 40 M rule, at most one a layer), AG and RS the stage's (k
-// collectives each), s = 8 SMs / 108. The host's data-loading stall d hides min(d, AG/k) of the
+// collectives each), s = NCCL's 24 channels (the A100 profile's nccl_channels) / 108 SMs. The host's data-loading stall d hides min(d, AG/k) of the
 // iteration's first gather (analytic-32). (The embedding's share, which analytic-35 exposes at
 // ZeRO 0-2, is not added to ZeRO-3's chain: E below stays out of it.)
 TEST(Analytic, ZeroThreeExposesTheFirstGatherAndTheLastReduceScatterOfEachPass) {
@@ -428,7 +532,8 @@ TEST(Analytic, ZeroThreeExposesTheFirstGatherAndTheLastReduceScatterOfEachPass) 
   const auto t = [&](coll::Kind kind, double bytes) { return b.time(kind, bytes); };
   const double ag = k * t(coll::Kind::kAllGather, 2 * P / k);
   const double rs = k * t(coll::Kind::kReduceScatter, 4 * P / k);
-  const double s = 8.0 / 108;
+  ASSERT_EQ(c.profile.nccl_channels, 24);
+  const double s = 24.0 / 108;
   // The embedding: the token table and the learned positions, TP 1.
   const double E = 51200.0 * 2048 + 2048.0 * 2048;
   ASSERT_EQ(E, model::embedding_params_per_rank(c.model, model::count_parameters(c.model), 1));

@@ -214,6 +214,20 @@ TEST(Program, TensorParallelOverlapSwitch) {
   const Result bulk = exec::run_program(c, ExecOptions{});
   EXPECT_NEAR(bulk.breakdown.exposed_tp_s, async.breakdown.exposed_tp_s, 1e-9);
   EXPECT_NEAR(exec::run_analytic(c).breakdown.exposed_tp_s, bulk.breakdown.exposed_tp_s, 1e-6);
+  // The framework's own overlap kernels (framework.tp_overlap_sms: Transformer Engine's
+  // userbuffers, 16 SMs by default) take no more from the GEMM beside them than NCCL's 24
+  // channels do, and kernels that hold the whole GPU (108 SMs) take all of it while they run:
+  // both fidelities alike, and collectives.comm_sms no longer reaches them.
+  c.opt.tp_overlap_sms = 16;
+  const Result ub = exec::run_program(c, ExecOptions{});
+  EXPECT_LE(ub.breakdown.exposed_tp_s, bulk.breakdown.exposed_tp_s);
+  EXPECT_NEAR(exec::run_analytic(c).breakdown.exposed_tp_s, ub.breakdown.exposed_tp_s, 1e-6);
+  c.opt.tp_overlap_sms = 108;
+  c.opt.comm_sms = 8;
+  const Result whole = exec::run_program(c, ExecOptions{});
+  EXPECT_GT(whole.breakdown.exposed_tp_s, bulk.breakdown.exposed_tp_s + 1e-6);
+  EXPECT_NEAR(exec::run_analytic(c).breakdown.exposed_tp_s, whole.breakdown.exposed_tp_s, 1e-6);
+  c.opt.tp_overlap_sms = c.opt.comm_sms = 0;
   c.opt.tp_overlap_decomposed = true;
   const Result on = exec::run_program(c, ExecOptions{});
   expect_adds_up(on);
@@ -687,11 +701,40 @@ TEST(Program, PipelineActivationScatterGatherOrFull) {
             exec::run_program(whole, ExecOptions{}).iteration_time_s);
 }
 
+// The executor prices each collective's SMs by its own group: a DP group across two servers
+// holds NCCL's two channels a NIC, 16 with 8 NICs, not the server's 24 (which would expose more
+// of its reduction): the same schedule, to the bit, as collectives.comm_sms 16; with 4 NICs, 8.
+TEST(Program, CollectivesAcrossServersHoldTwoChannelsANic) {
+  // DP 2 on two servers of 8 GPUs (TP 1 in this rank order: DP 8 fills a server, so DP 16),
+  // 4 sequences per micro-batch and bf16 gradients, so that each bucket runs beside backward.
+  RunConfig c = config(16, 1, 1, 16, 8, 2, 2048);
+  c.training.micro_batch = 4;
+  c.training.global_batch = 4 * 2 * 16;
+  c.training.grad_reduce = Precision::kBf16;
+  c.opt.dp_overlap = true;
+  ASSERT_EQ(c.profile.nccl_channels, 24);
+  ASSERT_EQ(c.cluster.nics_per_node, 8);
+  const Result d = exec::run_program(c, ExecOptions{});
+  ASSERT_GT(d.breakdown.exposed_dp_s, 0);
+  RunConfig k = c;
+  k.opt.comm_sms = 16;
+  EXPECT_EQ(exec::run_program(k, ExecOptions{}).iteration_time_s, d.iteration_time_s);
+  k.opt.comm_sms = 24;
+  const Result server = exec::run_program(k, ExecOptions{});
+  EXPECT_GT(server.breakdown.exposed_dp_s, d.breakdown.exposed_dp_s * 1.001);
+  k.opt.comm_sms = 0;
+  k.cluster.nics_per_node = 4;  // 8 channels: less taken from the backward (and half the NICs)
+  RunConfig e = k;
+  e.opt.comm_sms = 8;
+  EXPECT_EQ(exec::run_program(k, ExecOptions{}).iteration_time_s,
+            exec::run_program(e, ExecOptions{}).iteration_time_s);
+}
+
 // DP overlap: gradients reduced bucket by bucket during the last micro-batch's backward; what
 // stays exposed is the last bucket (the embedding's, reduced after the embedding's backward)
 // when every other bucket's reduction is shorter than the backward of the layers behind it, plus
 // what those reductions' kernels take from the backward beside them (concurrent kernels: each
-// holds kOverlapCommSms of the GPU's SMs, so the compute loses share · t_i to bucket i).
+// holds NCCL's channels' SMs, 24 on the A100's server, so the compute loses share · t_i to bucket i).
 TEST(Program, DataParallelOverlapSwitch) {
   // Inside one server (NVLink), 4 sequences per micro-batch and bf16 gradients, so that each
   // bucket's all-reduce is shorter than the backward of its layers.
@@ -724,13 +767,14 @@ TEST(Program, DataParallelOverlapSwitch) {
   }
   ASSERT_GT(t_last, 0);
   ASSERT_GT(buckets, 2);
-  const double share = static_cast<double>(exec::kOverlapCommSms) / c.cluster.gpu.sms;
+  ASSERT_EQ(exec::nccl_sms(c.opt, c.profile, {false, 8}), 24);  // inside one server
+  const double share = 24.0 / c.cluster.gpu.sms;
   const double expected = t_last + share * (t_all - t_last);
   EXPECT_NEAR(on.breakdown.exposed_dp_s, expected, 0.002 * expected);
   // Without the SMs' share the hand value would be t_last alone, 1 % off at this tolerance.
   EXPECT_GT(expected, t_last * 1.01);
-  // Collectives that hold 32 SMs (collectives.comm_sms: NCCL's channels unbounded) take four
-  // times the share from the backward beside them.
+  // Collectives held to 32 SMs (collectives.comm_sms) take 32/24 of the share from the backward
+  // beside them.
   c.opt.comm_sms = 32;
   const Result wide = exec::run_program(c, ExecOptions{});
   const double expected32 = t_last + 32.0 / c.cluster.gpu.sms * (t_all - t_last);
@@ -781,7 +825,9 @@ TEST(Program, InterleavedDataParallelOverlapAgreesWithAnalytic) {
 // on one server) has 263 M of its 491 M parameters there; the closed form priced equal buckets
 // and its iteration read 10.3, 9.0 and 7.2 % short of the schedule's at ZeRO 0, 1 and 2 (exposed
 // DP 5.2 against 11.9 ms at ZeRO 0). Since analytic-35 it adds the embedding's share of each
-// collective beyond what the rule's lone bucket holds of it: −0.3, +1.0 and +2.7 %. (ZeRO-3,
+// collective beyond what the rule's lone bucket holds of it: −0.3, +1.0 and +2.7 %; at
+// analytic-41, whose collectives hold NCCL's 24 channels instead of 8 SMs, +1.4, +2.3 and within
+// 4 % (the closed form charges the other buckets' SM share against the whole backward). (ZeRO-3,
 // 11.3 % short here, keeps its per-pass chain without the share: docs/analytic-model.md §7.)
 TEST(Program, EmbeddingBucketIsTheExposedTail) {
   for (const int zero : {0, 1, 2}) {
@@ -798,7 +844,7 @@ TEST(Program, EmbeddingBucketIsTheExposedTail) {
     const Result a = exec::run_analytic(c);
     expect_adds_up(s);
     ASSERT_GT(s.breakdown.exposed_dp_s, 0.05 * s.iteration_time_s) << zero;  // it matters here
-    const double tolerance[] = {0.01, 0.02, 0.04};
+    const double tolerance[] = {0.02, 0.03, 0.04};
     EXPECT_NEAR(a.iteration_time_s, s.iteration_time_s, tolerance[zero] * s.iteration_time_s)
         << zero;
     EXPECT_GE(a.breakdown.exposed_dp_s, 0.95 * s.breakdown.exposed_dp_s) << zero;
@@ -810,7 +856,8 @@ TEST(Program, EmbeddingBucketIsTheExposedTail) {
 // outlasts it (TP 8 · DP 2 over the NICs here) the excess queues up. Until analytic-35 the closed
 // form took the 1F1B drain (none at PP 1: every reduction beside a forward and a backward) and
 // exposed 28 ms where the schedule exposes 96 ms (iteration 8 % short); now 69 ms (6 % short;
-// what the schedule exposes beyond the queue is not traced yet). Compute added beside queued
+// what the schedule exposes beyond the queue is not traced yet); at analytic-41 (NCCL's 24
+// channels instead of 8 SMs) 71 against 106 ms, 33 % short. Compute added beside queued
 // reductions shows the closed form's flaw (docs/analytic-model.md §8): FSDP2's copy-in
 // (framework.fsdp_copy_in) moves the schedule 0.40226 → 0.40241 s (the DP stream is the
 // bottleneck) and the closed form 0.3782 → 0.3755 s, shorter, as its per-reduction
@@ -827,7 +874,7 @@ TEST(Program, GpipeZeroTwoReductionsQueueBehindBackwards) {
   const Result a = exec::run_analytic(c);
   expect_adds_up(s);
   ASSERT_GT(s.breakdown.exposed_dp_s, 0.1 * s.iteration_time_s);
-  EXPECT_NEAR(a.breakdown.exposed_dp_s, s.breakdown.exposed_dp_s, 0.3 * s.breakdown.exposed_dp_s);
+  EXPECT_NEAR(a.breakdown.exposed_dp_s, s.breakdown.exposed_dp_s, 0.4 * s.breakdown.exposed_dp_s);
   EXPECT_NEAR(a.iteration_time_s, s.iteration_time_s, 0.07 * s.iteration_time_s);
 }
 
