@@ -75,8 +75,9 @@ TEST(SweepCli, JsonListsEveryPoint) {
 // A sweep ranks every point it is given, also those the scenario's framework version could not
 // run (MegaScale's megascale-2024 is Megatron-LM of 2023 underneath: its distributed optimizer is
 // ZeRO-1 at most). Such a leader is named, with the best point within the framework (text; JSON
-// gives the limits and best_rank). TP 16 · PP 1 at micro-batch 8 leads --auto with ZeRO-2; here its ZeRO-1 twin needs
-// 99.8 GiB, and at micro-batch 1 both run.
+// gives the limits and best_rank). TP 16 · PP 1 at micro-batch 8 with ZeRO-2 led --auto until
+// analytic-41 (rank 119 since: docs/sweeps.md); here its ZeRO-1 twin needs 99.8 GiB, and at
+// micro-batch 1 both run.
 TEST(SweepCli, NamesALeaderBeyondTheFramework) {
   const std::string vary = std::string("sweep ") + kMegascale +
                            " --vary parallel.tp=16 --vary parallel.pp=1 --vary parallel.vpp=1"
