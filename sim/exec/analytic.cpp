@@ -979,8 +979,9 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
       // ZeRO-2 with DP overlap: each micro-batch's reduce-scatters queue on the DP stream and
       // nothing of the next micro-batch waits for them (it keeps its parameters), so they run on
       // beside its forward and backward; only the last micro-batch's hide behind its own
-      // backward alone. Per chunk step (one chunk's forward and backward, w) a reduction of r
-      // costs max(r − w, s·r) when it runs on beside the next; the last leaves its last bucket
+      // backward alone. Per chunk step (one chunk's forward and backward, w, of which c is
+      // compute) a reduction of r costs max(r − w, s·min(r·c/w, c/(1 − s))) when it runs on
+      // beside the next (`beside` below; s·r until analytic-41); the last leaves its last bucket
       // and what outlasts its backward. (Until analytic-30 every micro-batch's reduction was
       // priced behind its own backward alone: TorchTitan's Llama 2 70B at TP 8, ZeRO-2 exposed
       // 4.1 s of DP where the executed schedule exposes 1.3.)
@@ -988,8 +989,21 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         if (!cfg.opt.dp_overlap) return mb * rs.time_s;
         const double steps = mb * v, r = rs.time_s / v;
         const double wb = bwd_pass / v, last_bucket = r / chunk_buckets;
-        const double last =
-            last_bucket + ComputeModel::concurrent(wb, r - last_bucket, c.comm_sm_share) - wb;
+        // What a reduction of `red` takes from a step of `window` whose compute is `compute`: its
+        // share of the SMs while it runs beside compute, and only the step's compute slows, not
+        // its exposed TP/CP/EP/PP waits: the reduction overlaps the compute for the compute's
+        // share of its time, red · compute/window (the waits spread over the step), and at most
+        // for the compute's whole slowed length, compute/(1 − s). (analytic-41: s · red, the
+        // whole reduction beside compute, read 1.1 MFU points below the executed schedule on
+        // TorchTitan's ZeRO-2 runs at NCCL's channels.)
+        const double s = c.comm_sm_share;
+        const auto beside = [&](double red, double compute, double window) {
+          const double overlapped = window > 0 ? red * compute / window : 0.0;
+          return s >= 1.0 ? overlapped : s * std::min(overlapped, compute / (1.0 - s));
+        };
+        const double cw = (slot.forward + slot.backward) / v, cwb = slot.backward / v;
+        const double rest = r - last_bucket;
+        const double last = last_bucket + std::max(rest - wb, beside(rest, cwb, wb));
         // The priced stage runs its last backward passes without a forward between them (its
         // drain: as many chunk steps as its warm-up, at most all of them), where a reduction
         // runs beside one chunk's backward alone: the first stage's p − 1, or 2(p − 1) +
@@ -1004,20 +1018,8 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
         // ZeRO-2 GPipe run read its DP exposure at a quarter of the schedule's).
         const double drain =
             par.schedule == plan::Schedule::kGpipe ? steps - 1 : std::min(steps - 1, warmup);
-        // What the reduction takes from a step is its share of the SMs while it runs beside
-        // compute, and only the step's compute slows, not its exposed TP/CP/EP/PP waits: the
-        // reduction overlaps the compute for the compute's share of its time, r · cw/w (the
-        // waits spread over the step), and at most for the compute's whole slowed length,
-        // cw/(1 − s). (analytic-41: s · r, the whole reduction beside compute, read 1.1 MFU
-        // points below the executed schedule on TorchTitan's ZeRO-2 runs at NCCL's channels.)
-        const double s = c.comm_sm_share;
-        const auto beside = [&](double compute, double window) {
-          const double overlapped = window > 0 ? r * compute / window : 0.0;
-          return s >= 1.0 ? overlapped : s * std::min(overlapped, compute / (1.0 - s));
-        };
-        const double cw = (slot.forward + slot.backward) / v, cwb = slot.backward / v;
-        return (steps - 1 - drain) * std::max(r - w, beside(cw, w)) +
-               drain * std::max(r - wb, beside(cwb, wb)) + last;
+        return (steps - 1 - drain) * std::max(r - w, beside(r, cw, w)) +
+               drain * std::max(r - wb, beside(r, cwb, wb)) + last;
       };
       // The embedding's tail: ZeRO-1/2 the iteration's last reduce-scatter and its first
       // gather. (ZeRO-3's chain above prices every pass's first gather and last reduce-scatter

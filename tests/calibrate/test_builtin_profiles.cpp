@@ -78,6 +78,18 @@ TEST(BuiltinProfiles, ConstantsAreFractionsAndSiblingsAgree) {
   const Profile h800 = builtin_profile("h800");
   EXPECT_EQ(h800.gemm_peak_efficiency, h100.gemm_peak_efficiency);
   EXPECT_EQ(h800.nvlink.busbw_Bps, a800.nvlink.busbw_Bps);
+  // NCCL's channels on the server (calibrate/profiles/README.md): two a NVLink on the A100's 12
+  // (24) and the cut 8 of the A800 and H800 (16); 24 on H100/H200 as their logs show; 32 on DGX
+  // B200, the Blackwell siblings taking the B200's.
+  EXPECT_EQ(a100.nccl_channels, 24);
+  EXPECT_EQ(a100_40.nccl_channels, 24);
+  EXPECT_EQ(a800.nccl_channels, 16);
+  EXPECT_EQ(h100.nccl_channels, 24);
+  EXPECT_EQ(h200.nccl_channels, 24);
+  EXPECT_EQ(h800.nccl_channels, 16);
+  for (const char* gpu : {"b200", "b300", "gb200", "gb300"}) {
+    EXPECT_EQ(builtin_profile(gpu).nccl_channels, 32) << gpu;
+  }
   EXPECT_EQ(h800.nvls_busbw_Bps, 0);
   // B200: its burst MAMF (1,745 of 2,250) at the H100's fitted fraction of its own (0.641 of
   // 794.5/989); NVLink and NVLS at the H100's fractions of the link rate, of 900 GB/s.

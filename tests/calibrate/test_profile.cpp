@@ -56,6 +56,11 @@ TEST(Profile, JsonRoundTrip) {
                    p.attention_rate("flash2").fwd_overhead_keys);
   // NCCL's channel count (a written profile keeps it; 0, unknown, is left out).
   EXPECT_EQ(q.nccl_channels, 24);
+  Profile unknown = p;
+  unknown.nccl_channels = 0;
+  const std::string unknown_text = profile_to_json(unknown);
+  EXPECT_EQ(unknown_text.find("nccl_channels"), std::string::npos);
+  EXPECT_EQ(load_profile(write_temp("no-channels.json", unknown_text)).nccl_channels, 0);
   // And the curves at head dimension 64, the profile's own and a kernel's.
   Profile h = builtin_profile("a100-80gb");
   ASSERT_GT(h.attention_hd64.fwd, 0);

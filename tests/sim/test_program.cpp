@@ -235,6 +235,32 @@ TEST(Program, TensorParallelOverlapSwitch) {
   EXPECT_LT(on.breakdown.exposed_tp_s, 0.5 * off.breakdown.exposed_tp_s);
 }
 
+// A decomposed TP overlap through the framework's own kernels (framework.tp_overlap_sms,
+// Transformer Engine's userbuffers): its ring exchanges, the all-gathers whose pieces feed their
+// GEMM, move by copy engine and hold 1 SM, the rest 16; the same overlap with every TP
+// collective at 16 SMs (collectives.comm_sms, no framework kernels) exposes more, at both
+// fidelities (wide layers, so that the GEMMs outlast their pieces and the SMs matter).
+TEST(Program, RingExchangesHoldOneSm) {
+  RunConfig c = config(8, 8, 1, 1, 2, 2, 8192);
+  c.parallel.sp = true;
+  c.opt.tp_overlap = true;
+  c.opt.tp_overlap_decomposed = true;
+  c.opt.tp_overlap_sms = 16;
+  const Result ring_s = exec::run_program(c, ExecOptions{});
+  const Result ring_a = exec::run_analytic(c);
+  expect_adds_up(ring_s);
+  c.opt.tp_overlap_sms = 0;
+  c.opt.comm_sms = 16;
+  const Result all_s = exec::run_program(c, ExecOptions{});
+  const Result all_a = exec::run_analytic(c);
+  EXPECT_LT(ring_s.breakdown.exposed_tp_s, all_s.breakdown.exposed_tp_s - 1e-6);
+  EXPECT_LT(ring_a.breakdown.exposed_tp_s, all_a.breakdown.exposed_tp_s - 1e-6);
+  // The two fidelities move by about as much.
+  const double ds = all_s.breakdown.exposed_tp_s - ring_s.breakdown.exposed_tp_s;
+  const double da = all_a.breakdown.exposed_tp_s - ring_a.breakdown.exposed_tp_s;
+  EXPECT_NEAR(ds, da, 0.5 * da);
+}
+
 // PP overlap off: the first stage's forward sends block its compute stream (m of them on the
 // critical path at least); on: never slower, and only the pipeline fill/drain transfers stay.
 TEST(Program, PipelineOverlapSwitch) {
