@@ -128,17 +128,22 @@ TEST(Analytic, OverlapLeversReduceExposedCommunication) {
   EXPECT_LT(run_analytic(on).breakdown.exposed_tp_s, off.breakdown.exposed_tp_s);
 }
 
+// TP (with SP) and DP overlapped, ZeRO-1, on a GPU of 108 SMs: collectives beside compute.
+RunConfig overlapped(RunConfig c) {
+  c.cluster.gpu.sms = 108;
+  c.parallel.sp = true;
+  c.parallel.zero = 1;
+  c.opt.tp_overlap = c.opt.dp_overlap = true;
+  return c;
+}
+
 // An overlapped collective holds collectives.comm_sms SMs (NCCL's channels, one thread block
 // each; unset, the profile's nccl_channels: 24 on the A100's server): the compute beside it runs
 // on the rest, so holding more of them costs more (ComputeModel::concurrent), the profile's count
 // is the default to the bit, and holding every SM costs what no overlap at all would for that
 // collective (the share is capped at the whole GPU).
 TEST(Analytic, CollectivesHoldTheirSmsFromTheComputeBesideThem) {
-  RunConfig c = base(64, 8, 2, 4);
-  c.cluster.gpu.sms = 108;
-  c.parallel.sp = true;
-  c.parallel.zero = 1;
-  c.opt.tp_overlap = c.opt.dp_overlap = true;
+  const RunConfig c = overlapped(base(64, 8, 2, 4));
   const Result d = run_analytic(c);
   ASSERT_EQ(c.profile.nccl_channels, 24);  // TP inside a server: 24; DP across: 16
   RunConfig k = c;
@@ -176,11 +181,7 @@ TEST(Analytic, CollectivesHoldTheirSmsFromTheComputeBesideThem) {
 // SMs in every collective would; without a TP overlap the TP collectives are NCCL's (Megatron's
 // asynchronous backward) and the key is ignored.
 TEST(Analytic, TpOverlapKernelsHoldTheirOwnSms) {
-  RunConfig c = base(64, 8, 2, 4);
-  c.cluster.gpu.sms = 108;
-  c.parallel.sp = true;
-  c.parallel.zero = 1;
-  c.opt.tp_overlap = c.opt.dp_overlap = true;
+  const RunConfig c = overlapped(base(64, 8, 2, 4));
   const Result d = run_analytic(c);  // every collective at NCCL's 24
   ASSERT_GT(d.breakdown.exposed_dp_s, 0);
   RunConfig k = c;

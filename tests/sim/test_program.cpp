@@ -727,16 +727,23 @@ TEST(Program, PipelineActivationScatterGatherOrFull) {
             exec::run_program(whole, ExecOptions{}).iteration_time_s);
 }
 
+// Pure DP over `gpus` GPUs (8 layers of 2,048), 4 sequences per micro-batch, 2 micro-batches and
+// bf16 gradients: each DP bucket's reduction is shorter than the backward of its layers.
+RunConfig dp_buckets_config(int gpus) {
+  RunConfig c = config(gpus, 1, 1, gpus, 8, 2, 2048);
+  c.training.micro_batch = 4;
+  c.training.global_batch = 4 * 2 * gpus;
+  c.training.grad_reduce = Precision::kBf16;
+  return c;
+}
+
 // The executor prices each collective's SMs by its own group: a DP group across two servers
 // holds NCCL's two channels a NIC, 16 with 8 NICs, not the server's 24 (which would expose more
 // of its reduction): the same schedule, to the bit, as collectives.comm_sms 16; with 4 NICs, 8.
 TEST(Program, CollectivesAcrossServersHoldTwoChannelsANic) {
   // DP 2 on two servers of 8 GPUs (TP 1 in this rank order: DP 8 fills a server, so DP 16),
   // 4 sequences per micro-batch and bf16 gradients, so that each bucket runs beside backward.
-  RunConfig c = config(16, 1, 1, 16, 8, 2, 2048);
-  c.training.micro_batch = 4;
-  c.training.global_batch = 4 * 2 * 16;
-  c.training.grad_reduce = Precision::kBf16;
+  RunConfig c = dp_buckets_config(16);
   c.opt.dp_overlap = true;
   ASSERT_EQ(c.profile.nccl_channels, 24);
   ASSERT_EQ(c.cluster.nics_per_node, 8);
@@ -764,10 +771,7 @@ TEST(Program, CollectivesAcrossServersHoldTwoChannelsANic) {
 TEST(Program, DataParallelOverlapSwitch) {
   // Inside one server (NVLink), 4 sequences per micro-batch and bf16 gradients, so that each
   // bucket's all-reduce is shorter than the backward of its layers.
-  RunConfig c = config(8, 1, 1, 8, 8, 2, 2048);
-  c.training.micro_batch = 4;
-  c.training.global_batch = 4 * 2 * 8;
-  c.training.grad_reduce = Precision::kBf16;
+  RunConfig c = dp_buckets_config(8);
   c.opt.dp_overlap = false;
   const Result off = exec::run_program(c, ExecOptions{});
   c.opt.dp_overlap = true;
