@@ -9,6 +9,8 @@
 #include "sim/core/error.h"
 
 namespace trainsim::net {
+
+
 namespace {
 
 // Min-heap order on (key, id) for std::push_heap and friends (which build max-heaps).
@@ -33,6 +35,7 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity_Bps) {
     }
   }
   links_.resize(capacity_Bps.size());
+  link_check_.resize(capacity_Bps.size());
   for (std::size_t l = 0; l < capacity_Bps.size(); ++l) links_[l].capacity = capacity_Bps[l];
 }
 
@@ -135,6 +138,8 @@ FlowIndex MaxMinSolver::insert_flow(std::span<const topo::LinkId> path, double c
   slot.path_class = cls;
   slot.alive = 1;
   slot.next_rate = 0;
+  slot.bottleneck = kUnknownBottleneck;
+  slot.next_bottleneck = kUnknownBottleneck;
   rate_[i] = rate;
   slot.cap = cap_Bps;
   for (std::int32_t hop = 0; hop < length; ++hop) {
@@ -234,9 +239,11 @@ void MaxMinSolver::next_epoch() {
   if (++epoch_ == 0) {
     // Stamps wrapped around: clear them so that no old stamp equals a new epoch.
     for (Link& link : links_) link.stamp = link.removed_stamp = 0;
+    for (LinkCheck& c : link_check_) c.stamp = c.changed = 0;
     for (FlowSlot& slot : slots_) {
       slot.visit_stamp = 0;
       slot.frozen_stamp = 0;
+      slot.check_stamp = 0;
     }
     epoch_ = 1;
   }
@@ -248,18 +255,30 @@ std::span<const FlowIndex> MaxMinSolver::solve() {
   const double level = change_level_;
   const double threshold = level * (1 - 1e-9);
   change_level_ = kUnlimited;
+  // The dirty flag keeps the list free of repeats.
+  seeds_.clear();
+  for (const topo::LinkId l : dirty_links_) {
+    links_[static_cast<std::size_t>(l)].dirty = 0;
+    seeds_.push_back(l);
+  }
+  dirty_links_.clear();
+  if (verified_refill_ && threshold > 0 && threshold < kUnlimited && solve_verified(threshold)) {
+    return collect_changed();
+  }
+  return solve_search(level, threshold);
+}
+
+std::span<const FlowIndex> MaxMinSolver::solve_search(double level, double threshold) {
   next_epoch();
   comp_links_.clear();
   comp_flows_.clear();
-  for (const topo::LinkId l : dirty_links_) {
+  for (const topo::LinkId l : seeds_) {
     Link& link = links_[static_cast<std::size_t>(l)];
-    link.dirty = 0;
     if (link.stamp != epoch_) {
       link.stamp = epoch_;
       comp_links_.push_back(l);
     }
   }
-  dirty_links_.clear();
   // The changed links come first in comp_links_. A flow at λ* itself (within the margin) that
   // crosses none of them keeps its rate too: it was frozen at λ* by a link (or its bound) whose
   // state at level λ* the change does not alter (every flow on that link is either frozen below
@@ -349,6 +368,244 @@ std::span<const FlowIndex> MaxMinSolver::solve_all() {
   return collect_changed();
 }
 
+// Verified partial re-fills. A level-restricted search re-fills every flow at or above λ* that
+// the change reaches through links carrying such flows; most of them come out as they were (on
+// the default 12,288-GPU scenario, a completion's solve re-fills about 1,800 flows of a pipeline
+// exchange and the DP rings it meets, and about 80 of them move). Here the re-fill starts from the
+// flows at or above λ* on the changed links only (the open set), with every other flow held at its
+// rate (its rate taken off its links' capacity), and the result is kept only when it is provably
+// the max-min allocation of the whole network. A feasible allocation is max-min exactly when every
+// flow is bottlenecked: at its bound, or on a saturated link where no flow is faster (Bertsekas &
+// Gallager §6.5). Under the new rates only the changed links (the seeds, and the links of open
+// flows whose rate moved) differ from the last solve, which was max-min, so the check is local:
+//   * every open flow's bottleneck from the fill holds (a held flow on it may be faster);
+//   * no changed link is above its capacity (held flows may need less);
+//   * every held flow on a changed link still has a bottleneck (its recorded one first: the link
+//     or bound that froze it in the fill that set its rate, then any link of its path).
+// A held flow at or above λ* that fails a check joins the open set and the re-fill runs again.
+// One below λ* that fails, or more than kVerifiedRounds rounds, falls back to the full search
+// (flows below λ* keep their rates in the true allocation, so a failure there means the open set
+// is not yet the right one; the full search is always exact). Checks use check()'s relative
+// tolerance, 1e-9.
+
+namespace {
+constexpr int kVerifiedRounds = 4;
+constexpr double kVerifyTol = 1e-9;
+}  // namespace
+
+const LinkCheck& MaxMinSolver::checked(topo::LinkId l) {
+  LinkCheck& c = link_check_[static_cast<std::size_t>(l)];
+  if (c.stamp == epoch_) return c;
+  c.stamp = epoch_;
+  c.load = 0;
+  c.largest = 0;
+  for (const Entry& e : links_[static_cast<std::size_t>(l)].flows) {
+    const FlowSlot& slot = slots_[static_cast<std::size_t>(e.flow)];
+    const double r = slot.visit_stamp == epoch_ ? slot.next_rate : e.rate;
+    c.load += r;
+    c.largest = std::max(c.largest, r);
+  }
+  return c;
+}
+
+std::int32_t MaxMinSolver::bottleneck_under_new_rates(FlowIndex f, double rate,
+                                                      std::int32_t hint) {
+  const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+  if (slot.cap < kUnlimited) {
+    if (exceeds(rate, slot.cap, kVerifyTol)) return kUnknownBottleneck;  // above its bound
+    if (!exceeds(slot.cap, rate, kVerifyTol)) return kBoundBottleneck;
+  }
+  const auto holds = [&](topo::LinkId l) {
+    const LinkCheck& c = checked(l);
+    return !exceeds(links_[static_cast<std::size_t>(l)].capacity, c.load, kVerifyTol) &&
+           !exceeds(c.largest, rate, kVerifyTol);
+  };
+  if (hint >= 0) {
+    // A recorded bottleneck on a link nothing changed still holds (the last solve was max-min).
+    if (link_check_[static_cast<std::size_t>(hint)].changed != epoch_ || holds(hint)) return hint;
+  }
+  const topo::LinkId* path = pool_link_.data() + slot.path_offset;
+  for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
+    if (path[hop] != hint && holds(path[hop])) return path[hop];
+  }
+  return kUnknownBottleneck;
+}
+
+bool MaxMinSolver::open_faster(topo::LinkId l, double above, double threshold) {
+  bool any = false;
+  for (const Entry& e : links_[static_cast<std::size_t>(l)].flows) {
+    FlowSlot& slot = slots_[static_cast<std::size_t>(e.flow)];
+    if (slot.visit_stamp == epoch_ || e.rate < threshold || !exceeds(e.rate, above, kVerifyTol)) {
+      continue;
+    }
+    any = true;
+    // A held flow is never frozen by the fill, so the stamp marks it as queued.
+    if (slot.frozen_stamp != epoch_) {
+      slot.frozen_stamp = epoch_;
+      violators_.push_back(e.flow);
+    }
+  }
+  return any;
+}
+
+bool MaxMinSolver::solve_verified(double threshold) {
+  next_epoch();
+  comp_flows_.clear();
+  // The open set starts as the flows at or above the level on the changed links, less those
+  // bottlenecked elsewhere: at their bound, or on a link that is not a seed (a lock-step ring
+  // flow lists its whole ring, and a PP transfer's completion on one of its NICs rarely moves it).
+  // Which flows start open changes only the work, not the answer: the checks below are complete.
+  for (const topo::LinkId l : seeds_) link_check_[static_cast<std::size_t>(l)].changed = epoch_;
+  const auto changed = [&](topo::LinkId l) {
+    return link_check_[static_cast<std::size_t>(l)].changed == epoch_;
+  };
+  violators_.clear();
+  for (const topo::LinkId l : seeds_) {
+    for (const Entry& e : links_[static_cast<std::size_t>(l)].flows) {
+      FlowSlot& slot = slots_[static_cast<std::size_t>(e.flow)];
+      if (e.rate < threshold || slot.check_stamp == epoch_) continue;
+      slot.check_stamp = epoch_;
+      if (!exceeds(e.rate, slot.cap, kVerifyTol)) {
+        const std::int32_t b = slot.bottleneck;
+        if (b == kBoundBottleneck ? !exceeds(slot.cap, e.rate, kVerifyTol) : b >= 0 && !changed(b)) {
+          continue;
+        }
+        // Its recorded bottleneck is a changed link: another link of its path that holds it
+        // under the rates of the last solve (no flow has moved yet) keeps it held.
+        const topo::LinkId* path = pool_link_.data() + slot.path_offset;
+        std::int32_t found = kUnknownBottleneck;
+        for (std::int32_t hop = 0; hop < slot.path_length && found == kUnknownBottleneck; ++hop) {
+          const topo::LinkId other = path[hop];
+          if (changed(other)) continue;
+          const LinkCheck& c = checked(other);
+          if (!exceeds(links_[static_cast<std::size_t>(other)].capacity, c.load, kVerifyTol) &&
+              !exceeds(c.largest, e.rate, kVerifyTol)) {
+            found = other;
+          }
+        }
+        if (found != kUnknownBottleneck) {
+          slot.bottleneck = found;
+          continue;
+        }
+      }
+      violators_.push_back(e.flow);
+    }
+  }
+  // A fresh epoch: the memo above holds the last solve's loads.
+  next_epoch();
+  for (const FlowIndex f : violators_) {
+    slots_[static_cast<std::size_t>(f)].visit_stamp = epoch_;
+    comp_flows_.push_back(f);
+  }
+  for (int round = 0; round < kVerifiedRounds; ++round) {
+    if (round > 0) {
+      next_epoch();
+      for (const FlowIndex f : comp_flows_) slots_[static_cast<std::size_t>(f)].visit_stamp = epoch_;
+    }
+    // The links: the seeds and every link of an open flow, each with the open flows counted and
+    // the held flows' rates taken off its capacity.
+    comp_links_.clear();
+    const auto list = [&](topo::LinkId l) {
+      Link& link = links_[static_cast<std::size_t>(l)];
+      if (link.stamp != epoch_) {
+        link.stamp = epoch_;
+        comp_links_.push_back(l);
+      }
+    };
+    for (const topo::LinkId l : seeds_) list(l);
+    for (const FlowIndex f : comp_flows_) {
+      const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+      const topo::LinkId* path = pool_link_.data() + slot.path_offset;
+      for (std::int32_t hop = 0; hop < slot.path_length; ++hop) list(path[hop]);
+    }
+    for (const topo::LinkId l : comp_links_) {
+      Link& link = links_[static_cast<std::size_t>(l)];
+      double remaining = link.capacity;
+      std::int32_t unfrozen = 0;
+      for (const Entry& e : link.flows) {
+        if (slots_[static_cast<std::size_t>(e.flow)].visit_stamp == epoch_) {
+          ++unfrozen;
+        } else {
+          remaining -= e.rate;
+        }
+      }
+      link.remaining = std::max(0.0, remaining);
+      link.unfrozen = unfrozen;
+    }
+    fill();
+
+    // The changed links: the seeds, and the links of the open flows whose rate moved.
+    violators_.clear();
+    rechecked_.clear();
+    for (const topo::LinkId l : seeds_) link_check_[static_cast<std::size_t>(l)].changed = epoch_;
+    for (const FlowIndex f : comp_flows_) {
+      const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+      if (slot.next_rate == rate_[static_cast<std::size_t>(f)]) continue;
+      const topo::LinkId* path = pool_link_.data() + slot.path_offset;
+      for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
+        link_check_[static_cast<std::size_t>(path[hop])].changed = epoch_;
+      }
+    }
+    bool gave_up = false;
+    // Every open flow's bottleneck from the fill holds, unless a held flow on it is faster.
+    for (const FlowIndex f : comp_flows_) {
+      const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+      const std::int32_t b = slot.next_bottleneck;
+      if (b == kBoundBottleneck) continue;
+      if (b < 0) {
+        gave_up = true;
+        break;
+      }
+      const LinkCheck& c = checked(b);
+      if (!exceeds(links_[static_cast<std::size_t>(b)].capacity, c.load, kVerifyTol) &&
+          !exceeds(c.largest, slot.next_rate, kVerifyTol)) {
+        continue;
+      }
+      if (!open_faster(b, slot.next_rate, threshold)) {
+        gave_up = true;
+        break;
+      }
+    }
+    // No changed link above its capacity, and every held flow on one still bottlenecked.
+    for (std::size_t k = 0; !gave_up && k < comp_links_.size(); ++k) {
+      const topo::LinkId l = comp_links_[k];
+      if (link_check_[static_cast<std::size_t>(l)].changed != epoch_) continue;
+      if (exceeds(checked(l).load, links_[static_cast<std::size_t>(l)].capacity, kVerifyTol)) {
+        // The next round re-checks the link's other flows.
+        if (!open_faster(l, -1.0, threshold)) gave_up = true;
+        continue;
+      }
+      for (const Entry& e : links_[static_cast<std::size_t>(l)].flows) {
+        FlowSlot& slot = slots_[static_cast<std::size_t>(e.flow)];
+        if (slot.visit_stamp == epoch_ || slot.check_stamp == epoch_ || slot.frozen_stamp == epoch_) {
+          continue;
+        }
+        slot.check_stamp = epoch_;
+        const std::int32_t b = bottleneck_under_new_rates(e.flow, e.rate, slot.bottleneck);
+        if (b != kUnknownBottleneck) {
+          if (b != slot.bottleneck) rechecked_.emplace_back(e.flow, b);
+          continue;
+        }
+        if (e.rate < threshold) {
+          gave_up = true;
+          break;
+        }
+        slot.frozen_stamp = epoch_;
+        violators_.push_back(e.flow);
+      }
+    }
+    if (gave_up) break;
+    if (violators_.empty()) {
+      for (const auto& [f, b] : rechecked_) slots_[static_cast<std::size_t>(f)].bottleneck = b;
+      ++verified_solves_;
+      return true;
+    }
+    comp_flows_.insert(comp_flows_.end(), violators_.begin(), violators_.end());
+  }
+  ++verified_fallbacks_;
+  return false;
+}
+
 // Ascending keys. Large lists (the components an arrival re-solves) go through a
 // least-significant-digit radix sort: keys are finite and >= 0, so their IEEE bit patterns order
 // as unsigned integers; passes over bytes that every key shares are skipped. The sort is stable,
@@ -387,10 +644,11 @@ void MaxMinSolver::sort_keys() {
   }
 }
 
-void MaxMinSolver::freeze(FlowIndex f, double rate) {
+void MaxMinSolver::freeze(FlowIndex f, double rate, std::int32_t bottleneck) {
   FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
   slot.frozen_stamp = epoch_;
   slot.next_rate = rate;
+  slot.next_bottleneck = bottleneck;
   const topo::LinkId* path = pool_link_.data() + slot.path_offset;
   for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
     Link& link = links_[static_cast<std::size_t>(path[hop])];
@@ -422,19 +680,27 @@ void MaxMinSolver::fill() {
     if (link.unfrozen > 1) sorted_.push_back(HeapEntry{link.remaining / link.unfrozen, l});
   }
   for (const FlowIndex f : comp_flows_) {
-    const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+    FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
     const topo::LinkId* path = pool_link_.data() + slot.path_offset;
     double bound = slot.cap;
+    std::int32_t bound_by = kBoundBottleneck;
     double shared = kUnlimited;
     for (std::int32_t hop = 0; hop < slot.path_length; ++hop) {
       const Link& link = links_[static_cast<std::size_t>(path[hop])];
       if (link.unfrozen == 1) {
-        bound = std::min(bound, link.remaining);
+        if (link.remaining < bound) {
+          bound = link.remaining;
+          bound_by = path[hop];
+        }
       } else {
         shared = std::min(shared, link.remaining);
       }
     }
-    if (bound < shared) sorted_.push_back(HeapEntry{bound, ~f});
+    if (bound < shared) {
+      sorted_.push_back(HeapEntry{bound, ~f});
+      // What freezes the flow if this key does: its bound, or the link it alone crosses.
+      slot.next_bottleneck = bound_by;
+    }
   }
   sort_keys();
   std::size_t next = 0;
@@ -454,8 +720,9 @@ void MaxMinSolver::fill() {
       // A flow's bound (its own or a link it alone crosses): it is below every shared link's
       // share (keys are lower bounds), so it is final.
       const FlowIndex f = ~top.id;
-      if (slots_[static_cast<std::size_t>(f)].frozen_stamp != epoch_) {
-        freeze(f, top.key);
+      const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+      if (slot.frozen_stamp != epoch_) {
+        freeze(f, top.key, slot.next_bottleneck);
         --unfrozen;
       }
       continue;
@@ -476,7 +743,7 @@ void MaxMinSolver::fill() {
       const FlowIndex f = e.flow;
       const FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
       if (slot.visit_stamp == epoch_ && slot.frozen_stamp != epoch_) {
-        freeze(f, share);
+        freeze(f, share, top.id);
         --unfrozen;
       }
     }
@@ -498,6 +765,7 @@ std::span<const FlowIndex> MaxMinSolver::collect_changed() {
   changed_.clear();
   for (const FlowIndex f : comp_flows_) {
     FlowSlot& slot = slots_[static_cast<std::size_t>(f)];
+    slot.bottleneck = slot.next_bottleneck;
     if (slot.next_rate != rate_[static_cast<std::size_t>(f)]) {
       set_rate(f, slot.next_rate);
       changed_.push_back(f);

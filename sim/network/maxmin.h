@@ -55,6 +55,14 @@ inline constexpr double kUnlimited = std::numeric_limits<double>::infinity();
 /// becomes a full solve (same answer, better memory locality).
 inline constexpr std::int64_t kFullSolveMinFlows = 10000;
 
+/// A link's state under a partial re-fill's new rates (solve_verified's memo).
+struct LinkCheck {
+  std::uint32_t changed = 0;  // == the round's epoch: a seed, or a re-filled flow on it moved
+  std::uint32_t stamp = 0;    // == the round's epoch: load and largest are this round's
+  double load = 0;
+  double largest = 0;
+};
+
 class MaxMinSolver {
  public:
   /// `capacity_Bps[l]` is the capacity of link l (finite, >= 0), indexed by topo::LinkId.
@@ -121,6 +129,15 @@ class MaxMinSolver {
   /// Bytes held by the solver's containers (capacity, not size).
   std::size_t memory_bytes() const;
 
+  /// Verified partial re-fills (on by default; see solve_verified): off, every level-restricted
+  /// solve re-fills all flows at or above its level that the change reaches, as before. For tests
+  /// and benchmarks that compare the two.
+  void set_verified_refill(bool on) { verified_refill_ = on; }
+  /// Level-restricted solves settled by a verified partial re-fill, and those that fell back to
+  /// the full re-fill of the level's component after trying.
+  std::int64_t verified_solves() const { return verified_solves_; }
+  std::int64_t verified_fallbacks() const { return verified_fallbacks_; }
+
  private:
   struct HeapEntry {
     double key;
@@ -135,9 +152,23 @@ class MaxMinSolver {
   std::int64_t alloc_path(std::int32_t length, std::int8_t* size_class);
   void free_path(std::int64_t offset, std::int8_t size_class);
   void next_epoch();
+  /// The level-restricted search over the seeds (every flow at or above the level that the
+  /// change reaches), then the fill.
+  std::span<const FlowIndex> solve_search(double level, double threshold);
+  /// Re-fills a growing open set of flows with every other flow held at its rate, and keeps the
+  /// result only when it is provably the max-min allocation; false when it gives up.
+  bool solve_verified(double threshold);
+  /// Load and largest rate of link l under the open set's new rates (memoised per round).
+  const LinkCheck& checked(topo::LinkId l);
+  /// Whether flow f at `rate` is bottlenecked under the open set's new rates: at its bound, or on
+  /// a saturated link where no flow is faster. `hint` is tried first (its recorded bottleneck).
+  std::int32_t bottleneck_under_new_rates(FlowIndex f, double rate, std::int32_t hint);
+  /// Adds the flows of link l outside the open set that are at or above `threshold` and faster
+  /// than `above` to the violators; false when there is none.
+  bool open_faster(topo::LinkId l, double above, double threshold);
   void fill();
   void sort_keys();
-  void freeze(FlowIndex f, double rate);
+  void freeze(FlowIndex f, double rate, std::int32_t bottleneck);
   std::span<const FlowIndex> collect_changed();
   std::string check(std::span<const topo::LinkId> links, std::span<const FlowIndex> flows,
                     double rel_tol) const;
@@ -182,7 +213,15 @@ class MaxMinSolver {
     std::uint8_t alive = 0;
     double next_rate = 0;
     double cap = 0;
+    // What froze the flow in the fill that set its rate: a link that saturated with it at the
+    // largest rate, kBoundBottleneck (its own bound), or kUnknownBottleneck (a solved flow added
+    // without a fill). next_bottleneck is the current fill's, copied when its rates are kept.
+    std::int32_t bottleneck = kUnknownBottleneck;
+    std::int32_t next_bottleneck = kUnknownBottleneck;
+    std::uint32_t check_stamp = 0;   // == epoch_: its bottleneck was checked this round
   };
+  static constexpr std::int32_t kBoundBottleneck = -1;
+  static constexpr std::int32_t kUnknownBottleneck = -2;
   std::vector<FlowSlot> slots_;
   // Rates of the last solve, dense: the search reads the rate of every flow on a link it scans,
   // and 8 bytes per flow stay in cache where the 64-byte records do not.
@@ -204,6 +243,15 @@ class MaxMinSolver {
   std::vector<HeapEntry> radix_tmp_;
   std::vector<FlowIndex> changed_;
   std::vector<double> scratch_rates_;  // set_link_capacity
+
+  // Verified partial re-fills (solve_verified).
+  std::vector<topo::LinkId> seeds_;        // the changed links of the solve in progress
+  std::vector<LinkCheck> link_check_;      // per link, the round's memo
+  std::vector<FlowIndex> violators_;       // flows to open in the next round
+  std::vector<std::pair<FlowIndex, std::int32_t>> rechecked_;  // bottlenecks found anew
+  bool verified_refill_ = true;
+  std::int64_t verified_solves_ = 0;
+  std::int64_t verified_fallbacks_ = 0;
 };
 
 }  // namespace trainsim::net

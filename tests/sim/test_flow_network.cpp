@@ -450,25 +450,32 @@ TEST(MaxMinProperty, IncrementalEqualsFullResolve) {
 // e {0} arrives next to a (3, held by link 1 with b): e gets at least 6 / 2 = 3 on link 0, so
 // nothing below 3 can change, and b (at 3 on link 1, which e does not cross) keeps its rate; a
 // (at 3 on link 0) and e are re-filled.
+// With the full search, e's arrival re-fills its component at or above e's equal share (a and e,
+// links 0 and 1); with verified partial re-fills, a stays held by link 1 (its bottleneck, which the
+// arrival does not touch) and e alone is re-filled, over link 0.
 TEST(MaxMin, IncrementalTouchesOnlyTheAffectedComponent) {
-  MaxMinSolver s({6, 6, 6, 6});
-  const FlowIndex a = s.add_flow(Path{0, 1});
-  const FlowIndex b = s.add_flow(Path{1});
-  const FlowIndex c = s.add_flow(Path{2, 3});
-  const FlowIndex d = s.add_flow(Path{3});
-  s.solve_all();
-  const FlowIndex e = s.add_flow(Path{0});
-  const auto changed = s.solve();
-  std::vector<FlowIndex> refilled(s.last_flows().begin(), s.last_flows().end());
-  std::sort(refilled.begin(), refilled.end());
-  EXPECT_EQ(refilled, (std::vector<FlowIndex>{a, e}));
-  EXPECT_EQ(s.last_links().size(), 2u);  // links 0 and 1
-  std::vector<FlowIndex> got(changed.begin(), changed.end());
-  std::sort(got.begin(), got.end());
-  // a keeps 3 (link 1 is its bottleneck), b keeps 3: only e's rate changed.
-  EXPECT_EQ(got, std::vector<FlowIndex>{e});
-  expect_rates(s, {a, b, c, d, e}, {3, 3, 3, 3, 3});
-  EXPECT_TRUE(s.solve().empty());  // nothing dirty
+  for (const bool verified : {false, true}) {
+    MaxMinSolver s({6, 6, 6, 6});
+    s.set_verified_refill(verified);
+    const FlowIndex a = s.add_flow(Path{0, 1});
+    const FlowIndex b = s.add_flow(Path{1});
+    const FlowIndex c = s.add_flow(Path{2, 3});
+    const FlowIndex d = s.add_flow(Path{3});
+    s.solve_all();
+    const FlowIndex e = s.add_flow(Path{0});
+    const auto changed = s.solve();
+    std::vector<FlowIndex> refilled(s.last_flows().begin(), s.last_flows().end());
+    std::sort(refilled.begin(), refilled.end());
+    EXPECT_EQ(refilled, (verified ? std::vector<FlowIndex>{e} : std::vector<FlowIndex>{a, e}));
+    EXPECT_EQ(s.last_links().size(), verified ? 1u : 2u);  // link 0, or links 0 and 1
+    std::vector<FlowIndex> got(changed.begin(), changed.end());
+    std::sort(got.begin(), got.end());
+    // a keeps 3 (link 1 is its bottleneck), b keeps 3: only e's rate changed.
+    EXPECT_EQ(got, std::vector<FlowIndex>{e});
+    expect_rates(s, {a, b, c, d, e}, {3, 3, 3, 3, 3});
+    EXPECT_TRUE(s.solve().empty());  // nothing dirty
+    EXPECT_EQ(s.verified_solves(), verified ? 1 : 0);
+  }
 }
 
 // Level-restricted re-solves. Links 0 (10), 1 (2), 2 (100); flows a {0}, b {0,1}, c {1,2}, d {2}.
@@ -501,11 +508,19 @@ TEST(MaxMin, RemovalReFillsOnlyFlowsAtOrAboveItsRate) {
   s.set_link_capacity(1, 20);
   s.solve();
   expect_rates(s, {b}, {10});
-  // Adding a flow re-fills its whole component from level 0.
+  // Adding a flow re-fills from its equal share (10 on link 1): b, at 10, is also held by link 0
+  // (10 of 10, b the fastest), so a verified re-fill fills e alone; the full search takes b too.
   const FlowIndex e = s.add_flow(Path{1});
   s.solve();
-  EXPECT_EQ(s.last_flows().size(), 2u);
+  EXPECT_EQ(s.last_flows().size(), 1u);
   expect_rates(s, {b, e}, {10, 10});
+  s.remove_flow(e);
+  s.solve();
+  s.set_verified_refill(false);
+  const FlowIndex e2 = s.add_flow(Path{1});
+  s.solve();
+  EXPECT_EQ(s.last_flows().size(), 2u);
+  expect_rates(s, {b, e2}, {10, 10});
 }
 
 // Congestion control raises a link's capacity when a flow leaves it. The raise matters from the
@@ -563,21 +578,59 @@ TEST(MaxMin, WaterFillingOverThousandsOfBounds) {
 // (4.5 each) carry a, f {0}; c, g {1}; h {0,1}: every flow at 1.5. Removing f (λ* = 1.5)
 // re-fills a and h (on link 0) but not c and g: link 1 still saturates at 1.5 with h, c, g, so
 // h stays at 1.5 and a takes the 3 left on link 0.
+// (With verified partial re-fills h is not re-filled either: link 1 holds it, at 4.5 of 4.5 with h
+// as fast as any, so a alone is.)
 TEST(MaxMin, FlowsAtTheLevelOnUnchangedLinksKeepTheirRates) {
-  MaxMinSolver s({4.5, 4.5});
-  const FlowIndex a = s.add_flow(Path{0});
-  const FlowIndex f = s.add_flow(Path{0});
-  const FlowIndex c = s.add_flow(Path{1});
-  const FlowIndex g = s.add_flow(Path{1});
-  const FlowIndex h = s.add_flow(Path{0, 1});
-  s.solve();
-  expect_rates(s, {a, f, c, g, h}, {1.5, 1.5, 1.5, 1.5, 1.5});
-  s.remove_flow(f);
-  s.solve();
-  std::vector<FlowIndex> refilled(s.last_flows().begin(), s.last_flows().end());
-  std::sort(refilled.begin(), refilled.end());
-  EXPECT_EQ(refilled, (std::vector<FlowIndex>{a, h}));
-  expect_rates(s, {a, c, g, h}, {3, 1.5, 1.5, 1.5});
+  for (const bool verified : {false, true}) {
+    MaxMinSolver s({4.5, 4.5});
+    s.set_verified_refill(verified);
+    const FlowIndex a = s.add_flow(Path{0});
+    const FlowIndex f = s.add_flow(Path{0});
+    const FlowIndex c = s.add_flow(Path{1});
+    const FlowIndex g = s.add_flow(Path{1});
+    const FlowIndex h = s.add_flow(Path{0, 1});
+    s.solve();
+    expect_rates(s, {a, f, c, g, h}, {1.5, 1.5, 1.5, 1.5, 1.5});
+    s.remove_flow(f);
+    s.solve();
+    std::vector<FlowIndex> refilled(s.last_flows().begin(), s.last_flows().end());
+    std::sort(refilled.begin(), refilled.end());
+    EXPECT_EQ(refilled, (verified ? std::vector<FlowIndex>{a} : std::vector<FlowIndex>{a, h}));
+    expect_rates(s, {a, c, g, h}, {3, 1.5, 1.5, 1.5});
+  }
+}
+
+// A ring in lock step is one flow over every link of the ring (sim/collective/flow.h); pipeline
+// transfers share its NICs. NICs 0-3 (10 each) carry the ring r; p_i crosses NIC i and a private
+// link 4+i of 2, 3, 20, 20. NICs 2 and 3 split evenly: r = p2 = p3 = 5; p0 = 2, p1 = 3 (their
+// private links). p2 leaves (λ* = 5): NIC 3 still holds r at 5, so nothing moves; the full search
+// re-fills r (at λ* on the changed NIC; p3, at λ* on a link the change leaves alone, keeps its
+// rate), the verified re-fill nothing, since r's other bottleneck, NIC 3, holds it. Then
+// p3 leaves: r's last bottleneck is gone and it rises to 7 (NIC 1: 10 - p1's 3), alone re-filled.
+TEST(MaxMin, VerifiedReFillHoldsARingBottleneckedElsewhere) {
+  for (const bool verified : {false, true}) {
+    MaxMinSolver s({10, 10, 10, 10, 2, 3, 20, 20});
+    s.set_verified_refill(verified);
+    const FlowIndex r = s.add_flow(Path{0, 1, 2, 3});
+    std::vector<FlowIndex> p;
+    for (LinkId i = 0; i < 4; ++i) p.push_back(s.add_flow(Path{i, static_cast<LinkId>(4 + i)}));
+    s.solve();
+    expect_rates(s, {r, p[0], p[1], p[2], p[3]}, {5, 2, 3, 5, 5});
+    s.remove_flow(p[2]);
+    EXPECT_TRUE(s.solve().empty());
+    std::vector<FlowIndex> refilled(s.last_flows().begin(), s.last_flows().end());
+    std::sort(refilled.begin(), refilled.end());
+    EXPECT_EQ(refilled, (verified ? std::vector<FlowIndex>{} : std::vector<FlowIndex>{r}));
+    expect_rates(s, {r, p[3]}, {5, 5});
+    s.remove_flow(p[3]);
+    const auto changed = s.solve();
+    EXPECT_EQ(std::vector<FlowIndex>(changed.begin(), changed.end()), std::vector<FlowIndex>{r});
+    EXPECT_EQ(s.last_flows().size(), 1u);
+    expect_rates(s, {r, p[0], p[1]}, {7, 2, 3});
+    EXPECT_EQ(s.check_invariants(), "");
+    // Three solves, the first (every flow new) included.
+    EXPECT_EQ(s.verified_solves(), verified ? 3 : 0);
+  }
 }
 
 // The same against full re-solves on dense random networks (one large component, most flows
@@ -585,6 +638,8 @@ TEST(MaxMin, FlowsAtTheLevelOnUnchangedLinksKeepTheirRates) {
 // one of which takes the level-restricted path.
 TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
   Rng rng(7);
+  std::int64_t verified = 0;
+  std::int64_t fallbacks = 0;
   for (int trial = 0; trial < 100; ++trial) {
     const int links = 10;
     std::vector<double> capacity = random_capacities(rng, links);
@@ -623,7 +678,76 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
     }
     // The restriction did leave flows out (else this test would not exercise it).
     EXPECT_GT(restricted, 0) << "trial " << trial;
+    verified += inc.verified_solves();
+    fallbacks += inc.verified_fallbacks();
   }
+  // Both ends of a verified re-fill ran: kept, and given up for the full search.
+  EXPECT_GT(verified, 0);
+  EXPECT_GT(fallbacks, 0);
+}
+
+// Verified partial re-fills where they matter: ring flows in lock step over many links (some
+// listing a link twice), each NIC-like link shared with short transfers, under removals (the
+// fastest first, as transfers finish), arrivals, capacity and bound changes. After every change
+// the rates equal a full solve's and the invariants hold; some solves are kept after a re-fill of
+// part of the component, some give up for the full search.
+TEST(MaxMinProperty, VerifiedReFillWithRingsEqualsFullResolve) {
+  Rng rng(23);
+  std::int64_t verified = 0;
+  std::int64_t fallbacks = 0;
+  for (int trial = 0; trial < 40; ++trial) {
+    const int links = 24;
+    std::vector<double> capacity = random_capacities(rng, links);
+    MaxMinSolver inc(capacity);
+    std::map<FlowIndex, std::pair<Path, double>> live;
+    const auto add_ring = [&] {
+      Path p = random_path(rng, links);
+      for (int k = 0; k < 3; ++k) {
+        const Path more = random_path(rng, links);
+        p.insert(p.end(), more.begin(), more.end());
+      }
+      live[inc.add_flow(p)] = {p, kUnlimited};
+    };
+    for (int r = 0; r < 3; ++r) add_ring();
+    for (int f = 0; f < 30; ++f) {
+      const Path p = random_path(rng, links);
+      live[inc.add_flow(p)] = {p, kUnlimited};
+    }
+    inc.solve();
+    for (int op = 0; op < 40 && live.size() > 1; ++op) {
+      const std::uint64_t kind = rng.uniform_below(8);
+      if (kind <= 3) {
+        // The fastest flow leaves, or any.
+        auto it = live.begin();
+        if (kind <= 1) {
+          for (auto jt = live.begin(); jt != live.end(); ++jt) {
+            if (inc.rate(jt->first) > inc.rate(it->first)) it = jt;
+          }
+          inc.remove_flow(it->first);
+          live.erase(it);
+        } else {
+          remove_random_flow(rng, inc, live);
+        }
+      } else if (kind == 4) {
+        add_ring();
+      } else if (kind == 5) {
+        const Path p = random_path(rng, links);
+        live[inc.add_flow(p)] = {p, kUnlimited};
+      } else if (kind == 6) {
+        shift_random_capacity(rng, inc, capacity);
+      } else {
+        rebound_random_flow(rng, inc, live);
+      }
+      inc.solve();
+      ASSERT_EQ(inc.check_invariants(), "") << "trial " << trial << " op " << op;
+      expect_full_solve_rates(inc, capacity, live, trial, op);
+      if (testing::Test::HasFatalFailure()) return;
+    }
+    verified += inc.verified_solves();
+    fallbacks += inc.verified_fallbacks();
+  }
+  EXPECT_GT(verified, 0);
+  EXPECT_GT(fallbacks, 0);
 }
 
 // Several changes between two solves, as a batch of the flow network makes them under congestion
