@@ -28,6 +28,12 @@
 // keeps completions cheap: the copies of a transfer finish fastest-first, and each completion
 // re-fills only the flows at least as fast as the one that left, not the whole fabric.
 //
+// Verified partial re-fills. After removals, capacity and bound changes (not arrivals), a solve
+// first re-fills only the flows at or above λ* on the changed links, holding every other flow at
+// its rate, and keeps the result when local checks prove it max-min; otherwise it widens the
+// re-fill, and at worst runs the search above (solve_verified in maxmin.cpp,
+// docs/network-model.md §2.2).
+//
 // Storage is flat and reused: flow paths live in one pool with power-of-two size classes and free
 // lists, each link keeps the list of its flows (swap-remove, with back-pointers), and all solve
 // scratch is preallocated per link and per flow slot. After warm-up nothing allocates.
@@ -247,9 +253,13 @@ class MaxMinSolver {
   // Verified partial re-fills (solve_verified).
   std::vector<topo::LinkId> seeds_;        // the changed links of the solve in progress
   std::vector<LinkCheck> link_check_;      // per link, the round's memo
+  // Per flow slot, == epoch_ while the flow is open (its visit_stamp, dense: the checks read it
+  // for every flow on a scanned link, and 4 bytes per flow stay in cache where the records do not).
+  std::vector<std::uint32_t> open_;
   std::vector<FlowIndex> violators_;       // flows to open in the next round
   std::vector<std::pair<FlowIndex, std::int32_t>> rechecked_;  // bottlenecks found anew
   bool verified_refill_ = true;
+  bool arrived_ = false;                   // a flow was added since the last solve
   std::int64_t verified_solves_ = 0;
   std::int64_t verified_fallbacks_ = 0;
 };
