@@ -262,6 +262,50 @@ BENCHMARK(BM_ArrivalGiantComponent)->UseManualTime()->Unit(benchmark::kMilliseco
 // Packet level (issue 16): an 8 → 1 incast of 16 MB each over 25 GB/s links with 1 µs
 // latency, line rate (arg 0), DCQCN (1), Swift (2) or MegaScale's hybrid (3); `events/s` counts
 // the simulation's dispatched events per second of wall time, `packets` the packets sent.
+// Departures beside lock-step rings (docs/network-model.md §2.2, verified partial re-fills):
+// 64 rings, each one flow over 192 NIC links (its ranks'), every NIC also carrying 2 transfers
+// held by private links of 1…8 (a pipeline exchange and the next), so a ring shares each NIC and
+// is set by the tightest one. Each timed step removes the next transfer in turn and solves, then adds
+// it back and solves (untimed): the departure's solve re-fills what it must. Argument 0: the
+// level-restricted search; 1: verified partial re-fills. Same rates either way (tests).
+void BM_DepartureBesideLockStepRings(benchmark::State& state) {
+  const int rings = 64;
+  const int ranks = 192;
+  const int nics = rings * ranks / 8;  // 8 rings per NIC: the TP ranks' rings of a stage
+  std::vector<double> capacity(static_cast<std::size_t>(nics), 25.0);
+  const int transfers = 2 * nics;
+  for (int t = 0; t < transfers; ++t) capacity.push_back(1.0 + static_cast<double>(t % 8));
+  MaxMinSolver s(capacity);
+  s.set_verified_refill(state.range(0) == 1);
+  Rng rng(5);
+  for (int r = 0; r < rings; ++r) {
+    std::vector<LinkId> path;
+    for (int k = 0; k < ranks; ++k) path.push_back(static_cast<LinkId>(rng.uniform_below(nics)));
+    s.add_flow(path);
+  }
+  std::vector<std::vector<LinkId>> paths;
+  std::vector<FlowIndex> ids;
+  for (int t = 0; t < transfers; ++t) {
+    paths.push_back({static_cast<LinkId>(t / 2), static_cast<LinkId>(nics + t)});
+    ids.push_back(s.add_flow(paths.back()));
+  }
+  s.solve_all();
+  std::size_t next = 0;
+  for (auto _ : state) {
+    const std::size_t t = next++ % ids.size();
+    const auto start = std::chrono::steady_clock::now();
+    s.remove_flow(ids[t]);
+    benchmark::DoNotOptimize(s.solve().size());
+    const auto stop = std::chrono::steady_clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(stop - start).count());
+    ids[t] = s.add_flow(paths[t]);
+    s.solve();
+  }
+  state.counters["verified"] = static_cast<double>(s.verified_solves());
+  state.counters["fallbacks"] = static_cast<double>(s.verified_fallbacks());
+}
+BENCHMARK(BM_DepartureBesideLockStepRings)->DenseRange(0, 1)->UseManualTime()->Unit(benchmark::kMicrosecond)->Iterations(2000);
+
 void BM_PacketIncast8x16MB(benchmark::State& state) {
   const int n = 8;
   std::int64_t events = 0, packets = 0;
