@@ -402,8 +402,8 @@ std::span<const FlowIndex> MaxMinSolver::solve_all() {
 
 namespace {
 // A bound on the work a partial re-fill may waste before the search takes over; the answer is
-// the same at any value. On the default scenario 89 % of the kept solves need one round and
-// none needed a fifth.
+// the same at any value. On the default scenario 89 % of the kept solves need one round, and 413
+// of its 68,917 solves reach the fourth without a proof and take the search.
 constexpr int kVerifiedRounds = 4;
 constexpr double kVerifyTol = 1e-9;
 }  // namespace
