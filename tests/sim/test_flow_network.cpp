@@ -282,6 +282,21 @@ Path random_path(Rng& rng, int links) {
   return Path(all.begin(), all.begin() + 1 + static_cast<long>(rng.uniform_below(4)));
 }
 
+// Verified partial re-fills over the trials of a property test: both outcomes must occur, kept
+// (a partial re-fill proved max-min) and given up (the full search ran instead).
+struct VerifiedTally {
+  std::int64_t verified = 0;
+  std::int64_t fallbacks = 0;
+  void add(const MaxMinSolver& s) {
+    verified += s.verified_solves();
+    fallbacks += s.verified_fallbacks();
+  }
+  void expect_both() const {
+    EXPECT_GT(verified, 0);
+    EXPECT_GT(fallbacks, 0);
+  }
+};
+
 void expect_full_solve_rates(const MaxMinSolver& inc, const std::vector<double>& capacity,
                              const std::map<FlowIndex, std::pair<Path, double>>& live, int trial,
                              int op) {
@@ -637,8 +652,7 @@ TEST(MaxMin, VerifiedReFillHoldsARingBottleneckedElsewhere) {
 // one of which takes the level-restricted path.
 TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
   Rng rng(7);
-  std::int64_t verified = 0;
-  std::int64_t fallbacks = 0;
+  VerifiedTally tally;
   for (int trial = 0; trial < 100; ++trial) {
     const int links = 10;
     std::vector<double> capacity = random_capacities(rng, links);
@@ -677,12 +691,9 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
     }
     // The restriction did leave flows out (else this test would not exercise it).
     EXPECT_GT(restricted, 0) << "trial " << trial;
-    verified += inc.verified_solves();
-    fallbacks += inc.verified_fallbacks();
+    tally.add(inc);
   }
-  // Both ends of a verified re-fill ran: kept, and given up for the full search.
-  EXPECT_GT(verified, 0);
-  EXPECT_GT(fallbacks, 0);
+  tally.expect_both();
 }
 
 // Verified partial re-fills where they matter: ring flows in lock step over many links (some
@@ -692,8 +703,7 @@ TEST(MaxMinProperty, LevelRestrictedReSolveEqualsFullResolve) {
 // part of the component, some give up for the full search.
 TEST(MaxMinProperty, VerifiedReFillWithRingsEqualsFullResolve) {
   Rng rng(23);
-  std::int64_t verified = 0;
-  std::int64_t fallbacks = 0;
+  VerifiedTally tally;
   for (int trial = 0; trial < 40; ++trial) {
     const int links = 24;
     std::vector<double> capacity = random_capacities(rng, links);
@@ -742,11 +752,9 @@ TEST(MaxMinProperty, VerifiedReFillWithRingsEqualsFullResolve) {
       expect_full_solve_rates(inc, capacity, live, trial, op);
       if (testing::Test::HasFatalFailure()) return;
     }
-    verified += inc.verified_solves();
-    fallbacks += inc.verified_fallbacks();
+    tally.add(inc);
   }
-  EXPECT_GT(verified, 0);
-  EXPECT_GT(fallbacks, 0);
+  tally.expect_both();
 }
 
 // Several changes between two solves, as a batch of the flow network makes them under congestion
