@@ -386,6 +386,9 @@ void FlowBackend::report(double executed_s, Result& r) const {
   }
   const net::FlowNetworkStats& st = network_->stats();
   r.exec.solves = st.solves;
+  r.exec.solves_partial = st.solves_partial;
+  r.exec.solves_partial_given_up = st.solves_partial_given_up;
+  r.exec.flows_refilled = st.flows_resolved;
   r.exec.flows_replayed = st.flows_replayed;
   r.exec.replays_materialized = st.replays_materialized;
   r.exec.flows_per_solve =

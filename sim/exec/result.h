@@ -179,6 +179,9 @@ struct Result {
     long flows = 0;          // network flows started (flow fidelity)
     long events = 0;         // events dispatched
     long solves = 0;         // flow network re-solves
+    long solves_partial = 0;           // ... kept as verified partial re-fills
+    long solves_partial_given_up = 0;  // ... tried as one, then searched
+    long flows_refilled = 0;           // Σ flows re-filled over the solves
     long flows_replayed = 0; // flows that followed the recorded trajectory of an isolated start
     long replays_materialized = 0;  // replayed transfers that other traffic reached mid-way
     double flows_per_solve = 0;  // mean flows in the re-solved components

@@ -1147,6 +1147,8 @@ void FlowNetwork::on_batch_end() {
 
 void FlowNetwork::note_solve() {
   ++stats_.solves;
+  stats_.solves_partial = solver_.verified_solves();
+  stats_.solves_partial_given_up = solver_.verified_fallbacks();
   stats_.flows_resolved += static_cast<std::int64_t>(solver_.last_flows().size());
   stats_.links_resolved += static_cast<std::int64_t>(solver_.last_links().size());
   if (check_invariants_) {

@@ -110,6 +110,10 @@ struct FlowNetworkOptions {
 
 struct FlowNetworkStats {
   std::int64_t solves = 0;          // re-solves (batches with a change, plus CC hold rounds)
+  // Of them: kept as verified partial re-fills (MaxMinSolver::solve_verified), and tried as one
+  // but given to the level-restricted search (the rest went to the search directly).
+  std::int64_t solves_partial = 0;
+  std::int64_t solves_partial_given_up = 0;
   std::int64_t flows_resolved = 0;  // Σ flows in the re-solved components
   std::int64_t links_resolved = 0;  // Σ links in the re-solved components
   std::int64_t rate_changes = 0;    // flows whose applied rate changed

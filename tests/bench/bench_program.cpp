@@ -36,6 +36,8 @@ void run(benchmark::State& state, const char* fidelity, std::vector<std::string>
   state.counters["flows"] = static_cast<double>(r.exec.flows);
   state.counters["events"] = static_cast<double>(r.exec.events);
   state.counters["flow_solves"] = static_cast<double>(r.exec.solves);
+  state.counters["partial_solves"] = static_cast<double>(r.exec.solves_partial);
+  state.counters["flows_refilled"] = static_cast<double>(r.exec.flows_refilled);
   state.counters["mfu_pct"] = 100.0 * r.mfu;
 }
 

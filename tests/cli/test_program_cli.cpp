@@ -196,6 +196,16 @@ TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
               1e-6 * compute_kinds);
   EXPECT_GT(j["execution"]["flows"].get<long>(), 0);
   EXPECT_TRUE(j["execution"]["symmetry_shortcut"].get<bool>());
+  // The solves split: kept partial re-fills and those given up are among all solves, and every
+  // solve re-fills at least one flow.
+  const auto& ex = j["execution"];
+  const long solves = ex["flow_solves"].get<long>();
+  EXPECT_GT(solves, 0);
+  EXPECT_GE(ex["flow_solves_partial"].get<long>(), 0);
+  EXPECT_GE(ex["flow_solves_partial_given_up"].get<long>(), 0);
+  EXPECT_LE(ex["flow_solves_partial"].get<long>() + ex["flow_solves_partial_given_up"].get<long>(),
+            solves);
+  EXPECT_GE(ex["flows_refilled"].get<long>(), solves);
   EXPECT_GT(j["network"]["max_link_utilization"].get<double>(), 0.0);
   const auto& b = j["breakdown"];
   double sum = b["compute_s"].get<double>() + b["pipeline_bubble_s"].get<double>() +

@@ -906,6 +906,13 @@ TEST(FlowNetwork, DumbbellCompletionTimes) {
   EXPECT_EQ(d.end_of(2), TimePs::from_ms(4));
   EXPECT_EQ(net.stats().bytes_done, 4'000'000);
   EXPECT_LT(net.stats().max_residual_bytes, 1.0);
+  // Two solves: the arrivals' (a search), and the first completion's, which a partial re-fill
+  // of the one flow left at the level (0.5 GB/s) on the changed link answers and proves; the
+  // last completion leaves the link empty, with nothing to solve.
+  EXPECT_EQ(net.stats().solves, 2);
+  EXPECT_EQ(net.stats().solves_partial, 1);
+  EXPECT_EQ(net.stats().solves_partial_given_up, 0);
+  EXPECT_EQ(net.stats().flows_resolved, 3);
 }
 
 // Incast 8 → 1: 8 × 1 MB through a 25 GB/s downlink ends at 8 MB / 25 GB/s = 320 µs for all,
