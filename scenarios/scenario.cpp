@@ -611,8 +611,10 @@ class Resolver {
       scenario_.notes.push_back(fmt::format(
           "cluster.gpu_spec: GPU `{}` is the {} preset with {}; its datasheet calibration keeps "
           "the preset's efficiencies as fractions of the new peaks and scales the NVLink bus "
-          "bandwidths with the NVLink rate (docs/calibration.md); a profile measured on the GPU "
-          "(trainsim calibrate) replaces them",
+          "bandwidths with the NVLink rate (docs/calibration.md), and keeps the preset's NCCL "
+          "channel count, which sets the SMs an overlapped collective takes (NCCL derives it from "
+          "the server's NVLink wiring: collectives.comm_sms sets it where the GPU's differs); a "
+          "profile measured on the GPU (trainsim calibrate) replaces them",
           g.name, g.base, numbers.empty() ? "its own numbers" : numbers));
     }
   }

@@ -4,9 +4,12 @@
 Draws `count` configurations (seeded) over TP, PP, ZeRO, recompute, micro-batch, the DP and TP
 overlap switches, the TP overlap method and its SMs, runs each that the scenario accepts at both
 fidelities, and prints how far their MFUs differ (points): the count run, the median, the share
-within 1 point, and the worst eight with their --set keys.
+within 1 point, and the worst eight with their --set keys. With --moe every draw is a mixture of
+experts (8 experts, top 2, on every layer or every second one) and the draws also cover context
+and expert parallelism and two virtual stages; most such draws are refused (memory, layouts),
+so give it a larger COUNT.
 
-Usage (from the repository root): python3 scripts/fidelity-fuzz.py [SEED] [COUNT] [TRAINSIM]
+Usage (from the repository root): python3 scripts/fidelity-fuzz.py [SEED] [COUNT] [TRAINSIM] [--moe]
 """
 import json
 import random
@@ -31,6 +34,12 @@ CHOICES = {
     "framework.tp_overlap_sms": ["0", "16"],
     "training.micro_batch": ["1", "2"],
 }
+MOE_CHOICES = {
+    "parallel.cp": ["1", "2", "4"],
+    "parallel.ep": ["1", "2", "4", "8"],
+    "parallel.vpp": ["1", "2"],
+    "model.moe_every": ["1", "2"],
+}
 
 
 def mfu(binary, scenario, fidelity, sets):
@@ -44,15 +53,19 @@ def mfu(binary, scenario, fidelity, sets):
 
 
 def main():
-    seed = int(sys.argv[1]) if len(sys.argv) > 1 else 7
-    count = int(sys.argv[2]) if len(sys.argv) > 2 else 100
-    binary = sys.argv[3] if len(sys.argv) > 3 else "./build/release/cli/trainsim"
+    moe = "--moe" in sys.argv
+    argv = [a for a in sys.argv if a != "--moe"]
+    seed = int(argv[1]) if len(argv) > 1 else 7
+    count = int(argv[2]) if len(argv) > 2 else 100
+    binary = argv[3] if len(argv) > 3 else "./build/release/cli/trainsim"
+    choices = dict(CHOICES, **MOE_CHOICES) if moe else CHOICES
     rng = random.Random(seed)
     rows = []
     for _ in range(count):
         scenario = rng.choice(SCENARIOS)
-        sets = ["parallel.dp=auto", "parallel.vpp=1"]
-        for key, values in CHOICES.items():
+        sets = ["parallel.dp=auto"] + (["model.experts=8", "model.top_k=2"] if moe
+                                       else ["parallel.vpp=1"])
+        for key, values in choices.items():
             if rng.random() < 0.6:
                 sets.append(f"{key}={rng.choice(values)}")
         if "optimizations.tp_overlap=true" in sets:

@@ -55,8 +55,15 @@ TEST(GpuSpec, DatasheetNumbersReachTheModel) {
   EXPECT_NEAR(h20["mfu"].get<double>(),
               flops / (h20["iteration_time_s"].get<double>() * 64 * 148e12), 1e-12);
   bool noted = false;
-  for (const auto& n : h20["notes"]) noted = noted || has(n.get<std::string>(), "`h20` is the h100-sxm preset");
+  bool channels = false;  // the note says the NCCL channel count is the preset's, and its key
+  for (const auto& n : h20["notes"]) {
+    const std::string t = n.get<std::string>();
+    noted = noted || has(t, "`h20` is the h100-sxm preset");
+    channels = channels || (has(t, "keeps the preset's NCCL channel count") &&
+                            has(t, "collectives.comm_sms"));
+  }
   EXPECT_TRUE(noted) << h20["notes"].dump();
+  EXPECT_TRUE(channels) << h20["notes"].dump();
 }
 
 double all_reduce_us(const std::string& sets) {
