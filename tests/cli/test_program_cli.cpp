@@ -179,6 +179,25 @@ TEST(ProgramCli, JsonNamesItsSeed) {
   EXPECT_NE(t.out.find("seed 7"), std::string::npos) << t.out;
 }
 
+// The mixture-of-experts example (Mixtral 8x7B, EP 8 inside a server, PP 4 interleaved): the
+// executed schedule and the closed form agree within a point, and both expose the experts'
+// all-to-all (EP) and no TP (TP 1).
+TEST(ProgramCli, MixtureOfExpertsExampleAgreesAcrossFidelities) {
+  const std::string moe = "run scenarios/examples/mixtral-8x7b-64xh100.yaml --format json";
+  const CliRun a = trainsim(moe + " --fidelity analytic");
+  const CliRun s = trainsim(moe + " --fidelity schedule");
+  ASSERT_EQ(a.code, 0) << a.err;
+  ASSERT_EQ(s.code, 0) << s.err;
+  const auto ja = nlohmann::json::parse(a.out);
+  const auto js = nlohmann::json::parse(s.out);
+  EXPECT_NEAR(ja["mfu"].get<double>(), js["mfu"].get<double>(), 0.01);
+  for (const auto* j : {&ja, &js}) {
+    EXPECT_GT((*j)["breakdown"]["exposed_comm_s"]["ep"].get<double>(), 0.0);
+    EXPECT_EQ((*j)["breakdown"]["exposed_comm_s"]["tp"].get<double>(), 0.0);
+    EXPECT_TRUE((*j)["memory"]["fits"].get<bool>());
+  }
+}
+
 TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
   const CliRun r = trainsim("run " + k64 + " --fidelity flow --format json");
   ASSERT_EQ(r.code, 0) << r.err;

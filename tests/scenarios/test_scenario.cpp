@@ -756,6 +756,16 @@ TEST(Scenario, ShippedFilesLoad) {
   EXPECT_EQ(titan.training.recompute, model::Recompute::kSelectiveOp);
   EXPECT_EQ(titan.parallel.dp, 64);
 
+  // The mixture-of-experts example: Mixtral's 8 experts, 2 a token, over EP 8 of the 16 DP ranks;
+  // vpp auto picks an interleaving that splits 32 layers over 4 stages evenly.
+  const Scenario mixtral =
+      load_scenario_file(kSourceDir + "/scenarios/examples/mixtral-8x7b-64xh100.yaml");
+  EXPECT_EQ(mixtral.model.experts, 8);
+  EXPECT_EQ(mixtral.model.top_k, 2);
+  EXPECT_EQ(mixtral.parallel.ep, 8);
+  EXPECT_EQ(mixtral.parallel.dp, 16);
+  EXPECT_EQ(32 % (mixtral.parallel.pp * mixtral.parallel.vpp), 0);
+
   const Error missing = capture([] { load_scenario_file("no/such/scenario.yaml"); });
   EXPECT_EQ(missing.kind(), ErrorKind::kInput);
   EXPECT_EQ(missing.where().file, "no/such/scenario.yaml");
