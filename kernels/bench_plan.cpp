@@ -130,10 +130,11 @@ BenchItem memory_bench_item(const model::ModelConfig& m, const model::Sharding& 
     // [rows × h] elements as the op reads and writes (a copy moves 2·e bytes an element).
     return memory_item("copy", n, rows_of(op, 2 * h * e), h, act);
   }
-  if (n == "rope" || n == "repeat_kv" || n == "silu_mul") {
+  if (n == "rope" || n == "repeat_kv" || n == "silu_mul" || n == "cp_out_correction") {
     // Element-wise passes this project has no kernel of its own for (a RoPE implementation, the
-    // GQA key/value repeat, eager SiLU then the product): timed as the copy kernel over as
-    // many [rows × h] elements as the op reads and writes, as the MoE permutations are.
+    // GQA key/value repeat, eager SiLU then the product, the CP ring's merges): timed as the
+    // copy kernel over as many [rows × h] elements as the op reads and writes, as the MoE
+    // permutations are.
     return memory_item("copy", n, rows_of(op, 2 * h * e), h, act);
   }
   if (n == "cross_entropy") {

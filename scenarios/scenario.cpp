@@ -1200,6 +1200,7 @@ class Resolver {
     o.fsdp_copy_out = flag("framework.fsdp_copy_out");
     o.fsdp_copy_in = flag("framework.fsdp_copy_in");
     o.grad_scale_pass = flag("framework.grad_scale_pass");
+    o.zero_grad_buffer = flag("framework.zero_grad_buffer");
     o.dp_buckets = get("framework.dp_buckets") == "fixed-40m" ? plan::BucketRule::kFixed40M
                                                               : plan::BucketRule::kScaledWithDp;
     o.pp_activation = get("framework.pp_activation") == "full" ? plan::PpActivation::kFull

@@ -755,6 +755,17 @@ std::vector<KeyDef> build_schema() {
                       "turns on); at ZeRO 0/1, Megatron's own reductions. false: the collective "
                       "averages (NCCL's avg) or the scaling is elsewhere",
        .aliases = {"gradient_scaling_pass", "grad_prescale"}},
+      {.path = "framework.zero_grad_buffer",
+       .type = K::kBool,
+       .default_value = "false",
+       .description = "Every step zeroes the rank's whole gradient buffer (its parameters' "
+                      "gradients in the reduce dtype; the shard of them at ZeRO-2/3) with a "
+                      "memset on the compute stream, counted in the optimizer step: "
+                      "Megatron-LM's zero_grad_buffer() at the start of train_step (contiguous "
+                      "buffers since 2021-03), DeepSpeed's BF16_Optimizer.clear_hp_grads(). "
+                      "false: the gradients are freed instead (PyTorch's "
+                      "zero_grad(set_to_none=True): FSDP, DeepSpeed's ZeRO optimizer)",
+       .aliases = {"zero_grad_memset"}},
       {.path = "framework.pp_activation",
        .type = K::kEnum,
        .default_value = "scatter-gather",
@@ -1459,7 +1470,9 @@ const std::map<std::string, std::string>& values_before_key_existed() {
       // program-33: FSDP2's copy-in of gradients before each reduce-scatter.
       {"framework.fsdp_copy_in", "false"},
       // analytic-37 / program-33: Megatron's 1/DP scaling pass before each gradient reduction.
-      {"framework.grad_scale_pass", "false"}};
+      {"framework.grad_scale_pass", "false"},
+      // analytic-42 / program-38: the gradient buffer's memset at every step.
+      {"framework.zero_grad_buffer", "false"}};
   return kBefore;
 }
 

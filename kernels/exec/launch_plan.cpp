@@ -135,7 +135,7 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   }
   if (k.kind != model::OpKind::kMemory) return k;
   const model::Op& op = prog.ops[static_cast<std::size_t>(t.op)];
-  if (t.pass == plan::Pass::kOptimizer) {
+  if (t.pass == plan::Pass::kOptimizer && op.name != "zero_grad") {
     k.launcher = ps.training.optimizer == plan::Optimizer::kLamb ? "lamb" : "adam";
     k.rows = 1;
     k.cols = std::round(op.m);
@@ -145,9 +145,10 @@ KernelLaunch kernel_launch(const plan::ProgramSet& ps, const plan::Program& prog
   // Gradient accumulation (plan::GradAccumulation) moves its bytes in one kernel per parameter
   // tensor: the generic memory-traffic kernel, as no calibrated launcher times it.
   // FSDP2's copy-out of gathered parameters and copy-in of gradients, and Megatron's 1/DP
-  // scaling of a gradient bucket, are such streaming passes too.
+  // scaling of a gradient bucket, are such streaming passes too, and so is the gradient
+  // buffer's memset (`zero_grad`, framework.zero_grad_buffer).
   if (op.name == "grad_accumulate" || op.name == "param_copy_out" || op.name == "grad_copy_in" ||
-      op.name == "grad_scale") {
+      op.name == "grad_scale" || op.name == "zero_grad") {
     return k;
   }
   // A backward runs the op's dedicated backward launcher (`<kind>_bwd`, launchers.h) once at

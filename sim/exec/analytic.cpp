@@ -1103,8 +1103,22 @@ bool try_run_analytic(const RunConfig& cfg, const AnalyticOptions& options, Resu
     const auto updated = [&](const plan::StageParams& sp) {
       return sp.dense / shard + sp.expert / eshard;
     };
-    const double params = std::max(updated(sp_first), updated(sp_last));
-    bd.optimizer_s = c.cm.optimizer(params, cfg.training.optimizer == plan::Optimizer::kLamb);
+    const bool lamb = cfg.training.optimizer == plan::Optimizer::kLamb;
+    // The gradient buffer's memset on the compute stream (framework.zero_grad_buffer; the
+    // Program's `zero_grad` op after the update): the stage's whole buffer in the reduce
+    // dtype, its shard at ZeRO-2/3, one memset per model chunk.
+    const double gshard = par.zero >= 2 ? shard : 1.0, geshard = par.zero >= 2 ? eshard : 1.0;
+    const double chunks = par.schedule == plan::Schedule::kInterleaved ? std::max(1, par.vpp) : 1;
+    const auto step = [&](const plan::StageParams& sp) {
+      double t = c.cm.optimizer(updated(sp), lamb);
+      if (cfg.opt.zero_grad_buffer) {
+        t += c.cm.zero_fill((sp.dense / gshard + sp.expert / geshard) *
+                                bytes_per_element(cfg.training.grad_reduce),
+                            static_cast<int>(chunks));
+      }
+      return t;
+    };
+    bd.optimizer_s = std::max(step(sp_first), step(sp_last));
   }
   bd.data_loading_s = cfg.opt.async_data_pipeline ? 0.0 : prof.data_loading_s;
   // A synchronous loader stalls the host at the start of the iteration, while the GPU runs what

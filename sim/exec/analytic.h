@@ -123,7 +123,13 @@ namespace trainsim::exec {
 /// the GPU's server (the profile's collectives.nccl_channels: 24 on A100 and H100, 16 on
 /// A800/H800, 32 on Blackwell), not 8; a TP overlap of the framework's own kernels
 /// framework.tp_overlap_sms (Transformer Engine's userbuffers: 16), its ring exchanges 1.
-inline constexpr const char* kAnalyticModelVersion = "analytic-41";
+/// analytic-42: a context-parallel ring (p2p) merges its steps' partial outputs after the last
+/// step and adds each step's dQ, dK and dV into running sums (Transformer Engine's
+/// AttnFuncWithCPAndKVP2P: 2 + 3·(cp − 1) passes over the rank's output, and over its query and
+/// key/value gradients, on the slowest ring rank); the Megatron presets and DeepSpeed's bf16
+/// optimizer zero the gradient buffer with a memset every step (framework.zero_grad_buffer,
+/// counted in the optimizer step).
+inline constexpr const char* kAnalyticModelVersion = "analytic-42";
 
 /// Everything one evaluation needs; filled by scenarios/ from YAML, presets and --set.
 struct RunConfig {

@@ -96,6 +96,12 @@ struct ComputeModel {
     return (op.kind == model::OpKind::kGemm ? prof.gemm_launch_s() : prof.kernel_overhead_s) *
            op.kernels;
   }
+  /// The same for the op's backward (Op::backward_kernels where set).
+  double launch_backward(const model::Op& op) const {
+    if (op.backward_kernels < 0) return launch(op);
+    return (op.kind == model::OpKind::kGemm ? prof.gemm_launch_s() : prof.kernel_overhead_s) *
+           op.backward_kernels;
+  }
   /// Whether `op` runs as an fp8 GEMM (attention's batched GEMMs, the output layer and the
   /// router stay 16-bit).
   bool fp8_gemm(const model::Op& op) const {
@@ -162,7 +168,7 @@ struct ComputeModel {
       case model::OpKind::kAttention:
         return launch + 2.0 * op.flops / (peak16 * prof.attention_rate(op.kernel).bwd_at(op.n, op.k));
       case model::OpKind::kMemory:
-        return launch + memory_backward(op);
+        return launch_backward(op) + memory_backward(op);
     }
     return launch;
   }
@@ -256,6 +262,11 @@ struct ComputeModel {
     if (bytes_per_param <= 0 || params <= 0) return 0.0;
     return params * bytes_per_param / (hbm_Bps * prof.memory_efficiency("grad_accumulate")) +
            tensors * prof.kernel_overhead_s;
+  }
+  /// A memset of `bytes` in `kernels` launches (the gradient buffer's zeroing), at the copy
+  /// kernel's efficiency, as the Program's `zero_grad` op is priced (kind "copy").
+  double zero_fill(double bytes, int kernels) const {
+    return bytes / (hbm_Bps * prof.memory_efficiency("copy")) + kernels * prof.kernel_overhead_s;
   }
   /// Optimizer step over `params` parameters (memory-bound, model::optimizer_bytes_per_param).
   /// Ten kernel launches.

@@ -116,7 +116,10 @@ namespace trainsim::exec {
 /// collective holds, as analytic-40.
 /// program-37: the SMs per kind of kernel (NCCL's channels, the TP overlap's own kernels, its
 /// ring exchanges), as analytic-41.
-inline constexpr const char* kProgramModelVersion = "program-37";
+/// program-38: a context-parallel ring's merges of its steps' partial results
+/// (cp_out_correction) and the gradient buffer's memset (framework.zero_grad_buffer), as
+/// analytic-42.
+inline constexpr const char* kProgramModelVersion = "program-38";
 
 enum class NetworkBackend { kAnalytic, kFlow, kPacket };
 

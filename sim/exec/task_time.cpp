@@ -90,7 +90,11 @@ std::vector<std::int64_t> compute_durations_ps(const RunConfig& cfg, const plan:
                 ? launch + (cm.forward_cast(op) + cm.gemm_time(rows, op.n, op.k, op.batch, peak)) * share
                 : launch + (cm.forward(op) - launch) * t.fraction;
         break;
-      case Part::kBackward: s = launch + (cm.backward(op) - launch) * t.fraction; break;
+      case Part::kBackward: {
+        const double lb = cm.launch_backward(op);
+        s = lb + (cm.backward(op) - lb) * t.fraction;
+        break;
+      }
       case Part::kDgrad:
         // The output gradient's fp8 cast precedes the input-gradient GEMM.
         s = launch + (cm.backward_cast(op) + cm.gemm_time(rows, op.k, op.n, op.batch, peak)) * share;

@@ -113,6 +113,26 @@ void layer_forward_ops(const ModelConfig& m, const Sharding& s, int layer_index,
     if (s.cp > 1 && !s.cp_all_gather) {
       a.n = keys / s.cp;
       a.kernels = s.cp;
+      // Each ring step's call returns a partial output and its softmax statistics; the partials
+      // are merged after the last step (Transformer Engine's AttnFuncWithCPAndKVP2P.forward:
+      // flash_attn_fwd_out_correction_init for step 0, flash_attn_fwd_out_correction or its
+      // second-half variant for each later one, one fused element-wise kernel each, plus a
+      // softmax-statistics merge per step), and in backward each step's dQ and dK/dV are added
+      // into the running sums (dq.add_, dk.add_, dv.add_ per step, bwd_dq_update and the dkv
+      // correction). Step 0 reads its partial and writes the output (2 passes); a later step
+      // reads its partial and the output and writes the output (3). On causal ring ranks a step
+      // covers the whole query chunk (steps 1..r of rank r) or its second half; the ranks meet
+      // at the next layer's ring exchange, so the slowest, rank cp − 1 with every step whole,
+      // sets the pace: 2 + 3·(cp − 1) passes over the rank's attention output (queries) and,
+      // backward, over its query and key/value gradients. In the activation dtype (TE's default
+      // path; fp8 attention, which merges in fp32, is not modelled). Memory traffic only, at the
+      // copy kernel's efficiency; ring attention in any framework merges its steps so.
+      const double out = tokens * q / t;            // the rank's attention output, elements
+      const double kv_grad = 2.0 * tokens * kv / t;  // its dK and dV
+      const double passes = 2.0 + 3.0 * (s.cp - 1);
+      Op& merge = memory(ops, n, "cp_out_correction", "copy", passes * out * kAct, 2 * s.cp - 1);
+      merge.backward_bytes = passes * (out + kv_grad) * kAct;
+      merge.backward_kernels = 3 * s.cp;
     }
   } else {
     // Megatron's unfused path: QKᵀ batched GEMM, fused scale-mask-softmax, dropout, ·V. The mask
@@ -295,7 +315,8 @@ double recompute_share(const ModelConfig& m, const Op& op, Recompute r) {
     case Recompute::kSelectiveOp: break;
   }
   const bool swiglu = m.mlp == MlpKind::kSwiglu;
-  if (op.kind == OpKind::kAttention) return 0.0;
+  // The attention call's output is kept: neither the kernel nor its ring merges run again.
+  if (op.kind == OpKind::kAttention || op.name == "cp_out_correction") return 0.0;
   if (op.name == "qkv") {
     const double q = m.q_dim(), kv = m.kv_dim();
     return kv / (q + 2.0 * kv);

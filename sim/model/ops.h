@@ -29,6 +29,10 @@ struct Op {
   // (sim/exec/compute_model.h).
   double backward_bytes = -1;
   int kernels = 1;            // kernel launches
+  // Kernel launches of a memory-bound op's backward where they differ from its forward's
+  // (the context-parallel ring's corrections: cp output merges forward, 3·cp gradient
+  // accumulations backward); < 0: `kernels`.
+  int backward_kernels = -1;
   bool tp_comm_after = false; // followed by a TP reduce-scatter / all-reduce (row-parallel output)
   bool tp_comm_before = false;// preceded by a TP all-gather (column-parallel input under SP)
   bool moe = false;           // part of the expert MLP
@@ -58,7 +62,8 @@ struct Op {
 /// ring overlaps its K/V exchange with. The names are those sim/model/ops.cpp gives them.
 inline bool attention_core(const Op& op) {
   return op.kind == OpKind::kAttention || op.name == "attn_scores" || op.name == "softmax" ||
-         op.name == "attn_dropout" || op.name == "attn_context";
+         op.name == "attn_dropout" || op.name == "attn_context" ||
+         op.name == "cp_out_correction";
 }
 /// The share of `op`'s forward (of a dense transformer layer) that recompute mode `r` runs
 /// again before the layer's backward: 1 for every op under full recompute, the attention core

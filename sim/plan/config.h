@@ -167,6 +167,12 @@ struct Optimizations {
   // Megatron's `data /= dp` / `grad_data *= gradient_scaling_factor` before the collective,
   // until NCCL's average replaced it with average_in_collective).
   bool grad_scale_pass = false;
+  // Every step zeroes the rank's gradient buffer with a memset on the compute stream
+  // (framework.zero_grad_buffer): Megatron-LM's zero_grad_buffer() at the start of train_step
+  // (contiguous buffers, since 2021-03-08, b4bc51b1e7; Megatron-Core's DDP since), DeepSpeed's
+  // BF16_Optimizer.clear_hp_grads() after its step. false: the gradients are freed instead
+  // (PyTorch's zero_grad(set_to_none=True), FSDP, DeepSpeed's ZeRO optimizer).
+  bool zero_grad_buffer = false;
   // TP overlap splits the GEMM beside a TP collective into TP chunks and pipelines them with the
   // collective's pieces (Transformer Engine userbuffers, MegaScale §3.2); false: the collective
   // runs beside the whole GEMM it does not depend on (bulk overlap).

@@ -1165,6 +1165,30 @@ void Builder::build() {
     o.kernels = 10;
     for (std::uint32_t g : grad_reductions) blockers.push_back(g);
     compute(add_op(o), Pass::kOptimizer, Part::kWhole, -1, -1, -1);
+    // The gradient buffer's memset (framework.zero_grad_buffer): Megatron zeroes it at the
+    // start of the next step, before the first forward, DeepSpeed's bf16 optimizer right after
+    // its update; either way it runs on the compute stream between this step's update and the
+    // next forward, so it follows the update here. The whole buffer of the stage's
+    // parameters, one memset per model chunk's buffer; at ZeRO-2/3 the rank keeps only its
+    // gradient shard.
+    if (opt.zero_grad_buffer) {
+      const int dense_grad = par.zero >= 2 ? dense_shard : 1;
+      const int expert_grad = par.zero >= 2 ? expert_shard : 1;
+      double held = 0;
+      for (const ChunkInfo& ci : chunks) {
+        for (std::size_t b = 0; b < ci.bucket_dense.size(); ++b) {
+          held += ci.bucket_dense[b] / dense_grad + ci.bucket_expert[b] / expert_grad;
+        }
+      }
+      model::Op z;
+      z.name = "zero_grad";
+      z.kind = model::OpKind::kMemory;
+      z.kernel = "copy";
+      z.m = held;
+      z.bytes = held * grad_bytes_per_param();
+      z.kernels = static_cast<int>(chunks.size());
+      compute(add_op(z), Pass::kOptimizer, Part::kWhole, -1, -1, -1);
+    }
   }
 }
 

@@ -107,7 +107,8 @@ struct Program {
   // Ops referenced by compute tasks (forward description). Two ops are special: "data_loading"
   // (Pass::kData; its duration is the profile's host stall) and "optimizer" (Pass::kOptimizer; a
   // memory-bound op with m = parameters updated on this GPU and bytes = m × 34 for Adam, × 42 for
-  // LAMB, in 10 kernels: ComputeModel::optimizer).
+  // LAMB, in 10 kernels: ComputeModel::optimizer), followed under framework.zero_grad_buffer by
+  // "zero_grad" (Pass::kOptimizer too: the gradient buffer's memset, m = its parameters).
   std::vector<model::Op> ops;
   std::vector<Task> tasks;            // in issue order; a task depends only on earlier tasks
   std::vector<std::uint32_t> deps;    // flattened dependency lists (task indices)

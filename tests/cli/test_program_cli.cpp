@@ -203,7 +203,7 @@ TEST(ProgramCli, FlowJsonHasTaskKindsExecutionAndNetwork) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["fidelity"], "flow");
-  EXPECT_EQ(j["model_version"], "program-37");
+  EXPECT_EQ(j["model_version"], "program-38");
   EXPECT_EQ(j["seed"], 1);  // simulation.seed, next to the model version and the profile
   ASSERT_TRUE(j.contains("task_kinds"));
   double compute_kinds = 0;

@@ -371,7 +371,7 @@ std::map<std::string, Launched> launchers_of(const plan::ProgramSet& ps, const F
     }
     EXPECT_EQ(k.repeats, 1) << key;
     if (c.op == "grad_accumulate" || c.op == "param_copy_out" || c.op == "grad_copy_in" ||
-        c.op == "grad_scale") {
+        c.op == "grad_scale" || c.op == "zero_grad") {
       // Streaming passes over gradients or parameters: no calibrated launcher times them, the
       // generic memory-traffic kernel moves their bytes (launch_plan.cpp).
       EXPECT_TRUE(k.launcher.empty()) << key;
@@ -436,6 +436,9 @@ TEST_P(LaunchPlanTest, EveryComputeTaskRunsItsLauncherAtItsShape) {
     // Megatron's 1/DP scaling of each gradient bucket before its reduction (DP 2 here): a
     // streaming pass on the compute stream (its whole op, not a backward kernel).
     want["grad_scale fwd"] = {"(copy)", {}};
+    // Megatron's memset of the gradient buffer after the step (framework.zero_grad_buffer),
+    // another streaming pass on the compute stream.
+    want["zero_grad fwd"] = {"(copy)", {}};
     ASSERT_EQ(got.size(), want.size()) << "rank " << rank;
     for (const auto& [key, w] : want) {
       const auto it = got.find(key);
