@@ -451,7 +451,12 @@ TEST(ProgramCli, Llama3RowsInTheSharedFormat) {
   // now runs on cuDNN's published H100 curve, at 4K keys a call (8K queries a rank, one call per
   // CP step) 10 % (forward) and 26 % (backward) above the flat 2K-token rates before. Which
   // kernel Meta ran is not published (FlashAttention-2 on H100 would be 0.29 of peak, not 0.55).
-  EXPECT_LE(std::abs(j["rows"][2]["error"]["mfu_pts"].get<double>()), 8.5);
+  // +5.6 since analytic-42: the row states Llama 3's all-gather CP (§3.3.2: K and V gathered,
+  // exposed), which it read as the preset's ring before (+6.1 with the ring's merges).
+  EXPECT_LE(std::abs(j["rows"][2]["error"]["mfu_pts"].get<double>()), 6.5);
+  bool all_gather = false;
+  for (const auto& kv : j["rows"][2]["set"]) all_gather |= kv == "framework.cp_comm=all-gather";
+  EXPECT_TRUE(all_gather);
   EXPECT_EQ(j["rows"][1]["assumed"]["recompute"].get<std::string>().rfind(
                 "full (1 layer per model chunk)", 0),
             0u);
