@@ -514,6 +514,48 @@ TEST(ComputeModelMeasured, RopeMovesWhatItsImplementationMoves) {
 // the product's two gradients (3 + 3) and SiLU's (3): 9. GQA keys and values repeated to every
 // query head (framework.gqa_kv repeat): K and V each read at kv wide and written q wide, and
 // back: 2·T·(q + kv)/t elements of 2 B each way; multi-head attention has nothing to repeat.
+// The context-parallel ring's merges (cp_out_correction, Transformer Engine's
+// AttnFuncWithCPAndKVP2P), by hand for Llama 3 8B's block (32 heads of 128, 8 KV heads) at TP 2,
+// CP 4, 4,096 tokens: a rank holds 1,024 query rows, so its attention output is 1,024 × 2,048
+// elements and its dK, dV 2 × 1,024 × 512. The slowest ring rank merges every step whole:
+// 2 + 3·3 = 11 passes of 2 B, forward over the output (46,137,344 B), backward over the output's
+// gradient and dK, dV (69,206,016 B); 2·4 − 1 = 7 launches forward, 3·4 = 12 backward. The op
+// follows the attention call and is part of the attention core (selective recompute repeats
+// it); none at CP 1 or with all-gather CP (one call, nothing to merge).
+TEST(ComputeModelMeasured, ContextParallelRingMergesItsSteps) {
+  const model::ModelConfig m = llama_block();
+  model::Sharding s;
+  s.tp = 2;
+  s.cp = 4;
+  s.fused_attention = true;
+  const std::vector<model::Op> ops = model::layer_forward_ops(m, s, 0);
+  const model::Op& merge = op_named(ops, "cp_out_correction");
+  EXPECT_DOUBLE_EQ(merge.bytes, 11.0 * 1024 * 2048 * 2);
+  EXPECT_DOUBLE_EQ(merge.backward_bytes, 11.0 * (1024 * 2048 + 2 * 1024 * 512) * 2);
+  EXPECT_EQ(merge.kernels, 7);
+  EXPECT_EQ(merge.backward_kernels, 12);
+  EXPECT_TRUE(model::attention_core(merge));
+  EXPECT_EQ(model::recompute_share(m, merge, model::Recompute::kSelective), 1.0);
+  EXPECT_EQ(model::recompute_share(m, merge, model::Recompute::kSelectiveOp), 0.0);
+  const auto at = [&](const char* name) {
+    return std::find_if(ops.begin(), ops.end(),
+                        [&](const model::Op& o) { return o.name == name; }) -
+           ops.begin();
+  };
+  EXPECT_EQ(at("cp_out_correction"), at("attention") + 1);
+  // Priced as the copy kernel: bytes at the HBM rate, each pass its own launches.
+  calib::Profile p;
+  const ComputeModel cm{p, kPeak, kPeak, kHbm};
+  const double e = kHbm * p.memory_efficiency("copy");
+  EXPECT_NEAR(cm.forward(merge), 7 * p.kernel_overhead_s + merge.bytes / e, 1e-15);
+  EXPECT_NEAR(cm.backward(merge), 12 * p.kernel_overhead_s + merge.backward_bytes / e, 1e-15);
+  s.cp_all_gather = true;
+  EXPECT_FALSE(has_op(model::layer_forward_ops(m, s, 0), "cp_out_correction"));
+  s.cp_all_gather = false;
+  s.cp = 1;
+  EXPECT_FALSE(has_op(model::layer_forward_ops(m, s, 0), "cp_out_correction"));
+}
+
 TEST(ComputeModelMeasured, EagerActivationAndRepeatedKvMoveTheirCopies) {
   const model::ModelConfig m = llama_block();
   model::Sharding s;
