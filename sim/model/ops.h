@@ -30,8 +30,8 @@ struct Op {
   double backward_bytes = -1;
   int kernels = 1;            // kernel launches
   // Kernel launches of a memory-bound op's backward where they differ from its forward's
-  // (the context-parallel ring's corrections: cp output merges forward, 3·cp gradient
-  // accumulations backward); < 0: `kernels`.
+  // (the context-parallel ring's merges: cp output and cp − 1 statistics merges forward, 3·cp
+  // gradient accumulations backward); < 0: `kernels`.
   int backward_kernels = -1;
   bool tp_comm_after = false; // followed by a TP reduce-scatter / all-reduce (row-parallel output)
   bool tp_comm_before = false;// preceded by a TP all-gather (column-parallel input under SP)
