@@ -1150,12 +1150,17 @@ void Builder::build() {
   {
     const int dense_shard = par.zero >= 1 ? par.zero_group() : 1;
     const int expert_shard = par.zero >= 1 ? std::max(1, dense_shard / par.ep) : 1;
-    double params = 0;
-    for (const ChunkInfo& ci : chunks) {
-      for (std::size_t b = 0; b < ci.bucket_dense.size(); ++b) {
-        params += ci.bucket_dense[b] / dense_shard + ci.bucket_expert[b] / expert_shard;
+    // The stage's parameters, dense ones divided by `dense` and expert ones by `expert`.
+    const auto stage_params = [&](int dense, int expert) {
+      double sum = 0;
+      for (const ChunkInfo& ci : chunks) {
+        for (std::size_t b = 0; b < ci.bucket_dense.size(); ++b) {
+          sum += ci.bucket_dense[b] / dense + ci.bucket_expert[b] / expert;
+        }
       }
-    }
+      return sum;
+    };
+    const double params = stage_params(dense_shard, expert_shard);
     model::Op o;
     o.name = "optimizer";
     o.kind = model::OpKind::kMemory;
@@ -1172,14 +1177,7 @@ void Builder::build() {
     // parameters, one memset per model chunk's buffer; at ZeRO-2/3 the rank keeps only its
     // gradient shard.
     if (opt.zero_grad_buffer) {
-      const int dense_grad = par.zero >= 2 ? dense_shard : 1;
-      const int expert_grad = par.zero >= 2 ? expert_shard : 1;
-      double held = 0;
-      for (const ChunkInfo& ci : chunks) {
-        for (std::size_t b = 0; b < ci.bucket_dense.size(); ++b) {
-          held += ci.bucket_dense[b] / dense_grad + ci.bucket_expert[b] / expert_grad;
-        }
-      }
+      const double held = par.zero >= 2 ? params : stage_params(1, 1);
       model::Op z;
       z.name = "zero_grad";
       z.kind = model::OpKind::kMemory;
