@@ -12,6 +12,7 @@
 #include "scenarios/sizes.h"
 #include "sim/collective/flow.h"
 #include "sim/collective/placement.h"
+#include "sim/core/process_memory.h"
 #include "sim/core/error.h"
 #include "sim/core/version.h"
 #include "sim/exec/analytic.h"
@@ -165,6 +166,7 @@ int run_collective_command(const CollectiveArgs& a) {
   // Flow fidelity: the cluster graph with just enough servers for the ranks, calibrated link
   // capacities, and the scenario's routing (hash, seeds, QPs per connection).
   const bool flow = a.fidelity == "flow" || a.fidelity == "packet";
+  if (flow) advise_huge_pages_for_heap();  // sim/core/process_memory.h: the same results, less time
   std::optional<topo::ClusterGraph> graph;
   std::optional<topo::Router> router;
   std::optional<topo::FailureSet> failures;

@@ -44,6 +44,7 @@
 #include "scenarios/schema.h"
 #include "scenarios/validation_fit.h"
 #include "scenarios/validation_runs.h"
+#include "sim/core/process_memory.h"
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
 #include "sim/core/parse.h"
@@ -262,6 +263,9 @@ int cmd_run_located(const RunArgs& a) {
       a.scenario.empty()
           ? scen::load_scenario_string(cli::kDefaultScenarioYaml, cli::kDefaultScenarioName, sets)
           : scen::load_scenario_file(a.scenario, sets);
+  // The event-driven fidelities walk large structures at random: huge pages for the heap
+  // (sim/core/process_memory.h; the same results, less time).
+  if (s.fidelity != "analytic") advise_huge_pages_for_heap();
   if (!s.jobs.empty()) return run_jobs(a, s);
   check_flow_work(s, a.force);
   cli::check_fabric_failures(s);
@@ -391,6 +395,7 @@ int cmd_validate(const std::vector<std::string>& csvs, const std::string& format
                  const std::string& cross_validate, const std::string& group_by,
                  const std::string& scenarios) {
   const std::string fid = fidelity.empty() ? "analytic" : fidelity;
+  if (fid != "analytic") advise_huge_pages_for_heap();
   // Parsed first, so that a typo is reported before any row is simulated.
   const std::vector<scen::GroupColumn> by =
       group_by.empty() ? std::vector<scen::GroupColumn>{} : scen::parse_group_by(group_by);

@@ -2,6 +2,8 @@
 // mapped into the process (from /proc/self/maps, each once) to stderr when it exits, one line
 // `trainsim-mapped: PATH`, then `trainsim-mapped: end`. tests/cli/test_startup.cpp uses it to
 // check that commands without a GPU load no CUDA library (kernels/gpu_module.h) and no MPI.
+// Before the list it prints `trainsim-heap-advised: yes` or `no`: whether the heap carries the
+// huge-page advice of the event-driven fidelities (sim/core/process_memory.h).
 // Without the variable this does nothing but one getenv at start-up.
 #include <cstdio>
 #include <cstdlib>
@@ -9,9 +11,13 @@
 #include <set>
 #include <string>
 
+#include "sim/core/process_memory.h"
+
 namespace {
 
 void print_mapped_files() {
+  std::fprintf(stderr, "trainsim-heap-advised: %s\n",
+               trainsim::heap_advised_huge_pages() ? "yes" : "no");
   std::FILE* maps = std::fopen("/proc/self/maps", "r");
   if (maps == nullptr) return;
   std::set<std::string> seen;

@@ -12,6 +12,7 @@
 #include "reports/compare_report.h"
 #include "scenarios/variants.h"
 #include "sim/core/error.h"
+#include "sim/core/process_memory.h"
 
 namespace trainsim::cli {
 
@@ -35,6 +36,7 @@ int run_compare(const CompareVariantsArgs& a) {
       [&](const scen::Scenario& s) {
         check_flow_work(s, a.force);
         check_fabric_failures(s);
+        if (s.fidelity != "analytic") advise_huge_pages_for_heap();
       },
       [&](std::size_t done, std::size_t total) {
         if (!tty) return;

@@ -18,6 +18,7 @@
 #include "reports/sweep_report.h"
 #include "scenarios/scenario.h"
 #include "scenarios/sweep.h"
+#include "sim/core/process_memory.h"
 #include "sim/core/error.h"
 
 namespace trainsim::cli {
@@ -166,6 +167,7 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
   scen::SweepOutcome o = scen::run_sweep(base, std::move(plan), spec, options, group);
   if (group.rank() != 0) return 0;
   if (a.refine > 0) {
+    advise_huge_pages_for_heap();  // sim/core/process_memory.h: the refined runs are event-driven
     // On rank 0, one point after the other: a 12,288-GPU flow iteration takes seconds and up to
     // a GiB, and the top points are few.
     const auto start = std::chrono::steady_clock::now();

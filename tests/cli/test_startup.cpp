@@ -87,6 +87,46 @@ TEST(Startup, CommandsWithoutAGpuMapNoCudaAndNoMpi) {
   }
 }
 
+// The event-driven fidelities advise the heap to use huge pages (sim/core/process_memory.h);
+// the analytic commands do not touch it, and TRAINSIM_HUGE_PAGES=0 turns it off. Either way the
+// results are the same to the byte.
+std::string heap_advised(const CliRun& r) {
+  const std::string tag = "trainsim-heap-advised: ";
+  const std::size_t at = r.err.find(tag);
+  if (at == std::string::npos) return "(not printed)";
+  return r.err.substr(at + tag.size(), r.err.find('\n', at) - at - tag.size());
+}
+
+TEST(Startup, EventDrivenRunsAdviseHugePagesWithTheSameResults) {
+  const std::string small =
+      "--set cluster.gpus=64 --set training.global_batch=32 --format json";
+  const CliRun analytic = with_maps("run " + small);
+  ASSERT_EQ(analytic.code, 0) << analytic.err;
+  EXPECT_EQ(heap_advised(analytic), "no");
+  for (const std::string& fidelity : {std::string("schedule"), std::string("flow")}) {
+    SCOPED_TRACE(fidelity);
+    const CliRun on = with_maps("run --fidelity " + fidelity + " " + small);
+    const CliRun off = trainsim_env("TRAINSIM_DEBUG_MAPPED_FILES=1 TRAINSIM_HUGE_PAGES=0",
+                                    "run --fidelity " + fidelity + " " + small);
+    ASSERT_EQ(on.code, 0) << on.err;
+    ASSERT_EQ(off.code, 0) << off.err;
+#if defined(__linux__) && defined(__GLIBC__)
+    EXPECT_EQ(heap_advised(on), "yes") << on.err.substr(0, 400);
+#endif
+    EXPECT_EQ(heap_advised(off), "no");
+    EXPECT_EQ(on.out, off.out);
+  }
+  const std::string coll = "collective --cluster selene-a100 --op all_reduce --ranks 16 "
+                           "--sizes 1M:4M --fidelity flow --format json";
+  const CliRun con = with_maps(coll);
+  const CliRun coff = trainsim_env("TRAINSIM_DEBUG_MAPPED_FILES=1 TRAINSIM_HUGE_PAGES=0", coll);
+  ASSERT_EQ(con.code, 0) << con.err;
+#if defined(__linux__) && defined(__GLIBC__)
+  EXPECT_EQ(heap_advised(con), "yes");
+#endif
+  EXPECT_EQ(con.out, coff.out);
+}
+
 TEST(Startup, InfoLoadsTheGpuModuleOnlyInACudaBuild) {
   const CliRun r = with_maps("info");
   ASSERT_EQ(r.code, 0) << r.err;
