@@ -632,11 +632,18 @@ bool MaxMinSolver::solve_verified(double threshold) {
 
 // Ascending keys. Large lists (the components an arrival re-solves) go through a
 // least-significant-digit radix sort: keys are finite and >= 0, so their IEEE bit patterns order
-// as unsigned integers; passes over bytes that every key shares are skipped. The sort is stable,
-// so equal keys keep the order they were listed in (links in search order, then flow bounds),
-// which is deterministic; small lists are ordered by (key, id). The order among equal keys does
-// not change the allocation mathematically (they saturate at the same level); on the default
-// scenario at 3,072 and 12,288 GPUs the results are the same to the last bit either way.
+// as unsigned integers. The sort is stable, so equal keys keep the order they were listed in
+// (links in search order, then flow bounds), which is deterministic; small lists are ordered by
+// (key, id). The order among equal keys does not change the allocation mathematically (they
+// saturate at the same level); on the default scenario at 3,072 and 12,288 GPUs the results are
+// the same to the last bit either way.
+//
+// The radix passes cover the upper 32 bits only (sign, exponent and the mantissa's top 20 bits),
+// skipping bytes every key shares; a stable insertion pass on the whole key then orders keys
+// that agree in those bits (relative differences below 2^-20, a handful of near-ties). Both
+// phases are stable, so the order is exactly that of a stable sort on the whole key, which the
+// eight-byte radix sort gave before (it spent most of its passes on the low mantissa bytes,
+// which nearly every key differs in).
 void MaxMinSolver::sort_keys() {
   const std::size_t n = sorted_.size();
   if (n < 1024) {
@@ -645,26 +652,41 @@ void MaxMinSolver::sort_keys() {
     return;
   }
   radix_tmp_.resize(n);
-  const auto key_of = [](const HeapEntry& e) { return std::bit_cast<std::uint64_t>(e.key + 0.0); };
-  // The eight byte histograms in one pass over the keys, then one scatter pass per byte that
+  const auto high_of = [](const HeapEntry& e) {
+    return static_cast<std::uint32_t>(std::bit_cast<std::uint64_t>(e.key + 0.0) >> 32);
+  };
+  // The four byte histograms in one pass over the keys, then one scatter pass per byte that
   // not every key shares.
-  std::array<std::array<std::uint32_t, 256>, 8> count{};
+  std::array<std::array<std::uint32_t, 256>, 4> count{};
   for (const HeapEntry& e : sorted_) {
-    const std::uint64_t k = key_of(e);
-    for (int b = 0; b < 8; ++b) ++count[static_cast<std::size_t>(b)][(k >> (8 * b)) & 0xff];
+    const std::uint32_t k = high_of(e);
+    for (int b = 0; b < 4; ++b) ++count[static_cast<std::size_t>(b)][(k >> (8 * b)) & 0xff];
   }
-  for (int b = 0; b < 8; ++b) {
+  for (int b = 0; b < 4; ++b) {
     std::array<std::uint32_t, 256>& c = count[static_cast<std::size_t>(b)];
     const int shift = 8 * b;
-    if (c[(key_of(sorted_.front()) >> shift) & 0xff] == n) continue;  // the pass would not move them
+    if (c[(high_of(sorted_.front()) >> shift) & 0xff] == n) continue;  // the pass would not move them
     std::uint32_t sum = 0;
     for (std::uint32_t& v : c) {
       const std::uint32_t here = v;
       v = sum;
       sum += here;
     }
-    for (const HeapEntry& e : sorted_) radix_tmp_[c[(key_of(e) >> shift) & 0xff]++] = e;
+    for (const HeapEntry& e : sorted_) radix_tmp_[c[(high_of(e) >> shift) & 0xff]++] = e;
     sorted_.swap(radix_tmp_);
+  }
+  // Stable insertion on the whole key: an entry moves back only past larger keys (never past an
+  // equal one), and only within its run of equal upper bits, which the passes above left in
+  // listing order.
+  for (std::size_t i = 1; i < n; ++i) {
+    if (!(sorted_[i].key < sorted_[i - 1].key)) continue;
+    const HeapEntry e = sorted_[i];
+    std::size_t j = i;
+    do {
+      sorted_[j] = sorted_[j - 1];
+      --j;
+    } while (j > 0 && e.key < sorted_[j - 1].key);
+    sorted_[j] = e;
   }
 }
 

@@ -587,6 +587,52 @@ TEST(MaxMin, WaterFillingOverThousandsOfBounds) {
   EXPECT_EQ(s.check_invariants(), "");
 }
 
+// The same water-filling with near-ties: 2,000 bounds 1000·(1 + k·2^-30), k = 0 … 1,999 in a
+// scrambled order, that agree in their upper 32 bits in runs of 1,024 (relative differences
+// below 2^-20), around a level in their middle. The large sort orders them by their upper bits
+// first and then by the whole key (MaxMinSolver::sort_keys); a bound taken out of order would
+// freeze a flow at its bound above the level, or at the level above its bound, which differ from
+// the expected rate by at least one step of 2^-30 (9.3e-10 relative), far outside the tolerance.
+TEST(MaxMin, WaterFillingOrdersNearTiedBoundsExactly) {
+  const int n = 2000;
+  const auto bound = [](int k) { return 1000.0 * (1.0 + std::ldexp(static_cast<double>(k), -30)); };
+  const double level = bound(1000) + 0.25 * (bound(1001) - bound(1000));
+  double capacity = 0;
+  for (int k = 0; k < n; ++k) capacity += std::min(bound(k), level);
+  MaxMinSolver s({capacity});
+  std::vector<FlowIndex> flows;
+  std::vector<int> ks;
+  for (int i = 0; i < n; ++i) {
+    const int k = (i * 7919) % n;
+    ks.push_back(k);
+    flows.push_back(s.add_flow(Path{0}, bound(k)));
+  }
+  s.solve();
+  // The water level as the filling reaches it: bounds below the share freeze in ascending order.
+  std::vector<double> sorted_bounds;
+  for (int k = 0; k < n; ++k) sorted_bounds.push_back(bound(k));
+  double left = capacity;
+  int rising = n;
+  double water = 0;
+  for (const double b : sorted_bounds) {
+    if (b * rising <= left) {
+      left -= b;
+      --rising;
+    } else {
+      water = left / rising;
+      break;
+    }
+  }
+  ASSERT_GT(water, bound(1000));
+  ASSERT_LT(water, bound(1001));
+  for (int i = 0; i < n; ++i) {
+    const double expected = std::min(bound(ks[static_cast<std::size_t>(i)]), water);
+    ASSERT_NEAR(s.rate(flows[static_cast<std::size_t>(i)]), expected, 1e-12 * expected)
+        << "k " << ks[static_cast<std::size_t>(i)];
+  }
+  EXPECT_EQ(s.check_invariants(), "");
+}
+
 // Flows at the level of the change on links it does not touch keep their rates. Links 0 and 1
 // (4.5 each) carry a, f {0}; c, g {1}; h {0,1}: every flow at 1.5. Removing f (λ* = 1.5)
 // re-fills a and h (on link 0) but not c and g: link 1 still saturates at 1.5 with h, c, g, so
