@@ -9,6 +9,7 @@
 
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
+#include "sim/core/process_memory.h"
 #include "sim/exec/program_exec.h"
 
 namespace {
@@ -73,4 +74,14 @@ BENCHMARK(BM_FlowTp16AcrossServers)->Arg(256)->Arg(1536)->Unit(benchmark::kMilli
 
 }  // namespace
 
-BENCHMARK_MAIN();
+// As `trainsim` does for its event-driven runs: the heap advised to use huge pages
+// (sim/core/process_memory.h), so that these figures are the CLI's; TRAINSIM_HUGE_PAGES=0 in the
+// environment measures without.
+int main(int argc, char** argv) {
+  trainsim::advise_huge_pages_for_heap();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
