@@ -366,7 +366,7 @@ std::uint8_t FlowNetwork::classify(const Shape& sh, std::uint32_t c,
   const std::size_t first = owners->size();
   for (std::uint32_t e = sh.comp_link_offset[c]; e < sh.comp_link_offset[c + 1]; ++e) {
     const auto l = static_cast<std::size_t>(sh.comp_links[e]);
-    if (down_[l] != 0 || solver_.flow_count_on(sh.comp_links[e]) != 0) kind = 2;
+    if (down_[l] != 0 || solver_.carries_flows(sh.comp_links[e])) kind = 2;
     const std::int32_t o = link_owner_[l];
     if (o < 0) continue;
     if (!owners_[static_cast<std::size_t>(o)].replay) kind = 2;

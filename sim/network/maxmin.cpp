@@ -35,6 +35,7 @@ MaxMinSolver::MaxMinSolver(std::vector<double> capacity_Bps) {
     }
   }
   links_.resize(capacity_Bps.size());
+  busy_.assign(capacity_Bps.size(), 0);
   link_check_.resize(capacity_Bps.size());
   for (std::size_t l = 0; l < capacity_Bps.size(); ++l) links_[l].capacity = capacity_Bps[l];
 }
@@ -150,6 +151,7 @@ FlowIndex MaxMinSolver::insert_flow(std::span<const topo::LinkId> path, double c
     pool_link_[static_cast<std::size_t>(offset + hop)] = l;
     pool_pos_[static_cast<std::size_t>(offset + hop)] = static_cast<std::int32_t>(flows.size());
     flows.push_back(Entry{f, static_cast<std::uint32_t>(offset + hop), rate});
+    busy_[static_cast<std::size_t>(l)] = 1;
   }
   ++flow_count_;
   return f;
@@ -178,7 +180,11 @@ void MaxMinSolver::remove_flow(FlowIndex f) {
     flows.pop_back();
     // Removing a flow can split its component: every link it crossed that still carries flows
     // seeds a re-solve (a link left empty has nothing to re-solve).
-    if (!flows.empty()) mark_dirty(l);
+    if (!flows.empty()) {
+      mark_dirty(l);
+    } else {
+      busy_[li] = 0;
+    }
   }
   free_path(offset, slots_[i].path_class);
   slots_[i].alive = 0;
@@ -878,7 +884,7 @@ std::string MaxMinSolver::check(std::span<const topo::LinkId> links,
 }
 
 std::size_t MaxMinSolver::memory_bytes() const {
-  std::size_t bytes = links_.capacity() * sizeof(Link) +
+  std::size_t bytes = links_.capacity() * sizeof(Link) + busy_.capacity() +
                       dirty_links_.capacity() * sizeof(topo::LinkId);
   for (const Link& link : links_) bytes += link.flows.capacity() * sizeof(Entry);
   bytes += slots_.capacity() * sizeof(FlowSlot) + rate_.capacity() * sizeof(double) + free_flows_.capacity() * sizeof(FlowIndex);

@@ -114,6 +114,9 @@ class MaxMinSolver {
   std::int32_t flow_count_on(topo::LinkId l) const {
     return static_cast<std::int32_t>(links_[static_cast<std::size_t>(l)].flows.size());
   }
+  /// Whether link l carries a flow: flow_count_on(l) != 0, read from one byte per link (a dense
+  /// array that stays in cache, where the link's record is a likely miss).
+  bool carries_flows(topo::LinkId l) const { return busy_[static_cast<std::size_t>(l)] != 0; }
   /// One past the largest flow index in use.
   std::int32_t flow_slots() const { return static_cast<std::int32_t>(slots_.size()); }
   std::int64_t flow_count() const { return flow_count_; }
@@ -205,6 +208,7 @@ class MaxMinSolver {
     double removed_max = 0;
   };
   std::vector<Link> links_;
+  std::vector<std::uint8_t> busy_;  // per link: 1 while its list of flows is not empty
   std::vector<topo::LinkId> dirty_links_;
   // λ* of the changes since the last solve (see above); kUnlimited when nothing lowered it.
   double change_level_ = kUnlimited;

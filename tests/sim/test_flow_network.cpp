@@ -340,6 +340,35 @@ void rebound_random_flow(Rng& rng, MaxMinSolver& s, std::map<FlowIndex, std::pai
 // differ: ring R's edges cross link 0 (with b1, b2) and link 1 (with c). As one flow R is held to
 // 6/3 = 2 by link 0 on every edge, and c gets 6 − 2 = 4 on link 1; as separate flows the edge on
 // link 1 would take 3 and leave c 3.
+// carries_flows(l), the dense byte per link that FlowNetwork reads to classify a group's links,
+// follows the links' lists through random additions and removals (paths that repeat a link
+// included): it is exactly flow_count_on(l) != 0 after every step.
+TEST(MaxMin, CarriesFlowsFollowsTheLinksLists) {
+  Rng rng(77);
+  const int links = 12;
+  MaxMinSolver s(std::vector<double>(links, 10.0));
+  std::vector<FlowIndex> live;
+  for (int step = 0; step < 2000; ++step) {
+    if (live.empty() || rng.uniform_below(3) != 0) {
+      Path p;
+      const int hops = static_cast<int>(rng.uniform_int(1, 4));
+      for (int h = 0; h < hops; ++h) p.push_back(static_cast<LinkId>(rng.uniform_below(links)));
+      live.push_back(s.add_flow(p));
+    } else {
+      const std::size_t k = rng.uniform_below(live.size());
+      s.remove_flow(live[k]);
+      live[k] = live.back();
+      live.pop_back();
+    }
+    if (rng.uniform_below(8) == 0) s.solve();
+    for (LinkId l = 0; l < links; ++l) {
+      ASSERT_EQ(s.carries_flows(l), s.flow_count_on(l) != 0) << "step " << step << " link " << l;
+    }
+  }
+  for (const FlowIndex f : live) s.remove_flow(f);
+  for (LinkId l = 0; l < links; ++l) EXPECT_FALSE(s.carries_flows(l));
+}
+
 TEST(MaxMin, RepeatedLinksCountOncePerCrossing) {
   MaxMinSolver s({6});
   const FlowIndex a = s.add_flow(Path{0, 0});
