@@ -683,7 +683,11 @@ void MaxMinSolver::sort_keys() {
   }
   // Stable insertion on the whole key: an entry moves back only past larger keys (never past an
   // equal one), and only within its run of equal upper bits, which the passes above left in
-  // listing order.
+  // listing order. Many keys that differ only in their last bits (shares rounded differently)
+  // and are listed out of order would make this quadratic: past a budget of moves, a stable
+  // sort on the whole key finishes it (equal keys are still in listing order, so the order is
+  // the same).
+  std::size_t budget = 8 * n;
   for (std::size_t i = 1; i < n; ++i) {
     if (!(sorted_[i].key < sorted_[i - 1].key)) continue;
     const HeapEntry e = sorted_[i];
@@ -693,6 +697,13 @@ void MaxMinSolver::sort_keys() {
       --j;
     } while (j > 0 && e.key < sorted_[j - 1].key);
     sorted_[j] = e;
+    const std::size_t moved = i - j;
+    if (moved > budget) {
+      std::stable_sort(sorted_.begin(), sorted_.end(),
+                       [](const HeapEntry& a, const HeapEntry& b) { return a.key < b.key; });
+      return;
+    }
+    budget -= moved;
   }
 }
 

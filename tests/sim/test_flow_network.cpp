@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -616,50 +617,70 @@ TEST(MaxMin, WaterFillingOverThousandsOfBounds) {
   EXPECT_EQ(s.check_invariants(), "");
 }
 
-// The same water-filling with near-ties: 2,000 bounds 1000·(1 + k·2^-30), k = 0 … 1,999 in a
-// scrambled order, that agree in their upper 32 bits in runs of 1,024 (relative differences
-// below 2^-20), around a level in their middle. The large sort orders them by their upper bits
-// first and then by the whole key (MaxMinSolver::sort_keys); a bound taken out of order would
-// freeze a flow at its bound above the level, or at the level above its bound, which differ from
-// the expected rate by at least one step of 2^-30 (9.3e-10 relative), far outside the tolerance.
-TEST(MaxMin, WaterFillingOrdersNearTiedBoundsExactly) {
-  const int n = 2000;
-  const auto bound = [](int k) { return 1000.0 * (1.0 + std::ldexp(static_cast<double>(k), -30)); };
-  const double level = bound(1000) + 0.25 * (bound(1001) - bound(1000));
+// Water-filling over n bounds 1000·(1 + k·2^-e), k = 0 … n − 1 listed in the order `order(i)`
+// gives, on one shared link whose capacity puts the water level a quarter of a step above the
+// middle bound: flows below the level freeze at their bound (exactly), the others at the level.
+// A bound taken out of order would freeze a flow above the level or one at the level above its
+// bound: off by at least one step of 2^-e, far outside the tolerance.
+void expect_near_tied_water_filling(int n, int e, const std::function<int(int)>& order) {
+  const auto bound = [e](int k) { return 1000.0 * (1.0 + std::ldexp(static_cast<double>(k), -e)); };
+  const int mid = n / 2;
+  const double level = bound(mid) + 0.25 * (bound(mid + 1) - bound(mid));
   double capacity = 0;
   for (int k = 0; k < n; ++k) capacity += std::min(bound(k), level);
   MaxMinSolver s({capacity});
   std::vector<FlowIndex> flows;
   std::vector<int> ks;
   for (int i = 0; i < n; ++i) {
-    const int k = (i * 7919) % n;
-    ks.push_back(k);
-    flows.push_back(s.add_flow(Path{0}, bound(k)));
+    ks.push_back(order(i));
+    flows.push_back(s.add_flow(Path{0}, bound(ks.back())));
   }
   s.solve();
-  // The water level as the filling reaches it: bounds below the share freeze in ascending order.
-  std::vector<double> sorted_bounds;
-  for (int k = 0; k < n; ++k) sorted_bounds.push_back(bound(k));
   double left = capacity;
   int rising = n;
   double water = 0;
-  for (const double b : sorted_bounds) {
-    if (b * rising <= left) {
-      left -= b;
+  for (int k = 0; k < n; ++k) {
+    if (bound(k) * rising <= left) {
+      left -= bound(k);
       --rising;
     } else {
       water = left / rising;
       break;
     }
   }
-  ASSERT_GT(water, bound(1000));
-  ASSERT_LT(water, bound(1001));
+  ASSERT_GT(water, bound(mid));
+  ASSERT_LT(water, bound(mid + 1));
   for (int i = 0; i < n; ++i) {
-    const double expected = std::min(bound(ks[static_cast<std::size_t>(i)]), water);
-    ASSERT_NEAR(s.rate(flows[static_cast<std::size_t>(i)]), expected, 1e-12 * expected)
-        << "k " << ks[static_cast<std::size_t>(i)];
+    const int k = ks[static_cast<std::size_t>(i)];
+    const double r = s.rate(flows[static_cast<std::size_t>(i)]);
+    if (bound(k) < water) {
+      ASSERT_EQ(r, bound(k)) << "k " << k;
+    } else {
+      ASSERT_NEAR(r, water, 1e-14 * water) << "k " << k;
+    }
   }
   EXPECT_EQ(s.check_invariants(), "");
+}
+
+// 2,000 bounds 2^-30 apart, listed with every adjacent pair swapped: they agree in their upper
+// 32 bits in runs of 1,024, so the large sort (MaxMinSolver::sort_keys) orders them by those bits
+// and then by the whole key with a stable insertion pass, here one move per pair. It fails
+// without that pass (checked).
+TEST(MaxMin, WaterFillingOrdersNearTiedBoundsExactly) {
+  expect_near_tied_water_filling(2000, 30, [](int i) { return i ^ 1; });
+}
+
+// The same bounds in a scrambled order: the insertion pass would move each one far, so it
+// gives up within its budget and a stable sort finishes the job.
+TEST(MaxMin, WaterFillingOrdersScrambledNearTiedBounds) {
+  expect_near_tied_water_filling(2000, 30, [](int i) { return (i * 7919) % 2000; });
+}
+
+// 3,000 bounds 2^-40 apart, all in one run of equal upper bits and listed in descending order:
+// the insertion pass would be quadratic, so past its budget of moves the sort finishes with a
+// stable sort on the whole key. It fails if that finish does not sort (checked).
+TEST(MaxMin, WaterFillingOrdersManyNearTiedBoundsListedBackwards) {
+  expect_near_tied_water_filling(3000, 40, [](int i) { return 2999 - i; });
 }
 
 // Flows at the level of the change on links it does not touch keep their rates. Links 0 and 1
