@@ -1097,6 +1097,21 @@ class Resolver {
   // sequence parallelism is enabled", arguments.py); it ran here, 2.8 MFU points apart at the two
   // fidelities (2026-12-06).
   void check_tp_overlap() {
+    // A bulk overlap runs a collective beside an independent GEMM, which only the backward has,
+    // and Megatron's asynchronous backward communication already runs those collectives there:
+    // the lever then hides nothing more. Said, so that a user switching MegaScale's TP overlap
+    // (§3.2, decomposed) onto a Megatron-LM 2023 base does not read a silent no-op as a result.
+    const plan::Optimizations& o = scenario_.opt;
+    if (o.tp_overlap && !o.tp_overlap_decomposed && o.tp_async_backward &&
+        scenario_.parallel.tp > 1 && scenario_.parallel.sp) {
+      scenario_.notes.push_back(fmt::format(
+          "optimizations.tp_overlap adds nothing here: framework.tp_overlap_method = bulk (the {} "
+          "preset's) overlaps only the backward's TP collectives, which "
+          "framework.tp_async_backward already runs beside the other GEMM; the forward's stay "
+          "exposed. MegaScale's overlap (§3.2) and Transformer Engine's are "
+          "framework.tp_overlap_method = decomposed",
+          get("framework.preset")));
+    }
     if (!scenario_.opt.tp_overlap || scenario_.parallel.tp <= 1 || scenario_.parallel.sp) return;
     throw_input(fmt::format("optimizations.tp_overlap needs sequence parallelism: it overlaps SP's "
                             "all-gathers and reduce-scatters with the GEMMs, and TP {} without SP "

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "scenarios/recompute_search.h"
 #include "scenarios/run_config.h"
 #include "scenarios/scenario.h"
@@ -491,7 +493,7 @@ const std::vector<std::vector<std::string>>& ablation_steps() {
       {},
       {"optimizations.parallel_block=true"},
       {"optimizations.sliding_window=true"},
-      {"optimizations.tp_overlap=true"},
+      {"optimizations.tp_overlap=true", "framework.tp_overlap_method=decomposed"},
       {"optimizations.pp_overlap=true"},
       {"optimizations.dp_overlap=true"},
       {"optimizations.efficient_operators=true"},
@@ -520,7 +522,42 @@ TEST_P(AblationLever, NeverLowersMfu) {
     const double before = ablation_mfu(step - 1, fidelity);
     const double after = ablation_mfu(step, fidelity);
     EXPECT_GE(after, before - 1e-9) << ablation_steps()[step].front() << " at " << fidelity;
+    // Every lever but the sliding window prices something here, so each must gain: a lever
+    // that silently does nothing (as TP overlap did on the Megatron-LM 2023 base's bulk method)
+    // fails. The window gains nothing on the baseline's unfused attention, which computes every
+    // score (docs/validation.md).
+    if (ablation_steps()[step].front() != "optimizations.sliding_window=true") {
+      EXPECT_GT(after, before + 1e-4) << ablation_steps()[step].front() << " at " << fidelity;
+    }
   }
+}
+
+// The same lever on the Megatron-LM 2023 base as that version had it (a bulk overlap of the
+// backward, which its asynchronous backward communication already runs) hides nothing, and the
+// run says so; MegaScale's decomposed overlap hides most of the forward's collectives.
+TEST(AblationLever, BulkTpOverlapOnMegatron2023IsNotedNotSilent) {
+  const std::string file =
+      std::string(TRAINSIM_SOURCE_DIR) + "/scenarios/examples/megascale-175b-256-ablation.yaml";
+  const Scenario off = load_scenario_file(file, {});
+  const Scenario bulk = load_scenario_file(file, {"optimizations.tp_overlap=true"});
+  const Scenario decomposed = load_scenario_file(
+      file, {"optimizations.tp_overlap=true", "framework.tp_overlap_method=decomposed"});
+  const auto noted = [](const Scenario& s) {
+    return std::any_of(s.notes.begin(), s.notes.end(), [](const std::string& n) {
+      return n.find("optimizations.tp_overlap adds nothing here") != std::string::npos;
+    });
+  };
+  EXPECT_FALSE(noted(off));
+  EXPECT_TRUE(noted(bulk));
+  EXPECT_FALSE(noted(decomposed));
+  const exec::Result r_off = run_scenario(off, make_run_config(off));
+  const exec::Result r_bulk = run_scenario(bulk, make_run_config(bulk));
+  const exec::Result r_dec = run_scenario(decomposed, make_run_config(decomposed));
+  EXPECT_EQ(r_bulk.mfu, r_off.mfu);
+  // Decomposed: of each forward collective only its first of TP 8 pieces stays exposed, so the
+  // exposed TP time falls by well over half (the backward's was hidden already).
+  EXPECT_LT(r_dec.breakdown.exposed_tp_s, 0.5 * r_off.breakdown.exposed_tp_s);
+  EXPECT_GT(r_dec.mfu, r_off.mfu);
 }
 
 INSTANTIATE_TEST_SUITE_P(MegaScaleTable3, AblationLever, ::testing::Range<std::size_t>(1, 9),
