@@ -106,6 +106,18 @@ std::string read_input_file(const std::string& path, std::string_view what, std:
       throw_input("is over " + std::to_string(max_bytes) + " bytes, the limit of a " + role, at);
     }
   }
+  // Every input is text: a NUL byte means a binary file (or UTF-16, which spreads them over
+  // ASCII), which the parsers would otherwise report as a nonsense header, key or column with
+  // the binary bytes echoed to the terminal.
+  if (const std::size_t nul = text.find('\0'); nul != std::string::npos) {
+    const bool utf16 = text.size() >= 2 && ((static_cast<unsigned char>(text[0]) == 0xFF &&
+                                             static_cast<unsigned char>(text[1]) == 0xFE) ||
+                                            (static_cast<unsigned char>(text[0]) == 0xFE &&
+                                             static_cast<unsigned char>(text[1]) == 0xFF));
+    throw_input("is not a text file (a NUL byte at byte " + std::to_string(nul + 1) + "); a " +
+                    role + " is text",
+                at, utf16 ? "it looks like UTF-16: save it as UTF-8" : "check the path");
+  }
   const std::string_view body = strip_bom(text);
   if (body.size() != text.size()) text.erase(0, 3);
   return text;

@@ -97,6 +97,17 @@ TEST(Parse, InputFilesAreRegularBoundedAndLoseTheirBom) {
   EXPECT_NE(what_of([&] { read_input_file(dir + "/none", "scenario file", 100); })
                 .find("no such file"),
             std::string::npos);
+  // A binary file (a NUL byte) is refused as such, and UTF-16 gets its own hint.
+  const std::string binary = dir + "/b.csv";
+  std::ofstream(binary, std::ios::binary) << std::string("id,\x89PNG\0\x01", 10);
+  const std::string e_bin = what_of([&] { read_input_file(binary, "runs file", 100); });
+  EXPECT_NE(e_bin.find(binary + ": is not a text file (a NUL byte at byte 8); a runs file is text"),
+            std::string::npos)
+      << e_bin;
+  std::ofstream(binary, std::ios::binary) << std::string("\xFF\xFEi\0d\0", 6);
+  EXPECT_NE(what_of([&] { read_input_file(binary, "runs file", 100); }).find("UTF-16"),
+            std::string::npos);
+  ::unlink(binary.c_str());
   const std::string fifo = dir + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   EXPECT_NE(what_of([&] { read_input_file(fifo, "scenario file", 100); }).find("(a FIFO)"),
