@@ -85,6 +85,22 @@ EventQueue::Event EventQueue::pop() {
   return e;
 }
 
+void EventQueue::prefetch_upcoming() const {
+  if (!buckets_mode_ || size_ == 0) return;
+  const Bucket& B = buckets_[static_cast<std::size_t>(times_.top_id())];
+  const std::size_t h = B.head;
+  // The bucket's own entries further ahead still (four to a cache line), then the records.
+  if (h + kItemLookahead < B.items.size()) __builtin_prefetch(&B.items[h + kItemLookahead]);
+  if (h + kSlotLookahead < B.items.size()) {
+    __builtin_prefetch(&slots_[B.items[h + kSlotLookahead].slot]);
+  }
+  if (h + kTargetLookahead < B.items.size()) {
+    const Item& it = B.items[h + kTargetLookahead];
+    const Slot& s = slots_[it.slot];
+    if (s.seq == it.seq) s.target->prefetch(s.tag);
+  }
+}
+
 std::size_t EventQueue::memory_bytes() const {
   std::size_t n = slots_.capacity() * sizeof(Slot) + free_.capacity() * sizeof(std::uint32_t) +
                   heap_.memory_bytes() + times_.memory_bytes() +

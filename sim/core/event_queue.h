@@ -40,6 +40,10 @@ namespace trainsim {
 class EventTarget {
  public:
   virtual void on_event(std::uint64_t tag) = 0;
+  /// A hint that an event with `tag` is one of the next to be dispatched
+  /// (EventQueue::prefetch_upcoming): a target whose events visit records scattered over a
+  /// large state (an every-rank run's actors) may prefetch them. It must change nothing.
+  virtual void prefetch(std::uint64_t /*tag*/) const {}
 
  protected:
   ~EventTarget() = default;
@@ -87,6 +91,16 @@ class EventQueue {
   std::size_t memory_bytes() const;
   /// Removes and returns the earliest event.
   Event pop();
+  /// A hint for what the next pops will read, changing nothing (bucket layout only, where the
+  /// events of one time are dispatched in their bucket's order): prefetches the queue's record
+  /// of the event kSlotLookahead places behind the earliest (and the bucket's entries
+  /// kItemLookahead places behind it), and asks the target of the one
+  /// kTargetLookahead places behind it to prefetch what its dispatch will read (its record was
+  /// prefetched some pops before). Simulation::run_loop calls it between a pop and its dispatch.
+  void prefetch_upcoming() const;
+  static constexpr std::size_t kTargetLookahead = 1;
+  static constexpr std::size_t kSlotLookahead = 6;
+  static constexpr std::size_t kItemLookahead = 16;
 
  private:
   struct Key {

@@ -92,6 +92,7 @@ std::uint64_t Simulation::run_loop(TimePs limit) {
     }
     if (queue_.empty() || queue_.next_time() > limit) break;
     const EventQueue::Event e = queue_.pop();
+    queue_.prefetch_upcoming();
     now_ = e.time;
     ++dispatched;
     ++events_dispatched_;

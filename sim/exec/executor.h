@@ -158,6 +158,7 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
 
  private:
   void on_event(std::uint64_t tag) override;
+  void prefetch(std::uint64_t tag) const override;
   // Re-schedules, once per picosecond, the compute tasks whose SM holds changed (a TP piece
   // ending as the next one starts leaves the rate, and the event, as they were).
   void on_batch_end() override;

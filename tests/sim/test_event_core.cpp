@@ -139,6 +139,50 @@ TEST(EventQueue, BucketsStayInOrderWhileEventsMoveThroughThem) {
   EXPECT_EQ(order, (std::vector<std::uint64_t>{1, 3, 2}));
 }
 
+// The prefetch hint (EventQueue::prefetch_upcoming): in the bucket layout it names to the target
+// the event kTargetLookahead places behind the earliest (skipping nothing: a cancelled one is
+// not named), and it changes nothing: the pops come in the same order with and without it.
+struct HintRecorder : EventTarget {
+  std::vector<std::uint64_t> tags;
+  mutable std::vector<std::uint64_t> hinted;
+  void on_event(std::uint64_t tag) override { tags.push_back(tag); }
+  void prefetch(std::uint64_t tag) const override { hinted.push_back(tag); }
+};
+
+TEST(EventQueue, PrefetchHintNamesTheEventBehindTheNextAndChangesNothing) {
+  const auto run = [](bool hint, std::vector<std::uint64_t>* hinted) {
+    EventQueue q;
+    HintRecorder r;
+    for (int i = 0; i < 5000; ++i) q.push(TimePs{1}, &r, 0);
+    while (!q.empty()) q.pop();
+    EXPECT_TRUE(q.buckets_mode());
+    std::vector<EventHandle> h;
+    for (std::uint64_t tag = 1; tag <= 8; ++tag) h.push_back(q.push(TimePs{10}, &r, tag));
+    q.push(TimePs{20}, &r, 9);
+    q.cancel(h[3]);  // tag 4
+    std::vector<std::uint64_t> order;
+    while (!q.empty()) {
+      order.push_back(q.pop().tag);
+      if (hint) q.prefetch_upcoming();
+    }
+    *hinted = r.hinted;
+    return order;
+  };
+  std::vector<std::uint64_t> hinted, none;
+  const std::vector<std::uint64_t> with = run(true, &hinted);
+  const std::vector<std::uint64_t> without = run(false, &none);
+  EXPECT_EQ(with, without);
+  EXPECT_EQ(with, (std::vector<std::uint64_t>{1, 2, 3, 5, 6, 7, 8, 9}));
+  EXPECT_TRUE(none.empty());
+  // The bucket of time 10 holds 1 2 3 4 5 6 7 8 (4 stale). After popping 1 the head is 2 and
+  // the entry behind it 3: named. After 2: the entry behind the head (3) is 4, cancelled: not
+  // named. After 3: head 4 (stale), behind it 5. After 5 (the pop skips 4): head 6, behind it
+  // 7; after 6: 8; after 7 and 8 nothing is behind. The hint looks inside the earliest bucket
+  // only, so 9 (a later time) is never named.
+  ASSERT_EQ(EventQueue::kTargetLookahead, 1u);
+  EXPECT_EQ(hinted, (std::vector<std::uint64_t>{3, 5, 7, 8}));
+}
+
 // The queue against a reference ordered set of (time, sequence) under random pushes, cancels,
 // reschedules and pops, in phases that alternate between few distinct times (most events share
 // a time, as in a simulation of identical ranks) and many: every pop returns the reference's
