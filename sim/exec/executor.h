@@ -221,6 +221,9 @@ class Executor final : public EventTarget, public BatchListener, public CommEndp
   std::vector<double> kind_total_;
   std::size_t kind_stride_ = 0;
   double* kind_total(int a) { return kind_total_.data() + static_cast<std::size_t>(a) * kind_stride_; }
+  const double* kind_total(int a) const {
+    return kind_total_.data() + static_cast<std::size_t>(a) * kind_stride_;
+  }
   bool symmetric_ = false;
   // Collective rendezvous: (task, group id) → comm id and arrivals.
   struct Rendezvous {

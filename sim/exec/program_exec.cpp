@@ -460,17 +460,16 @@ void Executor::on_event(std::uint64_t tag) {
 void Executor::prefetch(std::uint64_t tag) const {
   if (tag & (kCommTag | kStartTag)) return;
   const std::uint64_t at = tag & kComputeTagMask;
-  const auto a = static_cast<std::size_t>(at / kStreams);
-  if (a >= actors_.size()) return;
-  const Actor& act = actors_[a];
+  const auto a = static_cast<int>(at / kStreams);
+  if (a >= static_cast<int>(actors_.size())) return;
+  const Actor& act = actors_[static_cast<std::size_t>(a)];
   __builtin_prefetch(&act.stage);
   __builtin_prefetch(&act.s[at % kStreams]);
   __builtin_prefetch(&act.compute_end);
   __builtin_prefetch(&act.lost_s[0]);
   __builtin_prefetch(&act.acc_compute);
   __builtin_prefetch(&act.traced);
-  __builtin_prefetch(kind_total_.data() + static_cast<std::size_t>(a) * kind_stride_ +
-                     (tag >> kComputeTagKindShift));
+  __builtin_prefetch(kind_total(a) + (tag >> kComputeTagKindShift));
 }
 
 void Executor::begin() {

@@ -140,8 +140,8 @@ TEST(EventQueue, BucketsStayInOrderWhileEventsMoveThroughThem) {
 }
 
 // The prefetch hint (EventQueue::prefetch_upcoming): in the bucket layout it names to the target
-// the event kTargetLookahead places behind the earliest (skipping nothing: a cancelled one is
-// not named), and it changes nothing: the pops come in the same order with and without it.
+// the event kTargetLookahead places behind the queue's head (a cancelled one is not named), and
+// it changes nothing: the pops come in the same order with and without it.
 struct HintRecorder : EventTarget {
   std::vector<std::uint64_t> tags;
   mutable std::vector<std::uint64_t> hinted;
