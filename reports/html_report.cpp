@@ -768,14 +768,16 @@ std::string sweep_breakdown_figure(const scen::SweepOutcome& o) {
 std::string sweep_refine_section(const scen::SweepOutcome& o) {
   svg::Scatter c;
   c.id = "sweep-refine";
-  c.title = fmt::format("MFU of the top {}: analytic against {} fidelity", o.refined.size(),
-                        o.refine_fidelity);
+  const bool base_added = o.refined.size() > o.refine_top;
+  c.title = fmt::format("MFU of the top {}{}: analytic against {} fidelity", o.refine_top,
+                        base_added ? " and the base configuration" : "", o.refine_fidelity);
   c.x_label = "analytic MFU (%)";
   c.y_label = o.refine_fidelity + " MFU (%)";
   c.diagonal = true;
   c.kinds = {{"kept its rank", "#4e79a7", svg::Scatter::Marker::kDot},
              {"moved up", "#59a14f", svg::Scatter::Marker::kDiamond},
              {"moved down", "#e15759", svg::Scatter::Marker::kCross}};
+  if (base_added) c.kinds.push_back({"the base configuration", "#f28e2b", svg::Scatter::Marker::kRing});
   std::vector<std::vector<std::string>> rows;
   std::vector<bool> hl;
   for (const scen::RefinedPoint& r : o.refined) {
@@ -783,9 +785,10 @@ std::string sweep_refine_section(const scen::SweepOutcome& o) {
     const scen::PointResult& x = r.result;
     const std::string label = compact_label(o.plan, r.point);
     if (x.ok()) {
-      const std::size_t kind = r.refined_rank == r.analytic_rank  ? 0
-                               : r.refined_rank < r.analytic_rank ? 1
-                                                                  : 2;
+      const std::size_t kind = r.analytic_rank > o.refine_top      ? 3
+                               : r.refined_rank == r.analytic_rank ? 0
+                               : r.refined_rank < r.analytic_rank  ? 1
+                                                                   : 2;
       c.points.push_back({100 * a.mfu, 100 * x.mfu, kind,
                           fmt::format("#{} (analytic #{}) {}: {:.2f} % against {:.2f} %",
                                       r.refined_rank, r.analytic_rank, label, 100 * x.mfu,
@@ -794,7 +797,7 @@ std::string sweep_refine_section(const scen::SweepOutcome& o) {
     const exec::Breakdown& b = x.breakdown;
     rows.push_back(
         {x.ok() ? fmt::format("{}", r.refined_rank) : "–", fmt::format("{}", r.analytic_rank),
-         move_text(r), x.ok() ? pct(x.mfu) : "–", pct(a.mfu),
+         move_text(r, o.refine_top), x.ok() ? pct(x.mfu) : "–", pct(a.mfu),
          x.ok() ? fmt::format("{:+.1f}", 100 * (x.mfu - a.mfu)) : "–",
          x.ok() ? fmt::format("{:.3f}", x.iteration_time_s) : "–",
          x.ok() ? fmt::format("{:.3f}", b.exposed_tp_s + b.exposed_cp_s + b.exposed_ep_s +
@@ -804,10 +807,14 @@ std::string sweep_refine_section(const scen::SweepOutcome& o) {
     hl.push_back(o.plan.base_point == r.point);
   }
   return figure(svg::scatter(c),
-                fmt::format("Each of the analytic top {} re-run at {} fidelity (link contention, "
-                            "ECMP, the executed schedule) and re-ranked by {}. Points below the "
-                            "diagonal lose MFU at the finer fidelity.",
-                            o.refined.size(), o.refine_fidelity, metric_info(o).name)) +
+                fmt::format("Each of the analytic top {}{} re-run at {} fidelity (link "
+                            "contention, ECMP, the executed schedule) and re-ranked by {}. Points "
+                            "below the diagonal lose MFU at the finer fidelity.",
+                            o.refine_top,
+                            base_added ? " and the scenario's own configuration (the shaded "
+                                         "row, its analytic rank below them)"
+                                       : "",
+                            o.refine_fidelity, metric_info(o).name)) +
          table("refine-table",
                {"#rank", "#analytic rank", "move", "#MFU", "#analytic MFU", "#change (points)",
                 "#iteration s", "#exposed comm s", "configuration"},

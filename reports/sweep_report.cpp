@@ -135,30 +135,37 @@ std::size_t status_count(const SweepOutcome& o, scen::PointStatus s) {
 
 }  // namespace
 
-std::string move_text(const scen::RefinedPoint& r) {
+std::string move_text(const scen::RefinedPoint& r, std::size_t top) {
   if (r.refined_rank == 0) return "out";
+  // The base configuration re-run beside the top `top`: its analytic rank counts every point.
+  if (r.analytic_rank > top) return "base";
   if (r.refined_rank == r.analytic_rank) return "=";
   return r.refined_rank < r.analytic_rank ? fmt::format("up {}", r.analytic_rank - r.refined_rank)
                                           : fmt::format("down {}", r.refined_rank - r.analytic_rank);
 }
 
 std::string refined_text(const SweepOutcome& o) {
+  const auto base = std::find_if(o.refined.begin(), o.refined.end(),
+                                 [](const scen::RefinedPoint& r) { return r.base; });
+  const bool base_added = base != o.refined.end() && base->analytic_rank > o.refine_top;
   std::string s = fmt::format(
-      "\nrefined   the top {} re-run at {} fidelity and re-ranked by {}:\n", o.refined.size(),
-      o.refine_fidelity, metric_name(o.spec.rank_by));
+      "\nrefined   the top {}{} re-run at {} fidelity and re-ranked by {}:\n",
+      o.refine_top, base_added ? " and the base configuration (*)" : "", o.refine_fidelity,
+      metric_name(o.spec.rank_by));
   std::vector<std::vector<std::string>> rows = {
       {"rank", "was", "move", "MFU", "analytic", "change", "iter s", "exposed comm s", "config"}};
   for (const scen::RefinedPoint& r : o.refined) {
     const PointResult& a = o.results[r.point];
     const PointResult& x = r.result;
     if (!x.ok()) {
-      rows.push_back({"-", std::to_string(r.analytic_rank), "out", "-",
+      rows.push_back({r.base ? "-*" : "-", std::to_string(r.analytic_rank), "out", "-",
                       fmt::format("{:.1f} %", 100 * a.mfu), "-", "-", "-",
                       o.plan.label(r.point) + ": " + x.reason});
       continue;
     }
     const exec::Breakdown& b = x.breakdown;
-    rows.push_back({std::to_string(r.refined_rank), std::to_string(r.analytic_rank), move_text(r),
+    rows.push_back({std::to_string(r.refined_rank) + (r.base ? "*" : ""),
+                    std::to_string(r.analytic_rank), move_text(r, o.refine_top),
                     fmt::format("{:.1f} %", 100 * x.mfu), fmt::format("{:.1f} %", 100 * a.mfu),
                     fmt::format("{:+.1f}", 100 * (x.mfu - a.mfu)),
                     fmt::format("{:.3f}", x.iteration_time_s),
@@ -183,6 +190,19 @@ std::string refined_text(const SweepOutcome& o) {
                      top.analytic_rank, o.refine_fidelity);
   } else {
     s += fmt::format("(MFU change in points against the analytic estimate)\n");
+  }
+  // The yardstick: the scenario's own configuration at the same fidelity.
+  if (base != o.refined.end() && base->result.ok() && top.result.ok()) {
+    if (&*base == &top) {
+      s += fmt::format("the base configuration (*) leads at {} fidelity: no refined point beats it there\n",
+                       o.refine_fidelity);
+    } else {
+      s += fmt::format(
+          "the refined leader is {:+.1f} MFU points from the base configuration (*) at {} "
+          "fidelity ({:+.1f} by the analytic estimates)\n",
+          100 * (top.result.mfu - base->result.mfu), o.refine_fidelity,
+          100 * (o.results[top.point].mfu - o.results[base->point].mfu));
+    }
   }
   return s;
 }
@@ -425,7 +445,7 @@ void breakdown_head(Sink& w, const PointResult& x) {
 void refine_json(Sink& w, const SweepOutcome& o) {
   w << "  \"refine\": {\"fidelity\": ";
   w.json_string(o.refine_fidelity);
-  w << ", \"points\": [";
+  w << ", \"top\": " << o.refine_top << ", \"points\": [";
   for (std::size_t r = 0; r < o.refined.size(); ++r) {
     const scen::RefinedPoint& rp = o.refined[r];
     const PointResult& x = rp.result;
@@ -436,6 +456,7 @@ void refine_json(Sink& w, const SweepOutcome& o) {
     } else {
       w << "null";
     }
+    w << ", \"base\": " << (rp.base ? "true" : "false");
     w << ", \"status\": \"" << to_string(x.status) << '"';
     if (x.ok()) {
       w.field("iteration_time_s", x.iteration_time_s);

@@ -35,8 +35,9 @@ struct ReasonGroup {
 /// Not-feasible points grouped by reason kind, most frequent first (ties: first example).
 std::vector<ReasonGroup> reason_groups(const scen::SweepOutcome& o);
 
-/// How a refined point moved: "=", "up 2", "down 1", or "out" (the finer fidelity could not run it).
-std::string move_text(const scen::RefinedPoint& r);
+/// How a refined point moved: "=", "up 2", "down 1", "out" (the finer fidelity could not run it),
+/// or "base" (the base configuration, re-run beside the top `top` from further down).
+std::string move_text(const scen::RefinedPoint& r, std::size_t top);
 
 /// The `--refine` table of the text output.
 std::string refined_text(const scen::SweepOutcome& o);

@@ -858,10 +858,16 @@ void refine_sweep(SweepOutcome& o, std::size_t k,
   o.refine_fidelity = fidelity;
   o.refined.clear();
   const std::size_t n = std::min(k, o.feasible);
-  for (std::size_t r = 0; r < n; ++r) {
+  o.refine_top = n;
+  // The scenario's own configuration is re-run too when it ranks below the top K: the finer
+  // fidelity's yardstick (is the analytic leader still ahead of what the scenario runs now?).
+  const bool add_base = n > 0 && o.base_rank && *o.base_rank > n;
+  const std::size_t total = n + (add_base ? 1 : 0);
+  const auto refine_point = [&](std::size_t analytic_rank) {
     RefinedPoint rp;
-    rp.point = o.order[r];
-    rp.analytic_rank = r + 1;
+    rp.point = o.order[analytic_rank - 1];
+    rp.analytic_rank = analytic_rank;
+    rp.base = o.plan.base_point == rp.point;
     std::map<std::string, std::string> flat = o.plan.flat_values(rp.point);
     flat["simulation.fidelity"] = fidelity;
     try {
@@ -895,8 +901,10 @@ void refine_sweep(SweepOutcome& o, std::size_t k,
       x.goodput_tokens_per_day = x.tokens_per_s * 86400.0 * x.ettr;
     }
     o.refined.push_back(std::move(rp));
-    if (progress) progress(r + 1, n);
-  }
+    if (progress) progress(o.refined.size(), total);
+  };
+  for (std::size_t r = 0; r < n; ++r) refine_point(r + 1);
+  if (add_base) refine_point(*o.base_rank);
   // The same total order as the analytic ranking: the better metric, then the analytic rank.
   const bool lower_is_better = o.spec.rank_by == RankBy::kCost;
   auto key = [&](const RefinedPoint& p) {

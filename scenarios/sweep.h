@@ -256,6 +256,7 @@ struct RefinedPoint {
   std::size_t point = 0;
   std::size_t analytic_rank = 0;  // 1-based
   std::size_t refined_rank = 0;   // 1-based among the refined points that ran; 0 if it did not
+  bool base = false;              // the scenario's own configuration
   PointResult result;             // at the finer fidelity (goodput figures: see refine_sweep)
   // The run itself (its scenario, result and profile), for reports; null if it could not run.
   std::shared_ptr<const Scenario> scenario;
@@ -293,11 +294,12 @@ struct SweepOutcome {
   std::string framework_lacks(std::size_t point) const;
   bool within_framework(std::size_t point) const;
 
-  /// With `--refine K`: the top K feasible points re-run at `refine_fidelity`, in their new
-  /// order (feasible ones by the metric of their refined result, ties by analytic rank; then
+  /// With `--refine K`: the top K feasible points (and the base configuration, when feasible and
+  /// below them) re-run at `refine_fidelity`, in their new order (feasible ones by the metric of their refined result, ties by analytic rank; then
   /// those the finer fidelity could not run). Empty without --refine.
   std::string refine_fidelity;
   std::vector<RefinedPoint> refined;
+  std::size_t refine_top = 0;  // how many of `refined` are the analytic top (the rest: the base)
 
   /// The ranking metric's value of a feasible point (cost: currency per million tokens).
   double metric(std::size_t point) const;
@@ -315,7 +317,8 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
                        const SweepOptions& options, SweepTransport& transport);
 
 /// Re-runs the top `k` feasible points of a ranked outcome at `fidelity` ("flow" or "schedule"),
-/// one after the other on this thread, each built through the resolver like `trainsim run
+/// and the base configuration when it is feasible and ranks below them (the yardstick: whether
+/// the analytic leaders still beat what the scenario runs now), one after the other on this thread, each built through the resolver like `trainsim run
 /// --set ... --fidelity F`, and re-ranks them by the same metric (fills refined and
 /// refine_fidelity). With --goodput, a refined point keeps the analytic point's Monte Carlo ETTR
 /// and shares (the failure process does not depend on the fidelity) and its tokens per day

@@ -291,6 +291,41 @@ TEST(SweepCli, RefineRerunsTheTopPointsAtFlowFidelity) {
   std::filesystem::remove(json);
 }
 
+// sweep --refine K with the base configuration below the top K: it is re-run too, at the same
+// fidelity, as the yardstick the refined leader is measured against (a plain `run --fidelity
+// flow` of the scenario gives the same MFU), and ranked among the refined points.
+TEST(SweepCli, RefineRerunsTheBaseConfigurationBesideTheTop) {
+  const std::string args = std::string("sweep ") + kSmall +
+                           " --vary parallel.tp=1,2,4,8 --vary training.micro_batch=1,2 --refine 1";
+  const CliRun text = trainsim(args);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_TRUE(has(text.err, "refine: 2/2 points at flow fidelity")) << text.err;
+  EXPECT_TRUE(has(text.out, "refined   the top 1 and the base configuration (*) re-run at flow "
+                            "fidelity and re-ranked by MFU:"))
+      << text.out;
+  EXPECT_TRUE(has(text.out, "    2*   2 base ")) << text.out;
+  EXPECT_TRUE(has(text.out, "the refined leader is +")) << text.out;
+  EXPECT_TRUE(has(text.out, " MFU points from the base configuration (*) at flow fidelity (+"))
+      << text.out;
+
+  const std::string json = temp_path("refine-base.json");
+  const CliRun r = trainsim(args + " --format json -o " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j["refine"]["top"], 1);
+  const auto& points = j["refine"]["points"];
+  ASSERT_EQ(points.size(), 2u);
+  EXPECT_EQ(points[0]["base"], false);
+  EXPECT_EQ(points[0]["analytic_rank"], 1);
+  EXPECT_EQ(points[1]["base"], true);
+  EXPECT_EQ(points[1]["analytic_rank"], 2);
+  EXPECT_EQ(points[1]["refined_rank"], 2);
+  const CliRun run = trainsim(std::string("run ") + kSmall + " --fidelity flow --format json");
+  ASSERT_EQ(run.code, 0) << run.err;
+  EXPECT_EQ(nlohmann::json::parse(run.out)["mfu"].get<double>(), points[1]["mfu"].get<double>());
+  std::filesystem::remove(json);
+}
+
 TEST(SweepCli, BadInputIsAClearError) {
   const std::string base = std::string("sweep ") + kMegascale;
   const CliRun unknown = trainsim(base + " --vary parallel.ppp=1,2");

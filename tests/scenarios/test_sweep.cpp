@@ -561,21 +561,32 @@ TEST(SweepRun, OnlyAnalyticFidelity) {
 // ---- --refine -----------------------------------------------------------------------------------
 
 // Each refined point is exactly `trainsim run` of that point's scenario at the finer fidelity,
-// and the refined order is by that result's metric.
+// and the refined order is by that result's metric. The base configuration, ranked below the
+// top K, is re-run beside them (the yardstick) and ranked with them.
 TEST(SweepRefine, RefinedPointsAreRunsAtTheFinerFidelity) {
   const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
   SweepSpec spec;
   spec.axes = {parse_vary("parallel.tp=1,2,4"), parse_vary("training.micro_batch=1,2")};
   SweepOutcome o = sweep(base, spec);
-  ASSERT_GE(o.feasible, 3u);
+  ASSERT_GE(o.feasible, 4u);
+  ASSERT_TRUE(o.base_rank.has_value());
+  ASSERT_GT(*o.base_rank, 3u);  // the tiny scenario's own tp 1 · micro-batch 1 is not in the top 3
   refine_sweep(o, 3, "schedule");
-  ASSERT_EQ(o.refined.size(), 3u);
+  ASSERT_EQ(o.refined.size(), 4u);
+  EXPECT_EQ(o.refine_top, 3u);
   EXPECT_EQ(o.refine_fidelity, "schedule");
   std::vector<std::size_t> analytic_ranks;
-  for (std::size_t r = 0; r < 3; ++r) {
+  int bases = 0;
+  for (std::size_t r = 0; r < o.refined.size(); ++r) {
     const RefinedPoint& rp = o.refined[r];
-    analytic_ranks.push_back(rp.analytic_rank);
     EXPECT_EQ(o.order[rp.analytic_rank - 1], rp.point);
+    EXPECT_EQ(rp.base, o.plan.base_point == rp.point);
+    if (rp.base) {
+      ++bases;
+      EXPECT_EQ(rp.analytic_rank, *o.base_rank);
+    } else {
+      analytic_ranks.push_back(rp.analytic_rank);
+    }
     ASSERT_TRUE(rp.result.ok()) << rp.result.reason;
     EXPECT_EQ(rp.refined_rank, r + 1);
     const Scenario s = load_scenario_string(
@@ -589,12 +600,23 @@ TEST(SweepRefine, RefinedPointsAreRunsAtTheFinerFidelity) {
       EXPECT_GE(o.refined[r - 1].result.mfu, rp.result.mfu);
     }
   }
+  EXPECT_EQ(bases, 1);
   std::sort(analytic_ranks.begin(), analytic_ranks.end());
   EXPECT_EQ(analytic_ranks, (std::vector<std::size_t>{1, 2, 3}));  // the analytic top 3
-  // The JSON carries them; K above the feasible count refines them all.
-  EXPECT_TRUE(contains(json_of(o), "\"refine\": {\"fidelity\": \"schedule\", \"points\": ["));
+  // The JSON carries them, the base marked; K above the feasible count refines them all, the
+  // base among them (not twice).
+  const std::string json = json_of(o);
+  EXPECT_TRUE(contains(json, "\"refine\": {\"fidelity\": \"schedule\", \"top\": 3, \"points\": ["));
+  EXPECT_TRUE(contains(json, fmt::format("\"analytic_rank\": {}, \"refined_rank\": ", *o.base_rank)));
+  EXPECT_TRUE(contains(json, "\"base\": true"));
   refine_sweep(o, 1000, "schedule");
   EXPECT_EQ(o.refined.size(), o.feasible);
+  EXPECT_EQ(std::count_if(o.refined.begin(), o.refined.end(),
+                          [](const RefinedPoint& rp) { return rp.base; }),
+            1);
+  // The base inside the top K is not added again.
+  refine_sweep(o, *o.base_rank, "schedule");
+  EXPECT_EQ(o.refined.size(), *o.base_rank);
   const Error e = capture([&] { refine_sweep(o, 2, "analytic"); });
   EXPECT_EQ(e.kind(), ErrorKind::kInput);
 }
