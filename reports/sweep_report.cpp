@@ -346,6 +346,10 @@ std::string sweep_text(const SweepOutcome& o, std::size_t top) {
         "(top {} of {} feasible; * = the scenario's own configuration; --top N for "
         "more, --format json or csv for every point)\n",
         shown, thousands(o.feasible));
+    if (o.refined.empty()) {
+      s += "(ranked at analytic fidelity: each collective on idle links, no ECMP; --refine K "
+           "re-runs the top K and the scenario's own configuration at flow fidelity)\n";
+    }
     // The leader may ask what the scenario's framework version did not have: say so, and name
     // the best point within it.
     const std::string lacks = o.framework_lacks(o.order[0]);

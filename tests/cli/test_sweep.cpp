@@ -40,6 +40,10 @@ TEST(SweepCli, MegascaleAutoRanksThePapersConfiguration) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_LT(r.seconds, 60.0 * trainsim::testing::kWallClockScale);
   EXPECT_TRUE(has(r.out, "rank     MFU  tokens/s")) << r.out;
+  EXPECT_TRUE(has(r.out, "(ranked at analytic fidelity: each collective on idle links, no ECMP; "
+                         "--refine K re-runs the top K and the scenario's own configuration at "
+                         "flow fidelity)"))
+      << r.out;
   EXPECT_TRUE(has(r.out,
                   "base configuration (tp=8 pp=8 dp=192 cp=1 ep=1 vpp=6 "
                   "schedule=interleaved micro_batch=1 recompute=selective zero=1): rank "))
@@ -304,6 +308,7 @@ TEST(SweepCli, RefineRerunsTheBaseConfigurationBesideTheTop) {
                             "fidelity and re-ranked by MFU:"))
       << text.out;
   EXPECT_TRUE(has(text.out, "    2*   2 base ")) << text.out;
+  EXPECT_FALSE(has(text.out, "(ranked at analytic fidelity")) << text.out;
   EXPECT_TRUE(has(text.out, "the refined leader is +")) << text.out;
   EXPECT_TRUE(has(text.out, " MFU points from the base configuration (*) at flow fidelity (+"))
       << text.out;
