@@ -774,6 +774,7 @@ std::string sweep_refine_section(const scen::SweepOutcome& o) {
   c.x_label = "analytic MFU (%)";
   c.y_label = o.refine_fidelity + " MFU (%)";
   c.diagonal = true;
+  c.diagonal_label = "analytic = " + o.refine_fidelity;
   c.kinds = {{"kept its rank", "#4e79a7", svg::Scatter::Marker::kDot},
              {"moved up", "#59a14f", svg::Scatter::Marker::kDiamond},
              {"moved down", "#e15759", svg::Scatter::Marker::kCross}};

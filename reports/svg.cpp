@@ -407,7 +407,7 @@ std::string scatter(const Scatter& c) {
     const double lo = std::max(ax.lo, ay.lo), hi = std::min(ax.hi, ay.hi);
     grid +=
         line(ax.map(lo), ay.map(lo), ax.map(hi), ay.map(hi), "#888", " stroke-dasharray=\"5 4\"");
-    grid += text(ax.map(hi) - 4, ay.map(hi) + 14, "predicted = published", "end", " fill=\"#777\"");
+    grid += text(ax.map(hi) - 4, ay.map(hi) + 14, c.diagonal_label, "end", " fill=\"#777\"");
   }
   if (c.x_limit) {
     const double x = ax.map(*c.x_limit);

@@ -67,6 +67,7 @@ struct Scatter {
   std::string x_label, y_label;
   bool log_x = false, log_y = false;
   bool diagonal = false;          // the y = x line (predicted vs published)
+  std::string diagonal_label = "predicted = published";  // written at its top end
   std::optional<double> x_limit;  // a vertical reference line
   std::string x_limit_label;
   enum class Marker { kDot, kRing, kCross, kDiamond };

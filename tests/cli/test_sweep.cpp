@@ -291,6 +291,8 @@ TEST(SweepCli, RefineRerunsTheTopPointsAtFlowFidelity) {
   // The report's best configuration is the re-ranking's first, with its flow-fidelity MFU.
   const std::string html = slurp(temp_path("refine_report") + "/index.html");
   EXPECT_TRUE(has(html, "Best configuration after re-ranking at flow fidelity")) << html.size();
+  EXPECT_TRUE(has(html, ">analytic = flow</text>")) << html.size();  // the diagonal's label
+  EXPECT_FALSE(has(html, "predicted = published")) << html.size();
   EXPECT_TRUE(has(html, fmt::format("{:.1f} %", 100 * points[0]["mfu"].get<double>())));
   std::filesystem::remove(json);
 }
