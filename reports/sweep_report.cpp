@@ -185,7 +185,7 @@ std::string refined_text(const SweepOutcome& o) {
     s += line + "\n";
   }
   const scen::RefinedPoint& top = o.refined.front();
-  if (top.refined_rank == 1 && top.analytic_rank != 1) {
+  if (top.refined_rank == 1 && top.analytic_rank != 1 && top.analytic_rank <= o.refine_top) {
     s += fmt::format("(the analytic rank {} is best at {} fidelity; MFU change in points)\n",
                      top.analytic_rank, o.refine_fidelity);
   } else {
