@@ -778,7 +778,9 @@ std::string sweep_refine_section(const scen::SweepOutcome& o) {
   c.kinds = {{"kept its rank", "#4e79a7", svg::Scatter::Marker::kDot},
              {"moved up", "#59a14f", svg::Scatter::Marker::kDiamond},
              {"moved down", "#e15759", svg::Scatter::Marker::kCross}};
-  if (base_added) c.kinds.push_back({"the base configuration", "#f28e2b", svg::Scatter::Marker::kRing});
+  if (base_added) {
+    c.kinds.push_back({"the base configuration", "#f28e2b", svg::Scatter::Marker::kRing});
+  }
   std::vector<std::vector<std::string>> rows;
   std::vector<bool> hl;
   for (const scen::RefinedPoint& r : o.refined) {

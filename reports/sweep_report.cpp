@@ -194,8 +194,9 @@ std::string refined_text(const SweepOutcome& o) {
   // The yardstick: the scenario's own configuration at the same fidelity.
   if (base != o.refined.end() && base->result.ok() && top.result.ok()) {
     if (&*base == &top) {
-      s += fmt::format("the base configuration (*) leads at {} fidelity: no refined point beats it there\n",
-                       o.refine_fidelity);
+      s += fmt::format(
+          "the base configuration (*) leads at {} fidelity: no refined point beats it there\n",
+          o.refine_fidelity);
     } else {
       s += fmt::format(
           "the refined leader is {:+.1f} MFU points from the base configuration (*) at {} "

@@ -295,8 +295,9 @@ struct SweepOutcome {
   bool within_framework(std::size_t point) const;
 
   /// With `--refine K`: the top K feasible points (and the base configuration, when feasible and
-  /// below them) re-run at `refine_fidelity`, in their new order (feasible ones by the metric of their refined result, ties by analytic rank; then
-  /// those the finer fidelity could not run). Empty without --refine.
+  /// below them) re-run at `refine_fidelity`, in their new order (feasible ones by the metric of
+  /// their refined result, ties by analytic rank; then those the finer fidelity could not run).
+  /// Empty without --refine.
   std::string refine_fidelity;
   std::vector<RefinedPoint> refined;
   std::size_t refine_top = 0;  // how many of `refined` are the analytic top (the rest: the base)
@@ -318,8 +319,9 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
 
 /// Re-runs the top `k` feasible points of a ranked outcome at `fidelity` ("flow" or "schedule"),
 /// and the base configuration when it is feasible and ranks below them (the yardstick: whether
-/// the analytic leaders still beat what the scenario runs now), one after the other on this thread, each built through the resolver like `trainsim run
-/// --set ... --fidelity F`, and re-ranks them by the same metric (fills refined and
+/// the analytic leaders still beat what the scenario runs now), one after the other on this
+/// thread, each built through the resolver like `trainsim run --set ... --fidelity F`, and
+/// re-ranks them by the same metric (fills refined, refine_top and
 /// refine_fidelity). With --goodput, a refined point keeps the analytic point's Monte Carlo ETTR
 /// and shares (the failure process does not depend on the fidelity) and its tokens per day
 /// follows the refined tokens/s. `progress(done, total)` is called after each point.

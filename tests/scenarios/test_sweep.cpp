@@ -586,7 +586,8 @@ TEST(SweepRefine, TheTextMeasuresTheLeaderAgainstTheBase) {
                         100 * (o.results[top.point].mfu - o.results[b->point].mfu))))
       << text;
   // The base first (as when the finer fidelity takes the leaders' gains away).
-  std::rotate(o.refined.begin(), o.refined.begin() + (b - o.refined.begin()), o.refined.begin() + (b - o.refined.begin()) + 1);
+  const auto at = b - o.refined.begin();
+  std::rotate(o.refined.begin(), o.refined.begin() + at, o.refined.begin() + at + 1);
   for (std::size_t r = 0; r < o.refined.size(); ++r) o.refined[r].refined_rank = r + 1;
   text = reports::refined_text(o);
   EXPECT_TRUE(contains(text, "the base configuration (*) leads at schedule fidelity: no refined "
