@@ -168,8 +168,8 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
   if (group.rank() != 0) return 0;
   if (a.refine > 0) {
     advise_huge_pages_for_heap();  // sim/core/process_memory.h: the refined runs are event-driven
-    // On rank 0, one point after the other: a 12,288-GPU flow iteration takes seconds and up to
-    // a GiB, and the top points are few.
+    // On rank 0, --jobs points at once (the sweep's threads; each a simulation of its own: a
+    // 12,288-GPU flow iteration takes seconds to minutes and up to a GiB).
     const auto start = std::chrono::steady_clock::now();
     const bool tty = ::isatty(STDERR_FILENO) == 1;
     scen::refine_sweep(o, static_cast<std::size_t>(a.refine), a.refine_fidelity,
@@ -186,7 +186,8 @@ int sweep(const SweepArgs& a, SweepGroup& group) {
                              done == total ? std::string("0 s") : duration(eta),
                              tty && done < total ? "   " : "\n");
                          std::cerr.flush();
-                       });
+                       },
+                       options.jobs);
   }
   write_result(o, a);
   if (!a.report.empty()) write_report(o, a);

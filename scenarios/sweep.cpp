@@ -850,7 +850,7 @@ double SweepOutcome::metric(std::size_t point) const { return metric_of(results[
 
 void refine_sweep(SweepOutcome& o, std::size_t k,
                   const std::string& fidelity,
-                  const std::function<void(std::size_t, std::size_t)>& progress) {
+                  const std::function<void(std::size_t, std::size_t)>& progress, int jobs) {
   if (fidelity != "flow" && fidelity != "schedule") {
     throw_input("`" + fidelity + "` is not a finer fidelity to refine with", {"--refine-fidelity", 0, ""},
                 "use flow or schedule");
@@ -862,7 +862,12 @@ void refine_sweep(SweepOutcome& o, std::size_t k,
   // The scenario's own configuration is re-run too when it ranks below the top K: the finer
   // fidelity's yardstick (is the analytic leader still ahead of what the scenario runs now?).
   const bool add_base = n > 0 && o.base_rank && *o.base_rank > n;
-  const std::size_t total = n + (add_base ? 1 : 0);
+  std::vector<std::size_t> ranks;
+  for (std::size_t r = 0; r < n; ++r) ranks.push_back(r + 1);
+  if (add_base) ranks.push_back(*o.base_rank);
+  // Each point is its own simulation (its scenario, network and executor), reading only the
+  // outcome's plan and analytic results: up to `jobs` run at once, each written to its own
+  // place, so the list (and the order below) does not depend on the threads.
   const auto refine_point = [&](std::size_t analytic_rank) {
     RefinedPoint rp;
     rp.point = o.order[analytic_rank - 1];
@@ -900,11 +905,36 @@ void refine_sweep(SweepOutcome& o, std::size_t k,
       x.slow_share = a.slow_share;
       x.goodput_tokens_per_day = x.tokens_per_s * 86400.0 * x.ettr;
     }
-    o.refined.push_back(std::move(rp));
-    if (progress) progress(o.refined.size(), total);
+    return rp;
   };
-  for (std::size_t r = 0; r < n; ++r) refine_point(r + 1);
-  if (add_base) refine_point(*o.base_rank);
+  o.refined.assign(ranks.size(), RefinedPoint{});
+  std::atomic<std::size_t> next{0};
+  std::mutex mutex;  // guards done, failure and the progress callback
+  std::size_t done = 0;
+  std::exception_ptr failure;
+  const auto work = [&] {
+    for (;;) {
+      const std::size_t i = next.fetch_add(1);
+      if (i >= ranks.size()) return;
+      try {
+        o.refined[i] = refine_point(ranks[i]);
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (!failure) failure = std::current_exception();
+        next = ranks.size();
+        return;
+      }
+      const std::lock_guard<std::mutex> lock(mutex);
+      if (!failure && progress) progress(++done, ranks.size());
+    }
+  };
+  const std::size_t threads =
+      std::min<std::size_t>(ranks.size(), static_cast<std::size_t>(std::max(1, jobs)));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (std::thread& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
   // The same total order as the analytic ranking: the better metric, then the analytic rank.
   const bool lower_is_better = o.spec.rank_by == RankBy::kCost;
   auto key = [&](const RefinedPoint& p) {

@@ -316,8 +316,14 @@ TEST(SweepCli, RefineRerunsTheBaseConfigurationBesideTheTop) {
       << text.out;
 
   const std::string json = temp_path("refine-base.json");
-  const CliRun r = trainsim(args + " --format json -o " + json);
+  const CliRun r = trainsim(args + " --jobs 2 --format json -o " + json);
   ASSERT_EQ(r.code, 0) << r.err;
+  // The two points ran on two threads: the same file as one after the other.
+  const std::string serial = temp_path("refine-base-serial.json");
+  const CliRun r1 = trainsim(args + " --jobs 1 --format json -o " + serial);
+  ASSERT_EQ(r1.code, 0) << r1.err;
+  EXPECT_EQ(slurp(serial), slurp(json));
+  std::filesystem::remove(serial);
   const nlohmann::json j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j["refine"]["top"], 1);
   const auto& points = j["refine"]["points"];

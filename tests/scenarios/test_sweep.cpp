@@ -560,6 +560,33 @@ TEST(SweepRun, OnlyAnalyticFidelity) {
 
 // ---- --refine -----------------------------------------------------------------------------------
 
+// Refined points run on up to `jobs` threads, each its own simulation: the outcome is the same,
+// and progress counts every point once, in order, to the total.
+TEST(SweepRefine, ThreadsDoNotChangeTheRefinement) {
+  const Scenario base = load_scenario_string(kTiny, "tiny.yaml");
+  SweepSpec spec;
+  spec.axes = {parse_vary("parallel.tp=1,2,4"), parse_vary("training.micro_batch=1,2")};
+  SweepOutcome one = sweep(base, spec);
+  SweepOutcome three = one;
+  refine_sweep(one, 3, "flow", {}, 1);
+  std::vector<std::size_t> seen;
+  std::size_t total = 0;
+  refine_sweep(three, 3, "flow",
+               [&](std::size_t done, std::size_t all) {
+                 seen.push_back(done);
+                 total = all;
+               },
+               3);
+  ASSERT_EQ(one.refined.size(), 4u);  // the top 3 and the base
+  EXPECT_EQ(json_of(three), json_of(one));
+  for (std::size_t r = 0; r < one.refined.size(); ++r) {
+    EXPECT_EQ(three.refined[r].point, one.refined[r].point);
+    EXPECT_EQ(three.refined[r].result.iteration_time_s, one.refined[r].result.iteration_time_s);
+  }
+  EXPECT_EQ(seen, (std::vector<std::size_t>{1, 2, 3, 4}));
+  EXPECT_EQ(total, 4u);
+}
+
 // The refined table's words: the base marked and measured against the refined leader at both
 // fidelities, and, where the base comes out first, said to lead (not "the analytic rank N").
 TEST(SweepRefine, TheTextMeasuresTheLeaderAgainstTheBase) {
