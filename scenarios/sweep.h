@@ -319,10 +319,9 @@ SweepOutcome run_sweep(const Scenario& base, SweepPlan plan, const SweepSpec& sp
 
 /// Re-runs the top `k` feasible points of a ranked outcome at `fidelity` ("flow" or "schedule"),
 /// and the base configuration when it is feasible and ranks below them (the yardstick: whether
-/// the analytic leaders still beat what the scenario runs now), one after the other on this
-/// thread, each built through the resolver like `trainsim run --set ... --fidelity F`, and
-/// re-ranks them by the same metric (fills refined, refine_top and
-/// refine_fidelity). With --goodput, a refined point keeps the analytic point's Monte Carlo ETTR
+/// the analytic leaders still beat what the scenario runs now), each built through the resolver
+/// like `trainsim run --set ... --fidelity F`, and re-ranks them by the same metric (fills
+/// refined, refine_top and refine_fidelity). With --goodput, a refined point keeps the analytic point's Monte Carlo ETTR
 /// and shares (the failure process does not depend on the fidelity) and its tokens per day
 /// follows the refined tokens/s. `progress(done, total)` is called after each point (under a
 /// lock: from any of the threads). `jobs` points run at once, each on its own thread (a flow
