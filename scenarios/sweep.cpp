@@ -628,6 +628,37 @@ bool decode_point(const std::string& line, std::size_t& index, PointResult& r) {
 
 namespace {
 
+// Runs `count` items in chunks of `chunk` taken from a shared counter, on up to `jobs` threads
+// (the calling one included; no more than there are chunks). Each thread calls `make_body()` once
+// (its own scratch) and then body(begin, end) per chunk. The first exception stops the others
+// from taking more and is rethrown after the join.
+template <class MakeBody>
+void on_threads(std::size_t count, std::size_t chunk, int jobs, MakeBody make_body) {
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  auto work = [&] {
+    try {
+      auto body = make_body();
+      for (std::size_t i0 = next.fetch_add(chunk); i0 < count; i0 = next.fetch_add(chunk)) {
+        body(i0, std::min(count, i0 + chunk));
+      }
+    } catch (...) {
+      const std::lock_guard<std::mutex> lock(failure_mutex);
+      if (!failure) failure = std::current_exception();
+      next = count;
+    }
+  };
+  const std::size_t chunks = (count + chunk - 1) / chunk;
+  const int threads_wanted = static_cast<int>(std::min<std::size_t>(
+      static_cast<std::size_t>(std::max(1, jobs)), std::max<std::size_t>(1, chunks)));
+  std::vector<std::thread> threads;
+  for (int t = 1; t < threads_wanted; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  if (failure) std::rethrow_exception(failure);
+}
+
 // What a sweep keeps of a run's result.
 PointResult point_result(const exec::Result& r) {
   PointResult out;
@@ -908,33 +939,17 @@ void refine_sweep(SweepOutcome& o, std::size_t k,
     return rp;
   };
   o.refined.assign(ranks.size(), RefinedPoint{});
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;  // guards done, failure and the progress callback
+  std::mutex progress_mutex;
   std::size_t done = 0;
-  std::exception_ptr failure;
-  const auto work = [&] {
-    for (;;) {
-      const std::size_t i = next.fetch_add(1);
-      if (i >= ranks.size()) return;
-      try {
+  on_threads(ranks.size(), 1, jobs, [&] {
+    return [&](std::size_t i0, std::size_t i1) {
+      for (std::size_t i = i0; i < i1; ++i) {
         o.refined[i] = refine_point(ranks[i]);
-      } catch (...) {
-        const std::lock_guard<std::mutex> lock(mutex);
-        if (!failure) failure = std::current_exception();
-        next = ranks.size();
-        return;
+        const std::lock_guard<std::mutex> lock(progress_mutex);
+        if (progress) progress(++done, ranks.size());
       }
-      const std::lock_guard<std::mutex> lock(mutex);
-      if (!failure && progress) progress(++done, ranks.size());
-    }
-  };
-  const std::size_t threads =
-      std::min<std::size_t>(ranks.size(), static_cast<std::size_t>(std::max(1, jobs)));
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (std::thread& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+    };
+  });
   // The same total order as the analytic ranking: the better metric, then the analytic rank.
   const bool lower_is_better = o.spec.rank_by == RankBy::kCost;
   auto key = [&](const RefinedPoint& p) {
@@ -1102,33 +1117,13 @@ void evaluate_block(const std::vector<std::size_t>& points, const PointEvaluator
   out.assign(points.size(), {});
   const std::size_t chunk = std::clamp<std::size_t>(
       points.size() / (static_cast<std::size_t>(std::max(1, jobs)) * 16), 1, 64);
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex failure_mutex;
-  auto work = [&] {
-    try {
-      exec::RunConfig scratch;
-      if (evaluator.shortcut()) scratch = evaluator.base_config();
-      for (std::size_t i0 = next.fetch_add(chunk); i0 < points.size();
-           i0 = next.fetch_add(chunk)) {
-        const std::size_t i1 = std::min(points.size(), i0 + chunk);
-        for (std::size_t i = i0; i < i1; ++i) out[i] = evaluator.evaluate(points[i], scratch);
-      }
-    } catch (...) {
-      const std::lock_guard<std::mutex> lock(failure_mutex);
-      if (!failure) failure = std::current_exception();
-      next = points.size();
-    }
-  };
-  // No more threads than chunks of work: the others would find the counter past the end.
-  const std::size_t chunks = (points.size() + chunk - 1) / chunk;
-  const int threads_wanted = static_cast<int>(std::min<std::size_t>(
-      static_cast<std::size_t>(std::max(1, jobs)), std::max<std::size_t>(1, chunks)));
-  std::vector<std::thread> threads;
-  for (int t = 1; t < threads_wanted; ++t) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
-  if (failure) std::rethrow_exception(failure);
+  on_threads(points.size(), chunk, jobs, [&] {
+    exec::RunConfig scratch;
+    if (evaluator.shortcut()) scratch = evaluator.base_config();
+    return [&, scratch = std::move(scratch)](std::size_t i0, std::size_t i1) mutable {
+      for (std::size_t i = i0; i < i1; ++i) out[i] = evaluator.evaluate(points[i], scratch);
+    };
+  });
 }
 
 }  // namespace
